@@ -1,0 +1,60 @@
+# Front door: `make demo` runs the main job, `make test` runs every test.
+# Both install the Debian packages they need when run as root (make deps)
+# and otherwise print the exact install line.
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+MAKEFLAGS += --no-print-directory
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_ARGS ?=
+
+# Debian packages the build, the tests and the demo need.
+DEB_PACKAGES = build-essential cmake pkg-config libopenblas-dev libcairo2-dev \
+               python3 python3-numpy python3-venv python3-pip fonts-dejavu-core
+
+.PHONY: all deps build test test-fast test-asan demo bench install clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else \
+	    echo "missing packages; install them with:"; \
+	    echo "  sudo apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+# All tests: the optimized build, then the same suite under ASan + UBSan.
+test: test-fast test-asan
+
+test-fast: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DATTN_SANITIZE=ON $(CMAKE_ARGS) >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 \
+	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ATTN_SANITIZED=1 \
+	  ctest --output-on-failure -j $(JOBS)
+
+demo: build
+	./$(BUILD)/attn demo --out demo-out
+
+bench: build
+	./$(BUILD)/attn bench
+
+install: build
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) demo-out

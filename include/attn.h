@@ -1,0 +1,363 @@
+/*
+ * attn.h: attention mechanisms of the Transformer, in C11.
+ *
+ * This is the only public header of libattn. Everything public is prefixed
+ * attn_ (functions, types) or ATTN_ (macros, enum values).
+ *
+ * Worked example: causal self-attention over one sequence.
+ *
+ *     float q[4*8], k[4*8], v[4*8], o[4*8];          // L = 4, D = 8
+ *     ... fill q, k, v ...
+ *     attn_tensor Q = attn_tensor_4d(q, ATTN_F32, 1, 1, 4, 8);
+ *     attn_tensor K = attn_tensor_4d(k, ATTN_F32, 1, 1, 4, 8);
+ *     attn_tensor V = attn_tensor_4d(v, ATTN_F32, 1, 1, 4, 8);
+ *     attn_tensor O = attn_tensor_4d(o, ATTN_F32, 1, 1, 4, 8);
+ *     attn_sdpa_opts opts;
+ *     attn_sdpa_opts_init(&opts);          // scale 1/sqrt(D), no mask
+ *     opts.mask.causal = ATTN_CAUSAL_TOP_LEFT;
+ *     attn_status st = attn_sdpa_forward(&Q, &K, &V, &opts, &O, NULL, NULL);
+ *     if (st != ATTN_OK) fprintf(stderr, "%s\n", attn_last_error());
+ *
+ * Conventions (see docs/ and DESIGN.md):
+ *  - Every function returns attn_status; on failure attn_last_error() holds a
+ *    thread-local message naming the argument and the numbers. The library
+ *    never prints, aborts or exits on a caller's mistake.
+ *  - Tensors are views: the caller owns the memory. Shapes are (B, H, L, D)
+ *    with strides in elements; a stride of 0 broadcasts.
+ *  - Functions that compute gradients ADD into the gradient buffers; zero
+ *    them first for a fresh gradient.
+ */
+#ifndef ATTN_H
+#define ATTN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ATTN_VERSION_MAJOR 0
+#define ATTN_VERSION_MINOR 1
+#define ATTN_VERSION_PATCH 0
+
+/* ===================================================================== */
+/* Status                                                                */
+/* ===================================================================== */
+
+/* One value per class of failure. Values are appended, never renumbered. */
+typedef enum {
+    ATTN_OK = 0,
+    ATTN_E_INVALID = 1,     /* invalid argument: null pointer, bad option  */
+    ATTN_E_SHAPE = 2,       /* shapes do not agree or are out of range     */
+    ATTN_E_DTYPE = 3,       /* element type not accepted here              */
+    ATTN_E_UNSUPPORTED = 4, /* valid request this build cannot serve       */
+    ATTN_E_NOMEM = 5,       /* an allocation failed or a size overflowed   */
+    ATTN_E_IO = 6,          /* a file could not be opened/read/written     */
+    ATTN_E_FORMAT = 7,      /* a file's contents are malformed             */
+    ATTN_E_NONFINITE = 8    /* NaN or Inf in an input that forbids them    */
+} attn_status;
+
+#define ATTN_STATUS_COUNT 9
+
+/* Short name of a status class ("invalid argument", ...). Never NULL. */
+const char *attn_strerror(attn_status status);
+
+/* Detail message of the last failure on this thread ("" if none). The
+ * pointer stays valid until the next failing call on the same thread. */
+const char *attn_last_error(void);
+
+/* Clears the thread's detail message. */
+void attn_clear_error(void);
+
+/* Library version as "MAJOR.MINOR.PATCH". */
+const char *attn_version(void);
+
+/* ===================================================================== */
+/* Element types and tensor views                                        */
+/* ===================================================================== */
+
+typedef enum {
+    ATTN_F32 = 0,
+    ATTN_F16 = 1,  /* IEEE binary16, stored as uint16_t            */
+    ATTN_BF16 = 2, /* bfloat16 (upper half of an f32), uint16_t    */
+    ATTN_F64 = 3,  /* reference paths and gradient checks          */
+    ATTN_U8 = 4,   /* boolean masks: nonzero = true                */
+    ATTN_I32 = 5,
+    ATTN_I64 = 6
+} attn_dtype;
+
+#define ATTN_DTYPE_COUNT 7
+
+/* Bytes per element (0 for an unknown dtype). */
+size_t attn_dtype_size(attn_dtype dtype);
+/* "f32", "f16", "bf16", "f64", "u8", "i32", "i64" ("?" if unknown). */
+const char *attn_dtype_name(attn_dtype dtype);
+
+/* Scalar conversions. f32 -> f16/bf16 round to nearest even; NaN stays NaN
+ * and overflow becomes Inf. */
+float attn_f16_to_f32(uint16_t h);
+uint16_t attn_f32_to_f16(float f);
+float attn_bf16_to_f32(uint16_t h);
+uint16_t attn_f32_to_bf16(float f);
+
+/* Converts n elements between any two of f32, f16, bf16, f64. */
+attn_status attn_convert(const void *src, attn_dtype src_dtype, void *dst,
+                         attn_dtype dst_dtype, size_t n);
+
+/* A view of a rank-4 array. shape is (B, H, L, D) for attention inputs.
+ * stride[i] is the distance in elements between neighbours along axis i;
+ * 0 broadcasts along that axis (only where a function says it may). */
+typedef struct {
+    void *data;
+    attn_dtype dtype;
+    int64_t shape[4];
+    int64_t stride[4];
+} attn_tensor;
+
+/* A contiguous (row-major) view of shape (d0, d1, d2, d3). */
+attn_tensor attn_tensor_4d(void *data, attn_dtype dtype, int64_t d0,
+                           int64_t d1, int64_t d2, int64_t d3);
+
+/* A view of a batch-first (B, L, H, D) contiguous buffer, presented as
+ * (B, H, L, D) through its strides: no copy. */
+attn_tensor attn_tensor_bthd(void *data, attn_dtype dtype, int64_t b,
+                             int64_t l, int64_t h, int64_t d);
+
+/* Checks a view: data not NULL, shape entries >= 1, strides >= 0, and that
+ * the largest element offset and byte size fit in int64/size_t. name is used
+ * in the message ("q", "k", ...). */
+attn_status attn_tensor_check(const attn_tensor *t, const char *name);
+
+/* Number of elements (product of shape); 0 on overflow or bad shape. */
+int64_t attn_tensor_numel(const attn_tensor *t);
+
+/* Reads element (i0,i1,i2,i3) as double, whatever its dtype. No checks. */
+double attn_tensor_get(const attn_tensor *t, int64_t i0, int64_t i1,
+                       int64_t i2, int64_t i3);
+
+/* ===================================================================== */
+/* Masks                                                                 */
+/* ===================================================================== */
+
+/* Where the causal diagonal (and the centre of a local window) lies when
+ * Lq != Lk. With effective lengths lq, lk of a batch entry, query i sits at
+ * key position i (TOP_LEFT, PyTorch is_causal) or i + lk - lq (BOTTOM_RIGHT,
+ * FlashAttention and KV caches). */
+typedef enum {
+    ATTN_ALIGN_TOP_LEFT = 0,
+    ATTN_ALIGN_BOTTOM_RIGHT = 1
+} attn_align;
+
+/* One mask descriptor, understood by every kernel. All parts combine by AND
+ * (a key is visible only if every part keeps it); bias is added to the
+ * scaled scores of visible keys. Masked keys are excluded exactly. A query
+ * row with no visible key gives output 0, weights 0 and lse -inf.
+ *
+ * For query i, key j of batch entry b with effective lengths lq, lk (the
+ * query/key lengths if given, else Lq, Lk), let c = i (TOP_LEFT) or
+ * c = i + lk - lq (BOTTOM_RIGHT). Key j is visible when all hold:
+ *   - i < lq and j < lk                            (padding)
+ *   - causal: j <= c
+ *   - window_left >= 0: j >= c - window_left
+ *   - window_right >= 0: j <= c + window_right
+ *   - keep tensor: keep[b, h, i, j] != 0 (axes of size 1 broadcast)
+ *   - block sparse: layout[h', i / block, j / block] != 0
+ *   - random blocks: block (h, i / rb, j / rb) drawn as kept
+ */
+typedef struct {
+    int causal;          /* 0 or 1                                          */
+    attn_align align;    /* alignment of causal and window                 */
+    int64_t window_left; /* < 0: unbounded (default -1)                     */
+    int64_t window_right;/* < 0: unbounded (default -1)                     */
+
+    const int64_t *key_lengths;   /* [B] valid keys per batch entry, or NULL   */
+    const int64_t *query_lengths; /* [B] valid queries per entry, or NULL      */
+
+    /* Boolean keep-mask of shape (B, H, Lq, Lk) where any axis may instead
+     * have size 1 (or stride 0) to broadcast, e.g. a key-padding mask
+     * (B, 1, 1, Lk); dtype u8, i32 or f32, nonzero = attend. NULL: none. */
+    const attn_tensor *keep;
+
+    /* Additive float bias (f32 or f64), same shape rules as keep. Added to
+     * scale * q.k. -inf entries mask exactly; NaN and +inf are refused.
+     * NULL: none. */
+    const attn_tensor *bias;
+
+    /* Block-sparse layout: block_size > 0 enables it. layout is u8 of shape
+     * (layout_heads, ceil(Lq / block_size), ceil(Lk / block_size)),
+     * row-major; layout_heads is 1 (shared by all heads) or H. */
+    int64_t block_size;
+    const uint8_t *layout;
+    int64_t layout_heads;
+
+    /* Seeded random blocks: random_block > 0 enables it. Block
+     * (h, i / random_block, j / random_block) is kept with probability
+     * random_keep_p, drawn from a counter-based hash of (random_seed, h,
+     * block row, block column): the same pattern for every batch entry, in
+     * every kernel, on any thread count. */
+    int64_t random_block;
+    double random_keep_p;
+    uint64_t random_seed;
+} attn_mask;
+
+/* No masking: every key visible, windows unbounded. */
+void attn_mask_init(attn_mask *mask);
+
+/* Checks a mask against the attention shapes (B, H, Lq, Lk). */
+attn_status attn_mask_check(const attn_mask *mask, int64_t B, int64_t H,
+                            int64_t Lq, int64_t Lk);
+
+/* 1 if key j is visible from query i of (b, h) under mask, else 0 (the
+ * bias is not looked at). Bounds are not checked: call attn_mask_check. */
+int attn_mask_visible(const attn_mask *mask, int64_t b, int64_t h,
+                      int64_t i, int64_t j, int64_t Lq, int64_t Lk);
+
+/* Whether the random-block pattern keeps block (h, bi, bj). */
+int attn_random_block_kept(uint64_t seed, double keep_p, int64_t h,
+                           int64_t bi, int64_t bj);
+
+/* --- Builders for the tutorials' conventions (all write u8, 1 = attend) */
+
+/* Padding from token ids: keep[b, j] = (ids[b, j] != pad_id), for ids of
+ * shape (B, L) row-major. The result is (B, L) u8: view it as a keep tensor
+ * of shape (B, 1, Lq, L) with strides (L, 0, 0, 1). */
+attn_status attn_mask_padding_from_ids(const int64_t *ids, int64_t B,
+                                       int64_t L, int64_t pad_id,
+                                       uint8_t *keep);
+
+/* Look-ahead mask (Lq, Lk) u8 with top-left alignment: keep[i, j] = j <= i. */
+attn_status attn_mask_lookahead(int64_t Lq, int64_t Lk, uint8_t *keep);
+
+/* Keras/TF convention (1 = masked, added as -1e9 there) to keep: n elements
+ * of src (dtype u8, i32 or f32), keep = (src == 0). */
+attn_status attn_mask_from_keras(const void *src, attn_dtype dtype, size_t n,
+                                 uint8_t *keep);
+
+/* PyTorch nn.MultiheadAttention convention (True = blocked) to keep. */
+attn_status attn_mask_from_torch_mha(const void *src, attn_dtype dtype,
+                                     size_t n, uint8_t *keep);
+
+/* ===================================================================== */
+/* Scaled dot-product attention                                          */
+/* ===================================================================== */
+
+typedef enum {
+    ATTN_IMPL_AUTO = 0,  /* the fastest correct kernel (flash)          */
+    ATTN_IMPL_REF = 1,   /* the exact reference, double accumulation    */
+    ATTN_IMPL_FLASH = 2  /* the tiled, multithreaded online-softmax one */
+} attn_impl;
+
+typedef struct {
+    double scale;     /* multiplier of q.k; 0 means 1/sqrt(Dk)            */
+    attn_mask mask;
+    double dropout_p; /* probability of dropping a weight, in [0, 1)     */
+    uint64_t seed;    /* dropout seed                                    */
+    attn_impl impl;
+    int threads;      /* 0: OpenMP's default                             */
+} attn_sdpa_opts;
+
+/* Defaults: scale 1/sqrt(Dk), no mask, no dropout, AUTO, default threads. */
+void attn_sdpa_opts_init(attn_sdpa_opts *opts);
+
+/*
+ * O = softmax(scale * Q K^T + bias, masked) V, with optional dropout on the
+ * weights (kept weights scaled by 1 / (1 - p)).
+ *
+ *   q   (B, H,   Lq, Dk)   f32, f16, bf16 (f64 with IMPL_REF)
+ *   k   (B, Hkv, Lk, Dk)   same dtype as q; H % Hkv == 0 (grouped heads)
+ *   v   (B, Hkv, Lk, Dv)   same dtype as q
+ *   out (B, H,   Lq, Dv)   f32 (f64 with IMPL_REF), overwritten
+ *   weights (B, H, Lq, Lk) f32/f64 or NULL: the weights after dropout,
+ *                          overwritten; forces materialization
+ *   lse [B * H * Lq] contiguous or NULL: log-sum-exp of each row's scaled,
+ *                    biased, masked scores (-inf for a fully masked row);
+ *                    backward needs it.
+ * Errors: ATTN_E_INVALID (null pointers, bad options), ATTN_E_SHAPE,
+ * ATTN_E_DTYPE, ATTN_E_NONFINITE (NaN/Inf in q, k or v), ATTN_E_NOMEM.
+ */
+attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k,
+                              const attn_tensor *v, const attn_sdpa_opts *opts,
+                              attn_tensor *out, attn_tensor *weights,
+                              float *lse);
+
+/* Gradients of attn_sdpa_forward. out and lse are those forward produced
+ * with the same q, k, v and opts (the same dropout seed gives the same
+ * mask). dq (B,H,Lq,Dk), dk (B,Hkv,Lk,Dk), dv (B,Hkv,Lk,Dv) are f32 (f64
+ * with IMPL_REF) and ADDED INTO. dbias, if not NULL, has the bias's shape
+ * with its own strides; entries broadcast by the bias (stride 0) receive
+ * the sum over the broadcast axes; added into. */
+attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k,
+                               const attn_tensor *v, const attn_tensor *out,
+                               const float *lse, const attn_tensor *dout,
+                               const attn_sdpa_opts *opts, attn_tensor *dq,
+                               attn_tensor *dk, attn_tensor *dv,
+                               attn_tensor *dbias);
+
+/* Receives one tile of normalized attention weights (before dropout): rows
+ * q0 .. q0+nq-1, columns k0 .. k0+nk-1 of head (b, h); w[r * ldw + c].
+ * Masked entries are 0. Return nonzero to stop early (the call then
+ * returns ATTN_OK). Tiles of one (b, h) arrive in row-major tile order; the
+ * callback is called from one thread at a time. */
+typedef int (*attn_weight_tile_fn)(void *user, int64_t b, int64_t h,
+                                   int64_t q0, int64_t nq, int64_t k0,
+                                   int64_t nk, const float *w, int64_t ldw);
+
+/* Streams the weights of attention through fn without the Lq x Lk matrix,
+ * using lse saved by attn_sdpa_forward with the same q, k, opts. */
+attn_status attn_sdpa_weight_tiles(const attn_tensor *q, const attn_tensor *k,
+                                   const float *lse, const attn_sdpa_opts *opts,
+                                   attn_weight_tile_fn fn, void *user);
+
+/* Dropout keep decision for weight (b, h, i, j): Philox4x32-10 keyed by
+ * seed. 1 = kept. Exposed so tests and users can reproduce the mask. */
+int attn_dropout_kept(uint64_t seed, double p, int64_t b, int64_t h,
+                      int64_t i, int64_t j);
+
+/* ===================================================================== */
+/* .npy files                                                            */
+/* ===================================================================== */
+
+#define ATTN_NPY_MAX_DIMS 8
+
+/* An array read from or written to a .npy file. data is owned by the
+ * struct when read (free with attn_npy_free). */
+typedef struct {
+    attn_dtype dtype;
+    int ndim;
+    int64_t shape[ATTN_NPY_MAX_DIMS];
+    void *data;
+} attn_npy;
+
+/* Reads a version 1.0/2.0/3.0 .npy file, C order, little-endian. Accepted:
+ * <f4 (f32), <f2 (f16), <f8 (f64 as f64), <i4, <i8, |u1, |b1 (u8). Anything
+ * else, or a file whose header disagrees with its size, is ATTN_E_FORMAT. */
+attn_status attn_npy_read(const char *path, attn_npy *arr);
+
+/* Writes arr as a version 1.0 .npy file (2.0 if the header needs it). */
+attn_status attn_npy_write(const char *path, const attn_npy *arr);
+
+/* Frees data read by attn_npy_read and zeroes the struct. */
+void attn_npy_free(attn_npy *arr);
+
+/* Converts arr in place to dtype (f32/f64/f16/bf16 among themselves; ints
+ * and u8 to f32/f64/u8/i64). */
+attn_status attn_npy_convert(attn_npy *arr, attn_dtype dtype);
+
+/* ===================================================================== */
+/* Layers (issue 5): additive attention, multi-head attention, encoder   */
+/* ===================================================================== */
+
+/* ===================================================================== */
+/* Pictures and diagnostics (issue 6)                                    */
+/* ===================================================================== */
+
+/* ===================================================================== */
+/* Training (issue 7)                                                    */
+/* ===================================================================== */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ATTN_H */

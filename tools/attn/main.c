@@ -1,0 +1,74 @@
+/* attn: the command-line front of libattn. Dispatches to one subcommand per
+ * file; each returns its exit status (0 ok, 1 failure, 2 usage error). */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    cli_run_fn run;
+    const char *summary;
+} cli_command;
+
+static const cli_command commands[] = {
+    {"version", cmd_version, "print the library version"},
+};
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+int cli_fail(const char *cmd, attn_status st, const char *what) {
+    const char *detail = attn_last_error();
+    fprintf(stderr, "attn %s: %s: %s%s%s\n", cmd, what, attn_strerror(st),
+            detail[0] ? ": " : "", detail);
+    return 1;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "attn %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see attn %s --help)\n", cmd);
+    return 2;
+}
+
+int cli_is_help(const char *arg) {
+    return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: attn COMMAND [options]   (attn COMMAND --help for "
+               "each)\n\ncommands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
+}
+
+int cmd_version(int argc, char **argv) {
+    if (argc > 1 && cli_is_help(argv[1])) {
+        printf("usage: attn version\n\nPrints the library version.\n");
+        return 0;
+    }
+    if (argc > 1) return cli_usage_error("version", "unexpected argument '%s'", argv[1]);
+    printf("attn %s\n", attn_version());
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (cli_is_help(argv[1])) {
+        usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "attn: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
