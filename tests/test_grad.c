@@ -414,7 +414,8 @@ static void validation(void) {
     bcast.stride[1] = 0;
     CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &bcast, &dK,
                                     &dV, NULL), ATTN_E_SHAPE);
-    /* dtypes: f16 gradients never, f64 only with the reference */
+    /* dtypes: f16 gradients never, f64 only with the reference (unsupported
+     * elsewhere) */
     attn_tensor h = attn_tensor_4d(h16, ATTN_F16, B, H, L, D);
     CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &h, &dK,
                                     &dV, NULL), ATTN_E_DTYPE);
@@ -422,6 +423,11 @@ static void validation(void) {
                                     &dV, NULL), ATTN_E_DTYPE);
     attn_tensor d = attn_tensor_4d(d64, ATTN_F64, B, H, L, D);
     CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &d, &dK,
+                                    &dV, NULL), ATTN_E_UNSUPPORTED);
+    CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &d, &opts, &dQ, &dK,
+                                    &dV, NULL), ATTN_E_UNSUPPORTED);
+    attn_tensor i32 = attn_tensor_4d(dq, ATTN_I32, B, H, L, D);
+    CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &dQ, &i32,
                                     &dV, NULL), ATTN_E_DTYPE);
     opts.impl = ATTN_IMPL_REF;
     memset(d64, 0, sizeof d64);

@@ -173,7 +173,7 @@ attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k,
                                attn_tensor *dk, attn_tensor *dv,
                                attn_tensor *dbias) {
     attn__sdpa_dims dm;
-    int ref = opts && opts->impl == ATTN_IMPL_REF;
+    const int ref = 1; /* f64 is a valid dtype: refused below if not REF */
     attn_status st = attn__sdpa_check(q, k, v, opts, NULL, NULL, ref, &dm);
     if (st) return st;
     if ((st = check_in(out, "out", &dm, ref)) ||
@@ -191,7 +191,15 @@ attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k,
                             bias->shape[2], bias->shape[3], ref)))
             return st;
     }
-    if (!lse && !ref)
+    if (opts->impl != ATTN_IMPL_REF &&
+        (q->dtype == ATTN_F64 || out->dtype == ATTN_F64 ||
+         dout->dtype == ATTN_F64 || dq->dtype == ATTN_F64 ||
+         dk->dtype == ATTN_F64 || dv->dtype == ATTN_F64 ||
+         (dbias && dbias->dtype == ATTN_F64)))
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "f64 tensors are served by the reference kernel "
+                          "only (impl = ATTN_IMPL_REF)");
+    if (!lse && opts->impl != ATTN_IMPL_REF)
         return attn__fail(ATTN_E_INVALID, "lse is NULL: the flash backward "
                           "needs the log-sum-exp saved by attn_sdpa_forward "
                           "(only IMPL_REF recomputes it)");
