@@ -221,4 +221,98 @@ static inline double ref_max_rel(const float *a, const double *b, int64_t n) {
     return e / m;
 }
 
+/* ---- mask kinds for the layer tests ---- */
+#include "check.h"
+
+enum { M_NONE, M_CAUSAL, M_CAUSAL_BR, M_WINDOW, M_KEYLEN, M_QLEN, M_KEEP,
+       M_BIAS, M_BLOCK, M_RANDOM, M_COUNT };
+static const char *const mask_name[M_COUNT] = {"none", "causal", "causal-br",
+    "window", "key-lengths", "query-lengths", "keep", "bias", "block",
+    "random"};
+
+typedef struct {
+    int64_t kl[8], ql[8];
+    uint8_t keep[8 * 4 * 40 * 40];
+    float bias[4 * 40 * 40];
+    uint8_t layout[4096];
+    attn_tensor keep_t, bias_t;
+} mask_store;
+
+/* Sets o->mask to kind k for attention (B, H, Lq, Lk); keep and bias need
+ * B <= 8, H <= 4, Lq, Lk <= 40; block layouts (Lq/2)(Lk/2) <= 4096. */
+static inline void set_mask(attn_layer_opts *o, int k, mask_store *ms,
+                            int64_t B, int64_t H, int64_t Lq, int64_t Lk,
+                            unsigned long long *st) {
+    attn_mask_init(&o->mask);
+    attn_mask *m = &o->mask;
+    switch (k) {
+    case M_CAUSAL: m->causal = 1; break;
+    case M_CAUSAL_BR: m->causal = 1; m->align = ATTN_ALIGN_BOTTOM_RIGHT; break;
+    case M_WINDOW: m->window_left = 1; m->window_right = 2; break;
+    case M_KEYLEN:
+        for (int64_t b = 0; b < B; b++) ms->kl[b] = b == 1 ? 0 : Lk - b % Lk;
+        m->key_lengths = ms->kl;
+        break;
+    case M_QLEN:
+        for (int64_t b = 0; b < B; b++) ms->ql[b] = Lq - (b + 1) % Lq;
+        m->query_lengths = ms->ql;
+        break;
+    case M_KEEP:
+        for (int64_t i = 0; i < B * H * Lq * Lk; i++) ms->keep[i] = test_rand(st) > -0.4;
+        ms->keep_t = attn_tensor_4d(ms->keep, ATTN_U8, B, H, Lq, Lk);
+        m->keep = &ms->keep_t;
+        break;
+    case M_BIAS: /* (1, H, Lq, Lk), broadcast over batch; some -inf */
+        for (int64_t i = 0; i < H * Lq * Lk; i++)
+            ms->bias[i] = test_rand(st) > 0.8 ? -INFINITY : (float)test_rand(st);
+        ms->bias_t = attn_tensor_4d(ms->bias, ATTN_F32, 1, H, Lq, Lk);
+        m->bias = &ms->bias_t;
+        break;
+    case M_BLOCK: {
+        m->block_size = 2;
+        m->layout_heads = 1;
+        int64_t rows = (Lq + 1) / 2, cols = (Lk + 1) / 2;
+        for (int64_t i = 0; i < rows * cols; i++) ms->layout[i] = (i % 3) != 1;
+        m->layout = ms->layout;
+        break;
+    }
+    case M_RANDOM:
+        m->random_block = 2;
+        m->random_keep_p = 0.6;
+        m->random_seed = 7;
+        break;
+    default: break;
+    }
+}
+
+/* Central differences (step 1e-6, in double) of loss() for a spread of
+ * entries of x (parameters or an input the loss reads) against the
+ * library's f32 gradient g: |g - fd| <= tol * max |fd| over the entries. */
+typedef double (*ref_loss_fn)(void *ctx);
+static inline void ref_fd_check(const char *what, double *x, int64_t n,
+                                const float *g, ref_loss_fn loss, void *ctx,
+                                double tol) {
+    const double h = 1e-6;
+    double *fd = malloc(sizeof(double) * (n ? n : 1));
+    double gmax = 1e-3, worst = 0; /* floor: a zero gradient (b_k) has f32 noise */
+    int64_t stride = n > 40 ? n / 37 : 1, at = 0;
+    for (int64_t i = 0; i < n; i += stride) {
+        double x0 = x[i];
+        x[i] = x0 + h;
+        double fp = loss(ctx);
+        x[i] = x0 - h;
+        double fm = loss(ctx);
+        x[i] = x0;
+        fd[i] = (fp - fm) / (2 * h);
+        if (fabs(fd[i]) > gmax) gmax = fabs(fd[i]);
+    }
+    for (int64_t i = 0; i < n; i += stride)
+        if (fabs(g[i] - fd[i]) > worst) {
+            worst = fabs(g[i] - fd[i]);
+            at = i;
+        }
+    CHECK_MSG(worst <= tol * gmax, "%s: gradient[%lld] = %g but central "
+              "difference %g (max %g)", what, (long long)at, g[at], fd[at], gmax);
+    free(fd);
+}
 #endif
