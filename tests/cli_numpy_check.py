@@ -389,10 +389,21 @@ def main():
     ncases = int(os.environ.get("ATTN_NUMPY_CASES", "66"))
     rng = np.random.default_rng(20240611)
     results = []
+    seen = set()
     with tempfile.TemporaryDirectory() as d:
         for n in range(ncases):
             c = make_case(n, rng)
             args = write_case(c, d, rng)
+            B, H, Hkv, Lq, Lk, Dk, Dv = c["shape"]
+            seen.update(c["feats"])
+            seen.update({"dtype " + c["dtype"], "rank %d" % c["rank"]})
+            seen.update("size %d" % x for x in (Lq, Lk, Dk, Dv))
+            if Lq != Lk:
+                seen.add("Lq != Lk")
+            if Dk != Dv:
+                seen.add("Dk != Dv")
+            if args.count("--scale") == 0:
+                seen.add("default scale")
             for impl in ("ref", "auto"):
                 run_case(attn, n, c, args, d, impl, results)
         # f64 end to end through the reference
@@ -403,6 +414,14 @@ def main():
             c["kind"] = "f64"
             c["inputs"] = tuple(x.astype(np.float64) for x in c["inputs"])
             run_case(attn, n, c, args, d, "ref", results)
+    # the cases must cover what the check promises (guards future edits)
+    want = {f for fs in FEATURES for f in fs}
+    want |= {"dtype " + t for t in DTYPES} | {"rank 2", "rank 3", "rank 4"}
+    want |= {"size 1", "size 3", "size 17", "size 129", "Lq != Lk",
+             "Dk != Dv", "default scale"}
+    if ncases >= len(FEATURES) * 2:
+        for item in sorted(want - seen):
+            results.append((False, "coverage", "no case with " + item))
     failed = [r for r in results if not r[0]]
     for r in failed:
         print("FAIL", r[1] + ":", r[2])
