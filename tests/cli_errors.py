@@ -114,8 +114,9 @@ def main():
         expect_fail(attn, "f16 q with f32 k", ["sdpa", "--q", qh, "--k", k, "--v",
                                                v, "--out", out],
                     "unsupported dtype", "must share a dtype", code=1)
-        expect_fail(attn, "f64 compute without ref", base + ["--compute-dtype", "f64"],
-                    "unsupported dtype", "f64", code=1)
+        expect_fail(attn, "f64 compute without ref (ATTN_E_UNSUPPORTED)",
+                    base + ["--compute-dtype", "f64"],
+                    "attention: unsupported: ", "f64", code=1)
         qn = rng.normal(size=(2, 5, 4)).astype(np.float32)
         qn[1, 2, 3] = np.nan
         expect_fail(attn, "NaN in q", ["sdpa", "--q", f("qn.npy", qn), "--k", k,
