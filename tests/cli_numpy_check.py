@@ -266,24 +266,29 @@ def squeeze(x, rank):
     return x[0, 0]
 
 
-def write_case(c, d, rng):
+def write_case(c, d, rng, f64=False):
+    """Writes the case's files; returns the CLI arguments. f64: inputs are
+    float64 values (not f32-representable) in <f8 files, run in f64."""
     B, H, Hkv, Lq, Lk, Dk, Dv = c["shape"]
-    q = rng.uniform(-1.5, 1.5, (B, H, Lq, Dk)).astype(np.float32)
-    k = rng.uniform(-1.5, 1.5, (B, Hkv, Lk, Dk)).astype(np.float32)
-    v = rng.uniform(-1.0, 1.0, (B, Hkv, Lk, Dv)).astype(np.float32)
+    real = np.float64 if f64 else np.float32
+    q = rng.uniform(-1.5, 1.5, (B, H, Lq, Dk)).astype(real)
+    k = rng.uniform(-1.5, 1.5, (B, Hkv, Lk, Dk)).astype(real)
+    v = rng.uniform(-1.0, 1.0, (B, Hkv, Lk, Dv)).astype(real)
     rq = input_rank(B, H, rng)
     rk = rq if Hkv == H else 4
     dt = c["dtype"]
     file_dtype = np.float16 if dt == "f16-file" else np.float32
-    if dt == "f32" and rng.random() < 0.2:
-        file_dtype = np.float64  # <f8 files are read as f32
+    if f64 or (dt == "f32" and rng.random() < 0.2):
+        file_dtype = np.float64  # <f8 files are read as f32 unless f64
     args = []
     for name, x, r in (("q", q, rq), ("k", k, rk), ("v", v, rk)):
         path = os.path.join(d, name + ".npy")
         np.save(path, squeeze(x, r).astype(file_dtype))
         args += ["--" + name, path]
-    kind = {"f16-compute": "f16", "f16-file": "f16"}.get(dt, dt)
-    if dt == "f16-compute":
+    kind = "f64" if f64 else {"f16-compute": "f16", "f16-file": "f16"}.get(dt, dt)
+    if f64:
+        args += ["--compute-dtype", "f64"]
+    elif dt == "f16-compute":
         args += ["--compute-dtype", "f16"]
     elif dt == "bf16":
         args += ["--compute-dtype", "bf16"]
@@ -409,10 +414,8 @@ def main():
         # f64 end to end through the reference
         for n in range(ncases, ncases + 3):
             c = make_case(n, rng)
-            c["dtype"] = "f32"
-            args = write_case(c, d, rng) + ["--compute-dtype", "f64"]
-            c["kind"] = "f64"
-            c["inputs"] = tuple(x.astype(np.float64) for x in c["inputs"])
+            c["dtype"] = "f64"
+            args = write_case(c, d, rng, f64=True)
             run_case(attn, n, c, args, d, "ref", results)
     # the cases must cover what the check promises (guards future edits)
     want = {f for fs in FEATURES for f in fs}

@@ -36,9 +36,9 @@ typedef struct {
     int rank;      /* 2, 3 or 4: the file's rank    */
 } cli_tensor;
 
-/* Loads a float array (f32 and f16 kept as they are, f64 converted to f32,
- * integer dtypes refused). name ("q", ...) appears in messages. Every
- * extent must be >= 1. */
+/* Loads a float array (f32, f16 or f64, kept as in the file; integer
+ * dtypes refused). name ("q", ...) appears in messages. Every extent must
+ * be >= 1. Callers convert f64 to f32 unless they run the reference. */
 int cli_load_tensor(const char *cmd, const char *path, const char *name,
                     cli_tensor *out);
 

@@ -88,10 +88,6 @@ int cli_load_tensor(const char *cmd, const char *path, const char *name,
                 attn_dtype_name(dt));
         return 1;
     }
-    if (dt == ATTN_F64 && (st = attn_npy_convert(&out->npy, ATTN_F32))) {
-        cli_tensor_free(out);
-        return cli_fail(cmd, st, what);
-    }
     int64_t s[4];
     int rc = to_bhld(cmd, name, &out->npy, s);
     if (rc) {

@@ -104,10 +104,14 @@ int cmd_sdpa(int argc, char **argv) {
         (rc = cli_load_tensor(cmd, kp, "k", &k)) ||
         (rc = cli_load_tensor(cmd, vp, "v", &v)))
         goto done;
-    if (cd && ((rc = cli_tensor_convert(cmd, &q, compute)) ||
-               (rc = cli_tensor_convert(cmd, &k, compute)) ||
-               (rc = cli_tensor_convert(cmd, &v, compute))))
-        goto done;
+    /* without --compute-dtype, f64 files are read as f32 (any kernel) */
+    cli_tensor *in[3] = {&q, &k, &v};
+    for (int i = 0; i < 3; i++) {
+        attn_dtype to = cd ? compute
+                           : (in[i]->t.dtype == ATTN_F64 ? ATTN_F32
+                                                         : in[i]->t.dtype);
+        if ((rc = cli_tensor_convert(cmd, in[i], to))) goto done;
+    }
 
     const int64_t B = q.t.shape[0], H = q.t.shape[1], Lq = q.t.shape[2];
     const int64_t Lk = k.t.shape[2], Dv = v.t.shape[3];
