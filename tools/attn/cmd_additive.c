@@ -20,7 +20,7 @@ static void help(void) {
 "  --no-bias            no b_q, b_k (with --init-seed)\n"
 "  --context-keys       context from the projected keys (with --init-seed)\n");
     cli_param_help(stdout);
-    printf("\nattention options (masks over (B, 1, Lq, Lk)):\n");
+    printf("\nmasks are over (B, 1, Lq, Lk)\n");
     cli_sdpa_args_help(stdout);
     printf(
 "\nexample:\n"

@@ -23,8 +23,8 @@ static void help(void) {
 "  --attention dot|additive (dot)  --additive-dim A (E / 2)\n"
 "  --activation relu|gelu (relu)  --norm-first  --final-norm  --eps X (1e-5)\n");
     cli_param_help(stdout);
-    printf("\nattention options (masks over (B, Hw, L, L); --dropout applies to\n"
-           "every dropout site of the layers):\n");
+    printf("\nmasks are over (B, Hw, L, L); --dropout applies to every dropout\n"
+           "site of the layers\n");
     cli_sdpa_args_help(stdout);
     printf(
 "\nexample:\n"

@@ -20,7 +20,7 @@ static void help(void) {
 "  --kv-heads G         key/value heads (grouped queries), H %% G == 0\n"
 "  --no-bias            no projection biases (with --init-seed)\n");
     cli_param_help(stdout);
-    printf("\nattention options (masks over (B, H, Lq, Lk)):\n");
+    printf("\nmasks are over (B, H, Lq, Lk)\n");
     cli_sdpa_args_help(stdout);
     printf(
 "\nexample:\n"
