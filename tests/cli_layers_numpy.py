@@ -289,6 +289,18 @@ expect_fail(["encoder", "--x", xq, "--out", path("f.npy"), "--params", path("mis
 expect_fail(["encoder", "--x", xq, "--out", path("f.npy"), "--init-seed", "1", "--heads", "2",
              "--key-lengths", path("kl_mha.npy")], 1, [])
 
+# ---- the README's Layers example is tests/test_readme_layers.c verbatim ----
+import re  # noqa: E402
+readme = open(os.path.join(sys.argv[2], "README.md")).read()
+sec = readme.split("## Layers", 1)[1].split("\n## ", 1)[0]
+blocks = re.findall(r"```c\n(.*?)```", sec, re.S)
+src = open(os.path.join(sys.argv[2], "tests", "test_readme_layers.c")).read()
+inner = src.split("/* README BEGIN */\n", 1)[1].split("    /* README END */", 1)[0]
+inner = "".join(l[4:] + "\n" if l else "\n" for l in inner.rstrip("\n").split("\n"))
+checks += 1
+if len(blocks) != 1 or blocks[0] != inner:
+    failures.append("README '## Layers' C block differs from tests/test_readme_layers.c")
+
 for f in failures:
     print("FAIL", f)
 print("cli_layers_numpy: %d checks, %d failed" % (checks, len(failures)))
