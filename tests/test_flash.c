@@ -500,6 +500,24 @@ static void test_errors(void) {
     attn_sdpa_opts_init(&op);
     op.impl = ATTN_IMPL_FLASH;
     CHECK_STATUS(attn_sdpa_forward(&q, &q, &q, &op, &o, NULL, NULL), ATTN_E_DTYPE);
+    /* non-finite inputs are refused, for each dtype and a strided view */
+    const attn_dtype dts[3] = {ATTN_F32, ATTN_F16, ATTN_BF16};
+    for (int t = 0; t < 3; t++)
+        for (int which = 0; which < 3; which++) {
+            tbuf in[3];
+            unsigned long long st = 3;
+            for (int a = 0; a < 3; a++) {
+                in[a] = make_tensor(dts[t], t == 2 ? LAY_PACKED : LAY_BLHD, 2, 2, 9, 5);
+                fill(&in[a].t, 1.0, &st);
+            }
+            set_el(&in[which].t, 1, 1, 7, 3, which == 1 ? INFINITY : NAN);
+            tbuf ot = make_tensor(ATTN_F32, LAY_BHLD, 2, 2, 9, 5);
+            CHECK_STATUS(attn_sdpa_forward(&in[0].t, &in[1].t, &in[2].t, &op, &ot.t,
+                                           NULL, NULL), ATTN_E_NONFINITE);
+            CHECK(strstr(attn_last_error(), "[1, 1, 7, 3]") != NULL);
+            for (int a = 0; a < 3; a++) free(in[a].buf);
+            free(ot.buf);
+        }
 }
 
 int main(void) {
@@ -547,16 +565,19 @@ int main(void) {
 
     /* small and odd tile sizes: many tile boundaries, partial tiles, empty
      * key tiles in the middle of a row; the results stay within tolerance */
-    const int64_t tiles[][2] = {{16, 16}, {33, 17}, {1, 64}, {8, 5}};
-    for (int t = 0; t < 4; t++) {
+    const int64_t tiles[][3] = {{16, 16, 4}, {33, 17, 5}, {1, 64, 1}, {8, 5, 64},
+                                {40, 24, 16}};
+    for (int t = 0; t < 5; t++) {
         attn__flash_bq_override = tiles[t][0];
         attn__flash_bk_override = tiles[t][1];
+        attn__flash_rc_override = tiles[t][2];
         for (int x = 0; x < nsweep; x++)
             if (sweep[x].Lq * sweep[x].Lk <= (sanitized ? 20000 : 80000) &&
                 (x + t) % 3 == 0)
                 run_case(&sweep[x]);
     }
     attn__flash_bq_override = attn__flash_bk_override = 0;
+    attn__flash_rc_override = 0;
 
     /* the other vector levels this CPU has (scalar, AVX2) */
     for (int l = ATTN__VEC_SCALAR; l < (int)attn__vec_best(); l++) {

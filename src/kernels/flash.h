@@ -21,13 +21,29 @@ void attn__flash_tile_sizes(const attn__sdpa_dims *d, int64_t *bq,
 
 /* Overrides of the tile sizes for tuning runs (0 = the measured default).
  * Not thread-safe: set them while no kernel runs. */
-extern int64_t attn__flash_bq_override, attn__flash_bk_override;
+extern int64_t attn__flash_bq_override, attn__flash_bk_override,
+    attn__flash_rc_override;
 
-/* Bytes the last flash forward call allocated beyond its inputs and
- * outputs (workspace of every thread, internal lse, ...): what the
- * benchmark reports as extra memory. */
-size_t attn__flash_last_extra_bytes(void);
-void attn__flash_note_extra_bytes(size_t bytes);
+/* A block of a tile that holds all its visible pairs: rows r0 .. r0+nr-1
+ * and columns c0 .. c0+nc-1 (absolute indices), with its own class. */
+typedef struct {
+    int64_t r0, nr, c0, nc;
+    attn__tile_class cls;
+} attn__flash_block;
+
+/* Splits a PARTIAL tile (rows [i0, i0+ni), columns [j0, j0+nj)) of head
+ * (b, h) into bands of at most rc rows (attn__flash_split_rows), each cut
+ * to the columns its rows can see through padding, causal and window, so
+ * that the diagonal of a causal mask or a window narrower than a tile
+ * costs about what is visible. Other classes give the tile itself. Writes
+ * at most ceil(ni / rc) blocks (none empty) and returns their number. */
+int64_t attn__flash_split_tile(const attn_mask *m, const attn__sdpa_dims *d,
+                               int64_t b, int64_t h, int64_t i0, int64_t ni,
+                               int64_t j0, int64_t nj, attn__tile_class cls,
+                               attn__flash_block *out);
+
+/* Row band of attn__flash_split_tile for these shapes. */
+int64_t attn__flash_split_rows(const attn__sdpa_dims *d);
 
 /* ---- rows as f32 ----------------------------------------------------- */
 

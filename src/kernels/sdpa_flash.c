@@ -22,14 +22,36 @@
 #include <omp.h>
 #include <string.h>
 
-int64_t attn__flash_bq_override = 0, attn__flash_bk_override = 0;
+int64_t attn__flash_bq_override = 0, attn__flash_bk_override = 0,
+        attn__flash_rc_override = 0;
 
-/* Tile sizes, measured with `attn bench --tiles BQxBK` on the 2-core AMD
- * EPYC (Zen 4, 1 MiB L2 per core) development machine; see the numbers in
- * flash_tile_note below. */
+int64_t attn__flash_split_rows(const attn__sdpa_dims *d) {
+    (void)d;
+    return attn__flash_rc_override > 0 ? attn__flash_rc_override : 64;
+}
+
+/* Tile sizes, measured on the 2-core AMD EPYC (Zen 4, 1 MiB L2 per core,
+ * OpenBLAS 0.3.21 Cooperlake kernels, sgemm 1024^3: 95 GFLOP/s on one
+ * core, 190 on two) with B=1, H=8, f32, 2 threads, best of 4 interleaved
+ * runs (GFLOP/s; the machine was shared, so +-10%):
+ *
+ *   tiles (bq x bk / band)   L=1024 d=64  L=4096 d=64  L=1024 d=128  L=4096 d=128
+ *   128 x 256                    151          147          168           102*
+ *   256 x 256                    158          164          173           119*
+ *   256 x 512                    154          167          173           104*
+ *   causal, L=2048 d=64:  128x128: 124, 256x256 unsplit: 129,
+ *                         256x256 in bands of 64 rows: 136, of 32: 137
+ *   (* a busy moment of the shared machine)
+ *
+ * Larger query tiles amortize the packing of K and V by OpenBLAS, larger
+ * key tiles that of Q; 256 x 256 keeps S (256 KiB) and the O accumulator in
+ * the 1 MiB L2. Beyond that the gain is flat. Partial tiles are cut into
+ * bands of 64 rows (attn__flash_split_tile), which recovers most of the
+ * diagonal's waste for causal masks. With wide heads (Dk + Dv > 256) the
+ * query tile halves so that Q, O, K and V still fit in L2. */
 void attn__flash_tile_sizes(const attn__sdpa_dims *d, int64_t *bq,
                             int64_t *bk) {
-    int64_t q = 128, k = 256;
+    int64_t q = d->Dk + d->Dv > 256 ? 128 : 256, k = 256;
     if (attn__flash_bq_override > 0) q = attn__flash_bq_override;
     if (attn__flash_bk_override > 0) k = attn__flash_bk_override;
     *bq = q < d->Lq ? q : d->Lq;
@@ -38,7 +60,7 @@ void attn__flash_tile_sizes(const attn__sdpa_dims *d, int64_t *bq,
 
 /* Floats of one thread's workspace, each part rounded up to 64 bytes. */
 typedef struct {
-    size_t s, o, m, l, q, k, v, total;
+    size_t s, o, m, l, q, k, v, blk, total;
 } ws_layout;
 
 static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -54,6 +76,9 @@ static ws_layout layout_of(const attn__sdpa_dims *d, int64_t bq, int64_t bk,
     w.q = at; at += qd ? 0 : up16((size_t)(bq * d->Dk));
     w.k = at; at += kd ? 0 : up16((size_t)(bk * d->Dk));
     w.v = at; at += vd ? 0 : up16((size_t)(bk * d->Dv));
+    /* the blocks of a split tile, stored as floats' worth of bytes */
+    int64_t rc = attn__flash_split_rows(d), nblk = (bq + rc - 1) / rc;
+    w.blk = at; at += up16((size_t)nblk * sizeof(attn__flash_block) / sizeof(float) + 1);
     w.total = at;
     return w;
 }
@@ -69,18 +94,67 @@ typedef struct {
     const attn__vec_ops *vec;
 } fwd_ctx;
 
+/* One block of a tile: S = scale Q K^T over rows r0.. (of the query tile
+ * that starts at i0) and keys c0.., the online softmax on its rows, and
+ * O += P V. K and V are the key tile's rows starting at key j0. */
+static void fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
+                      int64_t i0, const attn__flash_block *blk, int64_t j0,
+                      const float *Q, int64_t ldq, const float *K, int64_t ldk,
+                      const float *V, int64_t ldv) {
+    const attn__sdpa_dims *d = c->d;
+    const attn_mask *mask = &c->opts->mask;
+    const attn__vec_ops *vec = c->vec;
+    const int64_t Dv = d->Dv, lds = c->bk, nr = blk->nr, nc = blk->nc;
+    const int64_t ro = blk->r0 - i0, co = blk->c0 - j0;
+    const double p = c->opts->dropout_p;
+    float *S = ws + c->w.s, *O = ws + c->w.o + ro * Dv;
+    float *M = ws + c->w.m + ro, *L = ws + c->w.l + ro;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nc,
+                (int)d->Dk, (float)d->scale, Q + ro * ldq, (int)ldq,
+                K + co * ldk, (int)ldk, 0.0f, S, (int)lds);
+    const int need_mask = blk->cls != ATTN__TILE_FULL || mask->bias;
+    for (int64_t r = 0; r < nr; r++) {
+        float *s = S + r * lds;
+        if (need_mask)
+            attn__flash_mask_row(mask, d, b, h, blk->r0 + r, blk->c0, nc,
+                                 blk->cls, s);
+        float mx = vec->max(s, nc);
+        float mnew = mx > M[r] ? mx : M[r];
+        if (mnew == -INFINITY) {
+            /* nothing visible in this row so far: P = 0 (no -inf - -inf) */
+            memset(s, 0, (size_t)nc * sizeof(float));
+            continue;
+        }
+        float sum = vec->exp_sub_sum(s, nc, mnew);
+        if (mnew != M[r]) {
+            /* the first visible block of a row has M = -inf and O = 0 */
+            if (M[r] != -INFINITY) {
+                float corr = expf(M[r] - mnew);
+                L[r] *= corr;
+                vec->scale(O + r * Dv, Dv, corr);
+            }
+            M[r] = mnew;
+        }
+        L[r] += sum;
+        if (p > 0)
+            attn__flash_dropout_row(c->opts->seed, p, b, h, blk->r0 + r,
+                                    blk->c0, nc, s);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv,
+                (int)nc, 1.0f, S, (int)lds, V + co * ldv, (int)ldv, 1.0f, O,
+                (int)Dv);
+}
+
 /* One (b, h, query tile): rows i0 .. i0+ni-1. */
 static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
                      int64_t qt) {
     const attn__sdpa_dims *d = c->d;
     const attn_mask *mask = &c->opts->mask;
-    const attn__vec_ops *vec = c->vec;
     const int64_t i0 = qt * c->bq;
     const int64_t ni = d->Lq - i0 < c->bq ? d->Lq - i0 : c->bq;
-    const int64_t hk = h / d->group, Dv = d->Dv, lds = c->bk;
-    const float scale = (float)d->scale;
-    const double p = c->opts->dropout_p;
-    float *S = ws + c->w.s, *O = ws + c->w.o, *M = ws + c->w.m, *L = ws + c->w.l;
+    const int64_t hk = h / d->group, Dv = d->Dv;
+    float *O = ws + c->w.o, *M = ws + c->w.m, *L = ws + c->w.l;
+    attn__flash_block *blocks = (attn__flash_block *)(void *)(ws + c->w.blk);
 
     for (int64_t r = 0; r < ni; r++) {
         M[r] = -INFINITY;
@@ -94,42 +168,15 @@ static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
         const int64_t nj = d->Lk - j0 < c->bk ? d->Lk - j0 : c->bk;
         attn__tile_class cls = attn__mask_classify(mask, b, h, i0, i0 + ni, j0,
                                                    j0 + nj, d->Lq, d->Lk);
-        if (cls == ATTN__TILE_EMPTY) continue;
+        int64_t nb = attn__flash_split_tile(mask, d, b, h, i0, ni, j0, nj, cls,
+                                            blocks);
+        if (nb == 0) continue;
         if (!Q) Q = attn__flash_rows(c->q, b, h, i0, ni, ws + c->w.q, &ldq);
         int64_t ldk, ldv;
         const float *K = attn__flash_rows(c->k, b, hk, j0, nj, ws + c->w.k, &ldk);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ni, (int)nj,
-                    (int)d->Dk, scale, Q, (int)ldq, K, (int)ldk, 0.0f, S,
-                    (int)lds);
-        const int need_mask = cls != ATTN__TILE_FULL || mask->bias;
-        for (int64_t r = 0; r < ni; r++) {
-            float *s = S + r * lds;
-            if (need_mask)
-                attn__flash_mask_row(mask, d, b, h, i0 + r, j0, nj, cls, s);
-            float mx = vec->max(s, nj);
-            float mnew = mx > M[r] ? mx : M[r];
-            if (mnew == -INFINITY) {
-                /* nothing visible in this row so far: P = 0 (no -inf - -inf) */
-                memset(s, 0, (size_t)nj * sizeof(float));
-                continue;
-            }
-            float sum = vec->exp_sub_sum(s, nj, mnew);
-            if (mnew != M[r]) {
-                /* the first visible tile of a row has M = -inf and O = 0 */
-                if (M[r] != -INFINITY) {
-                    float corr = expf(M[r] - mnew);
-                    L[r] *= corr;
-                    vec->scale(O + r * Dv, Dv, corr);
-                }
-                M[r] = mnew;
-            }
-            L[r] += sum;
-            if (p > 0)
-                attn__flash_dropout_row(c->opts->seed, p, b, h, i0 + r, j0, nj, s);
-        }
         const float *V = attn__flash_rows(c->v, b, hk, j0, nj, ws + c->w.v, &ldv);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)ni, (int)Dv,
-                    (int)nj, 1.0f, S, (int)lds, V, (int)ldv, 1.0f, O, (int)Dv);
+        for (int64_t x = 0; x < nb; x++)
+            fwd_block(c, ws, b, h, i0, &blocks[x], j0, Q, ldq, K, ldk, V, ldv);
     }
     /* O / l and lse; a row with no visible key stays 0 with lse = -inf */
     attn_tensor *out = c->out;
@@ -196,7 +243,6 @@ attn_status attn__flash_forward_ml(const attn_tensor *q, const attn_tensor *k,
     float *ws = attn__alloc((size_t)nt * c.w.total, sizeof(float),
                             "flash forward workspace");
     if (!ws) return ATTN_E_NOMEM;
-    attn__flash_note_extra_bytes((size_t)nt * c.w.total * sizeof(float));
     int saved = attn__blas_single_begin();
 #pragma omp parallel num_threads(nt)
     {

@@ -19,7 +19,7 @@ typedef struct {
     const attn__sdpa_dims *d;
     const float *m, *l; /* per row: exp(s - m) / l; l NULL means 1 */
     int64_t bq, bk;
-    size_t s_off, q_off, k_off, total; /* floats of one thread's workspace */
+    size_t s_off, q_off, k_off, b_off, total; /* floats of a thread's workspace */
     const attn__vec_ops *vec;
 } wctx;
 
@@ -39,42 +39,54 @@ static void wctx_init(wctx *c, const attn_tensor *q, const attn_tensor *k,
     c->s_off = at; at += (size_t)(c->bq * c->bk);
     c->q_off = at; at += (size_t)(c->bq * d->Dk);
     c->k_off = at; at += (size_t)(c->bk * d->Dk);
+    at = (at + 15) & ~(size_t)15; /* 64-byte aligned blocks */
+    int64_t rc = attn__flash_split_rows(d);
+    c->b_off = at;
+    at += (size_t)((c->bq + rc - 1) / rc) * sizeof(attn__flash_block) / sizeof(float) + 1;
     c->total = (at + 15) & ~(size_t)15;
     c->vec = attn__vec_get();
 }
 
-/* Weights of rows i0.., keys j0.. into S (ld bk); Q is rows i0.. of q. */
+/* Weights of rows i0.., keys j0.. into S (ld bk); Q is rows i0.. of q. The
+ * tile is split into the forward's blocks, so the scores are recomputed by
+ * the same sgemm calls; entries outside the blocks are masked: 0. */
 static void weight_tile(const wctx *c, float *ws, int64_t b, int64_t h,
                         int64_t i0, int64_t ni, int64_t j0, int64_t nj,
                         const float *Q, int64_t ldq) {
     const attn__sdpa_dims *d = c->d;
     const attn_mask *m = &c->opts->mask;
     float *S = ws + c->s_off;
+    attn__flash_block *blocks = (attn__flash_block *)(void *)(ws + c->b_off);
+    for (int64_t r = 0; r < ni; r++)
+        memset(S + r * c->bk, 0, (size_t)nj * sizeof(float));
     attn__tile_class cls =
         attn__mask_classify(m, b, h, i0, i0 + ni, j0, j0 + nj, d->Lq, d->Lk);
-    if (cls == ATTN__TILE_EMPTY) {
-        for (int64_t r = 0; r < ni; r++)
-            memset(S + r * c->bk, 0, (size_t)nj * sizeof(float));
-        return;
-    }
+    int64_t nb = attn__flash_split_tile(m, d, b, h, i0, ni, j0, nj, cls, blocks);
+    if (nb == 0) return;
     int64_t ldk;
     const float *K =
         attn__flash_rows(c->k, b, h / d->group, j0, nj, ws + c->k_off, &ldk);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ni, (int)nj,
-                (int)d->Dk, (float)d->scale, Q, (int)ldq, K, (int)ldk, 0.0f, S,
-                (int)c->bk);
-    for (int64_t r = 0; r < ni; r++) {
-        float *s = S + r * c->bk;
-        int64_t row = (b * d->H + h) * d->Lq + i0 + r;
-        float mr = c->m[row];
-        if (mr == -INFINITY) { /* fully masked row: weights 0 */
-            memset(s, 0, (size_t)nj * sizeof(float));
-            continue;
+    for (int64_t x = 0; x < nb; x++) {
+        const attn__flash_block *bl = &blocks[x];
+        int64_t ro = bl->r0 - i0, co = bl->c0 - j0;
+        float *Sb = S + ro * c->bk + co;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)bl->nr,
+                    (int)bl->nc, (int)d->Dk, (float)d->scale, Q + ro * ldq,
+                    (int)ldq, K + co * ldk, (int)ldk, 0.0f, Sb, (int)c->bk);
+        for (int64_t r = 0; r < bl->nr; r++) {
+            float *s = Sb + r * c->bk;
+            int64_t row = (b * d->H + h) * d->Lq + bl->r0 + r;
+            float mr = c->m[row];
+            if (mr == -INFINITY) { /* fully masked row: weights 0 */
+                memset(s, 0, (size_t)bl->nc * sizeof(float));
+                continue;
+            }
+            if (bl->cls != ATTN__TILE_FULL || m->bias)
+                attn__flash_mask_row(m, d, b, h, bl->r0 + r, bl->c0, bl->nc,
+                                     bl->cls, s);
+            c->vec->exp_sub_sum(s, bl->nc, mr);
+            if (c->l) c->vec->scale(s, bl->nc, 1.0f / c->l[row]);
         }
-        if (cls != ATTN__TILE_FULL || m->bias)
-            attn__flash_mask_row(m, d, b, h, i0 + r, j0, nj, cls, s);
-        c->vec->exp_sub_sum(s, nj, mr);
-        if (c->l) c->vec->scale(s, nj, 1.0f / c->l[row]);
     }
 }
 

@@ -23,5 +23,6 @@ int cli_is_help(const char *arg);
 
 /* Subcommands (one file each). */
 int cmd_version(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

@@ -14,6 +14,7 @@ typedef struct {
 
 static const cli_command commands[] = {
     {"version", cmd_version, "print the library version"},
+    {"bench", cmd_bench, "benchmark the kernels against the sgemm ceiling"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
