@@ -499,7 +499,7 @@ static void test_errors(void) {
     attn_sdpa_opts op;
     attn_sdpa_opts_init(&op);
     op.impl = ATTN_IMPL_FLASH;
-    CHECK_STATUS(attn_sdpa_forward(&q, &q, &q, &op, &o, NULL, NULL), ATTN_E_DTYPE);
+    CHECK_STATUS(attn_sdpa_forward(&q, &q, &q, &op, &o, NULL, NULL), ATTN_E_UNSUPPORTED);
     /* non-finite inputs are refused, for each dtype and a strided view */
     const attn_dtype dts[3] = {ATTN_F32, ATTN_F16, ATTN_BF16};
     for (int t = 0; t < 3; t++)
