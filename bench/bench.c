@@ -313,6 +313,7 @@ int bench_run(const bench_opts *o, FILE *out) {
     r.threads = o->threads > 0 ? o->threads : omp_get_max_threads();
     attn__flash_bq_override = o->tile_bq;
     attn__flash_bk_override = o->tile_bk;
+    attn__flash_rc_override = o->tile_rc;
 
     /* the ceiling: this machine's sgemm on 1024^3 */
     double g1 = sgemm_gflops(1024, 1), g2 = sgemm_gflops(1024, 2);
@@ -332,8 +333,9 @@ int bench_run(const bench_opts *o, FILE *out) {
         attn__sdpa_dims d = {1, 1, 1, 1 << 20, 1 << 20, 64, 64, 1, 0.125};
         attn__flash_tile_sizes(&d, &bq, &bk);
         fprintf(out, "attn bench: %d thread%s, vector level %d, flash tiles "
-                     "%lldx%lld\n", r.threads, r.threads == 1 ? "" : "s",
-                (int)attn__vec_best(), (long long)bq, (long long)bk);
+                     "%lldx%lld (bands of %lld rows; D=64)\n", r.threads,
+                r.threads == 1 ? "" : "s", (int)attn__vec_best(), (long long)bq,
+                (long long)bk, (long long)attn__flash_split_rows(&d));
         fprintf(out, "sgemm 1024^3 (the ceiling): 1 thread %.1f GFLOP/s, "
                      "2 threads %.1f GFLOP/s", g1, g2);
         if (r.threads > 2) fprintf(out, ", %d threads %.1f GFLOP/s", r.threads, gt);
@@ -373,5 +375,6 @@ int bench_run(const bench_opts *o, FILE *out) {
         if (x > rc) rc = x;
     }
     attn__flash_bq_override = attn__flash_bk_override = 0;
+    attn__flash_rc_override = 0;
     return rc;
 }

@@ -20,7 +20,7 @@ typedef struct {
     int threads;      /* 0: OpenMP's default                             */
     int long_case;    /* add L = 65536, H = 8, D = 64 (flash only)       */
     int64_t ref_max_l;/* run the reference up to this L (default 2048)   */
-    int64_t tile_bq, tile_bk; /* tile overrides for tuning (0: default)  */
+    int64_t tile_bq, tile_bk, tile_rc; /* tile overrides (0: default)     */
     const bench_case *cases; /* explicit cases (NULL: the default list) */
     int ncases;
 } bench_opts;

@@ -21,5 +21,6 @@ done
 "$ATTN" bench --cases 12x 2>/dev/null; [ $? -eq 2 ] || { echo "bad case not a usage error"; fail=1; }
 "$ATTN" bench --bogus 2>/dev/null; [ $? -eq 2 ] || { echo "bad option not a usage error"; fail=1; }
 "$ATTN" bench --tiles 0x4 2>/dev/null; [ $? -eq 2 ] || { echo "bad tiles not a usage error"; fail=1; }
+"$ATTN" bench --tiles 16x8/3 --cases 50:9:causal --threads 2 | grep -q "flash tiles 16x8 (bands of 3" || { echo "--tiles BQxBK/RC not applied"; fail=1; }
 [ $fail -eq 0 ] && echo "cli_bench: ok"
 exit $fail

@@ -18,6 +18,7 @@
 #include "flash.h"
 
 #include <cblas.h>
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -220,6 +221,11 @@ attn_status attn__flash_forward_ml(const attn_tensor *q, const attn_tensor *k,
                                    const attn_sdpa_opts *opts,
                                    const attn__sdpa_dims *d, attn_tensor *out,
                                    float *lse, float *mrow, float *lrow) {
+    if (d->Dk > INT_MAX / 256 || d->Dv > INT_MAX / 256)
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "flash: head sizes Dk = %lld, Dv = %lld are beyond "
+                          "what its BLAS calls take (use the reference)",
+                          (long long)d->Dk, (long long)d->Dv);
     fwd_ctx c;
     c.mrow = mrow;
     c.lrow = lrow;

@@ -10,7 +10,7 @@
 static void help(void) {
     printf(
 "usage: attn bench [--quick] [--json] [--threads N] [--cases SPEC,...]\n"
-"                  [--long] [--ref-max L] [--tiles BQxBK]\n"
+"                  [--long] [--ref-max L] [--tiles BQxBK[/RC]]\n"
 "\n"
 "Measures this machine's cblas_sgemm on 1024^3 with 1 and 2 threads (the\n"
 "ceiling), then for each case the reference and the flash kernel: time,\n"
@@ -32,7 +32,9 @@ static void help(void) {
 "                   e.g. 1024:64,4096:128:causal:f16\n"
 "  --long           add L=65536, H=8, D=64 (flash only; shows extra memory)\n"
 "  --ref-max L      run the reference up to this L (default 2048)\n"
-"  --tiles BQxBK    flash tile sizes (tuning; default: the built-in ones)\n");
+"  --tiles BQxBK[/RC]\n"
+"                   flash tile sizes and the row band of partial tiles\n"
+"                   (tuning; default: the built-in ones)\n");
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -63,13 +65,17 @@ int cmd_bench(int argc, char **argv) {
             else o.ref_max_l = v;
             i++;
         } else if (strcmp(a, "--tiles") == 0) {
-            long long bq, bk;
-            char x;
-            if (!val || sscanf(val, "%lld%c%lld", &bq, &x, &bk) != 3 || x != 'x' ||
-                bq < 1 || bk < 1 || bq > 65536 || bk > 65536)
-                return cli_usage_error(cmd, "--tiles wants BQxBK, e.g. 128x256");
+            long long bq, bk, rc = 0;
+            char x, y;
+            int got = val ? sscanf(val, "%lld%c%lld%c%lld", &bq, &x, &bk, &y, &rc) : 0;
+            if ((got != 3 && got != 5) || x != 'x' || (got == 5 && y != '/') ||
+                bq < 1 || bk < 1 || bq > 65536 || bk > 65536 ||
+                (got == 5 && (rc < 1 || rc > 65536)))
+                return cli_usage_error(cmd, "--tiles wants BQxBK or BQxBK/RC, "
+                                            "e.g. 256x256/64");
             o.tile_bq = bq;
             o.tile_bk = bk;
+            o.tile_rc = rc;
             i++;
         } else if (strcmp(a, "--cases") == 0) {
             if (!val) return cli_usage_error(cmd, "--cases needs a list");
