@@ -28,7 +28,7 @@ int64_t attn__flash_bq_override = 0, attn__flash_bk_override = 0,
 
 int64_t attn__flash_split_rows(const attn__sdpa_dims *d) {
     (void)d;
-    return attn__flash_rc_override > 0 ? attn__flash_rc_override : 64;
+    return attn__flash_rc_override > 0 ? attn__flash_rc_override : 32;
 }
 
 /* Tile sizes, measured on the 2-core AMD EPYC (Zen 4, 1 MiB L2 per core,
@@ -43,11 +43,15 @@ int64_t attn__flash_split_rows(const attn__sdpa_dims *d) {
  *   causal, L=2048 d=64:  128x128: 124, 256x256 unsplit: 129,
  *                         256x256 in bands of 64 rows: 136, of 32: 137
  *   (* a busy moment of the shared machine)
+ *   causal, 256x256, bands of 64 vs 32 rows (ms, best of 40):
+ *     L=512 d=64 2.39 / 2.12, d=128 4.20 / 3.61; L=1024 d=64 7.64 / 7.22,
+ *     d=128 15.1 / 15.1; L=2048 d=64 28.7 / 28.5 (full mask: 3.60, 7.37,
+ *     13.8, 32.5, 54.9 ms)
  *
  * Larger query tiles amortize the packing of K and V by OpenBLAS, larger
  * key tiles that of Q; 256 x 256 keeps S (256 KiB) and the O accumulator in
  * the 1 MiB L2. Beyond that the gain is flat. Partial tiles are cut into
- * bands of 64 rows (attn__flash_split_tile), which recovers most of the
+ * bands of 32 rows (attn__flash_split_tile), which recovers most of the
  * diagonal's waste for causal masks. With wide heads (Dk + Dv > 256) the
  * query tile halves so that Q, O, K and V still fit in L2. */
 void attn__flash_tile_sizes(const attn__sdpa_dims *d, int64_t *bq,
