@@ -138,17 +138,23 @@ static void build_mask(mbuild *mb, const tcase *c, unsigned long long *st) {
     }
     if (f & (M_KEEP_PAD | M_KEEP_FULL | M_HOLE)) {
         int full = (f & (M_KEEP_FULL | M_HOLE)) != 0;
-        mb->keep = make_tensor(ATTN_U8, LAY_BHLD, B, full ? H : 1, full ? Lq : 1, Lk);
-        uint8_t *k = mb->keep.buf;
+        /* the three keep dtypes in turn */
+        const attn_dtype kd[3] = {ATTN_U8, ATTN_I32, ATTN_F32};
+        attn_dtype kdt = kd[ncase % 3];
+        mb->keep = make_tensor(kdt, LAY_BHLD, B, full ? H : 1, full ? Lq : 1, Lk);
         int64_t n = attn_tensor_numel(&mb->keep.t);
         for (int64_t x = 0; x < n; x++) {
             int64_t j = x % Lk, i = (x / Lk) % (full ? Lq : 1);
+            int kv;
             if (f & M_HOLE) /* row i % 3 == 1 sees only the last quarter */
-                k[x] = i % 3 == 1 ? j >= Lk - Lk / 4 - 1 : (j < Lk / 2 || j % 5 == 0);
+                kv = i % 3 == 1 ? j >= Lk - Lk / 4 - 1 : (j < Lk / 2 || j % 5 == 0);
             else if (full) /* random, with every 7th row fully masked */
-                k[x] = i % 7 == 3 ? 0 : test_rand(st) > -0.4;
+                kv = i % 7 == 3 ? 0 : test_rand(st) > -0.4;
             else /* padding: the last third of the keys */
-                k[x] = j < Lk - Lk / 3;
+                kv = j < Lk - Lk / 3;
+            if (kdt == ATTN_U8) ((uint8_t *)mb->keep.buf)[x] = (uint8_t)kv;
+            else if (kdt == ATTN_I32) ((int32_t *)mb->keep.buf)[x] = kv ? -7 : 0;
+            else ((float *)mb->keep.buf)[x] = kv ? 0.5f : 0.0f;
         }
         mb->keep_t = mb->keep.t;
         m->keep = &mb->keep_t;
