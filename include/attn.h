@@ -429,6 +429,23 @@ attn_status attn_heatmap_write(const char *path, const attn_tensor *w,
                                int64_t b, int64_t h,
                                const attn_heatmap_opts *opts);
 
+/* Where attn_heatmap_write puts things, for overlays and tests: the
+ * picture's size in pixels, the top-left corner of the map's first cell,
+ * the side of a cell, the cells drawn (after block averaging) and the
+ * colour scale used. */
+typedef struct {
+    int width, height;
+    double map_x, map_y, cell;
+    int64_t rows, cols;
+    double vmin, vmax;
+} attn_heatmap_box;
+
+/* The geometry attn_heatmap_write would use for the same arguments; draws
+ * nothing. Errors as attn_heatmap_write. */
+attn_status attn_heatmap_measure(const attn_tensor *w, int64_t b, int64_t h,
+                                 const attn_heatmap_opts *opts,
+                                 attn_heatmap_box *box);
+
 /* One panel of a composite figure: the map w[b, h] with its own title
  * (NULL: none) and mask (NULL: opts->mask). */
 typedef struct {

@@ -420,17 +420,22 @@ static void draw_colorbar(viz_doc *doc, const layout *L,
     }
 }
 
-attn_status attn_figure_write(const char *path, const attn_panel *panels,
-                              int n, int ncols, const attn_heatmap_opts *opts) {
+/* Loads, measures and (when path is not NULL) draws a figure; box, if not
+ * NULL, receives the geometry. */
+static attn_status figure(const char *path, const attn_panel *panels, int n,
+                          int ncols, const attn_heatmap_opts *opts,
+                          attn_heatmap_box *box) {
     attn_heatmap_opts def;
     if (!opts) {
         attn_heatmap_opts_init(&def);
         opts = &def;
     }
-    if (!path) return attn__fail(ATTN_E_INVALID, "path is NULL");
-    viz_kind kind;
-    attn_status st = viz__kind_of(path, &kind);
-    if (st != ATTN_OK) return st;
+    attn_status st = ATTN_OK;
+    if (path) {
+        viz_kind kind;
+        st = viz__kind_of(path, &kind);
+        if (st != ATTN_OK) return st;
+    }
     if (!panels || n < 1 || n > 4096)
         return attn__fail(ATTN_E_INVALID, "a figure needs 1..4096 panels, got "
                           "%d%s", n, panels ? "" : " (panels is NULL)");
@@ -474,9 +479,20 @@ attn_status attn_figure_write(const char *path, const attn_panel *panels,
     if (st == ATTN_OK) {
         layout L;
         measure(pd, n, ncols, opts, &L);
+        if (box) {
+            box->width = (int)ceil(L.width);
+            box->height = (int)ceil(L.height);
+            box->map_x = round(L.margin + L.slot_left);
+            box->map_y = round(L.top + L.slot_top);
+            box->cell = L.cell;
+            box->rows = pd[0].map.rows;
+            box->cols = pd[0].map.cols;
+            box->vmin = L.lo;
+            box->vmax = L.hi;
+        }
         viz_doc doc;
-        st = viz__doc_begin(&doc, path, L.width, L.height);
-        if (st == ATTN_OK) {
+        if (path) st = viz__doc_begin(&doc, path, L.width, L.height);
+        if (path && st == ATTN_OK) {
             if (opts->title && opts->title[0]) {
                 cairo_set_source_rgb(doc.cr, 0, 0, 0);
                 viz__text(&doc, opts->title, L.width / 2, L.margin, L.title_fs,
@@ -494,11 +510,26 @@ attn_status attn_figure_write(const char *path, const attn_panel *panels,
     return st;
 }
 
+attn_status attn_figure_write(const char *path, const attn_panel *panels,
+                              int n, int ncols, const attn_heatmap_opts *opts) {
+    if (!path) return attn__fail(ATTN_E_INVALID, "path is NULL");
+    return figure(path, panels, n, ncols, opts, NULL);
+}
+
 attn_status attn_heatmap_write(const char *path, const attn_tensor *w,
                                int64_t b, int64_t h,
                                const attn_heatmap_opts *opts) {
+    if (!path) return attn__fail(ATTN_E_INVALID, "path is NULL");
     attn_panel p = {w, b, h, NULL, NULL};
-    return attn_figure_write(path, &p, 1, 1, opts);
+    return figure(path, &p, 1, 1, opts, NULL);
+}
+
+attn_status attn_heatmap_measure(const attn_tensor *w, int64_t b, int64_t h,
+                                 const attn_heatmap_opts *opts,
+                                 attn_heatmap_box *box) {
+    if (!box) return attn__fail(ATTN_E_INVALID, "box is NULL");
+    attn_panel p = {w, b, h, NULL, NULL};
+    return figure(NULL, &p, 1, 1, opts, box);
 }
 
 attn_status attn_heatmap_grid_write(const char *path, const attn_tensor *w,
