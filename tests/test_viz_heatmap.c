@@ -91,6 +91,17 @@ static void colormap_anchors(void) {
     CHECK(c[0] == 253 && c[1] == 231 && c[2] == 37);
     attn_colormap_rgb(ATTN_CMAP_VIRIDIS, 0.5, c);
     CHECK(c[0] == 33 && c[1] == 144 && c[2] == 140);
+    /* viridis at 0, 0.1, ..., 1 as published (R's viridisLite::viridis(11)) */
+    const char *hex[11] = {"440154", "482576", "414487", "35608D", "2A788E",
+                           "21908C", "22A884", "43BF71", "7AD151", "BBDF27",
+                           "FDE725"};
+    for (int i = 0; i <= 10; i++) {
+        unsigned r, g, b;
+        sscanf(hex[i], "%2x%2x%2x", &r, &g, &b);
+        attn_colormap_rgb(ATTN_CMAP_VIRIDIS, i / 10.0, c);
+        CHECK_MSG(c[0] == r && c[1] == g && c[2] == b, "viridis(%d/10) = "
+                  "(%d,%d,%d), published #%s", i, c[0], c[1], c[2], hex[i]);
+    }
     attn_colormap_rgb(ATTN_CMAP_VIRIDIS, 2, c); /* clamped */
     CHECK(c[0] == 253 && c[1] == 231 && c[2] == 37);
     attn_colormap_rgb(ATTN_CMAP_DIVERGING, 0.5, c);
