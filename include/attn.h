@@ -599,9 +599,11 @@ typedef struct {
     double row_sum_dev_max;  /* max |sum_j w[i,j] - expected| (1, or 0 for
                                 an empty row)                               */
     double row_sum_dev_mean;
-    /* Entropy of each row over its visible keys, divided by log(visible
-     * keys): 0 = one-hot, 1 = uniform. Rows with fewer than two visible
-     * keys have none; entropy_rows counts the others. */
+    /* Entropy of each row over its visible keys (renormalized to their
+     * mass, so leaked weight does not push it past 1), divided by
+     * log(visible keys): 0 = one-hot, 1 = uniform. Rows with fewer than
+     * two visible keys or no visible mass have none; entropy_rows counts
+     * the others. */
     int64_t entropy_rows;
     double entropy_min, entropy_mean, entropy_max;
     double max_weight;       /* largest finite weight                       */

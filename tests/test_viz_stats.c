@@ -74,8 +74,11 @@ static void leakage(void) {
     CHECK(all.verdict & ATTN_VERDICT_MASK_LEAK);
     CHECK(all.verdict & ATTN_VERDICT_NOT_NORMALIZED);
     CHECK(all.row_sum_dev_max == 0.125);
-    /* row 0 has one visible key: no entropy; rows 1..3 are uniform */
+    /* row 0 has one visible key: no entropy; rows 1..3 are uniform over
+     * their visible keys (row 2 also leaks: renormalized, still 1) */
     CHECK(all.entropy_rows == 3);
+    CHECK_NEAR(all.entropy_min, 1, 1e-12);
+    CHECK_NEAR(all.entropy_max, 1, 1e-12);
     char buf[512];
     attn_stats_verdict(&all, buf, sizeof buf, NULL);
     CHECK(strstr(buf, "masked leakage: 2 masked positions") != NULL);

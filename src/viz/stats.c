@@ -77,7 +77,7 @@ static void map_stats(const attn_tensor *w, const attn_mask *mask, int64_t n,
                       int64_t h, acc *a) {
     int64_t Lq = w->shape[2], Lk = w->shape[3];
     for (int64_t i = 0; i < Lq; i++) {
-        double sum = 0, plogp = 0;
+        double sum = 0, plogp = 0, vis_sum = 0;
         int64_t visible = 0;
         for (int64_t j = 0; j < Lk; j++) {
             double x = attn_tensor_get(w, n, h, i, j);
@@ -101,6 +101,7 @@ static void map_stats(const attn_tensor *w, const attn_mask *mask, int64_t n,
                 }
             } else if (x > 0) {
                 plogp += x * log(x);
+                vis_sum += x;
             }
         }
         a->s.rows++;
@@ -108,8 +109,11 @@ static void map_stats(const attn_tensor *w, const attn_mask *mask, int64_t n,
         double dev = fabs(sum - (visible ? 1.0 : 0.0));
         a->dev_sum += dev;
         a->s.row_sum_dev_max = fmax(a->s.row_sum_dev_max, dev);
-        if (visible >= 2) {
-            double e = -plogp / log((double)visible);
+        if (visible >= 2 && vis_sum > 0) {
+            /* entropy of the row renormalized over its visible mass (the
+             * same as the plain entropy when the row sums to 1 there):
+             * H = log s - sum p log p / s */
+            double e = (log(vis_sum) - plogp / vis_sum) / log((double)visible);
             if (e < 0) e = 0; /* -0 and rounding below zero */
             a->s.entropy_rows++;
             a->ent_sum += e;

@@ -123,9 +123,38 @@ void cli_print_matrix(FILE *f, const char *title, const float *m,
 void cli_print_mask(FILE *f, const char *title, const uint8_t *m,
                     int64_t rows, int64_t cols, int64_t ld);
 
+/* ---- pictures and diagnostics (cli_viz.c) ----------------------------- */
+
+/* A whitespace-separated token list ("The cat sat"); v[i] point into buf. */
+typedef struct {
+    char *buf;
+    char **v;
+    int64_t n;
+} cli_tokens;
+
+int cli_tokens_parse(const char *cmd, const char *opt, const char *s,
+                     cli_tokens *t);
+/* Usage error unless t is empty (not given) or has n tokens. */
+int cli_tokens_expect(const char *cmd, const char *opt, const cli_tokens *t,
+                      int64_t n, const char *axis);
+void cli_tokens_free(cli_tokens *t);
+
+/* "B,H" of --map. */
+int cli_parse_map(const char *cmd, const char *s, int64_t *b, int64_t *h);
+/* Usage error if (b, h) is outside w. */
+int cli_check_map(const char *cmd, const attn_tensor *w, int64_t b, int64_t h);
+
+/* Weights file: rank 2 (Lq, Lk), 3 (B, Lq, Lk) or 4 (B, H, Lq, Lk). */
+int cli_load_weights(const char *cmd, const char *path, cli_tensor *w);
+
 /* Subcommands (one file each). */
 int cmd_version(int argc, char **argv);
 int cmd_sdpa(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_html(int argc, char **argv);
+int cmd_heatmap(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 #endif
