@@ -147,6 +147,41 @@ int cli_check_map(const char *cmd, const attn_tensor *w, int64_t b, int64_t h);
 /* Weights file: rank 2 (Lq, Lk), 3 (B, Lq, Lk) or 4 (B, H, Lq, Lk). */
 int cli_load_weights(const char *cmd, const char *path, cli_tensor *w);
 
+/* ---- the demo gallery (demo_gallery.c) --------------------------------- */
+
+#define GALLERY_MAX_ITEMS 64
+#define GALLERY_MAX_SECTIONS 16
+
+typedef struct {
+    char file[128];    /* relative to the gallery directory */
+    char caption[512];
+    int section;
+} demo_item;
+
+typedef struct {
+    const char *dir;
+    char path[4096]; /* scratch for gallery_path */
+    struct {
+        char title[160];
+        char note[400]; /* e.g. why a part is left out */
+    } sec[GALLERY_MAX_SECTIONS];
+    int nsec;
+    demo_item item[GALLERY_MAX_ITEMS];
+    int nitems;
+} demo_gallery;
+
+void gallery_init(demo_gallery *g, const char *dir);
+/* dir/file in a buffer of g (valid until the next call). */
+const char *gallery_path(demo_gallery *g, const char *file);
+void gallery_section(demo_gallery *g, const char *title);
+/* Records a picture of the current section and prints its path. */
+void gallery_add(demo_gallery *g, const char *file, const char *caption);
+/* A note under the current section's title. */
+void gallery_note(demo_gallery *g, const char *text);
+int gallery_write_index(const char *cmd, demo_gallery *g);
+/* The experiments 3..10 (1 and 2 are drawn by cmd_demo.c). */
+int gallery_run(const char *cmd, demo_gallery *g);
+
 /* Subcommands (one file each). */
 int cmd_version(int argc, char **argv);
 int cmd_sdpa(int argc, char **argv);
