@@ -478,7 +478,8 @@ attn_status attn_figure_write(const char *path, const attn_panel *panels,
                               int n, int ncols, const attn_heatmap_opts *opts);
 
 /* Every map of w (N, H, Lq, Lk) as a grid: one row per layer (first axis),
- * one column per head, shared colour scale. */
+ * one column per head (a single layer of more than 4 heads wraps onto two
+ * rows), shared colour scale. */
 attn_status attn_heatmap_grid_write(const char *path, const attn_tensor *w,
                                     const attn_heatmap_opts *opts);
 

@@ -555,7 +555,9 @@ attn_status attn_heatmap_grid_write(const char *path, const attn_tensor *w,
             else snprintf(t, 64, "layer %lld, head %lld", (long long)i, (long long)j);
             p[i * H + j] = (attn_panel){w, i, j, t, NULL};
         }
-    st = attn_figure_write(path, p, (int)n, (int)H, opts);
+    /* one row of heads reads well up to 4; more heads of one layer wrap */
+    int ncols = N == 1 && H > 4 ? (int)((H + 1) / 2) : (int)H;
+    st = attn_figure_write(path, p, (int)n, ncols, opts);
     attn__free(p);
     attn__free(titles);
     return st;
