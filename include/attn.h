@@ -531,6 +531,14 @@ attn_status attn_blockavg_size(const attn_blockavg *acc, int64_t *rows,
 attn_status attn_blockavg_result(const attn_blockavg *acc, float *map,
                                  uint8_t *seen);
 
+/* visible[r * cols + c] = 1 when the mask (checked against (B, H, Lq, Lk))
+ * leaves any pair of block (r, c) of the accumulator's map visible, so that
+ * blocks the mask removes entirely can be drawn as masked. Reads the mask
+ * only (it stops at the first visible pair of a block). mask NULL: all 1. */
+attn_status attn_blockavg_visible(const attn_blockavg *acc,
+                                  const attn_mask *mask, int64_t B, int64_t H,
+                                  uint8_t *visible);
+
 /* --- Terminal view ---------------------------------------------------- */
 
 typedef enum {

@@ -417,6 +417,28 @@ static void blockavg(void) {
     o.x_extent = Lk;
     o.y_extent = Lq;
     CHECK_STATUS(attn_heatmap_write(tmp("blocks.png"), &M, 0, 0, &o), ATTN_OK);
+    /* blocks a causal mask (bottom-right, Lq < Lk) removes entirely */
+    attn_mask c;
+    attn_mask_init(&c);
+    c.causal = 1;
+    c.align = ATTN_ALIGN_BOTTOM_RIGHT;
+    uint8_t vis[64];
+    CHECK_STATUS(attn_blockavg_visible(acc, &c, 2, 3, vis), ATTN_OK);
+    int64_t mism = 0, hidden = 0;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t cc = 0; cc < cols; cc++) {
+            int any = 0;
+            for (int64_t i = r * br; i < Lq && i < (r + 1) * br; i++)
+                for (int64_t j = cc * bc; j < Lk && j < (cc + 1) * bc; j++)
+                    any |= j <= i + Lk - Lq;
+            mism += vis[r * cols + cc] != any;
+            hidden += !any;
+        }
+    CHECK(mism == 0);
+    CHECK(hidden > 0 && hidden < rows * cols);
+    CHECK_STATUS(attn_blockavg_visible(acc, NULL, 2, 3, vis), ATTN_OK);
+    CHECK(vis[0] == 1 && vis[63] == 1);
+    CHECK_STATUS(attn_blockavg_visible(acc, &c, 1, 3, vis), ATTN_E_SHAPE);
     attn_blockavg_free(acc);
     CHECK_STATUS(attn_blockavg_create(0, 5, 0, 0, 8, &acc), ATTN_E_INVALID);
     CHECK_STATUS(attn_blockavg_create(5, 5, 0, 0, 8, NULL), ATTN_E_INVALID);

@@ -103,3 +103,33 @@ attn_status attn_blockavg_result(const attn_blockavg *a, float *map,
     }
     return ATTN_OK;
 }
+
+attn_status attn_blockavg_visible(const attn_blockavg *a, const attn_mask *mask,
+                                  int64_t B, int64_t H, uint8_t *visible) {
+    if (!a || !visible)
+        return attn__fail(ATTN_E_INVALID, "%s is NULL", a ? "visible" : "accumulator");
+    if (!mask) {
+        memset(visible, 1, (size_t)(a->rows * a->cols));
+        return ATTN_OK;
+    }
+    if (a->b >= B || a->h >= H)
+        return attn__fail(ATTN_E_SHAPE, "the accumulator's map (%lld, %lld) is "
+                          "outside (B, H) = (%lld, %lld)", (long long)a->b,
+                          (long long)a->h, (long long)B, (long long)H);
+    attn_status st = attn_mask_check(mask, B, H, a->Lq, a->Lk);
+    if (st != ATTN_OK) return st;
+    for (int64_t r = 0; r < a->rows; r++)
+        for (int64_t c = 0; c < a->cols; c++) {
+            int any = 0;
+            /* stops at the first visible pair: only fully masked blocks
+             * are scanned to the end */
+            for (int64_t i = r * a->fr; !any && i < a->Lq && i < (r + 1) * a->fr; i++)
+                for (int64_t j = c * a->fc; j < a->Lk && j < (c + 1) * a->fc; j++)
+                    if (attn_mask_visible(mask, a->b, a->h, i, j, a->Lq, a->Lk)) {
+                        any = 1;
+                        break;
+                    }
+            visible[r * a->cols + c] = (uint8_t)any;
+        }
+    return ATTN_OK;
+}
