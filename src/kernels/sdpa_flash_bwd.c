@@ -10,13 +10,15 @@
  *   dV = Pd^T dO,  dP = (dO V^T) * Z / (1 - p),  dS = P * (dP - D),
  *   dK = scale dS^T Q,  dQ = scale dS K,  dBias = dS (summed where the bias
  *   broadcasts).
- * Pass 1 runs in parallel over (batch, kv head, key tile): each task owns
- * dK and dV of its keys, summing over the heads of the group and all query
- * tiles in a fixed order. Pass 2 runs over (batch, head, query tile): each
- * task owns dQ (and, when the bias does not broadcast over batch, heads or
- * queries, dBias) of its rows. A bias that broadcasts over those axes gets a
- * third pass over the cells of dBias. No atomics, and every output element
- * is summed in one fixed order: bitwise identical on any thread count.
+ * The pass over (batch, kv head, key tile) owns dK and dV of its keys,
+ * summing over the heads of the group and all query tiles in a fixed order;
+ * the pass over (batch, head, query tile) owns dQ of its rows (and dBias
+ * where the bias broadcasts nowhere). When there are enough (batch, kv head)
+ * pairs for the threads, one pass over them owns dK, dV and dQ at once and
+ * saves recomputing S and dP; it issues the same dQ products in the same
+ * order, so the bits do not change. A bias that broadcasts gets a pass over
+ * the cells of dBias. No atomics; every output element is summed in one
+ * fixed order: bitwise identical on any thread count.
  * Empty tiles (mask classification) are skipped in every pass. Extra memory:
  * per-thread tiles and the D vector (B * H * Lq floats).
  */
@@ -197,41 +199,102 @@ static const float *tile_ds(const bwd_ctx *c, work *w, int64_t b, int64_t h,
     return drop ? w->pd : w->p;
 }
 
-/* ---- pass 1: dK and dV, parallel over (b, kv head, key tile) ----------- */
+/* ---- the passes -------------------------------------------------------- */
 
-static void pass_kv(const bwd_ctx *c, work *w, int64_t task, attn_tensor *dk,
-                    attn_tensor *dv) {
+/* dQ += scale dS K straight into rows i0.. of dq (b, h): f32 with a unit
+ * last stride (attn__sdpa_flash_backward checks), owned by the caller's
+ * task. Both schemes below issue exactly these calls in the same key-tile
+ * order, so they give the same bits. */
+static void add_dq(const bwd_ctx *c, const work *w, attn_tensor *dq, int64_t b,
+                   int64_t h, int64_t i0, int64_t nq, int64_t nk) {
+    float *row = (float *)dq->data + attn__off(dq, b, h, i0, 0);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq,
+                (int)c->d->Dk, (int)nk, (float)c->d->scale, w->ds, (int)c->bk,
+                w->k, (int)c->d->Dk, 1.0f, row, (int)dq->stride[2]);
+}
+
+/* dBias += dS for a bias that broadcasts nowhere: each entry is fed by one
+ * (b, h, i, j), so the task that computes it owns it. */
+static void add_dbias_tile(const bwd_ctx *c, const work *w, attn_tensor *db,
+                           int64_t b, int64_t h, int64_t i0, int64_t nq,
+                           int64_t j0, int64_t nk) {
+    float *base = db->data;
+    for (int64_t r = 0; r < nq; r++)
+        for (int64_t j = 0; j < nk; j++)
+            base[attn__off(db, b, h, i0 + r, j0 + j)] += w->ds[r * c->bk + j];
+}
+
+/* Pass over (b, kv head, key tile): owns dK and dV of its keys, summed
+ * over the heads of the group and the query tiles in a fixed order. In the
+ * one-pass scheme (dq != NULL) it also owns dQ of every row of its heads
+ * (the task then covers all key tiles, in order) and the unbroadcast dBias. */
+static void pass_kv(const bwd_ctx *c, work *w, int64_t task, int64_t nkt_task,
+                    attn_tensor *dk, attn_tensor *dv, attn_tensor *dq,
+                    attn_tensor *dbias) {
     const attn__sdpa_dims *d = c->d;
-    const int64_t kt = task % c->nkt, hk = (task / c->nkt) % d->Hkv;
-    const int64_t b = task / (c->nkt * d->Hkv);
-    const int64_t j0 = kt * c->bk, nk = d->Lk - j0 < c->bk ? d->Lk - j0 : c->bk;
-    float *dka = w->acc, *dva = w->acc + nk * d->Dk;
-    int loaded = 0;
-    memset(w->acc, 0, (size_t)(nk * (d->Dk + d->Dv)) * sizeof(float));
-    for (int64_t h = hk * d->group; h < (hk + 1) * d->group; h++)
-        for (int64_t qt = 0; qt < c->nqt; qt++) {
-            const int64_t i0 = qt * c->bq;
-            const int64_t nq = d->Lq - i0 < c->bq ? d->Lq - i0 : c->bq;
-            attn__tile_class cls = attn__mask_classify(
-                &c->opts->mask, b, h, i0, i0 + nq, j0, j0 + nk, d->Lq, d->Lk);
-            if (cls == ATTN__TILE_EMPTY) continue;
-            if (!loaded) {
-                load_key_tile(c, w, b, hk, j0, nk);
-                loaded = 1;
+    const int64_t per = c->nkt / nkt_task; /* key tiles per task */
+    const int64_t kt0 = (task % nkt_task) * per, hk = (task / nkt_task) % d->Hkv;
+    const int64_t b = task / (nkt_task * d->Hkv);
+    for (int64_t kt = kt0; kt < kt0 + per; kt++) {
+        const int64_t j0 = kt * c->bk;
+        const int64_t nk = d->Lk - j0 < c->bk ? d->Lk - j0 : c->bk;
+        float *dka = w->acc, *dva = w->acc + nk * d->Dk;
+        int loaded = 0;
+        memset(w->acc, 0, (size_t)(nk * (d->Dk + d->Dv)) * sizeof(float));
+        for (int64_t h = hk * d->group; h < (hk + 1) * d->group; h++)
+            for (int64_t qt = 0; qt < c->nqt; qt++) {
+                const int64_t i0 = qt * c->bq;
+                const int64_t nq = d->Lq - i0 < c->bq ? d->Lq - i0 : c->bq;
+                attn__tile_class cls =
+                    attn__mask_classify(&c->opts->mask, b, h, i0, i0 + nq, j0,
+                                        j0 + nk, d->Lq, d->Lk);
+                if (cls == ATTN__TILE_EMPTY) continue;
+                if (!loaded) {
+                    load_key_tile(c, w, b, hk, j0, nk);
+                    loaded = 1;
+                }
+                load_query_tile(c, w, b, h, i0, nq);
+                const float *pd = tile_ds(c, w, b, h, i0, nq, j0, nk, cls);
+                /* dV += Pd^T dO, dK += scale dS^T Q */
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk,
+                            (int)d->Dv, (int)nq, 1.0f, pd, (int)c->bk, w->dout,
+                            (int)d->Dv, 1.0f, dva, (int)d->Dv);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk,
+                            (int)d->Dk, (int)nq, (float)d->scale, w->ds,
+                            (int)c->bk, w->q, (int)d->Dk, 1.0f, dka, (int)d->Dk);
+                if (dq) add_dq(c, w, dq, b, h, i0, nq, nk);
+                if (dq && dbias) add_dbias_tile(c, w, dbias, b, h, i0, nq, j0, nk);
             }
+        if (!loaded) continue; /* no visible pair: nothing to add */
+        add_rows(dk, b, hk, j0, nk, dka);
+        add_rows(dv, b, hk, j0, nk, dva);
+    }
+}
+
+/* Pass over (b, head, query tile) of the two-pass scheme: owns dQ of its
+ * rows and the unbroadcast dBias of its rows. */
+static void pass_q(const bwd_ctx *c, work *w, int64_t task, attn_tensor *dq,
+                   attn_tensor *dbias) {
+    const attn__sdpa_dims *d = c->d;
+    const int64_t qt = task % c->nqt, h = (task / c->nqt) % d->H;
+    const int64_t b = task / (c->nqt * d->H), hk = h / d->group;
+    const int64_t i0 = qt * c->bq, nq = d->Lq - i0 < c->bq ? d->Lq - i0 : c->bq;
+    int loaded = 0;
+    for (int64_t kt = 0; kt < c->nkt; kt++) {
+        const int64_t j0 = kt * c->bk;
+        const int64_t nk = d->Lk - j0 < c->bk ? d->Lk - j0 : c->bk;
+        attn__tile_class cls = attn__mask_classify(
+            &c->opts->mask, b, h, i0, i0 + nq, j0, j0 + nk, d->Lq, d->Lk);
+        if (cls == ATTN__TILE_EMPTY) continue;
+        if (!loaded) {
             load_query_tile(c, w, b, h, i0, nq);
-            const float *pd = tile_ds(c, w, b, h, i0, nq, j0, nk, cls);
-            /* dV += Pd^T dO, dK += scale dS^T Q */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk,
-                        (int)d->Dv, (int)nq, 1.0f, pd, (int)c->bk, w->dout,
-                        (int)d->Dv, 1.0f, dva, (int)d->Dv);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk,
-                        (int)d->Dk, (int)nq, (float)d->scale, w->ds, (int)c->bk,
-                        w->q, (int)d->Dk, 1.0f, dka, (int)d->Dk);
+            loaded = 1;
         }
-    if (!loaded) return; /* no visible pair: nothing to add */
-    add_rows(dk, b, hk, j0, nk, dka);
-    add_rows(dv, b, hk, j0, nk, dva);
+        load_key_tile(c, w, b, hk, j0, nk);
+        tile_ds(c, w, b, h, i0, nq, j0, nk, cls);
+        add_dq(c, w, dq, b, h, i0, nq, nk);
+        if (dbias) add_dbias_tile(c, w, dbias, b, h, i0, nq, j0, nk);
+    }
 }
 
 /* ---- dBias ------------------------------------------------------------- */
@@ -321,52 +384,6 @@ static void pass_bias(const bwd_ctx *c, work *w, int64_t task,
                   rows, jb ? 0 : kt * c->bk, cols, w->bacc);
 }
 
-/* ---- pass 2: dQ (and row-owned dBias), parallel over (b, h, query tile) - */
-
-static void pass_q(const bwd_ctx *c, work *w, int64_t task, attn_tensor *dq,
-                   attn_tensor *dbias_rows) {
-    const attn__sdpa_dims *d = c->d;
-    const attn_tensor *bias = c->opts->mask.bias;
-    const int64_t qt = task % c->nqt, h = (task / c->nqt) % d->H;
-    const int64_t b = task / (c->nqt * d->H), hk = h / d->group;
-    const int64_t i0 = qt * c->bq, nq = d->Lq - i0 < c->bq ? d->Lq - i0 : c->bq;
-    const int jb = dbias_rows ? bias_bcast(bias, 3) : 0;
-    const int64_t cols = jb ? 1 : d->Lk;
-    int loaded = 0;
-    memset(w->acc, 0, (size_t)(nq * d->Dk) * sizeof(float));
-    if (dbias_rows && jb) memset(w->bacc, 0, (size_t)nq * sizeof(double));
-    for (int64_t kt = 0; kt < c->nkt; kt++) {
-        const int64_t j0 = kt * c->bk;
-        const int64_t nk = d->Lk - j0 < c->bk ? d->Lk - j0 : c->bk;
-        attn__tile_class cls = attn__mask_classify(
-            &c->opts->mask, b, h, i0, i0 + nq, j0, j0 + nk, d->Lq, d->Lk);
-        if (cls == ATTN__TILE_EMPTY) continue;
-        if (!loaded) {
-            load_query_tile(c, w, b, h, i0, nq);
-            loaded = 1;
-        }
-        load_key_tile(c, w, b, hk, j0, nk);
-        tile_ds(c, w, b, h, i0, nq, j0, nk, cls);
-        /* dQ += scale dS K */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq,
-                    (int)d->Dk, (int)nk, (float)d->scale, w->ds, (int)c->bk,
-                    w->k, (int)d->Dk, 1.0f, w->acc, (int)d->Dk);
-        if (dbias_rows && !jb) { /* this task owns these dBias entries */
-            float *base = dbias_rows->data;
-            for (int64_t r = 0; r < nq; r++)
-                for (int64_t j = 0; j < nk; j++)
-                    base[attn__off(dbias_rows, b, h, i0 + r, j0 + j)] +=
-                        w->ds[r * c->bk + j];
-        } else if (dbias_rows) {
-            fold_ds(c, w, bias, 0, 0, nq, nk, cols);
-        }
-    }
-    if (!loaded) return;
-    add_rows(dq, b, h, i0, nq, w->acc);
-    if (dbias_rows && jb)
-        add_bias_sums(dbias_rows, bias, b, h, i0, nq, 0, 1, w->bacc);
-}
-
 /* ---- the call ---------------------------------------------------------- */
 
 attn_status attn__sdpa_flash_backward(const attn_tensor *q, const attn_tensor *k,
@@ -393,33 +410,57 @@ attn_status attn__sdpa_flash_backward(const attn_tensor *q, const attn_tensor *k
     c.keep_scale = (float)(1.0 / (1.0 - opts->dropout_p));
 
     const attn_tensor *bias = opts->mask.bias;
-    const int bias_rows = dbias && !bias_bcast(bias, 0) &&
-                          !bias_bcast(bias, 1) && !bias_bcast(bias, 2);
-    const int bias_pass = dbias && !bias_rows;
+    int bias_direct = dbias != NULL;
+    for (int a = 0; a < 4 && dbias; a++)
+        if (bias_bcast(bias, a)) bias_direct = 0;
+    const int bias_pass = dbias && !bias_direct;
 
     int nt = 1;
 #ifdef _OPENMP
     nt = opts->threads > 0 ? opts->threads : omp_get_max_threads();
 #endif
+    /* Scheme: with enough (batch, kv head) pairs to keep every thread busy,
+     * one pass over them computes dK, dV and dQ together (5 tile products
+     * instead of 7); otherwise the key-tile pass and a query-tile pass. The
+     * two issue the same dQ products in the same order, so the choice (it
+     * depends on the thread count) does not change a bit. dq is accumulated
+     * in place, which needs unit-stride rows; other layouts go through a
+     * contiguous temporary. */
+    const int one_pass = d->B * d->Hkv >= 2 * (int64_t)nt;
+    const int dq_direct = (dq->stride[3] == 1 || d->Dk == 1) &&
+                          (d->Lq == 1 || dq->stride[2] >= d->Dk);
     const int64_t rows = d->B * d->H * d->Lq;
     const size_t wf = work_floats(c.bq, c.bk, d);
     float *dvec = attn__alloc((size_t)rows, sizeof(float), "flash backward D");
     float *ws = attn__alloc((size_t)nt * wf, sizeof(float), "flash backward tiles");
     double *wb = NULL;
-    if (dbias)
+    float *dqt = NULL;
+    if (bias_pass)
         wb = attn__alloc((size_t)nt * (size_t)(c.bq * c.bk), sizeof(double),
                          "flash backward dbias tiles");
-    if (!dvec || !ws || (dbias && !wb)) {
+    if (!dq_direct)
+        dqt = attn__alloc((size_t)(rows * d->Dk), sizeof(float),
+                          "flash backward dq (strided layout)");
+    if (!dvec || !ws || (bias_pass && !wb) || (!dq_direct && !dqt)) {
         attn__free(dvec);
         attn__free(ws);
         attn__free(wb);
+        attn__free(dqt);
         return ATTN_E_NOMEM;
     }
     c.dvec = dvec;
+    attn_tensor dqa = *dq;
+    if (!dq_direct) {
+        memset(dqt, 0, (size_t)(rows * d->Dk) * sizeof(float));
+        dqa = attn_tensor_4d(dqt, ATTN_F32, d->B, d->H, d->Lq, d->Dk);
+    }
+    if (d->Lq == 1) dqa.stride[2] = d->Dk; /* any ldc >= Dk serves one row */
 
     const int blas_saved = openblas_get_num_threads();
     openblas_set_num_threads(1); /* BLAS stays on the calling thread */
-    const int64_t n_kv = d->B * d->Hkv * c.nkt, n_q = d->B * d->H * c.nqt;
+    const int64_t nkt_task = one_pass ? 1 : c.nkt;
+    const int64_t n_kv = d->B * d->Hkv * nkt_task;
+    const int64_t n_q = one_pass ? 0 : d->B * d->H * c.nqt;
     int64_t n_bias = 0;
     if (bias_pass)
         n_bias = (bias_bcast(bias, 0) ? 1 : d->B) *
@@ -448,14 +489,21 @@ attn_status attn__sdpa_flash_backward(const attn_tensor *q, const attn_tensor *k
             dvec[r] = (float)s;
         }
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < n_kv; t++) pass_kv(&c, &w, t, dk, dv);
+        for (int64_t t = 0; t < n_kv; t++)
+            pass_kv(&c, &w, t, nkt_task, dk, dv, one_pass ? &dqa : NULL,
+                    bias_direct ? dbias : NULL);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < n_q; t++)
-            pass_q(&c, &w, t, dq, bias_rows ? dbias : NULL);
+            pass_q(&c, &w, t, &dqa, bias_direct ? dbias : NULL);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < n_bias; t++) pass_bias(&c, &w, t, dbias);
     }
     openblas_set_num_threads(blas_saved);
+    if (!dq_direct)
+        for (int64_t b = 0; b < d->B; b++)
+            for (int64_t h = 0; h < d->H; h++)
+                add_rows(dq, b, h, 0, d->Lq, dqt + (b * d->H + h) * d->Lq * d->Dk);
+    attn__free(dqt);
     attn__free(dvec);
     attn__free(ws);
     attn__free(wb);
