@@ -126,6 +126,7 @@ void cli_print_mask(FILE *f, const char *title, const uint8_t *m,
 /* Subcommands (one file each). */
 int cmd_version(int argc, char **argv);
 int cmd_sdpa(int argc, char **argv);
+int cmd_sdpa_backward(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 
 #endif

@@ -14,6 +14,7 @@ typedef struct {
 
 static const cli_command commands[] = {
     {"sdpa", cmd_sdpa, "scaled dot-product attention on .npy files"},
+    {"sdpa-backward", cmd_sdpa_backward, "gradients of attention (dQ, dK, dV, dBias)"},
     {"demo", cmd_demo, "run the tutorial examples and print what they show"},
     {"version", cmd_version, "print the library version"},
 };
