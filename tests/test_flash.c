@@ -54,6 +54,7 @@ typedef struct {
 } tcase;
 
 static int sanitized;
+static int ncase = 0; /* cases run so far: seeds and the keep dtype vary */
 
 /* ---- tensors ---------------------------------------------------------- */
 
@@ -286,8 +287,6 @@ static double max_err_f32(const float *a, const double *ref, int64_t n) {
     }
     return e;
 }
-
-static int ncase = 0;
 
 static void run_case(const tcase *c) {
     ncase++;
