@@ -286,7 +286,18 @@ attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k,
  * mask). dq (B,H,Lq,Dk), dk (B,Hkv,Lk,Dk), dv (B,Hkv,Lk,Dv) are f32 (f64
  * with IMPL_REF) and ADDED INTO. dbias, if not NULL, has the bias's shape
  * with its own strides; entries broadcast by the bias (stride 0) receive
- * the sum over the broadcast axes; added into. */
+ * the sum over the broadcast axes; added into.
+ *
+ *   out, dout (B, H, Lq, Dv)  f32 (f64 with IMPL_REF), read only
+ *   lse [B * H * Lq]          from forward; may be NULL with IMPL_REF only
+ *
+ * With grouped heads dk and dv sum over the heads of each group. A fully
+ * masked query row contributes nothing (zero, finite gradients). IMPL_REF
+ * recomputes the weights in double from q, k, v and the mask and reads
+ * neither out nor lse, so a double gradient check sees no f32 rounding.
+ * The gradient buffers must not overlap the inputs.
+ * Errors: as attn_sdpa_forward, and ATTN_E_INVALID for a missing lse or a
+ * dbias without mask.bias, ATTN_E_NONFINITE for NaN/Inf in dout. */
 attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k,
                                const attn_tensor *v, const attn_tensor *out,
                                const float *lse, const attn_tensor *dout,

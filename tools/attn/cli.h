@@ -185,6 +185,7 @@ int gallery_run(const char *cmd, demo_gallery *g);
 /* Subcommands (one file each). */
 int cmd_version(int argc, char **argv);
 int cmd_sdpa(int argc, char **argv);
+int cmd_sdpa_backward(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_html(int argc, char **argv);

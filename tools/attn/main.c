@@ -14,6 +14,7 @@ typedef struct {
 
 static const cli_command commands[] = {
     {"sdpa", cmd_sdpa, "scaled dot-product attention on .npy files"},
+    {"sdpa-backward", cmd_sdpa_backward, "gradients of attention (dQ, dK, dV, dBias)"},
     {"demo", cmd_demo, "run the tutorial examples and print what they show"},
     {"heatmap", cmd_heatmap, "draw attention weights as a picture (PNG/SVG/PDF)"},
     {"show", cmd_show, "print attention weights as a coloured map in the terminal"},
