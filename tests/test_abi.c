@@ -1,0 +1,15 @@
+/* attn_sizeof: the sizes bindings check their mirrored structs against. */
+#include "attn.h"
+#include "check.h"
+
+int main(void) {
+    CHECK(attn_sizeof("attn_tensor") == sizeof(attn_tensor));
+    CHECK(attn_sizeof("attn_mask") == sizeof(attn_mask));
+    CHECK(attn_sizeof("attn_sdpa_opts") == sizeof(attn_sdpa_opts));
+    CHECK(attn_sizeof("attn_npy") == sizeof(attn_npy));
+    /* unknown names and NULL are 0, not a crash */
+    CHECK(attn_sizeof("attn_nothing") == 0);
+    CHECK(attn_sizeof("") == 0);
+    CHECK(attn_sizeof(NULL) == 0);
+    return check_done("test_abi");
+}
