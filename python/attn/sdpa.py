@@ -48,14 +48,9 @@ def _passable(arr, need_unit_last):
 def _input(x, name, dtype, ref):
     """Checks the element type of query/key/value; returns (array, attn
     dtype). float64 stays float64 only for impl='ref' (the fast kernels are
-    float32 inside); bfloat16 is uint16 bits with dtype='bfloat16' or an
-    ml_dtypes.bfloat16 array."""
+    float32 inside); bfloat16 is uint16 bits with dtype='bfloat16'."""
     x = np.asarray(x)
     dt = x.dtype
-    if dt.name == "bfloat16" and dt.itemsize == 2:
-        if dtype not in (None, "bfloat16"):
-            fail(ATTN_E_DTYPE, "%s holds bfloat16 but dtype=%r was given", name, dtype)
-        return _native(x.view(np.uint16)), ATTN_BF16
     if dtype == "bfloat16":
         if dt != np.uint16:
             fail(ATTN_E_DTYPE, "dtype='bfloat16' expects uint16 arrays holding "
@@ -250,9 +245,9 @@ class _Call:
         dt = a.dtype
         if dt == np.bool_:
             a, code, is_bias = a.view(np.uint8), ATTN_U8, False
-        elif dt.kind == "f" or dt.name == "bfloat16":
+        elif dt.kind == "f":
             is_bias = True
-            if dt.name == "bfloat16" or dt.itemsize == 2:
+            if dt.itemsize == 2:
                 a, code = a.astype(np.float32), ATTN_F32
             elif dt.itemsize == 4:
                 a, code = _native(a), ATTN_F32
@@ -338,7 +333,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
 
     query (..., Lq, E), key (..., Lk, E), value (..., Lk, Ev) of rank 2, 3
     or 4 ((L, E), (N, L, E), (N, H, L, E)); float32, float16, bfloat16
-    (uint16 bits with dtype="bfloat16", or ml_dtypes.bfloat16), or float64
+    (uint16 bits with dtype="bfloat16"), or float64
     (computed in float32 unless impl="ref", which keeps float64).
 
     PyTorch's arguments mean what they mean there:
