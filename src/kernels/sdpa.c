@@ -130,10 +130,15 @@ attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k,
                               attn_tensor *out, attn_tensor *weights,
                               float *lse) {
     attn__sdpa_dims dims;
-    int ref = opts && opts->impl == ATTN_IMPL_REF;
-    attn_status st = attn__sdpa_check(q, k, v, opts, out, weights, ref, &dims);
+    attn_status st = attn__sdpa_check(q, k, v, opts, out, weights, 1, &dims);
     if (st) return st;
     if (!out) return attn__fail(ATTN_E_INVALID, "out is NULL");
+    if (opts->impl != ATTN_IMPL_REF &&
+        (q->dtype == ATTN_F64 || out->dtype == ATTN_F64 ||
+         (weights && weights->dtype == ATTN_F64)))
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "f64 tensors are served by the reference kernel "
+                          "only (impl = ATTN_IMPL_REF)");
     /* The reference serves IMPL_REF and, until the flash kernel lands,
      * every other request. */
     return attn__sdpa_ref_forward(q, k, v, opts, &dims, out, weights, lse);
