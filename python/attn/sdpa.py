@@ -33,13 +33,16 @@ def _native(arr):
     return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
 
 
-def _passable(arr, need_unit_last):
+def _passable(arr, is_mask=False):
     """arr itself if C can read it through its strides, else a C-contiguous
-    copy; returns (array, element strides)."""
+    copy; returns (array, element strides). Masks may broadcast (stride 0)
+    and need no contiguous last axis; q, k, v and gradients may not."""
     st = _lib.element_strides(arr)
     if st is not None:
+        if is_mask:
+            return arr, st
         bcast = any(s == 0 and n > 1 for n, s in zip(arr.shape, st))
-        if not bcast and not (need_unit_last and arr.shape[-1] > 1 and st[-1] != 1):
+        if not bcast and not (arr.shape[-1] > 1 and st[-1] != 1):
             return arr, st
     arr = np.ascontiguousarray(arr)
     return arr, _lib.element_strides(arr)
@@ -155,9 +158,9 @@ class _Call:
         # so a rank-3 grouped call reads axis 0 as heads.
         self.axes = {4: (0, 1, 2, 3), 3: ((None, 0, 1, 2) if gqa_rank3 else
                                           (0, None, 1, 2)), 2: (None, None, 0, 1)}[r]
-        q, sq = _passable(q, True)
-        k, sk = _passable(k, True)
-        v, sv = _passable(v, True)
+        q, sq = _passable(q)
+        k, sk = _passable(k)
+        v, sv = _passable(v)
         self.q, self.k, self.v = q, k, v
         self.Q = _lib.tensor(q, cq, self.axes, sq)
         self.K = _lib.tensor(k, ck, self.axes, sk)
@@ -233,6 +236,7 @@ class _Call:
             m.query_lengths = ptr
         self.bias = None
         self.mask_shape = None
+        self.mask_tensors = {}
         if attn_mask is not None:
             self._mask(attn_mask, m, backward)
         self.opts = opts
@@ -272,7 +276,7 @@ class _Call:
                      "attention scores of shape %s (query length %d, key length "
                      "%d)", _shape_str(self.mask_shape), _shape_str(shape),
                      self.Lq, self.Lk)
-        a, st = _passable(a, False)
+        a, st = _passable(a, is_mask=True)
         if is_bias and backward and any(s == 0 and n > 1 for n, s in zip(a.shape, st)):
             # a broadcast view (np.broadcast_to) has one gradient per element
             # of its shape, not one per stored element: give C real storage
@@ -280,6 +284,7 @@ class _Call:
             st = _lib.element_strides(a)
         t = _lib.tensor(a, code, self.axes, st)
         self.keepalive.append(a)
+        self.mask_tensors["bias" if is_bias else "keep"] = t
         if is_bias:
             self.bias = t
             self.bias_shape4 = tuple(t.shape)
@@ -295,7 +300,7 @@ class _Call:
             w, W = _lib.out_tensor((B, H, self.Lq, self.Lk), self.np_out, self.c_out)
         if want_lse:
             lse = np.empty((B, H, self.Lq), dtype=np.float32)
-        tensors = {"q": self.Q, "k": self.K, "v": self.V, "out": O}
+        tensors = dict(self.mask_tensors, q=self.Q, k=self.K, v=self.V, out=O)
         if W is not None:
             tensors["weights"] = W
         _lib.call("attn_sdpa_forward", byref(self.Q), byref(self.K),
@@ -317,7 +322,7 @@ class _Call:
                  name, _shape_str(x.shape), _shape_str(self.out_shape))
         if x.dtype != self.np_out or not x.dtype.isnative:
             x = x.astype(self.np_out)
-        x, st = _passable(x, True)
+        x, st = _passable(x)
         return x, _lib.tensor(x, self.c_out, self.axes, st)
 
 
@@ -410,8 +415,8 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
     db = DB = None
     if c.bias is not None:
         db, DB = _lib.out_tensor(c.bias_shape4, c.np_out, c.c_out, zero=True)
-    tensors = {"q": c.Q, "k": c.K, "v": c.V, "out": O, "dout": G,
-               "dq": DQ, "dk": DK, "dv": DV}
+    tensors = dict(c.mask_tensors, q=c.Q, k=c.K, v=c.V, out=O, dout=G,
+                   dq=DQ, dk=DK, dv=DV)
     if DB is not None:
         tensors["dbias"] = DB
     _lib.call("attn_sdpa_backward", byref(c.Q), byref(c.K), byref(c.V),

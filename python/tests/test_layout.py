@@ -91,6 +91,29 @@ def test_broadcast_mask_is_not_copied(rng, calls):
     _, w = attn.scaled_dot_product_attention(q, k, k, attn_mask=m,
                                              return_weights=True)
     assert ((w > 0) == np.broadcast_to(m, w.shape)).all()
+    assert passed(calls, "keep") == (m.ctypes.data, (2, 1, 1, 6), (6, 0, 0, 1))
+    # a np.broadcast_to view keeps its stride 0 too
+    f = np.broadcast_to(rng.standard_normal(6).astype(np.float32), (2, 3, 4, 6))
+    attn.scaled_dot_product_attention(q, k, k, attn_mask=f)
+    assert passed(calls, "bias") == (f.ctypes.data, (2, 3, 4, 6), (0, 0, 0, 1))
+    # a transposed mask is read through its strides
+    t = np.ascontiguousarray((rng.random((6, 4)) < 0.8).T)
+    t = np.asfortranarray(t)
+    attn.scaled_dot_product_attention(q, k, k, attn_mask=t)
+    assert passed(calls, "keep") == (t.ctypes.data, (1, 1, 4, 6), (0, 0, 1, 4))
+
+
+def test_backward_copies_a_broadcast_view_bias(rng, calls):
+    # a stride-0 bias would make C sum its gradient over that axis; the
+    # view's elements each need their own (checked in test_backward)
+    q, _, _ = make(rng, (2, 3, 4, 8))
+    f = np.broadcast_to(rng.standard_normal(4).astype(np.float32), (2, 3, 4, 4))
+    try:
+        attn.sdpa_backward(q, q, q, q, attn_mask=f)
+    except attn.AttnError:  # a build without backward still made the call
+        pass
+    data, shape, stride = calls.log[-1][1]["bias"]
+    assert data != f.ctypes.data and stride == (48, 16, 4, 1)
 
 
 def test_readonly_inputs(rng):
