@@ -8,6 +8,7 @@ picture modules) build on these pieces.
 import ctypes
 import ctypes.util
 import os
+import struct
 
 import numpy as np
 
@@ -265,19 +266,23 @@ def version():
 
 def element_strides(arr):
     """Element strides of arr usable by C, or None when the array must be
-    copied first (negative, misaligned or fractional strides)."""
-    item = arr.itemsize
+    copied first (negative, misaligned or fractional strides). Axes of size
+    1 get stride 0: they are never stepped over."""
     if not arr.flags.aligned:
         return None
-    out = []
-    for n, s in zip(arr.shape, arr.strides):
-        if n == 1:
-            out.append(0)  # never stepped over; 0 is always valid
-            continue
-        if s < 0 or s % item:
+    item = arr.itemsize
+    out = [0 if n == 1 else s // item for n, s in zip(arr.shape, arr.strides)]
+    for n, s, e in zip(arr.shape, arr.strides, out):
+        if n != 1 and (s < 0 or e * item != s):
             return None
-        out.append(s // item)
     return out
+
+
+# attn_tensor packed in one step (setting ctypes fields one by one costs
+# more than the C call on small inputs); same layout as Tensor.
+_TENSOR_PACK = struct.Struct("@Pi4q4q")
+assert _TENSOR_PACK.size == ctypes.sizeof(Tensor)
+_from_bytes = Tensor.from_buffer_copy
 
 
 def tensor(arr, attn_dtype, axes_to_4d=None, strides=None):
@@ -287,17 +292,13 @@ def tensor(arr, attn_dtype, axes_to_4d=None, strides=None):
     if strides is None:
         strides = element_strides(arr)
         assert strides is not None, "caller must copy unusable layouts first"
-    t = Tensor()
-    t.data = arr.ctypes.data
-    t.dtype = attn_dtype
     if axes_to_4d is None:
-        axes_to_4d = range(4)
-    for c, a in enumerate(axes_to_4d):
-        if a is None:
-            t.shape[c], t.stride[c] = 1, 0
-        else:
-            t.shape[c], t.stride[c] = arr.shape[a], strides[a]
-    return t
+        shape, stride = arr.shape, strides
+    else:
+        shape = [1 if a is None else arr.shape[a] for a in axes_to_4d]
+        stride = [0 if a is None else strides[a] for a in axes_to_4d]
+    return _from_bytes(_TENSOR_PACK.pack(arr.ctypes.data, attn_dtype, *shape,
+                                         *stride))
 
 
 def out_tensor(shape4, np_dtype, attn_dtype, zero=False):

@@ -41,7 +41,7 @@ def _passable(arr, is_mask=False):
     if st is not None:
         if is_mask:
             return arr, st
-        bcast = any(s == 0 and n > 1 for n, s in zip(arr.shape, st))
+        bcast = 0 in st and any(s == 0 and n > 1 for n, s in zip(arr.shape, st))
         if not bcast and not (arr.shape[-1] > 1 and st[-1] != 1):
             return arr, st
     arr = np.ascontiguousarray(arr)
