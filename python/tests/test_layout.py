@@ -201,3 +201,36 @@ def test_missing_symbol_is_an_attn_error(monkeypatch, rng):
         attn.sdpa_backward(np.ones((3, 4), np.float32), q, q, q)
     assert e.value.status == attn.ATTN_E_UNSUPPORTED
     assert "attn_sdpa_backward" in str(e.value)
+
+
+def test_python_threads(rng):
+    # ctypes releases the GIL during the call; the error message is per
+    # thread, so concurrent failures and successes do not mix
+    import threading
+    q, _, _ = make(rng, (2, 2, 33, 8))
+    want = attn.scaled_dot_product_attention(q, q, q, is_causal=True)
+    results, errors = [], []
+    bad = {}
+    for i in (1, 3):
+        bad[i] = q.copy()
+        bad[i][1, 0, i, 5] = np.nan
+
+    def work(i):
+        for _ in range(20):
+            if i % 2:
+                try:  # found by C: the message comes from attn_last_error
+                    attn.scaled_dot_product_attention(bad[i], q, q)
+                except attn.AttnError as e:
+                    errors.append((i, e.detail))
+            else:
+                results.append(attn.scaled_dot_product_attention(q, q, q,
+                                                                 is_causal=True))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 40 and all(np.array_equal(r, want) for r in results)
+    assert len(errors) == 40
+    assert all(d == "q[1, 0, %d, 5] is NaN" % i for i, d in errors)
