@@ -143,3 +143,70 @@ attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k,
      * every other request. */
     return attn__sdpa_ref_forward(q, k, v, opts, &dims, out, weights, lse);
 }
+
+/* out and dout of backward: read-only inputs of the forward's output shape. */
+static attn_status check_in(const attn_tensor *t, const char *name,
+                            const attn__sdpa_dims *dm, int allow_f64) {
+    attn_status st = attn_tensor_check(t, name);
+    if (st) return st;
+    if (!is_output_dtype(t->dtype, allow_f64))
+        return attn__fail(ATTN_E_DTYPE, "%s must be f32%s, not %s", name,
+                          allow_f64 ? " or f64" : "", attn_dtype_name(t->dtype));
+    const int64_t want[4] = {dm->B, dm->H, dm->Lq, dm->Dv};
+    for (int a = 0; a < 4; a++)
+        if (t->shape[a] != want[a])
+            return attn__fail(ATTN_E_SHAPE,
+                              "%s has shape (%lld, %lld, %lld, %lld) but "
+                              "(%lld, %lld, %lld, %lld) is needed",
+                              name, (long long)t->shape[0],
+                              (long long)t->shape[1], (long long)t->shape[2],
+                              (long long)t->shape[3], (long long)want[0],
+                              (long long)want[1], (long long)want[2],
+                              (long long)want[3]);
+    return ATTN_OK;
+}
+
+attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k,
+                               const attn_tensor *v, const attn_tensor *out,
+                               const float *lse, const attn_tensor *dout,
+                               const attn_sdpa_opts *opts, attn_tensor *dq,
+                               attn_tensor *dk, attn_tensor *dv,
+                               attn_tensor *dbias) {
+    attn__sdpa_dims dm;
+    const int ref = 1; /* f64 is a valid dtype: refused below if not REF */
+    attn_status st = attn__sdpa_check(q, k, v, opts, NULL, NULL, ref, &dm);
+    if (st) return st;
+    if ((st = check_in(out, "out", &dm, ref)) ||
+        (st = check_in(dout, "dout", &dm, ref)) ||
+        (st = check_out(dq, "dq", dm.B, dm.H, dm.Lq, dm.Dk, ref)) ||
+        (st = check_out(dk, "dk", dm.B, dm.Hkv, dm.Lk, dm.Dk, ref)) ||
+        (st = check_out(dv, "dv", dm.B, dm.Hkv, dm.Lk, dm.Dv, ref)))
+        return st;
+    const attn_tensor *bias = opts->mask.bias;
+    if (dbias) {
+        if (!bias)
+            return attn__fail(ATTN_E_INVALID,
+                              "dbias is given but opts.mask.bias is NULL");
+        if ((st = check_out(dbias, "dbias", bias->shape[0], bias->shape[1],
+                            bias->shape[2], bias->shape[3], ref)))
+            return st;
+    }
+    if (opts->impl != ATTN_IMPL_REF &&
+        (q->dtype == ATTN_F64 || out->dtype == ATTN_F64 ||
+         dout->dtype == ATTN_F64 || dq->dtype == ATTN_F64 ||
+         dk->dtype == ATTN_F64 || dv->dtype == ATTN_F64 ||
+         (dbias && dbias->dtype == ATTN_F64)))
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "f64 tensors are served by the reference kernel "
+                          "only (impl = ATTN_IMPL_REF)");
+    if (!lse && opts->impl != ATTN_IMPL_REF)
+        return attn__fail(ATTN_E_INVALID, "lse is NULL: the flash backward "
+                          "needs the log-sum-exp saved by attn_sdpa_forward "
+                          "(only IMPL_REF recomputes it)");
+    if ((st = attn__check_finite(dout, "dout"))) return st;
+    if (opts->impl == ATTN_IMPL_REF)
+        return attn__sdpa_ref_backward(q, k, v, dout, opts, &dm, dq, dk, dv,
+                                       dbias);
+    return attn__sdpa_flash_backward(q, k, v, out, lse, dout, opts, &dm, dq,
+                                     dk, dv, dbias);
+}

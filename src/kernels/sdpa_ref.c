@@ -96,3 +96,155 @@ attn_status attn__sdpa_ref_forward(const attn_tensor *q, const attn_tensor *k,
     attn__free(o);
     return ATTN_OK;
 }
+
+/* ---- backward ---------------------------------------------------------- */
+
+/* Adds x into element (i0, i1, i2, i3) of an f32 or f64 gradient. */
+static void add_to(attn_tensor *t, int64_t i0, int64_t i1, int64_t i2,
+                   int64_t i3, double x) {
+    int64_t o = attn__off(t, i0, i1, i2, i3);
+    if (t->dtype == ATTN_F64)
+        ((double *)t->data)[o] += x;
+    else
+        ((float *)t->data)[o] = (float)((double)((float *)t->data)[o] + x);
+}
+
+/* Cell of the dBias accumulator that score (b, h, i, j) feeds: axes the bias
+ * broadcasts (size 1 or stride 0) collapse to index 0, so the accumulator
+ * sums over them. Row-major over the bias's shape. */
+static int64_t bias_cell(const attn_tensor *t, int64_t b, int64_t h,
+                         int64_t i, int64_t j) {
+    const int64_t x[4] = {b, h, i, j};
+    int64_t c = 0;
+    for (int a = 0; a < 4; a++) {
+        int bc = t->shape[a] == 1 || t->stride[a] == 0;
+        c = c * t->shape[a] + (bc ? 0 : x[a]);
+    }
+    return c;
+}
+
+/*
+ * With s_j = scale q.k_j + bias_ij over visible keys, P = softmax(s), kept
+ * weights W_j = P_j z_j / (1 - p) (z_j the dropout decision) and
+ * O = sum_j W_j v_j:
+ *   dV_j += W_j dO,   dP_j = (dO . v_j) z_j / (1 - p),
+ *   dS_j = P_j (dP_j - sum_l P_l dP_l),
+ *   dQ += scale sum_j dS_j k_j,   dK_j += scale dS_j q,   dBias_ij += dS_j.
+ * Everything is recomputed in double from q, k, v, so a gradient check in
+ * double sees no f32 rounding from the forward's out or lse.
+ */
+attn_status attn__sdpa_ref_backward(const attn_tensor *q, const attn_tensor *k,
+                                    const attn_tensor *v,
+                                    const attn_tensor *dout,
+                                    const attn_sdpa_opts *opts,
+                                    const attn__sdpa_dims *dm,
+                                    attn_tensor *dq, attn_tensor *dk,
+                                    attn_tensor *dv, attn_tensor *dbias) {
+    const attn_mask *m = &opts->mask;
+    const int64_t Lq = dm->Lq, Lk = dm->Lk, Dk = dm->Dk, Dv = dm->Dv;
+    const double p = opts->dropout_p, keep_scale = 1.0 / (1.0 - p);
+    const attn_tensor *bias = dbias ? m->bias : NULL;
+    size_t nbias = bias ? (size_t)attn_tensor_numel(bias) : 1;
+    double *kd = attn__alloc((size_t)(Lk * Dk), sizeof(double), "reference k");
+    double *vd = attn__alloc((size_t)(Lk * Dv), sizeof(double), "reference v");
+    double *dkd = attn__alloc((size_t)(Lk * Dk), sizeof(double), "reference dk");
+    double *dvd = attn__alloc((size_t)(Lk * Dv), sizeof(double), "reference dv");
+    double *qd = attn__alloc((size_t)Dk, sizeof(double), "reference q row");
+    double *dqd = attn__alloc((size_t)Dk, sizeof(double), "reference dq row");
+    double *dod = attn__alloc((size_t)Dv, sizeof(double), "reference dout row");
+    double *s = attn__alloc((size_t)Lk, sizeof(double), "reference scores");
+    double *dp = attn__alloc((size_t)Lk, sizeof(double), "reference dP");
+    double *gb = attn__alloc(nbias, sizeof(double), "reference dbias");
+    attn_status st = ATTN_OK;
+    if (!kd || !vd || !dkd || !dvd || !qd || !dqd || !dod || !s || !dp || !gb) {
+        st = ATTN_E_NOMEM;
+        goto done;
+    }
+    memset(gb, 0, nbias * sizeof(double));
+    for (int64_t b = 0; b < dm->B; b++)
+        for (int64_t hk = 0; hk < dm->Hkv; hk++) {
+            load_slice(k, b, hk, kd);
+            load_slice(v, b, hk, vd);
+            memset(dkd, 0, (size_t)(Lk * Dk) * sizeof(double));
+            memset(dvd, 0, (size_t)(Lk * Dv) * sizeof(double));
+            /* the heads of a group share k and v: their gradients sum */
+            for (int64_t h = hk * dm->group; h < (hk + 1) * dm->group; h++)
+                for (int64_t i = 0; i < Lq; i++) {
+                    for (int64_t d = 0; d < Dk; d++)
+                        qd[d] = attn_tensor_get(q, b, h, i, d);
+                    double mx = -INFINITY;
+                    for (int64_t j = 0; j < Lk; j++) {
+                        s[j] = -INFINITY;
+                        if (!attn_mask_visible(m, b, h, i, j, Lq, Lk)) continue;
+                        double acc = 0.0;
+                        for (int64_t d = 0; d < Dk; d++)
+                            acc += qd[d] * kd[j * Dk + d];
+                        s[j] = dm->scale * acc + attn__bias_at(m, b, h, i, j);
+                        if (s[j] > mx) mx = s[j];
+                    }
+                    if (mx == -INFINITY) continue; /* fully masked: no gradient */
+                    double sum = 0.0;
+                    for (int64_t j = 0; j < Lk; j++)
+                        if (s[j] > -INFINITY) sum += exp(s[j] - mx);
+                    for (int64_t d = 0; d < Dv; d++)
+                        dod[d] = attn_tensor_get(dout, b, h, i, d);
+                    /* s[j] becomes P_j; dp[j] becomes dP_j */
+                    double dsum = 0.0;
+                    for (int64_t j = 0; j < Lk; j++) {
+                        dp[j] = 0.0;
+                        if (s[j] == -INFINITY) {
+                            s[j] = 0.0;
+                            continue;
+                        }
+                        s[j] = exp(s[j] - mx) / sum;
+                        double z = 1.0;
+                        if (p > 0)
+                            z = attn_dropout_kept(opts->seed, p, b, h, i, j)
+                                    ? keep_scale
+                                    : 0.0;
+                        if (z == 0.0) continue;
+                        double w = s[j] * z, acc = 0.0;
+                        for (int64_t d = 0; d < Dv; d++) {
+                            acc += dod[d] * vd[j * Dv + d];
+                            dvd[j * Dv + d] += w * dod[d];
+                        }
+                        dp[j] = acc * z;
+                        dsum += s[j] * dp[j];
+                    }
+                    memset(dqd, 0, (size_t)Dk * sizeof(double));
+                    for (int64_t j = 0; j < Lk; j++) {
+                        if (s[j] == 0.0) continue;
+                        double ds = s[j] * (dp[j] - dsum);
+                        if (bias) gb[bias_cell(bias, b, h, i, j)] += ds;
+                        ds *= dm->scale;
+                        for (int64_t d = 0; d < Dk; d++) {
+                            dqd[d] += ds * kd[j * Dk + d];
+                            dkd[j * Dk + d] += ds * qd[d];
+                        }
+                    }
+                    for (int64_t d = 0; d < Dk; d++) add_to(dq, b, h, i, d, dqd[d]);
+                }
+            for (int64_t j = 0; j < Lk; j++) {
+                for (int64_t d = 0; d < Dk; d++) add_to(dk, b, hk, j, d, dkd[j * Dk + d]);
+                for (int64_t d = 0; d < Dv; d++) add_to(dv, b, hk, j, d, dvd[j * Dv + d]);
+            }
+        }
+    if (bias)
+        for (int64_t a = 0; a < bias->shape[0]; a++)
+            for (int64_t c = 0; c < bias->shape[1]; c++)
+                for (int64_t i = 0; i < bias->shape[2]; i++)
+                    for (int64_t j = 0; j < bias->shape[3]; j++)
+                        add_to(dbias, a, c, i, j, gb[bias_cell(bias, a, c, i, j)]);
+done:
+    attn__free(kd);
+    attn__free(vd);
+    attn__free(dkd);
+    attn__free(dvd);
+    attn__free(qd);
+    attn__free(dqd);
+    attn__free(dod);
+    attn__free(s);
+    attn__free(dp);
+    attn__free(gb);
+    return st;
+}

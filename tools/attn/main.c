@@ -14,7 +14,13 @@ typedef struct {
 
 static const cli_command commands[] = {
     {"sdpa", cmd_sdpa, "scaled dot-product attention on .npy files"},
+    {"sdpa-backward", cmd_sdpa_backward, "gradients of attention (dQ, dK, dV, dBias)"},
     {"demo", cmd_demo, "run the tutorial examples and print what they show"},
+    {"heatmap", cmd_heatmap, "draw attention weights as a picture (PNG/SVG/PDF)"},
+    {"show", cmd_show, "print attention weights as a coloured map in the terminal"},
+    {"html", cmd_html, "write an interactive HTML viewer of attention weights"},
+    {"stats", cmd_stats, "diagnose attention weights (entropy, leakage, ...)"},
+    {"compare", cmd_compare, "compare two weight files (abs diff, KL)"},
     {"version", cmd_version, "print the library version"},
 };
 
