@@ -98,6 +98,101 @@ def _int_or_none(x, name):
     return int(x)
 
 
+class MaskArgs:
+    """Fills an attn_mask from PyTorch-style arguments against the scores
+    (..., Lq, Lk) of score_shape, whose axes map to C's (B, H, Lq, Lk) by
+    axes. A bool attn_mask becomes the keep tensor, a float one the bias
+    (when allow_bias). Keeps the arrays C reads alive."""
+
+    def __init__(self, m, score_shape, axes, B, attn_mask=None, is_causal=False,
+                 causal_alignment="top-left", window=None, key_lengths=None,
+                 query_lengths=None, backward=False, allow_bias=True):
+        Lq, Lk = score_shape[-2:]
+        self.score_shape, self.axes = score_shape, axes
+        if is_causal not in (True, False, 0, 1):
+            fail(ATTN_E_INVALID, "is_causal is %r; True or False is needed", is_causal)
+        m.causal = 1 if is_causal else 0
+        if causal_alignment not in _ALIGNS:
+            fail(ATTN_E_INVALID, "causal_alignment is %r; 'top-left' (PyTorch) or "
+                 "'bottom-right' (FlashAttention, KV caches) is needed",
+                 causal_alignment)
+        m.align = _ALIGNS[causal_alignment]
+        if window is not None:
+            if not isinstance(window, (tuple, list)) or len(window) != 2:
+                fail(ATTN_E_INVALID, "window is %r; a pair (left, right) of counts "
+                     "or None is needed", window)
+            m.window_left = _int_or_none(window[0], "window[0] (left)")
+            m.window_right = _int_or_none(window[1], "window[1] (right)")
+        self.keepalive = []
+        if key_lengths is not None:
+            a, ptr = _lengths(key_lengths, "key_lengths", B, Lk)
+            self.keepalive.append(a)
+            m.key_lengths = ptr
+        if query_lengths is not None:
+            a, ptr = _lengths(query_lengths, "query_lengths", B, Lq)
+            self.keepalive.append(a)
+            m.query_lengths = ptr
+        self.bias = None
+        self.bias_shape4 = None
+        self.mask_shape = None
+        self.tensors = {}
+        if attn_mask is not None:
+            self._mask(attn_mask, m, backward, allow_bias)
+
+    def _mask(self, attn_mask, m, backward, allow_bias):
+        """bool masks become the keep tensor, float masks the bias; both are
+        broadcast by PyTorch's rules against the scores (..., Lq, Lk)."""
+        a = np.asarray(attn_mask)
+        self.mask_shape = a.shape
+        dt = a.dtype
+        if dt == np.bool_:
+            a, code, is_bias = a.view(np.uint8), ATTN_U8, False
+        elif dt.kind == "f" and allow_bias:
+            is_bias = True
+            if dt.itemsize == 2:
+                a, code = a.astype(np.float32), ATTN_F32
+            elif dt.itemsize == 4:
+                a, code = _native(a), ATTN_F32
+            else:
+                a, code = np.asarray(a, dtype=np.float64), ATTN_F64
+        else:
+            fail(ATTN_E_DTYPE, "attn_mask has dtype %s; bool (True = attend)%s is "
+                 "needed; a Keras-style mask (1 = masked) becomes bool with "
+                 "mask == 0", dt, " or float (added to the scores)" if allow_bias
+                 else "")
+        shape = self.score_shape
+        r = len(shape)
+        if a.ndim > r:
+            if any(n != 1 for n in a.shape[:a.ndim - r]):
+                fail(ATTN_E_SHAPE, "attn_mask of shape %s cannot broadcast to the "
+                     "attention scores of shape %s", _shape_str(self.mask_shape),
+                     _shape_str(shape))
+            a = a.reshape(a.shape[a.ndim - r:])
+        a = a.reshape((1,) * (r - a.ndim) + a.shape)
+        for n, want in zip(a.shape, shape):
+            if n != 1 and n != want:
+                fail(ATTN_E_SHAPE, "attn_mask of shape %s cannot broadcast to the "
+                     "attention scores of shape %s (query length %d, key length "
+                     "%d)", _shape_str(self.mask_shape), _shape_str(shape),
+                     shape[-2], shape[-1])
+        a, st = _passable(a, is_mask=True)
+        if is_bias and backward and any(s == 0 and n > 1 for n, s in zip(a.shape, st)):
+            # a broadcast view (np.broadcast_to) has one gradient per element
+            # of its shape, not one per stored element: give C real storage
+            a = np.ascontiguousarray(a)
+            st = _lib.element_strides(a)
+        t = _lib.tensor(a, code, self.axes, st)
+        self.keepalive.append(a)
+        self.tensors["bias" if is_bias else "keep"] = t
+        if is_bias:
+            self.bias = t
+            self.bias_shape4 = tuple(t.shape)
+            m.bias = ctypes.pointer(t)
+        else:
+            m.keep = ctypes.pointer(t)
+
+
+
 class _Call:
     """Everything one forward or backward call hands to C, validated."""
 
@@ -210,87 +305,13 @@ class _Call:
                  "default) is needed", threads)
         opts.threads = int(threads)
 
-        m = opts.mask
-        if is_causal not in (True, False, 0, 1):
-            fail(ATTN_E_INVALID, "is_causal is %r; True or False is needed", is_causal)
-        m.causal = 1 if is_causal else 0
-        if causal_alignment not in _ALIGNS:
-            fail(ATTN_E_INVALID, "causal_alignment is %r; 'top-left' (PyTorch) or "
-                 "'bottom-right' (FlashAttention, KV caches) is needed",
-                 causal_alignment)
-        m.align = _ALIGNS[causal_alignment]
-        if window is not None:
-            if not isinstance(window, (tuple, list)) or len(window) != 2:
-                fail(ATTN_E_INVALID, "window is %r; a pair (left, right) of counts "
-                     "or None is needed", window)
-            m.window_left = _int_or_none(window[0], "window[0] (left)")
-            m.window_right = _int_or_none(window[1], "window[1] (right)")
-        self.keepalive = []
-        if key_lengths is not None:
-            a, ptr = _lengths(key_lengths, "key_lengths", self.B, Lk)
-            self.keepalive.append(a)
-            m.key_lengths = ptr
-        if query_lengths is not None:
-            a, ptr = _lengths(query_lengths, "query_lengths", self.B, Lq)
-            self.keepalive.append(a)
-            m.query_lengths = ptr
-        self.bias = None
-        self.mask_shape = None
-        self.mask_tensors = {}
-        if attn_mask is not None:
-            self._mask(attn_mask, m, backward)
+        self.masks = MaskArgs(opts.mask, self.score_shape, self.axes, self.B,
+                              attn_mask, is_causal, causal_alignment, window,
+                              key_lengths, query_lengths, backward=backward)
+        self.bias = self.masks.bias
+        self.mask_shape = self.masks.mask_shape
+        self.mask_tensors = self.masks.tensors
         self.opts = opts
-
-    def _mask(self, attn_mask, m, backward):
-        """bool masks become the keep tensor, float masks the bias; both are
-        broadcast by PyTorch's rules against the scores (..., Lq, Lk)."""
-        a = np.asarray(attn_mask)
-        self.mask_shape = a.shape
-        dt = a.dtype
-        if dt == np.bool_:
-            a, code, is_bias = a.view(np.uint8), ATTN_U8, False
-        elif dt.kind == "f":
-            is_bias = True
-            if dt.itemsize == 2:
-                a, code = a.astype(np.float32), ATTN_F32
-            elif dt.itemsize == 4:
-                a, code = _native(a), ATTN_F32
-            else:
-                a, code = np.asarray(a, dtype=np.float64), ATTN_F64
-        else:
-            fail(ATTN_E_DTYPE, "attn_mask has dtype %s; bool (True = attend) or "
-                 "float (added to the scores) is needed; a Keras-style mask "
-                 "(1 = masked) becomes bool with mask == 0", dt)
-        shape = self.score_shape
-        r = len(shape)
-        if a.ndim > r:
-            if any(n != 1 for n in a.shape[:a.ndim - r]):
-                fail(ATTN_E_SHAPE, "attn_mask of shape %s cannot broadcast to the "
-                     "attention scores of shape %s", _shape_str(self.mask_shape),
-                     _shape_str(shape))
-            a = a.reshape(a.shape[a.ndim - r:])
-        a = a.reshape((1,) * (r - a.ndim) + a.shape)
-        for n, want in zip(a.shape, shape):
-            if n != 1 and n != want:
-                fail(ATTN_E_SHAPE, "attn_mask of shape %s cannot broadcast to the "
-                     "attention scores of shape %s (query length %d, key length "
-                     "%d)", _shape_str(self.mask_shape), _shape_str(shape),
-                     self.Lq, self.Lk)
-        a, st = _passable(a, is_mask=True)
-        if is_bias and backward and any(s == 0 and n > 1 for n, s in zip(a.shape, st)):
-            # a broadcast view (np.broadcast_to) has one gradient per element
-            # of its shape, not one per stored element: give C real storage
-            a = np.ascontiguousarray(a)
-            st = _lib.element_strides(a)
-        t = _lib.tensor(a, code, self.axes, st)
-        self.keepalive.append(a)
-        self.mask_tensors["bias" if is_bias else "keep"] = t
-        if is_bias:
-            self.bias = t
-            self.bias_shape4 = tuple(t.shape)
-            m.bias = ctypes.pointer(t)
-        else:
-            m.keep = ctypes.pointer(t)
 
     def forward(self, want_weights, want_lse):
         B, H = self.B, self.H
@@ -414,7 +435,7 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
     dv, DV = _lib.out_tensor((B, Hkv, Lk, c.Dv), c.np_out, c.c_out, zero=True)
     db = DB = None
     if c.bias is not None:
-        db, DB = _lib.out_tensor(c.bias_shape4, c.np_out, c.c_out, zero=True)
+        db, DB = _lib.out_tensor(c.masks.bias_shape4, c.np_out, c.c_out, zero=True)
     tensors = dict(c.mask_tensors, q=c.Q, k=c.K, v=c.V, out=O, dout=G,
                    dq=DQ, dk=DK, dv=DV)
     if DB is not None:
