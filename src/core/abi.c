@@ -14,6 +14,10 @@ size_t attn_sizeof(const char *type_name) {
         {"attn_mask", sizeof(attn_mask)},
         {"attn_sdpa_opts", sizeof(attn_sdpa_opts)},
         {"attn_npy", sizeof(attn_npy)},
+        {"attn_heatmap_opts", sizeof(attn_heatmap_opts)},
+        {"attn_stats", sizeof(attn_stats)},
+        {"attn_term_opts", sizeof(attn_term_opts)},
+        {"attn_compare_result", sizeof(attn_compare_result)},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (strcmp(sizes[i].name, type_name) == 0) return sizes[i].size;
