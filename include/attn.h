@@ -73,6 +73,12 @@ void attn_clear_error(void);
 /* Library version as "MAJOR.MINOR.PATCH". */
 const char *attn_version(void);
 
+/* Size in bytes of a public struct named by its type name ("attn_tensor",
+ * "attn_mask", "attn_sdpa_opts", ...); 0 for NULL or an unknown name.
+ * Bindings that mirror the structs (python/attn with ctypes) compare it with
+ * their own layout at load time, so a header change cannot go unnoticed. */
+size_t attn_sizeof(const char *type_name);
+
 /* ===================================================================== */
 /* Element types and tensor views                                        */
 /* ===================================================================== */
