@@ -321,7 +321,12 @@ typedef int (*attn_weight_tile_fn)(void *user, int64_t b, int64_t h,
                                    int64_t nk, const float *w, int64_t ldw);
 
 /* Streams the weights of attention through fn without the Lq x Lk matrix,
- * using lse saved by attn_sdpa_forward with the same q, k, opts. */
+ * using lse saved by attn_sdpa_forward with the same q, k, opts. Every
+ * entry is delivered exactly once (tiles the mask hides arrive as zeros).
+ * The weights are exp(s - lse): they carry lse's f32 rounding, a relative
+ * error of about |lse| x 6e-8 (the weights output of attn_sdpa_forward
+ * does not). Errors: those of attn_sdpa_forward; ATTN_E_INVALID for a NULL
+ * lse or fn. */
 attn_status attn_sdpa_weight_tiles(const attn_tensor *q, const attn_tensor *k,
                                    const float *lse, const attn_sdpa_opts *opts,
                                    attn_weight_tile_fn fn, void *user);
