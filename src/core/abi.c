@@ -18,6 +18,10 @@ size_t attn_sizeof(const char *type_name) {
         {"attn_stats", sizeof(attn_stats)},
         {"attn_term_opts", sizeof(attn_term_opts)},
         {"attn_compare_result", sizeof(attn_compare_result)},
+        {"attn_param_slice", sizeof(attn_param_slice)},
+        {"attn_additive_config", sizeof(attn_additive_config)},
+        {"attn_mha_config", sizeof(attn_mha_config)},
+        {"attn_encoder_config", sizeof(attn_encoder_config)},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (strcmp(sizes[i].name, type_name) == 0) return sizes[i].size;
