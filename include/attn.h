@@ -341,18 +341,33 @@ typedef struct {
 } attn_npy;
 
 /* Reads a version 1.0/2.0/3.0 .npy file, C order, little-endian. Accepted:
- * <f4 (f32), <f2 (f16), <f8 (f64 as f64), <i4, <i8, |u1, |b1 (u8). Anything
- * else, or a file whose header disagrees with its size, is ATTN_E_FORMAT. */
+ * <f4 (f32), <f2 (f16), <f8 (f64, kept as f64), <i4 (i32), <i8 (i64), |u1
+ * and |b1 (u8; also spelt <u1, <b1). Anything else (big-endian '>f4',
+ * Fortran order, other dtypes, more than ATTN_NPY_MAX_DIMS dimensions, a
+ * malformed header dict) or a file whose header disagrees with its size in
+ * either direction (truncated data, trailing bytes) is ATTN_E_FORMAT; a file
+ * that cannot be opened or read is ATTN_E_IO. Nothing larger than the file
+ * is ever allocated. Zero-size arrays (a 0 in the shape) are accepted (data
+ * is then a valid pointer to no elements); attention calls refuse them.
+ * On failure *arr is zeroed. */
 attn_status attn_npy_read(const char *path, attn_npy *arr);
 
-/* Writes arr as a version 1.0 .npy file (2.0 if the header needs it). */
+/* Writes arr as a version 1.0 .npy file (2.0 if the header needs it), data
+ * aligned to 64 bytes as NumPy does. dtype f32, f16, f64, i32, i64 or u8
+ * (written as |u1); bf16 has no NumPy dtype and is ATTN_E_DTYPE. On a
+ * failed write the partial file is removed (ATTN_E_IO). */
 attn_status attn_npy_write(const char *path, const attn_npy *arr);
 
-/* Frees data read by attn_npy_read and zeroes the struct. */
+/* Frees data read by attn_npy_read and zeroes the struct. NULL is fine. */
 void attn_npy_free(attn_npy *arr);
 
-/* Converts arr in place to dtype (f32/f64/f16/bf16 among themselves; ints
- * and u8 to f32/f64/u8/i64). */
+/* Converts arr in place to dtype, replacing its data:
+ *  - to f32/f64/f16/bf16: from any dtype (values rounded as needed);
+ *  - to u8: a boolean, nonzero (and NaN) -> 1, zero -> 0;
+ *  - to i32/i64: each value must be an exact integer within the target's
+ *    range (floats like 3.0 are fine, 2.5 is ATTN_E_INVALID).
+ * arr must own its data (from attn_npy_read or an earlier convert): the
+ * old buffer is freed as attn_npy_free would. */
 attn_status attn_npy_convert(attn_npy *arr, attn_dtype dtype);
 
 /* ===================================================================== */

@@ -5,6 +5,8 @@
 
 #include "attn.h"
 
+#include <stdio.h>
+
 /* One subcommand: attn NAME [args]. argv[0] is the subcommand's name. */
 typedef int (*cli_run_fn)(int argc, char **argv);
 
@@ -21,7 +23,109 @@ int cli_usage_error(const char *cmd, const char *fmt, ...);
 /* True if argv[i] is "--help" or "-h". */
 int cli_is_help(const char *arg);
 
+/* ---- .npy arrays for attention (cli_io.c) ----------------------------
+ * Functions returning int give 0 on success, or the exit status of the
+ * failed command after printing why (1 failure, 2 usage error). */
+
+/* An attention input read from a .npy file. The file's rank says how it maps
+ * to (B, H, L, D): rank 2 (L, D) is (1, 1, L, D), rank 3 (B, L, D) is
+ * (B, 1, L, D), rank 4 is (B, H, L, D). */
+typedef struct {
+    attn_npy npy;  /* owns the data                 */
+    attn_tensor t; /* contiguous 4-d view of it     */
+    int rank;      /* 2, 3 or 4: the file's rank    */
+} cli_tensor;
+
+/* Loads a float array (f32, f16 or f64, kept as in the file; integer
+ * dtypes refused). name ("q", ...) appears in messages. Every extent must
+ * be >= 1. Callers convert f64 to f32 unless they run the reference. */
+int cli_load_tensor(const char *cmd, const char *path, const char *name,
+                    cli_tensor *out);
+
+/* Converts t to dtype (f32, f16, bf16 or f64) in place. */
+int cli_tensor_convert(const char *cmd, cli_tensor *t, attn_dtype dtype);
+
+void cli_tensor_free(cli_tensor *t);
+
+/* Allocates a zeroed contiguous (d0, d1, d2, d3) tensor of dtype, checking
+ * the size; free t->data with free(). */
+int cli_alloc_tensor(const char *cmd, const char *name, attn_dtype dtype,
+                     int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+                     attn_tensor *t);
+
+/* Writes a contiguous array whose leading axes are (B, H, ...) with the rank
+ * convention of an input of rank `rank`: 4 keeps every axis, 3 drops H
+ * (which must be 1), 2 drops B and H (both 1). ndim is 3 (e.g. lse
+ * (B, H, Lq)) or 4 (e.g. out (B, H, Lq, Dv)). */
+int cli_save_like(const char *cmd, const char *path, attn_dtype dtype,
+                  void *data, int ndim, const int64_t *shape, int rank);
+
+/* Writes any array as .npy. */
+int cli_save_array(const char *cmd, const char *path, attn_dtype dtype,
+                   void *data, int ndim, const int64_t *shape);
+
+/* Strict number parsing: the whole string must be the number. 0 = ok. */
+int cli_parse_double(const char *s, double *out);
+int cli_parse_i64(const char *s, int64_t *out);
+int cli_parse_u64(const char *s, uint64_t *out);
+
+/* ---- the SDPA options shared by every attention subcommand (cli_io.c) --
+ *
+ *   cli_sdpa_args a;
+ *   cli_sdpa_args_init(&a);
+ *   if ((rc = cli_sdpa_args_parse(cmd, &argc, argv, &a))) goto done;
+ *   ... argv now holds only the options this subcommand owns ...
+ *   ... load q, k ...
+ *   if ((rc = cli_sdpa_args_bind(cmd, &a, B, H, Lq, Lk))) goto done;
+ *   attn_sdpa_forward(..., &a.opts, ...);
+ *   done: cli_sdpa_args_free(&a);
+ *
+ * Options: --scale --causal --align --window --key-lengths --query-lengths
+ * --mask --mask-convention --bias --block-sparse --random-blocks --impl
+ * --threads --dropout --seed (see cli_sdpa_args_help). */
+typedef struct {
+    attn_sdpa_opts opts; /* complete after cli_sdpa_args_bind          */
+    attn_npy key_lengths, query_lengths; /* i64, [B]                    */
+    attn_npy mask;       /* u8 keep-mask after the convention            */
+    attn_npy bias;       /* f32 or f64                                   */
+    attn_npy layout;     /* u8 block layout (nb_q, nb_k) or (H, nb_q, nb_k) */
+    attn_tensor keep_t, bias_t; /* 4-d views of mask and bias           */
+    int causal_set, align_set;
+} cli_sdpa_args;
+
+void cli_sdpa_args_init(cli_sdpa_args *a);
+
+/* Consumes the shared options from argv[1 .. *argc - 1] (argv[0] is the
+ * subcommand), loading the files they name, and compacts argv to what is
+ * left (--help included). */
+int cli_sdpa_args_parse(const char *cmd, int *argc, char **argv,
+                        cli_sdpa_args *a);
+
+/* Checks the options against the attention's (B, H, Lq, Lk): lengths have
+ * B entries, the block layout covers ceil(Lq / block) x ceil(Lk / block);
+ * then attn_mask_check. */
+int cli_sdpa_args_bind(const char *cmd, cli_sdpa_args *a, int64_t B,
+                       int64_t H, int64_t Lq, int64_t Lk);
+
+void cli_sdpa_args_free(cli_sdpa_args *a);
+
+/* Prints the options' help block (for each subcommand's --help). */
+void cli_sdpa_args_help(FILE *f);
+
+/* ---- printing (cli_print.c) ------------------------------------------ */
+
+/* Prints a rows x cols matrix (row stride ld) with a title, aligned
+ * columns and `decimals` digits after the point. */
+void cli_print_matrix(FILE *f, const char *title, const float *m,
+                      int64_t rows, int64_t cols, int64_t ld, int decimals);
+
+/* Prints a rows x cols 0/1 mask as a grid ('1' attends, '.' masked). */
+void cli_print_mask(FILE *f, const char *title, const uint8_t *m,
+                    int64_t rows, int64_t cols, int64_t ld);
+
 /* Subcommands (one file each). */
 int cmd_version(int argc, char **argv);
+int cmd_sdpa(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
 
 #endif

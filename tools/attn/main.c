@@ -13,6 +13,8 @@ typedef struct {
 } cli_command;
 
 static const cli_command commands[] = {
+    {"sdpa", cmd_sdpa, "scaled dot-product attention on .npy files"},
+    {"demo", cmd_demo, "run the tutorial examples and print what they show"},
     {"version", cmd_version, "print the library version"},
 };
 
