@@ -183,7 +183,7 @@ void attn__act_backward(attn_activation act, const float *x, const float *dy,
                 v * 0.39894228040143268 * exp(-0.5 * v * v);
         else
             g = v > 0 ? 1.0 : 0.0;
-        dx[i] += (float)(dy[i] * g);
+        dx[i] = (float)(dy[i] * g); /* overwrite: dx may be dy */
     }
 }
 

@@ -32,7 +32,8 @@ void attn__slice_add(attn_param_slice *slices, int64_t cap, int64_t *count,
                      const char *prefix, const char *name, int64_t *offset,
                      int64_t rows, int64_t cols, attn_init_kind init);
 
-/* Activations of the FFN, elementwise: y = act(x); dx = dy * act'(x). */
+/* Activations of the FFN, elementwise: y = act(x); dx = dy * act'(x)
+ * (overwritten; dx may be dy). */
 void attn__act_forward(attn_activation act, const float *x, float *y,
                        int64_t n, int threads);
 void attn__act_backward(attn_activation act, const float *x, const float *dy,
@@ -59,6 +60,17 @@ attn_status attn__mha_weights_from_ws(const attn_mha_config *cfg, int64_t B,
 /* Validates layer options against attention shapes (B, H, Lq, Lk). */
 attn_status attn__layer_opts_check(const attn_layer_opts *o, int64_t B,
                                    int64_t H, int64_t Lq, int64_t Lk);
+
+/* The encoder's random streams: the attention-weight dropout of layer l
+ * uses seed attn__enc_seed(seed, l); dropout of activations at site s
+ * (1 attention output, 2 FFN hidden, 3 FFN output) uses stream
+ * attn__enc_stream(l, s) of the caller's seed. */
+static inline uint64_t attn__enc_seed(uint64_t seed, int64_t layer) {
+    return seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(layer + 1));
+}
+static inline uint32_t attn__enc_stream(int64_t layer, int site) {
+    return (uint32_t)(layer * 4 + site);
+}
 
 /* OpenMP thread count for a layer call (0 = the default). */
 static inline int attn__threads(const attn_layer_opts *o) {
