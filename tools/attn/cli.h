@@ -127,5 +127,8 @@ void cli_print_mask(FILE *f, const char *title, const uint8_t *m,
 int cmd_version(int argc, char **argv);
 int cmd_sdpa(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_attend(int argc, char **argv);
 
 #endif

@@ -15,6 +15,9 @@ typedef struct {
 static const cli_command commands[] = {
     {"sdpa", cmd_sdpa, "scaled dot-product attention on .npy files"},
     {"demo", cmd_demo, "run the tutorial examples and print what they show"},
+    {"train", cmd_train, "train a small Transformer on a toy task"},
+    {"eval", cmd_eval, "accuracy of a trained model on fresh data"},
+    {"attend", cmd_attend, "a trained model's prediction and attention maps"},
     {"version", cmd_version, "print the library version"},
 };
 
