@@ -2,7 +2,6 @@
  * and writes the attention maps of every layer and head. */
 #include "cli.h"
 
-#include <cblas.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -102,7 +101,7 @@ int cmd_attend(int argc, char **argv) {
     attn_trainer *tr;
     attn_status st = attn_trainer_load(model, &tr);
     if (st) return cli_fail(cmd, st, "load");
-    if (threads > 0) openblas_set_num_threads((int)threads);
+    cli_train_threads(threads);
     const attn_train_config *c = attn_trainer_config(tr);
     const attn_model_config *m = &c->model;
     const int64_t Lmax = m->max_len, V = m->vocab_out;

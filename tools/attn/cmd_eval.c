@@ -1,7 +1,6 @@
 /* attn eval: accuracy of a trained model on fresh sequences of a task. */
 #include "cli.h"
 
-#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,7 +123,7 @@ int cmd_eval(int argc, char **argv) {
     if (st) return cli_usage_error(cmd, "%s", attn_last_error());
     attn_trainer *tr;
     if ((st = attn_trainer_load(pos[0], &tr))) return cli_fail(cmd, st, "load");
-    if (threads > 0) openblas_set_num_threads((int)threads);
+    cli_train_threads(threads);
     const attn_train_config *c = attn_trainer_config(tr);
     attn_task task = c->task; /* the trained vocabulary and lengths */
     task.kind = kind;

@@ -4,6 +4,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -67,6 +68,12 @@ static void help(void) {
         (long long)d.steps, 3000, (long long)d.batch, d.optim.lr,
         (long long)d.optim.warmup, d.optim.weight_decay, d.optim.clip_norm,
         (unsigned long long)d.seed);
+}
+
+void cli_train_threads(int64_t threads) {
+    if (threads <= 0) return;
+    omp_set_num_threads((int)threads);
+    openblas_set_num_threads((int)threads);
 }
 
 static double now_s(void) {
@@ -194,7 +201,7 @@ int cmd_train(int argc, char **argv) {
         if ((st = attn_trainer_create(&c, &tr)))
             return cli_fail(cmd, st, "configuration");
     }
-    if (threads > 0) openblas_set_num_threads((int)threads);
+    cli_train_threads(threads);
 
     const attn_train_config *c = attn_trainer_config(tr);
     const int64_t total = c->steps;
