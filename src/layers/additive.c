@@ -149,27 +149,33 @@ attn_status attn_additive_workspace_size(const attn_additive_config *c,
 /* ---- the score network ------------------------------------------------ */
 
 /* tanh as a [13/6] rational function on [-7.905, 7.905] (saturated
- * beyond): max error 4e-7, and branch-free so the loops vectorize. */
-static inline float tanh_fast(float x) {
-    const float c = 7.90531110763549805f;
-    x = x > c ? c : (x < -c ? -c : x);
-    float x2 = x * x;
-    float p = -2.76076847742355e-16f;
-    p = p * x2 + 2.00018790482477e-13f;
-    p = p * x2 + -8.60467152213735e-11f;
-    p = p * x2 + 5.12229709037114e-08f;
-    p = p * x2 + 1.48572235717979e-05f;
-    p = p * x2 + 6.37261928875436e-04f;
-    p = p * x2 + 4.89352455891786e-03f;
-    float q = 1.19825839466702e-06f;
-    q = q * x2 + 1.18534705686654e-04f;
-    q = q * x2 + 2.26843463243900e-03f;
-    q = q * x2 + 4.89352518554385e-03f;
-    return p * x / q;
-}
+ * beyond): max error 4e-7, branch-free so the loops vectorize. A macro, not
+ * a function: a function of the default target cannot be inlined into the
+ * AVX2 clones below, and a call would stop vectorization. */
+#define TANH_FAST(out, in)                                                    \
+    do {                                                                      \
+        const float c_ = 7.90531110763549805f;                                \
+        float x_ = (in);                                                      \
+        x_ = x_ > c_ ? c_ : (x_ < -c_ ? -c_ : x_);                            \
+        const float x2_ = x_ * x_;                                            \
+        float p_ = -2.76076847742355e-16f;                                    \
+        p_ = p_ * x2_ + 2.00018790482477e-13f;                                \
+        p_ = p_ * x2_ + -8.60467152213735e-11f;                               \
+        p_ = p_ * x2_ + 5.12229709037114e-08f;                                \
+        p_ = p_ * x2_ + 1.48572235717979e-05f;                                \
+        p_ = p_ * x2_ + 6.37261928875436e-04f;                                \
+        p_ = p_ * x2_ + 4.89352455891786e-03f;                                \
+        float q_ = 1.19825839466702e-06f;                                     \
+        q_ = q_ * x2_ + 1.18534705686654e-04f;                                \
+        q_ = q_ * x2_ + 2.26843463243900e-03f;                                \
+        q_ = q_ * x2_ + 4.89352518554385e-03f;                                \
+        (out) = p_ * x_ / q_;                                                 \
+    } while (0)
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define ATTN_CLONES __attribute__((target_clones("arch=haswell", "default")))
+/* An AVX2+FMA clone picked at load time by ISA level (x86-64-v3), not by
+ * CPU model ("arch=haswell" would only match Haswell itself). */
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__)
+#define ATTN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define ATTN_CLONES
 #endif
@@ -183,7 +189,11 @@ static void score_tile(const float *qp, int64_t nq, const float *kp,
             const float *x = qp + r * A, *y = kp + c * A;
             float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
-            for (int64_t a = 0; a < A; a++) acc += v[a] * tanh_fast(x[a] + y[a]);
+            for (int64_t a = 0; a < A; a++) {
+                float t;
+                TANH_FAST(t, x[a] + y[a]);
+                acc += v[a] * t;
+            }
             s[r * TK + c] = acc;
         }
 }
@@ -196,7 +206,7 @@ static float pair_tanh(const float *x, const float *y, const float *v,
     float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
     for (int64_t a = 0; a < A; a++) {
-        t[a] = tanh_fast(x[a] + y[a]);
+        TANH_FAST(t[a], x[a] + y[a]);
         acc += v[a] * t[a];
     }
     return acc;
@@ -490,6 +500,7 @@ attn_status attn_additive_backward(const attn_additive_config *c,
             const float *go = dout + (b * Lq + i) * Dc;
             const float *oi = w.out + (b * Lq + i) * Dc;
             float Di = 0.0f;
+#pragma omp simd reduction(+ : Di)
             for (int64_t d = 0; d < Dc; d++) Di += go[d] * oi[d];
             const float *qpi = w.qp + (b * Lq + i) * A;
             float *dqpi = w.dqp + (b * Lq + i) * A;
@@ -512,11 +523,14 @@ attn_status attn_additive_backward(const attn_additive_config *c,
                                                                           : 0.0f;
                     const float *vj = val + (b * Lk + j) * Dc;
                     float dPt = 0.0f;
-                    if (fac != 0.0f)
+                    if (fac != 0.0f) {
+#pragma omp simd reduction(+ : dPt)
                         for (int64_t d = 0; d < Dc; d++) dPt += go[d] * vj[d];
+                    }
                     const float dS = Pij * (dPt * fac - Di);
                     if (dval && fac != 0.0f) {
                         float *dvj = dval + (b * Lk + j) * Dc, pw = Pij * fac;
+#pragma omp simd
                         for (int64_t d = 0; d < Dc; d++) dvj[d] += pw * go[d];
                     }
                     pair_grad(dS * scale, t, P.v, A, dvp, dqpi,

@@ -126,6 +126,38 @@ void cli_print_mask(FILE *f, const char *title, const uint8_t *m,
 /* Threads of OpenMP and OpenBLAS for the training commands (T > 0; 0
  * leaves the defaults). A model this small runs fastest on one. */
 void cli_train_threads(int64_t threads);
+/* ---- layer subcommands (cli_layers.c) --------------------------------- */
+
+/* A sequence input (L, D) or (B, L, D) as contiguous f32 (B = 1 for rank 2). */
+typedef struct {
+    cli_tensor t;
+    int64_t B, L, D;
+    float *x;
+} cli_seq;
+
+int cli_load_seq(const char *cmd, const char *path, const char *name,
+                 cli_seq *s);
+void cli_seq_free(cli_seq *s);
+
+/* Saves data with shape [lead...] (B if rank == 3) rows cols. */
+int cli_save_seq(const char *cmd, const char *path, float *data, int rank,
+                 int nlead, const int64_t *lead, int64_t B, int64_t rows,
+                 int64_t cols);
+
+/* Where a layer's parameters come from. */
+typedef struct {
+    const char *load, *save;
+    uint64_t seed;
+    int seeded;
+} cli_param_src;
+
+/* Takes --params, --save-params, --init-seed: *used = 1 if arg was one;
+ * returns nonzero for a bad value. */
+int cli_param_opt(const char *arg, const char *val, cli_param_src *p,
+                  int *used);
+/* Exactly one of --params and --init-seed. */
+int cli_param_check(const char *cmd, const cli_param_src *p);
+void cli_param_help(FILE *f);
 
 /* Subcommands (one file each). */
 int cmd_version(int argc, char **argv);
@@ -134,5 +166,9 @@ int cmd_demo(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_attend(int argc, char **argv);
+int cmd_mha(int argc, char **argv);
+int cmd_additive(int argc, char **argv);
+int cmd_encoder(int argc, char **argv);
+int cmd_bench_layers(int argc, char **argv);
 
 #endif

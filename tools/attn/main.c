@@ -15,9 +15,13 @@ typedef struct {
 static const cli_command commands[] = {
     {"sdpa", cmd_sdpa, "scaled dot-product attention on .npy files"},
     {"demo", cmd_demo, "run the tutorial examples and print what they show"},
+    {"mha", cmd_mha, "multi-head attention layer on .npy files"},
+    {"additive", cmd_additive, "additive (Bahdanau) attention on .npy files"},
+    {"encoder", cmd_encoder, "Transformer encoder layers on .npy files"},
     {"train", cmd_train, "train a small Transformer on a toy task"},
     {"eval", cmd_eval, "accuracy of a trained model on fresh data"},
     {"attend", cmd_attend, "a trained model's prediction and attention maps"},
+    {"bench-layers", cmd_bench_layers, "additive vs dot-product layers: time and memory"},
     {"version", cmd_version, "print the library version"},
 };
 
