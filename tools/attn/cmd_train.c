@@ -56,6 +56,8 @@ static void help(void) {
 "  --save-every N     also checkpoint every N steps            [500]\n"
 "  --eval-every N     accuracy on 1000 fresh sequences every N steps [0]\n"
 "  --eval N           fresh sequences evaluated at the end (0: none) [1000]\n"
+"  --stop-at ACC      with --eval-every: stop once the token accuracy on\n"
+"                     fresh data reaches ACC (e.g. 0.99)\n"
 "\n"
 "Progress (step, loss, accuracy, tokens/s, ETA) is a bar on a terminal and\n"
 "plain lines otherwise. NaN/Inf in the loss or the gradients stops training\n"
@@ -107,7 +109,7 @@ int cmd_train(int argc, char **argv) {
     int64_t layers = -1, heads = -1, dmodel = -1, ff = -1, steps = -1;
     int64_t batch = -1, warmup = -1, vocab = -1, length = -1, min_len = -1;
     int64_t save_every = 500, eval_every = 0, eval_n = 1000, threads = 1;
-    double lr = -1, wd = -1, clip = -1, dropout = -1;
+    double lr = -1, wd = -1, clip = -1, dropout = -1, stop_at = -1;
     uint64_t seed = 0;
     int seed_set = 0, post_norm = 0, attention = -1;
     for (int i = 1; i < argc; i++) {
@@ -145,6 +147,7 @@ int cmd_train(int argc, char **argv) {
         else if (strcmp(a, "--lr") == 0) bad = cli_parse_double(v, &lr) || !(lr > 0) || isinf(lr);
         else if (strcmp(a, "--weight-decay") == 0) bad = cli_parse_double(v, &wd) || !(wd >= 0) || isinf(wd);
         else if (strcmp(a, "--clip") == 0) bad = cli_parse_double(v, &clip) || !(clip >= 0) || isinf(clip);
+        else if (strcmp(a, "--stop-at") == 0) bad = cli_parse_double(v, &stop_at) || !(stop_at > 0 && stop_at <= 1), run = 0;
         else if (strcmp(a, "--dropout") == 0) bad = cli_parse_double(v, &dropout) || !(dropout >= 0 && dropout < 1);
         else if (strcmp(a, "--seed") == 0) bad = cli_parse_u64(v, &seed), seed_set = 1;
         else if (strcmp(a, "--attention") == 0) {
@@ -221,6 +224,7 @@ int cmd_train(int argc, char **argv) {
 
     int rc = 0;
     const double t0 = now_s();
+    double eval_s = 0; /* time spent evaluating, not training */
     double last_draw = 0, win_loss = 0, win_acc = 0, win_seq = 0;
     int64_t win_n = 0, tokens = 0, start = attn_trainer_steps_done(tr);
     const int64_t every = total >= 20 ? total / 20 : 1; /* plain lines */
@@ -235,7 +239,7 @@ int cmd_train(int argc, char **argv) {
         tokens += s.tokens;
         win_loss += s.loss, win_acc += s.token_acc, win_seq += s.seq_acc;
         win_n++;
-        const double el = now_s() - t0;
+        const double el = now_s() - t0 - eval_s;
         const int64_t done = s.step - start;
         const double eta = el / (double)done * (double)(total - s.step);
         char eta_s[32];
@@ -264,6 +268,7 @@ int cmd_train(int argc, char **argv) {
             win_loss = win_acc = win_seq = 0, win_n = 0;
         }
         if (eval_every > 0 && s.step % eval_every == 0) {
+            const double e0 = now_s();
             attn_eval_result r;
             if ((st = attn_model_evaluate(&c->model, attn_trainer_params(tr),
                                           &c->task, 1000, 12345, c->threads,
@@ -271,9 +276,15 @@ int cmd_train(int argc, char **argv) {
                 rc = cli_fail(cmd, st, "evaluation");
                 break;
             }
+            eval_s += now_s() - e0;
             fprintf(stderr, "%seval step %lld: token accuracy %.4f sequence "
-                    "accuracy %.4f (%.1fs)\n", tty ? "\n" : "",
-                    (long long)s.step, r.token_acc, r.seq_acc, now_s() - t0);
+                    "accuracy %.4f (trained %.1fs)\n", tty ? "\n" : "",
+                    (long long)s.step, r.token_acc, r.seq_acc, el);
+            if (stop_at > 0 && r.token_acc >= stop_at) {
+                fprintf(stderr, "reached token accuracy %.4f >= %g at step "
+                        "%lld\n", r.token_acc, stop_at, (long long)s.step);
+                break;
+            }
         }
         if (save_every > 0 && s.step % save_every == 0 && !last &&
             (st = attn_trainer_save(tr, save))) {
@@ -281,7 +292,7 @@ int cmd_train(int argc, char **argv) {
             break;
         }
     }
-    const double train_s = now_s() - t0;
+    const double train_s = now_s() - t0 - eval_s;
     if (!rc) {
         if ((st = attn_trainer_save(tr, save))) rc = cli_fail(cmd, st, "save");
     }
