@@ -204,7 +204,9 @@ attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k,
                           "needs the log-sum-exp saved by attn_sdpa_forward "
                           "(only IMPL_REF recomputes it)");
     if ((st = attn__check_finite(dout, "dout"))) return st;
-    /* The reference serves IMPL_REF and, until the flash backward lands,
-     * every other request. */
-    return attn__sdpa_ref_backward(q, k, v, dout, opts, &dm, dq, dk, dv, dbias);
+    if (opts->impl == ATTN_IMPL_REF)
+        return attn__sdpa_ref_backward(q, k, v, dout, opts, &dm, dq, dk, dv,
+                                       dbias);
+    return attn__sdpa_flash_backward(q, k, v, out, lse, dout, opts, &dm, dq,
+                                     dk, dv, dbias);
 }

@@ -126,6 +126,7 @@ void cli_print_mask(FILE *f, const char *title, const uint8_t *m,
 /* Threads of OpenMP and OpenBLAS for the training commands (T > 0; 0
  * leaves the defaults). A model this small runs fastest on one. */
 void cli_train_threads(int64_t threads);
+
 /* ---- layer subcommands (cli_layers.c) --------------------------------- */
 
 /* A sequence input (L, D) or (B, L, D) as contiguous f32 (B = 1 for rank 2). */
@@ -158,10 +159,69 @@ int cli_param_opt(const char *arg, const char *val, cli_param_src *p,
 /* Exactly one of --params and --init-seed. */
 int cli_param_check(const char *cmd, const cli_param_src *p);
 void cli_param_help(FILE *f);
+/* ---- pictures and diagnostics (cli_viz.c) ----------------------------- */
+
+/* A whitespace-separated token list ("The cat sat"); v[i] point into buf. */
+typedef struct {
+    char *buf;
+    char **v;
+    int64_t n;
+} cli_tokens;
+
+int cli_tokens_parse(const char *cmd, const char *opt, const char *s,
+                     cli_tokens *t);
+/* Usage error unless t is empty (not given) or has n tokens. */
+int cli_tokens_expect(const char *cmd, const char *opt, const cli_tokens *t,
+                      int64_t n, const char *axis);
+void cli_tokens_free(cli_tokens *t);
+
+/* "B,H" of --map. */
+int cli_parse_map(const char *cmd, const char *s, int64_t *b, int64_t *h);
+/* Usage error if (b, h) is outside w. */
+int cli_check_map(const char *cmd, const attn_tensor *w, int64_t b, int64_t h);
+
+/* Weights file: rank 2 (Lq, Lk), 3 (B, Lq, Lk) or 4 (B, H, Lq, Lk). */
+int cli_load_weights(const char *cmd, const char *path, cli_tensor *w);
+
+/* ---- the demo gallery (demo_gallery.c) --------------------------------- */
+
+#define GALLERY_MAX_ITEMS 64
+#define GALLERY_MAX_SECTIONS 16
+
+typedef struct {
+    char file[128];    /* relative to the gallery directory */
+    char caption[512];
+    int section;
+} demo_item;
+
+typedef struct {
+    const char *dir;
+    char path[4096]; /* scratch for gallery_path */
+    struct {
+        char title[160];
+        char note[400]; /* e.g. why a part is left out */
+    } sec[GALLERY_MAX_SECTIONS];
+    int nsec;
+    demo_item item[GALLERY_MAX_ITEMS];
+    int nitems;
+} demo_gallery;
+
+void gallery_init(demo_gallery *g, const char *dir);
+/* dir/file in a buffer of g (valid until the next call). */
+const char *gallery_path(demo_gallery *g, const char *file);
+void gallery_section(demo_gallery *g, const char *title);
+/* Records a picture of the current section and prints its path. */
+void gallery_add(demo_gallery *g, const char *file, const char *caption);
+/* A note under the current section's title. */
+void gallery_note(demo_gallery *g, const char *text);
+int gallery_write_index(const char *cmd, demo_gallery *g);
+/* The experiments 3..10 (1 and 2 are drawn by cmd_demo.c). */
+int gallery_run(const char *cmd, demo_gallery *g);
 
 /* Subcommands (one file each). */
 int cmd_version(int argc, char **argv);
 int cmd_sdpa(int argc, char **argv);
+int cmd_sdpa_backward(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
@@ -170,5 +230,10 @@ int cmd_mha(int argc, char **argv);
 int cmd_additive(int argc, char **argv);
 int cmd_encoder(int argc, char **argv);
 int cmd_bench_layers(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_html(int argc, char **argv);
+int cmd_heatmap(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 #endif

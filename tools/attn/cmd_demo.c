@@ -18,8 +18,16 @@ static void help(void) {
 "     weight rows are from summing to 1;\n"
 "  2. the 3-token example: its weights and output;\n"
 "  3. a look-ahead mask combined with a padding mask from token ids.\n"
-"With --out DIR, the 3-token example's inputs and results are also written\n"
-"there as .npy files, with the attn sdpa command that reproduces them.\n");
+"Then it draws the gallery of the tutorials' experiments into DIR (default\n"
+"demo-out), with fixed seeds, and an index.html that links every picture:\n"
+"  (1) the (64, 5, 64) run; (2) the 3-token example, annotated; (3) cross-\n"
+"  sentence attention with word labels; (4) scaled vs unscaled at d = 64\n"
+"  with their entropies; (5) 8 heads of d_model 512, as maps and in the\n"
+"  interactive viewer; (6) padding, look-ahead, window, block-sparse and\n"
+"  random masks, as masks and as weights; (7) the dot-product geometry;\n"
+"  (8)-(10) the parts of other issues, or a line saying they are not there.\n"
+"The 3-token example's inputs and results are also written there as .npy\n"
+"files, with the attn sdpa command that reproduces them.\n");
 }
 
 /* Deterministic uniform numbers in [0, 1) (xorshift64*). */
@@ -30,7 +38,7 @@ static double demo_rand(uint64_t *s) {
     return (double)((*s * 2685821657736338717ull) >> 11) * 0x1p-53;
 }
 
-static int demo_batch(const char *cmd) {
+static int demo_batch(const char *cmd, demo_gallery *g) {
     enum { B = 64, L = 5, D = 64 };
     printf("== 1. A batch of %d sequences: Q, K, V of shape (%d, %d, %d)\n\n",
            B, B, L, D);
@@ -67,7 +75,19 @@ static int demo_batch(const char *cmd) {
            B, L, L, worst);
     cli_print_matrix(stdout, "weights of sequence 0", w, L, L, L, 4);
     printf("\n");
+    gallery_section(g, "1. A batch of 64 sequences: Q, K, V of shape (64, 5, 64)");
+    attn_heatmap_opts ho;
+    attn_heatmap_opts_init(&ho);
+    ho.title = "weights of sequence 0 of 64 (uniform random Q, K, V)";
+    st = attn_heatmap_write(gallery_path(g, "01_batch_seq0.png"), &W, 0, 0, &ho);
     free(q);
+    if (st) return cli_fail(cmd, st, "drawing");
+    char cap[256];
+    snprintf(cap, sizeof cap, "Output (64, 5, 64), weights (64, 5, 5); rows "
+             "sum to 1 within %.2g. Positive random vectors look alike, so "
+             "the rows are nearly uniform.", worst);
+    gallery_add(g, "01_batch_seq0.png", cap);
+    printf("\n");
     return 0;
 }
 
@@ -79,7 +99,7 @@ static int save(const char *cmd, const char *dir, const char *name,
     return cli_save_array(cmd, path, ATTN_F32, (void *)data, 2, shape);
 }
 
-static int demo_three_token(const char *cmd, const char *dir) {
+static int demo_three_token(const char *cmd, const char *dir, demo_gallery *g) {
     printf("== 2. Three tokens: Q, K of dimension 3, V of dimension 2, "
            "scale 1/sqrt(3)\n\n");
     float q[9] = {1, 0, 1, 0, 1, 1, 1, 1, 0};
@@ -104,6 +124,22 @@ static int demo_three_token(const char *cmd, const char *dir) {
     printf("Token 0 scores every key alike (1, 1, 1), so it averages V. "
            "Token 1 matches\nkey 1 best (score 2) and leans towards its value "
            "(2, 0).\n\n");
+    gallery_section(g, "2. Three tokens, annotated");
+    const char *tok[3] = {"token 0", "token 1", "token 2"};
+    attn_heatmap_opts ho;
+    attn_heatmap_opts_init(&ho);
+    ho.title = "softmax(Q K^T / sqrt(3))";
+    ho.x_labels = tok;
+    ho.y_labels = tok;
+    if ((st = attn_heatmap_write(gallery_path(g, "02_three_tokens.png"), &W, 0, 0, &ho)) ||
+        (st = attn_heatmap_write(gallery_path(g, "02_three_tokens.svg"), &W, 0, 0, &ho)))
+        return cli_fail(cmd, st, "drawing");
+    gallery_add(g, "02_three_tokens.png", "The tutorial's 3-token example with "
+                "its values: token 0 scores every key alike; token 1 prefers "
+                "key 1 (score 2).");
+    gallery_add(g, "02_three_tokens.svg", "The same as SVG (vector; the labels "
+                "are searchable text).");
+    printf("\n");
     if (dir) {
         int rc;
         if ((rc = save(cmd, dir, "q.npy", q, 3, 3)) ||
@@ -195,7 +231,7 @@ static int demo_lookahead_padding(const char *cmd) {
 }
 
 int cmd_demo(int argc, char **argv) {
-    const char *cmd = "demo", *dir = NULL;
+    const char *cmd = "demo", *dir = "demo-out";
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             help();
@@ -212,9 +248,22 @@ int cmd_demo(int argc, char **argv) {
                 strerror(errno));
         return 1;
     }
+    demo_gallery *g = malloc(sizeof *g);
+    if (!g) {
+        fprintf(stderr, "attn demo: out of memory\n");
+        return 1;
+    }
+    gallery_init(g, dir);
     int rc;
-    if ((rc = demo_batch(cmd)) || (rc = demo_three_token(cmd, dir)) ||
+    if ((rc = demo_batch(cmd, g)) || (rc = demo_three_token(cmd, dir, g)) ||
         (rc = demo_lookahead_padding(cmd)))
-        return rc;
-    return 0;
+        goto done;
+    printf("\n== The gallery of the tutorials' experiments\n\n");
+    if ((rc = gallery_run(cmd, g)) || (rc = gallery_write_index(cmd, g)))
+        goto done;
+    printf("\nGallery: %d pictures and pages in %s/; open %s/index.html\n",
+           g->nitems, dir, dir);
+done:
+    free(g);
+    return rc;
 }

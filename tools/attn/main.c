@@ -14,6 +14,7 @@ typedef struct {
 
 static const cli_command commands[] = {
     {"sdpa", cmd_sdpa, "scaled dot-product attention on .npy files"},
+    {"sdpa-backward", cmd_sdpa_backward, "gradients of attention (dQ, dK, dV, dBias)"},
     {"demo", cmd_demo, "run the tutorial examples and print what they show"},
     {"mha", cmd_mha, "multi-head attention layer on .npy files"},
     {"additive", cmd_additive, "additive (Bahdanau) attention on .npy files"},
@@ -22,6 +23,11 @@ static const cli_command commands[] = {
     {"eval", cmd_eval, "accuracy of a trained model on fresh data"},
     {"attend", cmd_attend, "a trained model's prediction and attention maps"},
     {"bench-layers", cmd_bench_layers, "additive vs dot-product layers: time and memory"},
+    {"heatmap", cmd_heatmap, "draw attention weights as a picture (PNG/SVG/PDF)"},
+    {"show", cmd_show, "print attention weights as a coloured map in the terminal"},
+    {"html", cmd_html, "write an interactive HTML viewer of attention weights"},
+    {"stats", cmd_stats, "diagnose attention weights (entropy, leakage, ...)"},
+    {"compare", cmd_compare, "compare two weight files (abs diff, KL)"},
     {"version", cmd_version, "print the library version"},
 };
 

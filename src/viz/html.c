@@ -1,0 +1,228 @@
+/* The interactive HTML viewer: one self-contained file (inline CSS and
+ * JavaScript, no network) in the spirit of a head view. The weights are
+ * embedded as JSON; the page draws the token lines and the heatmap. */
+#include "viz_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define HTML_MAX_TOKENS 1024
+#define HTML_MAX_VALUES (4 * 1024 * 1024)
+
+static const char page_head[] =
+    "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+    "<title>";
+
+static const char page_style[] =
+    "</title>\n<style>\n"
+    "body{font-family:'DejaVu Sans',sans-serif;margin:16px;color:#222;"
+    "background:#fff}\n"
+    "h1{font-size:18px;margin:0 0 8px}\n"
+    "#bar{margin-bottom:10px;font-size:14px}\n#bar select{margin-right:14px}\n"
+    "#main{display:flex;gap:28px;align-items:flex-start}\n"
+    "#lines{display:block}\n"
+    ".tok{font-size:13px;cursor:pointer;fill:#222}\n"
+    ".tok.on{fill:#d62728;font-weight:bold}\n"
+    "#info{font-size:13px;margin-top:8px;min-height:1.3em;color:#444}\n"
+    "#heat{border:1px solid #555;image-rendering:pixelated}\n"
+    ".cap{font-size:12px;color:#555;margin:2px 0 6px}\n"
+    "</style>\n</head>\n<body>\n<h1 id=\"title\"></h1>\n"
+    "<div id=\"bar\">layer <select id=\"layer\"></select> head "
+    "<select id=\"head\"></select></div>\n"
+    "<div id=\"main\">\n<div><div class=\"cap\">queries (left) attend to "
+    "keys (right); hover a token to isolate it</div>\n"
+    "<svg id=\"lines\" xmlns=\"http://www.w3.org/2000/svg\"></svg></div>\n"
+    "<div><div class=\"cap\">weights (rows: queries, columns: keys)</div>\n"
+    "<canvas id=\"heat\"></canvas>\n<div id=\"info\"></div></div>\n</div>\n"
+    "<script>\n\"use strict\";\nconst DATA = ";
+
+/* The page script: reads DATA, fills the selectors, draws lines (opacity =
+ * weight) and the heatmap, and isolates a hovered token. */
+static const char page_script[] =
+    ";\n"
+    "const VIR=[[68,1,84],[72,37,118],[65,68,135],[53,96,141],[42,120,142],"
+    "[33,144,140],[34,168,132],[67,191,113],[122,209,81],[187,223,39],"
+    "[253,231,37]];\n"
+    "function color(v,hi){if(v===null||!isFinite(v))return'rgb(255,0,255)';"
+    "let t=hi>0?v/hi:0;t=Math.max(0,Math.min(1,t));const x=t*10;"
+    "const i=Math.min(9,Math.floor(x));const f=x-i;const c=[0,1,2].map("
+    "k=>Math.round((1-f)*VIR[i][k]+f*VIR[i+1][k]));"
+    "return'rgb('+c.join(',')+')';}\n"
+    "const NS='http://www.w3.org/2000/svg';\n"
+    "const svg=document.getElementById('lines');\n"
+    "const canvas=document.getElementById('heat');\n"
+    "const info=document.getElementById('info');\n"
+    "const selL=document.getElementById('layer');\n"
+    "const selH=document.getElementById('head');\n"
+    "document.getElementById('title').textContent=DATA.title;\n"
+    "document.title=DATA.title;\n"
+    "for(let l=0;l<DATA.layers;l++){const o=document.createElement('option');"
+    "o.value=l;o.textContent=l;selL.appendChild(o);}\n"
+    "for(let h=0;h<DATA.heads;h++){const o=document.createElement('option');"
+    "o.value=h;o.textContent=h;selH.appendChild(o);}\n"
+    "const ROW=20,LW=120,GAP=160;\n"
+    "let focus=null;\n"
+    "function weight(l,h,i,j){return DATA.w[((l*DATA.heads+h)*DATA.lq+i)*"
+    "DATA.lk+j];}\n"
+    "function maxOf(l,h){let m=0;for(let i=0;i<DATA.lq;i++)for(let j=0;"
+    "j<DATA.lk;j++){const v=weight(l,h,i,j);if(v!==null&&isFinite(v)&&v>m)"
+    "m=v;}return m;}\n"
+    "function drawLines(){\n"
+    " const l=+selL.value,h=+selH.value;\n"
+    " while(svg.firstChild)svg.removeChild(svg.firstChild);\n"
+    " const n=Math.max(DATA.lq,DATA.lk);\n"
+    " svg.setAttribute('width',LW*2+GAP);svg.setAttribute('height',n*ROW+10);\n"
+    " for(let i=0;i<DATA.lq;i++)for(let j=0;j<DATA.lk;j++){\n"
+    "  if(focus&&((focus.side==='q'&&focus.i!==i)||(focus.side==='k'&&"
+    "focus.i!==j)))continue;\n"
+    "  const v=weight(l,h,i,j);if(v===null||!isFinite(v)||v<=0.001)continue;\n"
+    "  const ln=document.createElementNS(NS,'line');\n"
+    "  ln.setAttribute('x1',LW+4);ln.setAttribute('y1',i*ROW+ROW/2+5);\n"
+    "  ln.setAttribute('x2',LW+GAP-4);ln.setAttribute('y2',j*ROW+ROW/2+5);\n"
+    "  ln.setAttribute('stroke','#1f5fbf');ln.setAttribute('stroke-width',2);\n"
+    "  ln.setAttribute('stroke-opacity',Math.min(1,v));svg.appendChild(ln);}\n"
+    " const put=(side,k,x,anchor,txt)=>{const t=document.createElementNS(NS,"
+    "'text');t.setAttribute('x',x);t.setAttribute('y',k*ROW+ROW/2+9);"
+    "t.setAttribute('text-anchor',anchor);t.setAttribute('class','tok'+"
+    "(focus&&focus.side===side&&focus.i===k?' on':''));t.textContent=txt;"
+    "t.addEventListener('mouseenter',()=>{focus={side:side,i:k};redraw();});"
+    "t.addEventListener('mouseleave',()=>{focus=null;redraw();});"
+    "svg.appendChild(t);};\n"
+    " for(let i=0;i<DATA.lq;i++)put('q',i,LW,'end',DATA.q[i]);\n"
+    " for(let j=0;j<DATA.lk;j++)put('k',j,LW+GAP,'start',DATA.k[j]);\n"
+    "}\n"
+    "function drawHeat(){\n"
+    " const l=+selL.value,h=+selH.value,hi=maxOf(l,h);\n"
+    " const cell=Math.max(1,Math.min(40,Math.floor(480/Math.max(DATA.lq,"
+    "DATA.lk))));\n"
+    " canvas.width=DATA.lk*cell;canvas.height=DATA.lq*cell;\n"
+    " const g=canvas.getContext('2d');\n"
+    " for(let i=0;i<DATA.lq;i++)for(let j=0;j<DATA.lk;j++){g.fillStyle="
+    "color(weight(l,h,i,j),hi);g.fillRect(j*cell,i*cell,cell,cell);}\n"
+    " if(focus){g.strokeStyle='#d62728';g.lineWidth=2;if(focus.side==='q')"
+    "g.strokeRect(1,focus.i*cell+1,DATA.lk*cell-2,cell-2);else g.strokeRect("
+    "focus.i*cell+1,1,cell-2,DATA.lq*cell-2);}\n"
+    " canvas.dataset.cell=cell;\n"
+    "}\n"
+    "function redraw(){drawLines();drawHeat();}\n"
+    "canvas.addEventListener('mousemove',e=>{const c=+canvas.dataset.cell;"
+    "const r=canvas.getBoundingClientRect();const j=Math.floor((e.clientX-"
+    "r.left)/c),i=Math.floor((e.clientY-r.top)/c);if(i<0||j<0||i>=DATA.lq||"
+    "j>=DATA.lk)return;const v=weight(+selL.value,+selH.value,i,j);"
+    "info.textContent=DATA.q[i]+' \\u2192 '+DATA.k[j]+': '+(v===null?'NaN':"
+    "v.toFixed(4));});\n"
+    "/* #layer=1&head=2&focus=q3 opens a view (links, tests) */\n"
+    "for(const part of location.hash.slice(1).split('&')){const kv=part."
+    "split('=');const v=kv[1]||'';if(kv[0]==='layer'&&+v<DATA.layers)"
+    "selL.value=+v;if(kv[0]==='head'&&+v<DATA.heads)selH.value=+v;if(kv[0]"
+    "==='focus'&&/^[qk][0-9]+$/.test(v))focus={side:v[0],i:+v.slice(1)};}\n"
+    "selL.addEventListener('change',redraw);\n"
+    "selH.addEventListener('change',redraw);\n"
+    "redraw();\n"
+    "</script>\n</body>\n</html>\n";
+
+/* A JSON string literal that is also safe inside <script> and HTML. */
+static void json_str(viz_buf *b, const char *s) {
+    viz__bput(b, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') viz__bprintf(b, "\\%c", c);
+        else if (c < 0x20 || c == '<' || c == '>' || c == '&' || c == 0x7f)
+            viz__bprintf(b, "\\u%04x", c);
+        else viz__bput(b, (const char *)&c, 1);
+    }
+    viz__bput(b, "\"", 1);
+}
+
+static void html_text(viz_buf *b, const char *s) {
+    for (; *s; s++) {
+        if (*s == '<') viz__bput(b, "&lt;", 4);
+        else if (*s == '>') viz__bput(b, "&gt;", 4);
+        else if (*s == '&') viz__bput(b, "&amp;", 5);
+        else viz__bput(b, s, 1);
+    }
+}
+
+static void tokens(viz_buf *b, const char *const *tok, int64_t n) {
+    viz__bput(b, "[", 1);
+    char num[32];
+    for (int64_t i = 0; i < n; i++) {
+        if (i) viz__bput(b, ",", 1);
+        if (tok && tok[i]) {
+            json_str(b, tok[i]);
+        } else {
+            snprintf(num, sizeof num, "%lld", (long long)i);
+            json_str(b, num);
+        }
+    }
+    viz__bput(b, "]", 1);
+}
+
+attn_status attn_html_write(const char *path, const attn_tensor *w,
+                            const attn_html_opts *opts) {
+    if (!path || !path[0]) return attn__fail(ATTN_E_INVALID, "path is empty");
+    if (!w) return attn__fail(ATTN_E_INVALID, "w is NULL");
+    attn_status st = attn_tensor_check(w, "w");
+    if (st != ATTN_OK) return st;
+    if (w->dtype != ATTN_F32 && w->dtype != ATTN_F64 && w->dtype != ATTN_F16 &&
+        w->dtype != ATTN_BF16)
+        return attn__fail(ATTN_E_DTYPE, "w has dtype %s; weights are f32, f64, "
+                          "f16 or bf16", attn_dtype_name(w->dtype));
+    int64_t N = w->shape[0], H = w->shape[1], Lq = w->shape[2], Lk = w->shape[3];
+    if (Lq > HTML_MAX_TOKENS || Lk > HTML_MAX_TOKENS)
+        return attn__fail(ATTN_E_SHAPE, "the viewer shows up to %d tokens per "
+                          "side, w has %lld x %lld (draw a heatmap instead)",
+                          HTML_MAX_TOKENS, (long long)Lq, (long long)Lk);
+    int64_t total = attn_tensor_numel(w);
+    if (total <= 0 || total > HTML_MAX_VALUES)
+        return attn__fail(ATTN_E_SHAPE, "w holds %lld weights; the viewer embeds "
+                          "at most %d", (long long)total, HTML_MAX_VALUES);
+    const char *title = opts && opts->title ? opts->title : "attention";
+    const char *const *qt = opts ? opts->q_tokens : NULL;
+    const char *const *kt = opts ? opts->k_tokens : NULL;
+    if (!kt && Lq == Lk) kt = qt;
+
+    viz_buf b;
+    memset(&b, 0, sizeof b);
+    viz__bput(&b, page_head, sizeof page_head - 1);
+    html_text(&b, title);
+    viz__bput(&b, page_style, sizeof page_style - 1);
+    viz__bput(&b, "{\"title\":", 9);
+    json_str(&b, title);
+    viz__bprintf(&b, ",\"layers\":%lld,\"heads\":%lld,\"lq\":%lld,\"lk\":%lld,"
+                 "\"q\":", (long long)N, (long long)H, (long long)Lq,
+                 (long long)Lk);
+    tokens(&b, qt, Lq);
+    viz__bput(&b, ",\"k\":", 5);
+    tokens(&b, kt, Lk);
+    viz__bput(&b, ",\"w\":[", 6);
+    int64_t at = 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < Lq; i++)
+                for (int64_t j = 0; j < Lk; j++, at++) {
+                    double v = attn_tensor_get(w, n, h, i, j);
+                    if (at) viz__bput(&b, ",", 1);
+                    if (!isfinite(v)) viz__bput(&b, "null", 4);
+                    else viz__bprintf(&b, "%.4g", v);
+                }
+    viz__bput(&b, "]}", 2);
+    viz__bput(&b, page_script, sizeof page_script - 1);
+    if (b.oom) {
+        viz__buf_free(&b);
+        return attn__fail(ATTN_E_NOMEM, "out of memory building '%s'", path);
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        viz__buf_free(&b);
+        return attn__fail(ATTN_E_IO, "cannot open '%s' for writing", path);
+    }
+    size_t wrote = fwrite(b.s, 1, b.len, f);
+    int bad = wrote != b.len || ferror(f);
+    if (fclose(f) != 0) bad = 1;
+    viz__buf_free(&b);
+    if (bad) return attn__fail(ATTN_E_IO, "writing '%s' failed", path);
+    return ATTN_OK;
+}

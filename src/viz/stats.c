@@ -1,0 +1,245 @@
+/* Diagnostics of attention weights (row sums, normalized entropy, largest
+ * weight, leakage onto masked keys, NaN/Inf) with a verdict in plain words,
+ * and the comparison of two weight tensors (absolute difference, per-row
+ * KL divergence). Reads weights only. */
+#include "viz_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define UNIFORM_AT 0.95
+#define CONCENTRATED_AT 0.10
+#define ROWSUM_TOL 1e-3
+
+static attn_status check_weights(const attn_tensor *w, const char *name) {
+    if (!w) return attn__fail(ATTN_E_INVALID, "%s is NULL", name);
+    attn_status st = attn_tensor_check(w, name);
+    if (st != ATTN_OK) return st;
+    if (w->dtype != ATTN_F32 && w->dtype != ATTN_F64 && w->dtype != ATTN_F16 &&
+        w->dtype != ATTN_BF16)
+        return attn__fail(ATTN_E_DTYPE, "%s has dtype %s; weights are f32, "
+                          "f64, f16 or bf16", name, attn_dtype_name(w->dtype));
+    return ATTN_OK;
+}
+
+/* Running sums of one map (or all); turned into attn_stats at the end. */
+typedef struct {
+    attn_stats s;
+    double dev_sum, ent_sum;
+} acc;
+
+static void acc_init(acc *a) {
+    memset(a, 0, sizeof *a);
+    a->s.entropy_min = INFINITY;
+    a->s.entropy_max = -INFINITY;
+}
+
+static void acc_merge(acc *dst, const acc *src) {
+    attn_stats *d = &dst->s;
+    const attn_stats *s = &src->s;
+    d->rows += s->rows;
+    d->rows_empty += s->rows_empty;
+    d->row_sum_dev_max = fmax(d->row_sum_dev_max, s->row_sum_dev_max);
+    d->entropy_rows += s->entropy_rows;
+    d->entropy_min = fmin(d->entropy_min, s->entropy_min);
+    d->entropy_max = fmax(d->entropy_max, s->entropy_max);
+    d->max_weight = fmax(d->max_weight, s->max_weight);
+    d->leak_total += s->leak_total;
+    d->leak_max = fmax(d->leak_max, s->leak_max);
+    d->leak_count += s->leak_count;
+    d->nan_count += s->nan_count;
+    d->inf_count += s->inf_count;
+    dst->dev_sum += src->dev_sum;
+    dst->ent_sum += src->ent_sum;
+}
+
+static attn_stats acc_finish(const acc *a) {
+    attn_stats s = a->s;
+    s.row_sum_dev_mean = s.rows ? a->dev_sum / (double)s.rows : 0;
+    if (s.entropy_rows) {
+        s.entropy_mean = a->ent_sum / (double)s.entropy_rows;
+    } else {
+        s.entropy_min = s.entropy_max = s.entropy_mean = NAN;
+    }
+    s.verdict = 0;
+    if (s.entropy_rows && s.entropy_mean >= UNIFORM_AT)
+        s.verdict |= ATTN_VERDICT_TOO_UNIFORM;
+    if (s.entropy_rows && s.entropy_mean <= CONCENTRATED_AT)
+        s.verdict |= ATTN_VERDICT_TOO_CONCENTRATED;
+    if (s.leak_count) s.verdict |= ATTN_VERDICT_MASK_LEAK;
+    if (s.row_sum_dev_max > ROWSUM_TOL) s.verdict |= ATTN_VERDICT_NOT_NORMALIZED;
+    if (s.nan_count || s.inf_count) s.verdict |= ATTN_VERDICT_NONFINITE;
+    return s;
+}
+
+static void map_stats(const attn_tensor *w, const attn_mask *mask, int64_t n,
+                      int64_t h, acc *a) {
+    int64_t Lq = w->shape[2], Lk = w->shape[3];
+    for (int64_t i = 0; i < Lq; i++) {
+        double sum = 0, plogp = 0, vis_sum = 0;
+        int64_t visible = 0;
+        for (int64_t j = 0; j < Lk; j++) {
+            double x = attn_tensor_get(w, n, h, i, j);
+            int vis = mask ? attn_mask_visible(mask, n, h, i, j, Lq, Lk) : 1;
+            visible += vis;
+            if (isnan(x)) {
+                a->s.nan_count++;
+                continue;
+            }
+            if (isinf(x)) {
+                a->s.inf_count++;
+                continue;
+            }
+            sum += x;
+            if (x > a->s.max_weight) a->s.max_weight = x;
+            if (!vis) {
+                if (x != 0) {
+                    a->s.leak_count++;
+                    a->s.leak_total += fabs(x);
+                    a->s.leak_max = fmax(a->s.leak_max, fabs(x));
+                }
+            } else if (x > 0) {
+                plogp += x * log(x);
+                vis_sum += x;
+            }
+        }
+        a->s.rows++;
+        if (!visible) a->s.rows_empty++;
+        double dev = fabs(sum - (visible ? 1.0 : 0.0));
+        a->dev_sum += dev;
+        a->s.row_sum_dev_max = fmax(a->s.row_sum_dev_max, dev);
+        if (visible >= 2 && vis_sum > 0) {
+            /* entropy of the row renormalized over its visible mass (the
+             * same as the plain entropy when the row sums to 1 there):
+             * H = log s - sum p log p / s */
+            double e = (log(vis_sum) - plogp / vis_sum) / log((double)visible);
+            if (e < 0) e = 0; /* -0 and rounding below zero */
+            a->s.entropy_rows++;
+            a->ent_sum += e;
+            a->s.entropy_min = fmin(a->s.entropy_min, e);
+            a->s.entropy_max = fmax(a->s.entropy_max, e);
+        }
+    }
+}
+
+attn_status attn_stats_compute(const attn_tensor *w, const attn_mask *mask,
+                               attn_stats *per_head, attn_stats *overall) {
+    attn_status st = check_weights(w, "w");
+    if (st != ATTN_OK) return st;
+    if (!overall) return attn__fail(ATTN_E_INVALID, "overall is NULL");
+    if (mask) {
+        st = attn_mask_check(mask, w->shape[0], w->shape[1], w->shape[2],
+                             w->shape[3]);
+        if (st != ATTN_OK) return st;
+    }
+    acc all;
+    acc_init(&all);
+    for (int64_t n = 0; n < w->shape[0]; n++)
+        for (int64_t h = 0; h < w->shape[1]; h++) {
+            acc one;
+            acc_init(&one);
+            map_stats(w, mask, n, h, &one);
+            if (per_head) per_head[n * w->shape[1] + h] = acc_finish(&one);
+            acc_merge(&all, &one);
+        }
+    *overall = acc_finish(&all);
+    return ATTN_OK;
+}
+
+attn_status attn_stats_verdict(const attn_stats *s, char *buf, size_t cap,
+                               size_t *len) {
+    if (!s) return attn__fail(ATTN_E_INVALID, "stats is NULL");
+    if (!buf && cap) return attn__fail(ATTN_E_INVALID, "buf is NULL but cap is %zu", cap);
+    viz_buf b;
+    memset(&b, 0, sizeof b);
+    unsigned v = s->verdict;
+    if (!v)
+        viz__bprintf(&b, "looks healthy: rows sum to 1 (largest deviation "
+                     "%.2g), mean normalized entropy %.3f, no weight on "
+                     "masked keys, no NaN or Inf.", s->row_sum_dev_max,
+                     s->entropy_mean);
+    if (v & ATTN_VERDICT_TOO_UNIFORM)
+        viz__bprintf(&b, "too uniform: mean normalized entropy %.3f (>= %.2f), "
+                     "rows barely prefer any key; check that queries and keys "
+                     "carry information, the scale (1/sqrt(d) or a "
+                     "temperature) and the embedding size.", s->entropy_mean,
+                     UNIFORM_AT);
+    if (v & ATTN_VERDICT_TOO_CONCENTRATED)
+        viz__bprintf(&b, "%stoo concentrated: mean normalized entropy %.3f "
+                     "(<= %.2f), rows are nearly one-hot; scale the scores by "
+                     "1/sqrt(d) (unscaled dot products saturate the softmax), "
+                     "raise the temperature or use more heads.",
+                     b.len ? " " : "", s->entropy_mean, CONCENTRATED_AT);
+    if (v & ATTN_VERDICT_MASK_LEAK)
+        viz__bprintf(&b, "%smasked leakage: %lld masked positions carry weight "
+                     "(total %.6g, largest %.6g); masked scores must be -inf "
+                     "before the softmax.", b.len ? " " : "",
+                     (long long)s->leak_count, s->leak_total, s->leak_max);
+    if (v & ATTN_VERDICT_NOT_NORMALIZED)
+        viz__bprintf(&b, "%snot normalized: a row sum is off by %.3g; the "
+                     "softmax must run over the key axis (the last one).",
+                     b.len ? " " : "", s->row_sum_dev_max);
+    if (v & ATTN_VERDICT_NONFINITE)
+        viz__bprintf(&b, "%snon-finite: %lld NaN and %lld Inf weights; "
+                     "subtract the row maximum before exp and look for rows "
+                     "with every key masked.", b.len ? " " : "",
+                     (long long)s->nan_count, (long long)s->inf_count);
+    if (b.oom) {
+        viz__buf_free(&b);
+        return attn__fail(ATTN_E_NOMEM, "out of memory writing the verdict");
+    }
+    if (len) *len = b.len;
+    if (cap) {
+        size_t n = b.len < cap - 1 ? b.len : cap - 1;
+        memcpy(buf, b.s, n);
+        buf[n] = '\0';
+    }
+    viz__buf_free(&b);
+    return ATTN_OK;
+}
+
+attn_status attn_compare_weights(const attn_tensor *a, const attn_tensor *b,
+                                 attn_compare_result *r) {
+    attn_status st = check_weights(a, "a");
+    if (st == ATTN_OK) st = check_weights(b, "b");
+    if (st != ATTN_OK) return st;
+    if (!r) return attn__fail(ATTN_E_INVALID, "result is NULL");
+    for (int d = 0; d < 4; d++)
+        if (a->shape[d] != b->shape[d])
+            return attn__fail(ATTN_E_SHAPE, "a and b differ on axis %d: %lld "
+                              "vs %lld", d, (long long)a->shape[d],
+                              (long long)b->shape[d]);
+    memset(r, 0, sizeof *r);
+    double abs_sum = 0, kl_sum = 0;
+    int64_t counted = 0;
+    for (int64_t n = 0; n < a->shape[0]; n++)
+        for (int64_t h = 0; h < a->shape[1]; h++)
+            for (int64_t i = 0; i < a->shape[2]; i++) {
+                double kl = 0, mass = 0;
+                for (int64_t j = 0; j < a->shape[3]; j++) {
+                    double x = attn_tensor_get(a, n, h, i, j);
+                    double y = attn_tensor_get(b, n, h, i, j);
+                    if (!isfinite(x) || !isfinite(y)) {
+                        r->nonfinite++;
+                        continue;
+                    }
+                    double d = fabs(x - y);
+                    abs_sum += d;
+                    counted++;
+                    if (d > r->max_abs) r->max_abs = d;
+                    if (x > 0) {
+                        mass += x;
+                        kl += y > 0 ? x * log(x / y) : INFINITY;
+                    }
+                }
+                if (mass > 0) {
+                    r->rows++;
+                    kl_sum += kl;
+                    if (kl > r->max_kl) r->max_kl = kl;
+                }
+            }
+    r->mean_abs = counted ? abs_sum / (double)counted : 0;
+    r->mean_kl = r->rows ? kl_sum / (double)r->rows : 0;
+    return ATTN_OK;
+}

@@ -1,0 +1,117 @@
+/* Internal pieces shared by the picture and diagnostics files of src/viz.
+ * Nothing here computes attention: maps are read from weight tensors. */
+#ifndef ATTN_VIZ_INTERNAL_H
+#define ATTN_VIZ_INTERNAL_H
+
+#include "internal.h"
+
+#include <cairo.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* One 2-D map read out of a tensor as doubles, row-major. hidden[i] = 1
+ * where the mask hides the cell (or a block has no visible cell). */
+typedef struct {
+    int64_t rows, cols;
+    double *v;
+    uint8_t *hidden;
+} viz_map;
+
+/* Checks w (floating dtype), b, h and mask, and reads the map w[b, h]. */
+attn_status viz__map_load(const attn_tensor *w, int64_t b, int64_t h,
+                          const attn_mask *mask, const char *name,
+                          viz_map *out);
+void viz__map_free(viz_map *m);
+
+/* Block factor for n positions shown in at most max_cells: ceil(n / max). */
+static inline int64_t viz__block(int64_t n, int64_t max_cells) {
+    return (n + max_cells - 1) / max_cells;
+}
+
+/* Block averages over visible cells so each axis has at most max_cells;
+ * a block holding a NaN/Inf is NaN, one with no visible cell is hidden.
+ * Replaces m in place (no-op when m already fits). */
+attn_status viz__map_shrink(viz_map *m, int64_t max_cells);
+
+/* Colour of v on the scale [lo, hi]: hidden or non-finite get their
+ * fixed colours. Components in [0, 1]. */
+void viz__color(attn_colormap cmap, double v, int hidden, double lo,
+                double hi, double rgb[3]);
+void viz__rgb_hex(uint32_t hex, double rgb[3]);
+
+/* Colour scale from the finite visible values of maps (see the header). */
+void viz__auto_scale(const viz_map *maps, int n, attn_colormap cmap,
+                     double *lo, double *hi);
+
+/* "Nice" tick step for a range so that it holds at most max_ticks ticks. */
+double viz__nice_step(double range, int max_ticks);
+
+/* ---- documents: a cairo surface chosen by the file extension, with the
+ * SVG text layer collected on the side ---- */
+typedef struct {
+    char *s;
+    double x, y, size, angle; /* baseline start, degrees */
+} viz_text_item;
+
+typedef enum { VIZ_PNG, VIZ_SVG, VIZ_PDF } viz_kind;
+
+typedef struct {
+    viz_kind kind;
+    const char *path;
+    cairo_surface_t *surface;
+    cairo_t *cr;
+    double width, height;
+    /* SVG: cairo writes into this buffer; text items are added at the end */
+    unsigned char *svg;
+    size_t svg_len, svg_cap;
+    int svg_oom;
+    viz_text_item *items;
+    size_t n_items, cap_items;
+    int items_oom;
+} viz_doc;
+
+/* Picks the format from path's extension (ATTN_E_INVALID if none fits). */
+attn_status viz__kind_of(const char *path, viz_kind *kind);
+/* Creates the surface and context of width x height points (pixels). */
+attn_status viz__doc_begin(viz_doc *doc, const char *path, double width,
+                           double height);
+/* Finishes and writes the file; frees everything (also on failure). */
+attn_status viz__doc_end(viz_doc *doc);
+/* Frees without writing (after a failure while drawing). */
+void viz__doc_abort(viz_doc *doc);
+
+/* A context for measuring text before the document exists. */
+cairo_t *viz__measure_begin(void);
+void viz__measure_end(cairo_t *cr);
+
+/* Sets DejaVu Sans at size (bold if bold). */
+void viz__font(cairo_t *cr, double size, int bold);
+/* Advance width of s at the current font. */
+double viz__text_width(cairo_t *cr, const char *s);
+/* Draws s so that its anchor (ax, ay in 0..1 of the text box: 0,0 = top
+ * left, 0.5,0.5 = centre) lies at (x, y) after rotating by angle degrees
+ * about that point; records it for the SVG text layer when doc is SVG. */
+void viz__text(viz_doc *doc, const char *s, double x, double y, double size,
+               int bold, double angle, double ax, double ay);
+
+/* Appends printf-formatted text to a growable string; returns 0 on
+ * allocation failure (the string is then freed and NULL). */
+typedef struct {
+    char *s;
+    size_t len, cap;
+    int oom;
+} viz_buf;
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+void viz__bprintf(viz_buf *b, const char *fmt, ...);
+void viz__bput(viz_buf *b, const char *s, size_t n);
+void viz__buf_free(viz_buf *b);
+
+/* Replaces *p (used elements of size elem) by a buffer of cap elements;
+ * 0 on failure (then *p is unchanged). attn__alloc has no realloc. */
+int viz__grow(void **p, size_t used, size_t cap, size_t elem);
+
+#define VIZ_PI 3.14159265358979323846
+
+#endif

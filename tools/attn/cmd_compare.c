@@ -1,0 +1,80 @@
+/* attn compare: two weight files side by side in numbers (and a picture). */
+#include "cli.h"
+
+#include <string.h>
+
+static void help(void) {
+    printf(
+"usage: attn compare A.npy B.npy [-o diff.png|svg|pdf]\n"
+"\n"
+"Compares two weight tensors of the same shape and prints:\n"
+"  max |A - B| and mean |A - B| over all elements;\n"
+"  the mean and largest KL(A || B) of a row, sum_j A log(A / B) (natural\n"
+"  log; A is the teacher, B the student, as in distillation). A row where\n"
+"  B is 0 but A is not has an infinite KL.\n"
+"With -o, draws A - B (every map in a grid) in a blue-white-red colour map\n"
+"symmetric around 0.\n"
+"\nexample:\n  attn compare w_ref.npy w_flash.npy -o diff.png\n");
+}
+
+int cmd_compare(int argc, char **argv) {
+    const char *cmd = "compare";
+    for (int i = 1; i < argc; i++)
+        if (cli_is_help(argv[i])) {
+            help();
+            return 0;
+        }
+    const char *pa = NULL, *pb = NULL, *out = NULL;
+    int rc = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--out") == 0) {
+            if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a path", argv[i]);
+            out = argv[++i];
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_usage_error(cmd, "unknown option '%s'", argv[i]);
+        } else if (!pa) {
+            pa = argv[i];
+        } else if (!pb) {
+            pb = argv[i];
+        } else {
+            return cli_usage_error(cmd, "two weight files, got a third '%s'", argv[i]);
+        }
+    }
+    if (!pb) return cli_usage_error(cmd, "needs two weight files");
+    cli_tensor a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    if ((rc = cli_load_tensor(cmd, pa, "A", &a)) ||
+        (rc = cli_load_tensor(cmd, pb, "B", &b)))
+        goto done;
+    attn_compare_result r;
+    attn_status st = attn_compare_weights(&a.t, &b.t, &r);
+    if (st) {
+        rc = cli_fail(cmd, st, "comparing");
+        goto done;
+    }
+    printf("A %s, B %s: shape (%lld, %lld, %lld, %lld)\n", pa, pb,
+           (long long)a.t.shape[0], (long long)a.t.shape[1],
+           (long long)a.t.shape[2], (long long)a.t.shape[3]);
+    printf("max |A - B|   %.6g\n", r.max_abs);
+    printf("mean |A - B|  %.6g\n", r.mean_abs);
+    printf("KL(A || B)    mean %.6g, max %.6g over %lld rows\n", r.mean_kl,
+           r.max_kl, (long long)r.rows);
+    if (r.nonfinite)
+        printf("skipped %lld non-finite elements\n", (long long)r.nonfinite);
+    if (out) {
+        attn_heatmap_opts o;
+        attn_heatmap_opts_init(&o);
+        o.title = "A - B";
+        st = attn_diff_write(out, &a.t, &b.t, &o);
+        if (st) {
+            rc = cli_fail(cmd, st, "drawing the difference");
+            goto done;
+        }
+        printf("wrote %s\n", out);
+    }
+done:
+    cli_tensor_free(&a);
+    cli_tensor_free(&b);
+    return rc;
+}

@@ -1,0 +1,90 @@
+/* attn html: an interactive, self-contained HTML viewer of weights. */
+#include "cli.h"
+
+#include <string.h>
+
+static void help(void) {
+    printf(
+"usage: attn html W.npy -o view.html [--tokens \"t0 t1 ...\"]\n"
+"                 [--q-tokens ..] [--k-tokens ..] [--title T]\n"
+"\n"
+"Writes one HTML file with everything inline (no network, no external\n"
+"scripts): query tokens on the left, key tokens on the right, one line per\n"
+"pair whose opacity is the weight; hover a token to keep only its lines;\n"
+"layer and head selectors; the heatmap beside it (hover a cell for its\n"
+"value). A link may open a view: view.html#layer=1&head=2&focus=q3.\n"
+"W is rank 2 (Lq, Lk), 3 (layers, Lq, Lk) or 4 (layers, heads, Lq, Lk);\n"
+"up to 1024 tokens a side.\n"
+"  --tokens    labels of both sides (when Lq == Lk), whitespace-separated\n"
+"  --q-tokens  query labels, --k-tokens key labels\n"
+"\nexample:\n  attn html w.npy --tokens \"The cat sat on the mat\" -o view.html\n");
+}
+
+int cmd_html(int argc, char **argv) {
+    const char *cmd = "html";
+    for (int i = 1; i < argc; i++)
+        if (cli_is_help(argv[i])) {
+            help();
+            return 0;
+        }
+    cli_tensor w;
+    cli_tokens tq, tk, tb;
+    memset(&w, 0, sizeof w);
+    memset(&tq, 0, sizeof tq);
+    memset(&tk, 0, sizeof tk);
+    memset(&tb, 0, sizeof tb);
+    const char *path = NULL, *out = NULL;
+    attn_html_opts o = {NULL, NULL, NULL};
+    int rc = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (arg[0] != '-' || arg[1] == '\0') {
+            if (path) {
+                rc = cli_usage_error(cmd, "one weights file, got '%s' and '%s'", path, arg);
+                goto done;
+            }
+            path = arg;
+            continue;
+        }
+        if (!val) {
+            rc = cli_usage_error(cmd, "%s needs a value", arg);
+            goto done;
+        }
+        i++;
+        if (strcmp(arg, "-o") == 0 || strcmp(arg, "--out") == 0) out = val;
+        else if (strcmp(arg, "--tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &tb);
+        else if (strcmp(arg, "--q-tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &tq);
+        else if (strcmp(arg, "--k-tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &tk);
+        else if (strcmp(arg, "--title") == 0) o.title = val;
+        else rc = cli_usage_error(cmd, "unknown option '%s'", arg);
+        if (rc) goto done;
+    }
+    if (!path || !out) {
+        rc = cli_usage_error(cmd, "missing %s", path ? "-o view.html" : "the weights file");
+        goto done;
+    }
+    if ((rc = cli_load_weights(cmd, path, &w))) goto done;
+    int64_t Lq = w.t.shape[2], Lk = w.t.shape[3];
+    const cli_tokens *q = tq.v ? &tq : &tb, *k = tk.v ? &tk : &tb;
+    if ((rc = cli_tokens_expect(cmd, tq.v ? "--q-tokens" : "--tokens", q, Lq, "queries")) ||
+        (rc = cli_tokens_expect(cmd, tk.v ? "--k-tokens" : "--tokens", k, Lk, "keys")))
+        goto done;
+    o.q_tokens = (const char *const *)q->v;
+    o.k_tokens = (const char *const *)k->v;
+    attn_status st = attn_html_write(out, &w.t, &o);
+    if (st) {
+        rc = cli_fail(cmd, st, "writing the viewer");
+        goto done;
+    }
+    printf("wrote %s (%lld layer%s x %lld head%s, %lld x %lld tokens)\n", out,
+           (long long)w.t.shape[0], w.t.shape[0] == 1 ? "" : "s",
+           (long long)w.t.shape[1], w.t.shape[1] == 1 ? "" : "s",
+           (long long)Lq, (long long)Lk);
+done:
+    cli_tokens_free(&tq);
+    cli_tokens_free(&tk);
+    cli_tokens_free(&tb);
+    cli_tensor_free(&w);
+    return rc;
+}

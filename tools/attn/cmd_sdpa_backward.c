@@ -1,0 +1,178 @@
+/* attn sdpa-backward: gradients of scaled dot-product attention on .npy
+ * files. It runs the forward (for out and lse) with the same options, then
+ * the backward into zeroed gradients. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void help(void) {
+    printf(
+"usage: attn sdpa-backward --q Q.npy --k K.npy --v V.npy --dout DO.npy\n"
+"                          --dq DQ.npy --dk DK.npy --dv DV.npy\n"
+"                          [--dbias DB.npy] [--compute-dtype T]\n"
+"                          [attention options]\n"
+"\n"
+"Gradients of O = softmax(scale * Q K^T + bias, masked) V given dO, the\n"
+"gradient of a loss with respect to O. The forward is run first with the\n"
+"same options (the same --seed gives the same dropout mask).\n"
+"\n"
+"Ranks as in attn sdpa: (L, D), (B, L, D) or (B, H, L, D); K and V may\n"
+"have fewer heads than Q (grouped queries: dK and dV sum over the group).\n"
+"  --dout  DO  like O   (.., Lq, Dv), read as f32 (f64 with f64 compute)\n"
+"  --dq    DQ  like Q   (.., Lq, Dk)  f32\n"
+"  --dk    DK  like K   (.., Lk, Dk)  f32\n"
+"  --dv    DV  like V   (.., Lk, Dv)  f32\n"
+"  --dbias DB  like the --bias file, summed over the axes it broadcasts\n"
+"  --compute-dtype f32|f16|bf16|f64\n"
+"              convert Q, K, V to this dtype first; f64 needs --impl ref\n"
+"              and writes f64 gradients\n"
+"\n");
+    cli_sdpa_args_help(stdout);
+    printf(
+"\n"
+"example:\n"
+"  attn sdpa-backward --q q.npy --k k.npy --v v.npy --dout do.npy \\\n"
+"      --dq dq.npy --dk dk.npy --dv dv.npy --causal top-left \\\n"
+"      --dropout 0.1 --seed 7\n");
+}
+
+static int parse_dtype(const char *v, attn_dtype *dt) {
+    static const struct {
+        const char *name;
+        attn_dtype dt;
+    } t[] = {{"f32", ATTN_F32}, {"f16", ATTN_F16}, {"bf16", ATTN_BF16},
+             {"f64", ATTN_F64}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (strcmp(v, t[i].name) == 0) {
+            *dt = t[i].dt;
+            return 0;
+        }
+    return 1;
+}
+
+int cmd_sdpa_backward(int argc, char **argv) {
+    const char *cmd = "sdpa-backward";
+    for (int i = 1; i < argc; i++)
+        if (cli_is_help(argv[i])) {
+            help();
+            return 0;
+        }
+    cli_sdpa_args a;
+    cli_tensor q, k, v, dout;
+    attn_tensor out = {0}, dq = {0}, dk = {0}, dv = {0}, db = {0};
+    float *lse = NULL;
+    memset(&q, 0, sizeof q);
+    memset(&k, 0, sizeof k);
+    memset(&v, 0, sizeof v);
+    memset(&dout, 0, sizeof dout);
+    cli_sdpa_args_init(&a);
+    int rc = cli_sdpa_args_parse(cmd, &argc, argv, &a);
+    if (rc) goto done;
+
+    const char *qp = NULL, *kp = NULL, *vp = NULL, *dop = NULL, *dqp = NULL,
+               *dkp = NULL, *dvp = NULL, *dbp = NULL, *cd = NULL;
+    for (int i = 1; i < argc; i += 2) {
+        const char **slot = NULL;
+        if (strcmp(argv[i], "--q") == 0) slot = &qp;
+        else if (strcmp(argv[i], "--k") == 0) slot = &kp;
+        else if (strcmp(argv[i], "--v") == 0) slot = &vp;
+        else if (strcmp(argv[i], "--dout") == 0) slot = &dop;
+        else if (strcmp(argv[i], "--dq") == 0) slot = &dqp;
+        else if (strcmp(argv[i], "--dk") == 0) slot = &dkp;
+        else if (strcmp(argv[i], "--dv") == 0) slot = &dvp;
+        else if (strcmp(argv[i], "--dbias") == 0) slot = &dbp;
+        else if (strcmp(argv[i], "--compute-dtype") == 0) slot = &cd;
+        if (!slot) {
+            rc = cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
+            goto done;
+        }
+        if (i + 1 >= argc) {
+            rc = cli_usage_error(cmd, "%s needs a value", argv[i]);
+            goto done;
+        }
+        *slot = argv[i + 1];
+    }
+    if (!qp || !kp || !vp || !dop || !dqp || !dkp || !dvp) {
+        rc = cli_usage_error(cmd, "--q, --k, --v, --dout, --dq, --dk and --dv "
+                             "are required");
+        goto done;
+    }
+    if (dbp && !a.opts.mask.bias) {
+        rc = cli_usage_error(cmd, "--dbias needs --bias");
+        goto done;
+    }
+    attn_dtype compute = ATTN_F32;
+    if (cd && parse_dtype(cd, &compute)) {
+        rc = cli_usage_error(cmd, "--compute-dtype takes f32, f16, bf16 or "
+                             "f64, not '%s'", cd);
+        goto done;
+    }
+    if ((rc = cli_load_tensor(cmd, qp, "q", &q)) ||
+        (rc = cli_load_tensor(cmd, kp, "k", &k)) ||
+        (rc = cli_load_tensor(cmd, vp, "v", &v)) ||
+        (rc = cli_load_tensor(cmd, dop, "dout", &dout)))
+        goto done;
+    /* without --compute-dtype, f64 files are read as f32 (any kernel) */
+    cli_tensor *in[3] = {&q, &k, &v};
+    for (int i = 0; i < 3; i++) {
+        attn_dtype to = cd ? compute
+                           : (in[i]->t.dtype == ATTN_F64 ? ATTN_F32
+                                                         : in[i]->t.dtype);
+        if ((rc = cli_tensor_convert(cmd, in[i], to))) goto done;
+    }
+    /* out, dout and the gradients: f64 for f64 compute, else f32 */
+    const attn_dtype gdt = compute == ATTN_F64 ? ATTN_F64 : ATTN_F32;
+    if ((rc = cli_tensor_convert(cmd, &dout, gdt))) goto done;
+
+    const int64_t B = q.t.shape[0], H = q.t.shape[1], Lq = q.t.shape[2];
+    const int64_t Dk = q.t.shape[3], Hkv = k.t.shape[1], Lk = k.t.shape[2];
+    const int64_t Dv = v.t.shape[3];
+    if ((rc = cli_sdpa_args_bind(cmd, &a, B, H, Lq, Lk))) goto done;
+    if ((rc = cli_alloc_tensor(cmd, "out", gdt, B, H, Lq, Dv, &out)) ||
+        (rc = cli_alloc_tensor(cmd, "dq", gdt, B, H, Lq, Dk, &dq)) ||
+        (rc = cli_alloc_tensor(cmd, "dk", gdt, B, Hkv, Lk, Dk, &dk)) ||
+        (rc = cli_alloc_tensor(cmd, "dv", gdt, B, Hkv, Lk, Dv, &dv)))
+        goto done;
+    if (dbp) {
+        const attn_tensor *bt = a.opts.mask.bias;
+        if ((rc = cli_alloc_tensor(cmd, "dbias", gdt, bt->shape[0],
+                                   bt->shape[1], bt->shape[2], bt->shape[3],
+                                   &db)))
+            goto done;
+    }
+    attn_tensor l;
+    if ((rc = cli_alloc_tensor(cmd, "lse", ATTN_F32, B, H, Lq, 1, &l)))
+        goto done;
+    lse = l.data;
+    attn_status st = attn_sdpa_forward(&q.t, &k.t, &v.t, &a.opts, &out, NULL, lse);
+    if (st) {
+        rc = cli_fail(cmd, st, "forward");
+        goto done;
+    }
+    st = attn_sdpa_backward(&q.t, &k.t, &v.t, &out, lse, &dout.t, &a.opts, &dq,
+                            &dk, &dv, dbp ? &db : NULL);
+    if (st) {
+        rc = cli_fail(cmd, st, "backward");
+        goto done;
+    }
+    if ((rc = cli_save_like(cmd, dqp, gdt, dq.data, 4, dq.shape, q.rank)) ||
+        (rc = cli_save_like(cmd, dkp, gdt, dk.data, 4, dk.shape, k.rank)) ||
+        (rc = cli_save_like(cmd, dvp, gdt, dv.data, 4, dv.shape, v.rank)))
+        goto done;
+    if (dbp) /* the bias file's own shape: the same elements, row-major */
+        rc = cli_save_array(cmd, dbp, gdt, db.data, a.bias.ndim, a.bias.shape);
+done:
+    free(out.data);
+    free(dq.data);
+    free(dk.data);
+    free(dv.data);
+    free(db.data);
+    free(lse);
+    cli_tensor_free(&q);
+    cli_tensor_free(&k);
+    cli_tensor_free(&v);
+    cli_tensor_free(&dout);
+    cli_sdpa_args_free(&a);
+    return rc;
+}

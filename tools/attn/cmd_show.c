@@ -1,0 +1,148 @@
+/* attn show: a weights file as a coloured map in the terminal. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void help(void) {
+    printf(
+"usage: attn show W.npy [--tokens \"t0 t1 ...\"] [--x-tokens ..] [--y-tokens ..]\n"
+"                 [--map B,H] [--color true|256|plain] [--width N]\n"
+"                 [--half-blocks on|off|auto] [--title T] [mask options]\n"
+"\n"
+"Prints the map W[B, H] (default 0,0) with Unicode blocks: one cell is two\n"
+"columns with a label per row and the key labels written downwards, or,\n"
+"for maps over 40 tokens, a half block per cell (two rows a line). Wider\n"
+"maps are averaged in blocks to fit. A scale line closes the picture.\n"
+"W is rank 2 (Lq, Lk), 3 (B, Lq, Lk) or 4 (B, H, Lq, Lk).\n"
+"  --tokens     labels of both axes (when Lq == Lk), whitespace-separated\n"
+"  --x-tokens   key labels, --y-tokens query labels\n"
+"  --color      true (24-bit), 256 (xterm palette) or plain (shades, no\n"
+"               escapes). Default: plain if NO_COLOR is set, true if\n"
+"               COLORTERM is truecolor or 24bit, else 256\n"
+"  --width      terminal columns (default: COLUMNS, else 80)\n"
+"Mask options (--causal, --window, --mask, ...) grey out masked cells.\n"
+"\n");
+    cli_sdpa_args_help(stdout);
+    printf("\nexample:\n  attn show w.npy --tokens \"The cat sat\" --color 256\n");
+}
+
+int cmd_show(int argc, char **argv) {
+    const char *cmd = "show";
+    for (int i = 1; i < argc; i++)
+        if (cli_is_help(argv[i])) {
+            help();
+            return 0;
+        }
+    cli_sdpa_args a;
+    cli_tensor w;
+    cli_tokens tx, ty, tb;
+    char *buf = NULL;
+    memset(&w, 0, sizeof w);
+    memset(&tx, 0, sizeof tx);
+    memset(&ty, 0, sizeof ty);
+    memset(&tb, 0, sizeof tb);
+    cli_sdpa_args_init(&a);
+    int rc = cli_sdpa_args_parse(cmd, &argc, argv, &a);
+    if (rc) goto done;
+
+    attn_term_opts o;
+    attn_term_opts_init(&o);
+    const char *nc = getenv("NO_COLOR"), *ct = getenv("COLORTERM");
+    if (nc && nc[0]) o.color = ATTN_TERM_PLAIN;
+    else if (ct && (strcmp(ct, "truecolor") == 0 || strcmp(ct, "24bit") == 0))
+        o.color = ATTN_TERM_TRUECOLOR;
+    else o.color = ATTN_TERM_256;
+    const char *cols = getenv("COLUMNS");
+    int64_t width;
+    if (cols && cli_parse_i64(cols, &width) == 0 && width >= 20 && width <= 4096)
+        o.width = (int)width;
+    const char *path = NULL;
+    int64_t mb = 0, mh = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (arg[0] != '-' || arg[1] == '\0') {
+            if (path) {
+                rc = cli_usage_error(cmd, "one weights file, got '%s' and '%s'", path, arg);
+                goto done;
+            }
+            path = arg;
+            continue;
+        }
+        if (!val) {
+            rc = cli_usage_error(cmd, "%s needs a value", arg);
+            goto done;
+        }
+        i++;
+        if (strcmp(arg, "--tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &tb);
+        else if (strcmp(arg, "--x-tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &tx);
+        else if (strcmp(arg, "--y-tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &ty);
+        else if (strcmp(arg, "--map") == 0) rc = cli_parse_map(cmd, val, &mb, &mh);
+        else if (strcmp(arg, "--title") == 0) o.title = val;
+        else if (strcmp(arg, "--color") == 0) {
+            if (strcmp(val, "true") == 0) o.color = ATTN_TERM_TRUECOLOR;
+            else if (strcmp(val, "256") == 0) o.color = ATTN_TERM_256;
+            else if (strcmp(val, "plain") == 0) o.color = ATTN_TERM_PLAIN;
+            else rc = cli_usage_error(cmd, "--color is true, 256 or plain, not '%s'", val);
+        } else if (strcmp(arg, "--width") == 0) {
+            if (cli_parse_i64(val, &width) || width < 20 || width > 4096)
+                rc = cli_usage_error(cmd, "--width wants 20..4096, got '%s'", val);
+            else o.width = (int)width;
+        } else if (strcmp(arg, "--half-blocks") == 0) {
+            if (strcmp(val, "on") == 0) o.half_blocks = 1;
+            else if (strcmp(val, "off") == 0) o.half_blocks = 0;
+            else if (strcmp(val, "auto") == 0) o.half_blocks = -1;
+            else rc = cli_usage_error(cmd, "--half-blocks is on, off or auto, not '%s'", val);
+        } else {
+            rc = cli_usage_error(cmd, "unknown option '%s'", arg);
+        }
+        if (rc) goto done;
+    }
+    if (!path) {
+        rc = cli_usage_error(cmd, "missing the weights file");
+        goto done;
+    }
+    if ((rc = cli_load_weights(cmd, path, &w))) goto done;
+    const attn_tensor *W = &w.t;
+    if ((rc = cli_check_map(cmd, W, mb, mh))) goto done;
+    if (tb.v && !tx.v) o.x_labels = (const char *const *)tb.v;
+    if (tb.v && !ty.v) o.y_labels = (const char *const *)tb.v;
+    if (tx.v) o.x_labels = (const char *const *)tx.v;
+    if (ty.v) o.y_labels = (const char *const *)ty.v;
+    if ((rc = cli_tokens_expect(cmd, tx.v ? "--x-tokens" : "--tokens",
+                                tx.v ? &tx : &tb, W->shape[3], "keys")) ||
+        (rc = cli_tokens_expect(cmd, ty.v ? "--y-tokens" : "--tokens",
+                                ty.v ? &ty : &tb, W->shape[2], "queries")))
+        goto done;
+    if ((rc = cli_sdpa_args_bind(cmd, &a, W->shape[0], W->shape[1], W->shape[2],
+                                 W->shape[3])))
+        goto done;
+    o.mask = &a.opts.mask;
+    size_t len = 0;
+    attn_status st = attn_term_render(W, mb, mh, &o, NULL, 0, &len);
+    if (st) {
+        rc = cli_fail(cmd, st, "rendering");
+        goto done;
+    }
+    buf = malloc(len + 1);
+    if (!buf) {
+        fprintf(stderr, "attn %s: out of memory\n", cmd);
+        rc = 1;
+        goto done;
+    }
+    st = attn_term_render(W, mb, mh, &o, buf, len + 1, &len);
+    if (st) {
+        rc = cli_fail(cmd, st, "rendering");
+        goto done;
+    }
+    fwrite(buf, 1, len, stdout);
+done:
+    free(buf);
+    cli_tokens_free(&tx);
+    cli_tokens_free(&ty);
+    cli_tokens_free(&tb);
+    cli_tensor_free(&w);
+    cli_sdpa_args_free(&a);
+    return rc;
+}

@@ -1,0 +1,401 @@
+/* The picture half of attn demo: every experiment of the tutorials drawn
+ * into a directory, with an index.html that links each picture. Fixed
+ * seeds; parts whose issue has not landed are named, not faked. */
+#include "cli.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define M_PI_VALUE 3.14159265358979323846
+
+/* ---- the gallery index ---------------------------------------------- */
+
+void gallery_init(demo_gallery *g, const char *dir) {
+    memset(g, 0, sizeof *g);
+    g->dir = dir;
+}
+
+const char *gallery_path(demo_gallery *g, const char *file) {
+    snprintf(g->path, sizeof g->path, "%s/%s", g->dir, file);
+    return g->path;
+}
+
+void gallery_section(demo_gallery *g, const char *title) {
+    if (g->nsec >= GALLERY_MAX_SECTIONS) return;
+    snprintf(g->sec[g->nsec].title, sizeof g->sec[0].title, "%s", title);
+    g->nsec++;
+}
+
+void gallery_add(demo_gallery *g, const char *file, const char *caption) {
+    if (g->nitems >= GALLERY_MAX_ITEMS || g->nsec == 0) return;
+    demo_item *it = &g->item[g->nitems++];
+    snprintf(it->file, sizeof it->file, "%s", file);
+    snprintf(it->caption, sizeof it->caption, "%s", caption);
+    it->section = g->nsec - 1;
+    printf("  picture: %s/%s\n", g->dir, file);
+}
+
+void gallery_note(demo_gallery *g, const char *text) {
+    if (g->nsec == 0) return;
+    snprintf(g->sec[g->nsec - 1].note, sizeof g->sec[0].note, "%s", text);
+}
+
+static void html_text(FILE *f, const char *s) {
+    for (; *s; s++) {
+        if (*s == '<') fputs("&lt;", f);
+        else if (*s == '>') fputs("&gt;", f);
+        else if (*s == '&') fputs("&amp;", f);
+        else if (*s == '"') fputs("&quot;", f);
+        else fputc(*s, f);
+    }
+}
+
+int gallery_write_index(const char *cmd, demo_gallery *g) {
+    const char *path = gallery_path(g, "index.html");
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "attn %s: cannot write %s\n", cmd, path);
+        return 1;
+    }
+    fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+          "<title>attn demo: the tutorials' experiments</title>\n<style>\n"
+          "body{font-family:'DejaVu Sans',sans-serif;margin:24px;max-width:1200px}\n"
+          "h1{font-size:22px}h2{font-size:17px;margin-top:28px}\n"
+          "figure{display:inline-block;margin:8px 16px 8px 0;vertical-align:top}\n"
+          "figure img{max-width:560px;border:1px solid #ddd}\n"
+          "figcaption{font-size:13px;color:#444;max-width:560px}\n"
+          ".note{color:#8a4b00}\n</style>\n</head>\n<body>\n"
+          "<h1>attn demo: the tutorials' experiments</h1>\n"
+          "<p>Made by <code>attn demo</code> with fixed seeds; every picture "
+          "below was drawn by libattn (cairo).</p>\n", f);
+    for (int s = 0; s < g->nsec; s++) {
+        fputs("<h2>", f);
+        html_text(f, g->sec[s].title);
+        fputs("</h2>\n", f);
+        if (g->sec[s].note[0]) {
+            fputs("<p class=\"note\">", f);
+            html_text(f, g->sec[s].note);
+            fputs("</p>\n", f);
+        }
+        for (int i = 0; i < g->nitems; i++) {
+            const demo_item *it = &g->item[i];
+            if (it->section != s) continue;
+            size_t n = strlen(it->file);
+            int is_page = n > 5 && strcmp(it->file + n - 5, ".html") == 0;
+            fputs("<figure>", f);
+            if (is_page) {
+                fprintf(f, "<a href=\"%s\">open the interactive viewer</a>", it->file);
+            } else {
+                fprintf(f, "<a href=\"%s\"><img src=\"%s\" alt=\"", it->file, it->file);
+                html_text(f, it->caption);
+                fputs("\"></a>", f);
+            }
+            fputs("<figcaption>", f);
+            html_text(f, it->caption);
+            fputs("</figcaption></figure>\n", f);
+        }
+    }
+    fputs("</body>\n</html>\n", f);
+    if (fclose(f) != 0) {
+        fprintf(stderr, "attn %s: writing %s failed\n", cmd, path);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- seeded numbers --------------------------------------------------- */
+
+static double uni(uint64_t *s) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return (double)((*s * 2685821657736338717ull) >> 11) * 0x1p-53;
+}
+
+static double normal(uint64_t *s) {
+    double u = uni(s), v = uni(s);
+    if (u < 1e-300) u = 1e-300;
+    return sqrt(-2 * log(u)) * cos(2 * M_PI_VALUE * v);
+}
+
+static int draw_failed(const char *cmd, attn_status st, const char *what) {
+    return cli_fail(cmd, st, what);
+}
+
+/* ---- (3) cross-sentence attention -------------------------------------- */
+
+static int cross_sentence(const char *cmd, demo_gallery *g) {
+    gallery_section(g, "3. Cross-sentence attention");
+    const char *vocab[9] = {"the", "cat", "sat", "on", "mat", "dog", "played", "in", "garden"};
+    const int s1[6] = {0, 1, 2, 3, 0, 4}, s2[6] = {0, 5, 6, 7, 0, 8};
+    const char *w1[6], *w2[6];
+    enum { D = 4 };
+    float emb[9 * D], q[6 * D], k[6 * D], o[6 * D], w[36];
+    uint64_t s = 42;
+    for (int i = 0; i < 9 * D; i++) emb[i] = (float)normal(&s);
+    for (int t = 0; t < 6; t++) {
+        w1[t] = vocab[s1[t]];
+        w2[t] = vocab[s2[t]];
+        for (int d = 0; d < D; d++) {
+            q[t * D + d] = emb[s1[t] * D + d];
+            k[t * D + d] = emb[s2[t] * D + d];
+        }
+    }
+    attn_tensor Q = attn_tensor_4d(q, ATTN_F32, 1, 1, 6, D);
+    attn_tensor K = attn_tensor_4d(k, ATTN_F32, 1, 1, 6, D);
+    attn_tensor O = attn_tensor_4d(o, ATTN_F32, 1, 1, 6, D);
+    attn_tensor W = attn_tensor_4d(w, ATTN_F32, 1, 1, 6, 6);
+    attn_sdpa_opts opts;
+    attn_sdpa_opts_init(&opts);
+    attn_status st = attn_sdpa_forward(&Q, &K, &K, &opts, &O, &W, NULL);
+    if (st) return draw_failed(cmd, st, "cross-sentence attention");
+    attn_heatmap_opts ho;
+    attn_heatmap_opts_init(&ho);
+    ho.title = "\"The cat sat on the mat\" attends to \"The dog played in the garden\"";
+    ho.x_labels = w2;
+    ho.y_labels = w1;
+    ho.x_title = "key: sentence 2";
+    ho.y_title = "query: sentence 1";
+    if ((st = attn_heatmap_write(gallery_path(g, "03_cross_sentence.png"), &W, 0, 0, &ho)))
+        return draw_failed(cmd, st, "drawing");
+    printf("3. cross-sentence attention, random 4-d embeddings (seed 42): "
+           "\"the\" (row 0) gives \"the\" (columns 0, 4) %.3f + %.3f\n",
+           w[0], w[4]);
+    gallery_add(g, "03_cross_sentence.png",
+                "Random 4-d word embeddings (seed 42), Q from sentence 1, K = V "
+                "from sentence 2. The same word (\"the\") has the same "
+                "embedding in both, so it scores high against itself.");
+    return 0;
+}
+
+/* ---- (4) scaled vs unscaled --------------------------------------------- */
+
+static int scaled_unscaled(const char *cmd, demo_gallery *g) {
+    gallery_section(g, "4. Scaled vs unscaled attention at d = 64");
+    enum { L = 5, D = 64 };
+    float q[L * D], k[L * D], o[L * D], w[2 * L * L];
+    uint64_t s = 42;
+    for (int i = 0; i < L * D; i++) q[i] = (float)normal(&s);
+    for (int i = 0; i < L * D; i++) k[i] = (float)normal(&s);
+    attn_tensor Q = attn_tensor_4d(q, ATTN_F32, 1, 1, L, D);
+    attn_tensor K = attn_tensor_4d(k, ATTN_F32, 1, 1, L, D);
+    attn_tensor O = attn_tensor_4d(o, ATTN_F32, 1, 1, L, D);
+    attn_tensor W = attn_tensor_4d(w, ATTN_F32, 2, 1, L, L);
+    attn_sdpa_opts opts;
+    attn_sdpa_opts_init(&opts);
+    attn_tensor W0 = attn_tensor_4d(w, ATTN_F32, 1, 1, L, L);
+    attn_tensor W1 = attn_tensor_4d(w + L * L, ATTN_F32, 1, 1, L, L);
+    attn_status st = attn_sdpa_forward(&Q, &K, &K, &opts, &O, &W0, NULL);
+    opts.scale = 1.0;
+    if (!st) st = attn_sdpa_forward(&Q, &K, &K, &opts, &O, &W1, NULL);
+    if (st) return draw_failed(cmd, st, "scaled vs unscaled attention");
+    attn_stats per[2], all;
+    if ((st = attn_stats_compute(&W, NULL, per, &all)))
+        return draw_failed(cmd, st, "statistics");
+    char t0[96], t1[96];
+    snprintf(t0, sizeof t0, "scaled 1/sqrt(64): entropy %.3f", per[0].entropy_mean);
+    snprintf(t1, sizeof t1, "unscaled: entropy %.3f", per[1].entropy_mean);
+    attn_panel p[2] = {{&W, 0, 0, t0, NULL}, {&W, 1, 0, t1, NULL}};
+    attn_heatmap_opts ho;
+    attn_heatmap_opts_init(&ho);
+    ho.title = "The same Q, K (d = 64, seed 42) with and without the scale";
+    ho.annotate = 1;
+    if ((st = attn_figure_write(gallery_path(g, "04_scaled_vs_unscaled.png"), p, 2, 2, &ho)))
+        return draw_failed(cmd, st, "drawing");
+    printf("4. scaled vs unscaled, d = 64: mean normalized entropy %.3f vs "
+           "%.3f, largest weight %.3f vs %.3f\n", per[0].entropy_mean,
+           per[1].entropy_mean, per[0].max_weight, per[1].max_weight);
+    char cap[400];
+    snprintf(cap, sizeof cap, "One colour scale for both. Unscaled dot products "
+             "of 64-d vectors have a spread of about 8, so the softmax "
+             "saturates to nearly one-hot rows (mean normalized entropy %.3f "
+             "against %.3f when scaled).", per[1].entropy_mean, per[0].entropy_mean);
+    gallery_add(g, "04_scaled_vs_unscaled.png", cap);
+    return 0;
+}
+
+/* ---- (5) multi-head ------------------------------------------------------ */
+
+static int multi_head(const char *cmd, demo_gallery *g) {
+    gallery_section(g, "5. Multi-head attention, d_model 512, 8 heads");
+    gallery_note(g, "The multi-head layer of issue 5 has not landed yet: the "
+                 "heads here come from plain random projection matrices "
+                 "(Q = X Wq, K = X Wk, V = X Wv, split into 8 heads of 64) "
+                 "through attn_sdpa_forward.");
+    enum { L = 10, DM = 512, H = 8, DH = 64 };
+    float *x = malloc(sizeof(float) * (L * DM * 4 + 3 * DM * DM + H * L * L));
+    if (!x) {
+        fprintf(stderr, "attn %s: out of memory\n", cmd);
+        return 1;
+    }
+    float *q = x + L * DM, *k = q + L * DM, *v = k + L * DM, *wq = v + L * DM;
+    float *wk = wq + DM * DM, *wv = wk + DM * DM, *w = wv + DM * DM;
+    uint64_t s = 7;
+    for (int i = 0; i < L * DM; i++) x[i] = (float)normal(&s);
+    for (int i = 0; i < 3 * DM * DM; i++) wq[i] = (float)(normal(&s) / sqrt((double)DM));
+    const float *proj[3] = {wq, wk, wv};
+    float *dst[3] = {q, k, v};
+    for (int p = 0; p < 3; p++)
+        for (int t = 0; t < L; t++)
+            for (int c = 0; c < DM; c++) {
+                double acc = 0;
+                for (int e = 0; e < DM; e++) acc += (double)x[t * DM + e] * proj[p][e * DM + c];
+                dst[p][t * DM + c] = (float)acc;
+            }
+    /* (L, d_model) seen as (1, L, H, 64) batch-first: heads by strides */
+    attn_tensor Q = attn_tensor_bthd(q, ATTN_F32, 1, L, H, DH);
+    attn_tensor K = attn_tensor_bthd(k, ATTN_F32, 1, L, H, DH);
+    attn_tensor V = attn_tensor_bthd(v, ATTN_F32, 1, L, H, DH);
+    attn_tensor O = attn_tensor_bthd(x, ATTN_F32, 1, L, H, DH); /* x reused */
+    attn_tensor W = attn_tensor_4d(w, ATTN_F32, 1, H, L, L);
+    attn_sdpa_opts opts;
+    attn_sdpa_opts_init(&opts);
+    attn_status st = attn_sdpa_forward(&Q, &K, &V, &opts, &O, &W, NULL);
+    int rc = 0;
+    if (st) {
+        rc = draw_failed(cmd, st, "multi-head attention");
+        goto done;
+    }
+    attn_stats per[H], all;
+    attn_stats_compute(&W, NULL, per, &all);
+    printf("5. multi-head (random projections, d_model 512, 8 heads, L = 10): "
+           "mean normalized entropy per head");
+    for (int h = 0; h < H; h++) printf(" %.2f", per[h].entropy_mean);
+    printf("\n");
+    attn_heatmap_opts ho;
+    attn_heatmap_opts_init(&ho);
+    ho.title = "8 heads of 64 over 10 random tokens (seed 7)";
+    if ((st = attn_heatmap_grid_write(gallery_path(g, "05_heads.png"), &W, &ho))) {
+        rc = draw_failed(cmd, st, "drawing");
+        goto done;
+    }
+    gallery_add(g, "05_heads.png", "One map per head, one colour scale: each "
+                "head's projection makes different tokens similar.");
+    const char *tok[L] = {"t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9"};
+    attn_html_opts hopt = {"8 heads, d_model 512 (random projections)", tok, tok};
+    if ((st = attn_html_write(gallery_path(g, "05_heads_viewer.html"), &W, &hopt))) {
+        rc = draw_failed(cmd, st, "writing the viewer");
+        goto done;
+    }
+    gallery_add(g, "05_heads_viewer.html", "The same 8 heads in the interactive "
+                "viewer: pick a head, hover a token to isolate its lines.");
+done:
+    free(x);
+    return rc;
+}
+
+/* ---- (6) masks --------------------------------------------------------- */
+
+static int masks(const char *cmd, demo_gallery *g) {
+    gallery_section(g, "6. Masks: each drawn as the mask and as the weights");
+    enum { L = 16, D = 16 };
+    static float q[L * D], k[L * D], v[L * D], o[L * D], w[L * L], keep[L * L];
+    uint64_t s = 3;
+    for (int i = 0; i < L * D; i++) {
+        q[i] = (float)normal(&s);
+        k[i] = (float)normal(&s);
+        v[i] = (float)normal(&s);
+    }
+    attn_tensor Q = attn_tensor_4d(q, ATTN_F32, 1, 1, L, D);
+    attn_tensor K = attn_tensor_4d(k, ATTN_F32, 1, 1, L, D);
+    attn_tensor V = attn_tensor_4d(v, ATTN_F32, 1, 1, L, D);
+    attn_tensor O = attn_tensor_4d(o, ATTN_F32, 1, 1, L, D);
+    attn_tensor W = attn_tensor_4d(w, ATTN_F32, 1, 1, L, L);
+    attn_tensor M = attn_tensor_4d(keep, ATTN_F32, 1, 1, L, L);
+    static const uint8_t layout[4 * 4] = {1, 0, 0, 0, 1, 1, 0, 0,
+                                          1, 0, 1, 0, 1, 0, 0, 1};
+    const int64_t klen[1] = {11};
+    const char *names[5] = {"padding", "look-ahead", "local window",
+                            "block-sparse", "random blocks"};
+    const char *files[5] = {"06_mask_padding.png", "06_mask_lookahead.png",
+                            "06_mask_window.png", "06_mask_block_sparse.png",
+                            "06_mask_random_blocks.png"};
+    const char *what[5] = {
+        "key lengths = 11 of 16: the last 5 keys are padding",
+        "causal, top-left: query i sees keys 0..i",
+        "window (2, 2): query i sees keys i-2 .. i+2",
+        "block-sparse, blocks of 4: a global first block column and the diagonal",
+        "random blocks of 4, each kept with p = 0.5 (seed 9)"};
+    printf("6. masks (L = 16), visible pairs of %d:\n", L * L);
+    for (int kind = 0; kind < 5; kind++) {
+        attn_sdpa_opts opts;
+        attn_sdpa_opts_init(&opts);
+        attn_mask *m = &opts.mask;
+        switch (kind) {
+        case 0: m->key_lengths = klen; break;
+        case 1: m->causal = 1; break;
+        case 2: m->window_left = 2; m->window_right = 2; break;
+        case 3: m->block_size = 4; m->layout = layout; m->layout_heads = 1; break;
+        default:
+            m->random_block = 4;
+            m->random_keep_p = 0.5;
+            m->random_seed = 9;
+            break;
+        }
+        attn_status st = attn_sdpa_forward(&Q, &K, &V, &opts, &O, &W, NULL);
+        if (st) return draw_failed(cmd, st, names[kind]);
+        int64_t visible = 0;
+        for (int i = 0; i < L; i++)
+            for (int j = 0; j < L; j++) {
+                keep[i * L + j] = (float)attn_mask_visible(m, 0, 0, i, j, L, L);
+                visible += keep[i * L + j] != 0;
+            }
+        char t[128];
+        snprintf(t, sizeof t, "%s mask: %s", names[kind], what[kind]);
+        attn_panel p[2] = {{&M, 0, 0, "mask (1 = attend)", NULL},
+                           {&W, 0, 0, "weights (masked: grey)", m}};
+        attn_heatmap_opts ho;
+        attn_heatmap_opts_init(&ho);
+        ho.title = t;
+        ho.vmin = 0;
+        ho.vmax = 1;
+        if ((st = attn_figure_write(gallery_path(g, files[kind]), p, 2, 2, &ho)))
+            return draw_failed(cmd, st, "drawing");
+        printf("   %-14s %lld\n", names[kind], (long long)visible);
+        char cap[256];
+        snprintf(cap, sizeof cap, "%s. %lld of %d pairs visible; masked weights "
+                 "are exactly 0.", what[kind], (long long)visible, L * L);
+        gallery_add(g, files[kind], cap);
+    }
+    return 0;
+}
+
+/* ---- (7) geometry ----------------------------------------------------- */
+
+static int geometry(const char *cmd, demo_gallery *g) {
+    gallery_section(g, "7. The geometry of a dot product");
+    const double a[2] = {2, 1}, b[2] = {1, 3};
+    attn_status st = attn_geometry_write(gallery_path(g, "07_dot_product.png"), a, b, "v1", "v2");
+    if (st) return draw_failed(cmd, st, "drawing");
+    printf("7. dot product of v1 = (2, 1) and v2 = (1, 3): %g, cosine %.3f\n",
+           a[0] * b[0] + a[1] * b[1], 5 / (sqrt(5.0) * sqrt(10.0)));
+    gallery_add(g, "07_dot_product.png", "a . b = |a| |b| cos(theta): large when "
+                "the vectors point the same way, 0 when orthogonal, negative "
+                "when opposed. Attention scores are these, scaled.");
+    return 0;
+}
+
+int gallery_run(const char *cmd, demo_gallery *g) {
+    int rc;
+    if ((rc = cross_sentence(cmd, g)) || (rc = scaled_unscaled(cmd, g)) ||
+        (rc = multi_head(cmd, g)) || (rc = masks(cmd, g)) ||
+        (rc = geometry(cmd, g)))
+        return rc;
+    gallery_section(g, "8. Additive vs dot-product attention: speed");
+    gallery_note(g, "Left out: additive attention comes with the layers "
+                 "issue (5), which has not landed yet.");
+    printf("8. left out: additive vs dot-product speed needs the layers issue "
+           "(5), not landed yet\n");
+    gallery_section(g, "9. Memory: the reference vs the flash kernel on a long sequence");
+    gallery_note(g, "Left out: the flash kernel and its weight tiles come with "
+                 "the forward issue (3), which has not landed yet.");
+    printf("9. left out: reference vs flash memory needs the flash kernel "
+           "(issue 3), not landed yet\n");
+    gallery_section(g, "10. The learned attention of the sequence-reversal model");
+    gallery_note(g, "Left out: training comes with issue 7, which has not "
+                 "landed yet.");
+    printf("10. left out: the reversal model needs the training issue (7), "
+           "not landed yet\n");
+    return 0;
+}
