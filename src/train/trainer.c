@@ -34,11 +34,11 @@ void attn_train_config_init(attn_train_config *c, attn_task_kind kind) {
     c->optim.lr = 3e-3;
     c->optim.warmup = 100;
     c->batch = 64;
-    c->steps = 1000;
+    c->steps = 600;
     c->seed = 1;
     c->dropout = 0;
     c->threads = 0;
-    if (kind == ATTN_TASK_ADD) c->steps = 3000;
+    if (kind == ATTN_TASK_ADD) c->steps = 2000;
     c->optim.decay_steps = c->steps;
     c->optim.min_lr = c->optim.lr * 0.05;
 }

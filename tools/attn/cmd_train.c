@@ -67,7 +67,7 @@ static void help(void) {
 "  attn train reverse --save reverse.bin && attn eval reverse.bin reverse\n",
         (long long)d.model.enc.num_layers, (long long)d.model.enc.num_heads,
         (long long)d.model.enc.d_model, (long long)d.model.enc.dim_feedforward,
-        (long long)d.steps, 3000, (long long)d.batch, d.optim.lr,
+        (long long)d.steps, 2000, (long long)d.batch, d.optim.lr,
         (long long)d.optim.warmup, d.optim.weight_decay, d.optim.clip_norm,
         (unsigned long long)d.seed);
 }
