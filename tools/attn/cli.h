@@ -215,6 +215,8 @@ void gallery_add(demo_gallery *g, const char *file, const char *caption);
 /* A note under the current section's title. */
 void gallery_note(demo_gallery *g, const char *text);
 int gallery_write_index(const char *cmd, demo_gallery *g);
+/* Part 10: a small reversal model trained on the spot (demo_train.c). */
+int gallery_reversal(const char *cmd, demo_gallery *g);
 /* The experiments 3..10 (1 and 2 are drawn by cmd_demo.c). */
 int gallery_run(const char *cmd, demo_gallery *g);
 

@@ -21,7 +21,9 @@ static void help(void) {
 "first too, its last digit at the '+').\n"
 "\n"
 "  --out DIR      write DIR/weights.npy (layers, heads, n, n) and\n"
-"                 DIR/layer<l>_head<h>.npy (n, n), f32, row = query\n"
+"                 DIR/layer<l>_head<h>.npy (n, n), f32, row = query; and\n"
+"                 the pictures DIR/attention.png (every map: a row per\n"
+"                 layer, a column per head) and DIR/layer<l>_head<h>.png\n"
 "  --print        print every map as a matrix\n"
 "  --threads T    threads of the kernels and BLAS               [1]\n");
 }
@@ -64,6 +66,57 @@ static void print_tokens(const char *title, const int32_t *t, int64_t n,
         else printf(" %d", t[i]);
     }
     printf("\n");
+}
+
+/* Heatmaps of every map, labelled with the input tokens (columns) and the
+ * input and predicted token of each query (rows). */
+static int pictures(const char *cmd, const char *dir,
+                    const attn_train_config *c, float *w, const int32_t *ids,
+                    const int32_t *pred, int64_t n, int64_t N, int64_t Hw) {
+    char (*xl)[16] = malloc(sizeof *xl * (size_t)(2 * n));
+    const char **xp = malloc(sizeof *xp * (size_t)(2 * n));
+    if (!xl || !xp) {
+        free(xl);
+        free(xp);
+        return cli_fail(cmd, ATTN_E_NOMEM, "labels");
+    }
+    const int64_t V = c->task.vocab;
+    for (int64_t i = 0; i < n; i++) {
+        if (ids[i] == V + 1) snprintf(xl[i], 16, "+");
+        else snprintf(xl[i], 16, "%d", ids[i]);
+        if (pred[i] == ATTN_IGNORE_INDEX) snprintf(xl[n + i], 16, "%s", xl[i]);
+        else snprintf(xl[n + i], 16, "%s>%d", xl[i], pred[i]);
+        xp[i] = xl[i];
+        xp[n + i] = xl[n + i];
+    }
+    char title[160], path[4096];
+    snprintf(title, sizeof title, "%s: attention of every layer (rows) and "
+             "head (columns)", attn_task_name(c->task.kind));
+    attn_heatmap_opts ho;
+    attn_heatmap_opts_init(&ho);
+    ho.title = title;
+    ho.x_labels = xp;
+    ho.y_labels = xp + n;
+    ho.x_title = "key (input token)";
+    ho.y_title = "query (input>prediction)";
+    ho.annotate = 0;
+    attn_tensor W = attn_tensor_4d(w, ATTN_F32, N, Hw, n, n);
+    int rc = 0;
+    snprintf(path, sizeof path, "%s/attention.png", dir);
+    attn_status st = attn_heatmap_grid_write(path, &W, &ho);
+    if (st) rc = cli_fail(cmd, st, path);
+    for (int64_t l = 0; l < N && !rc; l++)
+        for (int64_t h = 0; h < Hw && !rc; h++) {
+            snprintf(title, sizeof title, "%s: layer %lld head %lld",
+                     attn_task_name(c->task.kind), (long long)l, (long long)h);
+            snprintf(path, sizeof path, "%s/layer%lld_head%lld.png", dir,
+                     (long long)l, (long long)h);
+            if ((st = attn_heatmap_write(path, &W, l, h, &ho)))
+                rc = cli_fail(cmd, st, path);
+        }
+    free(xl);
+    free(xp);
+    return rc;
 }
 
 int cmd_attend(int argc, char **argv) {
@@ -195,9 +248,10 @@ int cmd_attend(int argc, char **argv) {
                 rc = cli_save_array(cmd, path, ATTN_F32,
                                     w + (l * Hw + h) * n * n, 2, shape + 2);
             }
+        if (!rc) rc = pictures(cmd, out, c, w, ids, pred, n, N, Hw);
         if (!rc)
-            printf("wrote %s/weights.npy and %lld maps layer<l>_head<h>.npy\n",
-                   out, (long long)(N * Hw));
+            printf("wrote %s/weights.npy, attention.png and %lld maps "
+                   "layer<l>_head<h>.npy/.png\n", out, (long long)(N * Hw));
     }
 done:
     free(ids);

@@ -392,10 +392,5 @@ int gallery_run(const char *cmd, demo_gallery *g) {
                  "the forward issue (3), which has not landed yet.");
     printf("9. left out: reference vs flash memory needs the flash kernel "
            "(issue 3), not landed yet\n");
-    gallery_section(g, "10. The learned attention of the sequence-reversal model");
-    gallery_note(g, "Left out: training comes with issue 7, which has not "
-                 "landed yet.");
-    printf("10. left out: the reversal model needs the training issue (7), "
-           "not landed yet\n");
-    return 0;
+    return gallery_reversal(cmd, g);
 }
