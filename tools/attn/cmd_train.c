@@ -47,13 +47,16 @@ static void help(void) {
 "  --steps N          optimizer steps                          [%lld; add %d]\n"
 "  --batch B          sequences per step                       [%lld]\n"
 "  --lr LR            peak learning rate (AdamW)               [%g]\n"
-"  --warmup N         linear warmup steps, then cosine decay   [%lld]\n"
+"  --warmup N         linear warmup steps, then cosine decay   [%lld,\n"
+"                     at most a fifth of --steps]\n"
 "  --weight-decay W                                            [%g]\n"
 "  --clip C           global gradient-norm limit (0: none)     [%g]\n"
 "  --seed S                                                    [%llu]\n"
 "  --threads T        threads of the kernels and BLAS          [1]\n"
 "  --resume CKPT      continue the run saved in CKPT (its task and model)\n"
 "  --save-every N     also checkpoint every N steps            [500]\n"
+"  --until STEP       stop at STEP (the schedule still spans --steps): a\n"
+"                     later --resume gives bitwise the uninterrupted run\n"
 "  --eval-every N     accuracy on 1000 fresh sequences every N steps [0]\n"
 "  --eval N           fresh sequences evaluated at the end (0: none) [1000]\n"
 "  --stop-at ACC      with --eval-every: stop once the token accuracy on\n"
@@ -109,6 +112,7 @@ int cmd_train(int argc, char **argv) {
     int64_t layers = -1, heads = -1, dmodel = -1, ff = -1, steps = -1;
     int64_t batch = -1, warmup = -1, vocab = -1, length = -1, min_len = -1;
     int64_t save_every = 500, eval_every = 0, eval_n = 1000, threads = 1;
+    int64_t until = -1;
     double lr = -1, wd = -1, clip = -1, dropout = -1, stop_at = -1;
     uint64_t seed = 0;
     int seed_set = 0, post_norm = 0, attention = -1;
@@ -147,6 +151,7 @@ int cmd_train(int argc, char **argv) {
         else if (strcmp(a, "--lr") == 0) bad = cli_parse_double(v, &lr) || !(lr > 0) || isinf(lr);
         else if (strcmp(a, "--weight-decay") == 0) bad = cli_parse_double(v, &wd) || !(wd >= 0) || isinf(wd);
         else if (strcmp(a, "--clip") == 0) bad = cli_parse_double(v, &clip) || !(clip >= 0) || isinf(clip);
+        else if (strcmp(a, "--until") == 0) bad = cli_parse_i64(v, &until) || until < 0, run = 0;
         else if (strcmp(a, "--stop-at") == 0) bad = cli_parse_double(v, &stop_at) || !(stop_at > 0 && stop_at <= 1), run = 0;
         else if (strcmp(a, "--dropout") == 0) bad = cli_parse_double(v, &dropout) || !(dropout >= 0 && dropout < 1);
         else if (strcmp(a, "--seed") == 0) bad = cli_parse_u64(v, &seed), seed_set = 1;
@@ -198,7 +203,12 @@ int cmd_train(int argc, char **argv) {
         if (warmup >= 0) c.optim.warmup = warmup;
         if (wd >= 0) c.optim.weight_decay = wd;
         if (clip >= 0) c.optim.clip_norm = clip;
-        if (steps >= 0) c.steps = c.optim.decay_steps = steps;
+        if (steps >= 0) {
+            c.steps = c.optim.decay_steps = steps;
+            /* a short run keeps a fifth of its steps for warmup at most */
+            if (warmup < 0 && c.optim.warmup > steps / 5)
+                c.optim.warmup = steps / 5;
+        }
         if (seed_set) c.seed = seed;
         c.threads = (int)threads;
         if ((st = attn_trainer_create(&c, &tr)))
@@ -208,13 +218,16 @@ int cmd_train(int argc, char **argv) {
 
     const attn_train_config *c = attn_trainer_config(tr);
     const int64_t total = c->steps;
+    /* --until stops early with the schedule of the full run intact, so that
+     * a later --resume continues exactly where it left off */
+    const int64_t stop = until >= 0 && until < total ? until : total;
     const int tty = isatty(2);
-    fprintf(stderr, "train %s: %lld layers, d_model %lld, %s attention%s, "
+    fprintf(stderr, "train %s: %lld layer%s, d_model %lld, %s attention, "
             "%lld parameters; %lld steps of %lld sequences, lr %g, seed %llu%s\n",
             attn_task_name(c->task.kind), (long long)c->model.enc.num_layers,
+            c->model.enc.num_layers == 1 ? "" : "s",
             (long long)c->model.enc.d_model,
             c->model.enc.attention == ATTN_ATTENTION_DOT ? "dot" : "additive",
-            c->model.enc.attention == ATTN_ATTENTION_DOT ? "" : "",
             (long long)attn_model_param_count(&c->model), (long long)total,
             (long long)c->batch, c->optim.lr, (unsigned long long)c->seed,
             resume ? " (resumed)" : "");
@@ -230,7 +243,7 @@ int cmd_train(int argc, char **argv) {
     const int64_t every = total >= 20 ? total / 20 : 1; /* plain lines */
     attn_train_stats s;
     memset(&s, 0, sizeof s);
-    while (attn_trainer_steps_done(tr) < total) {
+    while (attn_trainer_steps_done(tr) < stop) {
         if ((st = attn_trainer_step(tr, &s))) {
             if (tty) fputc('\n', stderr);
             rc = cli_fail(cmd, st, "step");
@@ -241,10 +254,10 @@ int cmd_train(int argc, char **argv) {
         win_n++;
         const double el = now_s() - t0 - eval_s;
         const int64_t done = s.step - start;
-        const double eta = el / (double)done * (double)(total - s.step);
+        const double eta = el / (double)done * (double)(stop - s.step);
         char eta_s[32];
         fmt_time(eta, eta_s, sizeof eta_s);
-        const int last = s.step == total;
+        const int last = s.step == stop;
         if (tty && (el - last_draw > 0.1 || last)) {
             int w = 24, fill = (int)((double)w * (double)s.step / (double)total);
             char bar[32];
