@@ -266,6 +266,41 @@ layer_case("encoder", "gqa_causal_pos", ["--init-seed", "12", "--heads", "4", "-
            lambda P: {"out": np_encoder(P, (x6.astype(float) + pe)[None], (1, 4, 1, "dot", "relu", 0, 0),
                                         visible(1, 5, 5, causal="top-left"))[0]})
 
+# ---- failures through the CLI: exit status and the library's message ----
+def expect_fail(args, code, words):
+    global checks
+    checks += 1
+    p = subprocess.run([ATTN] + args, capture_output=True, text=True)
+    if p.returncode != code or not all(w in p.stderr for w in words):
+        failures.append("attn %s: exit %d (wanted %d), stderr %r" % (" ".join(args), p.returncode, code, p.stderr))
+
+
+good = path("self.bin")
+bad = path("flipped.bin")
+b = bytearray(open(good, "rb").read())
+b[len(b) // 2] ^= 0x10
+open(bad, "wb").write(bytes(b))
+xq = path("selfquery.npy")
+expect_fail(["mha", "--query", xq, "--out", path("f.npy"), "--params", bad], 1, ["malformed", "CRC"])
+expect_fail(["additive", "--query", xq, "--out", path("f.npy"), "--params", good], 1, ["malformed", "mha"])
+expect_fail(["mha", "--query", xq, "--out", path("f.npy")], 2, ["--init-seed"])
+expect_fail(["mha", "--query", xq, "--out", path("f.npy"), "--init-seed", "1", "--heads", "5"], 1, ["invalid"])
+expect_fail(["encoder", "--x", xq, "--out", path("f.npy"), "--params", path("missing.bin")], 1, ["I/O"])
+expect_fail(["encoder", "--x", xq, "--out", path("f.npy"), "--init-seed", "1", "--heads", "2",
+             "--key-lengths", path("kl_mha.npy")], 1, [])
+
+# ---- the README's Layers example is tests/test_readme_layers.c verbatim ----
+import re  # noqa: E402
+readme = open(os.path.join(sys.argv[2], "README.md")).read()
+sec = readme.split("## Layers", 1)[1].split("\n## ", 1)[0]
+blocks = re.findall(r"```c\n(.*?)```", sec, re.S)
+src = open(os.path.join(sys.argv[2], "tests", "test_readme_layers.c")).read()
+inner = src.split("/* README BEGIN */\n", 1)[1].split("    /* README END */", 1)[0]
+inner = "".join(l[4:] + "\n" if l else "\n" for l in inner.rstrip("\n").split("\n"))
+checks += 1
+if len(blocks) != 1 or blocks[0] != inner:
+    failures.append("README '## Layers' C block differs from tests/test_readme_layers.c")
+
 for f in failures:
     print("FAIL", f)
 print("cli_layers_numpy: %d checks, %d failed" % (checks, len(failures)))

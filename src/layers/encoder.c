@@ -166,7 +166,7 @@ attn_status attn_encoder_param_slices(const attn_encoder_config *c,
         return attn__fail(ATTN_E_NOMEM, "encoder parameter count overflows");
     const int64_t E = c->d_model, F = c->dim_feedforward;
     int64_t n = 0;
-    char pre[ATTN_SLICE_NAME_MAX];
+    char pre[96]; /* names longer than ATTN_SLICE_NAME_MAX - 1 are cut */
     for (int64_t l = 0; l < c->num_layers; l++) {
         int64_t k = 0;
         snprintf(pre, sizeof pre, "%.16slayers.%lld.attn.", prefix ? prefix : "",
