@@ -82,10 +82,12 @@ static int pictures(const char *cmd, const char *dir,
     }
     const int64_t V = c->task.vocab;
     for (int64_t i = 0; i < n; i++) {
-        if (ids[i] == V + 1) snprintf(xl[i], 16, "+");
-        else snprintf(xl[i], 16, "%d", ids[i]);
-        if (pred[i] == ATTN_IGNORE_INDEX) snprintf(xl[n + i], 16, "%s", xl[i]);
-        else snprintf(xl[n + i], 16, "%s>%d", xl[i], pred[i]);
+        char tok[12];
+        if (ids[i] == V + 1) snprintf(tok, sizeof tok, "+");
+        else snprintf(tok, sizeof tok, "%d", ids[i]);
+        snprintf(xl[i], 16, "%s", tok);
+        if (pred[i] == ATTN_IGNORE_INDEX) snprintf(xl[n + i], 16, "%s", tok);
+        else snprintf(xl[n + i], 16, "%s>%d", tok, pred[i]);
         xp[i] = xl[i];
         xp[n + i] = xl[n + i];
     }
