@@ -73,6 +73,12 @@ void attn_clear_error(void);
 /* Library version as "MAJOR.MINOR.PATCH". */
 const char *attn_version(void);
 
+/* Size in bytes of a public struct named by its type name ("attn_tensor",
+ * "attn_mask", "attn_sdpa_opts", ...); 0 for NULL or an unknown name.
+ * Bindings that mirror the structs (python/attn with ctypes) compare it with
+ * their own layout at load time, so a header change cannot go unnoticed. */
+size_t attn_sizeof(const char *type_name);
+
 /* ===================================================================== */
 /* Element types and tensor views                                        */
 /* ===================================================================== */
@@ -315,7 +321,12 @@ typedef int (*attn_weight_tile_fn)(void *user, int64_t b, int64_t h,
                                    int64_t nk, const float *w, int64_t ldw);
 
 /* Streams the weights of attention through fn without the Lq x Lk matrix,
- * using lse saved by attn_sdpa_forward with the same q, k, opts. */
+ * using lse saved by attn_sdpa_forward with the same q, k, opts. Every
+ * entry is delivered exactly once (tiles the mask hides arrive as zeros).
+ * The weights are exp(s - lse): they carry lse's f32 rounding, a relative
+ * error of about |lse| x 6e-8 (the weights output of attn_sdpa_forward
+ * does not). Errors: those of attn_sdpa_forward; ATTN_E_INVALID for a NULL
+ * lse or fn. */
 attn_status attn_sdpa_weight_tiles(const attn_tensor *q, const attn_tensor *k,
                                    const float *lse, const attn_sdpa_opts *opts,
                                    attn_weight_tile_fn fn, void *user);

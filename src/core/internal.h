@@ -45,6 +45,13 @@ static inline int attn__mul_size(size_t a, size_t b, size_t *out) {
 void *attn__alloc(size_t n, size_t sz, const char *what);
 void attn__free(void *p);
 
+/* Bytes held through attn__alloc now, and the most held since the last
+ * attn__alloc_peak_reset (0 where the C library cannot tell block sizes).
+ * The benchmark measures a kernel's extra memory with them. */
+size_t attn__alloc_current(void);
+size_t attn__alloc_peak(void);
+void attn__alloc_peak_reset(void);
+
 /* Element offset of (i0, i1, i2, i3) in a view. */
 static inline int64_t attn__off(const attn_tensor *t, int64_t i0, int64_t i1,
                                 int64_t i2, int64_t i3) {

@@ -2,7 +2,12 @@
 #include "internal.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <string.h>
+#if defined(__GLIBC__) || defined(__linux__)
+#include <malloc.h> /* malloc_usable_size: the bytes a block really holds */
+#define ATTN_HAVE_USABLE_SIZE 1
+#endif
 
 static _Thread_local char last_error[512];
 
@@ -38,6 +43,24 @@ attn_status attn__fail(attn_status status, const char *fmt, ...) {
     return status;
 }
 
+/* Bytes held through attn__alloc now and at the peak (the benchmark's
+ * "extra memory"): counted with the allocator's own block sizes, so a free
+ * subtracts exactly what the allocation added. */
+static _Atomic size_t alloc_now, alloc_peak;
+
+static void count_alloc(void *p) {
+#ifdef ATTN_HAVE_USABLE_SIZE
+    size_t now = atomic_fetch_add(&alloc_now, malloc_usable_size(p)) +
+                 malloc_usable_size(p);
+    size_t peak = atomic_load(&alloc_peak);
+    while (now > peak &&
+           !atomic_compare_exchange_weak(&alloc_peak, &peak, now)) {
+    }
+#else
+    (void)p;
+#endif
+}
+
 void *attn__alloc(size_t n, size_t sz, const char *what) {
     size_t bytes;
     if (!attn__mul_size(n, sz, &bytes) || bytes > SIZE_MAX - 64) {
@@ -49,7 +72,18 @@ void *attn__alloc(size_t n, size_t sz, const char *what) {
     if (bytes == 0) bytes = 64;
     void *p = aligned_alloc(64, bytes);
     if (!p) attn__fail(ATTN_E_NOMEM, "%s: cannot allocate %zu bytes", what, bytes);
+    else count_alloc(p);
     return p;
 }
 
-void attn__free(void *p) { free(p); }
+void attn__free(void *p) {
+    if (!p) return;
+#ifdef ATTN_HAVE_USABLE_SIZE
+    atomic_fetch_sub(&alloc_now, malloc_usable_size(p));
+#endif
+    free(p);
+}
+
+size_t attn__alloc_peak(void) { return atomic_load(&alloc_peak); }
+size_t attn__alloc_current(void) { return atomic_load(&alloc_now); }
+void attn__alloc_peak_reset(void) { atomic_store(&alloc_peak, atomic_load(&alloc_now)); }

@@ -1,6 +1,7 @@
 /* Scaled dot-product attention: options, argument checks shared by every
  * kernel, and the choice of kernel. */
 #include "internal.h"
+#include "flash.h"
 
 #include <math.h>
 #include <string.h>
@@ -139,9 +140,19 @@ attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k,
         return attn__fail(ATTN_E_UNSUPPORTED,
                           "f64 tensors are served by the reference kernel "
                           "only (impl = ATTN_IMPL_REF)");
-    /* The reference serves IMPL_REF and, until the flash kernel lands,
-     * every other request. */
-    return attn__sdpa_ref_forward(q, k, v, opts, &dims, out, weights, lse);
+    if (opts->impl == ATTN_IMPL_REF)
+        return attn__sdpa_ref_forward(q, k, v, opts, &dims, out, weights, lse);
+    /* AUTO and FLASH: the flash kernel; weights, when asked, come from its
+     * second pass, normalized with each row's max and sum. */
+    if (!weights) return attn__sdpa_flash_forward(q, k, v, opts, &dims, out, lse);
+    size_t n = (size_t)(dims.B * dims.H * dims.Lq);
+    float *ml = attn__alloc(2 * n, sizeof(float), "row max and sum");
+    if (!ml) return ATTN_E_NOMEM;
+    st = attn__flash_forward_ml(q, k, v, opts, &dims, out, lse, ml, ml + n);
+    if (!st)
+        st = attn__flash_fill_weights(q, k, opts, &dims, ml, ml + n, weights);
+    attn__free(ml);
+    return st;
 }
 
 /* out and dout of backward: read-only inputs of the forward's output shape. */

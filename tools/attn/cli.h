@@ -237,5 +237,6 @@ int cmd_html(int argc, char **argv);
 int cmd_heatmap(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 #endif

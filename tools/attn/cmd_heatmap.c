@@ -10,6 +10,9 @@ static void help(void) {
 "                    [--y-tokens ..] [--title T] [--annotate on|off|auto]\n"
 "                    [--map B,H | --grid] [--cmap viridis|diverging]\n"
 "                    [--vmin V --vmax V] [--max-cells N] [mask options]\n"
+"       attn heatmap --q Q.npy --k K.npy [--v V.npy] -o out.png [--map B,H]\n"
+"                    [--max-cells N] [--title T] [--save-blocks B.npy]\n"
+"                    [mask options]\n"
 "\n"
 "Draws the map W[B, H] (default 0,0), or with --grid every map (one row\n"
 "per batch entry or layer, one column per head, one colour scale). The\n"
@@ -23,11 +26,130 @@ static void help(void) {
 "  --vmin/--vmax  colour scale (default: 0 .. the largest weight)\n"
 "  --x-title/--y-title  axis titles (default key, query)\n"
 "Mask options (--causal, --window, --mask, ...) draw masked cells grey.\n"
+"\n"
+"With --q and --k (long sequences, e.g. L = 16384), the weights are never\n"
+"held: the flash kernel streams normalized weight tiles into block\n"
+"averages of at most --max-cells a side, and the map of those blocks is\n"
+"drawn (blocks the mask removes entirely are grey). Memory: the inputs,\n"
+"one output of (B, H, Lq, Dv) and max-cells^2 sums, never Lq x Lk.\n"
+"V defaults to K (only its shape matters for the weights). --save-blocks\n"
+"writes the block averages (rows, cols) as f32 .npy.\n"
 "\n");
     cli_sdpa_args_help(stdout);
     printf("\nexamples:\n"
 "  attn heatmap w.npy --tokens \"The cat sat\" --title self-attention -o w.png\n"
 "  attn heatmap w.npy --grid -o heads.svg\n");
+}
+
+/* Long sequences: weights streamed as tiles into block averages. */
+static int from_qk(const char *cmd, const char *qp, const char *kp,
+                   const char *vp, const char *out, const char *save,
+                   int64_t mb, int64_t mh, cli_sdpa_args *a,
+                   attn_heatmap_opts *o) {
+    cli_tensor q, k, v;
+    attn_tensor O = {0};
+    float *lse = NULL, *map = NULL;
+    uint8_t *seen = NULL;
+    attn_blockavg *acc = NULL;
+    memset(&q, 0, sizeof q);
+    memset(&k, 0, sizeof k);
+    memset(&v, 0, sizeof v);
+    int rc;
+    if ((rc = cli_load_tensor(cmd, qp, "q", &q)) ||
+        (rc = cli_load_tensor(cmd, kp, "k", &k)) ||
+        (vp && (rc = cli_load_tensor(cmd, vp, "v", &v))))
+        goto done;
+    /* the flash kernel takes f32 (f16 as is) */
+    cli_tensor *all[3] = {&q, &k, &v};
+    for (int i = 0; i < 3; i++)
+        if (all[i]->npy.data && all[i]->t.dtype == ATTN_F64 &&
+            (rc = cli_tensor_convert(cmd, all[i], ATTN_F32)))
+            goto done;
+    const attn_tensor *Q = &q.t, *K = &k.t, *V = vp ? &v.t : &k.t;
+    int64_t B = Q->shape[0], H = Q->shape[1], Lq = Q->shape[2], Lk = K->shape[2];
+    if (mb >= B || mh >= H) {
+        rc = cli_usage_error(cmd, "--map %lld,%lld is outside q's (B, H) = "
+                             "(%lld, %lld)", (long long)mb, (long long)mh,
+                             (long long)B, (long long)H);
+        goto done;
+    }
+    if ((rc = cli_sdpa_args_bind(cmd, a, B, H, Lq, Lk))) goto done;
+    if ((rc = cli_alloc_tensor(cmd, "out", ATTN_F32, B, H, Lq, V->shape[3], &O)))
+        goto done;
+    int64_t nl = B * H * Lq;
+    lse = malloc(sizeof(float) * (size_t)nl);
+    if (!lse) {
+        fprintf(stderr, "attn %s: out of memory\n", cmd);
+        rc = 1;
+        goto done;
+    }
+    attn_status st = attn_sdpa_forward(Q, K, V, &a->opts, &O, NULL, lse);
+    if (!st) st = attn_blockavg_create(Lq, Lk, mb, mh, o->max_cells, &acc);
+    if (!st) st = attn_sdpa_weight_tiles(Q, K, lse, &a->opts, attn_blockavg_tile, acc);
+    if (st) {
+        rc = cli_fail(cmd, st, "streaming the weights");
+        goto done;
+    }
+    int64_t rows, cols, br, bc;
+    attn_blockavg_size(acc, &rows, &cols, &br, &bc);
+    map = malloc(sizeof(float) * (size_t)(rows * cols));
+    seen = malloc((size_t)(rows * cols));
+    if (!map || !seen) {
+        fprintf(stderr, "attn %s: out of memory\n", cmd);
+        rc = 1;
+        goto done;
+    }
+    attn_blockavg_result(acc, map, seen);
+    /* blocks the mask removes entirely are drawn as masked */
+    uint8_t *vis = malloc((size_t)(rows * cols));
+    if (!vis) {
+        fprintf(stderr, "attn %s: out of memory\n", cmd);
+        rc = 1;
+        goto done;
+    }
+    st = attn_blockavg_visible(acc, &a->opts.mask, B, H, vis);
+    for (int64_t i = 0; i < rows * cols; i++) seen[i] &= vis[i];
+    free(vis);
+    if (st) {
+        rc = cli_fail(cmd, st, "the mask's blocks");
+        goto done;
+    }
+    if (save) {
+        const int64_t shape[2] = {rows, cols};
+        if ((rc = cli_save_array(cmd, save, ATTN_F32, map, 2, shape))) goto done;
+    }
+    attn_tensor M = attn_tensor_4d(map, ATTN_F32, 1, 1, rows, cols);
+    attn_tensor S = attn_tensor_4d(seen, ATTN_U8, 1, 1, rows, cols);
+    attn_mask unseen;
+    attn_mask_init(&unseen);
+    unseen.keep = &S;
+    char title[160];
+    snprintf(title, sizeof title, "attention weights, Lq = %lld, Lk = %lld "
+             "(blocks of %lld x %lld)", (long long)Lq, (long long)Lk,
+             (long long)br, (long long)bc);
+    if (!o->title) o->title = title;
+    o->mask = &unseen;
+    o->x_extent = Lk;
+    o->y_extent = Lq;
+    o->annotate = 0;
+    if ((st = attn_heatmap_write(out, &M, 0, 0, o))) {
+        rc = cli_fail(cmd, st, "drawing");
+        goto done;
+    }
+    printf("wrote %s: map (%lld, %lld) of %lld x %lld weights as %lld x %lld "
+           "blocks of %lld x %lld\n", out, (long long)mb, (long long)mh,
+           (long long)Lq, (long long)Lk, (long long)rows, (long long)cols,
+           (long long)br, (long long)bc);
+done:
+    attn_blockavg_free(acc);
+    free(map);
+    free(seen);
+    free(lse);
+    free(O.data);
+    cli_tensor_free(&q);
+    cli_tensor_free(&k);
+    cli_tensor_free(&v);
+    return rc;
 }
 
 int cmd_heatmap(int argc, char **argv) {
@@ -50,7 +172,8 @@ int cmd_heatmap(int argc, char **argv) {
 
     attn_heatmap_opts o;
     attn_heatmap_opts_init(&o);
-    const char *path = NULL, *out = NULL;
+    const char *path = NULL, *out = NULL, *qp = NULL, *kp = NULL, *vp = NULL,
+               *save = NULL;
     int64_t mb = 0, mh = 0, grid = 0, have_vmin = 0, have_vmax = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
@@ -74,6 +197,10 @@ int cmd_heatmap(int argc, char **argv) {
         i++;
         int64_t n;
         if (strcmp(arg, "-o") == 0 || strcmp(arg, "--out") == 0) out = val;
+        else if (strcmp(arg, "--q") == 0) qp = val;
+        else if (strcmp(arg, "--k") == 0) kp = val;
+        else if (strcmp(arg, "--v") == 0) vp = val;
+        else if (strcmp(arg, "--save-blocks") == 0) save = val;
         else if (strcmp(arg, "--tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &tb);
         else if (strcmp(arg, "--x-tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &tx);
         else if (strcmp(arg, "--y-tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &ty);
@@ -104,6 +231,27 @@ int cmd_heatmap(int argc, char **argv) {
             rc = cli_usage_error(cmd, "unknown option '%s'", arg);
         }
         if (rc) goto done;
+    }
+    if (save && !qp) {
+        rc = cli_usage_error(cmd, "--save-blocks belongs to the --q/--k form");
+        goto done;
+    }
+    if (qp || kp || vp) {
+        if (!qp || !kp || path || grid || tx.v || ty.v || tb.v) {
+            rc = cli_usage_error(cmd, "the long-sequence form takes --q and --k "
+                                 "(and --v), no weights file, --grid or tokens");
+            goto done;
+        }
+        if (!out) {
+            rc = cli_usage_error(cmd, "missing -o out.png");
+            goto done;
+        }
+        if (have_vmin != have_vmax || (have_vmin && !(o.vmin < o.vmax))) {
+            rc = cli_usage_error(cmd, "--vmin and --vmax go together, with vmin < vmax");
+            goto done;
+        }
+        rc = from_qk(cmd, qp, kp, vp, out, save, mb, mh, &a, &o);
+        goto done;
     }
     if (!path || !out) {
         rc = cli_usage_error(cmd, "missing %s", path ? "-o out.png" : "the weights file");

@@ -29,6 +29,7 @@ static const cli_command commands[] = {
     {"stats", cmd_stats, "diagnose attention weights (entropy, leakage, ...)"},
     {"compare", cmd_compare, "compare two weight files (abs diff, KL)"},
     {"version", cmd_version, "print the library version"},
+    {"bench", cmd_bench, "benchmark the kernels against the sgemm ceiling"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,248 @@
+/* Helpers shared by the flash kernels (see flash.h): loading rows as f32,
+ * BLAS threading, the mask + bias pass on a score row, dropout on a row. */
+#include "flash.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ATTN_X86 1
+#else
+#define ATTN_X86 0
+#endif
+
+/* ---- rows as f32 ----------------------------------------------------- */
+
+#if ATTN_X86
+__attribute__((target("avx,f16c"))) static void f16_rows_f16c(
+    const uint16_t *src, int64_t n, float *dst) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(
+                                      (const __m128i *)(const void *)(src + i))));
+    for (; i < n; i++) dst[i] = attn_f16_to_f32(src[i]);
+}
+#endif
+
+void attn__flash_to_f32(const void *src, attn_dtype dtype, int64_t n,
+                        float *dst) {
+    if (dtype == ATTN_F16) {
+#if ATTN_X86
+        if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) {
+            f16_rows_f16c(src, n, dst);
+            return;
+        }
+#endif
+        const uint16_t *s = src;
+        for (int64_t i = 0; i < n; i++) dst[i] = attn_f16_to_f32(s[i]);
+    } else if (dtype == ATTN_BF16) {
+        /* bf16 is the upper half of an f32: a shift (the loop vectorizes) */
+        const uint16_t *s = src;
+        uint32_t *d = (uint32_t *)(void *)dst;
+        for (int64_t i = 0; i < n; i++) d[i] = (uint32_t)s[i] << 16;
+    } else {
+        attn__load_f32(src, dtype, n, dst);
+    }
+}
+
+int attn__flash_rows_direct(const attn_tensor *t) {
+    int64_t D = t->shape[3];
+    if (t->dtype != ATTN_F32) return 0;
+    if (t->stride[3] != 1 && D > 1) return 0;
+    /* BLAS wants a leading dimension >= the row length, as an int */
+    if (t->shape[2] > 1 && (t->stride[2] < D || t->stride[2] > INT_MAX))
+        return 0;
+    return 1;
+}
+
+const float *attn__flash_rows(const attn_tensor *t, int64_t b, int64_t h,
+                              int64_t r0, int64_t n, float *buf, int64_t *ld) {
+    int64_t D = t->shape[3];
+    int64_t base = attn__off(t, b, h, r0, 0);
+    if (attn__flash_rows_direct(t)) {
+        *ld = t->shape[2] > 1 ? t->stride[2] : D;
+        return (const float *)t->data + base;
+    }
+    size_t es = attn_dtype_size(t->dtype);
+    const char *p = (const char *)t->data;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t o = base + r * t->stride[2];
+        float *dst = buf + r * D;
+        if (t->stride[3] == 1 || D == 1) {
+            attn__flash_to_f32(p + (size_t)o * es, t->dtype, D, dst);
+        } else {
+            for (int64_t c = 0; c < D; c++)
+                attn__flash_to_f32(p + (size_t)(o + c * t->stride[3]) * es,
+                                   t->dtype, 1, dst + c);
+        }
+    }
+    *ld = D;
+    return buf;
+}
+
+/* ---- BLAS threading -------------------------------------------------- */
+
+int attn__blas_single_begin(void) {
+    int saved = openblas_get_num_threads();
+    if (saved != 1) openblas_set_num_threads(1);
+    return saved;
+}
+
+void attn__blas_single_end(int saved) {
+    if (saved != 1 && saved > 0) openblas_set_num_threads(saved);
+}
+
+/* ---- mask and bias on a score row ------------------------------------ */
+
+/* Element j of row (b, h, i) of a keep mask, as "visible" */
+static inline int keep_at(const attn_tensor *t, const char *row, int64_t js,
+                          int64_t j) {
+    switch (t->dtype) {
+    case ATTN_U8: return ((const uint8_t *)(const void *)row)[j * js] != 0;
+    case ATTN_I32: return ((const int32_t *)(const void *)row)[j * js] != 0;
+    case ATTN_F32: return ((const float *)(const void *)row)[j * js] != 0.0f;
+    default: return 1; /* not reached: attn_mask_check allows these three */
+    }
+}
+
+/* Offset of the row (b, h, i) of a broadcasting mask tensor, and the stride
+ * along keys (0 when that axis broadcasts). */
+static inline int64_t bcast_row(const attn_tensor *t, int64_t b, int64_t h,
+                                int64_t i, int64_t *js) {
+    *js = t->shape[3] == 1 ? 0 : t->stride[3];
+    return (t->shape[0] == 1 ? 0 : b) * t->stride[0] +
+           (t->shape[1] == 1 ? 0 : h) * t->stride[1] +
+           (t->shape[2] == 1 ? 0 : i) * t->stride[2];
+}
+
+void attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
+                          int64_t b, int64_t h, int64_t i, int64_t j0,
+                          int64_t nj, attn__tile_class cls, float *s) {
+    const int64_t j1 = j0 + nj;
+    if (cls != ATTN__TILE_FULL) {
+        /* the visible range of the row from padding, causal and window;
+         * the same conditions as attn_mask_visible */
+        int64_t lq, lk;
+        attn__lengths(m, b, d->Lq, d->Lk, &lq, &lk);
+        int64_t lo = j0, hi = j1 < lk ? j1 : lk; /* visible: [lo, hi) */
+        if (i >= lq) hi = lo;
+        int64_t c = i + (m->align == ATTN_ALIGN_BOTTOM_RIGHT ? lk - lq : 0);
+        if (m->causal && c + 1 < hi) hi = c + 1;
+        if (m->window_right >= 0 && c + m->window_right + 1 < hi)
+            hi = c + m->window_right + 1;
+        if (m->window_left >= 0 && c - m->window_left > lo)
+            lo = c - m->window_left;
+        if (hi < lo) hi = lo;
+        for (int64_t j = j0; j < lo && j < j1; j++) s[j - j0] = -INFINITY;
+        for (int64_t j = hi > j0 ? hi : j0; j < j1; j++) s[j - j0] = -INFINITY;
+        /* the per-element parts inside the range */
+        if (lo < hi && m->keep) {
+            int64_t js;
+            int64_t off = bcast_row(m->keep, b, h, i, &js);
+            const char *row =
+                (const char *)m->keep->data + off * (int64_t)attn_dtype_size(m->keep->dtype);
+            for (int64_t j = lo; j < hi; j++)
+                if (!keep_at(m->keep, row, js, j)) s[j - j0] = -INFINITY;
+        }
+        if (lo < hi && m->block_size > 0) {
+            int64_t bs = m->block_size;
+            int64_t rows = (d->Lq + bs - 1) / bs, cols = (d->Lk + bs - 1) / bs;
+            const uint8_t *lay =
+                m->layout + ((m->layout_heads == 1 ? 0 : h) * rows + i / bs) * cols;
+            for (int64_t j = lo; j < hi; j++)
+                if (!lay[j / bs]) s[j - j0] = -INFINITY;
+        }
+        if (lo < hi && m->random_block > 0) {
+            int64_t rb = m->random_block;
+            for (int64_t j = lo; j < hi;) {
+                int64_t end = (j / rb + 1) * rb;
+                if (end > hi) end = hi;
+                if (!attn_random_block_kept(m->random_seed, m->random_keep_p, h,
+                                            i / rb, j / rb))
+                    for (int64_t t = j; t < end; t++) s[t - j0] = -INFINITY;
+                j = end;
+            }
+        }
+    }
+    if (m->bias) {
+        int64_t js;
+        int64_t off = bcast_row(m->bias, b, h, i, &js) + j0 * js;
+        if (m->bias->dtype == ATTN_F32) {
+            const float *br = (const float *)m->bias->data + off;
+            for (int64_t j = 0; j < nj; j++) s[j] += br[j * js];
+        } else {
+            const double *br = (const double *)m->bias->data + off;
+            for (int64_t j = 0; j < nj; j++) s[j] += (float)br[j * js];
+        }
+    }
+}
+
+/* ---- dropout --------------------------------------------------------- */
+
+void attn__flash_dropout_row(uint64_t seed, double p, int64_t b, int64_t h,
+                             int64_t i, int64_t j0, int64_t nj, float *x) {
+    const uint32_t thr = attn__dropout_threshold(p);
+    const float keep_scale = (float)(1.0 / (1.0 - p));
+    int64_t j1 = j0 + nj;
+    /* one Philox call decides four neighbouring keys (as attn_dropout_kept) */
+    for (int64_t g = j0 >> 2; g <= (j1 - 1) >> 2; g++) {
+        uint32_t ctr[4] = {(uint32_t)g, (uint32_t)i, (uint32_t)h, (uint32_t)b};
+        uint32_t r[4];
+        attn__philox4x32(seed, ctr, r);
+        for (int t = 0; t < 4; t++) {
+            int64_t j = g * 4 + t;
+            if (j < j0 || j >= j1) continue;
+            x[j - j0] = r[t] >= thr ? x[j - j0] * keep_scale : 0.0f;
+        }
+    }
+}
+
+/* ---- splitting a partial tile ------------------------------------------ */
+
+int64_t attn__flash_split_tile(const attn_mask *m, const attn__sdpa_dims *d,
+                               int64_t b, int64_t h, int64_t i0, int64_t ni,
+                               int64_t j0, int64_t nj, attn__tile_class cls,
+                               attn__flash_block *out) {
+    int linear = m->causal || m->window_left >= 0 || m->window_right >= 0 ||
+                 m->key_lengths || m->query_lengths;
+    if (cls != ATTN__TILE_PARTIAL || !linear) {
+        out[0].r0 = i0;
+        out[0].nr = ni;
+        out[0].c0 = j0;
+        out[0].nc = nj;
+        out[0].cls = cls;
+        return cls == ATTN__TILE_EMPTY ? 0 : 1;
+    }
+    int64_t lq, lk, rc = attn__flash_split_rows(d), n = 0;
+    attn__lengths(m, b, d->Lq, d->Lk, &lq, &lk);
+    const int64_t off = m->align == ATTN_ALIGN_BOTTOM_RIGHT ? lk - lq : 0;
+    for (int64_t r0 = i0; r0 < i0 + ni; r0 += rc) {
+        int64_t r1 = r0 + rc < i0 + ni ? r0 + rc : i0 + ni;
+        if (r1 > lq) r1 = lq; /* rows past the query length see nothing */
+        if (r1 <= r0) break;
+        /* the hull of the rows' visible ranges: the bounds move with the
+         * diagonal c = i + off, so the first row gives the lowest column
+         * and the last row the highest */
+        int64_t lo = j0, hi = j0 + nj < lk ? j0 + nj : lk;
+        int64_t cf = r0 + off, cl = r1 - 1 + off;
+        if (m->causal && cl + 1 < hi) hi = cl + 1;
+        if (m->window_right >= 0 && cl + m->window_right + 1 < hi)
+            hi = cl + m->window_right + 1;
+        if (m->window_left >= 0 && cf - m->window_left > lo)
+            lo = cf - m->window_left;
+        if (hi <= lo) continue;
+        attn__tile_class c =
+            attn__mask_classify(m, b, h, r0, r1, lo, hi, d->Lq, d->Lk);
+        if (c == ATTN__TILE_EMPTY) continue;
+        out[n].r0 = r0;
+        out[n].nr = r1 - r0;
+        out[n].c0 = lo;
+        out[n].nc = hi - lo;
+        out[n].cls = c;
+        n++;
+    }
+    return n;
+}

@@ -1,0 +1,119 @@
+/* Pieces shared by the flash kernels (forward sdpa_flash.c, the weight
+ * pass sdpa_weights.c, backward sdpa_flash_bwd.c): tile sizes, loading a
+ * tile of rows as f32 (in place, packed or converted from f16/bf16), BLAS
+ * threading, and the mask + bias pass over one row of a score tile.
+ * Internal: not installed. */
+#ifndef ATTN_FLASH_H
+#define ATTN_FLASH_H
+
+#include "internal.h"
+#include "vec.h"
+
+#include <stddef.h>
+
+/* ---- tile sizes ------------------------------------------------------ */
+
+/* Query rows and key columns of one tile for these shapes. They depend on
+ * the shapes only (never on the thread count), so results are bitwise the
+ * same on any number of threads. */
+void attn__flash_tile_sizes(const attn__sdpa_dims *d, int64_t *bq,
+                            int64_t *bk);
+
+/* Overrides of the tile sizes for tuning runs (0 = the measured default).
+ * Not thread-safe: set them while no kernel runs. */
+extern int64_t attn__flash_bq_override, attn__flash_bk_override,
+    attn__flash_rc_override;
+
+/* A block of a tile that holds all its visible pairs: rows r0 .. r0+nr-1
+ * and columns c0 .. c0+nc-1 (absolute indices), with its own class. */
+typedef struct {
+    int64_t r0, nr, c0, nc;
+    attn__tile_class cls;
+} attn__flash_block;
+
+/* Splits a PARTIAL tile (rows [i0, i0+ni), columns [j0, j0+nj)) of head
+ * (b, h) into bands of at most rc rows (attn__flash_split_rows), each cut
+ * to the columns its rows can see through padding, causal and window, so
+ * that the diagonal of a causal mask or a window narrower than a tile
+ * costs about what is visible. Other classes give the tile itself. Writes
+ * at most ceil(ni / rc) blocks (none empty) and returns their number. */
+int64_t attn__flash_split_tile(const attn_mask *m, const attn__sdpa_dims *d,
+                               int64_t b, int64_t h, int64_t i0, int64_t ni,
+                               int64_t j0, int64_t nj, attn__tile_class cls,
+                               attn__flash_block *out);
+
+/* Row band of attn__flash_split_tile for these shapes. */
+int64_t attn__flash_split_rows(const attn__sdpa_dims *d);
+
+/* ---- rows as f32 ----------------------------------------------------- */
+
+/* 1 if rows of t can be handed to BLAS in place: f32 with a contiguous last
+ * axis and a row stride BLAS accepts. Otherwise rows are packed/converted
+ * into a buffer of n x shape[3] floats. */
+int attn__flash_rows_direct(const attn_tensor *t);
+
+/* Rows r0 .. r0+n-1 of slice (b, h) of t as f32 rows with leading
+ * dimension *ld: a pointer into t (attn__flash_rows_direct) or buf filled
+ * with the converted rows (ld = shape[3]). */
+const float *attn__flash_rows(const attn_tensor *t, int64_t b, int64_t h,
+                              int64_t r0, int64_t n, float *buf, int64_t *ld);
+
+/* n contiguous f16 / bf16 / f32 values to f32 (F16C when the CPU has it). */
+void attn__flash_to_f32(const void *src, attn_dtype dtype, int64_t n,
+                        float *dst);
+
+/* ---- BLAS threading -------------------------------------------------- */
+
+/* Debian's libopenblas0-pthread runs its own thread pool; inside our
+ * OpenMP region each call must stay on its caller's thread (both for speed
+ * and because the pool would serialize concurrent callers). begin sets
+ * OpenBLAS to one thread and returns the previous count; end restores it.
+ * We keep the pthread build rather than switching to libopenblas0-openmp:
+ * every call the kernels make is single-threaded either way (measured: the
+ * tile products run at 90-99 GFLOP/s per core, the 1024^3 sgemm at 95), so
+ * the variant would change nothing here and would change the BLAS of every
+ * other user of the machine. The setting is process-wide: two user threads
+ * calling attn at once may race on the restore (never on results). */
+int attn__blas_single_begin(void);
+void attn__blas_single_end(int saved);
+
+/* ---- mask and bias on a score row ------------------------------------ */
+
+/* Row i of head (b, h), key columns j0 .. j0+nj-1: s holds scale * q.k.
+ * For a PARTIAL tile, masked entries become -inf; for any class the bias
+ * (if any) is added to the visible ones. Nothing to do (and callers may
+ * skip the call) for a FULL tile without bias. */
+void attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
+                          int64_t b, int64_t h, int64_t i, int64_t j0,
+                          int64_t nj, attn__tile_class cls, float *s);
+
+/* Applies the dropout of row i (b, h) to p[0..nj) = weights of keys j0..:
+ * dropped entries become 0, kept ones are multiplied by 1 / (1 - p). The
+ * decisions are attn_dropout_kept's. */
+void attn__flash_dropout_row(uint64_t seed, double p, int64_t b, int64_t h,
+                             int64_t i, int64_t j0, int64_t nj, float *x);
+
+/* ---- forward with the softmax's row max and sum ----------------------- */
+
+/* attn__sdpa_flash_forward that also stores, when mrow/lrow are not NULL
+ * ([B * H * Lq] each), each row's final max m and sum l (lse = m + log l).
+ * The weight pass normalizes with them: exp(s - m) / l keeps the accuracy
+ * of a plain f32 softmax where exp(s - lse) would carry lse's rounding
+ * (|lse| x 6e-8, visible with scores of magnitude 1e4). */
+attn_status attn__flash_forward_ml(const attn_tensor *q, const attn_tensor *k,
+                                   const attn_tensor *v,
+                                   const attn_sdpa_opts *opts,
+                                   const attn__sdpa_dims *d, attn_tensor *out,
+                                   float *lse, float *mrow, float *lrow);
+
+/* ---- the weight pass (sdpa_weights.c) --------------------------------- */
+
+/* Fills weights (B, H, Lq, Lk) f32 with the normalized weights after
+ * dropout, from the rows' m and l saved by attn__flash_forward_ml.
+ * Parallel over rows. */
+attn_status attn__flash_fill_weights(const attn_tensor *q, const attn_tensor *k,
+                                     const attn_sdpa_opts *opts,
+                                     const attn__sdpa_dims *d, const float *mrow,
+                                     const float *lrow, attn_tensor *weights);
+
+#endif /* ATTN_FLASH_H */

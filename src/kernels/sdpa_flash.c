@@ -1,0 +1,271 @@
+/* The flash forward kernel: attention in O(threads x tile) memory.
+ *
+ * For each (batch, head, query tile) -- the unit of OpenMP work -- stream
+ * the key/value tiles in a fixed order:
+ *   S = scale * Q_t K_t^T                      (cblas_sgemm)
+ *   mask + bias on S, row by row, only for tiles the mask classifies as
+ *   PARTIAL (or when there is a bias); EMPTY tiles are skipped entirely
+ *   online softmax per row: m' = max(m, max S), P = exp(S - m'),
+ *   l = l e^(m - m') + sum P, O_t *= e^(m - m')
+ *   dropout on P (l keeps the un-dropped sum: lse is the softmax's)
+ *   O_t += P V_t                               (cblas_sgemm)
+ * and finally O = O_t / l, lse = m + log l (a row that saw no visible key
+ * keeps m = -inf: O = 0, lse = -inf, and no exp(-inf - -inf) is formed).
+ *
+ * Each output row is computed by one thread in a fixed key order with tile
+ * sizes that depend only on the shapes, so any thread count gives the same
+ * bits. */
+#include "flash.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+int64_t attn__flash_bq_override = 0, attn__flash_bk_override = 0,
+        attn__flash_rc_override = 0;
+
+int64_t attn__flash_split_rows(const attn__sdpa_dims *d) {
+    (void)d;
+    return attn__flash_rc_override > 0 ? attn__flash_rc_override : 32;
+}
+
+/* Tile sizes, measured on the 2-core AMD EPYC (Zen 4, 1 MiB L2 per core,
+ * OpenBLAS 0.3.21 Cooperlake kernels, sgemm 1024^3: 95 GFLOP/s on one
+ * core, 190 on two) with B=1, H=8, f32, 2 threads, best of 4 interleaved
+ * runs (GFLOP/s; the machine was shared, so +-10%):
+ *
+ *   tiles (bq x bk / band)   L=1024 d=64  L=4096 d=64  L=1024 d=128  L=4096 d=128
+ *   128 x 256                    151          147          168           102*
+ *   256 x 256                    158          164          173           119*
+ *   256 x 512                    154          167          173           104*
+ *   causal, L=2048 d=64:  128x128: 124, 256x256 unsplit: 129,
+ *                         256x256 in bands of 64 rows: 136, of 32: 137
+ *   (* a busy moment of the shared machine)
+ *   causal, 256x256, bands of 64 vs 32 rows (ms, best of 40):
+ *     L=512 d=64 2.39 / 2.12, d=128 4.20 / 3.61; L=1024 d=64 7.64 / 7.22,
+ *     d=128 15.1 / 15.1; L=2048 d=64 28.7 / 28.5 (full mask: 3.60, 7.37,
+ *     13.8, 32.5, 54.9 ms)
+ *
+ * Larger query tiles amortize the packing of K and V by OpenBLAS, larger
+ * key tiles that of Q; 256 x 256 keeps S (256 KiB) and the O accumulator in
+ * the 1 MiB L2. Beyond that the gain is flat. Partial tiles are cut into
+ * bands of 32 rows (attn__flash_split_tile), which recovers most of the
+ * diagonal's waste for causal masks. With wide heads (Dk + Dv > 256) the
+ * query tile halves so that Q, O, K and V still fit in L2. */
+void attn__flash_tile_sizes(const attn__sdpa_dims *d, int64_t *bq,
+                            int64_t *bk) {
+    int64_t q = d->Dk + d->Dv > 256 ? 128 : 256, k = 256;
+    if (attn__flash_bq_override > 0) q = attn__flash_bq_override;
+    if (attn__flash_bk_override > 0) k = attn__flash_bk_override;
+    *bq = q < d->Lq ? q : d->Lq;
+    *bk = k < d->Lk ? k : d->Lk;
+}
+
+/* Floats of one thread's workspace, each part rounded up to 64 bytes. */
+typedef struct {
+    size_t s, o, m, l, q, k, v, blk, total;
+} ws_layout;
+
+static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+static ws_layout layout_of(const attn__sdpa_dims *d, int64_t bq, int64_t bk,
+                           int qd, int kd, int vd) {
+    ws_layout w;
+    size_t at = 0;
+    w.s = at; at += up16((size_t)(bq * bk));
+    w.o = at; at += up16((size_t)(bq * d->Dv));
+    w.m = at; at += up16((size_t)bq);
+    w.l = at; at += up16((size_t)bq);
+    w.q = at; at += qd ? 0 : up16((size_t)(bq * d->Dk));
+    w.k = at; at += kd ? 0 : up16((size_t)(bk * d->Dk));
+    w.v = at; at += vd ? 0 : up16((size_t)(bk * d->Dv));
+    /* the blocks of a split tile, stored as floats' worth of bytes */
+    int64_t rc = attn__flash_split_rows(d), nblk = (bq + rc - 1) / rc;
+    w.blk = at; at += up16((size_t)nblk * sizeof(attn__flash_block) / sizeof(float) + 1);
+    w.total = at;
+    return w;
+}
+
+typedef struct {
+    const attn_tensor *q, *k, *v;
+    const attn_sdpa_opts *opts;
+    const attn__sdpa_dims *d;
+    attn_tensor *out;
+    float *lse, *mrow, *lrow;
+    int64_t bq, bk, nqt, nkt;
+    ws_layout w;
+    const attn__vec_ops *vec;
+} fwd_ctx;
+
+/* One block of a tile: S = scale Q K^T over rows r0.. (of the query tile
+ * that starts at i0) and keys c0.., the online softmax on its rows, and
+ * O += P V. K and V are the key tile's rows starting at key j0. */
+static void fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
+                      int64_t i0, const attn__flash_block *blk, int64_t j0,
+                      const float *Q, int64_t ldq, const float *K, int64_t ldk,
+                      const float *V, int64_t ldv) {
+    const attn__sdpa_dims *d = c->d;
+    const attn_mask *mask = &c->opts->mask;
+    const attn__vec_ops *vec = c->vec;
+    const int64_t Dv = d->Dv, lds = c->bk, nr = blk->nr, nc = blk->nc;
+    const int64_t ro = blk->r0 - i0, co = blk->c0 - j0;
+    const double p = c->opts->dropout_p;
+    float *S = ws + c->w.s, *O = ws + c->w.o + ro * Dv;
+    float *M = ws + c->w.m + ro, *L = ws + c->w.l + ro;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nc,
+                (int)d->Dk, (float)d->scale, Q + ro * ldq, (int)ldq,
+                K + co * ldk, (int)ldk, 0.0f, S, (int)lds);
+    const int need_mask = blk->cls != ATTN__TILE_FULL || mask->bias;
+    for (int64_t r = 0; r < nr; r++) {
+        float *s = S + r * lds;
+        if (need_mask)
+            attn__flash_mask_row(mask, d, b, h, blk->r0 + r, blk->c0, nc,
+                                 blk->cls, s);
+        float mx = vec->max(s, nc);
+        float mnew = mx > M[r] ? mx : M[r];
+        if (mnew == -INFINITY) {
+            /* nothing visible in this row so far: P = 0 (no -inf - -inf) */
+            memset(s, 0, (size_t)nc * sizeof(float));
+            continue;
+        }
+        float sum = vec->exp_sub_sum(s, nc, mnew);
+        if (mnew != M[r]) {
+            /* the first visible block of a row has M = -inf and O = 0 */
+            if (M[r] != -INFINITY) {
+                float corr = expf(M[r] - mnew);
+                L[r] *= corr;
+                vec->scale(O + r * Dv, Dv, corr);
+            }
+            M[r] = mnew;
+        }
+        L[r] += sum;
+        if (p > 0)
+            attn__flash_dropout_row(c->opts->seed, p, b, h, blk->r0 + r,
+                                    blk->c0, nc, s);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv,
+                (int)nc, 1.0f, S, (int)lds, V + co * ldv, (int)ldv, 1.0f, O,
+                (int)Dv);
+}
+
+/* One (b, h, query tile): rows i0 .. i0+ni-1. */
+static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
+                     int64_t qt) {
+    const attn__sdpa_dims *d = c->d;
+    const attn_mask *mask = &c->opts->mask;
+    const int64_t i0 = qt * c->bq;
+    const int64_t ni = d->Lq - i0 < c->bq ? d->Lq - i0 : c->bq;
+    const int64_t hk = h / d->group, Dv = d->Dv;
+    float *O = ws + c->w.o, *M = ws + c->w.m, *L = ws + c->w.l;
+    attn__flash_block *blocks = (attn__flash_block *)(void *)(ws + c->w.blk);
+
+    for (int64_t r = 0; r < ni; r++) {
+        M[r] = -INFINITY;
+        L[r] = 0.0f;
+    }
+    memset(O, 0, (size_t)(ni * Dv) * sizeof(float));
+    const float *Q = NULL;
+    int64_t ldq = 0;
+    for (int64_t kt = 0; kt < c->nkt; kt++) {
+        const int64_t j0 = kt * c->bk;
+        const int64_t nj = d->Lk - j0 < c->bk ? d->Lk - j0 : c->bk;
+        attn__tile_class cls = attn__mask_classify(mask, b, h, i0, i0 + ni, j0,
+                                                   j0 + nj, d->Lq, d->Lk);
+        int64_t nb = attn__flash_split_tile(mask, d, b, h, i0, ni, j0, nj, cls,
+                                            blocks);
+        if (nb == 0) continue;
+        if (!Q) Q = attn__flash_rows(c->q, b, h, i0, ni, ws + c->w.q, &ldq);
+        int64_t ldk, ldv;
+        const float *K = attn__flash_rows(c->k, b, hk, j0, nj, ws + c->w.k, &ldk);
+        const float *V = attn__flash_rows(c->v, b, hk, j0, nj, ws + c->w.v, &ldv);
+        for (int64_t x = 0; x < nb; x++)
+            fwd_block(c, ws, b, h, i0, &blocks[x], j0, Q, ldq, K, ldk, V, ldv);
+    }
+    /* O / l and lse; a row with no visible key stays 0 with lse = -inf */
+    attn_tensor *out = c->out;
+    float *od = out->data;
+    for (int64_t r = 0; r < ni; r++) {
+        int64_t i = i0 + r;
+        float inv = L[r] > 0.0f ? 1.0f / L[r] : 0.0f;
+        float *orow = od + attn__off(out, b, h, i, 0);
+        const float *src = O + r * Dv;
+        if (out->stride[3] == 1)
+            for (int64_t e = 0; e < Dv; e++) orow[e] = src[e] * inv;
+        else
+            for (int64_t e = 0; e < Dv; e++) orow[e * out->stride[3]] = src[e] * inv;
+        int64_t row = (b * d->H + h) * d->Lq + i;
+        if (c->lse) c->lse[row] = L[r] > 0.0f ? M[r] + logf(L[r]) : -INFINITY;
+        if (c->mrow) {
+            c->mrow[row] = M[r];
+            c->lrow[row] = L[r];
+        }
+    }
+}
+
+/* Threads to run: opts->threads, or OpenMP's default. */
+static int team_size(const attn_sdpa_opts *opts, int64_t items) {
+    int n = opts->threads > 0 ? opts->threads : omp_get_max_threads();
+    if (n < 1) n = 1;
+    if ((int64_t)n > items) n = (int)items;
+    return n;
+}
+
+attn_status attn__sdpa_flash_forward(const attn_tensor *q, const attn_tensor *k,
+                                     const attn_tensor *v,
+                                     const attn_sdpa_opts *opts,
+                                     const attn__sdpa_dims *d,
+                                     attn_tensor *out, float *lse) {
+    return attn__flash_forward_ml(q, k, v, opts, d, out, lse, NULL, NULL);
+}
+
+attn_status attn__flash_forward_ml(const attn_tensor *q, const attn_tensor *k,
+                                   const attn_tensor *v,
+                                   const attn_sdpa_opts *opts,
+                                   const attn__sdpa_dims *d, attn_tensor *out,
+                                   float *lse, float *mrow, float *lrow) {
+    if (d->Dk > INT_MAX / 256 || d->Dv > INT_MAX / 256)
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "flash: head sizes Dk = %lld, Dv = %lld are beyond "
+                          "what its BLAS calls take (use the reference)",
+                          (long long)d->Dk, (long long)d->Dv);
+    fwd_ctx c;
+    c.mrow = mrow;
+    c.lrow = lrow;
+    c.q = q;
+    c.k = k;
+    c.v = v;
+    c.opts = opts;
+    c.d = d;
+    c.out = out;
+    c.lse = lse;
+    attn__flash_tile_sizes(d, &c.bq, &c.bk);
+    c.nqt = (d->Lq + c.bq - 1) / c.bq;
+    c.nkt = (d->Lk + c.bk - 1) / c.bk;
+    c.w = layout_of(d, c.bq, c.bk, attn__flash_rows_direct(q),
+                    attn__flash_rows_direct(k), attn__flash_rows_direct(v));
+    c.vec = attn__vec_get();
+    int64_t items;
+    if (!attn__mul_i64(d->B * d->H, c.nqt, &items))
+        return attn__fail(ATTN_E_NOMEM, "flash: too many query tiles");
+    int nt = team_size(opts, items);
+    float *ws = attn__alloc((size_t)nt * c.w.total, sizeof(float),
+                            "flash forward workspace");
+    if (!ws) return ATTN_E_NOMEM;
+    int saved = attn__blas_single_begin();
+#pragma omp parallel num_threads(nt)
+    {
+        float *mine = ws + (size_t)omp_get_thread_num() * c.w.total;
+        /* the longest tiles first (causal: the last query tiles), so that
+         * the dynamic schedule ends with short ones */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t it = 0; it < items; it++) {
+            int64_t qt = c.nqt - 1 - it % c.nqt, bh = it / c.nqt;
+            fwd_tile(&c, mine, bh / d->H, bh % d->H, qt);
+        }
+    }
+    attn__blas_single_end(saved);
+    attn__free(ws);
+    return ATTN_OK;
+}

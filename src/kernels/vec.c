@@ -1,0 +1,314 @@
+/* Vectorized exp and row reductions (see vec.h). The exp is the classic
+ * range reduction x = n ln2 + r (|r| <= ln2/2, ln2 split in two parts so
+ * n ln2 is exact), a degree-6 polynomial for e^r (Cephes' coefficients),
+ * and a scaling by 2^n done in two halves so that n = -126 .. 128 all stay
+ * representable. Tails shorter than a vector go through a padded buffer
+ * filled with -inf (whose exp is 0), so they use the very same code. */
+#include "vec.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ATTN_X86 1
+#else
+#define ATTN_X86 0
+#endif
+
+/* ln(FLT_MIN): below it the result would be subnormal; we flush to 0 */
+#define EXP_LO (-87.33654475f)
+/* ln(FLT_MAX) */
+#define EXP_HI 88.72283905f
+
+/* ---------------------------------------------------------------- scalar */
+
+static float exp1(float x) {
+    if (x < EXP_LO) return 0.0f; /* includes -inf */
+    return expf(x);
+}
+
+static void exp_scalar(const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = exp1(x[i]);
+}
+
+static float max_scalar(const float *x, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+static float exp_sub_sum_scalar(float *x, int64_t n, float m) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = exp1(x[i] - m);
+        s += x[i];
+    }
+    return s;
+}
+
+static void scale_scalar(float *x, int64_t n, float a) {
+    for (int64_t i = 0; i < n; i++) x[i] *= a;
+}
+
+static const attn__vec_ops ops_scalar = {ATTN__VEC_SCALAR, exp_scalar,
+                                         max_scalar, exp_sub_sum_scalar,
+                                         scale_scalar};
+
+#if ATTN_X86
+/* ------------------------------------------------------------ AVX2 + FMA */
+
+#define T_AVX2 __attribute__((target("avx2,fma")))
+
+T_AVX2 static inline __m256 exp8(__m256 x) {
+    const __m256 lo = _mm256_set1_ps(EXP_LO), hi = _mm256_set1_ps(EXP_HI);
+    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    __m256 over = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
+    __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    __m256 n = _mm256_round_ps(
+        _mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
+    p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+    /* 2^n as 2^a * 2^b with a = n >> 1, b = n - a, both in [-63, 64] */
+    __m256i ni = _mm256_cvtps_epi32(n);
+    __m256i a = _mm256_srai_epi32(ni, 1), b = _mm256_sub_epi32(ni, a);
+    const __m256i bias = _mm256_set1_epi32(127);
+    __m256 sa = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(a, bias), 23));
+    __m256 sb = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(b, bias), 23));
+    p = _mm256_mul_ps(_mm256_mul_ps(p, sa), sb);
+    p = _mm256_andnot_ps(under, p); /* x < ln(FLT_MIN) or -inf: 0 */
+    return _mm256_blendv_ps(p, _mm256_set1_ps(INFINITY), over);
+}
+
+/* Loads the n < 8 tail into a vector padded with -inf. */
+T_AVX2 static inline __m256 load_tail(const float *x, int64_t n) {
+    float buf[8];
+    for (int i = 0; i < 8; i++) buf[i] = i < n ? x[i] : -INFINITY;
+    return _mm256_loadu_ps(buf);
+}
+
+T_AVX2 static inline void store_tail(float *y, __m256 v, int64_t n) {
+    float buf[8];
+    _mm256_storeu_ps(buf, v);
+    memcpy(y, buf, (size_t)n * sizeof(float));
+}
+
+/* horizontal sum/max in a fixed lane order */
+T_AVX2 static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+T_AVX2 static inline float hmax8(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+T_AVX2 static void exp_avx2(const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
+    if (i < n) store_tail(y + i, exp8(load_tail(x + i, n - i)), n - i);
+}
+
+T_AVX2 static float max_avx2(const float *x, int64_t n) {
+    __m256 m0 = _mm256_set1_ps(-INFINITY), m1 = m0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
+        m1 = _mm256_max_ps(m1, _mm256_loadu_ps(x + i + 8));
+    }
+    for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(m0, _mm256_loadu_ps(x + i));
+    if (i < n) m1 = _mm256_max_ps(m1, load_tail(x + i, n - i));
+    return hmax8(_mm256_max_ps(m0, m1));
+}
+
+T_AVX2 static float exp_sub_sum_avx2(float *x, int64_t n, float m) {
+    const __m256 mv = _mm256_set1_ps(m);
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 e0 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        __m256 e1 = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mv));
+        _mm256_storeu_ps(x + i, e0);
+        _mm256_storeu_ps(x + i + 8, e1);
+        s0 = _mm256_add_ps(s0, e0);
+        s1 = _mm256_add_ps(s1, e1);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), mv));
+        _mm256_storeu_ps(x + i, e);
+        s0 = _mm256_add_ps(s0, e);
+    }
+    if (i < n) {
+        __m256 e = exp8(_mm256_sub_ps(load_tail(x + i, n - i), mv));
+        store_tail(x + i, e, n - i);
+        s1 = _mm256_add_ps(s1, e);
+    }
+    return hsum8(_mm256_add_ps(s0, s1));
+}
+
+T_AVX2 static void scale_avx2(float *x, int64_t n, float a) {
+    const __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), av));
+    for (; i < n; i++) x[i] *= a;
+}
+
+static const attn__vec_ops ops_avx2 = {ATTN__VEC_AVX2, exp_avx2, max_avx2,
+                                       exp_sub_sum_avx2, scale_avx2};
+
+/* --------------------------------------------------------------- AVX-512 */
+
+#define T_AVX512 __attribute__((target("avx512f")))
+
+T_AVX512 static inline __m512 exp16(__m512 x) {
+    const __m512 lo = _mm512_set1_ps(EXP_LO), hi = _mm512_set1_ps(EXP_HI);
+    __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
+    __mmask16 over = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
+    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+    __m512 n = _mm512_roundscale_ps(
+        _mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+    /* scalef computes p * 2^n with correct overflow and subnormals */
+    p = _mm512_scalef_ps(p, n);
+    p = _mm512_maskz_mov_ps((__mmask16)~under, p);
+    return _mm512_mask_mov_ps(p, over, _mm512_set1_ps(INFINITY));
+}
+
+static inline __mmask16 tail_mask(int64_t n) {
+    return (__mmask16)((1u << n) - 1u);
+}
+
+T_AVX512 static void exp_avx512(const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));
+    if (i < n) {
+        __mmask16 k = tail_mask(n - i);
+        __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k, x + i);
+        _mm512_mask_storeu_ps(y + i, k, exp16(v));
+    }
+}
+
+T_AVX512 static float max_avx512(const float *x, int64_t n) {
+    __m512 m0 = _mm512_set1_ps(-INFINITY), m1 = m0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
+        m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + i + 16));
+    }
+    for (; i + 16 <= n; i += 16) m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + i));
+    if (i < n)
+        m1 = _mm512_max_ps(m1, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY),
+                                                    tail_mask(n - i), x + i));
+    return _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+}
+
+T_AVX512 static float exp_sub_sum_avx512(float *x, int64_t n, float m) {
+    const __m512 mv = _mm512_set1_ps(m);
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 e0 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
+        __m512 e1 = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), mv));
+        _mm512_storeu_ps(x + i, e0);
+        _mm512_storeu_ps(x + i + 16, e1);
+        s0 = _mm512_add_ps(s0, e0);
+        s1 = _mm512_add_ps(s1, e1);
+    }
+    for (; i + 16 <= n; i += 16) {
+        __m512 e = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
+        _mm512_storeu_ps(x + i, e);
+        s0 = _mm512_add_ps(s0, e);
+    }
+    if (i < n) {
+        __mmask16 k = tail_mask(n - i);
+        __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k, x + i);
+        __m512 e = exp16(_mm512_sub_ps(v, mv));
+        _mm512_mask_storeu_ps(x + i, k, e);
+        s1 = _mm512_add_ps(s1, e);
+    }
+    /* a fixed reduction order: the result depends only on the row */
+    float buf[16];
+    _mm512_storeu_ps(buf, _mm512_add_ps(s0, s1));
+    float s = 0.0f;
+    for (int l = 0; l < 16; l++) s += buf[l];
+    return s;
+}
+
+T_AVX512 static void scale_avx512(float *x, int64_t n, float a) {
+    const __m512 av = _mm512_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), av));
+    if (i < n) {
+        __mmask16 k = tail_mask(n - i);
+        _mm512_mask_storeu_ps(x + i, k,
+                              _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), av));
+    }
+}
+
+static const attn__vec_ops ops_avx512 = {ATTN__VEC_AVX512, exp_avx512,
+                                         max_avx512, exp_sub_sum_avx512,
+                                         scale_avx512};
+#endif /* ATTN_X86 */
+
+/* ------------------------------------------------------------- dispatch */
+
+static attn__vec_level max_level = ATTN__VEC_AVX512;
+
+static attn__vec_level cpu_level(void) {
+#if ATTN_X86
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
+        __builtin_cpu_supports("fma"))
+        return ATTN__VEC_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return ATTN__VEC_AVX2;
+#endif
+    return ATTN__VEC_SCALAR;
+}
+
+attn__vec_level attn__vec_best(void) {
+    attn__vec_level l = cpu_level();
+    return l < max_level ? l : max_level;
+}
+
+void attn__vec_set_max_level(attn__vec_level level) { max_level = level; }
+
+const attn__vec_ops *attn__vec_table(attn__vec_level level) {
+#if ATTN_X86
+    attn__vec_level have = cpu_level();
+    if (level > have) level = have;
+    if (level == ATTN__VEC_AVX512) return &ops_avx512;
+    if (level == ATTN__VEC_AVX2) return &ops_avx2;
+#else
+    (void)level;
+#endif
+    return &ops_scalar;
+}

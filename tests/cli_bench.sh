@@ -1,0 +1,26 @@
+#!/bin/bash
+# attn bench: runs small cases, prints JSON with the keys of issue 3, checks
+# each case against the reference, and rejects bad options.
+set -u
+ATTN="$1"
+fail=0
+out=$("$ATTN" bench --json --threads 2 --cases 128:16,129:7:causal:f16,300:40:bf16:h2 --ref-max 200 2>&1)
+rc=$?
+if [ $rc -ne 0 ]; then echo "bench exited $rc: $out"; fail=1; fi
+for key in impl B H Lq Lk D causal dtype threads ms gflops ceiling_gflops extra_bytes; do
+  n=$(printf '%s\n' "$out" | grep -c "\"$key\": ")
+  # the 3 sgemm lines lack most keys; 2 ref + 3 flash case lines have all
+  if [ "$n" -lt 5 ]; then echo "key $key in $n lines"; fail=1; fi
+done
+[ "$(printf '%s\n' "$out" | grep -c '"impl": "flash"')" -eq 3 ] || { echo "want 3 flash lines"; fail=1; }
+[ "$(printf '%s\n' "$out" | grep -c '"impl": "ref"')" -eq 2 ] || { echo "want 2 ref lines (L <= 200)"; fail=1; }
+[ "$(printf '%s\n' "$out" | grep -c '"impl": "sgemm"')" -eq 3 ] || { echo "want 3 sgemm lines"; fail=1; }
+# the table form names the ceiling
+"$ATTN" bench --cases 64:8 --threads 1 | grep -q "sgemm 1024^3 (the ceiling)" || { echo "no ceiling line"; fail=1; }
+"$ATTN" bench --help | grep -q "usage: attn bench" || { echo "no help"; fail=1; }
+"$ATTN" bench --cases 12x 2>/dev/null; [ $? -eq 2 ] || { echo "bad case not a usage error"; fail=1; }
+"$ATTN" bench --bogus 2>/dev/null; [ $? -eq 2 ] || { echo "bad option not a usage error"; fail=1; }
+"$ATTN" bench --tiles 0x4 2>/dev/null; [ $? -eq 2 ] || { echo "bad tiles not a usage error"; fail=1; }
+"$ATTN" bench --tiles 16x8/3 --cases 50:9:causal --threads 2 | grep -q "flash tiles 16x8 (bands of 3" || { echo "--tiles BQxBK/RC not applied"; fail=1; }
+[ $fail -eq 0 ] && echo "cli_bench: ok"
+exit $fail

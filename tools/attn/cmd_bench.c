@@ -1,0 +1,105 @@
+/* attn bench: the attention benchmark (bench/bench.c) from the command line. */
+#include "cli.h"
+
+#include "bench.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void help(void) {
+    printf(
+"usage: attn bench [--quick] [--json] [--threads N] [--cases SPEC,...]\n"
+"                  [--long] [--ref-max L] [--tiles BQxBK[/RC]]\n"
+"\n"
+"Measures this machine's cblas_sgemm on 1024^3 with 1 and 2 threads (the\n"
+"ceiling), then for each case the reference and the flash kernel: time,\n"
+"GFLOP/s (4 B H D x visible query-key pairs), the ratio to the ceiling at\n"
+"the run's thread count, the speedup over the reference and the peak extra\n"
+"memory the library allocated. Each case is first checked against the\n"
+"reference (sampled rows beyond --ref-max); a wrong kernel is not reported\n"
+"and the command exits 1.\n"
+"\n"
+"Default cases: B=1, H=8, L in {512, 1024, 2048, 4096, 16384}, D in {64, 128},\n"
+"full and causal, f32 and f16; the reference up to L=2048.\n"
+"\n"
+"  --quick          L in {1024, 4096} only (f16 at D=64 only)\n"
+"  --json           one JSON object per line (keys impl, B, H, Lq, Lk, D,\n"
+"                   causal, dtype, threads, ms, gflops, ceiling_gflops,\n"
+"                   ratio, extra_bytes, speedup, max_err)\n"
+"  --threads N      threads of the kernels (default: OpenMP's, OMP_NUM_THREADS)\n"
+"  --cases LIST     comma-separated cases L:D[:causal][:f16|:bf16|:f32][:hN]\n"
+"                   e.g. 1024:64,4096:128:causal:f16\n"
+"  --long           add L=65536, H=8, D=64 (flash only; shows extra memory)\n"
+"  --ref-max L      run the reference up to this L (default 2048)\n"
+"  --tiles BQxBK[/RC]\n"
+"                   flash tile sizes and the row band of partial tiles\n"
+"                   (tuning; default: the built-in ones)\n");
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *cmd = "bench";
+    bench_opts o;
+    memset(&o, 0, sizeof o);
+    o.ref_max_l = 2048;
+    bench_case cases[64];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (cli_is_help(a)) {
+            help();
+            return 0;
+        } else if (strcmp(a, "--quick") == 0) {
+            o.quick = 1;
+        } else if (strcmp(a, "--json") == 0) {
+            o.json = 1;
+        } else if (strcmp(a, "--long") == 0) {
+            o.long_case = 1;
+        } else if (strcmp(a, "--threads") == 0 || strcmp(a, "--ref-max") == 0) {
+            char *end;
+            if (!val) return cli_usage_error(cmd, "%s needs a value", a);
+            long long v = strtoll(val, &end, 10);
+            if (*end || v < (a[2] == 't' ? 1 : 0) || v > (1ll << 24))
+                return cli_usage_error(cmd, "%s: bad value '%s'", a, val);
+            if (a[2] == 't') o.threads = (int)v;
+            else o.ref_max_l = v;
+            i++;
+        } else if (strcmp(a, "--tiles") == 0) {
+            long long bq, bk, rc = 0;
+            char x, y;
+            int got = val ? sscanf(val, "%lld%c%lld%c%lld", &bq, &x, &bk, &y, &rc) : 0;
+            if ((got != 3 && got != 5) || x != 'x' || (got == 5 && y != '/') ||
+                bq < 1 || bk < 1 || bq > 65536 || bk > 65536 ||
+                (got == 5 && (rc < 1 || rc > 65536)))
+                return cli_usage_error(cmd, "--tiles wants BQxBK or BQxBK/RC, "
+                                            "e.g. 256x256/64");
+            o.tile_bq = bq;
+            o.tile_bk = bk;
+            o.tile_rc = rc;
+            i++;
+        } else if (strcmp(a, "--cases") == 0) {
+            if (!val) return cli_usage_error(cmd, "--cases needs a list");
+            char *list = strdup(val), *save = NULL;
+            if (!list) return cli_usage_error(cmd, "out of memory");
+            for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if (o.ncases >= 64) {
+                    free(list);
+                    return cli_usage_error(cmd, "at most 64 cases");
+                }
+                if (bench_parse_case(t, &cases[o.ncases]) != 0) {
+                    int r = cli_usage_error(cmd, "bad case '%s' (want L:D[:causal][:f16])", t);
+                    free(list);
+                    return r;
+                }
+                o.ncases++;
+            }
+            free(list);
+            o.cases = cases;
+            i++;
+        } else {
+            return cli_usage_error(cmd, "unknown option '%s'", a);
+        }
+    }
+    int rc = bench_run(&o, stdout);
+    return rc == 0 ? 0 : 1;
+}
