@@ -294,7 +294,9 @@ static inline void ref_fd_check(const char *what, double *x, int64_t n,
                                 double tol) {
     const double h = 1e-6;
     double *fd = malloc(sizeof(double) * (n ? n : 1));
-    double gmax = 1e-3, worst = 0; /* floor: a zero gradient (b_k) has f32 noise */
+    /* floor: an exactly-zero gradient (b_k, invariant under softmax) shows
+     * f32 noise of ~1e-6 from the flash backward; real gradients are O(0.1) */
+    double gmax = 1e-2, worst = 0;
     int64_t stride = n > 40 ? n / 37 : 1, at = 0;
     for (int64_t i = 0; i < n; i += stride) {
         double x0 = x[i];

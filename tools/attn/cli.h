@@ -159,6 +159,7 @@ int cli_param_opt(const char *arg, const char *val, cli_param_src *p,
 /* Exactly one of --params and --init-seed. */
 int cli_param_check(const char *cmd, const cli_param_src *p);
 void cli_param_help(FILE *f);
+
 /* ---- pictures and diagnostics (cli_viz.c) ----------------------------- */
 
 /* A whitespace-separated token list ("The cat sat"); v[i] point into buf. */

@@ -9,7 +9,8 @@ int cmd_bench_layers(int argc, char **argv) {
     bench_layers_opts o = {0, 0, 3};
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
-            printf("usage: attn bench-layers [--quick] [--threads T] [--reps N]\n\n"
+            printf("usage: attn bench-layers [--quick] [--threads T] [--reps N]\n"
+                   "       (also: attn bench --layers ...)\n\n"
                    "Times multi-head attention (d_model 512, 8 heads) against\n"
                    "additive attention (A = 256) and an encoder layer of each kind\n"
                    "(dim_feedforward 2048) on B = 32, L = 100 and 512: forward,\n"
