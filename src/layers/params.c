@@ -16,8 +16,9 @@
 #define HEAD_BYTES (8 + 4 + ATTN_PARAMS_KIND_MAX + 4)
 
 /* CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320), as zlib. The
- * table is rebuilt per call: cheap, and no shared state between threads. */
-static uint32_t crc32_of(const unsigned char *p, size_t n) {
+ * table is rebuilt per call: cheap, and no shared state between threads.
+ * Shared with the training checkpoints (layers.h). */
+uint32_t attn__crc32(const unsigned char *p, size_t n) {
     uint32_t table[256];
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
@@ -109,7 +110,7 @@ attn_status attn_params_save(const char *path, const attn_params_header *hdr,
         memcpy(&u, &block[i], 4);
         put_u32(p, u);
     }
-    put_u32(p, crc32_of(buf, size - 4));
+    put_u32(p, attn__crc32(buf, size - 4));
 
     /* temporary file next to the target, flushed, then renamed */
     size_t plen = strlen(path);
@@ -196,7 +197,7 @@ attn_status attn_params_load(const char *path, attn_params_header *hdr,
                         "reads version %u", path, ver, VERSION);
         goto done;
     }
-    if (get_u32(buf + n - 4) != crc32_of(buf, n - 4)) {
+    if (get_u32(buf + n - 4) != attn__crc32(buf, n - 4)) {
         st = bad(path, "CRC32 mismatch: the file is corrupted or truncated");
         goto done;
     }

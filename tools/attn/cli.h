@@ -123,6 +123,10 @@ void cli_print_matrix(FILE *f, const char *title, const float *m,
 void cli_print_mask(FILE *f, const char *title, const uint8_t *m,
                     int64_t rows, int64_t cols, int64_t ld);
 
+/* Threads of OpenMP and OpenBLAS for the training commands (T > 0; 0
+ * leaves the defaults). A model this small runs fastest on one. */
+void cli_train_threads(int64_t threads);
+
 /* ---- layer subcommands (cli_layers.c) --------------------------------- */
 
 /* A sequence input (L, D) or (B, L, D) as contiguous f32 (B = 1 for rank 2). */
@@ -212,6 +216,8 @@ void gallery_add(demo_gallery *g, const char *file, const char *caption);
 /* A note under the current section's title. */
 void gallery_note(demo_gallery *g, const char *text);
 int gallery_write_index(const char *cmd, demo_gallery *g);
+/* Part 10: a small reversal model trained on the spot (demo_train.c). */
+int gallery_reversal(const char *cmd, demo_gallery *g);
 /* The experiments 3..10 (1 and 2 are drawn by cmd_demo.c). */
 int gallery_run(const char *cmd, demo_gallery *g);
 
@@ -220,6 +226,9 @@ int cmd_version(int argc, char **argv);
 int cmd_sdpa(int argc, char **argv);
 int cmd_sdpa_backward(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_attend(int argc, char **argv);
 int cmd_mha(int argc, char **argv);
 int cmd_additive(int argc, char **argv);
 int cmd_encoder(int argc, char **argv);

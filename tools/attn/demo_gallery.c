@@ -517,10 +517,5 @@ int gallery_run(const char *cmd, demo_gallery *g) {
     printf("8. left out: additive vs dot-product speed needs the layers issue "
            "(5), not landed yet\n");
     if ((rc = long_sequence(cmd, g))) return rc;
-    gallery_section(g, "10. The learned attention of the sequence-reversal model");
-    gallery_note(g, "Left out: training comes with issue 7, which has not "
-                 "landed yet.");
-    printf("10. left out: the reversal model needs the training issue (7), "
-           "not landed yet\n");
-    return 0;
+    return gallery_reversal(cmd, g);
 }

@@ -1,0 +1,41 @@
+/* Internal pieces shared by the training files (src/train); not installed.
+ * Tests include it to reach inside a trainer (e.g. to poison a weight). */
+#ifndef ATTN_TRAIN_H
+#define ATTN_TRAIN_H
+
+#include "../layers/layers.h"
+
+/* Allocates the model's slice table (free with attn__free). */
+attn_status attn__model_slices_alloc(const attn_model_config *cfg,
+                                     attn_param_slice **slices, int64_t *n);
+
+/* A trainer: configuration, the parameter block with its gradients and
+ * AdamW moments, the data RNG and the step counter (what a checkpoint
+ * holds), and every buffer one step needs, allocated once. */
+struct attn_trainer {
+    attn_train_config cfg;
+    attn_param_slice *slices;
+    int64_t nslices;
+    int64_t n;                /* parameters                            */
+    float *params, *grads, *m, *v;
+    int64_t step;             /* steps done                            */
+    attn_rng rng;             /* draws the training batches            */
+    int64_t L, V;             /* sequence length, output classes       */
+    int32_t *tokens, *targets; /* (batch, L)                           */
+    int64_t *lengths;         /* [batch]                               */
+    float *logits, *dlogits;  /* (batch, L, V)                         */
+    float *ws;                /* model workspace for (batch, L)        */
+};
+
+/* Seeds of the independent streams derived from the user's seed. */
+enum { ATTN__STREAM_DATA = 1, ATTN__STREAM_DROPOUT = 2, ATTN__STREAM_EVAL = 3 };
+uint64_t attn__train_seed(uint64_t seed, uint64_t stream, uint64_t index);
+
+/* Per-sequence accuracy of logits (B, L, V) against targets: adds the
+ * target tokens, those predicted right, and the sequences with every
+ * target right (a sequence without targets counts as right). */
+void attn__batch_accuracy(const float *logits, const int32_t *targets,
+                          int64_t B, int64_t L, int64_t V, int64_t *tokens,
+                          int64_t *tokens_right, int64_t *seqs_right);
+
+#endif

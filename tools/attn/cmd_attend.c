@@ -1,0 +1,265 @@
+/* attn attend: runs a trained model on one input, prints its prediction
+ * and writes the attention maps of every layer and head. */
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void help(void) {
+    printf(
+"usage: attn attend MODEL.bin --input \"3 1 4 1 5\" [--out DIR] [--print]\n"
+"                   [--threads T]\n"
+"\n"
+"Runs the model saved by attn train on one sequence and prints the input,\n"
+"the prediction, the expected answer and, for every layer and head, the\n"
+"key each query attends to most. Tokens are symbols 0..V-1 separated by\n"
+"spaces; for add, write the digits least significant first around '+'\n"
+"(\"3 2 1 + 6 5 4\" is 123 + 456; the sum comes out least significant\n"
+"first too, its last digit at the '+').\n"
+"\n"
+"  --out DIR      write DIR/weights.npy (layers, heads, n, n) and\n"
+"                 DIR/layer<l>_head<h>.npy (n, n), f32, row = query; and\n"
+"                 the pictures DIR/attention.png (every map: a row per\n"
+"                 layer, a column per head) and DIR/layer<l>_head<h>.png\n"
+"  --print        print every map as a matrix\n"
+"  --threads T    threads of the kernels and BLAS               [1]\n");
+}
+
+/* Parses "3 1 4 + 5" into ids (SEP = vocab + 1 for '+'). */
+static int parse_input(const char *cmd, const char *s, int64_t vocab,
+                       int64_t maxn, int32_t *ids, int64_t *n) {
+    *n = 0;
+    while (*s) {
+        while (isspace((unsigned char)*s) || *s == ',') s++;
+        if (!*s) break;
+        if (*n >= maxn)
+            return cli_usage_error(cmd, "--input has more than %lld tokens, "
+                                   "the model's length", (long long)maxn);
+        if (*s == '+') {
+            ids[(*n)++] = (int32_t)(vocab + 1);
+            s++;
+            continue;
+        }
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno || v < 0 || v >= vocab)
+            return cli_usage_error(cmd, "--input token '%.*s' is not a symbol "
+                                   "0..%lld or '+'", (int)strcspn(s, " ,"), s,
+                                   (long long)vocab - 1);
+        ids[(*n)++] = (int32_t)v;
+        s = end;
+    }
+    if (*n == 0) return cli_usage_error(cmd, "--input is empty");
+    return 0;
+}
+
+static void print_tokens(const char *title, const int32_t *t, int64_t n,
+                         int64_t vocab) {
+    printf("%-11s", title);
+    for (int64_t i = 0; i < n; i++) {
+        if (t[i] == ATTN_IGNORE_INDEX) printf(" .");
+        else if (t[i] == vocab + 1) printf(" +");
+        else printf(" %d", t[i]);
+    }
+    printf("\n");
+}
+
+/* Heatmaps of every map, labelled with the input tokens (columns) and the
+ * input and predicted token of each query (rows). */
+static int pictures(const char *cmd, const char *dir,
+                    const attn_train_config *c, float *w, const int32_t *ids,
+                    const int32_t *pred, int64_t n, int64_t N, int64_t Hw) {
+    char (*xl)[16] = malloc(sizeof *xl * (size_t)(2 * n));
+    const char **xp = malloc(sizeof *xp * (size_t)(2 * n));
+    if (!xl || !xp) {
+        free(xl);
+        free(xp);
+        return cli_fail(cmd, ATTN_E_NOMEM, "labels");
+    }
+    const int64_t V = c->task.vocab;
+    for (int64_t i = 0; i < n; i++) {
+        char tok[12];
+        if (ids[i] == V + 1) snprintf(tok, sizeof tok, "+");
+        else snprintf(tok, sizeof tok, "%d", ids[i]);
+        snprintf(xl[i], 16, "%s", tok);
+        if (pred[i] == ATTN_IGNORE_INDEX) snprintf(xl[n + i], 16, "%s", tok);
+        else snprintf(xl[n + i], 16, "%s>%d", tok, pred[i]);
+        xp[i] = xl[i];
+        xp[n + i] = xl[n + i];
+    }
+    char title[160], path[4096];
+    snprintf(title, sizeof title, "%s: attention of every layer (rows) and "
+             "head (columns)", attn_task_name(c->task.kind));
+    attn_heatmap_opts ho;
+    attn_heatmap_opts_init(&ho);
+    ho.title = title;
+    ho.x_labels = xp;
+    ho.y_labels = xp + n;
+    ho.x_title = "key (input token)";
+    ho.y_title = "query (input>prediction)";
+    ho.annotate = 0;
+    attn_tensor W = attn_tensor_4d(w, ATTN_F32, N, Hw, n, n);
+    int rc = 0;
+    snprintf(path, sizeof path, "%s/attention.png", dir);
+    attn_status st = attn_heatmap_grid_write(path, &W, &ho);
+    if (st) rc = cli_fail(cmd, st, path);
+    for (int64_t l = 0; l < N && !rc; l++)
+        for (int64_t h = 0; h < Hw && !rc; h++) {
+            snprintf(title, sizeof title, "%s: layer %lld head %lld",
+                     attn_task_name(c->task.kind), (long long)l, (long long)h);
+            snprintf(path, sizeof path, "%s/layer%lld_head%lld.png", dir,
+                     (long long)l, (long long)h);
+            if ((st = attn_heatmap_write(path, &W, l, h, &ho)))
+                rc = cli_fail(cmd, st, path);
+        }
+    free(xl);
+    free(xp);
+    return rc;
+}
+
+int cmd_attend(int argc, char **argv) {
+    const char *cmd = "attend";
+    for (int i = 1; i < argc; i++)
+        if (cli_is_help(argv[i])) {
+            help();
+            return 0;
+        }
+    const char *model = NULL, *input = NULL, *out = NULL;
+    int64_t threads = 1;
+    int print = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] != '-') {
+            if (model) return cli_usage_error(cmd, "unexpected argument '%s'", a);
+            model = a;
+            continue;
+        }
+        if (strcmp(a, "--print") == 0) {
+            print = 1;
+            continue;
+        }
+        if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
+        const char *v = argv[++i];
+        if (strcmp(a, "--input") == 0) input = v;
+        else if (strcmp(a, "--out") == 0) out = v;
+        else if (strcmp(a, "--threads") == 0) {
+            if (cli_parse_i64(v, &threads) || threads < 0 || threads > 1024)
+                return cli_usage_error(cmd, "bad value '%s' for %s", v, a);
+        } else return cli_usage_error(cmd, "unknown option '%s'", a);
+    }
+    if (!model) return cli_usage_error(cmd, "need MODEL.bin");
+    if (!input) return cli_usage_error(cmd, "need --input \"TOKENS\"");
+    attn_trainer *tr;
+    attn_status st = attn_trainer_load(model, &tr);
+    if (st) return cli_fail(cmd, st, "load");
+    cli_train_threads(threads);
+    const attn_train_config *c = attn_trainer_config(tr);
+    const attn_model_config *m = &c->model;
+    const int64_t Lmax = m->max_len, V = m->vocab_out;
+    const int64_t N = m->enc.num_layers, Hw = attn_encoder_weight_heads(&m->enc);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(3 * Lmax));
+    float *logits = NULL, *w = NULL, *work = NULL;
+    int rc = 0;
+    int64_t n = 0;
+    size_t ws = 0;
+    if (!ids) {
+        rc = cli_fail(cmd, ATTN_E_NOMEM, "input");
+        goto done;
+    }
+    int32_t *expect = ids + Lmax, *pred = ids + 2 * Lmax;
+    if ((rc = parse_input(cmd, input, c->task.vocab, Lmax, ids, &n))) goto done;
+    if ((st = attn_task_solve(&c->task, ids, n, expect))) {
+        rc = cli_fail(cmd, st, "input");
+        goto done;
+    }
+    if ((st = attn_model_workspace_size(m, 1, n, &ws))) {
+        rc = cli_fail(cmd, st, "workspace");
+        goto done;
+    }
+    logits = malloc(sizeof(float) * (size_t)(n * V));
+    w = malloc(sizeof(float) * (size_t)(N * Hw * n * n));
+    work = malloc(sizeof(float) * ws);
+    if (!logits || !w || !work) {
+        rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
+        goto done;
+    }
+    attn_layer_opts o;
+    attn_sdpa_opts_init(&o);
+    o.threads = (int)threads;
+    if ((st = attn_model_forward(m, attn_trainer_params(tr), 1, n, ids, NULL,
+                                 &o, logits, w, work))) {
+        rc = cli_fail(cmd, st, "forward");
+        goto done;
+    }
+    int64_t right = 0, total = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (expect[i] == ATTN_IGNORE_INDEX) {
+            pred[i] = ATTN_IGNORE_INDEX;
+            continue;
+        }
+        int64_t arg = 0;
+        for (int64_t k = 1; k < V; k++)
+            if (logits[i * V + k] > logits[i * V + arg]) arg = k;
+        pred[i] = (int32_t)arg;
+        total++;
+        right += pred[i] == expect[i];
+    }
+    printf("task %s, %lld tokens\n", attn_task_name(c->task.kind), (long long)n);
+    print_tokens("input:", ids, n, c->task.vocab);
+    print_tokens("prediction:", pred, n, c->task.vocab);
+    print_tokens("expected:", expect, n, c->task.vocab);
+    printf("%lld of %lld right\n", (long long)right, (long long)total);
+    for (int64_t l = 0; l < N; l++)
+        for (int64_t h = 0; h < Hw; h++) {
+            const float *wm = w + (l * Hw + h) * n * n;
+            printf("layer %lld head %lld, most attended key per query:",
+                   (long long)l, (long long)h);
+            for (int64_t i = 0; i < n; i++) {
+                int64_t arg = 0;
+                for (int64_t j = 1; j < n; j++)
+                    if (wm[i * n + j] > wm[i * n + arg]) arg = j;
+                printf(" %lld", (long long)arg);
+            }
+            printf("\n");
+            if (print) {
+                char title[64];
+                snprintf(title, sizeof title, "layer %lld head %lld",
+                         (long long)l, (long long)h);
+                cli_print_matrix(stdout, title, wm, n, n, n, 2);
+            }
+        }
+    if (out) {
+        if (mkdir(out, 0755) != 0 && errno != EEXIST) {
+            fprintf(stderr, "attn %s: cannot create %s: %s\n", cmd, out,
+                    strerror(errno));
+            rc = 1;
+            goto done;
+        }
+        char path[4096];
+        snprintf(path, sizeof path, "%s/weights.npy", out);
+        const int64_t shape[4] = {N, Hw, n, n};
+        if ((rc = cli_save_array(cmd, path, ATTN_F32, w, 4, shape))) goto done;
+        for (int64_t l = 0; l < N && !rc; l++)
+            for (int64_t h = 0; h < Hw && !rc; h++) {
+                snprintf(path, sizeof path, "%s/layer%lld_head%lld.npy", out,
+                         (long long)l, (long long)h);
+                rc = cli_save_array(cmd, path, ATTN_F32,
+                                    w + (l * Hw + h) * n * n, 2, shape + 2);
+            }
+        if (!rc) rc = pictures(cmd, out, c, w, ids, pred, n, N, Hw);
+        if (!rc)
+            printf("wrote %s/weights.npy, attention.png and %lld maps "
+                   "layer<l>_head<h>.npy/.png\n", out, (long long)(N * Hw));
+    }
+done:
+    free(ids);
+    free(logits);
+    free(w);
+    free(work);
+    attn_trainer_free(tr);
+    return rc;
+}
