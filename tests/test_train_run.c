@@ -249,16 +249,21 @@ static void threads_bitwise(attn_attention_type at) {
     CHECK_STATUS(attn_train_config_check(&c), ATTN_OK);
     const int64_t n = attn_model_param_count(&c.model);
     for (int k = 0; k < 2; k++) {
+        /* OpenMP follows c.threads; OpenBLAS's pool is global: the layers
+         * keep it on the caller's thread for c.threads = 1 and put the
+         * caller's setting back afterwards */
         c.threads = k + 1;
-        omp_set_num_threads(k + 1);
-        openblas_set_num_threads(k + 1);
+        openblas_set_num_threads(2);
+        const int blas_was = openblas_get_num_threads();
         attn_trainer *t = run(&c, 15);
+        CHECK_MSG(openblas_get_num_threads() == blas_was,
+                  "OpenBLAS threads %d after training, %d before",
+                  openblas_get_num_threads(), blas_was);
         if (!t) return;
         p[k] = malloc(sizeof(float) * n);
         memcpy(p[k], attn_trainer_params(t), sizeof(float) * n);
         attn_trainer_free(t);
     }
-    omp_set_num_threads(1);
     openblas_set_num_threads(1);
     CHECK_MSG(memcmp(p[0], p[1], sizeof(float) * n) == 0,
               "%s: 1 and 2 threads give different models",

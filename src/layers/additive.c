@@ -445,11 +445,14 @@ static attn_status forward_tiled(const attn_additive_config *c,
     return ATTN_OK;
 }
 
-attn_status attn_additive_forward(const attn_additive_config *c,
-                                  const float *params, int64_t B, int64_t Lq,
-                                  int64_t Lk, const float *q, const float *k,
-                                  const float *v, const attn_layer_opts *opts,
-                                  float *out, float *weights, float *ws) {
+static attn_status additive_forward_body(const attn_additive_config *c,
+                                         const float *params, int64_t B,
+                                         int64_t Lq, int64_t Lk,
+                                         const float *q, const float *k,
+                                         const float *v,
+                                         const attn_layer_opts *opts,
+                                         float *out, float *weights,
+                                         float *ws) {
     attn_status st = check_call(c, params, B, Lq, Lk, q, k, v, opts, ws);
     if (st) return st;
     ATTN__NEED(out);
@@ -468,14 +471,29 @@ attn_status attn_additive_forward(const attn_additive_config *c,
                          weights, &w);
 }
 
+attn_status attn_additive_forward(const attn_additive_config *cfg,
+                                  const float *params, int64_t B, int64_t Lq,
+                                  int64_t Lk, const float *q, const float *k,
+                                  const float *v, const attn_layer_opts *opts,
+                                  float *out, float *weights, float *ws) {
+    const int blas = attn__layer_blas_begin(opts);
+    attn_status st = additive_forward_body(cfg, params, B, Lq, Lk, q, k, v,
+                                           opts, out, weights, ws);
+    attn__blas_single_end(blas);
+    return st;
+}
+
 /* ---- backward --------------------------------------------------------- */
 
-attn_status attn_additive_backward(const attn_additive_config *c,
-                                   const float *params, int64_t B, int64_t Lq,
-                                   int64_t Lk, const float *q, const float *k,
-                                   const float *v, const attn_layer_opts *opts,
-                                   const float *dout, float *ws, float *grads,
-                                   float *dq, float *dk, float *dv) {
+static attn_status additive_backward_body(const attn_additive_config *c,
+                                          const float *params, int64_t B,
+                                          int64_t Lq, int64_t Lk,
+                                          const float *q, const float *k,
+                                          const float *v,
+                                          const attn_layer_opts *opts,
+                                          const float *dout, float *ws,
+                                          float *grads, float *dq, float *dk,
+                                          float *dv) {
     attn_status st = check_call(c, params, B, Lq, Lk, q, k, v, opts, ws);
     if (st) return st;
     ATTN__NEED(dout);
@@ -553,6 +571,19 @@ attn_status attn_additive_backward(const attn_additive_config *c,
     attn_linear_backward(B * Lk, c->key_dim, A, k, P.w_k, w.dkp,
                          grads ? G.w_k : NULL, grads ? G.b_k : NULL, dk);
     return ATTN_OK;
+}
+
+attn_status attn_additive_backward(const attn_additive_config *cfg,
+                                   const float *params, int64_t B, int64_t Lq,
+                                   int64_t Lk, const float *q, const float *k,
+                                   const float *v, const attn_layer_opts *opts,
+                                   const float *dout, float *ws, float *grads,
+                                   float *dq, float *dk, float *dv) {
+    const int blas = attn__layer_blas_begin(opts);
+    attn_status st = additive_backward_body(cfg, params, B, Lq, Lk, q, k, v,
+                                            opts, dout, ws, grads, dq, dk, dv);
+    attn__blas_single_end(blas);
+    return st;
 }
 
 /* ---- weights from a saved forward (for the encoder's pictures) ------- */

@@ -87,6 +87,13 @@ attn_status attn_layernorm_forward(int64_t n, int64_t d, const float *x,
                                    const float *gamma, const float *beta,
                                    double eps, float *y, float *mean,
                                    float *rstd) {
+    return attn__layernorm_forward(n, d, x, gamma, beta, eps, y, mean, rstd, 0);
+}
+
+attn_status attn__layernorm_forward(int64_t n, int64_t d, const float *x,
+                                    const float *gamma, const float *beta,
+                                    double eps, float *y, float *mean,
+                                    float *rstd, int threads) {
     if (n < 1 || d < 1)
         return attn__fail(ATTN_E_SHAPE, "layernorm sizes n=%lld d=%lld must "
                           "be >= 1", (long long)n, (long long)d);
@@ -97,7 +104,7 @@ attn_status attn_layernorm_forward(int64_t n, int64_t d, const float *x,
     if (!(eps > 0) || isinf(eps))
         return attn__fail(ATTN_E_INVALID, "layernorm eps is %g; it must be "
                           "positive", eps);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(nthreads(threads))
     for (int64_t r = 0; r < n; r++) {
         const float *xr = x + r * d;
         double s = 0, s2 = 0;
@@ -121,6 +128,15 @@ attn_status attn_layernorm_backward(int64_t n, int64_t d, const float *x,
                                     const float *gamma, const float *mean,
                                     const float *rstd, const float *dy,
                                     float *dgamma, float *dbeta, float *dx) {
+    return attn__layernorm_backward(n, d, x, gamma, mean, rstd, dy, dgamma,
+                                    dbeta, dx, 0);
+}
+
+attn_status attn__layernorm_backward(int64_t n, int64_t d, const float *x,
+                                     const float *gamma, const float *mean,
+                                     const float *rstd, const float *dy,
+                                     float *dgamma, float *dbeta, float *dx,
+                                     int threads) {
     if (n < 1 || d < 1)
         return attn__fail(ATTN_E_SHAPE, "layernorm sizes n=%lld d=%lld must "
                           "be >= 1", (long long)n, (long long)d);
@@ -139,7 +155,7 @@ attn_status attn_layernorm_backward(int64_t n, int64_t d, const float *x,
             }
         }
     if (dx) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(nthreads(threads))
         for (int64_t r = 0; r < n; r++) {
             const float *xr = x + r * d, *g = dy + r * d;
             double mu = mean[r], rs = rstd[r], a = 0, bsum = 0;

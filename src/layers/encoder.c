@@ -323,16 +323,19 @@ static attn_status check_call(const attn_encoder_config *c, const float *params,
 
 /* ---- forward ---------------------------------------------------------- */
 
-attn_status attn_encoder_forward(const attn_encoder_config *c,
-                                 const float *params, int64_t B, int64_t L,
-                                 const float *x, const attn_layer_opts *opts,
-                                 float *out, float *weights, float *ws) {
+static attn_status encoder_forward_body(const attn_encoder_config *c,
+                                        const float *params, int64_t B,
+                                        int64_t L, const float *x,
+                                        const attn_layer_opts *opts,
+                                        float *out, float *weights,
+                                        float *ws) {
     attn_status st = check_call(c, params, B, L, x, opts, ws);
     if (st) return st;
     ATTN__NEED(out);
     if (out == x) return attn__fail(ATTN_E_INVALID, "out may not alias x");
     const int64_t E = c->d_model, F = c->dim_feedforward, n = B * L;
-    const int64_t Hw = attn_encoder_weight_heads(c), th = attn__threads(opts);
+    const int64_t Hw = attn_encoder_weight_heads(c);
+    const int th = attn__threads(opts);
     const double eps = ln_eps(c), p = opts->dropout_p;
     const size_t be = (size_t)(n * E);
     attn_mha_config mc = mha_cfg(c);
@@ -351,8 +354,8 @@ attn_status attn_encoder_forward(const attn_encoder_config *c,
         float *wl = weights ? weights + l * B * Hw * L * L : NULL;
         const float *ain = w.xin;
         if (c->norm_first) {
-            attn_layernorm_forward(n, E, w.xin, P.ln1_gamma, P.ln1_beta, eps,
-                                   w.ln1y, w.m1, w.s1);
+            attn__layernorm_forward(n, E, w.xin, P.ln1_gamma, P.ln1_beta, eps,
+                                    w.ln1y, w.m1, w.s1, th);
             ain = w.ln1y;
         }
         if (c->attention == ATTN_ATTENTION_DOT) {
@@ -368,12 +371,12 @@ attn_status attn_encoder_forward(const attn_encoder_config *c,
         for (int64_t i = 0; i < n * E; i++) w.r1[i] = w.xin[i] + sw.a[i];
         const float *fin;
         if (c->norm_first) {
-            attn_layernorm_forward(n, E, w.r1, P.ln2_gamma, P.ln2_beta, eps,
-                                   w.ln2y, w.m2, w.s2);
+            attn__layernorm_forward(n, E, w.r1, P.ln2_gamma, P.ln2_beta, eps,
+                                    w.ln2y, w.m2, w.s2, th);
             fin = w.ln2y;
         } else {
-            attn_layernorm_forward(n, E, w.r1, P.ln1_gamma, P.ln1_beta, eps,
-                                   w.ln1y, w.m1, w.s1);
+            attn__layernorm_forward(n, E, w.r1, P.ln1_gamma, P.ln1_beta, eps,
+                                    w.ln1y, w.m1, w.s1, th);
             fin = w.ln1y;
         }
         attn_linear_forward(n, E, F, fin, P.w_1, P.b_1, w.hpre);
@@ -386,8 +389,8 @@ attn_status attn_encoder_forward(const attn_encoder_config *c,
         if (c->norm_first) {
             cur = w.r2;
         } else {
-            attn_layernorm_forward(n, E, w.r2, P.ln2_gamma, P.ln2_beta, eps,
-                                   w.ln2y, w.m2, w.s2);
+            attn__layernorm_forward(n, E, w.r2, P.ln2_gamma, P.ln2_beta, eps,
+                                    w.ln2y, w.m2, w.s2, th);
             cur = w.ln2y;
         }
     }
@@ -395,11 +398,23 @@ attn_status attn_encoder_forward(const attn_encoder_config *c,
     if (c->final_norm) {
         float *g, *b;
         attn_encoder_final_norm_view(c, (float *)params, &g, &b);
-        attn_layernorm_forward(n, E, sw.xn, g, b, eps, out, sw.mf, sw.sf);
+        attn__layernorm_forward(n, E, sw.xn, g, b, eps, out, sw.mf, sw.sf,
+                                th);
     } else {
         memcpy(out, sw.xn, be * sizeof(float));
     }
     return ATTN_OK;
+}
+
+attn_status attn_encoder_forward(const attn_encoder_config *cfg,
+                                 const float *params, int64_t B, int64_t L,
+                                 const float *x, const attn_layer_opts *opts,
+                                 float *out, float *weights, float *ws) {
+    const int blas = attn__layer_blas_begin(opts);
+    attn_status st = encoder_forward_body(cfg, params, B, L, x, opts, out,
+                                          weights, ws);
+    attn__blas_single_end(blas);
+    return st;
 }
 
 attn_status attn_encoder_layer_weights(const attn_encoder_config *c,
@@ -460,16 +475,17 @@ static attn_status att_backward(const attn_encoder_config *c,
                                   G ? G->additive.w_q : NULL, dain, dain, dain);
 }
 
-attn_status attn_encoder_backward(const attn_encoder_config *c,
-                                  const float *params, int64_t B, int64_t L,
-                                  const float *x, const attn_layer_opts *opts,
-                                  const float *dout, float *ws, float *grads,
-                                  float *dx) {
+static attn_status encoder_backward_body(const attn_encoder_config *c,
+                                         const float *params, int64_t B,
+                                         int64_t L, const float *x,
+                                         const attn_layer_opts *opts,
+                                         const float *dout, float *ws,
+                                         float *grads, float *dx) {
     attn_status st = check_call(c, params, B, L, x, opts, ws);
     if (st) return st;
     ATTN__NEED(dout);
     const int64_t E = c->d_model, F = c->dim_feedforward, n = B * L;
-    const int64_t th = attn__threads(opts);
+    const int th = attn__threads(opts);
     const size_t be = (size_t)(n * E) * sizeof(float);
     const double p = opts->dropout_p;
     if ((st = attn__check_finite_f32(dout, n * E, "dout"))) return st;
@@ -481,7 +497,8 @@ attn_status attn_encoder_backward(const attn_encoder_config *c,
         attn_encoder_final_norm_view(c, (float *)params, &gm, &bt);
         if (grads) attn_encoder_final_norm_view(c, grads, &dg, &db);
         memset(sw.g, 0, be);
-        attn_layernorm_backward(n, E, sw.xn, gm, sw.mf, sw.sf, dout, dg, db, sw.g);
+        attn__layernorm_backward(n, E, sw.xn, gm, sw.mf, sw.sf, dout, dg, db,
+                                 sw.g, th);
     } else {
         memcpy(sw.g, dout, be);
     }
@@ -504,21 +521,21 @@ attn_status attn_encoder_backward(const attn_encoder_config *c,
             attn__act_backward(c->activation, w.hpre, sw.gh, sw.gh, n * F, th);
             memset(sw.t2, 0, be);
             attn_linear_backward(n, E, F, w.ln2y, P.w_1, sw.gh, GP(w_1), GP(b_1), sw.t2);
-            attn_layernorm_backward(n, E, w.r1, P.ln2_gamma, w.m2, w.s2, sw.t2,
-                                    GP(ln2_gamma), GP(ln2_beta), sw.g);
+            attn__layernorm_backward(n, E, w.r1, P.ln2_gamma, w.m2, w.s2, sw.t2,
+                                     GP(ln2_gamma), GP(ln2_beta), sw.g, th);
             /* g = d r1 */
             memcpy(sw.t1, sw.g, be);
             attn__dropout_apply(opts->seed, attn__enc_stream(l, 1), p, sw.t1, n * E, th);
             memset(sw.t2, 0, be);
             st = att_backward(c, &P, Gp, B, L, w.ln1y, &oa, &w, sw.t1, sw.a, sw.t2);
             if (st) return st;
-            attn_layernorm_backward(n, E, w.xin, P.ln1_gamma, w.m1, w.s1, sw.t2,
-                                    GP(ln1_gamma), GP(ln1_beta), sw.g);
+            attn__layernorm_backward(n, E, w.xin, P.ln1_gamma, w.m1, w.s1, sw.t2,
+                                     GP(ln1_gamma), GP(ln1_beta), sw.g, th);
         } else {
             /* out = LN2(x1 + drop(FFN(x1))); x1 = LN1(xin + drop(SA(xin))) */
             memset(sw.t1, 0, be);
-            attn_layernorm_backward(n, E, w.r2, P.ln2_gamma, w.m2, w.s2, sw.g,
-                                    GP(ln2_gamma), GP(ln2_beta), sw.t1);
+            attn__layernorm_backward(n, E, w.r2, P.ln2_gamma, w.m2, w.s2, sw.g,
+                                     GP(ln2_gamma), GP(ln2_beta), sw.t1, th);
             memcpy(sw.t2, sw.t1, be);
             attn__dropout_apply(opts->seed, attn__enc_stream(l, 3), p, sw.t2, n * E, th);
             memset(sw.gh, 0, sizeof(float) * (size_t)(n * F));
@@ -528,8 +545,8 @@ attn_status attn_encoder_backward(const attn_encoder_config *c,
             attn_linear_backward(n, E, F, w.ln1y, P.w_1, sw.gh, GP(w_1), GP(b_1), sw.t1);
             /* t1 = d x1 */
             memset(sw.t2, 0, be);
-            attn_layernorm_backward(n, E, w.r1, P.ln1_gamma, w.m1, w.s1, sw.t1,
-                                    GP(ln1_gamma), GP(ln1_beta), sw.t2);
+            attn__layernorm_backward(n, E, w.r1, P.ln1_gamma, w.m1, w.s1, sw.t1,
+                                     GP(ln1_gamma), GP(ln1_beta), sw.t2, th);
             /* t2 = d r1 = d xin (residual) + attention path */
             memcpy(sw.t1, sw.t2, be);
             attn__dropout_apply(opts->seed, attn__enc_stream(l, 1), p, sw.t1, n * E, th);
@@ -542,4 +559,16 @@ attn_status attn_encoder_backward(const attn_encoder_config *c,
     if (dx)
         for (int64_t i = 0; i < n * E; i++) dx[i] += sw.g[i];
     return ATTN_OK;
+}
+
+attn_status attn_encoder_backward(const attn_encoder_config *cfg,
+                                  const float *params, int64_t B, int64_t L,
+                                  const float *x, const attn_layer_opts *opts,
+                                  const float *dout, float *ws, float *grads,
+                                  float *dx) {
+    const int blas = attn__layer_blas_begin(opts);
+    attn_status st = encoder_backward_body(cfg, params, B, L, x, opts, dout,
+                                           ws, grads, dx);
+    attn__blas_single_end(blas);
+    return st;
 }

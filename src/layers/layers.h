@@ -3,6 +3,7 @@
 #define ATTN_LAYERS_H
 
 #include "internal.h"
+#include "../kernels/flash.h"
 
 #include <math.h>
 
@@ -38,6 +39,19 @@ void attn__act_forward(attn_activation act, const float *x, float *y,
                        int64_t n, int threads);
 void attn__act_backward(attn_activation act, const float *x, const float *dy,
                         float *dx, int64_t n, int threads);
+
+/* attn_layernorm_forward / backward with the caller's OpenMP thread count
+ * (0 = the default); rows are independent, so any count gives the same
+ * bits. The public functions call these with 0. */
+attn_status attn__layernorm_forward(int64_t n, int64_t d, const float *x,
+                                    const float *gamma, const float *beta,
+                                    double eps, float *y, float *mean,
+                                    float *rstd, int threads);
+attn_status attn__layernorm_backward(int64_t n, int64_t d, const float *x,
+                                     const float *gamma, const float *mean,
+                                     const float *rstd, const float *dy,
+                                     float *dgamma, float *dbeta, float *dx,
+                                     int threads);
 
 /* Resolved additive config and the (B, Lq, Lk) validation. */
 attn_status attn__additive_check_cfg(const attn_additive_config *cfg);
@@ -79,6 +93,16 @@ static inline uint32_t attn__enc_stream(int64_t layer, int site) {
 /* OpenMP thread count for a layer call (0 = the default). */
 static inline int attn__threads(const attn_layer_opts *o) {
     return o && o->threads > 0 ? o->threads : 0;
+}
+
+/* OpenBLAS threads are process-wide, not per call. A layer call asked to
+ * run on one thread keeps its sgemms on the calling thread with the
+ * kernels' guard (src/kernels/flash.c): otherwise OpenBLAS's idle pool
+ * spins beside it (small training steps ran 2-7x slower). Other counts
+ * leave the caller's BLAS setting alone. Nested calls are no-ops. Returns
+ * what attn__blas_single_end takes. */
+static inline int attn__layer_blas_begin(const attn_layer_opts *o) {
+    return attn__threads(o) == 1 ? attn__blas_single_begin() : 1;
 }
 
 #endif

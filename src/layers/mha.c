@@ -191,12 +191,13 @@ static attn_status check_call(const attn_mha_config *c, const float *params,
     return ATTN_OK;
 }
 
-attn_status attn_mha_forward(const attn_mha_config *c, const float *params,
-                             int64_t B, int64_t Lq, int64_t Lk,
-                             const float *query, const float *key,
-                             const float *value, const attn_layer_opts *opts,
-                             float *out, float *weights,
-                             attn_weights_mode mode, float *ws) {
+static attn_status mha_forward_body(const attn_mha_config *c,
+                                    const float *params, int64_t B, int64_t Lq,
+                                    int64_t Lk, const float *query,
+                                    const float *key, const float *value,
+                                    const attn_layer_opts *opts, float *out,
+                                    float *weights, attn_weights_mode mode,
+                                    float *ws) {
     attn_status st = check_call(c, params, B, Lq, Lk, query, key, value, opts, ws);
     if (st) return st;
     ATTN__NEED(out);
@@ -240,12 +241,28 @@ attn_status attn_mha_forward(const attn_mha_config *c, const float *params,
     return attn_linear_forward(B * Lq, E, E, w.c, P.w_o, P.b_o, out);
 }
 
-attn_status attn_mha_backward(const attn_mha_config *c, const float *params,
-                              int64_t B, int64_t Lq, int64_t Lk,
-                              const float *query, const float *key,
-                              const float *value, const attn_layer_opts *opts,
-                              const float *dout, float *ws, float *grads,
-                              float *dquery, float *dkey, float *dvalue) {
+attn_status attn_mha_forward(const attn_mha_config *cfg, const float *params,
+                             int64_t B, int64_t Lq, int64_t Lk,
+                             const float *query, const float *key,
+                             const float *value, const attn_layer_opts *opts,
+                             float *out, float *weights,
+                             attn_weights_mode mode, float *ws) {
+    const int blas = attn__layer_blas_begin(opts);
+    attn_status st = mha_forward_body(cfg, params, B, Lq, Lk, query, key,
+                                      value, opts, out, weights, mode, ws);
+    attn__blas_single_end(blas);
+    return st;
+}
+
+static attn_status mha_backward_body(const attn_mha_config *c,
+                                     const float *params, int64_t B,
+                                     int64_t Lq, int64_t Lk,
+                                     const float *query, const float *key,
+                                     const float *value,
+                                     const attn_layer_opts *opts,
+                                     const float *dout, float *ws,
+                                     float *grads, float *dquery, float *dkey,
+                                     float *dvalue) {
     attn_status st = check_call(c, params, B, Lq, Lk, query, key, value, opts, ws);
     if (st) return st;
     ATTN__NEED(dout);
@@ -276,6 +293,20 @@ attn_status attn_mha_backward(const attn_mha_config *c, const float *params,
     attn_linear_backward(B * Lk, vdim_of(c), KV, value, P.w_v, w.dv,
                          grads ? G.w_v : NULL, grads ? G.b_v : NULL, dvalue);
     return ATTN_OK;
+}
+
+attn_status attn_mha_backward(const attn_mha_config *cfg, const float *params,
+                              int64_t B, int64_t Lq, int64_t Lk,
+                              const float *query, const float *key,
+                              const float *value, const attn_layer_opts *opts,
+                              const float *dout, float *ws, float *grads,
+                              float *dquery, float *dkey, float *dvalue) {
+    const int blas = attn__layer_blas_begin(opts);
+    attn_status st = mha_backward_body(cfg, params, B, Lq, Lk, query, key,
+                                       value, opts, dout, ws, grads, dquery,
+                                       dkey, dvalue);
+    attn__blas_single_end(blas);
+    return st;
 }
 
 attn_status attn__mha_weights_from_ws(const attn_mha_config *c, int64_t B,

@@ -169,11 +169,13 @@ static attn_status check_call(const attn_model_config *c, const float *params,
     return ATTN_OK;
 }
 
-attn_status attn_model_forward(const attn_model_config *c, const float *params,
-                               int64_t B, int64_t L, const int32_t *tokens,
-                               const int64_t *lengths,
-                               const attn_layer_opts *opts, float *logits,
-                               float *weights, float *ws) {
+static attn_status model_forward_body(const attn_model_config *c,
+                                      const float *params, int64_t B,
+                                      int64_t L, const int32_t *tokens,
+                                      const int64_t *lengths,
+                                      const attn_layer_opts *opts,
+                                      float *logits, float *weights,
+                                      float *ws) {
     model_ws w;
     attn_layer_opts eo;
     attn_status st = check_call(c, params, B, L, tokens, lengths, opts, ws,
@@ -197,11 +199,25 @@ attn_status attn_model_forward(const attn_model_config *c, const float *params,
                                params + m.head_b, logits);
 }
 
-attn_status attn_model_backward(const attn_model_config *c,
-                                const float *params, int64_t B, int64_t L,
-                                const int32_t *tokens, const int64_t *lengths,
-                                const attn_layer_opts *opts,
-                                const float *dlogits, float *ws, float *grads) {
+attn_status attn_model_forward(const attn_model_config *cfg,
+                               const float *params, int64_t B, int64_t L,
+                               const int32_t *tokens, const int64_t *lengths,
+                               const attn_layer_opts *opts, float *logits,
+                               float *weights, float *ws) {
+    const int blas = attn__layer_blas_begin(opts);
+    attn_status st = model_forward_body(cfg, params, B, L, tokens, lengths,
+                                        opts, logits, weights, ws);
+    attn__blas_single_end(blas);
+    return st;
+}
+
+static attn_status model_backward_body(const attn_model_config *c,
+                                       const float *params, int64_t B,
+                                       int64_t L, const int32_t *tokens,
+                                       const int64_t *lengths,
+                                       const attn_layer_opts *opts,
+                                       const float *dlogits, float *ws,
+                                       float *grads) {
     model_ws w;
     attn_layer_opts eo;
     attn_status st = check_call(c, params, B, L, tokens, lengths, opts, ws,
@@ -230,4 +246,17 @@ attn_status attn_model_backward(const attn_model_config *c,
         for (int64_t k = 0; k < E; k++) g[k] += d[k] * scale;
     }
     return ATTN_OK;
+}
+
+attn_status attn_model_backward(const attn_model_config *cfg,
+                                const float *params, int64_t B, int64_t L,
+                                const int32_t *tokens, const int64_t *lengths,
+                                const attn_layer_opts *opts,
+                                const float *dlogits, float *ws,
+                                float *grads) {
+    const int blas = attn__layer_blas_begin(opts);
+    attn_status st = model_backward_body(cfg, params, B, L, tokens, lengths,
+                                         opts, dlogits, ws, grads);
+    attn__blas_single_end(blas);
+    return st;
 }

@@ -123,8 +123,9 @@ void cli_print_matrix(FILE *f, const char *title, const float *m,
 void cli_print_mask(FILE *f, const char *title, const uint8_t *m,
                     int64_t rows, int64_t cols, int64_t ld);
 
-/* Threads of OpenMP and OpenBLAS for the training commands (T > 0; 0
- * leaves the defaults). A model this small runs fastest on one. */
+/* OpenBLAS threads for the training commands when T > 1 (OpenMP follows
+ * opts.threads; T = 1 keeps BLAS on the caller's thread inside the library;
+ * 0 leaves the defaults). A model this small runs fastest on one. */
 void cli_train_threads(int64_t threads);
 
 /* ---- layer subcommands (cli_layers.c) --------------------------------- */

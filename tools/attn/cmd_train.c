@@ -4,7 +4,6 @@
 
 #include <cblas.h>
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -76,9 +75,10 @@ static void help(void) {
 }
 
 void cli_train_threads(int64_t threads) {
-    if (threads <= 0) return;
-    omp_set_num_threads((int)threads);
-    openblas_set_num_threads((int)threads);
+    /* OpenMP takes the count from the options, and the layers keep BLAS on
+     * the calling thread for a count of 1; only a larger count must reach
+     * OpenBLAS's process-wide pool. */
+    if (threads > 1) openblas_set_num_threads((int)threads);
 }
 
 static double now_s(void) {

@@ -2,7 +2,6 @@
  * the spot (about a second) and the attention it learned. */
 #include "cli.h"
 
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,8 +18,6 @@ int gallery_reversal(const char *cmd, demo_gallery *g) {
     c.batch = 32;
     c.steps = c.optim.decay_steps = 300;
     c.threads = 1;
-    const int omp_was = omp_get_max_threads();
-    cli_train_threads(1);
     attn_trainer *tr = NULL;
     attn_status st = attn_trainer_create(&c, &tr);
     if (st) return cli_fail(cmd, st, "reversal model");
@@ -109,6 +106,5 @@ int gallery_reversal(const char *cmd, demo_gallery *g) {
     free(w);
     free(ws);
     attn_trainer_free(tr);
-    omp_set_num_threads(omp_was);
     return rc;
 }
