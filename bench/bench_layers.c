@@ -18,12 +18,18 @@ static double now(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-typedef struct {
-    double fwd, fwdbwd; /* seconds */
-    size_t ws_bytes;
-} result;
+typedef bench_layers_result result;
 
 enum { K_CORE_DOT, K_CORE_ADD, K_MHA, K_ADD, K_ENC_DOT, K_ENC_ADD, K_COUNT };
+
+static const char *const names[K_COUNT] = {
+    "core: dot-product SDPA (8 x 64)", "core: additive scores (A = 256)",
+    "multi-head (dot, 8 heads)", "additive (A = 256)",
+    "encoder layer, dot", "encoder layer, additive"};
+
+const char *bench_layers_name(int kind) {
+    return kind >= 0 && kind < K_COUNT ? names[kind] : "?";
+}
 
 /* The attention cores alone: SDPA on projected shapes (B, 8, L, 64), and
  * additive attention whose inputs have 1 feature (projections negligible,
@@ -63,9 +69,10 @@ out:
     return st;
 }
 
-static int one(int kind, int64_t B, int64_t L, const bench_layers_opts *o,
-               result *r) {
+int bench_layers_measure(int kind, int64_t B, int64_t L,
+                         const bench_layers_opts *o, result *r) {
     const int64_t E = 512;
+    if (kind < 0 || kind >= K_COUNT) return ATTN_E_INVALID;
     if (kind == K_CORE_DOT) return core_dot(B, L, o, r);
     attn_mha_config mc = {E, 8, 0, 0, 0, 1};
     attn_additive_config ac = {E, E, E, 256, 1, 0};
@@ -132,10 +139,6 @@ out:
 int bench_layers_run(FILE *f, const bench_layers_opts *o) {
     const int64_t B = o->quick ? 2 : 32;
     const int64_t Ls[2] = {100, 512};
-    static const char *const names[K_COUNT] = {
-        "core: dot-product SDPA (8 x 64)", "core: additive scores (A = 256)",
-        "multi-head (dot, 8 heads)", "additive (A = 256)",
-        "encoder layer, dot", "encoder layer, additive"};
     fprintf(f, "B = %lld, d_model = 512, self-attention with projections; "
                "best of %d; %d threads (0 = default)\n\n",
             (long long)B, o->reps, o->threads);
@@ -145,7 +148,7 @@ int bench_layers_run(FILE *f, const bench_layers_opts *o) {
     for (int li = 0; li < 2; li++) {
         result r[K_COUNT];
         for (int k = 0; k < K_COUNT; k++) {
-            attn_status st = (attn_status)one(k, B, Ls[li], o, &r[k]);
+            attn_status st = (attn_status)bench_layers_measure(k, B, Ls[li], o, &r[k]);
             if (st) {
                 fprintf(stderr, "attn bench-layers: %s: %s\n", attn_strerror(st),
                         attn_last_error());

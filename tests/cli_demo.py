@@ -1,7 +1,8 @@
 """attn demo --out DIR: the gallery. Every file that index.html links to
-exists and is a real picture or page, every section of the issue is there
-(drawn or with a line saying why not), the summary names the directory,
-and the whole run takes well under two minutes.
+exists and is a real picture or page, all ten parts of the issue are there
+with their pictures, table or measured figures (none left out now that
+every issue has landed), the summary names the directory, and the whole
+run takes well under two minutes.
 
 usage: cli_demo.py PATH/TO/attn SOURCE_DIR
 """
@@ -53,14 +54,55 @@ with tempfile.TemporaryDirectory() as d:
             check(head.startswith(b"<!DOCTYPE html>"), link + " is a page")
         else:
             check(False, "unexpected link " + link)
-    # every experiment of the issue has its section, drawn or explained
+    # every experiment of the issue has its section, in order, with what
+    # it must show; nothing is left out any more
+    parts = re.split(r'<h2 id="part(\d+)">', html)
+    found = [int(n) for n in parts[1::2]]
+    check(found == list(range(1, 11)), "parts 1..10 in order, found %s" % found)
+    body = {int(n): parts[2 * i + 2] for i, n in enumerate(parts[1::2])}
     for n in range(1, 11):
-        check(("<h2>%d. " % n) in html, "section %d in the gallery" % n)
-    # a part left out says which issue it waits for
-    for note in re.findall(r'<p class="note">([^<]*)</p>', html):
-        if note.startswith("Left out"):
-            check(re.search(r"issue \(?\d\)?.*has not landed", note) is not None,
-                  "note says why: " + note)
+        b = body.get(n, "")
+        check(b.startswith("%d. " % n), "part %d heading" % n)
+        check("left out" not in b.lower() and "not landed" not in b,
+              "part %d is not left out" % n)
+    pictures = {n: re.findall(r'<img src="([^"]+)"', body.get(n, ""))
+                for n in range(1, 11)}
+    for n in (1, 2, 3, 4, 5, 7, 9, 10):
+        check(len(pictures[n]) >= 1, "part %d has a picture" % n)
+    check(len(pictures[6]) == 5, "part 6: five masks, found %d" % len(pictures[6]))
+    check("05_heads_viewer.html" in body.get(5, ""), "part 5 links the viewer")
+    # (2) the annotated 3-token map also as SVG; (4) both entropies
+    check("02_three_tokens.svg" in body.get(2, ""), "part 2 SVG")
+    check(re.search(r"entropy 0\.\d+.*against 0\.\d+", body.get(4, "")) is not None,
+          "part 4 names both entropies")
+    # (5) the multi-head layer, 8 heads of d_model 512
+    check("attn_mha_forward" in body.get(5, "") and "d_model 512" in body.get(5, ""),
+          "part 5 uses the multi-head layer")
+    check(re.search(r"5\. multi-head attention layer .*weights \(1, 8, 10, 10\)",
+                    p.stdout) is not None, "part 5 printed")
+    # (8) the speed table: 6 rows per length, both lengths, ratios, the shape
+    # and where the full-size table is
+    b8 = body.get(8, "")
+    rows = re.findall(r"<tr><td>([^<]*)</td><td>(\d+)</td>((?:<td>[^<]*</td>)*)</tr>", b8)
+    check(len(rows) == 12, "part 8 table has 12 rows, found %d" % len(rows))
+    check(sorted({int(r[1]) for r in rows}) == [100, 256], "part 8 lengths")
+    for name, L, rest in rows:
+        cells = re.findall(r"<td>([^<]*)</td>", rest)
+        check(len(cells) == 4, "part 8 row %s %s has 6 cells" % (name, L))
+        if len(cells) == 4:
+            check(all(float(c) >= 0 for c in cells[:3]), "part 8 numbers " + name)
+            if "additive" in name:
+                check(re.fullmatch(r"\d+\.\d\dx, \d+\.\d\dx", cells[3]) is not None,
+                      "part 8 ratio of " + name + ": " + cells[3])
+    check("B = 4" in b8 and "attn bench --layers" in b8 and "README" in b8,
+          "part 8 states its shape and points to the full table")
+    check(re.search(r"^8\. additive vs dot-product", p.stdout, re.M) is not None,
+          "part 8 printed")
+    # (9) both memory figures; (10) the trained model's accuracy
+    check(re.search(r"grew by [\d.]+ MiB during the flash kernel and by [\d.]+ MiB",
+                    body.get(9, "")) is not None, "part 9 memory figures")
+    check(re.search(r"token accuracy [01]\.\d+", p.stdout) is not None,
+          "part 10 printed its accuracy")
     # nothing external
     check("http://" not in html and "https://" not in html, "gallery is local")
 

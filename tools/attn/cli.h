@@ -201,7 +201,8 @@ typedef struct {
     char path[4096]; /* scratch for gallery_path */
     struct {
         char title[160];
-        char note[400]; /* e.g. why a part is left out */
+        char note[640]; /* e.g. how a part was measured */
+        char table[4096]; /* rows of tab-separated cells, the first the header */
     } sec[GALLERY_MAX_SECTIONS];
     int nsec;
     demo_item item[GALLERY_MAX_ITEMS];
@@ -216,7 +217,12 @@ void gallery_section(demo_gallery *g, const char *title);
 void gallery_add(demo_gallery *g, const char *file, const char *caption);
 /* A note under the current section's title. */
 void gallery_note(demo_gallery *g, const char *text);
+/* Appends a row of tab-separated cells to the current section's table
+ * (the first row is the header); 1 if it does not fit. */
+int gallery_table_row(demo_gallery *g, const char *cells);
 int gallery_write_index(const char *cmd, demo_gallery *g);
+/* Part 8: additive vs dot-product speed on a reduced shape (demo_speed.c). */
+int gallery_speed(const char *cmd, demo_gallery *g);
 /* Part 10: a small reversal model trained on the spot (demo_train.c). */
 int gallery_reversal(const char *cmd, demo_gallery *g);
 /* The experiments 3..10 (1 and 2 are drawn by cmd_demo.c). */
