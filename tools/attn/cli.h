@@ -207,6 +207,7 @@ typedef struct {
     int nsec;
     demo_item item[GALLERY_MAX_ITEMS];
     int nitems;
+    int quick; /* attn demo --quick: part 8 times B = 2, once */
 } demo_gallery;
 
 void gallery_init(demo_gallery *g, const char *dir);

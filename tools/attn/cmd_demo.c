@@ -10,7 +10,7 @@
 
 static void help(void) {
     printf(
-"usage: attn demo [--out DIR]\n"
+"usage: attn demo [--out DIR] [--quick]\n"
 "\n"
 "Runs the tutorial examples of scaled dot-product attention and prints\n"
 "what they show:\n"
@@ -31,7 +31,8 @@ static void help(void) {
 "  16384 positions; (10) a sequence-reversal model trained on the spot and\n"
 "  its learned attention. About 20 s on 2 cores.\n"
 "The 3-token example's inputs and results are also written there as .npy\n"
-"files, with the attn sdpa command that reproduces them.\n");
+"files, with the attn sdpa command that reproduces them.\n"
+"--quick times part 8 once on B = 2 (a smoke run, for slow builds).\n");
 }
 
 /* Deterministic uniform numbers in [0, 1) (xorshift64*). */
@@ -236,6 +237,7 @@ static int demo_lookahead_padding(const char *cmd) {
 
 int cmd_demo(int argc, char **argv) {
     const char *cmd = "demo", *dir = "demo-out";
+    int quick = 0;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
             help();
@@ -243,6 +245,8 @@ int cmd_demo(int argc, char **argv) {
         }
         if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
             dir = argv[++i];
+        } else if (strcmp(argv[i], "--quick") == 0) {
+            quick = 1;
         } else {
             return cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
         }
@@ -258,6 +262,7 @@ int cmd_demo(int argc, char **argv) {
         return 1;
     }
     gallery_init(g, dir);
+    g->quick = quick;
     int rc;
     if ((rc = demo_batch(cmd, g)) || (rc = demo_three_token(cmd, dir, g)) ||
         (rc = demo_lookahead_padding(cmd)))

@@ -6,11 +6,12 @@
 
 #include <omp.h>
 
-enum { SPEED_B = 4, SPEED_REPS = 5 };
 static const int64_t speed_L[2] = {100, 256};
 
 int gallery_speed(const char *cmd, demo_gallery *g) {
     gallery_section(g, "8. Additive vs dot-product attention: speed");
+    /* --quick (the sanitizer tests): the same code on less work */
+    const int SPEED_B = g->quick ? 2 : 4, SPEED_REPS = g->quick ? 1 : 5;
     bench_layers_opts o = {0, 0, SPEED_REPS};
     char note[640];
     snprintf(note, sizeof note, "Measured just now by attn demo: B = %d, L = "
