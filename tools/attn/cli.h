@@ -22,6 +22,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...);
 
 /* True if argv[i] is "--help" or "-h". */
 int cli_is_help(const char *arg);
+/* True if any of argv[1 .. argc - 1] is. */
+int cli_wants_help(int argc, char **argv);
 
 /* ---- .npy arrays for attention (cli_io.c) ----------------------------
  * Functions returning int give 0 on success, or the exit status of the
@@ -127,7 +129,18 @@ void cli_print_mask(FILE *f, const char *title, const uint8_t *m,
  * leaves the defaults). A model this small runs fastest on one. */
 void cli_train_threads(int64_t threads);
 
-/* ---- layer subcommands (cli_layers.c) --------------------------------- */
+/* ---- layer subcommands (cli_layers.c) ---------------------------------
+ *
+ *   cli_layer l;
+ *   cli_layer_init(&l, qkv);
+ *   rc = cli_sdpa_args_parse(cmd, &argc, argv, &l.a);
+ *   ... for each option with a value: cli_layer_opt, else its own ...
+ *   cli_layer_check, cli_layer_load
+ *   ... load (attn_X_load into l.prm, l.loaded = 1) or
+ *       cli_layer_alloc_params + attn_X_init; then cli_layer_save_params ...
+ *   cli_layer_alloc, attn_X_forward, cli_save_seq
+ *   done: cli_layer_free(&l);
+ */
 
 /* A sequence input (L, D) or (B, L, D) as contiguous f32 (B = 1 for rank 2). */
 typedef struct {
@@ -135,10 +148,6 @@ typedef struct {
     int64_t B, L, D;
     float *x;
 } cli_seq;
-
-int cli_load_seq(const char *cmd, const char *path, const char *name,
-                 cli_seq *s);
-void cli_seq_free(cli_seq *s);
 
 /* Saves data with shape [lead...] (B if rank == 3) rows cols. */
 int cli_save_seq(const char *cmd, const char *path, float *data, int rank,
@@ -152,13 +161,49 @@ typedef struct {
     int seeded;
 } cli_param_src;
 
-/* Takes --params, --save-params, --init-seed: *used = 1 if arg was one;
- * returns nonzero for a bad value. */
-int cli_param_opt(const char *arg, const char *val, cli_param_src *p,
-                  int *used);
-/* Exactly one of --params and --init-seed. */
-int cli_param_check(const char *cmd, const cli_param_src *p);
 void cli_param_help(FILE *f);
+
+/* What a layer subcommand holds from its options to its saved outputs. */
+typedef struct {
+    int qkv;                  /* inputs --query, --key, --value; else --x */
+    cli_sdpa_args a;
+    cli_param_src src;
+    const char *in[3];        /* their paths (--x in in[0])              */
+    const char *out_path, *weights_path;
+    cli_seq q, k, v;          /* the inputs given (k, v may stay empty)  */
+    const cli_seq *K, *V;     /* key and value: k, v or else the query   */
+    float *prm;               /* the parameters                          */
+    int loaded;               /* prm came from attn_X_load               */
+    float *ws, *out, *w;      /* workspace, output, weights (--weights)  */
+} cli_layer;
+
+void cli_layer_init(cli_layer *l, int qkv);
+
+/* Takes an option with a value that every layer subcommand has: --out,
+ * --weights, --params, --save-params, --init-seed, and the inputs.
+ * *used = 1 if arg was one; returns nonzero for a bad value (the caller
+ * says so). */
+int cli_layer_opt(cli_layer *l, const char *arg, const char *val, int *used);
+
+/* The input (--query or --x) and --out are given, exactly one of --params
+ * and --init-seed, and with --init-seed the option `need` (have != 0; need
+ * NULL: none). */
+int cli_layer_check(const char *cmd, const cli_layer *l, const char *need,
+                    int have);
+
+/* Loads the inputs named by in[] as f32 sequences. Key and value default
+ * to the query (self-attention) and must share its rank and batch, and
+ * each other's length. */
+int cli_layer_load(const char *cmd, cli_layer *l);
+
+/* n floats of parameters for --init-seed (n > 0). */
+int cli_layer_alloc_params(const char *cmd, cli_layer *l, int64_t n);
+
+/* Workspace (wsn floats), output (nout) and, with --weights, weights (nw). */
+int cli_layer_alloc(const char *cmd, cli_layer *l, size_t wsn, int64_t nout,
+                    int64_t nw);
+
+void cli_layer_free(cli_layer *l);
 
 /* ---- pictures and diagnostics (cli_viz.c) ----------------------------- */
 

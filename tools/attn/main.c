@@ -55,6 +55,12 @@ int cli_is_help(const char *arg) {
     return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
 }
 
+int cli_wants_help(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (cli_is_help(argv[i])) return 1;
+    return 0;
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: attn COMMAND [options]   (attn COMMAND --help for "
                "each)\n\ncommands:\n");
