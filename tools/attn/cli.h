@@ -49,6 +49,24 @@ int cli_tensor_convert(const char *cmd, cli_tensor *t, attn_dtype dtype);
 
 void cli_tensor_free(cli_tensor *t);
 
+/* --compute-dtype S: f32, f16, bf16 or f64 into *dt (usage error else;
+ * S NULL leaves *dt). */
+int cli_compute_dtype(const char *cmd, const char *s, attn_dtype *dt);
+
+/* Converts q, k, v to compute if given, else reads f64 files as f32 and
+ * keeps f32 and f16 as they are. */
+int cli_qkv_convert(const char *cmd, int given, attn_dtype compute,
+                    cli_tensor *q, cli_tensor *k, cli_tensor *v);
+
+/* Options that each take a value, e.g. {"--q", &qp}: every argument of
+ * argv[1 .. argc - 1] must be one of them followed by its value. */
+typedef struct {
+    const char *name;
+    const char **slot;
+} cli_path_opt;
+int cli_parse_paths(const char *cmd, int argc, char **argv,
+                    const cli_path_opt *opts, size_t n);
+
 /* Allocates a zeroed contiguous (d0, d1, d2, d3) tensor of dtype, checking
  * the size; free t->data with free(). */
 int cli_alloc_tensor(const char *cmd, const char *name, attn_dtype dtype,
