@@ -239,6 +239,27 @@ int cli_tokens_expect(const char *cmd, const char *opt, const cli_tokens *t,
                       int64_t n, const char *axis);
 void cli_tokens_free(cli_tokens *t);
 
+/* Axis labels: --tokens for both axes, or one list per axis (xopt for the
+ * keys, yopt for the queries, e.g. "--x-tokens", "--y-tokens"). */
+typedef struct {
+    cli_tokens x, y, both;
+    const char *xopt, *yopt;
+} cli_labels;
+
+void cli_labels_init(cli_labels *l, const char *xopt, const char *yopt);
+/* 1 if arg is one of the label options (then *rc is its parse result). */
+int cli_labels_opt(const char *cmd, cli_labels *l, const char *arg,
+                   const char *val, int *rc);
+/* The labels of the key (x != 0) or query axis, which must have n tokens
+ * (axis names it in the message); *labels NULL when none were given. */
+int cli_labels_axis(const char *cmd, const cli_labels *l, int x, int64_t n,
+                    const char *axis, const char *const **labels);
+void cli_labels_free(cli_labels *l);
+
+/* A positional argument taken as the weights file: a usage error if one
+ * was given already. */
+int cli_weights_arg(const char *cmd, const char *arg, const char **path);
+
 /* "B,H" of --map. */
 int cli_parse_map(const char *cmd, const char *s, int64_t *b, int64_t *h);
 /* Usage error if (b, h) is outside w. */
