@@ -22,8 +22,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...);
 
 /* True if argv[i] is "--help" or "-h". */
 int cli_is_help(const char *arg);
-/* True if any of argv[1 .. argc - 1] is. */
-int cli_wants_help(int argc, char **argv);
+/* If any of argv[1 .. argc - 1] is, calls help() and returns 1. */
+int cli_help_asked(int argc, char **argv, void (*help)(void));
 
 /* ---- .npy arrays for attention (cli_io.c) ----------------------------
  * Functions returning int give 0 on success, or the exit status of the

@@ -34,10 +34,7 @@ static void help(void) {
 
 int cmd_encoder(int argc, char **argv) {
     const char *cmd = "encoder";
-    if (cli_wants_help(argc, argv)) {
-        help();
-        return 0;
-    }
+    if (cli_help_asked(argc, argv, help)) return 0;
     cli_layer l;
     cli_layer_init(&l, 0);
     int rc = cli_sdpa_args_parse(cmd, &argc, argv, &l.a);

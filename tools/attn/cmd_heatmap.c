@@ -162,10 +162,7 @@ static int check_range(const char *cmd, const attn_heatmap_opts *o,
 
 int cmd_heatmap(int argc, char **argv) {
     const char *cmd = "heatmap";
-    if (cli_wants_help(argc, argv)) {
-        help();
-        return 0;
-    }
+    if (cli_help_asked(argc, argv, help)) return 0;
     cli_sdpa_args a;
     cli_tensor w;
     cli_labels lb;

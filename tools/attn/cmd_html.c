@@ -22,10 +22,7 @@ static void help(void) {
 
 int cmd_html(int argc, char **argv) {
     const char *cmd = "html";
-    if (cli_wants_help(argc, argv)) {
-        help();
-        return 0;
-    }
+    if (cli_help_asked(argc, argv, help)) return 0;
     cli_tensor w;
     cli_labels lb;
     memset(&w, 0, sizeof w);

@@ -30,10 +30,7 @@ static void help(void) {
 
 int cmd_mha(int argc, char **argv) {
     const char *cmd = "mha";
-    if (cli_wants_help(argc, argv)) {
-        help();
-        return 0;
-    }
+    if (cli_help_asked(argc, argv, help)) return 0;
     cli_layer l;
     cli_layer_init(&l, 1);
     int rc = cli_sdpa_args_parse(cmd, &argc, argv, &l.a);

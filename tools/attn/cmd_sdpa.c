@@ -39,10 +39,7 @@ static void help(void) {
 
 int cmd_sdpa(int argc, char **argv) {
     const char *cmd = "sdpa";
-    if (cli_wants_help(argc, argv)) {
-        help();
-        return 0;
-    }
+    if (cli_help_asked(argc, argv, help)) return 0;
     cli_sdpa_args a;
     cli_tensor q, k, v;
     attn_tensor out = {0}, weights = {0};

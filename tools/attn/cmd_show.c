@@ -29,10 +29,7 @@ static void help(void) {
 
 int cmd_show(int argc, char **argv) {
     const char *cmd = "show";
-    if (cli_wants_help(argc, argv)) {
-        help();
-        return 0;
-    }
+    if (cli_help_asked(argc, argv, help)) return 0;
     cli_sdpa_args a;
     cli_tensor w;
     cli_labels lb;

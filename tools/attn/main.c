@@ -55,9 +55,12 @@ int cli_is_help(const char *arg) {
     return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
 }
 
-int cli_wants_help(int argc, char **argv) {
+int cli_help_asked(int argc, char **argv, void (*help)(void)) {
     for (int i = 1; i < argc; i++)
-        if (cli_is_help(argv[i])) return 1;
+        if (cli_is_help(argv[i])) {
+            help();
+            return 1;
+        }
     return 0;
 }
 
