@@ -7,25 +7,18 @@ usage: cli_demo.py PATH/TO/attn SOURCE_DIR
 """
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 
-attn = sys.argv[1]
-failures = []
+from clitest import check, run, summary
 
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL", what)
 
 
 with tempfile.TemporaryDirectory() as d:
     out = os.path.join(d, "gallery")
     t0 = time.time()
-    p = subprocess.run([attn, "demo", "--out", out], capture_output=True, text=True)
+    p = run(["demo", "--out", out])
     took = time.time() - t0
     check(p.returncode == 0, "demo exit status %d: %s" % (p.returncode, p.stderr))
     check(took < 120, "demo took %.1f s" % took)
@@ -64,5 +57,4 @@ with tempfile.TemporaryDirectory() as d:
     # nothing external
     check("http://" not in html and "https://" not in html, "gallery is local")
 
-print("cli_demo: %d failures" % len(failures))
-sys.exit(1 if failures else 0)
+sys.exit(summary("cli_demo"))
