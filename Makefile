@@ -10,8 +10,8 @@ CMAKE_ARGS ?=
 
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES = build-essential cmake pkg-config libopenblas-dev libcairo2-dev \
-               python3 python3-numpy python3-venv python3-pip fonts-dejavu-core \
-               chromium
+               python3 python3-numpy python3-venv python3-pip python3-pytest \
+               fonts-dejavu-core chromium
 
 .PHONY: all deps build test test-fast test-asan demo bench install clean
 

@@ -123,6 +123,39 @@ void cli_print_matrix(FILE *f, const char *title, const float *m,
 void cli_print_mask(FILE *f, const char *title, const uint8_t *m,
                     int64_t rows, int64_t cols, int64_t ld);
 
+/* ---- layer subcommands (cli_layers.c) --------------------------------- */
+
+/* A sequence input (L, D) or (B, L, D) as contiguous f32 (B = 1 for rank 2). */
+typedef struct {
+    cli_tensor t;
+    int64_t B, L, D;
+    float *x;
+} cli_seq;
+
+int cli_load_seq(const char *cmd, const char *path, const char *name,
+                 cli_seq *s);
+void cli_seq_free(cli_seq *s);
+
+/* Saves data with shape [lead...] (B if rank == 3) rows cols. */
+int cli_save_seq(const char *cmd, const char *path, float *data, int rank,
+                 int nlead, const int64_t *lead, int64_t B, int64_t rows,
+                 int64_t cols);
+
+/* Where a layer's parameters come from. */
+typedef struct {
+    const char *load, *save;
+    uint64_t seed;
+    int seeded;
+} cli_param_src;
+
+/* Takes --params, --save-params, --init-seed: *used = 1 if arg was one;
+ * returns nonzero for a bad value. */
+int cli_param_opt(const char *arg, const char *val, cli_param_src *p,
+                  int *used);
+/* Exactly one of --params and --init-seed. */
+int cli_param_check(const char *cmd, const cli_param_src *p);
+void cli_param_help(FILE *f);
+
 /* ---- pictures and diagnostics (cli_viz.c) ----------------------------- */
 
 /* A whitespace-separated token list ("The cat sat"); v[i] point into buf. */
@@ -187,6 +220,10 @@ int cmd_version(int argc, char **argv);
 int cmd_sdpa(int argc, char **argv);
 int cmd_sdpa_backward(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_mha(int argc, char **argv);
+int cmd_additive(int argc, char **argv);
+int cmd_encoder(int argc, char **argv);
+int cmd_bench_layers(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_html(int argc, char **argv);
 int cmd_heatmap(int argc, char **argv);

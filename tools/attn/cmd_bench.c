@@ -45,7 +45,9 @@ static void help(void) {
 "                   0: forward only; the default run then takes ~3 minutes)\n"
 "  --tiles BQxBK[/RC]\n"
 "                   flash tile sizes and the row band of partial tiles\n"
-"                   (tuning; default: the built-in ones)\n");
+"                   (tuning; default: the built-in ones)\n"
+"  --layers         instead: additive vs dot-product layers (attn\n"
+"                   bench-layers; takes --quick, --threads N, --reps N)\n");
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -55,6 +57,11 @@ int cmd_bench(int argc, char **argv) {
     o.ref_max_l = 2048;
     o.bwd_max_l = 4096;
     bench_case cases[64];
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--layers") == 0) { /* bench/bench_layers.c */
+            for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
+            return cmd_bench_layers(argc - 1, argv);
+        }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;

@@ -1,0 +1,32 @@
+"""attn: attention mechanisms of the Transformer, from NumPy.
+
+A thin ctypes binding of libattn (C11). The main entry point reads like
+PyTorch's::
+
+    import attn
+    out = attn.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+Errors raise attn.AttnError (a ValueError) with the library's message.
+$ATTN_LIBRARY, when set, names the libattn.so to load instead of the one
+installed inside this package.
+"""
+
+from ._lib import (ATTN_E_DTYPE, ATTN_E_FORMAT, ATTN_E_INVALID, ATTN_E_IO,
+                   ATTN_E_NOMEM, ATTN_E_NONFINITE, ATTN_E_SHAPE,
+                   ATTN_E_UNSUPPORTED, ATTN_OK, STATUS_NAMES, AttnError,
+                   library_path, version)
+from .sdpa import scaled_dot_product_attention, sdpa_backward
+from .layers import (AdditiveAttention, EncoderLayer, MultiHeadAttention,
+                     additive_attention)
+from .viz import VERDICT_FLAGS, compare, heatmap, stats, text_heatmap
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AttnError", "scaled_dot_product_attention", "sdpa_backward", "version",
+    "AdditiveAttention", "additive_attention", "MultiHeadAttention",
+    "EncoderLayer", "heatmap", "stats", "text_heatmap", "compare", "VERDICT_FLAGS",
+    "library_path", "STATUS_NAMES", "ATTN_OK", "ATTN_E_INVALID",
+    "ATTN_E_SHAPE", "ATTN_E_DTYPE", "ATTN_E_UNSUPPORTED", "ATTN_E_NOMEM",
+    "ATTN_E_IO", "ATTN_E_FORMAT", "ATTN_E_NONFINITE",
+]

@@ -1,0 +1,308 @@
+"""Loading libattn.so, the ctypes mirrors of the public structs, errors, and
+NumPy arrays as attn_tensor views.
+
+Nothing here knows about attention itself: sdpa.py (and the layer and
+picture modules) build on these pieces.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import struct
+
+import numpy as np
+
+# --------------------------------------------------------------------------
+# Status classes (include/attn.h: attn_status). Values are never renumbered.
+
+ATTN_OK = 0
+ATTN_E_INVALID = 1
+ATTN_E_SHAPE = 2
+ATTN_E_DTYPE = 3
+ATTN_E_UNSUPPORTED = 4
+ATTN_E_NOMEM = 5
+ATTN_E_IO = 6
+ATTN_E_FORMAT = 7
+ATTN_E_NONFINITE = 8
+
+STATUS_NAMES = {
+    ATTN_OK: "ATTN_OK",
+    ATTN_E_INVALID: "ATTN_E_INVALID",
+    ATTN_E_SHAPE: "ATTN_E_SHAPE",
+    ATTN_E_DTYPE: "ATTN_E_DTYPE",
+    ATTN_E_UNSUPPORTED: "ATTN_E_UNSUPPORTED",
+    ATTN_E_NOMEM: "ATTN_E_NOMEM",
+    ATTN_E_IO: "ATTN_E_IO",
+    ATTN_E_FORMAT: "ATTN_E_FORMAT",
+    ATTN_E_NONFINITE: "ATTN_E_NONFINITE",
+}
+
+# The same short names as attn_strerror, so a message reads the same whether
+# the check that failed was in Python or in C.
+_STATUS_TEXT = {
+    ATTN_OK: "ok",
+    ATTN_E_INVALID: "invalid argument",
+    ATTN_E_SHAPE: "shape mismatch",
+    ATTN_E_DTYPE: "unsupported dtype",
+    ATTN_E_UNSUPPORTED: "unsupported",
+    ATTN_E_NOMEM: "out of memory",
+    ATTN_E_IO: "I/O error",
+    ATTN_E_FORMAT: "malformed file",
+    ATTN_E_NONFINITE: "non-finite input",
+}
+
+
+class AttnError(ValueError):
+    """A failure reported by libattn or caught by the binding before the call.
+
+    ``status`` is the attn_status value (``attn.ATTN_E_SHAPE``, ...),
+    ``status_name`` its C name, and the message is the library's detail
+    message (``attn_last_error()``) after the status class.
+    """
+
+    def __init__(self, status, detail):
+        self.status = int(status)
+        self.status_name = STATUS_NAMES.get(self.status, "ATTN_E_%d" % self.status)
+        self.detail = detail
+        text = _STATUS_TEXT.get(self.status, "status %d" % self.status)
+        super().__init__("%s: %s" % (text, detail) if detail else text)
+
+
+# --------------------------------------------------------------------------
+# Element types (attn_dtype)
+
+ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_F64, ATTN_U8, ATTN_I32, ATTN_I64 = range(7)
+
+# NumPy storage dtype of each attn dtype (bf16 is stored as uint16 bits).
+NP_STORAGE = {
+    ATTN_F32: np.dtype(np.float32),
+    ATTN_F16: np.dtype(np.float16),
+    ATTN_BF16: np.dtype(np.uint16),
+    ATTN_F64: np.dtype(np.float64),
+    ATTN_U8: np.dtype(np.uint8),
+    ATTN_I32: np.dtype(np.int32),
+    ATTN_I64: np.dtype(np.int64),
+}
+
+# --------------------------------------------------------------------------
+# ctypes mirrors of the public structs, field for field (include/attn.h).
+# Enums are int-sized; the layout is checked against attn_sizeof at load.
+
+
+class Tensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int),
+        ("shape", ctypes.c_int64 * 4),
+        ("stride", ctypes.c_int64 * 4),
+    ]
+
+
+class Mask(ctypes.Structure):
+    _fields_ = [
+        ("causal", ctypes.c_int),
+        ("align", ctypes.c_int),
+        ("window_left", ctypes.c_int64),
+        ("window_right", ctypes.c_int64),
+        ("key_lengths", ctypes.POINTER(ctypes.c_int64)),
+        ("query_lengths", ctypes.POINTER(ctypes.c_int64)),
+        ("keep", ctypes.POINTER(Tensor)),
+        ("bias", ctypes.POINTER(Tensor)),
+        ("block_size", ctypes.c_int64),
+        ("layout", ctypes.POINTER(ctypes.c_uint8)),
+        ("layout_heads", ctypes.c_int64),
+        ("random_block", ctypes.c_int64),
+        ("random_keep_p", ctypes.c_double),
+        ("random_seed", ctypes.c_uint64),
+    ]
+
+
+class SdpaOpts(ctypes.Structure):
+    _fields_ = [
+        ("scale", ctypes.c_double),
+        ("mask", Mask),
+        ("dropout_p", ctypes.c_double),
+        ("seed", ctypes.c_uint64),
+        ("impl", ctypes.c_int),
+        ("threads", ctypes.c_int),
+    ]
+
+
+MIRRORED = {"attn_tensor": Tensor, "attn_mask": Mask, "attn_sdpa_opts": SdpaOpts}
+
+# --------------------------------------------------------------------------
+# Finding and loading the library
+
+
+def library_path():
+    """The path of the libattn.so this package loads: $ATTN_LIBRARY if set,
+    else the copy installed inside the package, else a source checkout's
+    build/libattn.so (PYTHONPATH=python after `make build`), else the
+    system's libattn."""
+    env = os.environ.get("ATTN_LIBRARY")
+    if env:
+        if not os.path.exists(env):
+            raise ImportError("ATTN_LIBRARY=%s: no such file" % env)
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (os.path.join(here, "libattn.so"),
+                 os.path.join(here, os.pardir, os.pardir, "build", "libattn.so")):
+        if os.path.exists(path):
+            return os.path.normpath(path)
+    found = ctypes.util.find_library("attn")
+    if found:
+        return found
+    raise ImportError(
+        "libattn.so not found: install the package with `pip install ./python` "
+        "or point ATTN_LIBRARY at a built libattn.so")
+
+
+_PROTOTYPES = {
+    # name: (restype, argtypes)
+    "attn_strerror": (ctypes.c_char_p, [ctypes.c_int]),
+    "attn_last_error": (ctypes.c_char_p, []),
+    "attn_clear_error": (None, []),
+    "attn_version": (ctypes.c_char_p, []),
+    "attn_sizeof": (ctypes.c_size_t, [ctypes.c_char_p]),
+    "attn_tensor_4d": (Tensor, [ctypes.c_void_p, ctypes.c_int] + [ctypes.c_int64] * 4),
+    "attn_tensor_bthd": (Tensor, [ctypes.c_void_p, ctypes.c_int] + [ctypes.c_int64] * 4),
+    "attn_mask_init": (None, [ctypes.POINTER(Mask)]),
+    "attn_sdpa_opts_init": (None, [ctypes.POINTER(SdpaOpts)]),
+    "attn_sdpa_forward": (ctypes.c_int, [
+        ctypes.POINTER(Tensor), ctypes.POINTER(Tensor), ctypes.POINTER(Tensor),
+        ctypes.POINTER(SdpaOpts), ctypes.POINTER(Tensor), ctypes.POINTER(Tensor),
+        ctypes.c_void_p]),
+    "attn_sdpa_backward": (ctypes.c_int, [
+        ctypes.POINTER(Tensor), ctypes.POINTER(Tensor), ctypes.POINTER(Tensor),
+        ctypes.POINTER(Tensor), ctypes.c_void_p, ctypes.POINTER(Tensor),
+        ctypes.POINTER(SdpaOpts), ctypes.POINTER(Tensor), ctypes.POINTER(Tensor),
+        ctypes.POINTER(Tensor), ctypes.POINTER(Tensor)]),
+    "attn_dropout_kept": (ctypes.c_int, [
+        ctypes.c_uint64, ctypes.c_double] + [ctypes.c_int64] * 4),
+}
+
+# Symbols an older or partial build may lack: calling them then raises
+# AttnError(ATTN_E_UNSUPPORTED) instead of failing at import.
+_OPTIONAL = {"attn_sdpa_backward"}
+
+
+class _Lib:
+    """The loaded library with prototypes set; missing optional symbols are
+    None."""
+
+    def __init__(self, path):
+        self.path = path
+        self.dll = ctypes.CDLL(path)
+        for name, (restype, argtypes) in _PROTOTYPES.items():
+            self.declare(name, restype, argtypes, optional=name in _OPTIONAL)
+
+    def declare(self, name, restype, argtypes, optional=True):
+        """Sets the prototype of name; with optional, a missing symbol
+        becomes None instead of an ImportError."""
+        try:
+            fn = getattr(self.dll, name)
+        except AttributeError:
+            if optional:
+                setattr(self, name, None)
+                return None
+            raise ImportError("%s lacks %s: it is older than this binding"
+                              % (self.path, name))
+        fn.restype = restype
+        fn.argtypes = argtypes
+        setattr(self, name, fn)
+        return fn
+
+    def check_layout(self):
+        for cname, cls in MIRRORED.items():
+            want = self.attn_sizeof(cname.encode())
+            have = ctypes.sizeof(cls)
+            # 0: a library without that part (its functions are None too)
+            if want and want != have:
+                raise ImportError(
+                    "%s: sizeof(%s) is %d bytes in C but %d in the binding; "
+                    "the binding does not match this library" % (
+                        self.path, cname, want, have))
+
+
+lib = _Lib(library_path())
+lib.check_layout()
+
+# Tests set this to a callable(name, tensors) to see the views passed to C
+# (name of the C function, dict of argument name -> Tensor) before the call.
+call_hook = None
+
+
+def fail(status, fmt, *args):
+    """Raises AttnError from a check done in Python, before any C call."""
+    raise AttnError(status, fmt % args if args else fmt)
+
+
+def check(status, fn_name):
+    """Turns a nonzero attn_status into AttnError with attn_last_error()."""
+    if status != ATTN_OK:
+        detail = (lib.attn_last_error() or b"").decode("utf-8", "replace")
+        raise AttnError(status, detail or "%s failed" % fn_name)
+
+
+def call(name, *args, tensors=None):
+    """Calls the C function name (GIL released by ctypes) and raises on a
+    nonzero status."""
+    fn = getattr(lib, name)
+    if fn is None:
+        raise AttnError(ATTN_E_UNSUPPORTED,
+                        "%s is not in this build of libattn (%s)" % (name, lib.path))
+    if call_hook is not None:
+        call_hook(name, tensors or {})
+    check(fn(*args), name)
+
+
+def version():
+    """The C library's version, "MAJOR.MINOR.PATCH"."""
+    return lib.attn_version().decode()
+
+
+# --------------------------------------------------------------------------
+# NumPy arrays as views
+
+
+def element_strides(arr):
+    """Element strides of arr usable by C, or None when the array must be
+    copied first (negative, misaligned or fractional strides). Axes of size
+    1 get stride 0: they are never stepped over."""
+    if not arr.flags.aligned:
+        return None
+    item = arr.itemsize
+    out = [0 if n == 1 else s // item for n, s in zip(arr.shape, arr.strides)]
+    for n, s, e in zip(arr.shape, arr.strides, out):
+        if n != 1 and (s < 0 or e * item != s):
+            return None
+    return out
+
+
+# attn_tensor packed in one step (setting ctypes fields one by one costs
+# more than the C call on small inputs); same layout as Tensor.
+_TENSOR_PACK = struct.Struct("@Pi4q4q")
+assert _TENSOR_PACK.size == ctypes.sizeof(Tensor)
+_from_bytes = Tensor.from_buffer_copy
+
+
+def tensor(arr, attn_dtype, axes_to_4d=None, strides=None):
+    """An attn_tensor view of arr (which must stay alive while the view is
+    used). axes_to_4d maps each of the 4 C axes to an axis of arr or None
+    (an inserted axis of size 1); by default arr has rank 4."""
+    if strides is None:
+        strides = element_strides(arr)
+        assert strides is not None, "caller must copy unusable layouts first"
+    if axes_to_4d is None:
+        shape, stride = arr.shape, strides
+    else:
+        shape = [1 if a is None else arr.shape[a] for a in axes_to_4d]
+        stride = [0 if a is None else strides[a] for a in axes_to_4d]
+    return _from_bytes(_TENSOR_PACK.pack(arr.ctypes.data, attn_dtype, *shape,
+                                         *stride))
+
+
+def out_tensor(shape4, np_dtype, attn_dtype, zero=False):
+    """A fresh C-contiguous output array of shape4 and its view."""
+    arr = (np.zeros if zero else np.empty)(shape4, dtype=np_dtype)
+    return arr, tensor(arr, attn_dtype)

@@ -1,0 +1,450 @@
+"""scaled_dot_product_attention and its gradients over attn_sdpa_forward /
+attn_sdpa_backward, with torch.nn.functional.scaled_dot_product_attention's
+argument names and meanings.
+
+Arrays of rank 2 (L, E), 3 (N, L, E) or 4 (N, H, L, E) are passed to C as
+rank-4 views with their own strides: a batch-first buffer transposed to
+(N, H, L, E) is not copied. A copy is made only when the last axis is not
+contiguous (or the strides are negative or misaligned).
+"""
+
+import ctypes
+import secrets
+from ctypes import byref
+
+import numpy as np
+
+from . import _lib
+from ._lib import (ATTN_BF16, ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE,
+                   ATTN_F16, ATTN_F32, ATTN_F64, ATTN_U8, fail)
+
+_IMPLS = {"auto": 0, "ref": 1, "flash": 2}
+_ALIGNS = {"top-left": 0, "bottom-right": 1}
+_DTYPE_ARG = (None, "float32", "float16", "bfloat16", "float64")
+_NAMES = {ATTN_F32: "float32", ATTN_F16: "float16", ATTN_BF16: "bfloat16",
+          ATTN_F64: "float64"}
+
+
+def _shape_str(shape):
+    return "(" + ", ".join(str(int(n)) for n in shape) + ")"
+
+
+def _native(arr):
+    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
+
+
+def _passable(arr, is_mask=False):
+    """arr itself if C can read it through its strides, else a C-contiguous
+    copy; returns (array, element strides). Masks may broadcast (stride 0)
+    and need no contiguous last axis; q, k, v and gradients may not."""
+    st = _lib.element_strides(arr)
+    if st is not None:
+        if is_mask:
+            return arr, st
+        bcast = 0 in st and any(s == 0 and n > 1 for n, s in zip(arr.shape, st))
+        if not bcast and not (arr.shape[-1] > 1 and st[-1] != 1):
+            return arr, st
+    arr = np.ascontiguousarray(arr)
+    return arr, _lib.element_strides(arr)
+
+
+def _input(x, name, dtype, ref):
+    """Checks the element type of query/key/value; returns (array, attn
+    dtype). float64 stays float64 only for impl='ref' (the fast kernels are
+    float32 inside); bfloat16 is uint16 bits with dtype='bfloat16'."""
+    x = np.asarray(x)
+    dt = x.dtype
+    if dtype == "bfloat16":
+        if dt != np.uint16:
+            fail(ATTN_E_DTYPE, "dtype='bfloat16' expects uint16 arrays holding "
+                 "bfloat16 bits, but %s is %s", name, dt)
+        return _native(x), ATTN_BF16
+    if dt.kind == "f" and dt.itemsize in (2, 4, 8):
+        code = {2: ATTN_F16, 4: ATTN_F32, 8: ATTN_F64}[dt.itemsize]
+        if dtype is not None and dtype != _NAMES[code]:
+            fail(ATTN_E_DTYPE, "%s is %s but dtype=%r was given", name, dt, dtype)
+        if code == ATTN_F64 and not ref:
+            return x.astype(np.float32), ATTN_F32
+        return _native(x), code
+    if dt == np.uint16:
+        fail(ATTN_E_DTYPE, "%s is uint16: pass dtype='bfloat16' if it holds "
+             "bfloat16 bits", name)
+    fail(ATTN_E_DTYPE, "%s has dtype %s; float32, float16, float64 or bfloat16 "
+         "(uint16 bits with dtype='bfloat16') is needed", name, dt)
+
+
+def _lengths(x, name, B, limit):
+    a = np.asarray(x)
+    if a.dtype.kind not in "iu":
+        fail(ATTN_E_DTYPE, "%s must hold integers, not %s", name, a.dtype)
+    if a.ndim == 0:
+        a = a.reshape(1)
+    if a.ndim != 1 or a.shape[0] != B:
+        fail(ATTN_E_SHAPE, "%s has shape %s but the batch has %d entries "
+             "(one length per batch entry is needed)", name, _shape_str(a.shape), B)
+    for b, n in enumerate(a.tolist()):
+        if n < 0 or n > limit:
+            fail(ATTN_E_SHAPE, "%s[%d] = %d is outside [0, %d]", name, b, n, limit)
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    return a, a.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+
+
+def _int_or_none(x, name):
+    if x is None:
+        return -1
+    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0:
+        fail(ATTN_E_INVALID, "%s is %r; a count >= 0 or None (unbounded) is "
+             "needed", name, x)
+    return int(x)
+
+
+class MaskArgs:
+    """Fills an attn_mask from PyTorch-style arguments against the scores
+    (..., Lq, Lk) of score_shape, whose axes map to C's (B, H, Lq, Lk) by
+    axes. A bool attn_mask becomes the keep tensor, a float one the bias
+    (when allow_bias). Keeps the arrays C reads alive."""
+
+    def __init__(self, m, score_shape, axes, B, attn_mask=None, is_causal=False,
+                 causal_alignment="top-left", window=None, key_lengths=None,
+                 query_lengths=None, backward=False, allow_bias=True):
+        Lq, Lk = score_shape[-2:]
+        self.score_shape, self.axes = score_shape, axes
+        if is_causal not in (True, False, 0, 1):
+            fail(ATTN_E_INVALID, "is_causal is %r; True or False is needed", is_causal)
+        m.causal = 1 if is_causal else 0
+        if causal_alignment not in _ALIGNS:
+            fail(ATTN_E_INVALID, "causal_alignment is %r; 'top-left' (PyTorch) or "
+                 "'bottom-right' (FlashAttention, KV caches) is needed",
+                 causal_alignment)
+        m.align = _ALIGNS[causal_alignment]
+        if window is not None:
+            if not isinstance(window, (tuple, list)) or len(window) != 2:
+                fail(ATTN_E_INVALID, "window is %r; a pair (left, right) of counts "
+                     "or None is needed", window)
+            m.window_left = _int_or_none(window[0], "window[0] (left)")
+            m.window_right = _int_or_none(window[1], "window[1] (right)")
+        self.keepalive = []
+        if key_lengths is not None:
+            a, ptr = _lengths(key_lengths, "key_lengths", B, Lk)
+            self.keepalive.append(a)
+            m.key_lengths = ptr
+        if query_lengths is not None:
+            a, ptr = _lengths(query_lengths, "query_lengths", B, Lq)
+            self.keepalive.append(a)
+            m.query_lengths = ptr
+        self.bias = None
+        self.bias_shape4 = None
+        self.mask_shape = None
+        self.tensors = {}
+        if attn_mask is not None:
+            self._mask(attn_mask, m, backward, allow_bias)
+
+    def _mask(self, attn_mask, m, backward, allow_bias):
+        """bool masks become the keep tensor, float masks the bias; both are
+        broadcast by PyTorch's rules against the scores (..., Lq, Lk)."""
+        a = np.asarray(attn_mask)
+        self.mask_shape = a.shape
+        dt = a.dtype
+        if dt == np.bool_:
+            a, code, is_bias = a.view(np.uint8), ATTN_U8, False
+        elif dt.kind == "f" and allow_bias:
+            is_bias = True
+            if dt.itemsize == 2:
+                a, code = a.astype(np.float32), ATTN_F32
+            elif dt.itemsize == 4:
+                a, code = _native(a), ATTN_F32
+            else:
+                a, code = np.asarray(a, dtype=np.float64), ATTN_F64
+        else:
+            fail(ATTN_E_DTYPE, "attn_mask has dtype %s; bool (True = attend)%s is "
+                 "needed; a Keras-style mask (1 = masked) becomes bool with "
+                 "mask == 0", dt, " or float (added to the scores)" if allow_bias
+                 else "")
+        shape = self.score_shape
+        r = len(shape)
+        if a.ndim > r:
+            if any(n != 1 for n in a.shape[:a.ndim - r]):
+                fail(ATTN_E_SHAPE, "attn_mask of shape %s cannot broadcast to the "
+                     "attention scores of shape %s", _shape_str(self.mask_shape),
+                     _shape_str(shape))
+            a = a.reshape(a.shape[a.ndim - r:])
+        a = a.reshape((1,) * (r - a.ndim) + a.shape)
+        for n, want in zip(a.shape, shape):
+            if n != 1 and n != want:
+                fail(ATTN_E_SHAPE, "attn_mask of shape %s cannot broadcast to the "
+                     "attention scores of shape %s (query length %d, key length "
+                     "%d)", _shape_str(self.mask_shape), _shape_str(shape),
+                     shape[-2], shape[-1])
+        a, st = _passable(a, is_mask=True)
+        if is_bias and backward and any(s == 0 and n > 1 for n, s in zip(a.shape, st)):
+            # a broadcast view (np.broadcast_to) has one gradient per element
+            # of its shape, not one per stored element: give C real storage
+            a = np.ascontiguousarray(a)
+            st = _lib.element_strides(a)
+        t = _lib.tensor(a, code, self.axes, st)
+        self.keepalive.append(a)
+        self.tensors["bias" if is_bias else "keep"] = t
+        if is_bias:
+            self.bias = t
+            self.bias_shape4 = tuple(t.shape)
+            m.bias = ctypes.pointer(t)
+        else:
+            m.keep = ctypes.pointer(t)
+
+
+
+class _Call:
+    """Everything one forward or backward call hands to C, validated."""
+
+    def __init__(self, query, key, value, attn_mask, dropout_p, is_causal,
+                 scale, enable_gqa, causal_alignment, window, key_lengths,
+                 query_lengths, seed, impl, threads, dtype, backward=False):
+        if impl not in _IMPLS:
+            fail(ATTN_E_INVALID, "impl is %r; one of 'auto', 'ref', 'flash' is "
+                 "needed", impl)
+        if dtype not in _DTYPE_ARG:
+            fail(ATTN_E_INVALID, "dtype is %r; one of 'float32', 'float16', "
+                 "'bfloat16', 'float64' (or None) is needed", dtype)
+        ref = impl == "ref"
+        q, cq = _input(query, "query", dtype, ref)
+        k, ck = _input(key, "key", dtype, ref)
+        v, cv = _input(value, "value", dtype, ref)
+        if not (cq == ck == cv):
+            fail(ATTN_E_DTYPE, "query, key and value must share a dtype: they "
+                 "are %s, %s and %s", _NAMES[cq], _NAMES[ck], _NAMES[cv])
+        r = q.ndim
+        if r not in (2, 3, 4):
+            fail(ATTN_E_SHAPE, "query has rank %d (shape %s); rank 2 (L, E), 3 "
+                 "(N, L, E) or 4 (N, H, L, E) is needed", r, _shape_str(q.shape))
+        if k.ndim != r or v.ndim != r:
+            fail(ATTN_E_SHAPE, "query, key and value must have the same rank: "
+                 "they have %d, %d and %d", r, k.ndim, v.ndim)
+        for name, a in (("query", q), ("key", k), ("value", v)):
+            if 0 in a.shape:
+                fail(ATTN_E_SHAPE, "%s has an empty axis (shape %s)", name,
+                     _shape_str(a.shape))
+        Lq, E = q.shape[-2:]
+        Lk, Ek = k.shape[-2:]
+        if Ek != E:
+            fail(ATTN_E_SHAPE, "key has %d features (last axis) but query has %d",
+                 Ek, E)
+        if v.shape[-2] != Lk:
+            fail(ATTN_E_SHAPE, "value has %d positions but key has %d",
+                 v.shape[-2], Lk)
+        if v.shape[:-2] != k.shape[:-2]:
+            fail(ATTN_E_SHAPE, "key %s and value %s differ before the last two "
+                 "axes", _shape_str(k.shape), _shape_str(v.shape))
+        if r == 4 and q.shape[0] != k.shape[0]:
+            fail(ATTN_E_SHAPE, "batch sizes differ: query has %d, key has %d",
+                 q.shape[0], k.shape[0])
+        gqa_rank3 = False
+        if r >= 3 and q.shape[-3] != k.shape[-3]:
+            Hq, Hk = q.shape[-3], k.shape[-3]
+            if not enable_gqa:
+                what = "heads" if r == 4 else "entries on axis 0"
+                fail(ATTN_E_SHAPE, "query has %d %s but key has %d; pass "
+                     "enable_gqa=True for grouped-query attention", Hq, what, Hk)
+            if Hq % Hk:
+                fail(ATTN_E_SHAPE, "query has %d heads, not a multiple of the %d "
+                     "heads of key and value", Hq, Hk)
+            gqa_rank3 = r == 3
+        # C axes (B, H, L, D) <- axes of the arrays (None: size 1 inserted).
+        # Rank 3 is (N, L, E), except that PyTorch groups heads on axis -3,
+        # so a rank-3 grouped call reads axis 0 as heads.
+        self.axes = {4: (0, 1, 2, 3), 3: ((None, 0, 1, 2) if gqa_rank3 else
+                                          (0, None, 1, 2)), 2: (None, None, 0, 1)}[r]
+        q, sq = _passable(q)
+        k, sk = _passable(k)
+        v, sv = _passable(v)
+        self.q, self.k, self.v = q, k, v
+        self.Q = _lib.tensor(q, cq, self.axes, sq)
+        self.K = _lib.tensor(k, ck, self.axes, sk)
+        self.V = _lib.tensor(v, cv, self.axes, sv)
+        self.B, self.H = self.Q.shape[0], self.Q.shape[1]
+        self.Lq, self.Lk, self.Dv = Lq, Lk, v.shape[-1]
+        self.f64 = cq == ATTN_F64
+        self.np_out = np.float64 if self.f64 else np.float32
+        self.c_out = ATTN_F64 if self.f64 else ATTN_F32
+        self.out_shape = q.shape[:-1] + (self.Dv,)
+        self.lse_shape = q.shape[:-1]
+        self.score_shape = q.shape[:-1] + (Lk,)
+
+        opts = _lib.SdpaOpts()
+        _lib.lib.attn_sdpa_opts_init(byref(opts))
+        if scale is not None:
+            try:
+                s = float(scale)
+            except (TypeError, ValueError):
+                fail(ATTN_E_INVALID, "scale is %r; a positive number is needed", scale)
+            if not (s > 0 and np.isfinite(s)):
+                fail(ATTN_E_INVALID, "scale is %r; it must be positive and finite "
+                     "(None gives 1/sqrt(E) = %g)", scale, 1 / np.sqrt(E))
+            opts.scale = s
+        try:
+            p = float(dropout_p)
+        except (TypeError, ValueError):
+            p = float("nan")
+        if not (0.0 <= p < 1.0):
+            fail(ATTN_E_INVALID, "dropout_p is %r; it must be in [0, 1)", dropout_p)
+        opts.dropout_p = p
+        if seed is None:
+            if p > 0 and backward:
+                fail(ATTN_E_INVALID, "dropout_p is %g: pass the seed the forward "
+                     "used so the same weights are dropped", p)
+            seed = secrets.randbits(64) if p > 0 else 0
+        if not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
+            fail(ATTN_E_INVALID, "seed is %r; an integer in [0, 2**64) is needed", seed)
+        self.seed = int(seed)
+        opts.seed = self.seed
+        opts.impl = _IMPLS[impl]
+        if threads is None:
+            threads = 0
+        if not isinstance(threads, (int, np.integer)) or isinstance(threads, bool) \
+                or not 0 <= threads <= 1 << 16:
+            fail(ATTN_E_INVALID, "threads is %r; a count >= 1 (or None for the "
+                 "default) is needed", threads)
+        opts.threads = int(threads)
+
+        self.masks = MaskArgs(opts.mask, self.score_shape, self.axes, self.B,
+                              attn_mask, is_causal, causal_alignment, window,
+                              key_lengths, query_lengths, backward=backward)
+        self.bias = self.masks.bias
+        self.mask_shape = self.masks.mask_shape
+        self.mask_tensors = self.masks.tensors
+        self.opts = opts
+
+    def forward(self, want_weights, want_lse):
+        B, H = self.B, self.H
+        out, O = _lib.out_tensor((B, H, self.Lq, self.Dv), self.np_out, self.c_out)
+        w = W = lse = None
+        if want_weights:
+            w, W = _lib.out_tensor((B, H, self.Lq, self.Lk), self.np_out, self.c_out)
+        if want_lse:
+            lse = np.empty((B, H, self.Lq), dtype=np.float32)
+        tensors = dict(self.mask_tensors, q=self.Q, k=self.K, v=self.V, out=O)
+        if W is not None:
+            tensors["weights"] = W
+        _lib.call("attn_sdpa_forward", byref(self.Q), byref(self.K),
+                  byref(self.V), byref(self.opts), byref(O),
+                  byref(W) if W is not None else None,
+                  lse.ctypes.data if lse is not None else None, tensors=tensors)
+        return (out.reshape(self.out_shape),
+                None if w is None else w.reshape(self.score_shape),
+                None if lse is None else lse.reshape(self.lse_shape))
+
+    def output_like(self, x, name):
+        """grad_out / out of backward: floats of the output's shape, passed
+        as f32 (f64 for the float64 reference) views."""
+        x = np.asarray(x)
+        if x.dtype.kind != "f":
+            fail(ATTN_E_DTYPE, "%s has dtype %s; a float array is needed", name, x.dtype)
+        if x.shape != self.out_shape:
+            fail(ATTN_E_SHAPE, "%s has shape %s but the output's shape is %s",
+                 name, _shape_str(x.shape), _shape_str(self.out_shape))
+        if x.dtype != self.np_out or not x.dtype.isnative:
+            x = x.astype(self.np_out)
+        x, st = _passable(x)
+        return x, _lib.tensor(x, self.c_out, self.axes, st)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None,
+                                 dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False, *, causal_alignment="top-left",
+                                 window=None, key_lengths=None,
+                                 query_lengths=None, seed=None,
+                                 return_weights=False, return_lse=False,
+                                 impl="auto", threads=None, dtype=None):
+    """softmax(scale * query @ key^T + mask) @ value, as PyTorch's
+    torch.nn.functional.scaled_dot_product_attention, on NumPy arrays.
+
+    query (..., Lq, E), key (..., Lk, E), value (..., Lk, Ev) of rank 2, 3
+    or 4 ((L, E), (N, L, E), (N, H, L, E)); float32, float16, bfloat16
+    (uint16 bits with dtype="bfloat16"), or float64
+    (computed in float32 unless impl="ref", which keeps float64).
+
+    PyTorch's arguments mean what they mean there:
+      attn_mask   bool (True = attend) or float (added to the scaled
+                  scores; -inf masks), broadcast to (..., Lq, Lk)
+      dropout_p   probability of dropping a weight (kept ones scaled by
+                  1 / (1 - p)); the mask comes from seed
+      is_causal   query i sees keys j <= i (top-left, as PyTorch)
+      scale       None: 1 / sqrt(E)
+      enable_gqa  query heads in groups over fewer key/value heads
+    is_causal and attn_mask may be combined (they AND). A query row that
+    sees no key gives zeros (PyTorch gives NaN).
+
+    attn's extras (keyword only):
+      causal_alignment  "top-left" or "bottom-right" (Lq != Lk, KV cache)
+      window            (left, right) local window around the diagonal;
+                        None on a side is unbounded
+      key_lengths, query_lengths  one length per batch entry (padding)
+      seed              dropout seed (pass it again to sdpa_backward)
+      return_weights    also return the weights (..., Lq, Lk), after dropout
+      return_lse        also return the log-sum-exp of each row (..., Lq)
+      impl              "auto", "ref" (exact, double) or "flash"
+      threads           OpenMP threads (None: OpenMP's default)
+
+    Returns the output (..., Lq, Ev) as float32 (float64 for the float64
+    reference), or (out, weights), (out, lse), (out, weights, lse).
+    Raises AttnError (a ValueError) on bad input.
+    """
+    c = _Call(query, key, value, attn_mask, dropout_p, is_causal, scale,
+              enable_gqa, causal_alignment, window, key_lengths, query_lengths,
+              seed, impl, threads, dtype)
+    out, w, lse = c.forward(return_weights, return_lse)
+    if not (return_weights or return_lse):
+        return out
+    return (out,) + ((w,) if return_weights else ()) + ((lse,) if return_lse else ())
+
+
+def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
+                  is_causal=False, scale=None, enable_gqa=False, *, out=None,
+                  lse=None, causal_alignment="top-left", window=None,
+                  key_lengths=None, query_lengths=None, seed=None, impl="auto",
+                  threads=None, dtype=None):
+    """Gradients of scaled_dot_product_attention with respect to query, key,
+    value (and a float attn_mask).
+
+    grad_out has the output's shape. The other arguments are the forward's,
+    with the same seed when dropout_p > 0. out and lse are what the forward
+    returned (with return_lse=True); when either is missing the forward is
+    run again here to get them.
+
+    Returns (dq, dk, dv), shaped like query, key, value, plus dbias shaped
+    like attn_mask when attn_mask is a float array (its broadcast axes
+    summed); float32 (float64 for the float64 reference).
+    """
+    c = _Call(query, key, value, attn_mask, dropout_p, is_causal, scale,
+              enable_gqa, causal_alignment, window, key_lengths, query_lengths,
+              seed, impl, threads, dtype, backward=True)
+    g, G = c.output_like(grad_out, "grad_out")
+    if out is None or lse is None:
+        out, _, lse = c.forward(False, True)
+    o, O = c.output_like(out, "out")
+    lse = np.asarray(lse)
+    if lse.shape != c.lse_shape:
+        fail(ATTN_E_SHAPE, "lse has shape %s but %s is needed (the forward's "
+             "return_lse)", _shape_str(lse.shape), _shape_str(c.lse_shape))
+    if lse.dtype.kind != "f":
+        fail(ATTN_E_DTYPE, "lse has dtype %s; a float array is needed", lse.dtype)
+    lse = np.ascontiguousarray(lse, dtype=np.float32)
+    B, H, Lq, Lk = c.B, c.H, c.Lq, c.Lk
+    Hkv, Dk = c.K.shape[1], c.Q.shape[3]
+    dq, DQ = _lib.out_tensor((B, H, Lq, Dk), c.np_out, c.c_out, zero=True)
+    dk, DK = _lib.out_tensor((B, Hkv, Lk, Dk), c.np_out, c.c_out, zero=True)
+    dv, DV = _lib.out_tensor((B, Hkv, Lk, c.Dv), c.np_out, c.c_out, zero=True)
+    db = DB = None
+    if c.bias is not None:
+        db, DB = _lib.out_tensor(c.masks.bias_shape4, c.np_out, c.c_out, zero=True)
+    tensors = dict(c.mask_tensors, q=c.Q, k=c.K, v=c.V, out=O, dout=G,
+                   dq=DQ, dk=DK, dv=DV)
+    if DB is not None:
+        tensors["dbias"] = DB
+    _lib.call("attn_sdpa_backward", byref(c.Q), byref(c.K), byref(c.V),
+              byref(O), lse.ctypes.data, byref(G), byref(c.opts), byref(DQ),
+              byref(DK), byref(DV), byref(DB) if DB is not None else None,
+              tensors=tensors)
+    grads = (dq.reshape(c.q.shape), dk.reshape(c.k.shape), dv.reshape(c.v.shape))
+    if db is not None:
+        grads += (db.reshape(c.mask_shape),)
+    return grads

@@ -1,0 +1,354 @@
+"""Pictures and diagnostics of attention weights (the C viz library):
+heatmap, stats, text_heatmap, compare.
+
+Weights are (Lq, Lk), (H, Lq, Lk) or (N, H, Lq, Lk) arrays (N: batch entry
+or layer) in float32, float64, float16 or bfloat16 (uint16 bits with
+dtype="bfloat16"), with any strides. The mask arguments mean what they mean
+in scaled_dot_product_attention (a bool attn_mask, True = attend): masked
+cells are drawn grey and weight on them is reported as a leak.
+"""
+
+import ctypes
+import os
+from ctypes import byref
+
+import numpy as np
+
+from . import _lib
+from ._lib import (ATTN_BF16, ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE,
+                   ATTN_F16, ATTN_F32, ATTN_F64, fail)
+from .sdpa import MaskArgs, _shape_str
+
+
+class HeatmapOpts(ctypes.Structure):
+    _fields_ = [
+        ("title", ctypes.c_char_p),
+        ("x_title", ctypes.c_char_p),
+        ("y_title", ctypes.c_char_p),
+        ("x_labels", ctypes.POINTER(ctypes.c_char_p)),
+        ("y_labels", ctypes.POINTER(ctypes.c_char_p)),
+        ("cmap", ctypes.c_int),
+        ("vmin", ctypes.c_double),
+        ("vmax", ctypes.c_double),
+        ("annotate", ctypes.c_int),
+        ("max_cells", ctypes.c_int),
+        ("cell_px", ctypes.c_int),
+        ("colorbar", ctypes.c_int),
+        ("x_extent", ctypes.c_int64),
+        ("y_extent", ctypes.c_int64),
+        ("mask", ctypes.POINTER(_lib.Mask)),
+    ]
+
+
+class Stats(ctypes.Structure):
+    _fields_ = [
+        ("rows", ctypes.c_int64),
+        ("rows_empty", ctypes.c_int64),
+        ("row_sum_dev_max", ctypes.c_double),
+        ("row_sum_dev_mean", ctypes.c_double),
+        ("entropy_rows", ctypes.c_int64),
+        ("entropy_min", ctypes.c_double),
+        ("entropy_mean", ctypes.c_double),
+        ("entropy_max", ctypes.c_double),
+        ("max_weight", ctypes.c_double),
+        ("leak_total", ctypes.c_double),
+        ("leak_max", ctypes.c_double),
+        ("leak_count", ctypes.c_int64),
+        ("nan_count", ctypes.c_int64),
+        ("inf_count", ctypes.c_int64),
+        ("verdict", ctypes.c_uint),
+    ]
+
+
+class TermOpts(ctypes.Structure):
+    _fields_ = [
+        ("color", ctypes.c_int),
+        ("half_blocks", ctypes.c_int),
+        ("width", ctypes.c_int),
+        ("title", ctypes.c_char_p),
+        ("x_labels", ctypes.POINTER(ctypes.c_char_p)),
+        ("y_labels", ctypes.POINTER(ctypes.c_char_p)),
+        ("vmin", ctypes.c_double),
+        ("vmax", ctypes.c_double),
+        ("mask", ctypes.POINTER(_lib.Mask)),
+    ]
+
+
+class CompareResult(ctypes.Structure):
+    _fields_ = [
+        ("max_abs", ctypes.c_double),
+        ("mean_abs", ctypes.c_double),
+        ("mean_kl", ctypes.c_double),
+        ("max_kl", ctypes.c_double),
+        ("rows", ctypes.c_int64),
+        ("nonfinite", ctypes.c_int64),
+    ]
+
+
+_lib.MIRRORED.update({"attn_heatmap_opts": HeatmapOpts, "attn_stats": Stats,
+                      "attn_term_opts": TermOpts,
+                      "attn_compare_result": CompareResult})
+_T = ctypes.POINTER(_lib.Tensor)
+for _name, _res, _args in (
+        ("attn_heatmap_opts_init", None, [ctypes.POINTER(HeatmapOpts)]),
+        ("attn_heatmap_write", ctypes.c_int,
+         [ctypes.c_char_p, _T, ctypes.c_int64, ctypes.c_int64,
+          ctypes.POINTER(HeatmapOpts)]),
+        ("attn_heatmap_grid_write", ctypes.c_int,
+         [ctypes.c_char_p, _T, ctypes.POINTER(HeatmapOpts)]),
+        ("attn_stats_compute", ctypes.c_int,
+         [_T, ctypes.POINTER(_lib.Mask), ctypes.POINTER(Stats), ctypes.POINTER(Stats)]),
+        ("attn_stats_verdict", ctypes.c_int,
+         [ctypes.POINTER(Stats), ctypes.c_char_p, ctypes.c_size_t,
+          ctypes.POINTER(ctypes.c_size_t)]),
+        ("attn_term_opts_init", None, [ctypes.POINTER(TermOpts)]),
+        ("attn_term_render", ctypes.c_int,
+         [_T, ctypes.c_int64, ctypes.c_int64, ctypes.POINTER(TermOpts),
+          ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]),
+        ("attn_compare_weights", ctypes.c_int,
+         [_T, _T, ctypes.POINTER(CompareResult)])):
+    _lib.lib.declare(_name, _res, _args)
+_lib.lib.check_layout()
+
+VERDICT_FLAGS = {1: "too_uniform", 2: "too_concentrated", 4: "mask_leak",
+                 8: "not_normalized", 16: "nonfinite"}
+_CMAPS = {"viridis": 0, "diverging": 1}
+_TERM_COLORS = {"plain": 0, "256": 1, "truecolor": 2}
+
+
+class _Weights:
+    """A weights array as a (N, H, Lq, Lk) view, with its mask."""
+
+    def __init__(self, weights, dtype, name="weights", mask_kw=None):
+        w = np.asarray(weights)
+        dt = w.dtype
+        if dtype == "bfloat16":
+            if dt != np.uint16:
+                fail(ATTN_E_DTYPE, "dtype='bfloat16' expects uint16 arrays holding "
+                     "bfloat16 bits, but %s is %s", name, dt)
+            code = ATTN_BF16
+        elif dtype is not None:
+            fail(ATTN_E_INVALID, "dtype is %r; only 'bfloat16' (or None) is "
+                 "accepted here", dtype)
+        elif dt.kind == "f" and dt.itemsize in (2, 4, 8):
+            code = {2: ATTN_F16, 4: ATTN_F32, 8: ATTN_F64}[dt.itemsize]
+        else:
+            fail(ATTN_E_DTYPE, "%s has dtype %s; float32, float64, float16 or "
+                 "bfloat16 (uint16 bits with dtype='bfloat16') is needed", name, dt)
+        if not dt.isnative:
+            w = w.astype(dt.newbyteorder("="))
+        if w.ndim not in (2, 3, 4):
+            fail(ATTN_E_SHAPE, "%s has rank %d (shape %s); (Lq, Lk), (H, Lq, Lk) "
+                 "or (N, H, Lq, Lk) is needed", name, w.ndim, _shape_str(w.shape))
+        if 0 in w.shape:
+            fail(ATTN_E_SHAPE, "%s has an empty axis (shape %s)", name,
+                 _shape_str(w.shape))
+        st = _lib.element_strides(w)
+        if st is None:
+            w = np.ascontiguousarray(w)
+            st = _lib.element_strides(w)
+        self.axes = {2: (None, None, 0, 1), 3: (None, 0, 1, 2), 4: (0, 1, 2, 3)}[w.ndim]
+        self.w = w
+        self.T = _lib.tensor(w, code, self.axes, st)
+        self.N, self.H, self.Lq, self.Lk = tuple(self.T.shape)
+        self.mask = None
+        if mask_kw is not None:
+            self.mask = _lib.Mask()
+            _lib.lib.attn_mask_init(byref(self.mask))
+            self.masks = MaskArgs(self.mask, w.shape, self.axes, self.N,
+                                  allow_bias=False, **mask_kw)
+
+    def index(self, index):
+        """(n, h) of one map from index: None for a single map, h for
+        (H, Lq, Lk), (n, h) for (N, H, Lq, Lk)."""
+        r = self.w.ndim
+        if index is None:
+            return 0, 0
+        if r == 2:
+            fail(ATTN_E_INVALID, "index is %r but the weights are one map", index)
+        if r == 3:
+            n, h = 0, index
+        else:
+            if not isinstance(index, (tuple, list)) or len(index) != 2:
+                fail(ATTN_E_INVALID, "index is %r; (n, h) is needed for weights "
+                     "of shape %s", index, _shape_str(self.w.shape))
+            n, h = index
+        for v, lim, what in ((n, self.N, "n"), (h, self.H, "h")):
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) \
+                    or not 0 <= v < lim:
+                fail(ATTN_E_SHAPE, "index %s = %r is outside [0, %d)", what, v, lim)
+        return int(n), int(h)
+
+
+def _labels(tokens, n, name):
+    if tokens is None:
+        return None, None
+    toks = [t if isinstance(t, str) else str(t) for t in tokens]
+    if len(toks) != n:
+        fail(ATTN_E_SHAPE, "%s has %d tokens but the weights have %d %s", name,
+             len(toks), n, "columns (keys)" if name == "x_tokens" else "rows (queries)")
+    enc = [t.encode("utf-8") for t in toks]
+    arr = (ctypes.c_char_p * n)(*enc)
+    return ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)), (arr, enc)
+
+
+def _text(x, name):
+    if x is None:
+        return None
+    if not isinstance(x, str):
+        fail(ATTN_E_INVALID, "%s is %r; a string is needed", name, x)
+    return x.encode("utf-8")
+
+
+def _scale(vmin, vmax):
+    if (vmin is None) != (vmax is None):
+        fail(ATTN_E_INVALID, "give both vmin and vmax, or neither (automatic)")
+    if vmin is None:
+        return 0.0, 0.0
+    vmin, vmax = float(vmin), float(vmax)
+    if not (np.isfinite(vmin) and np.isfinite(vmax) and vmin < vmax):
+        fail(ATTN_E_INVALID, "vmin %r and vmax %r: finite with vmin < vmax are "
+             "needed", vmin, vmax)
+    return vmin, vmax
+
+
+def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
+            annotate=None, *, index=None, attn_mask=None, is_causal=False,
+            causal_alignment="top-left", window=None, key_lengths=None,
+            query_lengths=None, cmap="viridis", vmin=None, vmax=None,
+            x_title=None, y_title=None, colorbar=True, max_cells=None,
+            cell_px=None, dtype=None):
+    """Draws attention weights to path (.png, .svg or .pdf by extension).
+
+    weights (Lq, Lk) draws one map; (H, Lq, Lk) or (N, H, Lq, Lk) draws
+    every map in a grid with one colour scale, or only map index (h, or
+    (n, h)) when given. x_tokens label the keys (columns), y_tokens the
+    queries (rows). annotate: None = automatic (values in cells of maps up
+    to 12 x 12), True, False. Cells hidden by the mask arguments are grey.
+    Returns path.
+    """
+    W = _Weights(weights, dtype, mask_kw=dict(
+        attn_mask=attn_mask, is_causal=is_causal,
+        causal_alignment=causal_alignment, window=window,
+        key_lengths=key_lengths, query_lengths=query_lengths))
+    try:
+        p = os.fsencode(path)
+    except TypeError:
+        fail(ATTN_E_INVALID, "path is %r; a file name is needed", path)
+    o = HeatmapOpts()
+    _lib.lib.attn_heatmap_opts_init(byref(o))
+    o.title, o.x_title, o.y_title = (_text(title, "title"), _text(x_title, "x_title"),
+                                     _text(y_title, "y_title"))
+    o.x_labels, keep_x = _labels(x_tokens, W.Lk, "x_tokens")
+    o.y_labels, keep_y = _labels(y_tokens, W.Lq, "y_tokens")
+    if cmap not in _CMAPS:
+        fail(ATTN_E_INVALID, "cmap is %r; 'viridis' or 'diverging' is needed", cmap)
+    o.cmap = _CMAPS[cmap]
+    o.vmin, o.vmax = _scale(vmin, vmax)
+    if annotate not in (None, True, False):
+        fail(ATTN_E_INVALID, "annotate is %r; None (automatic), True or False", annotate)
+    o.annotate = -1 if annotate is None else int(bool(annotate))
+    for name, v in (("max_cells", max_cells), ("cell_px", cell_px)):
+        if v is not None:
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                fail(ATTN_E_INVALID, "%s is %r; an integer is needed", name, v)
+            setattr(o, name, int(v))
+    o.colorbar = 1 if colorbar else 0
+    o.mask = ctypes.pointer(W.mask)
+    tensors = dict(W.masks.tensors, w=W.T)
+    if index is None and W.w.ndim > 2:
+        _lib.call("attn_heatmap_grid_write", p, byref(W.T), byref(o), tensors=tensors)
+    else:
+        n, h = W.index(index)
+        _lib.call("attn_heatmap_write", p, byref(W.T), n, h, byref(o), tensors=tensors)
+    del keep_x, keep_y
+    return path
+
+
+def _stats_dict(s):
+    d = {name: getattr(s, name) for name, _ in Stats._fields_}
+    d["flags"] = [v for k, v in sorted(VERDICT_FLAGS.items()) if s.verdict & k]
+    n = ctypes.c_size_t()
+    _lib.call("attn_stats_verdict", byref(s), None, 0, byref(n))
+    buf = ctypes.create_string_buffer(n.value + 1)
+    _lib.call("attn_stats_verdict", byref(s), buf, len(buf), None)
+    d["advice"] = buf.value.decode("utf-8", "replace")
+    return d
+
+
+def stats(weights, attn_mask=None, is_causal=False, *, causal_alignment="top-left",
+          window=None, key_lengths=None, query_lengths=None, per_head=False,
+          dtype=None):
+    """Diagnostics of attention weights: row sums, normalized entropy (0 =
+    one-hot, 1 = uniform), weight leaked onto masked keys, NaN/Inf counts,
+    the verdict flags and the advice in words.
+
+    Returns a dict with the fields of attn_stats ("rows", "entropy_mean",
+    "leak_total", ..., "verdict"), "flags" (names of the verdict flags) and
+    "advice"; with per_head=True also "per_head": one such dict per map,
+    nested like the weights' leading axes.
+    """
+    W = _Weights(weights, dtype, mask_kw=dict(
+        attn_mask=attn_mask, is_causal=is_causal,
+        causal_alignment=causal_alignment, window=window,
+        key_lengths=key_lengths, query_lengths=query_lengths))
+    overall = Stats()
+    heads = (Stats * (W.N * W.H))() if per_head else None
+    _lib.call("attn_stats_compute", byref(W.T), byref(W.mask), heads,
+              byref(overall), tensors=dict(W.masks.tensors, w=W.T))
+    d = _stats_dict(overall)
+    if per_head:
+        each = [_stats_dict(s) for s in heads]
+        r = W.w.ndim
+        d["per_head"] = (each if r == 2 else each if r == 3 else
+                         [each[n * W.H:(n + 1) * W.H] for n in range(W.N)])
+    return d
+
+
+def text_heatmap(weights, index=None, x_tokens=None, y_tokens=None, title=None,
+                 *, color="plain", width=80, half_blocks=None, attn_mask=None,
+                 is_causal=False, vmin=None, vmax=None, dtype=None):
+    """One map as text for a terminal: shades (color="plain") or colour
+    escapes ("256", "truecolor"). Returns the string."""
+    W = _Weights(weights, dtype, mask_kw=dict(attn_mask=attn_mask,
+                                              is_causal=is_causal))
+    n, h = W.index(index)
+    o = TermOpts()
+    _lib.lib.attn_term_opts_init(byref(o))
+    if color not in _TERM_COLORS:
+        fail(ATTN_E_INVALID, "color is %r; 'plain', '256' or 'truecolor'", color)
+    o.color = _TERM_COLORS[color]
+    if half_blocks is not None:
+        o.half_blocks = 1 if half_blocks else 0
+    if isinstance(width, bool) or not isinstance(width, (int, np.integer)):
+        fail(ATTN_E_INVALID, "width is %r; an integer is needed", width)
+    o.width = int(width)
+    o.title = _text(title, "title")
+    o.x_labels, keep_x = _labels(x_tokens, W.Lk, "x_tokens")
+    o.y_labels, keep_y = _labels(y_tokens, W.Lq, "y_tokens")
+    o.vmin, o.vmax = _scale(vmin, vmax)
+    o.mask = ctypes.pointer(W.mask)
+    size = ctypes.c_size_t()
+    tensors = dict(W.masks.tensors, w=W.T)
+    _lib.call("attn_term_render", byref(W.T), n, h, byref(o), None, 0, byref(size),
+              tensors=tensors)
+    buf = ctypes.create_string_buffer(size.value + 1)
+    _lib.call("attn_term_render", byref(W.T), n, h, byref(o), buf, len(buf),
+              byref(size), tensors=tensors)
+    del keep_x, keep_y
+    return buf.value.decode("utf-8")
+
+
+def compare(a, b, dtype=None):
+    """Differences of two weight arrays of one shape: max and mean |a - b|,
+    and KL(a || b) per row (mean and max; a is the teacher). Returns a
+    dict."""
+    A = _Weights(a, dtype, "a")
+    B = _Weights(b, dtype, "b")
+    if A.w.shape != B.w.shape:
+        fail(ATTN_E_SHAPE, "a has shape %s but b has %s", _shape_str(A.w.shape),
+             _shape_str(B.w.shape))
+    r = CompareResult()
+    _lib.call("attn_compare_weights", byref(A.T), byref(B.T), byref(r),
+              tensors={"a": A.T, "b": B.T})
+    return {name: getattr(r, name) for name, _ in CompareResult._fields_}

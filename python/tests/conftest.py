@@ -1,0 +1,61 @@
+"""Shared fixtures: the package from this checkout (python/), a seeded RNG,
+inputs in every dtype with the float64 values the kernel really sees, and a
+hook that records the views handed to C."""
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # python/, for `import attn`
+sys.path.insert(0, HERE)                   # npref
+
+import attn  # noqa: E402
+from attn import _lib  # noqa: E402
+import npref  # noqa: E402
+
+SANITIZED = os.environ.get("ATTN_SANITIZED") == "1"
+
+
+@pytest.fixture
+def rng(request):
+    # one stream per test, stable across runs
+    seed = sum(map(ord, request.node.name))
+    return np.random.default_rng(seed)
+
+
+def make(rng, shape, dtype="float32", scale=1.0):
+    """(array to pass, float64 values it holds, dtype argument)."""
+    x = (rng.standard_normal(shape) * scale).astype(np.float32)
+    if dtype == "bfloat16":
+        bits = npref.f32_to_bf16(x)
+        return bits, npref.bf16_to_f32(bits).astype(np.float64), "bfloat16"
+    arr = x.astype(dtype)
+    return arr, arr.astype(np.float64), None
+
+
+class Calls:
+    """Records (C function name, {arg: Tensor}) of each call to C."""
+
+    def __init__(self):
+        self.log = []
+
+    def __call__(self, name, tensors):
+        self.log.append((name, {k: (t.data, tuple(t.shape), tuple(t.stride))
+                                for k, t in tensors.items()}))
+
+
+@pytest.fixture
+def calls():
+    c = Calls()
+    _lib.call_hook = c
+    yield c
+    _lib.call_hook = None
+
+
+def tol_for(*arrays):
+    """Tolerance of a float32 computation of values of this magnitude."""
+    m = max(1.0, max(float(np.max(np.abs(a))) for a in arrays))
+    return 2e-5 * m

@@ -1,0 +1,29 @@
+/* Struct sizes for bindings (python/attn mirrors the public structs with
+ * ctypes and checks its layout against these at import). */
+#include "internal.h"
+
+#include <string.h>
+
+size_t attn_sizeof(const char *type_name) {
+    if (!type_name) return 0;
+    static const struct {
+        const char *name;
+        size_t size;
+    } sizes[] = {
+        {"attn_tensor", sizeof(attn_tensor)},
+        {"attn_mask", sizeof(attn_mask)},
+        {"attn_sdpa_opts", sizeof(attn_sdpa_opts)},
+        {"attn_npy", sizeof(attn_npy)},
+        {"attn_heatmap_opts", sizeof(attn_heatmap_opts)},
+        {"attn_stats", sizeof(attn_stats)},
+        {"attn_term_opts", sizeof(attn_term_opts)},
+        {"attn_compare_result", sizeof(attn_compare_result)},
+        {"attn_param_slice", sizeof(attn_param_slice)},
+        {"attn_additive_config", sizeof(attn_additive_config)},
+        {"attn_mha_config", sizeof(attn_mha_config)},
+        {"attn_encoder_config", sizeof(attn_encoder_config)},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (strcmp(sizes[i].name, type_name) == 0) return sizes[i].size;
+    return 0;
+}

@@ -1,0 +1,321 @@
+/* Building blocks of the layers: linear maps, LayerNorm, activations,
+ * dropout on activations, sinusoidal positions, slice tables and the
+ * seeded Xavier initialization. */
+#include "layers.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <string.h>
+
+static int nthreads(int threads) {
+    return threads > 0 ? threads : omp_get_max_threads();
+}
+
+attn_status attn__check_finite_f32(const float *x, int64_t n,
+                                   const char *name) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return attn__fail(ATTN_E_NONFINITE, "%s[%lld] is %s", name,
+                              (long long)i, isnan(x[i]) ? "NaN" : "Inf");
+    return ATTN_OK;
+}
+
+size_t attn__size3(int64_t a, int64_t b, int64_t c) {
+    int64_t ab, abc;
+    if (!attn__mul_i64(a, b, &ab) || !attn__mul_i64(ab, c, &abc)) return 0;
+    if ((uint64_t)abc > SIZE_MAX / sizeof(float)) return 0;
+    return (size_t)abc;
+}
+
+/* ---- linear ----------------------------------------------------------- */
+
+static attn_status linear_dims(int64_t n, int64_t in, int64_t out) {
+    if (n < 1 || in < 1 || out < 1)
+        return attn__fail(ATTN_E_SHAPE, "linear sizes n=%lld in=%lld out=%lld "
+                          "must be >= 1", (long long)n, (long long)in,
+                          (long long)out);
+    if (!attn__blas_ok(n) || !attn__blas_ok(in) || !attn__blas_ok(out))
+        return attn__fail(ATTN_E_SHAPE, "linear sizes n=%lld in=%lld out=%lld "
+                          "exceed the BLAS int range", (long long)n,
+                          (long long)in, (long long)out);
+    return ATTN_OK;
+}
+
+attn_status attn_linear_forward(int64_t n, int64_t in, int64_t out,
+                                const float *x, const float *w,
+                                const float *b, float *y) {
+    attn_status st = linear_dims(n, in, out);
+    if (st) return st;
+    ATTN__NEED(x);
+    ATTN__NEED(w);
+    ATTN__NEED(y);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out,
+                (int)in, 1.0f, x, (int)in, w, (int)in, 0.0f, y, (int)out);
+    if (b)
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < out; c++) y[r * out + c] += b[c];
+    return ATTN_OK;
+}
+
+attn_status attn_linear_backward(int64_t n, int64_t in, int64_t out,
+                                 const float *x, const float *w,
+                                 const float *dy, float *dw, float *db,
+                                 float *dx) {
+    attn_status st = linear_dims(n, in, out);
+    if (st) return st;
+    ATTN__NEED(dy);
+    if (dw) {
+        ATTN__NEED(x);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in,
+                    (int)n, 1.0f, dy, (int)out, x, (int)in, 1.0f, dw, (int)in);
+    }
+    if (db) /* rows in a fixed order: the same sums on any thread count */
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < out; c++) db[c] += dy[r * out + c];
+    if (dx) {
+        ATTN__NEED(w);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)in,
+                    (int)out, 1.0f, dy, (int)out, w, (int)in, 1.0f, dx,
+                    (int)in);
+    }
+    return ATTN_OK;
+}
+
+/* ---- LayerNorm -------------------------------------------------------- */
+
+attn_status attn_layernorm_forward(int64_t n, int64_t d, const float *x,
+                                   const float *gamma, const float *beta,
+                                   double eps, float *y, float *mean,
+                                   float *rstd) {
+    if (n < 1 || d < 1)
+        return attn__fail(ATTN_E_SHAPE, "layernorm sizes n=%lld d=%lld must "
+                          "be >= 1", (long long)n, (long long)d);
+    ATTN__NEED(x);
+    ATTN__NEED(gamma);
+    ATTN__NEED(beta);
+    ATTN__NEED(y);
+    if (!(eps > 0) || isinf(eps))
+        return attn__fail(ATTN_E_INVALID, "layernorm eps is %g; it must be "
+                          "positive", eps);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + r * d;
+        double s = 0, s2 = 0;
+        for (int64_t c = 0; c < d; c++) s += xr[c];
+        double mu = s / (double)d;
+        for (int64_t c = 0; c < d; c++) {
+            double t = xr[c] - mu;
+            s2 += t * t;
+        }
+        double rs = 1.0 / sqrt(s2 / (double)d + eps);
+        float *yr = y + r * d;
+        for (int64_t c = 0; c < d; c++)
+            yr[c] = (float)((xr[c] - mu) * rs) * gamma[c] + beta[c];
+        if (mean) mean[r] = (float)mu;
+        if (rstd) rstd[r] = (float)rs;
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_layernorm_backward(int64_t n, int64_t d, const float *x,
+                                    const float *gamma, const float *mean,
+                                    const float *rstd, const float *dy,
+                                    float *dgamma, float *dbeta, float *dx) {
+    if (n < 1 || d < 1)
+        return attn__fail(ATTN_E_SHAPE, "layernorm sizes n=%lld d=%lld must "
+                          "be >= 1", (long long)n, (long long)d);
+    ATTN__NEED(x);
+    ATTN__NEED(gamma);
+    ATTN__NEED(mean);
+    ATTN__NEED(rstd);
+    ATTN__NEED(dy);
+    if (dgamma || dbeta) /* column sums, rows in a fixed order */
+        for (int64_t r = 0; r < n; r++) {
+            const float *xr = x + r * d, *g = dy + r * d;
+            float mu = mean[r], rs = rstd[r];
+            for (int64_t c = 0; c < d; c++) {
+                if (dgamma) dgamma[c] += g[c] * ((xr[c] - mu) * rs);
+                if (dbeta) dbeta[c] += g[c];
+            }
+        }
+    if (dx) {
+#pragma omp parallel for schedule(static)
+        for (int64_t r = 0; r < n; r++) {
+            const float *xr = x + r * d, *g = dy + r * d;
+            double mu = mean[r], rs = rstd[r], a = 0, bsum = 0;
+            for (int64_t c = 0; c < d; c++) {
+                double gx = (double)g[c] * gamma[c];
+                a += gx;
+                bsum += gx * ((xr[c] - mu) * rs);
+            }
+            a /= (double)d;
+            bsum /= (double)d;
+            float *o = dx + r * d;
+            for (int64_t c = 0; c < d; c++) {
+                double xh = (xr[c] - mu) * rs;
+                o[c] += (float)(rs * ((double)g[c] * gamma[c] - a - xh * bsum));
+            }
+        }
+    }
+    return ATTN_OK;
+}
+
+/* ---- activations and dropout ----------------------------------------- */
+
+void attn__act_forward(attn_activation act, const float *x, float *y,
+                       int64_t n, int threads) {
+#pragma omp parallel for schedule(static) num_threads(nthreads(threads))
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        y[i] = act == ATTN_ACT_GELU
+                   ? (float)(0.5 * v * (1.0 + erf(v * 0.70710678118654752)))
+                   : (v > 0 ? v : 0.0f);
+    }
+}
+
+void attn__act_backward(attn_activation act, const float *x, const float *dy,
+                        float *dx, int64_t n, int threads) {
+#pragma omp parallel for schedule(static) num_threads(nthreads(threads))
+    for (int64_t i = 0; i < n; i++) {
+        double v = x[i], g;
+        if (act == ATTN_ACT_GELU) /* Phi(x) + x phi(x) */
+            g = 0.5 * (1.0 + erf(v * 0.70710678118654752)) +
+                v * 0.39894228040143268 * exp(-0.5 * v * v);
+        else
+            g = v > 0 ? 1.0 : 0.0;
+        dx[i] = (float)(dy[i] * g); /* overwrite: dx may be dy */
+    }
+}
+
+void attn__dropout_apply(uint64_t seed, uint32_t stream, double p, float *x,
+                         int64_t n, int threads) {
+    if (!(p > 0)) return;
+    const uint32_t thr = attn__dropout_threshold(p);
+    const float keep = (float)(1.0 / (1.0 - p));
+    const int64_t groups = (n + 3) / 4;
+#pragma omp parallel for schedule(static) num_threads(nthreads(threads))
+    for (int64_t g = 0; g < groups; g++) {
+        /* counters differ from those of attention weights (b, h, i, j) by
+         * the 0xA5D0 tag in the last word */
+        uint32_t ctr[4] = {(uint32_t)g, (uint32_t)((uint64_t)g >> 32), stream,
+                           0xA5D00000u};
+        uint32_t r[4];
+        attn__philox4x32(seed, ctr, r);
+        for (int t = 0; t < 4 && g * 4 + t < n; t++)
+            x[g * 4 + t] = r[t] >= thr ? x[g * 4 + t] * keep : 0.0f;
+    }
+}
+
+/* ---- positions ------------------------------------------------------- */
+
+attn_status attn_positional_encoding(int64_t L, int64_t d_model, float *pe) {
+    if (L < 1 || d_model < 1)
+        return attn__fail(ATTN_E_SHAPE, "positional encoding needs L >= 1 and "
+                          "d_model >= 1, not %lld and %lld", (long long)L,
+                          (long long)d_model);
+    ATTN__NEED(pe);
+    if (!attn__size3(L, d_model, 1))
+        return attn__fail(ATTN_E_NOMEM, "L * d_model overflows");
+    for (int64_t p = 0; p < L; p++)
+        for (int64_t c = 0; c < d_model; c++) {
+            double ang = (double)p / pow(10000.0, (double)(c & ~(int64_t)1) /
+                                                      (double)d_model);
+            pe[p * d_model + c] = (float)((c & 1) ? cos(ang) : sin(ang));
+        }
+    return ATTN_OK;
+}
+
+attn_status attn_add_positional_encoding(int64_t B, int64_t L,
+                                         int64_t d_model, float *x) {
+    if (B < 1) return attn__fail(ATTN_E_SHAPE, "B is %lld (< 1)", (long long)B);
+    ATTN__NEED(x);
+    if (!attn__size3(B, L, d_model))
+        return attn__fail(ATTN_E_NOMEM, "B * L * d_model overflows");
+    float *pe = attn__alloc((size_t)(L * d_model), sizeof(float), "positions");
+    if (!pe) return ATTN_E_NOMEM;
+    attn_status st = attn_positional_encoding(L, d_model, pe);
+    if (!st)
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < L * d_model; i++)
+                x[b * L * d_model + i] += pe[i];
+    attn__free(pe);
+    return st;
+}
+
+/* ---- slices and initialization --------------------------------------- */
+
+void attn__slice_add(attn_param_slice *slices, int64_t cap, int64_t *count,
+                     const char *prefix, const char *name, int64_t *offset,
+                     int64_t rows, int64_t cols, attn_init_kind init) {
+    if (slices && *count < cap) {
+        attn_param_slice *s = &slices[*count];
+        memset(s, 0, sizeof *s);
+        snprintf(s->name, sizeof s->name, "%s%s", prefix ? prefix : "", name);
+        s->offset = *offset;
+        s->shape[0] = rows;
+        s->shape[1] = cols;
+        s->init = init;
+    }
+    (*count)++;
+    *offset += rows * cols;
+}
+
+attn_status attn_params_init(const attn_param_slice *slices, int64_t nslices,
+                             float *block, uint64_t seed) {
+    ATTN__NEED(slices);
+    ATTN__NEED(block);
+    if (nslices < 0)
+        return attn__fail(ATTN_E_INVALID, "nslices is %lld", (long long)nslices);
+    for (int64_t s = 0; s < nslices; s++) {
+        const attn_param_slice *sl = &slices[s];
+        int64_t n;
+        if (sl->offset < 0 || sl->shape[0] < 1 || sl->shape[1] < 1 ||
+            !attn__mul_i64(sl->shape[0], sl->shape[1], &n))
+            return attn__fail(ATTN_E_INVALID, "slice %lld (%s) has offset %lld "
+                              "and shape (%lld, %lld)", (long long)s, sl->name,
+                              (long long)sl->offset, (long long)sl->shape[0],
+                              (long long)sl->shape[1]);
+        float *dst = block + sl->offset;
+        if (sl->init == ATTN_INIT_ZERO || sl->init == ATTN_INIT_ONE) {
+            float val = sl->init == ATTN_INIT_ONE ? 1.0f : 0.0f;
+            for (int64_t i = 0; i < n; i++) dst[i] = val;
+            continue;
+        }
+        if (sl->init != ATTN_INIT_XAVIER)
+            return attn__fail(ATTN_E_INVALID, "slice %s has init kind %d",
+                              sl->name, (int)sl->init);
+        double bound = sqrt(6.0 / (double)(sl->shape[0] + sl->shape[1]));
+        for (int64_t i = 0; i < n; i += 4) {
+            uint32_t ctr[4] = {(uint32_t)(i >> 2), (uint32_t)((uint64_t)i >> 34),
+                               (uint32_t)s, 0x1A17u};
+            uint32_t r[4];
+            attn__philox4x32(seed, ctr, r);
+            for (int t = 0; t < 4 && i + t < n; t++) {
+                double u = (r[t] + 0.5) * (1.0 / 4294967296.0); /* (0, 1) */
+                dst[i + t] = (float)((2.0 * u - 1.0) * bound);
+            }
+        }
+    }
+    return ATTN_OK;
+}
+
+attn_status attn__layer_opts_check(const attn_layer_opts *o, int64_t B,
+                                   int64_t H, int64_t Lq, int64_t Lk) {
+    ATTN__NEED(o);
+    if (B < 1 || Lq < 1 || Lk < 1)
+        return attn__fail(ATTN_E_SHAPE, "B=%lld Lq=%lld Lk=%lld must be >= 1",
+                          (long long)B, (long long)Lq, (long long)Lk);
+    if (isnan(o->scale) || o->scale < 0 || isinf(o->scale))
+        return attn__fail(ATTN_E_INVALID, "scale is %g; it must be positive "
+                          "(or 0 for the default)", o->scale);
+    if (!(o->dropout_p >= 0.0 && o->dropout_p < 1.0))
+        return attn__fail(ATTN_E_INVALID, "dropout_p is %g; it must be in "
+                          "[0, 1)", o->dropout_p);
+    if (o->threads < 0)
+        return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", o->threads);
+    if (o->impl != ATTN_IMPL_AUTO && o->impl != ATTN_IMPL_REF &&
+        o->impl != ATTN_IMPL_FLASH)
+        return attn__fail(ATTN_E_INVALID, "impl is %d: not a kernel",
+                          (int)o->impl);
+    return attn_mask_check(&o->mask, B, H, Lq, Lk);
+}

@@ -1,0 +1,545 @@
+/* The Transformer encoder: N layers of self-attention (multi-head dot
+ * product or additive) and a feed-forward network, each wrapped in a
+ * residual connection and LayerNorm (post-norm or pre-norm), an optional
+ * final LayerNorm. Forward keeps every intermediate backward needs in the
+ * caller's workspace; backward walks the layers in reverse. */
+#include "layers.h"
+
+#include <string.h>
+
+void attn_encoder_config_init(attn_encoder_config *c) {
+    if (!c) return;
+    memset(c, 0, sizeof *c);
+    c->num_layers = 1;
+    c->d_model = 512;
+    c->num_heads = 8;
+    c->dim_feedforward = 2048;
+    c->attention = ATTN_ATTENTION_DOT;
+    c->activation = ATTN_ACT_RELU;
+}
+
+/* Sub-configurations of one layer's attention. */
+static attn_mha_config mha_cfg(const attn_encoder_config *c) {
+    attn_mha_config m = {c->d_model, c->num_heads, c->num_kv_heads, 0, 0, 1};
+    return m;
+}
+
+static attn_additive_config add_cfg(const attn_encoder_config *c) {
+    int64_t A = c->additive_dim ? c->additive_dim : c->d_model / 2;
+    attn_additive_config a = {c->d_model, c->d_model, c->d_model,
+                              A > 0 ? A : 1, 1, 0};
+    return a;
+}
+
+static double ln_eps(const attn_encoder_config *c) {
+    return c->layer_norm_eps > 0 ? c->layer_norm_eps : 1e-5;
+}
+
+static attn_status check_cfg(const attn_encoder_config *c) {
+    ATTN__NEED(c);
+    if (c->num_layers < 1 || c->d_model < 1 || c->dim_feedforward < 1 ||
+        c->additive_dim < 0)
+        return attn__fail(ATTN_E_INVALID, "encoder config: num_layers %lld, "
+                          "d_model %lld, dim_feedforward %lld must be >= 1 "
+                          "(additive_dim %lld >= 0)", (long long)c->num_layers,
+                          (long long)c->d_model, (long long)c->dim_feedforward,
+                          (long long)c->additive_dim);
+    if (!attn__blas_ok(c->dim_feedforward) || c->num_layers > 100000)
+        return attn__fail(ATTN_E_INVALID, "encoder config sizes out of range");
+    if (c->attention != ATTN_ATTENTION_DOT &&
+        c->attention != ATTN_ATTENTION_ADDITIVE)
+        return attn__fail(ATTN_E_INVALID, "encoder attention type is %d",
+                          (int)c->attention);
+    if (c->activation != ATTN_ACT_RELU && c->activation != ATTN_ACT_GELU)
+        return attn__fail(ATTN_E_INVALID, "encoder activation is %d",
+                          (int)c->activation);
+    if ((c->norm_first != 0 && c->norm_first != 1) ||
+        (c->final_norm != 0 && c->final_norm != 1))
+        return attn__fail(ATTN_E_INVALID, "encoder norm_first (%d) and "
+                          "final_norm (%d) must be 0 or 1", c->norm_first,
+                          c->final_norm);
+    if (isnan(c->layer_norm_eps) || c->layer_norm_eps < 0 ||
+        isinf(c->layer_norm_eps))
+        return attn__fail(ATTN_E_INVALID, "encoder layer_norm_eps is %g",
+                          c->layer_norm_eps);
+    if (c->attention == ATTN_ATTENTION_DOT) {
+        attn_mha_config m = mha_cfg(c);
+        return attn__mha_check_cfg(&m, NULL, NULL);
+    }
+    attn_additive_config a = add_cfg(c);
+    return attn__additive_check_cfg(&a);
+}
+
+int64_t attn_encoder_weight_heads(const attn_encoder_config *c) {
+    if (check_cfg(c)) return 0;
+    return c->attention == ATTN_ATTENTION_DOT ? c->num_heads : 1;
+}
+
+/* Floats of one layer's attention block (additive includes w_o, b_o). */
+static int64_t att_count(const attn_encoder_config *c) {
+    if (c->attention == ATTN_ATTENTION_DOT) {
+        attn_mha_config m = mha_cfg(c);
+        return attn_mha_param_count(&m);
+    }
+    attn_additive_config a = add_cfg(c);
+    int64_t n = attn_additive_param_count(&a), e2;
+    if (!n || !attn__mul_i64(c->d_model, c->d_model + 1, &e2)) return 0;
+    return n + e2;
+}
+
+static int64_t layer_count(const attn_encoder_config *c) {
+    const int64_t E = c->d_model, F = c->dim_feedforward;
+    int64_t a = att_count(c), fe;
+    if (!a || !attn__mul_i64(F, E, &fe) || fe > INT64_MAX / 4 - a) return 0;
+    return a + 2 * fe + F + 5 * E;
+}
+
+int64_t attn_encoder_param_count(const attn_encoder_config *c) {
+    if (check_cfg(c)) return 0;
+    int64_t l = layer_count(c), n;
+    if (!l || !attn__mul_i64(l, c->num_layers, &n) || n > INT64_MAX / 2)
+        return 0;
+    return n + (c->final_norm ? 2 * c->d_model : 0);
+}
+
+attn_status attn_encoder_layer_view(const attn_encoder_config *c, float *block,
+                                    int64_t layer, attn_encoder_layer_params *p) {
+    attn_status st = check_cfg(c);
+    if (st) return st;
+    ATTN__NEED(block);
+    ATTN__NEED(p);
+    if (layer < 0 || layer >= c->num_layers)
+        return attn__fail(ATTN_E_INVALID, "layer %lld is outside [0, %lld)",
+                          (long long)layer, (long long)c->num_layers);
+    if (!attn_encoder_param_count(c))
+        return attn__fail(ATTN_E_NOMEM, "encoder parameter count overflows");
+    const int64_t E = c->d_model, F = c->dim_feedforward;
+    memset(p, 0, sizeof *p);
+    float *x = block + layer * layer_count(c);
+    if (c->attention == ATTN_ATTENTION_DOT) {
+        attn_mha_config m = mha_cfg(c);
+        attn_mha_params_view(&m, x, &p->mha);
+        x += attn_mha_param_count(&m);
+    } else {
+        attn_additive_config a = add_cfg(c);
+        attn_additive_params_view(&a, x, &p->additive);
+        x += attn_additive_param_count(&a);
+        p->w_o = x;
+        p->b_o = x + E * E;
+        x += E * E + E;
+    }
+    p->ln1_gamma = x;
+    p->ln1_beta = x + E;
+    p->w_1 = x + 2 * E;
+    p->b_1 = p->w_1 + F * E;
+    p->w_2 = p->b_1 + F;
+    p->b_2 = p->w_2 + E * F;
+    p->ln2_gamma = p->b_2 + E;
+    p->ln2_beta = p->ln2_gamma + E;
+    return ATTN_OK;
+}
+
+attn_status attn_encoder_final_norm_view(const attn_encoder_config *c,
+                                         float *block, float **gamma,
+                                         float **beta) {
+    attn_status st = check_cfg(c);
+    if (st) return st;
+    ATTN__NEED(block);
+    ATTN__NEED(gamma);
+    ATTN__NEED(beta);
+    if (!attn_encoder_param_count(c))
+        return attn__fail(ATTN_E_NOMEM, "encoder parameter count overflows");
+    float *x = block + c->num_layers * layer_count(c);
+    *gamma = c->final_norm ? x : NULL;
+    *beta = c->final_norm ? x + c->d_model : NULL;
+    return ATTN_OK;
+}
+
+attn_status attn_encoder_param_slices(const attn_encoder_config *c,
+                                      const char *prefix, int64_t offset,
+                                      attn_param_slice *slices, int64_t cap,
+                                      int64_t *count) {
+    attn_status st = check_cfg(c);
+    if (st) return st;
+    ATTN__NEED(count);
+    if (!attn_encoder_param_count(c))
+        return attn__fail(ATTN_E_NOMEM, "encoder parameter count overflows");
+    const int64_t E = c->d_model, F = c->dim_feedforward;
+    int64_t n = 0;
+    char pre[96]; /* names longer than ATTN_SLICE_NAME_MAX - 1 are cut */
+    for (int64_t l = 0; l < c->num_layers; l++) {
+        int64_t k = 0;
+        snprintf(pre, sizeof pre, "%.16slayers.%lld.attn.", prefix ? prefix : "",
+                 (long long)l);
+        attn_param_slice *dst = slices && n < cap ? slices + n : NULL;
+        int64_t room = slices && n < cap ? cap - n : 0;
+        if (c->attention == ATTN_ATTENTION_DOT) {
+            attn_mha_config m = mha_cfg(c);
+            attn_mha_param_slices(&m, pre, offset, dst, room, &k);
+            offset += attn_mha_param_count(&m);
+            n += k;
+        } else {
+            attn_additive_config a = add_cfg(c);
+            attn_additive_param_slices(&a, pre, offset, dst, room, &k);
+            offset += attn_additive_param_count(&a);
+            n += k;
+            attn__slice_add(slices, cap, &n, pre, "w_o", &offset, E, E,
+                            ATTN_INIT_XAVIER);
+            attn__slice_add(slices, cap, &n, pre, "b_o", &offset, E, 1,
+                            ATTN_INIT_ZERO);
+        }
+        snprintf(pre, sizeof pre, "%.16slayers.%lld.", prefix ? prefix : "",
+                 (long long)l);
+        attn__slice_add(slices, cap, &n, pre, "ln1_gamma", &offset, E, 1, ATTN_INIT_ONE);
+        attn__slice_add(slices, cap, &n, pre, "ln1_beta", &offset, E, 1, ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, pre, "w_1", &offset, F, E, ATTN_INIT_XAVIER);
+        attn__slice_add(slices, cap, &n, pre, "b_1", &offset, F, 1, ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, pre, "w_2", &offset, E, F, ATTN_INIT_XAVIER);
+        attn__slice_add(slices, cap, &n, pre, "b_2", &offset, E, 1, ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, pre, "ln2_gamma", &offset, E, 1, ATTN_INIT_ONE);
+        attn__slice_add(slices, cap, &n, pre, "ln2_beta", &offset, E, 1, ATTN_INIT_ZERO);
+    }
+    if (c->final_norm) {
+        snprintf(pre, sizeof pre, "%.16s", prefix ? prefix : "");
+        attn__slice_add(slices, cap, &n, pre, "norm_gamma", &offset, E, 1, ATTN_INIT_ONE);
+        attn__slice_add(slices, cap, &n, pre, "norm_beta", &offset, E, 1, ATTN_INIT_ZERO);
+    }
+    *count = n;
+    return ATTN_OK;
+}
+
+attn_status attn_encoder_init(const attn_encoder_config *c, float *params,
+                              uint64_t seed) {
+    int64_t n;
+    attn_status st = attn_encoder_param_slices(c, "", 0, NULL, 0, &n);
+    if (st) return st;
+    ATTN__NEED(params);
+    attn_param_slice *sl = attn__alloc((size_t)n, sizeof *sl, "slice table");
+    if (!sl) return ATTN_E_NOMEM;
+    attn_encoder_param_slices(c, "", 0, sl, n, &n);
+    st = attn_params_init(sl, n, params, seed);
+    attn__free(sl);
+    return st;
+}
+
+/* ---- workspace -------------------------------------------------------- */
+
+/* One layer's saved state. */
+typedef struct {
+    float *xin, *ln1y, *r1, *ln2y, *r2, *ctx, *hpre, *hact;
+    float *m1, *s1, *m2, *s2, *att;
+} layer_ws;
+
+/* Shared: the last layer's output xN with its final-norm stats, then
+ * scratch a (attention output / dropout copies), f, g, t1, t2 (B L E) and
+ * gh (B L F). */
+typedef struct {
+    float *xn, *mf, *sf, *a, *f, *g, *t1, *t2, *gh;
+} shared_ws;
+
+static size_t att_ws_floats(const attn_encoder_config *c, int64_t B, int64_t L) {
+    size_t n = 0;
+    if (c->attention == ATTN_ATTENTION_DOT) {
+        attn_mha_config m = mha_cfg(c);
+        if (attn_mha_workspace_size(&m, B, L, L, &n)) return 0;
+    } else {
+        attn_additive_config a = add_cfg(c);
+        if (attn_additive_workspace_size(&a, B, L, L, &n)) return 0;
+    }
+    return n;
+}
+
+/* Lays out the workspace (ws may be NULL to size it); layer l's part is
+ * written to *lw when lw is not NULL. Returns the total or 0 on overflow. */
+static size_t ws_layout(const attn_encoder_config *c, int64_t B, int64_t L,
+                        float *ws, int64_t l, layer_ws *lw, shared_ws *sw) {
+    const size_t be = attn__size3(B, L, c->d_model);
+    const size_t bf = attn__size3(B, L, c->dim_feedforward);
+    const size_t bl = attn__size3(B, L, 1), aw = att_ws_floats(c, B, L);
+    if (!be || !bf || !bl || !aw) return 0;
+    const size_t lim = SIZE_MAX / sizeof(float) / 4;
+    if (be > lim / 16 || bf > lim / 16 || aw > lim / 2) return 0;
+    const size_t per = 6 * be + 2 * bf + 4 * bl + aw;
+    if (per > lim / (size_t)c->num_layers) return 0;
+    size_t total = per * (size_t)c->num_layers;
+    if (ws && lw) {
+        float *x = ws + per * (size_t)l;
+        lw->xin = x; x += be;
+        lw->ln1y = x; x += be;
+        lw->r1 = x; x += be;
+        lw->ln2y = x; x += be;
+        lw->r2 = x; x += be;
+        lw->ctx = x; x += be;
+        lw->hpre = x; x += bf;
+        lw->hact = x; x += bf;
+        lw->m1 = x; x += bl;
+        lw->s1 = x; x += bl;
+        lw->m2 = x; x += bl;
+        lw->s2 = x; x += bl;
+        lw->att = x;
+    }
+    if (ws && sw) {
+        float *x = ws + total;
+        sw->xn = x; x += be;
+        sw->mf = x; x += bl;
+        sw->sf = x; x += bl;
+        sw->a = x; x += be;
+        sw->f = x; x += be;
+        sw->g = x; x += be;
+        sw->t1 = x; x += be;
+        sw->t2 = x; x += be;
+        sw->gh = x;
+    }
+    return total + 6 * be + 2 * bl + bf;
+}
+
+attn_status attn_encoder_workspace_size(const attn_encoder_config *c,
+                                        int64_t B, int64_t L, size_t *floats) {
+    attn_status st = check_cfg(c);
+    if (st) return st;
+    ATTN__NEED(floats);
+    if (B < 1 || L < 1)
+        return attn__fail(ATTN_E_SHAPE, "B=%lld L=%lld must be >= 1",
+                          (long long)B, (long long)L);
+    if (!(*floats = ws_layout(c, B, L, NULL, 0, NULL, NULL)))
+        return attn__fail(ATTN_E_NOMEM, "encoder workspace size overflows");
+    return ATTN_OK;
+}
+
+static attn_status check_call(const attn_encoder_config *c, const float *params,
+                              int64_t B, int64_t L, const float *x,
+                              const attn_layer_opts *o, const float *ws) {
+    attn_status st = check_cfg(c);
+    if (st) return st;
+    ATTN__NEED(params);
+    ATTN__NEED(x);
+    ATTN__NEED(ws);
+    size_t n;
+    if ((st = attn_encoder_workspace_size(c, B, L, &n))) return st;
+    if ((st = attn__layer_opts_check(o, B, attn_encoder_weight_heads(c), L, L)))
+        return st;
+    return attn__check_finite_f32(x, B * L * c->d_model, "x");
+}
+
+/* ---- forward ---------------------------------------------------------- */
+
+attn_status attn_encoder_forward(const attn_encoder_config *c,
+                                 const float *params, int64_t B, int64_t L,
+                                 const float *x, const attn_layer_opts *opts,
+                                 float *out, float *weights, float *ws) {
+    attn_status st = check_call(c, params, B, L, x, opts, ws);
+    if (st) return st;
+    ATTN__NEED(out);
+    if (out == x) return attn__fail(ATTN_E_INVALID, "out may not alias x");
+    const int64_t E = c->d_model, F = c->dim_feedforward, n = B * L;
+    const int64_t Hw = attn_encoder_weight_heads(c), th = attn__threads(opts);
+    const double eps = ln_eps(c), p = opts->dropout_p;
+    const size_t be = (size_t)(n * E);
+    attn_mha_config mc = mha_cfg(c);
+    attn_additive_config ac = add_cfg(c);
+    shared_ws sw;
+    ws_layout(c, B, L, ws, 0, NULL, &sw);
+    const float *cur = x;
+    for (int64_t l = 0; l < c->num_layers; l++) {
+        layer_ws w;
+        attn_encoder_layer_params P;
+        ws_layout(c, B, L, ws, l, &w, NULL);
+        attn_encoder_layer_view(c, (float *)params, l, &P);
+        memcpy(w.xin, cur, be * sizeof(float));
+        attn_layer_opts oa = *opts;
+        oa.seed = attn__enc_seed(opts->seed, l);
+        float *wl = weights ? weights + l * B * Hw * L * L : NULL;
+        const float *ain = w.xin;
+        if (c->norm_first) {
+            attn_layernorm_forward(n, E, w.xin, P.ln1_gamma, P.ln1_beta, eps,
+                                   w.ln1y, w.m1, w.s1);
+            ain = w.ln1y;
+        }
+        if (c->attention == ATTN_ATTENTION_DOT) {
+            st = attn_mha_forward(&mc, P.mha.w_q, B, L, L, ain, ain, ain, &oa,
+                                  sw.a, wl, ATTN_WEIGHTS_PER_HEAD, w.att);
+        } else {
+            st = attn_additive_forward(&ac, P.additive.w_q, B, L, L, ain, ain,
+                                       ain, &oa, w.ctx, wl, w.att);
+            if (!st) attn_linear_forward(n, E, E, w.ctx, P.w_o, P.b_o, sw.a);
+        }
+        if (st) return st;
+        attn__dropout_apply(opts->seed, attn__enc_stream(l, 1), p, sw.a, n * E, th);
+        for (int64_t i = 0; i < n * E; i++) w.r1[i] = w.xin[i] + sw.a[i];
+        const float *fin;
+        if (c->norm_first) {
+            attn_layernorm_forward(n, E, w.r1, P.ln2_gamma, P.ln2_beta, eps,
+                                   w.ln2y, w.m2, w.s2);
+            fin = w.ln2y;
+        } else {
+            attn_layernorm_forward(n, E, w.r1, P.ln1_gamma, P.ln1_beta, eps,
+                                   w.ln1y, w.m1, w.s1);
+            fin = w.ln1y;
+        }
+        attn_linear_forward(n, E, F, fin, P.w_1, P.b_1, w.hpre);
+        attn__act_forward(c->activation, w.hpre, w.hact, n * F, th);
+        attn__dropout_apply(opts->seed, attn__enc_stream(l, 2), p, w.hact, n * F, th);
+        attn_linear_forward(n, F, E, w.hact, P.w_2, P.b_2, sw.f);
+        attn__dropout_apply(opts->seed, attn__enc_stream(l, 3), p, sw.f, n * E, th);
+        const float *res = c->norm_first ? w.r1 : w.ln1y;
+        for (int64_t i = 0; i < n * E; i++) w.r2[i] = res[i] + sw.f[i];
+        if (c->norm_first) {
+            cur = w.r2;
+        } else {
+            attn_layernorm_forward(n, E, w.r2, P.ln2_gamma, P.ln2_beta, eps,
+                                   w.ln2y, w.m2, w.s2);
+            cur = w.ln2y;
+        }
+    }
+    memcpy(sw.xn, cur, be * sizeof(float));
+    if (c->final_norm) {
+        float *g, *b;
+        attn_encoder_final_norm_view(c, (float *)params, &g, &b);
+        attn_layernorm_forward(n, E, sw.xn, g, b, eps, out, sw.mf, sw.sf);
+    } else {
+        memcpy(out, sw.xn, be * sizeof(float));
+    }
+    return ATTN_OK;
+}
+
+attn_status attn_encoder_layer_weights(const attn_encoder_config *c,
+                                       const float *params, int64_t B,
+                                       int64_t L, const attn_layer_opts *opts,
+                                       const float *ws, int64_t layer,
+                                       float *weights) {
+    attn_status st = check_cfg(c);
+    if (st) return st;
+    ATTN__NEED(params);
+    ATTN__NEED(ws);
+    ATTN__NEED(weights);
+    size_t n;
+    if ((st = attn_encoder_workspace_size(c, B, L, &n))) return st;
+    if ((st = attn__layer_opts_check(opts, B, attn_encoder_weight_heads(c), L, L)))
+        return st;
+    if (layer < 0 || layer >= c->num_layers)
+        return attn__fail(ATTN_E_INVALID, "layer %lld is outside [0, %lld)",
+                          (long long)layer, (long long)c->num_layers);
+    layer_ws w;
+    ws_layout(c, B, L, (float *)ws, layer, &w, NULL);
+    attn_layer_opts oa = *opts;
+    oa.seed = attn__enc_seed(opts->seed, layer);
+    if (c->attention == ATTN_ATTENTION_DOT) {
+        attn_mha_config mc = mha_cfg(c);
+        return attn__mha_weights_from_ws(&mc, B, L, L, &oa, w.att, weights);
+    }
+    attn_encoder_layer_params P;
+    attn_encoder_layer_view(c, (float *)params, layer, &P);
+    attn_additive_config ac = add_cfg(c);
+    return attn__additive_weights_from_ws(&ac, P.additive.w_q, B, L, L, &oa,
+                                          w.att, weights);
+}
+
+/* ---- backward --------------------------------------------------------- */
+
+/* Backward of the attention block: dy (B L E) is the gradient of its
+ * output; the gradient of its input is ADDED into dain. */
+static attn_status att_backward(const attn_encoder_config *c,
+                                const attn_encoder_layer_params *P,
+                                attn_encoder_layer_params *G, int64_t B,
+                                int64_t L, const float *ain,
+                                const attn_layer_opts *oa, const layer_ws *w,
+                                const float *dy, float *dctx, float *dain) {
+    const int64_t E = c->d_model, n = B * L;
+    if (c->attention == ATTN_ATTENTION_DOT) {
+        attn_mha_config mc = mha_cfg(c);
+        return attn_mha_backward(&mc, P->mha.w_q, B, L, L, ain, ain, ain, oa,
+                                 dy, w->att, G ? G->mha.w_q : NULL, dain, dain,
+                                 dain);
+    }
+    attn_additive_config ac = add_cfg(c);
+    memset(dctx, 0, sizeof(float) * (size_t)(n * E));
+    attn_linear_backward(n, E, E, w->ctx, P->w_o, dy, G ? G->w_o : NULL,
+                         G ? G->b_o : NULL, dctx);
+    return attn_additive_backward(&ac, P->additive.w_q, B, L, L, ain, ain, ain,
+                                  oa, dctx, w->att,
+                                  G ? G->additive.w_q : NULL, dain, dain, dain);
+}
+
+attn_status attn_encoder_backward(const attn_encoder_config *c,
+                                  const float *params, int64_t B, int64_t L,
+                                  const float *x, const attn_layer_opts *opts,
+                                  const float *dout, float *ws, float *grads,
+                                  float *dx) {
+    attn_status st = check_call(c, params, B, L, x, opts, ws);
+    if (st) return st;
+    ATTN__NEED(dout);
+    const int64_t E = c->d_model, F = c->dim_feedforward, n = B * L;
+    const int64_t th = attn__threads(opts);
+    const size_t be = (size_t)(n * E) * sizeof(float);
+    const double p = opts->dropout_p;
+    if ((st = attn__check_finite_f32(dout, n * E, "dout"))) return st;
+    shared_ws sw;
+    ws_layout(c, B, L, ws, 0, NULL, &sw);
+    /* g: gradient of the current layer's output */
+    if (c->final_norm) {
+        float *gm, *bt, *dg = NULL, *db = NULL;
+        attn_encoder_final_norm_view(c, (float *)params, &gm, &bt);
+        if (grads) attn_encoder_final_norm_view(c, grads, &dg, &db);
+        memset(sw.g, 0, be);
+        attn_layernorm_backward(n, E, sw.xn, gm, sw.mf, sw.sf, dout, dg, db, sw.g);
+    } else {
+        memcpy(sw.g, dout, be);
+    }
+    for (int64_t l = c->num_layers - 1; l >= 0; l--) {
+        layer_ws w;
+        attn_encoder_layer_params P, G, *Gp = grads ? &G : NULL;
+        ws_layout(c, B, L, ws, l, &w, NULL);
+        attn_encoder_layer_view(c, (float *)params, l, &P);
+        if (grads) attn_encoder_layer_view(c, grads, l, &G);
+        attn_layer_opts oa = *opts;
+        oa.seed = attn__enc_seed(opts->seed, l);
+#define GP(f) (grads ? G.f : NULL)
+        if (c->norm_first) {
+            /* out = r1 + drop(FFN(LN2(r1))); r1 = xin + drop(SA(LN1(xin))) */
+            memcpy(sw.t1, sw.g, be);
+            attn__dropout_apply(opts->seed, attn__enc_stream(l, 3), p, sw.t1, n * E, th);
+            memset(sw.gh, 0, sizeof(float) * (size_t)(n * F));
+            attn_linear_backward(n, F, E, w.hact, P.w_2, sw.t1, GP(w_2), GP(b_2), sw.gh);
+            attn__dropout_apply(opts->seed, attn__enc_stream(l, 2), p, sw.gh, n * F, th);
+            attn__act_backward(c->activation, w.hpre, sw.gh, sw.gh, n * F, th);
+            memset(sw.t2, 0, be);
+            attn_linear_backward(n, E, F, w.ln2y, P.w_1, sw.gh, GP(w_1), GP(b_1), sw.t2);
+            attn_layernorm_backward(n, E, w.r1, P.ln2_gamma, w.m2, w.s2, sw.t2,
+                                    GP(ln2_gamma), GP(ln2_beta), sw.g);
+            /* g = d r1 */
+            memcpy(sw.t1, sw.g, be);
+            attn__dropout_apply(opts->seed, attn__enc_stream(l, 1), p, sw.t1, n * E, th);
+            memset(sw.t2, 0, be);
+            st = att_backward(c, &P, Gp, B, L, w.ln1y, &oa, &w, sw.t1, sw.a, sw.t2);
+            if (st) return st;
+            attn_layernorm_backward(n, E, w.xin, P.ln1_gamma, w.m1, w.s1, sw.t2,
+                                    GP(ln1_gamma), GP(ln1_beta), sw.g);
+        } else {
+            /* out = LN2(x1 + drop(FFN(x1))); x1 = LN1(xin + drop(SA(xin))) */
+            memset(sw.t1, 0, be);
+            attn_layernorm_backward(n, E, w.r2, P.ln2_gamma, w.m2, w.s2, sw.g,
+                                    GP(ln2_gamma), GP(ln2_beta), sw.t1);
+            memcpy(sw.t2, sw.t1, be);
+            attn__dropout_apply(opts->seed, attn__enc_stream(l, 3), p, sw.t2, n * E, th);
+            memset(sw.gh, 0, sizeof(float) * (size_t)(n * F));
+            attn_linear_backward(n, F, E, w.hact, P.w_2, sw.t2, GP(w_2), GP(b_2), sw.gh);
+            attn__dropout_apply(opts->seed, attn__enc_stream(l, 2), p, sw.gh, n * F, th);
+            attn__act_backward(c->activation, w.hpre, sw.gh, sw.gh, n * F, th);
+            attn_linear_backward(n, E, F, w.ln1y, P.w_1, sw.gh, GP(w_1), GP(b_1), sw.t1);
+            /* t1 = d x1 */
+            memset(sw.t2, 0, be);
+            attn_layernorm_backward(n, E, w.r1, P.ln1_gamma, w.m1, w.s1, sw.t1,
+                                    GP(ln1_gamma), GP(ln1_beta), sw.t2);
+            /* t2 = d r1 = d xin (residual) + attention path */
+            memcpy(sw.t1, sw.t2, be);
+            attn__dropout_apply(opts->seed, attn__enc_stream(l, 1), p, sw.t1, n * E, th);
+            st = att_backward(c, &P, Gp, B, L, w.xin, &oa, &w, sw.t1, sw.a, sw.t2);
+            if (st) return st;
+            memcpy(sw.g, sw.t2, be);
+        }
+#undef GP
+    }
+    if (dx)
+        for (int64_t i = 0; i < n * E; i++) dx[i] += sw.g[i];
+    return ATTN_OK;
+}

@@ -1,0 +1,80 @@
+/* Internal helpers shared by the layer files (src/layers); not installed. */
+#ifndef ATTN_LAYERS_H
+#define ATTN_LAYERS_H
+
+#include "internal.h"
+
+#include <math.h>
+
+/* int fits a BLAS dimension (cblas takes int). */
+static inline int attn__blas_ok(int64_t n) { return n >= 0 && n <= 0x7fffffff; }
+
+/* Checks a pointer argument: ATTN_E_INVALID naming it when NULL. */
+#define ATTN__NEED(ptr)                                                       \
+    do {                                                                      \
+        if (!(ptr)) return attn__fail(ATTN_E_INVALID, "%s is NULL", #ptr);    \
+    } while (0)
+
+/* n floats of x are finite, else ATTN_E_NONFINITE naming it. */
+attn_status attn__check_finite_f32(const float *x, int64_t n, const char *name);
+
+/* Product a*b*c of sizes, 0 if it overflows size_t. */
+size_t attn__size3(int64_t a, int64_t b, int64_t c);
+
+/* Dropout on activations: x[i] (i = 0..n-1 of stream) is zeroed or scaled by
+ * 1/(1-p), the decision drawn from Philox keyed by (seed, stream, i). The
+ * same call on a gradient applies the derivative. OpenMP inside. */
+void attn__dropout_apply(uint64_t seed, uint32_t stream, double p, float *x,
+                         int64_t n, int threads);
+
+/* Appends one slice to a table (count always grows; written if < cap). */
+void attn__slice_add(attn_param_slice *slices, int64_t cap, int64_t *count,
+                     const char *prefix, const char *name, int64_t *offset,
+                     int64_t rows, int64_t cols, attn_init_kind init);
+
+/* Activations of the FFN, elementwise: y = act(x); dx = dy * act'(x)
+ * (overwritten; dx may be dy). */
+void attn__act_forward(attn_activation act, const float *x, float *y,
+                       int64_t n, int threads);
+void attn__act_backward(attn_activation act, const float *x, const float *dy,
+                        float *dx, int64_t n, int threads);
+
+/* Resolved additive config and the (B, Lq, Lk) validation. */
+attn_status attn__additive_check_cfg(const attn_additive_config *cfg);
+attn_status attn__mha_check_cfg(const attn_mha_config *cfg, int64_t *hd,
+                                int64_t *hkv);
+
+/* Weights (B, 1, L, L) of additive attention from the projections saved in
+ * its workspace (no dropout). Used by attn_encoder_layer_weights. */
+attn_status attn__additive_weights_from_ws(const attn_additive_config *cfg,
+                                           const float *params, int64_t B,
+                                           int64_t Lq, int64_t Lk,
+                                           const attn_layer_opts *opts,
+                                           const float *ws, float *weights);
+/* The same for multi-head attention: (B, H, Lq, Lk). */
+attn_status attn__mha_weights_from_ws(const attn_mha_config *cfg, int64_t B,
+                                      int64_t Lq, int64_t Lk,
+                                      const attn_layer_opts *opts,
+                                      const float *ws, float *weights);
+
+/* Validates layer options against attention shapes (B, H, Lq, Lk). */
+attn_status attn__layer_opts_check(const attn_layer_opts *o, int64_t B,
+                                   int64_t H, int64_t Lq, int64_t Lk);
+
+/* The encoder's random streams: the attention-weight dropout of layer l
+ * uses seed attn__enc_seed(seed, l); dropout of activations at site s
+ * (1 attention output, 2 FFN hidden, 3 FFN output) uses stream
+ * attn__enc_stream(l, s) of the caller's seed. */
+static inline uint64_t attn__enc_seed(uint64_t seed, int64_t layer) {
+    return seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(layer + 1));
+}
+static inline uint32_t attn__enc_stream(int64_t layer, int site) {
+    return (uint32_t)(layer * 4 + site);
+}
+
+/* OpenMP thread count for a layer call (0 = the default). */
+static inline int attn__threads(const attn_layer_opts *o) {
+    return o && o->threads > 0 ? o->threads : 0;
+}
+
+#endif

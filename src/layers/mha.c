@@ -1,0 +1,297 @@
+/* Multi-head attention: project (sgemm), view the projections as heads
+ * without copying (batch-first strides), run the SDPA kernels, merge and
+ * project out. Grouped-query attention and cross-attention come from the
+ * SDPA contract (H % Hkv == 0, Lq != Lk) and the kdim/vdim inputs. */
+#include "layers.h"
+
+#include <string.h>
+
+attn_status attn__mha_check_cfg(const attn_mha_config *c, int64_t *hd,
+                                int64_t *hkv) {
+    ATTN__NEED(c);
+    if (c->d_model < 1 || c->num_heads < 1 || c->num_kv_heads < 0 ||
+        c->kdim < 0 || c->vdim < 0)
+        return attn__fail(ATTN_E_INVALID, "mha config: d_model %lld, "
+                          "num_heads %lld (>= 1), num_kv_heads %lld, kdim %lld, "
+                          "vdim %lld (>= 0)", (long long)c->d_model,
+                          (long long)c->num_heads, (long long)c->num_kv_heads,
+                          (long long)c->kdim, (long long)c->vdim);
+    if (c->d_model % c->num_heads != 0)
+        return attn__fail(ATTN_E_INVALID, "mha config: d_model %lld is not a "
+                          "multiple of num_heads %lld", (long long)c->d_model,
+                          (long long)c->num_heads);
+    int64_t kv = c->num_kv_heads ? c->num_kv_heads : c->num_heads;
+    if (c->num_heads % kv != 0)
+        return attn__fail(ATTN_E_INVALID, "mha config: num_heads %lld is not a "
+                          "multiple of num_kv_heads %lld",
+                          (long long)c->num_heads, (long long)kv);
+    if (!attn__blas_ok(c->d_model) || !attn__blas_ok(c->kdim) ||
+        !attn__blas_ok(c->vdim))
+        return attn__fail(ATTN_E_INVALID, "mha config sizes exceed the BLAS "
+                          "int range");
+    if (c->bias != 0 && c->bias != 1)
+        return attn__fail(ATTN_E_INVALID, "mha config: bias must be 0 or 1, "
+                          "not %d", c->bias);
+    if (hd) *hd = c->d_model / c->num_heads;
+    if (hkv) *hkv = kv;
+    return ATTN_OK;
+}
+
+static int64_t kdim_of(const attn_mha_config *c) { return c->kdim ? c->kdim : c->d_model; }
+static int64_t vdim_of(const attn_mha_config *c) { return c->vdim ? c->vdim : c->d_model; }
+
+attn_status attn_mha_param_slices(const attn_mha_config *c, const char *prefix,
+                                  int64_t offset, attn_param_slice *slices,
+                                  int64_t cap, int64_t *count) {
+    int64_t hd, kv;
+    attn_status st = attn__mha_check_cfg(c, &hd, &kv);
+    if (st) return st;
+    ATTN__NEED(count);
+    const int64_t E = c->d_model, KV = kv * hd;
+    int64_t n = 0;
+    attn__slice_add(slices, cap, &n, prefix, "w_q", &offset, E, E, ATTN_INIT_XAVIER);
+    attn__slice_add(slices, cap, &n, prefix, "w_k", &offset, KV, kdim_of(c),
+                    ATTN_INIT_XAVIER);
+    attn__slice_add(slices, cap, &n, prefix, "w_v", &offset, KV, vdim_of(c),
+                    ATTN_INIT_XAVIER);
+    attn__slice_add(slices, cap, &n, prefix, "w_o", &offset, E, E, ATTN_INIT_XAVIER);
+    if (c->bias) {
+        attn__slice_add(slices, cap, &n, prefix, "b_q", &offset, E, 1, ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, prefix, "b_k", &offset, KV, 1, ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, prefix, "b_v", &offset, KV, 1, ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, prefix, "b_o", &offset, E, 1, ATTN_INIT_ZERO);
+    }
+    *count = n;
+    return ATTN_OK;
+}
+
+int64_t attn_mha_param_count(const attn_mha_config *c) {
+    int64_t hd, kv;
+    if (attn__mha_check_cfg(c, &hd, &kv)) return 0;
+    const int64_t E = c->d_model, KV = kv * hd;
+    int64_t a, b, d, e;
+    if (!attn__mul_i64(E, E, &a) || !attn__mul_i64(KV, kdim_of(c), &b) ||
+        !attn__mul_i64(KV, vdim_of(c), &d) || a > INT64_MAX / 8 ||
+        b > INT64_MAX / 8 || d > INT64_MAX / 8)
+        return 0;
+    e = 2 * a + b + d;
+    return e + (c->bias ? 2 * E + 2 * KV : 0);
+}
+
+attn_status attn_mha_params_view(const attn_mha_config *c, float *block,
+                                 attn_mha_params *p) {
+    int64_t hd, kv;
+    attn_status st = attn__mha_check_cfg(c, &hd, &kv);
+    if (st) return st;
+    ATTN__NEED(block);
+    ATTN__NEED(p);
+    if (!attn_mha_param_count(c))
+        return attn__fail(ATTN_E_NOMEM, "mha parameter count overflows");
+    const int64_t E = c->d_model, KV = kv * hd;
+    p->w_q = block;
+    p->w_k = p->w_q + E * E;
+    p->w_v = p->w_k + KV * kdim_of(c);
+    p->w_o = p->w_v + KV * vdim_of(c);
+    float *end = p->w_o + E * E;
+    p->b_q = c->bias ? end : NULL;
+    p->b_k = c->bias ? end + E : NULL;
+    p->b_v = c->bias ? end + E + KV : NULL;
+    p->b_o = c->bias ? end + E + 2 * KV : NULL;
+    return ATTN_OK;
+}
+
+attn_status attn_mha_init(const attn_mha_config *c, float *params,
+                          uint64_t seed) {
+    attn_param_slice sl[8];
+    int64_t n;
+    attn_status st = attn_mha_param_slices(c, "", 0, sl, 8, &n);
+    if (st) return st;
+    return attn_params_init(sl, n, params, seed);
+}
+
+/* Workspace: Q (B Lq E), K, V (B Lk KV), merged context C (B Lq E), lse
+ * (B H Lq); backward scratch dQ, dK, dV, dC of the same sizes. */
+typedef struct {
+    float *q, *k, *v, *c, *lse, *dq, *dk, *dv, *dc;
+} ws_parts;
+
+static size_t ws_layout(const attn_mha_config *c, int64_t B, int64_t Lq,
+                        int64_t Lk, float *ws, ws_parts *w) {
+    int64_t hd, kv;
+    attn__mha_check_cfg(c, &hd, &kv);
+    const int64_t E = c->d_model, KV = kv * hd;
+    size_t sz[9] = {attn__size3(B, Lq, E), attn__size3(B, Lk, KV),
+                    attn__size3(B, Lk, KV), attn__size3(B, Lq, E),
+                    attn__size3(B, c->num_heads, Lq), attn__size3(B, Lq, E),
+                    attn__size3(B, Lk, KV), attn__size3(B, Lk, KV),
+                    attn__size3(B, Lq, E)};
+    float **dst[9] = {&w->q, &w->k, &w->v, &w->c, &w->lse,
+                      &w->dq, &w->dk, &w->dv, &w->dc};
+    size_t total = 0;
+    for (int i = 0; i < 9; i++) {
+        if (!sz[i] || total > SIZE_MAX / sizeof(float) - sz[i]) return 0;
+        if (ws) *dst[i] = ws + total;
+        total += sz[i];
+    }
+    return total;
+}
+
+attn_status attn_mha_workspace_size(const attn_mha_config *c, int64_t B,
+                                    int64_t Lq, int64_t Lk, size_t *floats) {
+    attn_status st = attn__mha_check_cfg(c, NULL, NULL);
+    if (st) return st;
+    ATTN__NEED(floats);
+    if (B < 1 || Lq < 1 || Lk < 1)
+        return attn__fail(ATTN_E_SHAPE, "B=%lld Lq=%lld Lk=%lld must be >= 1",
+                          (long long)B, (long long)Lq, (long long)Lk);
+    ws_parts w;
+    if (!(*floats = ws_layout(c, B, Lq, Lk, NULL, &w)))
+        return attn__fail(ATTN_E_NOMEM, "mha workspace size overflows");
+    return ATTN_OK;
+}
+
+/* The heads as (B, H, L, hd) views of batch-first buffers. */
+typedef struct {
+    attn_tensor q, k, v, c;
+} head_views;
+
+static head_views views(const attn_mha_config *c, int64_t B, int64_t Lq,
+                        int64_t Lk, float *q, float *k, float *v, float *ctx) {
+    int64_t hd, kv;
+    attn__mha_check_cfg(c, &hd, &kv);
+    head_views h;
+    h.q = attn_tensor_bthd(q, ATTN_F32, B, Lq, c->num_heads, hd);
+    h.k = attn_tensor_bthd(k, ATTN_F32, B, Lk, kv, hd);
+    h.v = attn_tensor_bthd(v, ATTN_F32, B, Lk, kv, hd);
+    h.c = attn_tensor_bthd(ctx, ATTN_F32, B, Lq, c->num_heads, hd);
+    return h;
+}
+
+static attn_status check_call(const attn_mha_config *c, const float *params,
+                              int64_t B, int64_t Lq, int64_t Lk,
+                              const float *query, const float *key,
+                              const float *value, const attn_layer_opts *o,
+                              const float *ws) {
+    attn_status st = attn__mha_check_cfg(c, NULL, NULL);
+    if (st) return st;
+    ATTN__NEED(params);
+    ATTN__NEED(query);
+    ATTN__NEED(key);
+    ATTN__NEED(value);
+    ATTN__NEED(ws);
+    if ((st = attn__layer_opts_check(o, B, c->num_heads, Lq, Lk))) return st;
+    size_t n;
+    if ((st = attn_mha_workspace_size(c, B, Lq, Lk, &n))) return st;
+    if ((st = attn__check_finite_f32(query, B * Lq * c->d_model, "query")) ||
+        (key != query &&
+         (st = attn__check_finite_f32(key, B * Lk * kdim_of(c), "key"))) ||
+        (value != query && value != key &&
+         (st = attn__check_finite_f32(value, B * Lk * vdim_of(c), "value"))))
+        return st;
+    return ATTN_OK;
+}
+
+attn_status attn_mha_forward(const attn_mha_config *c, const float *params,
+                             int64_t B, int64_t Lq, int64_t Lk,
+                             const float *query, const float *key,
+                             const float *value, const attn_layer_opts *opts,
+                             float *out, float *weights,
+                             attn_weights_mode mode, float *ws) {
+    attn_status st = check_call(c, params, B, Lq, Lk, query, key, value, opts, ws);
+    if (st) return st;
+    ATTN__NEED(out);
+    if (mode != ATTN_WEIGHTS_PER_HEAD && mode != ATTN_WEIGHTS_AVERAGED)
+        return attn__fail(ATTN_E_INVALID, "weights mode is %d", (int)mode);
+    int64_t hd, kv;
+    attn__mha_check_cfg(c, &hd, &kv);
+    const int64_t E = c->d_model, H = c->num_heads, KV = kv * hd;
+    attn_mha_params P;
+    attn_mha_params_view(c, (float *)params, &P);
+    ws_parts w;
+    ws_layout(c, B, Lq, Lk, ws, &w);
+    attn_linear_forward(B * Lq, E, E, query, P.w_q, P.b_q, w.q);
+    attn_linear_forward(B * Lk, kdim_of(c), KV, key, P.w_k, P.b_k, w.k);
+    attn_linear_forward(B * Lk, vdim_of(c), KV, value, P.w_v, P.b_v, w.v);
+    head_views hv = views(c, B, Lq, Lk, w.q, w.k, w.v, w.c);
+    float *wbuf = NULL;
+    attn_tensor W;
+    if (weights) {
+        wbuf = weights;
+        if (mode == ATTN_WEIGHTS_AVERAGED && H > 1) {
+            size_t n = attn__size3(B * H, Lq, Lk);
+            if (!n || !(wbuf = attn__alloc(n, sizeof(float), "per-head weights")))
+                return ATTN_E_NOMEM;
+        }
+        W = attn_tensor_4d(wbuf, ATTN_F32, B, H, Lq, Lk);
+    }
+    st = attn_sdpa_forward(&hv.q, &hv.k, &hv.v, opts, &hv.c,
+                           weights ? &W : NULL, w.lse);
+    if (!st && weights && wbuf != weights) {
+        /* mean over heads, in head order */
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t r = 0; r < Lq * Lk; r++) {
+                float s = 0.0f;
+                for (int64_t h = 0; h < H; h++) s += wbuf[(b * H + h) * Lq * Lk + r];
+                weights[b * Lq * Lk + r] = s / (float)H;
+            }
+    }
+    if (wbuf != weights) attn__free(wbuf);
+    if (st) return st;
+    return attn_linear_forward(B * Lq, E, E, w.c, P.w_o, P.b_o, out);
+}
+
+attn_status attn_mha_backward(const attn_mha_config *c, const float *params,
+                              int64_t B, int64_t Lq, int64_t Lk,
+                              const float *query, const float *key,
+                              const float *value, const attn_layer_opts *opts,
+                              const float *dout, float *ws, float *grads,
+                              float *dquery, float *dkey, float *dvalue) {
+    attn_status st = check_call(c, params, B, Lq, Lk, query, key, value, opts, ws);
+    if (st) return st;
+    ATTN__NEED(dout);
+    int64_t hd, kv;
+    attn__mha_check_cfg(c, &hd, &kv);
+    const int64_t E = c->d_model, KV = kv * hd;
+    if ((st = attn__check_finite_f32(dout, B * Lq * E, "dout"))) return st;
+    attn_mha_params P, G;
+    attn_mha_params_view(c, (float *)params, &P);
+    if (grads) attn_mha_params_view(c, grads, &G);
+    ws_parts w;
+    ws_layout(c, B, Lq, Lk, ws, &w);
+    memset(w.dc, 0, sizeof(float) * (size_t)(B * Lq * E));
+    memset(w.dq, 0, sizeof(float) * (size_t)(B * Lq * E));
+    memset(w.dk, 0, sizeof(float) * (size_t)(B * Lk * KV));
+    memset(w.dv, 0, sizeof(float) * (size_t)(B * Lk * KV));
+    attn_linear_backward(B * Lq, E, E, w.c, P.w_o, dout, grads ? G.w_o : NULL,
+                         grads ? G.b_o : NULL, w.dc);
+    head_views hv = views(c, B, Lq, Lk, w.q, w.k, w.v, w.c);
+    head_views gv = views(c, B, Lq, Lk, w.dq, w.dk, w.dv, w.dc);
+    st = attn_sdpa_backward(&hv.q, &hv.k, &hv.v, &hv.c, w.lse, &gv.c, opts,
+                            &gv.q, &gv.k, &gv.v, NULL);
+    if (st) return st;
+    attn_linear_backward(B * Lq, E, E, query, P.w_q, w.dq, grads ? G.w_q : NULL,
+                         grads ? G.b_q : NULL, dquery);
+    attn_linear_backward(B * Lk, kdim_of(c), KV, key, P.w_k, w.dk,
+                         grads ? G.w_k : NULL, grads ? G.b_k : NULL, dkey);
+    attn_linear_backward(B * Lk, vdim_of(c), KV, value, P.w_v, w.dv,
+                         grads ? G.w_v : NULL, grads ? G.b_v : NULL, dvalue);
+    return ATTN_OK;
+}
+
+attn_status attn__mha_weights_from_ws(const attn_mha_config *c, int64_t B,
+                                      int64_t Lq, int64_t Lk,
+                                      const attn_layer_opts *opts,
+                                      const float *ws, float *weights) {
+    ws_parts w;
+    ws_layout(c, B, Lq, Lk, (float *)ws, &w);
+    size_t n = attn__size3(B, Lq, c->d_model);
+    float *tmp = attn__alloc(n, sizeof(float), "recomputed context");
+    if (!tmp) return ATTN_E_NOMEM;
+    head_views hv = views(c, B, Lq, Lk, w.q, w.k, w.v, tmp);
+    attn_tensor W = attn_tensor_4d(weights, ATTN_F32, B, c->num_heads, Lq, Lk);
+    attn_layer_opts o = *opts;
+    o.dropout_p = 0.0;
+    attn_status st = attn_sdpa_forward(&hv.q, &hv.k, &hv.v, &o, &hv.c, &W, NULL);
+    attn__free(tmp);
+    return st;
+}

@@ -1,0 +1,459 @@
+/* Parameter files: a little-endian binary layout (docs/params-format.md)
+ * with a magic, a version, the kind and config of the model, the slice
+ * table and the f32 block, closed by a CRC32 of everything before it.
+ * The whole file is built in memory, written to a temporary name, flushed
+ * to disk and renamed, so a crash never leaves half a file under the
+ * name. Reading checks every field before trusting it. */
+#include "layers.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAGIC "ATTNPRM"      /* 8 bytes with the NUL */
+#define VERSION 1u
+#define SLICE_BYTES (ATTN_SLICE_NAME_MAX + 8 + 8 + 8 + 4)
+#define HEAD_BYTES (8 + 4 + ATTN_PARAMS_KIND_MAX + 4)
+
+/* CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320), as zlib. The
+ * table is rebuilt per call: cheap, and no shared state between threads. */
+static uint32_t crc32_of(const unsigned char *p, size_t n) {
+    uint32_t table[256];
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        table[i] = c;
+    }
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+static void put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+static uint64_t get_u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+void attn_params_free(void *p) { attn__free(p); }
+
+attn_status attn_params_save(const char *path, const attn_params_header *hdr,
+                             const attn_param_slice *slices, int64_t nslices,
+                             const float *block, int64_t count) {
+    ATTN__NEED(path);
+    ATTN__NEED(hdr);
+    ATTN__NEED(block);
+    if (nslices < 0 || (nslices > 0 && !slices) || count < 1)
+        return attn__fail(ATTN_E_INVALID, "nslices %lld and count %lld",
+                          (long long)nslices, (long long)count);
+    if (hdr->config_len < 0 || hdr->config_len > ATTN_PARAMS_MAX_CONFIG)
+        return attn__fail(ATTN_E_INVALID, "config_len %d is outside [0, %d]",
+                          (int)hdr->config_len, ATTN_PARAMS_MAX_CONFIG);
+    if (memchr(hdr->kind, 0, ATTN_PARAMS_KIND_MAX) == NULL || !hdr->kind[0])
+        return attn__fail(ATTN_E_INVALID, "kind must be 1 to %d characters",
+                          ATTN_PARAMS_KIND_MAX - 1);
+    for (int64_t s = 0; s < nslices; s++) {
+        const attn_param_slice *sl = &slices[s];
+        int64_t n;
+        if (!memchr(sl->name, 0, ATTN_SLICE_NAME_MAX) || sl->offset < 0 ||
+            !attn__mul_i64(sl->shape[0], sl->shape[1], &n) || n < 1 ||
+            sl->offset > count - n)
+            return attn__fail(ATTN_E_INVALID, "slice %lld (%.47s) at %lld of "
+                              "shape (%lld, %lld) does not fit %lld floats",
+                              (long long)s, sl->name, (long long)sl->offset,
+                              (long long)sl->shape[0], (long long)sl->shape[1],
+                              (long long)count);
+    }
+    size_t size = HEAD_BYTES + 8 * (size_t)hdr->config_len + 8, data;
+    if (!attn__mul_size((size_t)nslices, SLICE_BYTES, &data) ||
+        (size += data) < data || !attn__mul_size((size_t)count, 4, &data) ||
+        (size += data + 8 + 4) < data)
+        return attn__fail(ATTN_E_NOMEM, "parameter file size overflows");
+    unsigned char *buf = attn__alloc(size, 1, "parameter file image");
+    if (!buf) return ATTN_E_NOMEM;
+    unsigned char *p = buf;
+    memcpy(p, MAGIC, 8);
+    put_u32(p + 8, VERSION);
+    memset(p + 12, 0, ATTN_PARAMS_KIND_MAX);
+    memcpy(p + 12, hdr->kind, strlen(hdr->kind));
+    put_u32(p + 12 + ATTN_PARAMS_KIND_MAX, (uint32_t)hdr->config_len);
+    p += HEAD_BYTES;
+    for (int i = 0; i < hdr->config_len; i++, p += 8) put_u64(p, (uint64_t)hdr->config[i]);
+    put_u64(p, (uint64_t)nslices);
+    p += 8;
+    for (int64_t s = 0; s < nslices; s++) {
+        memset(p, 0, ATTN_SLICE_NAME_MAX);
+        memcpy(p, slices[s].name, strlen(slices[s].name));
+        p += ATTN_SLICE_NAME_MAX;
+        put_u64(p, (uint64_t)slices[s].offset);
+        put_u64(p + 8, (uint64_t)slices[s].shape[0]);
+        put_u64(p + 16, (uint64_t)slices[s].shape[1]);
+        put_u32(p + 24, (uint32_t)slices[s].init);
+        p += 28;
+    }
+    put_u64(p, (uint64_t)count);
+    p += 8;
+    for (int64_t i = 0; i < count; i++, p += 4) {
+        uint32_t u;
+        memcpy(&u, &block[i], 4);
+        put_u32(p, u);
+    }
+    put_u32(p, crc32_of(buf, size - 4));
+
+    /* temporary file next to the target, flushed, then renamed */
+    size_t plen = strlen(path);
+    char *tmp = attn__alloc(plen + 16, 1, "temporary name");
+    if (!tmp) {
+        attn__free(buf);
+        return ATTN_E_NOMEM;
+    }
+    snprintf(tmp, plen + 16, "%s.tmpXXXXXX", path);
+    attn_status st = ATTN_OK;
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        st = attn__fail(ATTN_E_IO, "cannot create a temporary file next to "
+                        "%s: %s", path, strerror(errno));
+    } else {
+        size_t done = 0;
+        while (done < size) {
+            ssize_t w = write(fd, buf + done, size - done);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) break;
+            done += (size_t)w;
+        }
+        if (done < size || fsync(fd) != 0)
+            st = attn__fail(ATTN_E_IO, "cannot write %s: %s", tmp, strerror(errno));
+        if (close(fd) != 0 && !st)
+            st = attn__fail(ATTN_E_IO, "cannot close %s: %s", tmp, strerror(errno));
+        if (!st && rename(tmp, path) != 0)
+            st = attn__fail(ATTN_E_IO, "cannot rename %s to %s: %s", tmp, path,
+                            strerror(errno));
+        if (st) unlink(tmp);
+    }
+    attn__free(tmp);
+    attn__free(buf);
+    return st;
+}
+
+static attn_status bad(const char *path, const char *what) {
+    return attn__fail(ATTN_E_FORMAT, "%s: %s", path, what);
+}
+
+attn_status attn_params_load(const char *path, attn_params_header *hdr,
+                             attn_param_slice **slices, int64_t *nslices,
+                             float **block, int64_t *count) {
+    ATTN__NEED(path);
+    ATTN__NEED(hdr);
+    ATTN__NEED(slices);
+    ATTN__NEED(nslices);
+    ATTN__NEED(block);
+    ATTN__NEED(count);
+    *slices = NULL;
+    *block = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return attn__fail(ATTN_E_IO, "cannot open %s: %s", path, strerror(errno));
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        fclose(f);
+        return attn__fail(ATTN_E_IO, "cannot size %s", path);
+    }
+    if ((size_t)size < HEAD_BYTES + 8 + 8 + 4) {
+        fclose(f);
+        return bad(path, "too short to be a parameter file (truncated?)");
+    }
+    unsigned char *buf = attn__alloc((size_t)size, 1, "parameter file image");
+    if (!buf) {
+        fclose(f);
+        return ATTN_E_NOMEM;
+    }
+    size_t got = fread(buf, 1, (size_t)size, f);
+    fclose(f);
+    attn_status st = ATTN_OK;
+    const size_t n = (size_t)size;
+    if (got != n) {
+        st = attn__fail(ATTN_E_IO, "cannot read %s", path);
+        goto done;
+    }
+    if (memcmp(buf, MAGIC, 8) != 0) {
+        st = bad(path, "not an attn parameter file (magic)");
+        goto done;
+    }
+    uint32_t ver = get_u32(buf + 8);
+    if (ver != VERSION) {
+        st = attn__fail(ATTN_E_FORMAT, "%s: format version %u; this library "
+                        "reads version %u", path, ver, VERSION);
+        goto done;
+    }
+    if (get_u32(buf + n - 4) != crc32_of(buf, n - 4)) {
+        st = bad(path, "CRC32 mismatch: the file is corrupted or truncated");
+        goto done;
+    }
+    memset(hdr, 0, sizeof *hdr);
+    memcpy(hdr->kind, buf + 12, ATTN_PARAMS_KIND_MAX);
+    uint32_t clen = get_u32(buf + 12 + ATTN_PARAMS_KIND_MAX);
+    if (hdr->kind[ATTN_PARAMS_KIND_MAX - 1] != 0 || clen > ATTN_PARAMS_MAX_CONFIG) {
+        st = bad(path, "bad kind or config length");
+        goto done;
+    }
+    hdr->config_len = (int32_t)clen;
+    size_t pos = HEAD_BYTES;
+    if (n - 4 < pos + 8 * (size_t)clen + 8) {
+        st = bad(path, "truncated config");
+        goto done;
+    }
+    for (uint32_t i = 0; i < clen; i++, pos += 8) hdr->config[i] = (int64_t)get_u64(buf + pos);
+    uint64_t ns = get_u64(buf + pos);
+    pos += 8;
+    if (ns > (n - 4 - pos) / SLICE_BYTES) {
+        st = bad(path, "slice table larger than the file");
+        goto done;
+    }
+    size_t after_slices = pos + (size_t)ns * SLICE_BYTES;
+    if (n - 4 < after_slices + 8) {
+        st = bad(path, "truncated before the parameter count");
+        goto done;
+    }
+    uint64_t cnt = get_u64(buf + after_slices);
+    if (cnt < 1 || cnt > (n - 4 - after_slices - 8) / 4 ||
+        n - 4 - after_slices - 8 != cnt * 4) {
+        st = bad(path, "parameter count disagrees with the file size");
+        goto done;
+    }
+    *slices = attn__alloc(ns ? (size_t)ns : 1, sizeof(attn_param_slice), "slices");
+    *block = attn__alloc((size_t)cnt, sizeof(float), "parameters");
+    if (!*slices || !*block) {
+        st = ATTN_E_NOMEM;
+        goto done;
+    }
+    for (uint64_t s = 0; s < ns; s++, pos += SLICE_BYTES) {
+        attn_param_slice *sl = &(*slices)[s];
+        memset(sl, 0, sizeof *sl);
+        memcpy(sl->name, buf + pos, ATTN_SLICE_NAME_MAX);
+        sl->offset = (int64_t)get_u64(buf + pos + ATTN_SLICE_NAME_MAX);
+        sl->shape[0] = (int64_t)get_u64(buf + pos + ATTN_SLICE_NAME_MAX + 8);
+        sl->shape[1] = (int64_t)get_u64(buf + pos + ATTN_SLICE_NAME_MAX + 16);
+        sl->init = (attn_init_kind)get_u32(buf + pos + ATTN_SLICE_NAME_MAX + 24);
+        int64_t e;
+        if (sl->name[ATTN_SLICE_NAME_MAX - 1] != 0 || sl->offset < 0 ||
+            !attn__mul_i64(sl->shape[0], sl->shape[1], &e) || e < 1 ||
+            sl->offset > (int64_t)cnt - e) {
+            st = bad(path, "a slice lies outside the parameter block");
+            goto done;
+        }
+    }
+    pos += 8;
+    for (uint64_t i = 0; i < cnt; i++, pos += 4) {
+        uint32_t u = get_u32(buf + pos);
+        memcpy(&(*block)[i], &u, 4);
+    }
+    *nslices = (int64_t)ns;
+    *count = (int64_t)cnt;
+done:
+    attn__free(buf);
+    if (st) {
+        attn__free(*slices);
+        attn__free(*block);
+        *slices = NULL;
+        *block = NULL;
+    }
+    return st;
+}
+
+/* ---- typed files ------------------------------------------------------ */
+
+/* Saves with the slice table the config implies. */
+static attn_status save_typed(const char *path, const char *kind,
+                              const int64_t *cfg, int ncfg,
+                              const attn_param_slice *sl, int64_t ns,
+                              const float *params, int64_t count) {
+    attn_params_header h;
+    memset(&h, 0, sizeof h);
+    snprintf(h.kind, sizeof h.kind, "%s", kind);
+    h.config_len = ncfg;
+    memcpy(h.config, cfg, sizeof(int64_t) * (size_t)ncfg);
+    return attn_params_save(path, &h, sl, ns, params, count);
+}
+
+/* Loads a file, checks its kind and config length, and hands back its
+ * config values, block and slices (the caller compares the slices). */
+static attn_status load_typed(const char *path, const char *kind, int ncfg,
+                              attn_params_header *h, attn_param_slice **sl,
+                              int64_t *ns, float **block, int64_t *count) {
+    attn_status st = attn_params_load(path, h, sl, ns, block, count);
+    if (st) return st;
+    if (strcmp(h->kind, kind) != 0 || h->config_len != ncfg) {
+        st = attn__fail(ATTN_E_FORMAT, "%s holds a '%s' model (%d config "
+                        "values), not '%s'", path, h->kind, (int)h->config_len,
+                        kind);
+        attn__free(*sl);
+        attn__free(*block);
+        *block = NULL;
+    }
+    return st;
+}
+
+/* The slices in the file must be the ones the config implies. */
+static attn_status same_slices(const char *path, const attn_param_slice *a,
+                               int64_t na, const attn_param_slice *b,
+                               int64_t nb, int64_t count, int64_t want) {
+    if (na != nb || count != want)
+        return attn__fail(ATTN_E_FORMAT, "%s: %lld slices and %lld floats, but "
+                          "its config implies %lld and %lld", path,
+                          (long long)na, (long long)count, (long long)nb,
+                          (long long)want);
+    for (int64_t i = 0; i < na; i++)
+        if (strcmp(a[i].name, b[i].name) != 0 || a[i].offset != b[i].offset ||
+            a[i].shape[0] != b[i].shape[0] || a[i].shape[1] != b[i].shape[1])
+            return attn__fail(ATTN_E_FORMAT, "%s: slice %lld is %.47s, its "
+                              "config implies %.47s", path, (long long)i,
+                              a[i].name, b[i].name);
+    return ATTN_OK;
+}
+
+/* Shared tail of the typed loaders: builds the expected table with fn and
+ * compares. */
+#define TYPED_LOAD(SLICES_FN, COUNT_FN)                                       \
+    do {                                                                      \
+        int64_t want_n = 0;                                                   \
+        attn_param_slice *want = NULL;                                        \
+        st = SLICES_FN(cfg, "", 0, NULL, 0, &want_n);                         \
+        if (st) {                                                             \
+            st = attn__fail(ATTN_E_FORMAT, "%s: invalid config (%s)", path,   \
+                            attn_last_error());                               \
+        } else if (!(want = attn__alloc((size_t)want_n, sizeof *want,         \
+                                        "slices"))) {                         \
+            st = ATTN_E_NOMEM;                                                \
+        } else {                                                              \
+            SLICES_FN(cfg, "", 0, want, want_n, &want_n);                     \
+            st = same_slices(path, sl, ns, want, want_n, count,               \
+                             COUNT_FN(cfg));                                  \
+        }                                                                     \
+        attn__free(want);                                                     \
+        attn__free(sl);                                                       \
+        if (st) {                                                             \
+            attn__free(block);                                                \
+            return st;                                                        \
+        }                                                                     \
+        *params = block;                                                      \
+        return ATTN_OK;                                                       \
+    } while (0)
+
+attn_status attn_additive_save(const char *path, const attn_additive_config *c,
+                               const float *params) {
+    attn_param_slice sl[5];
+    int64_t ns;
+    attn_status st = attn_additive_param_slices(c, "", 0, sl, 5, &ns);
+    if (st) return st;
+    int64_t v[6] = {c->query_dim, c->key_dim, c->value_dim, c->attn_dim,
+                    c->bias, c->context_from_keys};
+    return save_typed(path, "additive", v, 6, sl, ns, params,
+                      attn_additive_param_count(c));
+}
+
+attn_status attn_additive_load(const char *path, attn_additive_config *cfg,
+                               float **params) {
+    ATTN__NEED(cfg);
+    ATTN__NEED(params);
+    attn_params_header h;
+    attn_param_slice *sl;
+    int64_t ns, count;
+    float *block;
+    attn_status st = load_typed(path, "additive", 6, &h, &sl, &ns, &block, &count);
+    if (st) return st;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->query_dim = h.config[0];
+    cfg->key_dim = h.config[1];
+    cfg->value_dim = h.config[2];
+    cfg->attn_dim = h.config[3];
+    cfg->bias = (int)h.config[4];
+    cfg->context_from_keys = (int)h.config[5];
+    TYPED_LOAD(attn_additive_param_slices, attn_additive_param_count);
+}
+
+attn_status attn_mha_save(const char *path, const attn_mha_config *c,
+                          const float *params) {
+    attn_param_slice sl[8];
+    int64_t ns;
+    attn_status st = attn_mha_param_slices(c, "", 0, sl, 8, &ns);
+    if (st) return st;
+    int64_t v[6] = {c->d_model, c->num_heads, c->num_kv_heads, c->kdim, c->vdim,
+                    c->bias};
+    return save_typed(path, "mha", v, 6, sl, ns, params, attn_mha_param_count(c));
+}
+
+attn_status attn_mha_load(const char *path, attn_mha_config *cfg,
+                          float **params) {
+    ATTN__NEED(cfg);
+    ATTN__NEED(params);
+    attn_params_header h;
+    attn_param_slice *sl;
+    int64_t ns, count;
+    float *block;
+    attn_status st = load_typed(path, "mha", 6, &h, &sl, &ns, &block, &count);
+    if (st) return st;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->d_model = h.config[0];
+    cfg->num_heads = h.config[1];
+    cfg->num_kv_heads = h.config[2];
+    cfg->kdim = h.config[3];
+    cfg->vdim = h.config[4];
+    cfg->bias = (int)h.config[5];
+    TYPED_LOAD(attn_mha_param_slices, attn_mha_param_count);
+}
+
+attn_status attn_encoder_save(const char *path, const attn_encoder_config *c,
+                              const float *params) {
+    int64_t ns;
+    attn_status st = attn_encoder_param_slices(c, "", 0, NULL, 0, &ns);
+    if (st) return st;
+    ATTN__NEED(params);
+    attn_param_slice *sl = attn__alloc((size_t)ns, sizeof *sl, "slices");
+    if (!sl) return ATTN_E_NOMEM;
+    attn_encoder_param_slices(c, "", 0, sl, ns, &ns);
+    int64_t eps;
+    memcpy(&eps, &c->layer_norm_eps, 8);
+    int64_t v[11] = {c->num_layers, c->d_model, c->num_heads, c->num_kv_heads,
+                     c->dim_feedforward, (int64_t)c->attention, c->additive_dim,
+                     (int64_t)c->activation, c->norm_first, c->final_norm, eps};
+    st = save_typed(path, "encoder", v, 11, sl, ns, params,
+                    attn_encoder_param_count(c));
+    attn__free(sl);
+    return st;
+}
+
+attn_status attn_encoder_load(const char *path, attn_encoder_config *cfg,
+                              float **params) {
+    ATTN__NEED(cfg);
+    ATTN__NEED(params);
+    attn_params_header h;
+    attn_param_slice *sl;
+    int64_t ns, count;
+    float *block;
+    attn_status st = load_typed(path, "encoder", 11, &h, &sl, &ns, &block, &count);
+    if (st) return st;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->num_layers = h.config[0];
+    cfg->d_model = h.config[1];
+    cfg->num_heads = h.config[2];
+    cfg->num_kv_heads = h.config[3];
+    cfg->dim_feedforward = h.config[4];
+    cfg->attention = (attn_attention_type)h.config[5];
+    cfg->additive_dim = h.config[6];
+    cfg->activation = (attn_activation)h.config[7];
+    cfg->norm_first = (int)h.config[8];
+    cfg->final_norm = (int)h.config[9];
+    memcpy(&cfg->layer_norm_eps, &h.config[10], 8);
+    TYPED_LOAD(attn_encoder_param_slices, attn_encoder_param_count);
+}
