@@ -14,6 +14,8 @@ import struct
 import sys
 import tempfile
 import zlib
+import atexit
+import shutil
 
 import numpy as np
 
@@ -21,6 +23,7 @@ import clitest
 from clitest import SRC, check, summary
 
 TMP = tempfile.mkdtemp(prefix="attn_layers_np_")
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 
 
 def path(name):
