@@ -4,8 +4,10 @@
  *
  * FLOPs are 4 B H D x (visible query-key pairs): the two products
  * Q K^T and P V, counting for causal masks only the pairs under the
- * diagonal. Extra memory is the peak of what the library allocated during
- * the call (attn__alloc's counter), beyond inputs and outputs. */
+ * diagonal; the backward counts 2.5 times that (its five products against
+ * the forward's two, as FlashAttention-2 counts them). Extra memory is the
+ * peak of what the library allocated during the call (attn__alloc's
+ * counter), beyond inputs and outputs. */
 #include "bench.h"
 
 #include "attn.h"
@@ -112,31 +114,39 @@ static double pairs(const bench_case *c) {
     return c->causal ? L * (L + 1) / 2 : L * L;
 }
 
+/* One row. bwd_ratio > 0 marks a backward row (2.5x the forward's FLOPs,
+ * its time over the forward's, err relative to the largest gradient). */
 static void report(const runner *r, const bench_case *c, const char *impl,
-                   double ms, size_t extra, double speedup, double err) {
-    double gf = 4.0 * c->B * c->H * c->D * pairs(c) / (ms * 1e-3) * 1e-9;
+                   double ms, size_t extra, double speedup, double err,
+                   double bwd_ratio) {
+    double fl = (bwd_ratio > 0 ? 2.5 : 1.0) * 4.0 * c->B * c->H * c->D * pairs(c);
+    double gf = fl / (ms * 1e-3) * 1e-9;
     if (r->o->json) {
         fprintf(r->out,
                 "{\"impl\": \"%s\", \"B\": %lld, \"H\": %lld, \"Lq\": %lld, "
                 "\"Lk\": %lld, \"D\": %lld, \"causal\": %s, \"dtype\": \"%s\", "
                 "\"threads\": %d, \"ms\": %.3f, \"gflops\": %.2f, "
                 "\"ceiling_gflops\": %.2f, \"ratio\": %.3f, \"extra_bytes\": %zu",
-                impl, (long long)c->B, (long long)c->H, (long long)c->L,
+                bwd_ratio > 0 ? "flash_bwd" : impl, (long long)c->B, (long long)c->H, (long long)c->L,
                 (long long)c->L, (long long)c->D, c->causal ? "true" : "false",
                 attn_dtype_name((attn_dtype)c->dtype), r->threads, ms, gf,
                 r->ceiling, gf / r->ceiling, extra);
         if (speedup > 0) fprintf(r->out, ", \"speedup\": %.1f", speedup);
-        if (err >= 0) fprintf(r->out, ", \"max_err\": %.3g", err);
+        if (err >= 0)
+            fprintf(r->out, bwd_ratio > 0 ? ", \"max_rel_err\": %.3g"
+                                          : ", \"max_err\": %.3g", err);
+        if (bwd_ratio > 0) fprintf(r->out, ", \"bwd_fwd_ratio\": %.3f", bwd_ratio);
         fprintf(r->out, "}\n");
     } else {
-        char sp[32] = "", er[32] = "";
+        char sp[32] = "", er[32] = "", bf[32] = "";
         if (speedup > 0) snprintf(sp, sizeof sp, "%.1fx", speedup);
         if (err >= 0) snprintf(er, sizeof er, "%.1e", err);
+        if (bwd_ratio > 0) snprintf(bf, sizeof bf, "%.2f", bwd_ratio);
         fprintf(r->out,
-                "%6lld %4lld %-6s %-4s %-5s %10.2f %8.1f %6.1f%% %8s %10.2f %9s\n",
+                "%6lld %4lld %-6s %-4s %-5s %10.2f %8.1f %6.1f%% %8s %10.2f %9s %7s\n",
                 (long long)c->L, (long long)c->D, c->causal ? "causal" : "full",
                 attn_dtype_name((attn_dtype)c->dtype), impl, ms, gf,
-                100.0 * gf / r->ceiling, sp, (double)extra / 1048576.0, er);
+                100.0 * gf / r->ceiling, sp, (double)extra / 1048576.0, er, bf);
     }
     fflush(r->out);
 }
@@ -203,6 +213,198 @@ static double check_rows(const attn_tensor *q, const attn_tensor *k,
 /* tolerance of the bench's check: inputs in [-1, 1), outputs |o| < 1; a
  * correct f32 kernel is within ~1e-6, a wrong one is off by ~0.1 */
 #define BENCH_TOL 2e-4
+
+/* ---- the backward ------------------------------------------------------- */
+
+/* relative tolerance of the backward's check (max error over the largest
+ * gradient): correct f32 kernels are within ~1e-6; a 0.1% error in D gave 6e-5 */
+#define BENCH_BWD_TOL 1e-5
+
+/* Runs the backward once into dq, dk, dv; returns seconds (negative on
+ * failure). */
+static double run_bwd_once(const attn_tensor *q, const attn_tensor *k,
+                           const attn_tensor *v, const attn_tensor *o,
+                           const float *lse, const attn_tensor *dout,
+                           const attn_sdpa_opts *op, attn_tensor *dq,
+                           attn_tensor *dk, attn_tensor *dv, size_t *extra) {
+    size_t before = attn__alloc_current();
+    attn__alloc_peak_reset();
+    double t0 = now_s();
+    attn_status st = attn_sdpa_backward(q, k, v, o, lse, dout, op, dq, dk, dv, NULL);
+    double dt = now_s() - t0;
+    if (st) {
+        fprintf(stderr, "attn bench: backward: %s: %s\n", attn_strerror(st),
+                attn_last_error());
+        return -1.0;
+    }
+    size_t peak = attn__alloc_peak();
+    if (extra) *extra = peak > before ? peak - before : 0;
+    return dt;
+}
+
+/* Slice (0, h, r0..r0+n) of t as a one-head view. */
+static attn_tensor rows_view(const attn_tensor *t, int64_t h, int64_t r0,
+                             int64_t n) {
+    attn_tensor x = *t;
+    x.data = (char *)t->data +
+             (size_t)attn__off(t, 0, h, r0, 0) * attn_dtype_size(t->dtype);
+    x.shape[0] = x.shape[1] = 1;
+    x.shape[2] = n;
+    return x;
+}
+
+/* max |a - b| / max |b| over n floats against n doubles */
+static double rel_err(const float *a, const double *b, size_t n) {
+    double e = 0.0, m = 0.0;
+    for (size_t x = 0; x < n; x++) {
+        double d = fabs((double)a[x] - b[x]);
+        if (!(d <= e)) e = d;
+        if (fabs(b[x]) > m) m = fabs(b[x]);
+    }
+    return m > 0 ? e / m : e;
+}
+
+/*
+ * Checks the flash backward against the reference backward, whatever L:
+ * dO is kept on a few blocks of query rows (first, middle, last) and zero
+ * elsewhere, so dK and dV get contributions from those rows only and the
+ * reference can run on each block alone (a view of its rows, keys up to
+ * its last row under a bottom-right causal mask, summed into dK, dV); dQ
+ * of a row depends on its own row only. Heads 0 and H-1 are compared: dQ
+ * on the blocks' rows, dK and dV whole. Returns the largest relative
+ * error, or a negative value if a call failed.
+ */
+static double check_bwd(const bench_case *c, const attn_tensor *q,
+                        const attn_tensor *k, const attn_tensor *v,
+                        const attn_tensor *o, const float *lse,
+                        const float *gd, const attn_sdpa_opts *fop,
+                        float *dq, float *dk, float *dv, size_t *extra) {
+    const int64_t B = c->B, H = c->H, L = c->L, D = c->D;
+    const size_t n = (size_t)(B * H * L * D), nh = (size_t)(L * D);
+    const int64_t nb = L < 16 ? L : 16;
+    const int64_t starts[3] = {0, L / 2 - nb / 2, L - nb};
+    float *gs = calloc(n, sizeof(float));
+    double *rq = calloc(nh, sizeof(double)), *rk = calloc(nh, sizeof(double)),
+           *rv = calloc(nh, sizeof(double));
+    uint8_t *sel = calloc((size_t)L, 1);
+    double worst = -1.0;
+    if (!gs || !rq || !rk || !rv || !sel) goto out;
+    for (int s = 0; s < 3; s++) memset(sel + starts[s], 1, (size_t)nb);
+    for (int64_t bh = 0; bh < B * H; bh++)
+        for (int64_t i = 0; i < L; i++)
+            if (sel[i])
+                memcpy(gs + (size_t)((bh * L + i) * D), gd + (size_t)((bh * L + i) * D),
+                       (size_t)D * sizeof(float));
+    memset(dq, 0, n * sizeof(float));
+    memset(dk, 0, n * sizeof(float));
+    memset(dv, 0, n * sizeof(float));
+    attn_tensor gst = attn_tensor_4d(gs, ATTN_F32, B, H, L, D);
+    attn_tensor dqt = attn_tensor_4d(dq, ATTN_F32, B, H, L, D);
+    attn_tensor dkt = attn_tensor_4d(dk, ATTN_F32, B, H, L, D);
+    attn_tensor dvt = attn_tensor_4d(dv, ATTN_F32, B, H, L, D);
+    if (run_bwd_once(q, k, v, o, lse, &gst, fop, &dqt, &dkt, &dvt, extra) < 0)
+        goto out;
+    attn_sdpa_opts op;
+    attn_sdpa_opts_init(&op);
+    op.impl = ATTN_IMPL_REF;
+    op.mask.causal = c->causal;
+    op.mask.align = ATTN_ALIGN_BOTTOM_RIGHT; /* block rows see keys <= own row */
+    worst = 0.0;
+    for (int64_t h = 0; h < H; h += H - 1 > 0 ? H - 1 : 1) {
+        memset(rq, 0, nh * sizeof(double));
+        memset(rk, 0, nh * sizeof(double));
+        memset(rv, 0, nh * sizeof(double));
+        attn_tensor rqt = attn_tensor_4d(rq, ATTN_F64, 1, 1, L, D);
+        attn_tensor rkt = attn_tensor_4d(rk, ATTN_F64, 1, 1, L, D);
+        attn_tensor rvt = attn_tensor_4d(rv, ATTN_F64, 1, 1, L, D);
+        for (int64_t i = 0; i < L;) {
+            if (!sel[i]) {
+                i++;
+                continue;
+            }
+            int64_t m = 0;
+            while (i + m < L && sel[i + m]) m++;
+            int64_t nk = c->causal ? i + m : L;
+            attn_tensor qi = rows_view(q, h, i, m), ki = rows_view(k, h, 0, nk);
+            attn_tensor vi = rows_view(v, h, 0, nk), oi = rows_view(o, h, i, m);
+            attn_tensor gi = rows_view(&gst, h, i, m), dqi = rows_view(&rqt, 0, i, m);
+            attn_tensor dki = rows_view(&rkt, 0, 0, nk), dvi = rows_view(&rvt, 0, 0, nk);
+            attn_status st = attn_sdpa_backward(&qi, &ki, &vi, &oi, NULL, &gi, &op,
+                                                &dqi, &dki, &dvi, NULL);
+            if (st) {
+                fprintf(stderr, "attn bench: reference backward: %s: %s\n",
+                        attn_strerror(st), attn_last_error());
+                worst = -1.0;
+                goto out;
+            }
+            i += m;
+        }
+        const size_t off = (size_t)(h * L * D);
+        double e[3] = {0.0, rel_err(dk + off, rk, nh), rel_err(dv + off, rv, nh)};
+        for (int s = 0; s < 3; s++) {
+            double x = rel_err(dq + off + (size_t)(starts[s] * D),
+                               rq + (size_t)(starts[s] * D), (size_t)(nb * D));
+            if (!(x <= e[0])) e[0] = x;
+        }
+        for (int x = 0; x < 3; x++)
+            if (!(e[x] <= worst)) worst = e[x];
+    }
+out:
+    free(gs); free(rq); free(rk); free(rv); free(sel);
+    return worst;
+}
+
+/* The backward of a case whose forward (o, lse, fwd_ms) passed: checked,
+ * then the best of a few runs with a dense dO. Returns like run_case. */
+static int run_backward(const runner *r, const bench_case *c,
+                        const attn_tensor *q, const attn_tensor *k,
+                        const attn_tensor *v, const attn_tensor *o,
+                        const float *lse, double fwd_ms) {
+    const int64_t B = c->B, H = c->H, L = c->L, D = c->D;
+    const size_t n = (size_t)(B * H * L * D);
+    float *gd = malloc(n * 4), *dq = malloc(n * 4), *dk = malloc(n * 4),
+          *dv = malloc(n * 4);
+    int rc = 2;
+    if (!gd || !dq || !dk || !dv) goto done;
+    fill_random(gd, n, 14);
+    attn_sdpa_opts op;
+    attn_sdpa_opts_init(&op);
+    op.mask.causal = c->causal;
+    op.threads = r->threads;
+    op.impl = ATTN_IMPL_FLASH;
+    size_t extra = 0;
+    double err = check_bwd(c, q, k, v, o, lse, gd, &op, dq, dk, dv, &extra);
+    if (err < 0) goto done;
+    if (!(err <= BENCH_BWD_TOL)) {
+        fprintf(stderr,
+                "attn bench: L=%lld D=%lld %s %s: flash backward differs from "
+                "the reference by %.3g of the largest gradient (> %.1g): not "
+                "reported\n",
+                (long long)L, (long long)D, c->causal ? "causal" : "full",
+                attn_dtype_name((attn_dtype)c->dtype), err, BENCH_BWD_TOL);
+        rc = 1;
+        goto done;
+    }
+    attn_tensor got = attn_tensor_4d(gd, ATTN_F32, B, H, L, D);
+    attn_tensor dqt = attn_tensor_4d(dq, ATTN_F32, B, H, L, D);
+    attn_tensor dkt = attn_tensor_4d(dk, ATTN_F32, B, H, L, D);
+    attn_tensor dvt = attn_tensor_4d(dv, ATTN_F32, B, H, L, D);
+    /* gradients add up over the runs; only the time matters here */
+    double best = INFINITY, total = 0.0;
+    for (int runs = 0; runs == 0 || ((total < 0.6 || runs < 2) && best < 1.5);
+         runs++) {
+        double t = run_bwd_once(q, k, v, o, lse, &got, &op, &dqt, &dkt, &dvt, NULL);
+        if (t < 0) goto done;
+        total += t;
+        if (t < best) best = t;
+    }
+    report(r, c, "bwd", best * 1e3, extra, 0.0, err, best * 1e3 / fwd_ms);
+    rc = 0;
+done:
+    if (rc == 2) fprintf(stderr, "attn bench: out of memory or backward error\n");
+    free(gd); free(dq); free(dk); free(dv);
+    return rc;
+}
 
 static int run_case(const runner *r, const bench_case *c) {
     const int64_t B = c->B, H = c->H, L = c->L, D = c->D;
@@ -285,8 +487,16 @@ static int run_case(const runner *r, const bench_case *c) {
         if (t < best) best = t;
     }
     double fl_ms = best * 1e3;
-    if (have_ref) report(r, c, "ref", ref_ms, extra, 0.0, -1.0);
-    report(r, c, "flash", fl_ms, fextra, have_ref ? ref_ms / fl_ms : 0.0, err);
+    if (have_ref) report(r, c, "ref", ref_ms, extra, 0.0, -1.0, 0.0);
+    report(r, c, "flash", fl_ms, fextra, have_ref ? ref_ms / fl_ms : 0.0, err,
+           0.0);
+    if (L <= r->o->bwd_max_l) {
+        int x = run_backward(r, c, &q, &k, &v, &o, lse, fl_ms);
+        if (x) {
+            rc = x;
+            goto done;
+        }
+    }
     if (L >= 65536 && !r->o->json) {
         /* the whole process, as the OS sees it: inputs and outputs, plus
          * OpenBLAS's own buffers, plus the kernel's workspace */
@@ -339,11 +549,13 @@ int bench_run(const bench_opts *o, FILE *out) {
         fprintf(out, "sgemm 1024^3 (the ceiling): 1 thread %.1f GFLOP/s, "
                      "2 threads %.1f GFLOP/s", g1, g2);
         if (r.threads > 2) fprintf(out, ", %d threads %.1f GFLOP/s", r.threads, gt);
-        fprintf(out, "\nB=1 H=8; GFLOP/s = 4 B H D x visible pairs / time; %% of "
-                     "the %d-thread sgemm ceiling\n\n", r.threads);
-        fprintf(out, "%6s %4s %-6s %-4s %-5s %10s %8s %7s %8s %10s %9s\n", "L", "D",
+        fprintf(out, "\nB=1 H=8; GFLOP/s = 4 B H D x visible pairs / time (bwd: "
+                     "2.5x that); %% of the %d-thread sgemm ceiling; bwd rows: "
+                     "backward up to L=%lld, max err relative to the largest "
+                     "gradient\n\n", r.threads, (long long)o->bwd_max_l);
+        fprintf(out, "%6s %4s %-6s %-4s %-5s %10s %8s %7s %8s %10s %9s %7s\n", "L", "D",
                 "mask", "type", "impl", "ms", "GFLOP/s", "ceil", "speedup",
-                "extra MiB", "max err");
+                "extra MiB", "max err", "bwd/fwd");
     }
 
     bench_case list[64];

@@ -7,7 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* One benchmark case: B=1 by default, H heads, Lq = Lk = L, D = Dk = Dv. */
+/* One benchmark case: B=1 by default, H heads, Lq = Lk = L, D = Dk = Dv.
+ * The forward is always measured, the backward when L <= bwd_max_l. */
 typedef struct {
     int64_t B, H, L, D;
     int causal;
@@ -20,6 +21,7 @@ typedef struct {
     int threads;      /* 0: OpenMP's default                             */
     int long_case;    /* add L = 65536, H = 8, D = 64 (flash only)       */
     int64_t ref_max_l;/* run the reference up to this L (default 2048)   */
+    int64_t bwd_max_l;/* backward cases up to this L (0: none)           */
     int64_t tile_bq, tile_bk, tile_rc; /* tile overrides (0: default)     */
     const bench_case *cases; /* explicit cases (NULL: the default list) */
     int ncases;

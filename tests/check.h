@@ -60,6 +60,35 @@ static inline int check_done(const char *name) {
     return check_failures ? 1 : 0;
 }
 
+/* The whole of a file, NUL-terminated (for text), its length in *n; NULL
+ * (with a message) if it cannot be read. free() it. */
+static inline char *check_slurp(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot open %s\n", path);
+        return NULL;
+    }
+    long len = -1;
+    if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
+    char *s = len >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)len + 1)
+                                                      : NULL;
+    if (s) {
+        *n = fread(s, 1, (size_t)len, f);
+        s[*n] = 0;
+    }
+    fclose(f);
+    return s;
+}
+
+/* Writes n bytes to path (e.g. a damaged copy of a file). */
+static inline void check_spit(const char *path, const void *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fwrite(b, 1, n, f);
+        fclose(f);
+    }
+}
+
 /* Deterministic uniform numbers in [-1, 1) for tests (xorshift64*). */
 static inline double test_rand(unsigned long long *state) {
     unsigned long long x = *state;

@@ -7,27 +7,12 @@ from `attn sdpa --weights` and the same seed); usage errors.
 usage: cli_backward.py PATH/TO/attn SOURCE_DIR
 """
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
-ATTN = sys.argv[1]
-failures = 0
-checks = 0
-
-
-def check(cond, msg):
-    global failures, checks
-    checks += 1
-    if not cond:
-        failures += 1
-        print("FAIL:", msg, file=sys.stderr)
-
-
-def run(args):
-    return subprocess.run([ATTN] + args, capture_output=True, text=True)
+from clitest import check, run, summary
 
 
 def to4(x):
@@ -204,8 +189,7 @@ def main():
                  bias_shape=(3, 1, 64), impl=impl); n += 1
         dropout_same_mask(d, rng)
         errors(d, rng)
-    print(f"cli_backward: {checks} checks, {failures} failed")
-    return 1 if failures else 0
+    return summary("cli_backward")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #!/bin/bash
-# attn bench: runs small cases, prints JSON with the keys of issue 3, checks
-# each case against the reference, and rejects bad options.
+# attn bench: runs small cases, prints JSON with the keys of issues 3 and 4
+# (forward and backward lines), checks each case against the reference, and
+# rejects bad options.
 set -u
 ATTN="$1"
 fail=0
@@ -15,6 +16,14 @@ done
 [ "$(printf '%s\n' "$out" | grep -c '"impl": "flash"')" -eq 3 ] || { echo "want 3 flash lines"; fail=1; }
 [ "$(printf '%s\n' "$out" | grep -c '"impl": "ref"')" -eq 2 ] || { echo "want 2 ref lines (L <= 200)"; fail=1; }
 [ "$(printf '%s\n' "$out" | grep -c '"impl": "sgemm"')" -eq 3 ] || { echo "want 3 sgemm lines"; fail=1; }
+# the backward of each case (L <= --backward-max, default 4096), checked
+for key in '"impl": "flash_bwd"' '"bwd_fwd_ratio": ' '"max_rel_err": '; do
+  [ "$(printf '%s\n' "$out" | grep -c "$key")" -eq 3 ] || { echo "want 3 backward lines with $key"; fail=1; }
+done
+fwd_only=$("$ATTN" bench --json --threads 1 --cases 40:8,100:8 --backward-max 64 2>&1)
+[ "$(printf '%s\n' "$fwd_only" | grep -c '"impl": "flash_bwd"')" -eq 1 ] || { echo "--backward-max 64: want 1 backward line"; fail=1; }
+"$ATTN" bench --cases 33:5:causal --threads 2 | grep -Eq "^ +33 +5 causal f32  bwd .* [0-9.]+$" || { echo "no bwd row with a bwd/fwd ratio"; fail=1; }
+"$ATTN" bench --backward-max -1 2>/dev/null; [ $? -eq 2 ] || { echo "bad --backward-max not a usage error"; fail=1; }
 # the table form names the ceiling
 "$ATTN" bench --cases 64:8 --threads 1 | grep -q "sgemm 1024^3 (the ceiling)" || { echo "no ceiling line"; fail=1; }
 "$ATTN" bench --help | grep -q "usage: attn bench" || { echo "no help"; fail=1; }

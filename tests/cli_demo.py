@@ -8,19 +8,11 @@ usage: cli_demo.py PATH/TO/attn SOURCE_DIR
 """
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 
-attn = sys.argv[1]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL", what)
+from clitest import check, run, summary
 
 
 with tempfile.TemporaryDirectory() as d:
@@ -28,9 +20,7 @@ with tempfile.TemporaryDirectory() as d:
     t0 = time.time()
     # under the sanitizers (3-10x slower) part 8 times less work: the same code
     sanitized = os.environ.get("ATTN_SANITIZED") is not None
-    extra = ["--quick"] if sanitized else []
-    p = subprocess.run([attn, "demo", "--out", out] + extra, capture_output=True,
-                       text=True)
+    p = run(["demo", "--out", out] + (["--quick"] if sanitized else []))
     took = time.time() - t0
     check(p.returncode == 0, "demo exit status %d: %s" % (p.returncode, p.stderr))
     check(took < 120, "demo took %.1f s" % took)
@@ -111,5 +101,4 @@ with tempfile.TemporaryDirectory() as d:
     # nothing external
     check("http://" not in html and "https://" not in html, "gallery is local")
 
-print("cli_demo: %d failures" % len(failures))
-sys.exit(1 if failures else 0)
+sys.exit(summary("cli_demo"))

@@ -8,21 +8,14 @@ usage: cli_heatmap_long.py PATH/TO/attn SOURCE_DIR
 """
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
-attn = sys.argv[1]
+from clitest import check, run, summary
+
 sanitized = os.environ.get("ATTN_SANITIZED") == "1"
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL", what)
 
 
 with tempfile.TemporaryDirectory() as d:
@@ -36,10 +29,9 @@ with tempfile.TemporaryDirectory() as d:
     k = rng.standard_normal((B, H, Lk, D)).astype(np.float32)
     np.save(path("q.npy"), q)
     np.save(path("k.npy"), k)
-    p = subprocess.run([attn, "heatmap", "--q", path("q.npy"), "--k", path("k.npy"),
-                        "--causal", "bottom-right", "--map", "0,1", "--max-cells", "64",
-                        "-o", path("long.png"), "--save-blocks", path("blocks.npy")],
-                       capture_output=True, text=True)
+    p = run(["heatmap", "--q", path("q.npy"), "--k", path("k.npy"),
+             "--causal", "bottom-right", "--map", "0,1", "--max-cells", "64",
+             "-o", path("long.png"), "--save-blocks", path("blocks.npy")])
     check(p.returncode == 0, "heatmap --q --k: " + p.stderr)
     check("blocks of 5 x 9" in p.stdout, "block size in the summary: " + p.stdout)
     s = (q[0, 1].astype(np.float64) @ k[0, 1].T.astype(np.float64)) / np.sqrt(D)
@@ -67,9 +59,8 @@ with tempfile.TemporaryDirectory() as d:
     x = rng.standard_normal((L, 64)).astype(np.float32)
     np.save(path("ql.npy"), x)
     np.save(path("kl.npy"), x)
-    p = subprocess.run([attn, "heatmap", "--q", path("ql.npy"), "--k", path("kl.npy"),
-                        "--causal", "top-left", "-o", path("l.png")],
-                       capture_output=True, text=True)
+    p = run(["heatmap", "--q", path("ql.npy"), "--k", path("kl.npy"),
+             "--causal", "top-left", "-o", path("l.png")])
     check(p.returncode == 0, "L = %d: %s" % (L, p.stderr))
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
     if not sanitized:
@@ -77,9 +68,7 @@ with tempfile.TemporaryDirectory() as d:
               % (peak / 2**20, L, L * L * 4 / 2**20))
     print("L = %d: peak resident memory %.1f MiB" % (L, peak / 2**20))
 
-    p = subprocess.run([attn, "heatmap", "--q", path("q.npy"), "-o", path("x.png")],
-                       capture_output=True, text=True)
+    p = run(["heatmap", "--q", path("q.npy"), "-o", path("x.png")])
     check(p.returncode == 2, "--q without --k is a usage error")
 
-print("cli_heatmap_long: %d failures" % len(failures))
-sys.exit(1 if failures else 0)
+sys.exit(summary("cli_heatmap_long"))

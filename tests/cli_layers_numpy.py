@@ -11,17 +11,19 @@ usage: cli_layers_numpy.py ATTN_CLI SOURCE_DIR
 import math
 import os
 import struct
-import subprocess
 import sys
 import tempfile
 import zlib
+import atexit
+import shutil
 
 import numpy as np
 
-ATTN = sys.argv[1]
+import clitest
+from clitest import SRC, check, summary
+
 TMP = tempfile.mkdtemp(prefix="attn_layers_np_")
-failures = []
-checks = 0
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 
 
 def path(name):
@@ -29,7 +31,7 @@ def path(name):
 
 
 def run(args):
-    p = subprocess.run([ATTN] + args, capture_output=True, text=True)
+    p = clitest.run(args)
     if p.returncode != 0:
         raise RuntimeError("attn %s failed (%d): %s" % (" ".join(args), p.returncode, p.stderr))
 
@@ -148,12 +150,10 @@ def np_encoder(P, x, cfg, vis):
 
 
 def compare(name, got, want, tol=1e-5):
-    global checks
-    checks += 1
     err = float(np.max(np.abs(got - want))) if got.size else 0.0
     scale = max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
-    if got.shape != want.shape or not err <= tol * scale:
-        failures.append("%s: shape %s vs %s, max error %.3g" % (name, got.shape, want.shape, err))
+    check(got.shape == want.shape and err <= tol * scale,
+          "%s: shape %s vs %s, max error %.3g" % (name, got.shape, want.shape, err))
 
 
 def save(name, a):
@@ -186,10 +186,8 @@ def layer_case(kind, name, args, inputs, ref, extra_outputs=()):
             continue
         strip.append(a)
     run([kind] + files + ["--out", path(name + "_again.npy"), "--params", pf] + strip)
-    global checks
-    checks += 1
-    if not np.array_equal(np.load(path(name + "_again.npy")), first):
-        failures.append("%s %s: reloading the saved parameters changed the output" % (kind, name))
+    check(np.array_equal(np.load(path(name + "_again.npy")), first),
+          "%s %s: reloading the saved parameters changed the output" % (kind, name))
 
 
 rng = np.random.default_rng(20241129)
@@ -268,11 +266,9 @@ layer_case("encoder", "gqa_causal_pos", ["--init-seed", "12", "--heads", "4", "-
 
 # ---- failures through the CLI: exit status and the library's message ----
 def expect_fail(args, code, words):
-    global checks
-    checks += 1
-    p = subprocess.run([ATTN] + args, capture_output=True, text=True)
-    if p.returncode != code or not all(w in p.stderr for w in words):
-        failures.append("attn %s: exit %d (wanted %d), stderr %r" % (" ".join(args), p.returncode, code, p.stderr))
+    p = clitest.run(args)
+    check(p.returncode == code and all(w in p.stderr for w in words),
+          "attn %s: exit %d (wanted %d), stderr %r" % (" ".join(args), p.returncode, code, p.stderr))
 
 
 good = path("self.bin")
@@ -291,17 +287,13 @@ expect_fail(["encoder", "--x", xq, "--out", path("f.npy"), "--init-seed", "1", "
 
 # ---- the README's Layers example is tests/test_readme_layers.c verbatim ----
 import re  # noqa: E402
-readme = open(os.path.join(sys.argv[2], "README.md")).read()
+readme = open(os.path.join(SRC, "README.md")).read()
 sec = readme.split("## Layers", 1)[1].split("\n## ", 1)[0]
 blocks = re.findall(r"```c\n(.*?)```", sec, re.S)
-src = open(os.path.join(sys.argv[2], "tests", "test_readme_layers.c")).read()
+src = open(os.path.join(SRC, "tests", "test_readme_layers.c")).read()
 inner = src.split("/* README BEGIN */\n", 1)[1].split("    /* README END */", 1)[0]
 inner = "".join(l[4:] + "\n" if l else "\n" for l in inner.rstrip("\n").split("\n"))
-checks += 1
-if len(blocks) != 1 or blocks[0] != inner:
-    failures.append("README '## Layers' C block differs from tests/test_readme_layers.c")
+check(len(blocks) == 1 and blocks[0] == inner,
+      "README '## Layers' C block differs from tests/test_readme_layers.c")
 
-for f in failures:
-    print("FAIL", f)
-print("cli_layers_numpy: %d checks, %d failed" % (checks, len(failures)))
-sys.exit(1 if failures else 0)
+sys.exit(summary("cli_layers_numpy"))

@@ -8,25 +8,17 @@ usage: cli_train.py PATH/TO/attn SOURCE_DIR
 """
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
-attn = sys.argv[1]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL", what)
+import clitest
+from clitest import check, summary
 
 
 def run(*args):
-    return subprocess.run([attn] + list(args), capture_output=True, text=True,
-                          timeout=300)
+    return clitest.run(args, timeout=300)
 
 
 def same(a, b):
@@ -135,5 +127,4 @@ with tempfile.TemporaryDirectory() as d:
         check(p.returncode == 0 and p.stdout.startswith("usage: attn " + sub),
               sub + " --help")
 
-print("cli_train: %d failures" % len(failures))
-sys.exit(1 if failures else 0)
+sys.exit(summary("cli_train"))

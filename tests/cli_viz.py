@@ -7,27 +7,12 @@ usage: cli_viz.py PATH/TO/attn SOURCE_DIR
 """
 import math
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
-attn, src = sys.argv[1], sys.argv[2]
-failures = []
-
-
-def check(cond, what):
-    if not cond:
-        failures.append(what)
-        print("FAIL", what)
-
-
-def run(args, env=None):
-    e = dict(os.environ)
-    if env:
-        e.update(env)
-    return subprocess.run([attn] + args, capture_output=True, text=True, env=e)
+from clitest import SRC as src, check, run, summary
 
 
 with tempfile.TemporaryDirectory() as d:
@@ -137,5 +122,4 @@ with tempfile.TemporaryDirectory() as d:
     p = run(["html", path("u.npy"), "-o", path("v.html"), "--tokens", "x y"])
     check(p.returncode == 2, "html token mismatch")
 
-print("cli_viz: %d failures" % len(failures))
-sys.exit(1 if failures else 0)
+sys.exit(summary("cli_viz"))

@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,21 @@ static inline int64_t ref_slice_off(const attn_param_slice *sl, int64_t n,
     for (int64_t i = 0; i < n; i++)
         if (strcmp(sl[i].name, name) == 0) return sl[i].offset;
     return -1;
+}
+
+/* The slice named by fmt (a printf format taking the layer l as long long)
+ * in the double block prm; aborts if absent (a bug of the test). */
+static inline const double *ref_slice_at(const attn_param_slice *sl, int64_t n,
+                                         const double *prm, const char *fmt,
+                                         int64_t l) {
+    char name[ATTN_SLICE_NAME_MAX];
+    snprintf(name, sizeof name, fmt, (long long)l);
+    int64_t off = ref_slice_off(sl, n, name);
+    if (off < 0) {
+        fprintf(stderr, "no slice %s\n", name);
+        abort();
+    }
+    return prm + off;
 }
 
 /* Additive attention. prm: the parameter block in double (layout of

@@ -20,14 +20,7 @@ typedef struct {
 } ectx;
 
 static const double *S(const ectx *e, const char *fmt, int64_t l) {
-    char name[ATTN_SLICE_NAME_MAX];
-    snprintf(name, sizeof name, fmt, (long long)l);
-    int64_t off = ref_slice_off(e->sl, e->ns, name);
-    if (off < 0) {
-        fprintf(stderr, "no slice %s\n", name);
-        abort();
-    }
-    return e->prm + off;
+    return ref_slice_at(e->sl, e->ns, e->prm, fmt, l);
 }
 
 /* The dropout mask of an activation site, as multipliers. */

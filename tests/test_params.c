@@ -20,24 +20,6 @@ static uint32_t crc_bitwise(const unsigned char *p, size_t n) {
     return ~c;
 }
 
-static unsigned char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*n);
-    if (fread(b, 1, *n, f) != *n) *n = 0;
-    fclose(f);
-    return b;
-}
-
-static void spit(const char *path, const unsigned char *b, size_t n) {
-    FILE *f = fopen(path, "wb");
-    fwrite(b, 1, n, f);
-    fclose(f);
-}
-
 static void init_checks(void) {
     attn_mha_config c = {12, 3, 1, 5, 7, 1};
     int64_t n = attn_mha_param_count(&c);
@@ -135,7 +117,7 @@ static void round_trips(const char *dir) {
 
     /* the file's CRC is the standard CRC-32 of everything before it */
     size_t sz = 0;
-    unsigned char *img = slurp(path, &sz);
+    unsigned char *img = (unsigned char *)check_slurp(path, &sz);
     if (!img || sz < 64) { CHECK(0); return; }
     CHECK(crc_bitwise((const unsigned char *)"123456789", 9) == 0xCBF43926u);
     uint32_t stored = img[sz - 4] | img[sz - 3] << 8 | img[sz - 2] << 16 |
@@ -148,7 +130,7 @@ static void round_trips(const char *dir) {
     snprintf(bad, sizeof bad, "%s/bad.bin", dir);
     size_t cuts[] = {0, 4, 8, 12, 30, 40, 100, sz / 2, sz - 5, sz - 4, sz - 1};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
-        spit(bad, img, cuts[i]);
+        check_spit(bad, img, cuts[i]);
         q = NULL;
         CHECK_STATUS(attn_encoder_load(bad, &e2, &q), ATTN_E_FORMAT);
         CHECK(q == NULL);
@@ -159,7 +141,7 @@ static void round_trips(const char *dir) {
         size_t at = t < 4 ? sz - 1 - (size_t)t
                           : (size_t)((test_rand(&st) * 0.5 + 0.5) * (double)sz) % sz;
         img[at] ^= (unsigned char)(1u << (t % 8));
-        spit(bad, img, sz);
+        check_spit(bad, img, sz);
         CHECK_STATUS(attn_encoder_load(bad, &e2, &q), ATTN_E_FORMAT);
         img[at] ^= (unsigned char)(1u << (t % 8));
     }
@@ -167,7 +149,7 @@ static void round_trips(const char *dir) {
     img[8] = 2;
     uint32_t c = crc_bitwise(img, sz - 4);
     for (int i = 0; i < 4; i++) img[sz - 4 + i] = (unsigned char)(c >> (8 * i));
-    spit(bad, img, sz);
+    check_spit(bad, img, sz);
     CHECK_STATUS(attn_encoder_load(bad, &e2, &q), ATTN_E_FORMAT);
     CHECK(strstr(attn_last_error(), "version 2") != NULL);
     /* a file that is intact but whose slices disagree with its config */

@@ -22,14 +22,7 @@ typedef struct {
 } mctx;
 
 static const double *P(const mctx *m, const char *fmt, int64_t l) {
-    char name[ATTN_SLICE_NAME_MAX];
-    snprintf(name, sizeof name, fmt, (long long)l);
-    int64_t off = ref_slice_off(m->sl, m->ns, name);
-    if (off < 0) {
-        fprintf(stderr, "no slice %s\n", name);
-        abort();
-    }
-    return m->prm + off;
+    return ref_slice_at(m->sl, m->ns, m->prm, fmt, l);
 }
 
 /* Mean cross-entropy of the reference model on (tok, tgt). */

@@ -38,14 +38,6 @@ static unsigned char *slurp(const char *path, long *size) {
     return b;
 }
 
-static void spit(const char *path, const unsigned char *b, long size) {
-    FILE *f = fopen(path, "wb");
-    if (f) {
-        fwrite(b, 1, (size_t)size, f);
-        fclose(f);
-    }
-}
-
 static int same_file(const char *a, const char *b) {
     long na, nb;
     unsigned char *x = slurp(a, &na), *y = slurp(b, &nb);
@@ -170,11 +162,11 @@ static void checkpoint_files(void) {
      * floats, one byte short of the CRC */
     const long cuts[] = {0, 5, 40, 300, size / 2, size - 5, size - 1};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
-        spit(bad, img, cuts[i]);
+        check_spit(bad, img, cuts[i]);
         CHECK_STATUS(attn_trainer_load(bad, &r), ATTN_E_FORMAT);
         CHECK(r == NULL);
     }
-    spit(bad, img, size);
+    check_spit(bad, img, size);
     FILE *f = fopen(bad, "ab");
     fputc(0, f);
     fclose(f);
@@ -183,11 +175,11 @@ static void checkpoint_files(void) {
     const long flips[] = {0, 12, 20, size / 3, size - 2};
     for (size_t i = 0; i < sizeof flips / sizeof flips[0]; i++) {
         img[flips[i]] ^= 0x10;
-        spit(bad, img, size);
+        check_spit(bad, img, size);
         CHECK_STATUS(attn_trainer_load(bad, &r), ATTN_E_FORMAT);
         img[flips[i]] ^= 0x10;
     }
-    spit(bad, img, size);
+    check_spit(bad, img, size);
     CHECK_STATUS(attn_trainer_load(bad, &r), ATTN_OK);
     attn_trainer_free(r);
     r = NULL;
@@ -221,7 +213,7 @@ static void checkpoint_files(void) {
      * half-written checkpoint under the name */
     char stray[600];
     snprintf(stray, sizeof stray, "%s.tmpAAAAAA", good);
-    spit(stray, img, size / 3);
+    check_spit(stray, img, size / 3);
     CHECK_STATUS(attn_trainer_load(good, &r), ATTN_OK);
     attn_trainer_free(r);
     r = NULL;

@@ -13,19 +13,6 @@
 
 static char dir[64];
 
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)len + 1);
-    *n = fread(s, 1, (size_t)len, f);
-    s[*n] = 0;
-    fclose(f);
-    return s;
-}
-
 static int count(const char *s, const char *needle) {
     int n = 0;
     for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle)) n++;
@@ -75,7 +62,7 @@ int main(void) {
     CHECK_STATUS(attn_html_write(page, &W, &o), ATTN_OK);
 
     size_t n;
-    char *html = slurp(page, &n);
+    char *html = check_slurp(page, &n);
     CHECK(html != NULL);
     if (html) {
         /* self-contained: nothing fetched from elsewhere */
@@ -90,7 +77,7 @@ int main(void) {
     snprintf(url, sizeof url, "file://%s#layer=1&head=2&focus=q3", page);
     int rc = chromium("--virtual-time-budget=3000 --dump-dom", url, dom, log);
     CHECK_MSG(rc == 0, "chromium --dump-dom exited with %d", rc);
-    char *d = slurp(dom, &n), *l = slurp(log, &n);
+    char *d = check_slurp(dom, &n), *l = check_slurp(log, &n);
     CHECK(d != NULL && l != NULL);
     if (d && l) {
         CHECK_MSG(strstr(l, "CONSOLE") == NULL, "console messages:\n%s", l);
@@ -107,8 +94,8 @@ int main(void) {
     /* no focus: every line above the threshold */
     snprintf(url, sizeof url, "file://%s", page);
     rc = chromium("--virtual-time-budget=3000 --dump-dom", url, dom, log);
-    d = slurp(dom, &n);
-    l = slurp(log, &n);
+    d = check_slurp(dom, &n);
+    l = check_slurp(log, &n);
     CHECK(rc == 0 && d && l);
     if (d && l) {
         CHECK(strstr(l, "CONSOLE") == NULL);

@@ -12,19 +12,7 @@
 static char *read_file(const char *name, size_t *n) {
     char path[512];
     snprintf(path, sizeof path, "%s/tests/data/%s", ATTN_SOURCE_DIR, name);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "cannot open %s\n", path);
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)len + 1);
-    *n = fread(s, 1, (size_t)len, f);
-    s[*n] = 0;
-    fclose(f);
-    return s;
+    return check_slurp(path, n);
 }
 
 static void known_3x3(void) {

@@ -5,6 +5,7 @@
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -81,6 +82,26 @@ const float *attn__flash_rows(const attn_tensor *t, int64_t b, int64_t h,
     }
     *ld = D;
     return buf;
+}
+
+/* ---- limits ---------------------------------------------------------- */
+
+attn_status attn__flash_check_dims(const attn__sdpa_dims *d, const char *who) {
+    if (d->Dk > INT_MAX / 256 || d->Dv > INT_MAX / 256)
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "%s: head sizes Dk = %lld, Dv = %lld are beyond "
+                          "what its BLAS calls take (use the reference)",
+                          who, (long long)d->Dk, (long long)d->Dv);
+    return ATTN_OK;
+}
+
+/* ---- threads ----------------------------------------------------------- */
+
+int attn__flash_team_size(const attn_sdpa_opts *opts, int64_t items) {
+    int n = opts->threads > 0 ? opts->threads : omp_get_max_threads();
+    if (n < 1) n = 1;
+    if (items >= 1 && (int64_t)n > items) n = (int)items;
+    return n;
 }
 
 /* ---- BLAS threading -------------------------------------------------- */

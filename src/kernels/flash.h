@@ -62,6 +62,19 @@ const float *attn__flash_rows(const attn_tensor *t, int64_t b, int64_t h,
 void attn__flash_to_f32(const void *src, attn_dtype dtype, int64_t n,
                         float *dst);
 
+/* ---- limits ---------------------------------------------------------- */
+
+/* ATTN_E_UNSUPPORTED (naming who) when Dk or Dv is beyond what the flash
+ * kernels' BLAS calls take (int dimensions, with room for a tile of rows);
+ * ATTN_OK otherwise. */
+attn_status attn__flash_check_dims(const attn__sdpa_dims *d, const char *who);
+
+/* ---- threads ----------------------------------------------------------- */
+
+/* Threads a kernel runs: opts->threads, else OpenMP's default, at least 1
+ * and at most items (the number of work units). */
+int attn__flash_team_size(const attn_sdpa_opts *opts, int64_t items);
+
 /* ---- BLAS threading -------------------------------------------------- */
 
 /* Debian's libopenblas0-pthread runs its own thread pool; inside our

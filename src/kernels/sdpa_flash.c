@@ -204,14 +204,6 @@ static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
     }
 }
 
-/* Threads to run: opts->threads, or OpenMP's default. */
-static int team_size(const attn_sdpa_opts *opts, int64_t items) {
-    int n = opts->threads > 0 ? opts->threads : omp_get_max_threads();
-    if (n < 1) n = 1;
-    if ((int64_t)n > items) n = (int)items;
-    return n;
-}
-
 attn_status attn__sdpa_flash_forward(const attn_tensor *q, const attn_tensor *k,
                                      const attn_tensor *v,
                                      const attn_sdpa_opts *opts,
@@ -225,11 +217,8 @@ attn_status attn__flash_forward_ml(const attn_tensor *q, const attn_tensor *k,
                                    const attn_sdpa_opts *opts,
                                    const attn__sdpa_dims *d, attn_tensor *out,
                                    float *lse, float *mrow, float *lrow) {
-    if (d->Dk > INT_MAX / 256 || d->Dv > INT_MAX / 256)
-        return attn__fail(ATTN_E_UNSUPPORTED,
-                          "flash: head sizes Dk = %lld, Dv = %lld are beyond "
-                          "what its BLAS calls take (use the reference)",
-                          (long long)d->Dk, (long long)d->Dv);
+    attn_status st = attn__flash_check_dims(d, "flash");
+    if (st) return st;
     fwd_ctx c;
     c.mrow = mrow;
     c.lrow = lrow;
@@ -249,7 +238,7 @@ attn_status attn__flash_forward_ml(const attn_tensor *q, const attn_tensor *k,
     int64_t items;
     if (!attn__mul_i64(d->B * d->H, c.nqt, &items))
         return attn__fail(ATTN_E_NOMEM, "flash: too many query tiles");
-    int nt = team_size(opts, items);
+    int nt = attn__flash_team_size(opts, items);
     float *ws = attn__alloc((size_t)nt * c.w.total, sizeof(float),
                             "flash forward workspace");
     if (!ws) return ATTN_E_NOMEM;

@@ -1,8 +1,10 @@
 /* Flash backward of scaled dot-product attention (FlashAttention-2 style).
  *
- * It lives beside, not inside, sdpa_flash.c (the forward) because that file
- * is already near the size limit; the two share the tile classification of
- * mask.c and the dropout keying of dropout.c.
+ * It lives beside, not inside, sdpa_flash.c (the forward) to keep both
+ * files small; the two share flash.h: rows as f32 (f16/bf16 converted),
+ * the mask + bias pass on a score row, dropout on a row, the split of a
+ * partial tile into row bands, the BLAS threading guard, and vec.h's exp.
+ * P is therefore formed exactly as the forward forms it.
  *
  * With P = exp(scale Q K^T + bias - lse) recomputed tile by tile from the
  * forward's lse, Pd = P * Z / (1 - p) the weights after dropout, and
@@ -19,41 +21,34 @@
  * order, so the bits do not change. A bias that broadcasts gets a pass over
  * the cells of dBias. No atomics; every output element is summed in one
  * fixed order: bitwise identical on any thread count.
- * Empty tiles (mask classification) are skipped in every pass. Extra memory:
+ * Empty tiles (mask classification) are skipped in every pass, and partial
+ * ones are cut into row bands as in the forward. Extra memory:
  * per-thread tiles and the D vector (B * H * Lq floats).
  */
-#include "internal.h"
+#include "flash.h"
 
 #include <cblas.h>
+#include <limits.h>
 #include <math.h>
-#include <string.h>
-#ifdef _OPENMP
 #include <omp.h>
-#endif
+#include <string.h>
 
 /* ---- tiles ------------------------------------------------------------- */
 
-/* Tile sizes depend on the shapes only, never on the thread count. */
+/* Tile sizes depend on the shapes only, never on the thread count. The
+ * backward keeps five bq x bk or b x D arrays live per tile (P, dropped P,
+ * dS, the K|V and Q|dO rows) against the forward's two, so its tiles are
+ * half as tall and wide as the forward's (measured: 64, 128 and 192 within
+ * 5% of each other at L = 2048, D = 64). */
 static void bwd_tile_sizes(const attn__sdpa_dims *d, int64_t *bq, int64_t *bk) {
     int64_t t = d->Dk + d->Dv > 256 ? 64 : 128;
     *bq = d->Lq < t ? d->Lq : t;
     *bk = d->Lk < t ? d->Lk : t;
 }
 
-/* Rows r0 .. r0+n-1 of slice (b, h) of t as f32 into dst (n x shape[3]). */
-static void load_rows(const attn_tensor *t, int64_t b, int64_t h, int64_t r0,
-                      int64_t n, float *dst) {
-    const int64_t D = t->shape[3];
-    const size_t es = attn_dtype_size(t->dtype);
-    for (int64_t r = 0; r < n; r++) {
-        const char *row = (const char *)t->data +
-                          (size_t)attn__off(t, b, h, r0 + r, 0) * es;
-        if (t->stride[3] == 1)
-            attn__load_f32(row, t->dtype, D, dst + r * D);
-        else
-            for (int64_t c = 0; c < D; c++)
-                dst[r * D + c] = (float)attn_tensor_get(t, b, h, r0 + r, c);
-    }
+/* Rows in the tile that starts at x0 of an axis of length n. */
+static int64_t tile_len(int64_t x0, int64_t t, int64_t n) {
+    return n - x0 < t ? n - x0 : t;
 }
 
 /* Adds the f32 tile src (n x D, packed) into rows r0.. of slice (b, h). */
@@ -70,37 +65,46 @@ static void add_rows(attn_tensor *t, int64_t b, int64_t h, int64_t r0,
 /* ---- per-thread workspace ---------------------------------------------- */
 
 typedef struct {
-    float *q, *dout, *k, *v; /* bq x Dk, bq x Dv, bk x Dk, bk x Dv        */
-    float *p, *pd, *ds;      /* bq x bk: P, P after dropout, dP then dS   */
-    float *lse, *dd;         /* bq: lse and D of the tile's rows          */
-    float *acc;              /* dK|dV (bk x (Dk + Dv)) or dQ (bq x Dk)    */
-    float *z;                /* bk: dropout factors of one row            */
-    double *bacc;            /* bq x bk: dBias sums (when dbias is asked) */
+    /* rows of the current tiles as f32 (attn__flash_rows: in place, or in
+     * the buffers *b when packed/converted), with their leading dims */
+    const float *q, *dout, *k, *v;
+    int64_t ldq, ldo, ldk, ldv;
+    float *qb, *ob, *kb, *vb;  /* bq x Dk, bq x Dv, bk x Dk, bk x Dv      */
+    const float *lse, *dd;     /* lse and D of the query tile's rows      */
+    float *p, *pd, *ds;        /* bq x bk: P, P after dropout, dP then dS */
+    float *acc;                /* dK|dV (bk x (Dk + Dv)) or dQ (bq x Dk)  */
+    float *z;                  /* bk: dropout factors of one row          */
+    attn__flash_block *blk;    /* the blocks of a split tile              */
+    double *bacc;              /* bq x bk: dBias sums (when dbias is asked) */
 } work;
 
-static size_t work_floats(int64_t bq, int64_t bk, const attn__sdpa_dims *d) {
-    int64_t acc = bk * (d->Dk + d->Dv);
-    if (bq * d->Dk > acc) acc = bq * d->Dk;
-    return (size_t)(bq * d->Dk + bq * d->Dv + bk * d->Dk + bk * d->Dv +
-                    3 * bq * bk + 2 * bq + acc + bk);
+/* Next n floats of a workspace at f (64-byte steps); with f == NULL only
+ * counts them. */
+static float *take(float *f, size_t *at, size_t n) {
+    float *x = f ? f + *at : NULL;
+    *at += (n + 15) & ~(size_t)15;
+    return x;
 }
 
-static void work_carve(work *w, float *f, double *bacc, int64_t bq, int64_t bk,
-                       const attn__sdpa_dims *d) {
-    w->q = f;
-    w->dout = w->q + bq * d->Dk;
-    w->k = w->dout + bq * d->Dv;
-    w->v = w->k + bk * d->Dk;
-    w->p = w->v + bk * d->Dv;
-    w->pd = w->p + bq * bk;
-    w->ds = w->pd + bq * bk;
-    w->lse = w->ds + bq * bk;
-    w->dd = w->lse + bq;
-    w->acc = w->dd + bq;
-    int64_t acc = bk * (d->Dk + d->Dv);
+/* Carves one thread's workspace out of f; returns its floats (f may be
+ * NULL to size it). */
+static size_t work_carve(work *w, float *f, int64_t bq, int64_t bk,
+                         const attn__sdpa_dims *d) {
+    size_t at = 0;
+    int64_t acc = bk * (d->Dk + d->Dv), rc = attn__flash_split_rows(d);
     if (bq * d->Dk > acc) acc = bq * d->Dk;
-    w->z = w->acc + acc;
-    w->bacc = bacc;
+    w->qb = take(f, &at, (size_t)(bq * d->Dk));
+    w->ob = take(f, &at, (size_t)(bq * d->Dv));
+    w->kb = take(f, &at, (size_t)(bk * d->Dk));
+    w->vb = take(f, &at, (size_t)(bk * d->Dv));
+    w->p = take(f, &at, (size_t)(bq * bk));
+    w->pd = take(f, &at, (size_t)(bq * bk));
+    w->ds = take(f, &at, (size_t)(bq * bk));
+    w->acc = take(f, &at, (size_t)acc);
+    w->z = take(f, &at, (size_t)bk);
+    w->blk = (attn__flash_block *)(void *)take(
+        f, &at, (size_t)((bq + rc - 1) / rc) * sizeof(attn__flash_block) / sizeof(float) + 1);
+    return at;
 }
 
 /* Everything a tile computation needs to know about the call. */
@@ -110,124 +114,118 @@ typedef struct {
     const attn__sdpa_dims *d;
     const float *lse, *dvec; /* [B * H * Lq] each */
     int64_t bq, bk, nqt, nkt;
-    uint32_t drop_threshold;
-    float keep_scale;
+    const attn__vec_ops *vec;
 } bwd_ctx;
 
-/* Dropout factors of row i (b, h), keys j0 .. j0+n-1: 0 or 1 / (1 - p),
- * with the decisions of attn_dropout_kept (Philox on (j / 4, i, h, b), one
- * call serving four neighbouring keys). */
-static void dropout_factors(const bwd_ctx *c, int64_t b, int64_t h, int64_t i,
-                            int64_t j0, int64_t n, float *z) {
-    uint32_t out[4];
-    int64_t have = -1;
-    for (int64_t j = j0; j < j0 + n; j++) {
-        if ((j >> 2) != have) {
-            uint32_t ctr[4] = {(uint32_t)(j >> 2), (uint32_t)i, (uint32_t)h,
-                               (uint32_t)b};
-            attn__philox4x32(c->opts->seed, ctr, out);
-            have = j >> 2;
-        }
-        z[j - j0] = out[j & 3] >= c->drop_threshold ? c->keep_scale : 0.0f;
-    }
-}
-
-/* Loads query rows [i0, i0+nq) of head (b, h): q, dO, lse and D. */
+/* Points w at query rows [i0, i0+nq) of head (b, h): q, dO, lse and D. */
 static void load_query_tile(const bwd_ctx *c, work *w, int64_t b, int64_t h,
                             int64_t i0, int64_t nq) {
-    load_rows(c->q, b, h, i0, nq, w->q);
-    load_rows(c->dout, b, h, i0, nq, w->dout);
+    w->q = attn__flash_rows(c->q, b, h, i0, nq, w->qb, &w->ldq);
+    w->dout = attn__flash_rows(c->dout, b, h, i0, nq, w->ob, &w->ldo);
     const int64_t base = (b * c->d->H + h) * c->d->Lq + i0;
-    memcpy(w->lse, c->lse + base, (size_t)nq * sizeof(float));
-    memcpy(w->dd, c->dvec + base, (size_t)nq * sizeof(float));
+    w->lse = c->lse + base;
+    w->dd = c->dvec + base;
 }
 
 static void load_key_tile(const bwd_ctx *c, work *w, int64_t b, int64_t hk,
                           int64_t j0, int64_t nk) {
-    load_rows(c->k, b, hk, j0, nk, w->k);
-    load_rows(c->v, b, hk, j0, nk, w->v);
+    w->k = attn__flash_rows(c->k, b, hk, j0, nk, w->kb, &w->ldk);
+    w->v = attn__flash_rows(c->v, b, hk, j0, nk, w->vb, &w->ldv);
+}
+
+/* The blocks of tile (query tile at i0, key tile at j0) of head (b, h)
+ * that hold its visible pairs (attn__flash_split_tile: the causal diagonal
+ * and narrow windows in row bands, cut to the columns they see), in w->blk.
+ * Returns their number, 0 for a tile the mask hides. */
+static int64_t tile_blocks(const bwd_ctx *c, work *w, int64_t b, int64_t h,
+                           int64_t i0, int64_t nq, int64_t j0, int64_t nk) {
+    const attn_mask *m = &c->opts->mask;
+    attn__tile_class cls =
+        attn__mask_classify(m, b, h, i0, i0 + nq, j0, j0 + nk, c->d->Lq, c->d->Lk);
+    return attn__flash_split_tile(m, c->d, b, h, i0, nq, j0, nk, cls, w->blk);
 }
 
 /*
- * One (query tile, key tile) of head (b, h) with the tiles loaded in w:
- * leaves P in w->p, the dropped weights in w->pd (== w->p without dropout,
- * see the return value) and dS in w->ds, all with leading dimension bk.
- * Returns the array holding the weights after dropout.
+ * One block of the loaded tiles (query tile at i0, key tile at j0) of head
+ * (b, h): leaves P in w->p, the dropped weights in w->pd (== w->p without
+ * dropout, see the return value) and dS in w->ds, each blk->nr x blk->nc
+ * with leading dimension bk. Returns the array holding the weights after
+ * dropout.
  */
-static const float *tile_ds(const bwd_ctx *c, work *w, int64_t b, int64_t h,
-                            int64_t i0, int64_t nq, int64_t j0, int64_t nk,
-                            attn__tile_class cls) {
+static const float *block_ds(const bwd_ctx *c, work *w, int64_t b, int64_t h,
+                             int64_t i0, int64_t j0,
+                             const attn__flash_block *blk) {
     const attn__sdpa_dims *d = c->d;
     const attn_mask *m = &c->opts->mask;
-    const int64_t bk = c->bk;
+    const int64_t bk = c->bk, nr = blk->nr, nc = blk->nc;
+    const int64_t ro = blk->r0 - i0, co = blk->c0 - j0;
     /* S = scale Q K^T, dP = dO V^T */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk,
-                (int)d->Dk, (float)d->scale, w->q, (int)d->Dk, w->k, (int)d->Dk,
-                0.0f, w->p, (int)bk);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk,
-                (int)d->Dv, 1.0f, w->dout, (int)d->Dv, w->v, (int)d->Dv, 0.0f,
-                w->ds, (int)bk);
-    const int drop = c->opts->dropout_p > 0;
-    for (int64_t r = 0; r < nq; r++) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nc,
+                (int)d->Dk, (float)d->scale, w->q + ro * w->ldq, (int)w->ldq,
+                w->k + co * w->ldk, (int)w->ldk, 0.0f, w->p, (int)bk);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nc,
+                (int)d->Dv, 1.0f, w->dout + ro * w->ldo, (int)w->ldo,
+                w->v + co * w->ldv, (int)w->ldv, 0.0f, w->ds, (int)bk);
+    const double p = c->opts->dropout_p;
+    const int need_mask = blk->cls != ATTN__TILE_FULL || m->bias;
+    for (int64_t r = 0; r < nr; r++) {
         float *s = w->p + r * bk, *ds = w->ds + r * bk, *pd = w->pd + r * bk;
-        const int64_t i = i0 + r;
-        const float lse = w->lse[r], dd = w->dd[r];
+        const int64_t i = blk->r0 + r;
+        const float lse = w->lse[ro + r], dd = w->dd[ro + r];
         if (lse == -INFINITY) { /* fully masked row: no weights, no gradient */
-            memset(s, 0, (size_t)nk * sizeof(float));
-            memset(ds, 0, (size_t)nk * sizeof(float));
-            if (drop) memset(pd, 0, (size_t)nk * sizeof(float));
+            memset(s, 0, (size_t)nc * sizeof(float));
+            memset(ds, 0, (size_t)nc * sizeof(float));
+            if (p > 0) memset(pd, 0, (size_t)nc * sizeof(float));
             continue;
         }
-        if (cls == ATTN__TILE_PARTIAL)
-            for (int64_t j = 0; j < nk; j++)
-                if (!attn_mask_visible(m, b, h, i, j0 + j, d->Lq, d->Lk))
-                    s[j] = -INFINITY;
-        if (m->bias)
-            for (int64_t j = 0; j < nk; j++)
-                if (s[j] != -INFINITY)
-                    s[j] += (float)attn__bias_at(m, b, h, i, j0 + j);
-        for (int64_t j = 0; j < nk; j++) s[j] = expf(s[j] - lse);
-        if (drop) {
-            dropout_factors(c, b, h, i, j0, nk, w->z);
-            for (int64_t j = 0; j < nk; j++) {
+        /* P exactly as the forward forms it: mask + bias, then exp(s - lse) */
+        if (need_mask)
+            attn__flash_mask_row(m, d, b, h, i, blk->c0, nc, blk->cls, s);
+        c->vec->exp_sub_sum(s, nc, lse);
+        if (p > 0) {
+            for (int64_t j = 0; j < nc; j++) w->z[j] = 1.0f;
+            attn__flash_dropout_row(c->opts->seed, p, b, h, i, blk->c0, nc, w->z);
+            for (int64_t j = 0; j < nc; j++) {
                 pd[j] = s[j] * w->z[j];
                 ds[j] *= w->z[j];
             }
         }
-        for (int64_t j = 0; j < nk; j++) ds[j] = s[j] * (ds[j] - dd);
+        for (int64_t j = 0; j < nc; j++) ds[j] = s[j] * (ds[j] - dd);
     }
-    return drop ? w->pd : w->p;
+    return p > 0 ? w->pd : w->p;
 }
 
 /* ---- the passes -------------------------------------------------------- */
 
-/* dQ += scale dS K straight into rows i0.. of dq (b, h): f32 with a unit
- * last stride (attn__sdpa_flash_backward checks), owned by the caller's
- * task. Both schemes below issue exactly these calls in the same key-tile
- * order, so they give the same bits. */
+/* dQ += scale dS K for the block's rows, straight into dq (b, h): f32 with
+ * a unit last stride (attn__sdpa_flash_backward sees to it), owned by the
+ * caller's task. Both schemes below issue exactly these calls in the same
+ * (key tile, block) order, so they give the same bits. */
 static void add_dq(const bwd_ctx *c, const work *w, attn_tensor *dq, int64_t b,
-                   int64_t h, int64_t i0, int64_t nq, int64_t nk) {
-    float *row = (float *)dq->data + attn__off(dq, b, h, i0, 0);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq,
-                (int)c->d->Dk, (int)nk, (float)c->d->scale, w->ds, (int)c->bk,
-                w->k, (int)c->d->Dk, 1.0f, row, (int)dq->stride[2]);
+                   int64_t h, int64_t j0, const attn__flash_block *blk) {
+    float *row = (float *)dq->data + attn__off(dq, b, h, blk->r0, 0);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)blk->nr,
+                (int)c->d->Dk, (int)blk->nc, (float)c->d->scale, w->ds,
+                (int)c->bk, w->k + (blk->c0 - j0) * w->ldk, (int)w->ldk, 1.0f,
+                row, (int)dq->stride[2]);
 }
 
 /* dBias += dS for a bias that broadcasts nowhere: each entry is fed by one
  * (b, h, i, j), so the task that computes it owns it. */
-static void add_dbias_tile(const bwd_ctx *c, const work *w, attn_tensor *db,
-                           int64_t b, int64_t h, int64_t i0, int64_t nq,
-                           int64_t j0, int64_t nk) {
+static void add_dbias_block(const bwd_ctx *c, const work *w, attn_tensor *db,
+                            int64_t b, int64_t h, const attn__flash_block *blk) {
     float *base = db->data;
-    for (int64_t r = 0; r < nq; r++)
-        for (int64_t j = 0; j < nk; j++)
-            base[attn__off(db, b, h, i0 + r, j0 + j)] += w->ds[r * c->bk + j];
+    for (int64_t r = 0; r < blk->nr; r++)
+        for (int64_t j = 0; j < blk->nc; j++)
+            base[attn__off(db, b, h, blk->r0 + r, blk->c0 + j)] +=
+                w->ds[r * c->bk + j];
 }
 
 /* Pass over (b, kv head, key tile): owns dK and dV of its keys, summed
- * over the heads of the group and the query tiles in a fixed order. In the
- * one-pass scheme (dq != NULL) it also owns dQ of every row of its heads
- * (the task then covers all key tiles, in order) and the unbroadcast dBias. */
+ * over the heads of the group, the query tiles and their blocks in a fixed
+ * order. In the one-pass scheme (dq != NULL) it also owns dQ of every row
+ * of its heads (the task then covers all key tiles, in order) and the
+ * unbroadcast dBias. */
 static void pass_kv(const bwd_ctx *c, work *w, int64_t task, int64_t nkt_task,
                     attn_tensor *dk, attn_tensor *dv, attn_tensor *dq,
                     attn_tensor *dbias) {
@@ -236,34 +234,37 @@ static void pass_kv(const bwd_ctx *c, work *w, int64_t task, int64_t nkt_task,
     const int64_t kt0 = (task % nkt_task) * per, hk = (task / nkt_task) % d->Hkv;
     const int64_t b = task / (nkt_task * d->Hkv);
     for (int64_t kt = kt0; kt < kt0 + per; kt++) {
-        const int64_t j0 = kt * c->bk;
-        const int64_t nk = d->Lk - j0 < c->bk ? d->Lk - j0 : c->bk;
+        const int64_t j0 = kt * c->bk, nk = tile_len(j0, c->bk, d->Lk);
         float *dka = w->acc, *dva = w->acc + nk * d->Dk;
         int loaded = 0;
         memset(w->acc, 0, (size_t)(nk * (d->Dk + d->Dv)) * sizeof(float));
         for (int64_t h = hk * d->group; h < (hk + 1) * d->group; h++)
             for (int64_t qt = 0; qt < c->nqt; qt++) {
-                const int64_t i0 = qt * c->bq;
-                const int64_t nq = d->Lq - i0 < c->bq ? d->Lq - i0 : c->bq;
-                attn__tile_class cls =
-                    attn__mask_classify(&c->opts->mask, b, h, i0, i0 + nq, j0,
-                                        j0 + nk, d->Lq, d->Lk);
-                if (cls == ATTN__TILE_EMPTY) continue;
+                const int64_t i0 = qt * c->bq, nq = tile_len(i0, c->bq, d->Lq);
+                const int64_t nb = tile_blocks(c, w, b, h, i0, nq, j0, nk);
+                if (nb == 0) continue;
                 if (!loaded) {
                     load_key_tile(c, w, b, hk, j0, nk);
                     loaded = 1;
                 }
                 load_query_tile(c, w, b, h, i0, nq);
-                const float *pd = tile_ds(c, w, b, h, i0, nq, j0, nk, cls);
-                /* dV += Pd^T dO, dK += scale dS^T Q */
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk,
-                            (int)d->Dv, (int)nq, 1.0f, pd, (int)c->bk, w->dout,
-                            (int)d->Dv, 1.0f, dva, (int)d->Dv);
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)nk,
-                            (int)d->Dk, (int)nq, (float)d->scale, w->ds,
-                            (int)c->bk, w->q, (int)d->Dk, 1.0f, dka, (int)d->Dk);
-                if (dq) add_dq(c, w, dq, b, h, i0, nq, nk);
-                if (dq && dbias) add_dbias_tile(c, w, dbias, b, h, i0, nq, j0, nk);
+                for (int64_t x = 0; x < nb; x++) {
+                    const attn__flash_block *blk = &w->blk[x];
+                    const int64_t ro = blk->r0 - i0, co = blk->c0 - j0;
+                    const float *pd = block_ds(c, w, b, h, i0, j0, blk);
+                    /* dV += Pd^T dO, dK += scale dS^T Q (rows co.. of the tile) */
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
+                                (int)blk->nc, (int)d->Dv, (int)blk->nr, 1.0f, pd,
+                                (int)c->bk, w->dout + ro * w->ldo, (int)w->ldo,
+                                1.0f, dva + co * d->Dv, (int)d->Dv);
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
+                                (int)blk->nc, (int)d->Dk, (int)blk->nr,
+                                (float)d->scale, w->ds, (int)c->bk,
+                                w->q + ro * w->ldq, (int)w->ldq, 1.0f,
+                                dka + co * d->Dk, (int)d->Dk);
+                    if (dq) add_dq(c, w, dq, b, h, j0, blk);
+                    if (dq && dbias) add_dbias_block(c, w, dbias, b, h, blk);
+                }
             }
         if (!loaded) continue; /* no visible pair: nothing to add */
         add_rows(dk, b, hk, j0, nk, dka);
@@ -278,22 +279,22 @@ static void pass_q(const bwd_ctx *c, work *w, int64_t task, attn_tensor *dq,
     const attn__sdpa_dims *d = c->d;
     const int64_t qt = task % c->nqt, h = (task / c->nqt) % d->H;
     const int64_t b = task / (c->nqt * d->H), hk = h / d->group;
-    const int64_t i0 = qt * c->bq, nq = d->Lq - i0 < c->bq ? d->Lq - i0 : c->bq;
+    const int64_t i0 = qt * c->bq, nq = tile_len(i0, c->bq, d->Lq);
     int loaded = 0;
     for (int64_t kt = 0; kt < c->nkt; kt++) {
-        const int64_t j0 = kt * c->bk;
-        const int64_t nk = d->Lk - j0 < c->bk ? d->Lk - j0 : c->bk;
-        attn__tile_class cls = attn__mask_classify(
-            &c->opts->mask, b, h, i0, i0 + nq, j0, j0 + nk, d->Lq, d->Lk);
-        if (cls == ATTN__TILE_EMPTY) continue;
+        const int64_t j0 = kt * c->bk, nk = tile_len(j0, c->bk, d->Lk);
+        const int64_t nb = tile_blocks(c, w, b, h, i0, nq, j0, nk);
+        if (nb == 0) continue;
         if (!loaded) {
             load_query_tile(c, w, b, h, i0, nq);
             loaded = 1;
         }
         load_key_tile(c, w, b, hk, j0, nk);
-        tile_ds(c, w, b, h, i0, nq, j0, nk, cls);
-        add_dq(c, w, dq, b, h, i0, nq, nk);
-        if (dbias) add_dbias_tile(c, w, dbias, b, h, i0, nq, j0, nk);
+        for (int64_t x = 0; x < nb; x++) {
+            block_ds(c, w, b, h, i0, j0, &w->blk[x]);
+            add_dq(c, w, dq, b, h, j0, &w->blk[x]);
+            if (dbias) add_dbias_block(c, w, dbias, b, h, &w->blk[x]);
+        }
     }
 }
 
@@ -361,24 +362,26 @@ static void pass_bias(const bwd_ctx *c, work *w, int64_t task,
     const int64_t nh = hb ? 1 : d->H;
     const int64_t kt = task % nkt, qt = (task / nkt) % nqt;
     const int64_t hh = (task / (nkt * nqt)) % nh, bb0 = task / (nkt * nqt * nh);
-    const int64_t rows = ib ? 1 : (d->Lq - qt * c->bq < c->bq ? d->Lq - qt * c->bq : c->bq);
-    const int64_t cols = jb ? 1 : (d->Lk - kt * c->bk < c->bk ? d->Lk - kt * c->bk : c->bk);
+    const int64_t rows = ib ? 1 : tile_len(qt * c->bq, c->bq, d->Lq);
+    const int64_t cols = jb ? 1 : tile_len(kt * c->bk, c->bk, d->Lk);
     memset(w->bacc, 0, (size_t)(rows * cols) * sizeof(double));
     for (int64_t b = bb ? 0 : bb0; b < (bb ? d->B : bb0 + 1); b++)
         for (int64_t h = hb ? 0 : hh; h < (hb ? d->H : hh + 1); h++)
             for (int64_t q2 = ib ? 0 : qt; q2 < (ib ? c->nqt : qt + 1); q2++)
                 for (int64_t k2 = jb ? 0 : kt; k2 < (jb ? c->nkt : kt + 1); k2++) {
                     const int64_t i0 = q2 * c->bq, j0 = k2 * c->bk;
-                    const int64_t nq = d->Lq - i0 < c->bq ? d->Lq - i0 : c->bq;
-                    const int64_t nk = d->Lk - j0 < c->bk ? d->Lk - j0 : c->bk;
-                    attn__tile_class cls = attn__mask_classify(
-                        &c->opts->mask, b, h, i0, i0 + nq, j0, j0 + nk, d->Lq,
-                        d->Lk);
-                    if (cls == ATTN__TILE_EMPTY) continue;
+                    const int64_t nq = tile_len(i0, c->bq, d->Lq);
+                    const int64_t nk = tile_len(j0, c->bk, d->Lk);
+                    const int64_t nb = tile_blocks(c, w, b, h, i0, nq, j0, nk);
+                    if (nb == 0) continue;
                     load_key_tile(c, w, b, h / d->group, j0, nk);
                     load_query_tile(c, w, b, h, i0, nq);
-                    tile_ds(c, w, b, h, i0, nq, j0, nk, cls);
-                    fold_ds(c, w, bias, 0, 0, nq, nk, cols);
+                    for (int64_t x = 0; x < nb; x++) {
+                        const attn__flash_block *blk = &w->blk[x];
+                        block_ds(c, w, b, h, i0, j0, blk);
+                        fold_ds(c, w, bias, blk->r0 - i0, blk->c0 - j0, blk->nr,
+                                blk->nc, cols);
+                    }
                 }
     add_bias_sums(dbias, bias, bb ? 0 : bb0, hb ? 0 : hh, ib ? 0 : qt * c->bq,
                   rows, jb ? 0 : kt * c->bk, cols, w->bacc);
@@ -394,20 +397,13 @@ attn_status attn__sdpa_flash_backward(const attn_tensor *q, const attn_tensor *k
                                       const attn__sdpa_dims *d, attn_tensor *dq,
                                       attn_tensor *dk, attn_tensor *dv,
                                       attn_tensor *dbias) {
-    bwd_ctx c;
-    memset(&c, 0, sizeof c);
-    c.q = q;
-    c.k = k;
-    c.v = v;
-    c.dout = dout;
-    c.opts = opts;
-    c.d = d;
-    c.lse = lse;
+    attn_status st = attn__flash_check_dims(d, "flash backward");
+    if (st) return st;
+    bwd_ctx c = {.q = q, .k = k, .v = v, .dout = dout, .opts = opts, .d = d,
+                 .lse = lse, .vec = attn__vec_get()};
     bwd_tile_sizes(d, &c.bq, &c.bk);
     c.nqt = (d->Lq + c.bq - 1) / c.bq;
     c.nkt = (d->Lk + c.bk - 1) / c.bk;
-    c.drop_threshold = attn__dropout_threshold(opts->dropout_p);
-    c.keep_scale = (float)(1.0 / (1.0 - opts->dropout_p));
 
     const attn_tensor *bias = opts->mask.bias;
     int bias_direct = dbias != NULL;
@@ -415,10 +411,6 @@ attn_status attn__sdpa_flash_backward(const attn_tensor *q, const attn_tensor *k
         if (bias_bcast(bias, a)) bias_direct = 0;
     const int bias_pass = dbias && !bias_direct;
 
-    int nt = 1;
-#ifdef _OPENMP
-    nt = opts->threads > 0 ? opts->threads : omp_get_max_threads();
-#endif
     /* Scheme: with enough (batch, kv head) pairs to keep every thread busy,
      * one pass over them computes dK, dV and dQ together (5 tile products
      * instead of 7); otherwise the key-tile pass and a query-tile pass. The
@@ -426,11 +418,15 @@ attn_status attn__sdpa_flash_backward(const attn_tensor *q, const attn_tensor *k
      * depends on the thread count) does not change a bit. dq is accumulated
      * in place, which needs unit-stride rows; other layouts go through a
      * contiguous temporary. */
+    const int64_t rows = d->B * d->H * d->Lq;
+    const int64_t most = d->B * d->H * (c.nqt > c.nkt ? c.nqt : c.nkt);
+    const int nt = attn__flash_team_size(opts, most > rows ? most : rows);
     const int one_pass = d->B * d->Hkv >= 2 * (int64_t)nt;
     const int dq_direct = (dq->stride[3] == 1 || d->Dk == 1) &&
-                          (d->Lq == 1 || dq->stride[2] >= d->Dk);
-    const int64_t rows = d->B * d->H * d->Lq;
-    const size_t wf = work_floats(c.bq, c.bk, d);
+                          (d->Lq == 1 || dq->stride[2] >= d->Dk) &&
+                          dq->stride[2] <= INT_MAX;
+    work w0;
+    const size_t wf = work_carve(&w0, NULL, c.bq, c.bk, d);
     float *dvec = attn__alloc((size_t)rows, sizeof(float), "flash backward D");
     float *ws = attn__alloc((size_t)nt * wf, sizeof(float), "flash backward tiles");
     double *wb = NULL;
@@ -456,8 +452,6 @@ attn_status attn__sdpa_flash_backward(const attn_tensor *q, const attn_tensor *k
     }
     if (d->Lq == 1) dqa.stride[2] = d->Dk; /* any ldc >= Dk serves one row */
 
-    const int blas_saved = openblas_get_num_threads();
-    openblas_set_num_threads(1); /* BLAS stays on the calling thread */
     const int64_t nkt_task = one_pass ? 1 : c.nkt;
     const int64_t n_kv = d->B * d->Hkv * nkt_task;
     const int64_t n_q = one_pass ? 0 : d->B * d->H * c.nqt;
@@ -467,25 +461,23 @@ attn_status attn__sdpa_flash_backward(const attn_tensor *q, const attn_tensor *k
                  (bias_bcast(bias, 1) ? 1 : d->H) *
                  (bias_bcast(bias, 2) ? 1 : c.nqt) *
                  (bias_bcast(bias, 3) ? 1 : c.nkt);
+    const int blas_saved = attn__blas_single_begin();
 #pragma omp parallel num_threads(nt)
     {
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        const int tid = omp_get_thread_num();
         work w;
-        work_carve(&w, ws + (size_t)tid * wf,
-                   wb ? wb + (size_t)tid * (size_t)(c.bq * c.bk) : NULL, c.bq,
-                   c.bk, d);
+        work_carve(&w, ws + (size_t)tid * wf, c.bq, c.bk, d);
+        w.bacc = wb ? wb + (size_t)tid * (size_t)(c.bq * c.bk) : NULL;
         /* D_i = dO_i . O_i, in double for a clean cancellation */
 #pragma omp for schedule(static)
         for (int64_t r = 0; r < rows; r++) {
             const int64_t i = r % d->Lq, h = (r / d->Lq) % d->H;
             const int64_t b = r / (d->Lq * d->H);
+            int64_t ld;
+            const float *go = attn__flash_rows(dout, b, h, i, 1, w.ob, &ld);
+            const float *o = attn__flash_rows(out, b, h, i, 1, w.vb, &ld);
             double s = 0;
-            for (int64_t x = 0; x < d->Dv; x++)
-                s += attn_tensor_get(dout, b, h, i, x) *
-                     attn_tensor_get(out, b, h, i, x);
+            for (int64_t x = 0; x < d->Dv; x++) s += (double)go[x] * o[x];
             dvec[r] = (float)s;
         }
 #pragma omp for schedule(dynamic, 1)
@@ -498,7 +490,7 @@ attn_status attn__sdpa_flash_backward(const attn_tensor *q, const attn_tensor *k
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < n_bias; t++) pass_bias(&c, &w, t, dbias);
     }
-    openblas_set_num_threads(blas_saved);
+    attn__blas_single_end(blas_saved);
     if (!dq_direct)
         for (int64_t b = 0; b < d->B; b++)
             for (int64_t h = 0; h < d->H; h++)

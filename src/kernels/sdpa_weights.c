@@ -132,9 +132,7 @@ attn_status attn__flash_fill_weights(const attn_tensor *q, const attn_tensor *k,
     wctx c;
     wctx_init(&c, q, k, opts, d, mrow, lrow);
     const int64_t nqt = (d->Lq + c.bq - 1) / c.bq, items = d->B * d->H * nqt;
-    int nt = opts->threads > 0 ? opts->threads : omp_get_max_threads();
-    if (nt < 1) nt = 1;
-    if ((int64_t)nt > items) nt = (int)items;
+    int nt = attn__flash_team_size(opts, items);
     float *ws = attn__alloc((size_t)nt * c.total, sizeof(float),
                             "weight pass workspace");
     if (!ws) return ATTN_E_NOMEM;

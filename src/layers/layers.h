@@ -71,10 +71,6 @@ attn_status attn__mha_weights_from_ws(const attn_mha_config *cfg, int64_t B,
                                       const attn_layer_opts *opts,
                                       const float *ws, float *weights);
 
-/* CRC-32 (IEEE, as zlib's crc32) of n bytes: parameter files and training
- * checkpoints close with it. */
-uint32_t attn__crc32(const unsigned char *p, size_t n);
-
 /* Validates layer options against attention shapes (B, H, Lq, Lk). */
 attn_status attn__layer_opts_check(const attn_layer_opts *o, int64_t B,
                                    int64_t H, int64_t Lq, int64_t Lk);

@@ -5,47 +5,14 @@
  * to disk and renamed, so a crash never leaves half a file under the
  * name. Reading checks every field before trusting it. */
 #include "layers.h"
+#include "../io/binfile.h"
 
-#include <errno.h>
 #include <string.h>
-#include <unistd.h>
 
 #define MAGIC "ATTNPRM"      /* 8 bytes with the NUL */
 #define VERSION 1u
 #define SLICE_BYTES (ATTN_SLICE_NAME_MAX + 8 + 8 + 8 + 4)
 #define HEAD_BYTES (8 + 4 + ATTN_PARAMS_KIND_MAX + 4)
-
-/* CRC-32 (IEEE 802.3, reflected, polynomial 0xEDB88320), as zlib. The
- * table is rebuilt per call: cheap, and no shared state between threads.
- * Shared with the training checkpoints (layers.h). */
-uint32_t attn__crc32(const unsigned char *p, size_t n) {
-    uint32_t table[256];
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-        table[i] = c;
-    }
-    uint32_t c = 0xFFFFFFFFu;
-    for (size_t i = 0; i < n; i++) c = table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
-    return c ^ 0xFFFFFFFFu;
-}
-
-static void put_u32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put_u64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get_u32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get_u64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 
 void attn_params_free(void *p) { attn__free(p); }
 
@@ -85,70 +52,34 @@ attn_status attn_params_save(const char *path, const attn_params_header *hdr,
     if (!buf) return ATTN_E_NOMEM;
     unsigned char *p = buf;
     memcpy(p, MAGIC, 8);
-    put_u32(p + 8, VERSION);
+    attn__put_u32(p + 8, VERSION);
     memset(p + 12, 0, ATTN_PARAMS_KIND_MAX);
     memcpy(p + 12, hdr->kind, strlen(hdr->kind));
-    put_u32(p + 12 + ATTN_PARAMS_KIND_MAX, (uint32_t)hdr->config_len);
+    attn__put_u32(p + 12 + ATTN_PARAMS_KIND_MAX, (uint32_t)hdr->config_len);
     p += HEAD_BYTES;
-    for (int i = 0; i < hdr->config_len; i++, p += 8) put_u64(p, (uint64_t)hdr->config[i]);
-    put_u64(p, (uint64_t)nslices);
+    for (int i = 0; i < hdr->config_len; i++, p += 8)
+        attn__put_u64(p, (uint64_t)hdr->config[i]);
+    attn__put_u64(p, (uint64_t)nslices);
     p += 8;
     for (int64_t s = 0; s < nslices; s++) {
         memset(p, 0, ATTN_SLICE_NAME_MAX);
         memcpy(p, slices[s].name, strlen(slices[s].name));
         p += ATTN_SLICE_NAME_MAX;
-        put_u64(p, (uint64_t)slices[s].offset);
-        put_u64(p + 8, (uint64_t)slices[s].shape[0]);
-        put_u64(p + 16, (uint64_t)slices[s].shape[1]);
-        put_u32(p + 24, (uint32_t)slices[s].init);
+        attn__put_u64(p, (uint64_t)slices[s].offset);
+        attn__put_u64(p + 8, (uint64_t)slices[s].shape[0]);
+        attn__put_u64(p + 16, (uint64_t)slices[s].shape[1]);
+        attn__put_u32(p + 24, (uint32_t)slices[s].init);
         p += 28;
     }
-    put_u64(p, (uint64_t)count);
+    attn__put_u64(p, (uint64_t)count);
     p += 8;
-    for (int64_t i = 0; i < count; i++, p += 4) {
-        uint32_t u;
-        memcpy(&u, &block[i], 4);
-        put_u32(p, u);
-    }
-    put_u32(p, attn__crc32(buf, size - 4));
+    attn__put_f32s(p, block, count);
+    p += 4 * count;
+    attn__put_u32(p, attn__crc32(buf, size - 4));
 
-    /* temporary file next to the target, flushed, then renamed */
-    size_t plen = strlen(path);
-    char *tmp = attn__alloc(plen + 16, 1, "temporary name");
-    if (!tmp) {
-        attn__free(buf);
-        return ATTN_E_NOMEM;
-    }
-    snprintf(tmp, plen + 16, "%s.tmpXXXXXX", path);
-    attn_status st = ATTN_OK;
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = attn__fail(ATTN_E_IO, "cannot create a temporary file next to "
-                        "%s: %s", path, strerror(errno));
-    } else {
-        size_t done = 0;
-        while (done < size) {
-            ssize_t w = write(fd, buf + done, size - done);
-            if (w < 0 && errno == EINTR) continue;
-            if (w <= 0) break;
-            done += (size_t)w;
-        }
-        if (done < size || fsync(fd) != 0)
-            st = attn__fail(ATTN_E_IO, "cannot write %s: %s", tmp, strerror(errno));
-        if (close(fd) != 0 && !st)
-            st = attn__fail(ATTN_E_IO, "cannot close %s: %s", tmp, strerror(errno));
-        if (!st && rename(tmp, path) != 0)
-            st = attn__fail(ATTN_E_IO, "cannot rename %s to %s: %s", tmp, path,
-                            strerror(errno));
-        if (st) unlink(tmp);
-    }
-    attn__free(tmp);
+    attn_status st = attn__write_atomic(path, buf, size);
     attn__free(buf);
     return st;
-}
-
-static attn_status bad(const char *path, const char *what) {
-    return attn__fail(ATTN_E_FORMAT, "%s: %s", path, what);
 }
 
 attn_status attn_params_load(const char *path, attn_params_header *hdr,
@@ -162,74 +93,57 @@ attn_status attn_params_load(const char *path, attn_params_header *hdr,
     ATTN__NEED(count);
     *slices = NULL;
     *block = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return attn__fail(ATTN_E_IO, "cannot open %s: %s", path, strerror(errno));
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return attn__fail(ATTN_E_IO, "cannot size %s", path);
-    }
-    if ((size_t)size < HEAD_BYTES + 8 + 8 + 4) {
-        fclose(f);
-        return bad(path, "too short to be a parameter file (truncated?)");
-    }
-    unsigned char *buf = attn__alloc((size_t)size, 1, "parameter file image");
-    if (!buf) {
-        fclose(f);
-        return ATTN_E_NOMEM;
-    }
-    size_t got = fread(buf, 1, (size_t)size, f);
-    fclose(f);
-    attn_status st = ATTN_OK;
-    const size_t n = (size_t)size;
-    if (got != n) {
-        st = attn__fail(ATTN_E_IO, "cannot read %s", path);
-        goto done;
-    }
+    unsigned char *buf;
+    size_t n;
+    attn_status st = attn__read_file(path, HEAD_BYTES + 8 + 8 + 4,
+                                     "a parameter file", &buf, &n);
+    if (st) return st;
     if (memcmp(buf, MAGIC, 8) != 0) {
-        st = bad(path, "not an attn parameter file (magic)");
+        st = attn__bad_file(path, "not an attn parameter file (magic)");
         goto done;
     }
-    uint32_t ver = get_u32(buf + 8);
+    uint32_t ver = attn__get_u32(buf + 8);
     if (ver != VERSION) {
         st = attn__fail(ATTN_E_FORMAT, "%s: format version %u; this library "
                         "reads version %u", path, ver, VERSION);
         goto done;
     }
-    if (get_u32(buf + n - 4) != attn__crc32(buf, n - 4)) {
-        st = bad(path, "CRC32 mismatch: the file is corrupted or truncated");
+    if (attn__get_u32(buf + n - 4) != attn__crc32(buf, n - 4)) {
+        st = attn__bad_file(path, "CRC32 mismatch: the file is corrupted or "
+                                  "truncated");
         goto done;
     }
     memset(hdr, 0, sizeof *hdr);
     memcpy(hdr->kind, buf + 12, ATTN_PARAMS_KIND_MAX);
-    uint32_t clen = get_u32(buf + 12 + ATTN_PARAMS_KIND_MAX);
+    uint32_t clen = attn__get_u32(buf + 12 + ATTN_PARAMS_KIND_MAX);
     if (hdr->kind[ATTN_PARAMS_KIND_MAX - 1] != 0 || clen > ATTN_PARAMS_MAX_CONFIG) {
-        st = bad(path, "bad kind or config length");
+        st = attn__bad_file(path, "bad kind or config length");
         goto done;
     }
     hdr->config_len = (int32_t)clen;
     size_t pos = HEAD_BYTES;
     if (n - 4 < pos + 8 * (size_t)clen + 8) {
-        st = bad(path, "truncated config");
+        st = attn__bad_file(path, "truncated config");
         goto done;
     }
-    for (uint32_t i = 0; i < clen; i++, pos += 8) hdr->config[i] = (int64_t)get_u64(buf + pos);
-    uint64_t ns = get_u64(buf + pos);
+    for (uint32_t i = 0; i < clen; i++, pos += 8)
+        hdr->config[i] = (int64_t)attn__get_u64(buf + pos);
+    uint64_t ns = attn__get_u64(buf + pos);
     pos += 8;
     if (ns > (n - 4 - pos) / SLICE_BYTES) {
-        st = bad(path, "slice table larger than the file");
+        st = attn__bad_file(path, "slice table larger than the file");
         goto done;
     }
     size_t after_slices = pos + (size_t)ns * SLICE_BYTES;
     if (n - 4 < after_slices + 8) {
-        st = bad(path, "truncated before the parameter count");
+        st = attn__bad_file(path, "truncated before the parameter count");
         goto done;
     }
-    uint64_t cnt = get_u64(buf + after_slices);
+    uint64_t cnt = attn__get_u64(buf + after_slices);
     if (cnt < 1 || cnt > (n - 4 - after_slices - 8) / 4 ||
         n - 4 - after_slices - 8 != cnt * 4) {
-        st = bad(path, "parameter count disagrees with the file size");
+        st = attn__bad_file(path, "parameter count disagrees with the file "
+                                  "size");
         goto done;
     }
     *slices = attn__alloc(ns ? (size_t)ns : 1, sizeof(attn_param_slice), "slices");
@@ -242,23 +156,20 @@ attn_status attn_params_load(const char *path, attn_params_header *hdr,
         attn_param_slice *sl = &(*slices)[s];
         memset(sl, 0, sizeof *sl);
         memcpy(sl->name, buf + pos, ATTN_SLICE_NAME_MAX);
-        sl->offset = (int64_t)get_u64(buf + pos + ATTN_SLICE_NAME_MAX);
-        sl->shape[0] = (int64_t)get_u64(buf + pos + ATTN_SLICE_NAME_MAX + 8);
-        sl->shape[1] = (int64_t)get_u64(buf + pos + ATTN_SLICE_NAME_MAX + 16);
-        sl->init = (attn_init_kind)get_u32(buf + pos + ATTN_SLICE_NAME_MAX + 24);
+        sl->offset = (int64_t)attn__get_u64(buf + pos + ATTN_SLICE_NAME_MAX);
+        sl->shape[0] = (int64_t)attn__get_u64(buf + pos + ATTN_SLICE_NAME_MAX + 8);
+        sl->shape[1] = (int64_t)attn__get_u64(buf + pos + ATTN_SLICE_NAME_MAX + 16);
+        sl->init = (attn_init_kind)attn__get_u32(buf + pos + ATTN_SLICE_NAME_MAX + 24);
         int64_t e;
         if (sl->name[ATTN_SLICE_NAME_MAX - 1] != 0 || sl->offset < 0 ||
             !attn__mul_i64(sl->shape[0], sl->shape[1], &e) || e < 1 ||
             sl->offset > (int64_t)cnt - e) {
-            st = bad(path, "a slice lies outside the parameter block");
+            st = attn__bad_file(path, "a slice lies outside the parameter block");
             goto done;
         }
     }
     pos += 8;
-    for (uint64_t i = 0; i < cnt; i++, pos += 4) {
-        uint32_t u = get_u32(buf + pos);
-        memcpy(&(*block)[i], &u, 4);
-    }
+    attn__get_f32s(buf + pos, *block, (int64_t)cnt);
     *nslices = (int64_t)ns;
     *count = (int64_t)cnt;
 done:

@@ -4,12 +4,9 @@
  * in the target's folder, fsync'ed, renamed over the target and the
  * folder fsync'ed: a reader sees the old file or the new one. */
 #include "train.h"
+#include "../io/binfile.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #define MAGIC "ATTNCKPT"   /* 8 bytes, no NUL */
 #define VERSION 1u
@@ -17,22 +14,6 @@
 /* magic, version, nfields, fields, step, rng, n; then 3 n floats, CRC */
 #define HEAD_BYTES (8 + 4 + 4 + 8 * NFIELDS + 8 + 32 + 8)
 
-static void put_u32(unsigned char *p, uint32_t v) {
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put_u64(unsigned char *p, uint64_t v) {
-    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get_u32(const unsigned char *p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-static uint64_t get_u64(const unsigned char *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
 static uint64_t dbits(double d) {
     uint64_t u;
     memcpy(&u, &d, 8);
@@ -92,66 +73,6 @@ static void fields(attn_train_config *c, uint64_t *w, int to_file) {
     ATTN_ASSERT(k == NFIELDS);
 }
 
-static void put_floats(unsigned char *p, const float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++, p += 4) {
-        uint32_t u;
-        memcpy(&u, &x[i], 4);
-        put_u32(p, u);
-    }
-}
-static void get_floats(const unsigned char *p, float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++, p += 4) {
-        uint32_t u = get_u32(p);
-        memcpy(&x[i], &u, 4);
-    }
-}
-
-/* Writes size bytes of buf to path through a temporary file. */
-static attn_status write_atomic(const char *path, const unsigned char *buf,
-                                size_t size) {
-    const size_t plen = strlen(path);
-    char *tmp = attn__alloc(plen + 16, 1, "temporary name");
-    if (!tmp) return ATTN_E_NOMEM;
-    snprintf(tmp, plen + 16, "%s.tmpXXXXXX", path);
-    attn_status st = ATTN_OK;
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = attn__fail(ATTN_E_IO, "cannot create a temporary file next to "
-                        "%s: %s", path, strerror(errno));
-        attn__free(tmp);
-        return st;
-    }
-    (void)fchmod(fd, 0644); /* mkstemp gives 0600; a model is not secret */
-    size_t done = 0;
-    while (done < size) {
-        ssize_t w = write(fd, buf + done, size - done);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        done += (size_t)w;
-    }
-    if (done < size || fsync(fd) != 0)
-        st = attn__fail(ATTN_E_IO, "cannot write %s: %s", tmp, strerror(errno));
-    if (close(fd) != 0 && !st)
-        st = attn__fail(ATTN_E_IO, "cannot close %s: %s", tmp, strerror(errno));
-    if (!st && rename(tmp, path) != 0)
-        st = attn__fail(ATTN_E_IO, "cannot rename %s to %s: %s", tmp, path,
-                        strerror(errno));
-    if (st) {
-        unlink(tmp);
-    } else {
-        /* make the rename itself durable: fsync the folder */
-        char *slash = strrchr(tmp, '/');
-        if (slash) slash[1] = '\0';
-        int dfd = open(slash ? tmp : ".", O_RDONLY);
-        if (dfd >= 0) {
-            (void)fsync(dfd);
-            close(dfd);
-        }
-    }
-    attn__free(tmp);
-    return st;
-}
-
 attn_status attn_trainer_save(const attn_trainer *t, const char *path) {
     if (!t || !path)
         return attn__fail(ATTN_E_INVALID, "%s is NULL", t ? "path" : "trainer");
@@ -163,76 +84,51 @@ attn_status attn_trainer_save(const attn_trainer *t, const char *path) {
     if (!buf) return ATTN_E_NOMEM;
     unsigned char *p = buf;
     memcpy(p, MAGIC, 8);
-    put_u32(p + 8, VERSION);
-    put_u32(p + 12, NFIELDS);
+    attn__put_u32(p + 8, VERSION);
+    attn__put_u32(p + 12, NFIELDS);
     p += 16;
     uint64_t w[NFIELDS];
     attn_train_config c = t->cfg;
     fields(&c, w, 1);
-    for (int i = 0; i < NFIELDS; i++, p += 8) put_u64(p, w[i]);
-    put_u64(p, (uint64_t)t->step);
+    for (int i = 0; i < NFIELDS; i++, p += 8) attn__put_u64(p, w[i]);
+    attn__put_u64(p, (uint64_t)t->step);
     p += 8;
-    for (int i = 0; i < 4; i++, p += 8) put_u64(p, t->rng.s[i]);
-    put_u64(p, (uint64_t)t->n);
+    for (int i = 0; i < 4; i++, p += 8) attn__put_u64(p, t->rng.s[i]);
+    attn__put_u64(p, (uint64_t)t->n);
     p += 8;
-    put_floats(p, t->params, t->n);
-    put_floats(p + 4 * t->n, t->m, t->n);
-    put_floats(p + 8 * t->n, t->v, t->n);
+    attn__put_f32s(p, t->params, t->n);
+    attn__put_f32s(p + 4 * t->n, t->m, t->n);
+    attn__put_f32s(p + 8 * t->n, t->v, t->n);
     p += 12 * t->n;
-    put_u32(p, attn__crc32(buf, size - 4));
-    attn_status st = write_atomic(path, buf, size);
+    attn__put_u32(p, attn__crc32(buf, size - 4));
+    attn_status st = attn__write_atomic(path, buf, size);
     attn__free(buf);
     return st;
-}
-
-static attn_status bad(const char *path, const char *what) {
-    return attn__fail(ATTN_E_FORMAT, "%s: %s", path, what);
 }
 
 attn_status attn_trainer_load(const char *path, attn_trainer **out) {
     if (!path || !out)
         return attn__fail(ATTN_E_INVALID, "%s is NULL", path ? "out" : "path");
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return attn__fail(ATTN_E_IO, "cannot open %s: %s", path, strerror(errno));
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return attn__fail(ATTN_E_IO, "cannot size %s", path);
-    }
-    if ((size_t)size < HEAD_BYTES + 4) {
-        fclose(f);
-        return bad(path, "too short to be a checkpoint (truncated?)");
-    }
-    unsigned char *buf = attn__alloc((size_t)size, 1, "checkpoint image");
-    if (!buf) {
-        fclose(f);
-        return ATTN_E_NOMEM;
-    }
-    const size_t got = fread(buf, 1, (size_t)size, f);
-    fclose(f);
-    attn_status st = ATTN_OK;
+    unsigned char *buf;
+    size_t n;
+    attn_status st = attn__read_file(path, HEAD_BYTES + 4, "a checkpoint",
+                                     &buf, &n);
+    if (st) return st;
     attn_trainer *t = NULL;
-    const size_t n = (size_t)size;
-    if (got != n) {
-        st = attn__fail(ATTN_E_IO, "cannot read %s", path);
-        goto done;
-    }
     if (memcmp(buf, MAGIC, 8) != 0) {
-        st = bad(path, "not an attn training checkpoint (bad magic)");
+        st = attn__bad_file(path, "not an attn training checkpoint (bad magic)");
         goto done;
     }
-    if (get_u32(buf + 8) != VERSION || get_u32(buf + 12) != NFIELDS) {
+    const uint32_t ver = attn__get_u32(buf + 8), nf = attn__get_u32(buf + 12);
+    if (ver != VERSION || nf != NFIELDS) {
         st = attn__fail(ATTN_E_FORMAT, "%s: checkpoint version %u with %u "
                         "fields; this library reads version %u with %u",
-                        path, get_u32(buf + 8), get_u32(buf + 12), VERSION,
-                        NFIELDS);
+                        path, ver, nf, VERSION, NFIELDS);
         goto done;
     }
     const unsigned char *p = buf + 16;
-    const uint64_t count = get_u64(buf + HEAD_BYTES - 8);
+    const uint64_t count = attn__get_u64(buf + HEAD_BYTES - 8);
     if (count > (n - HEAD_BYTES - 4) / 12 ||
         HEAD_BYTES + 12 * count + 4 != n) {
         st = attn__fail(ATTN_E_FORMAT, "%s: %zu bytes, but a checkpoint of "
@@ -241,12 +137,12 @@ attn_status attn_trainer_load(const char *path, attn_trainer **out) {
                         (unsigned long long)(HEAD_BYTES + 12 * count + 4));
         goto done;
     }
-    if (get_u32(buf + n - 4) != attn__crc32(buf, n - 4)) {
-        st = bad(path, "CRC32 mismatch: the file is corrupted");
+    if (attn__get_u32(buf + n - 4) != attn__crc32(buf, n - 4)) {
+        st = attn__bad_file(path, "CRC32 mismatch: the file is corrupted");
         goto done;
     }
     uint64_t w[NFIELDS];
-    for (int i = 0; i < NFIELDS; i++, p += 8) w[i] = get_u64(p);
+    for (int i = 0; i < NFIELDS; i++, p += 8) w[i] = attn__get_u64(p);
     attn_train_config c;
     memset(&c, 0, sizeof c);
     fields(&c, w, 0);
@@ -263,18 +159,18 @@ attn_status attn_trainer_load(const char *path, attn_trainer **out) {
                         (unsigned long long)count, (long long)t->n);
         goto done;
     }
-    const int64_t step = (int64_t)get_u64(p);
+    const int64_t step = (int64_t)attn__get_u64(p);
     p += 8;
     if (step < 0) {
-        st = bad(path, "negative step");
+        st = attn__bad_file(path, "negative step");
         goto done;
     }
     t->step = step;
-    for (int i = 0; i < 4; i++, p += 8) t->rng.s[i] = get_u64(p);
+    for (int i = 0; i < 4; i++, p += 8) t->rng.s[i] = attn__get_u64(p);
     p += 8; /* count, read above */
-    get_floats(p, t->params, t->n);
-    get_floats(p + 4 * t->n, t->m, t->n);
-    get_floats(p + 8 * t->n, t->v, t->n);
+    attn__get_f32s(p, t->params, t->n);
+    attn__get_f32s(p + 4 * t->n, t->m, t->n);
+    attn__get_f32s(p + 8 * t->n, t->v, t->n);
 done:
     attn__free(buf);
     if (st) {

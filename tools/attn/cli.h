@@ -22,6 +22,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...);
 
 /* True if argv[i] is "--help" or "-h". */
 int cli_is_help(const char *arg);
+/* If any of argv[1 .. argc - 1] is, calls help() and returns 1. */
+int cli_help_asked(int argc, char **argv, void (*help)(void));
 
 /* ---- .npy arrays for attention (cli_io.c) ----------------------------
  * Functions returning int give 0 on success, or the exit status of the
@@ -46,6 +48,24 @@ int cli_load_tensor(const char *cmd, const char *path, const char *name,
 int cli_tensor_convert(const char *cmd, cli_tensor *t, attn_dtype dtype);
 
 void cli_tensor_free(cli_tensor *t);
+
+/* --compute-dtype S: f32, f16, bf16 or f64 into *dt (usage error else;
+ * S NULL leaves *dt). */
+int cli_compute_dtype(const char *cmd, const char *s, attn_dtype *dt);
+
+/* Converts q, k, v to compute if given, else reads f64 files as f32 and
+ * keeps f32 and f16 as they are. */
+int cli_qkv_convert(const char *cmd, int given, attn_dtype compute,
+                    cli_tensor *q, cli_tensor *k, cli_tensor *v);
+
+/* Options that each take a value, e.g. {"--q", &qp}: every argument of
+ * argv[1 .. argc - 1] must be one of them followed by its value. */
+typedef struct {
+    const char *name;
+    const char **slot;
+} cli_path_opt;
+int cli_parse_paths(const char *cmd, int argc, char **argv,
+                    const cli_path_opt *opts, size_t n);
 
 /* Allocates a zeroed contiguous (d0, d1, d2, d3) tensor of dtype, checking
  * the size; free t->data with free(). */
@@ -128,7 +148,18 @@ void cli_print_mask(FILE *f, const char *title, const uint8_t *m,
  * 0 leaves the defaults). A model this small runs fastest on one. */
 void cli_train_threads(int64_t threads);
 
-/* ---- layer subcommands (cli_layers.c) --------------------------------- */
+/* ---- layer subcommands (cli_layers.c) ---------------------------------
+ *
+ *   cli_layer l;
+ *   cli_layer_init(&l, qkv);
+ *   rc = cli_sdpa_args_parse(cmd, &argc, argv, &l.a);
+ *   ... for each option with a value: cli_layer_opt, else its own ...
+ *   cli_layer_check, cli_layer_load
+ *   ... load (attn_X_load into l.prm, l.loaded = 1) or
+ *       cli_layer_alloc_params + attn_X_init; then cli_layer_save_params ...
+ *   cli_layer_alloc, attn_X_forward, cli_save_seq
+ *   done: cli_layer_free(&l);
+ */
 
 /* A sequence input (L, D) or (B, L, D) as contiguous f32 (B = 1 for rank 2). */
 typedef struct {
@@ -136,10 +167,6 @@ typedef struct {
     int64_t B, L, D;
     float *x;
 } cli_seq;
-
-int cli_load_seq(const char *cmd, const char *path, const char *name,
-                 cli_seq *s);
-void cli_seq_free(cli_seq *s);
 
 /* Saves data with shape [lead...] (B if rank == 3) rows cols. */
 int cli_save_seq(const char *cmd, const char *path, float *data, int rank,
@@ -153,13 +180,49 @@ typedef struct {
     int seeded;
 } cli_param_src;
 
-/* Takes --params, --save-params, --init-seed: *used = 1 if arg was one;
- * returns nonzero for a bad value. */
-int cli_param_opt(const char *arg, const char *val, cli_param_src *p,
-                  int *used);
-/* Exactly one of --params and --init-seed. */
-int cli_param_check(const char *cmd, const cli_param_src *p);
 void cli_param_help(FILE *f);
+
+/* What a layer subcommand holds from its options to its saved outputs. */
+typedef struct {
+    int qkv;                  /* inputs --query, --key, --value; else --x */
+    cli_sdpa_args a;
+    cli_param_src src;
+    const char *in[3];        /* their paths (--x in in[0])              */
+    const char *out_path, *weights_path;
+    cli_seq q, k, v;          /* the inputs given (k, v may stay empty)  */
+    const cli_seq *K, *V;     /* key and value: k, v or else the query   */
+    float *prm;               /* the parameters                          */
+    int loaded;               /* prm came from attn_X_load               */
+    float *ws, *out, *w;      /* workspace, output, weights (--weights)  */
+} cli_layer;
+
+void cli_layer_init(cli_layer *l, int qkv);
+
+/* Takes an option with a value that every layer subcommand has: --out,
+ * --weights, --params, --save-params, --init-seed, and the inputs.
+ * *used = 1 if arg was one; returns nonzero for a bad value (the caller
+ * says so). */
+int cli_layer_opt(cli_layer *l, const char *arg, const char *val, int *used);
+
+/* The input (--query or --x) and --out are given, exactly one of --params
+ * and --init-seed, and with --init-seed the option `need` (have != 0; need
+ * NULL: none). */
+int cli_layer_check(const char *cmd, const cli_layer *l, const char *need,
+                    int have);
+
+/* Loads the inputs named by in[] as f32 sequences. Key and value default
+ * to the query (self-attention) and must share its rank and batch, and
+ * each other's length. */
+int cli_layer_load(const char *cmd, cli_layer *l);
+
+/* n floats of parameters for --init-seed (n > 0). */
+int cli_layer_alloc_params(const char *cmd, cli_layer *l, int64_t n);
+
+/* Workspace (wsn floats), output (nout) and, with --weights, weights (nw). */
+int cli_layer_alloc(const char *cmd, cli_layer *l, size_t wsn, int64_t nout,
+                    int64_t nw);
+
+void cli_layer_free(cli_layer *l);
 
 /* ---- pictures and diagnostics (cli_viz.c) ----------------------------- */
 
@@ -176,6 +239,27 @@ int cli_tokens_parse(const char *cmd, const char *opt, const char *s,
 int cli_tokens_expect(const char *cmd, const char *opt, const cli_tokens *t,
                       int64_t n, const char *axis);
 void cli_tokens_free(cli_tokens *t);
+
+/* Axis labels: --tokens for both axes, or one list per axis (xopt for the
+ * keys, yopt for the queries, e.g. "--x-tokens", "--y-tokens"). */
+typedef struct {
+    cli_tokens x, y, both;
+    const char *xopt, *yopt;
+} cli_labels;
+
+void cli_labels_init(cli_labels *l, const char *xopt, const char *yopt);
+/* 1 if arg is one of the label options (then *rc is its parse result). */
+int cli_labels_opt(const char *cmd, cli_labels *l, const char *arg,
+                   const char *val, int *rc);
+/* The labels of the key (x != 0) or query axis, which must have n tokens
+ * (axis names it in the message); *labels NULL when none were given. */
+int cli_labels_axis(const char *cmd, const cli_labels *l, int x, int64_t n,
+                    const char *axis, const char *const **labels);
+void cli_labels_free(cli_labels *l);
+
+/* A positional argument taken as the weights file: a usage error if one
+ * was given already. */
+int cli_weights_arg(const char *cmd, const char *arg, const char **path);
 
 /* "B,H" of --map. */
 int cli_parse_map(const char *cmd, const char *s, int64_t *b, int64_t *h);

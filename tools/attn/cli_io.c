@@ -108,6 +108,50 @@ int cli_tensor_convert(const char *cmd, cli_tensor *t, attn_dtype dtype) {
     return 0;
 }
 
+int cli_compute_dtype(const char *cmd, const char *s, attn_dtype *dt) {
+    static const struct {
+        const char *name;
+        attn_dtype dt;
+    } t[] = {{"f32", ATTN_F32}, {"f16", ATTN_F16}, {"bf16", ATTN_BF16},
+             {"f64", ATTN_F64}};
+    if (!s) return 0;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (strcmp(s, t[i].name) == 0) {
+            *dt = t[i].dt;
+            return 0;
+        }
+    return cli_usage_error(cmd, "--compute-dtype takes f32, f16, bf16 or "
+                           "f64, not '%s'", s);
+}
+
+int cli_qkv_convert(const char *cmd, int given, attn_dtype compute,
+                    cli_tensor *q, cli_tensor *k, cli_tensor *v) {
+    /* without --compute-dtype, f64 files are read as f32 (any kernel) */
+    cli_tensor *in[3] = {q, k, v};
+    for (int i = 0; i < 3; i++) {
+        attn_dtype to = given ? compute
+                              : (in[i]->t.dtype == ATTN_F64 ? ATTN_F32
+                                                            : in[i]->t.dtype);
+        int rc = cli_tensor_convert(cmd, in[i], to);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int cli_parse_paths(const char *cmd, int argc, char **argv,
+                    const cli_path_opt *opts, size_t n) {
+    for (int i = 1; i < argc; i += 2) {
+        const char **slot = NULL;
+        for (size_t j = 0; j < n && !slot; j++)
+            if (strcmp(argv[i], opts[j].name) == 0) slot = opts[j].slot;
+        if (!slot) return cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
+        if (i + 1 >= argc)
+            return cli_usage_error(cmd, "%s needs a value", argv[i]);
+        *slot = argv[i + 1];
+    }
+    return 0;
+}
+
 void cli_tensor_free(cli_tensor *t) {
     attn_npy_free(&t->npy);
     memset(t, 0, sizeof *t);

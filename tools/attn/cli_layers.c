@@ -1,12 +1,13 @@
 /* Pieces shared by the layer subcommands (attn mha, additive, encoder):
- * loading a sequence input, the parameter-source options, saving. */
+ * the options they all take, loading the sequence inputs, the parameter
+ * and output buffers, saving. */
 #include "cli.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-int cli_load_seq(const char *cmd, const char *path, const char *name,
-                 cli_seq *s) {
+static int load_seq(const char *cmd, const char *path, const char *name,
+                    cli_seq *s) {
     memset(s, 0, sizeof *s);
     int rc = cli_load_tensor(cmd, path, name, &s->t);
     if (rc) return rc;
@@ -26,8 +27,6 @@ int cli_load_seq(const char *cmd, const char *path, const char *name,
     return 0;
 }
 
-void cli_seq_free(cli_seq *s) { cli_tensor_free(&s->t); }
-
 int cli_save_seq(const char *cmd, const char *path, float *data, int rank,
                  int nlead, const int64_t *lead, int64_t B, int64_t rows,
                  int64_t cols) {
@@ -41,19 +40,8 @@ int cli_save_seq(const char *cmd, const char *path, float *data, int rank,
     return cli_save_array(cmd, path, ATTN_F32, data, nd, shape);
 }
 
-int cli_param_opt(const char *arg, const char *val, cli_param_src *p,
-                  int *used) {
-    *used = 1;
-    if (strcmp(arg, "--params") == 0) p->load = val;
-    else if (strcmp(arg, "--save-params") == 0) p->save = val;
-    else if (strcmp(arg, "--init-seed") == 0) {
-        if (cli_parse_u64(val, &p->seed)) return 1;
-        p->seeded = 1;
-    } else *used = 0;
-    return 0;
-}
-
-int cli_param_check(const char *cmd, const cli_param_src *p) {
+/* Exactly one of --params and --init-seed. */
+static int param_check(const char *cmd, const cli_param_src *p) {
     if (!p->load == !p->seeded)
         return cli_usage_error(cmd, "give either --params FILE or "
                                "--init-seed N");
@@ -68,4 +56,87 @@ void cli_param_help(FILE *f) {
 "  --init-seed N        Xavier-uniform initialization from seed N (biases\n"
 "                       0, LayerNorm gamma 1), sizes from the options\n"
 "  --save-params FILE   also write the parameters used to FILE\n");
+}
+
+void cli_layer_init(cli_layer *l, int qkv) {
+    memset(l, 0, sizeof *l);
+    l->qkv = qkv;
+    cli_sdpa_args_init(&l->a);
+}
+
+int cli_layer_opt(cli_layer *l, const char *arg, const char *val,
+                  int *used) {
+    static const char *const qkv_names[3] = {"--query", "--key", "--value"};
+    *used = 1;
+    for (int i = 0; i < (l->qkv ? 3 : 1); i++)
+        if (strcmp(arg, l->qkv ? qkv_names[i] : "--x") == 0) {
+            l->in[i] = val;
+            return 0;
+        }
+    if (strcmp(arg, "--out") == 0) l->out_path = val;
+    else if (strcmp(arg, "--weights") == 0) l->weights_path = val;
+    else if (strcmp(arg, "--params") == 0) l->src.load = val;
+    else if (strcmp(arg, "--save-params") == 0) l->src.save = val;
+    else if (strcmp(arg, "--init-seed") == 0) {
+        if (cli_parse_u64(val, &l->src.seed)) return 1;
+        l->src.seeded = 1;
+    } else *used = 0;
+    return 0;
+}
+
+int cli_layer_check(const char *cmd, const cli_layer *l, const char *need,
+                    int have) {
+    if (!l->in[0] || !l->out_path)
+        return cli_usage_error(cmd, "%s and --out are required",
+                               l->qkv ? "--query" : "--x");
+    int rc = param_check(cmd, &l->src);
+    if (rc) return rc;
+    if (need && l->src.seeded && !have)
+        return cli_usage_error(cmd, "--init-seed needs %s", need);
+    return 0;
+}
+
+int cli_layer_load(const char *cmd, cli_layer *l) {
+    const char *qp = l->in[0], *kp = l->in[1], *vp = l->in[2];
+    int rc;
+    if ((rc = load_seq(cmd, qp, l->qkv ? "query" : "x", &l->q)) ||
+        (kp && (rc = load_seq(cmd, kp, "key", &l->k))) ||
+        (vp && (rc = load_seq(cmd, vp, "value", &l->v))))
+        return rc;
+    const cli_seq *q = &l->q, *K = kp ? &l->k : q, *V = vp ? &l->v : K;
+    l->K = K;
+    l->V = V;
+    if (K->B != q->B || V->B != q->B || K->L != V->L ||
+        K->t.rank != q->t.rank || V->t.rank != q->t.rank)
+        return cli_usage_error(cmd, "query, key and value must share the "
+                               "rank and batch, and key and value the length");
+    return 0;
+}
+
+int cli_layer_alloc_params(const char *cmd, cli_layer *l, int64_t n) {
+    l->prm = malloc(sizeof(float) * (size_t)n);
+    if (!l->prm) return cli_fail(cmd, ATTN_E_NOMEM, "initialization");
+    return 0;
+}
+
+int cli_layer_alloc(const char *cmd, cli_layer *l, size_t wsn, int64_t nout,
+                    int64_t nw) {
+    l->ws = malloc(sizeof(float) * wsn);
+    l->out = malloc(sizeof(float) * (size_t)nout);
+    if (l->weights_path) l->w = malloc(sizeof(float) * (size_t)nw);
+    if (!l->ws || !l->out || (l->weights_path && !l->w))
+        return cli_fail(cmd, ATTN_E_NOMEM, "allocation");
+    return 0;
+}
+
+void cli_layer_free(cli_layer *l) {
+    if (l->loaded) attn_params_free(l->prm);
+    else free(l->prm);
+    free(l->ws);
+    free(l->out);
+    free(l->w);
+    cli_tensor_free(&l->q.t);
+    cli_tensor_free(&l->k.t);
+    cli_tensor_free(&l->v.t);
+    cli_sdpa_args_free(&l->a);
 }

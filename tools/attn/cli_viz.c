@@ -45,6 +45,47 @@ void cli_tokens_free(cli_tokens *t) {
     memset(t, 0, sizeof *t);
 }
 
+void cli_labels_init(cli_labels *l, const char *xopt, const char *yopt) {
+    memset(l, 0, sizeof *l);
+    l->xopt = xopt;
+    l->yopt = yopt;
+}
+
+int cli_labels_opt(const char *cmd, cli_labels *l, const char *arg,
+                   const char *val, int *rc) {
+    cli_tokens *t = strcmp(arg, "--tokens") == 0 ? &l->both
+                    : strcmp(arg, l->xopt) == 0  ? &l->x
+                    : strcmp(arg, l->yopt) == 0  ? &l->y
+                                                 : NULL;
+    if (!t) return 0;
+    *rc = cli_tokens_parse(cmd, arg, val, t);
+    return 1;
+}
+
+int cli_labels_axis(const char *cmd, const cli_labels *l, int x, int64_t n,
+                    const char *axis, const char *const **labels) {
+    const cli_tokens *own = x ? &l->x : &l->y;
+    const cli_tokens *t = own->v ? own : &l->both;
+    int rc = cli_tokens_expect(cmd, own->v ? (x ? l->xopt : l->yopt)
+                                           : "--tokens", t, n, axis);
+    if (!rc) *labels = (const char *const *)t->v;
+    return rc;
+}
+
+void cli_labels_free(cli_labels *l) {
+    cli_tokens_free(&l->x);
+    cli_tokens_free(&l->y);
+    cli_tokens_free(&l->both);
+}
+
+int cli_weights_arg(const char *cmd, const char *arg, const char **path) {
+    if (*path)
+        return cli_usage_error(cmd, "one weights file, got '%s' and '%s'",
+                               *path, arg);
+    *path = arg;
+    return 0;
+}
+
 int cli_parse_map(const char *cmd, const char *s, int64_t *b, int64_t *h) {
     char tmp[64];
     const char *comma = strchr(s, ',');

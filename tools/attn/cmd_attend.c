@@ -123,11 +123,7 @@ static int pictures(const char *cmd, const char *dir,
 
 int cmd_attend(int argc, char **argv) {
     const char *cmd = "attend";
-    for (int i = 1; i < argc; i++)
-        if (cli_is_help(argv[i])) {
-            help();
-            return 0;
-        }
+    if (cli_help_asked(argc, argv, help)) return 0;
     const char *model = NULL, *input = NULL, *out = NULL;
     int64_t threads = 1;
     int print = 0;

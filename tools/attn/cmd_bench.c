@@ -10,7 +10,8 @@
 static void help(void) {
     printf(
 "usage: attn bench [--quick] [--json] [--threads N] [--cases SPEC,...]\n"
-"                  [--long] [--ref-max L] [--tiles BQxBK[/RC]]\n"
+"                  [--long] [--ref-max L] [--backward-max L]\n"
+"                  [--tiles BQxBK[/RC]]\n"
 "\n"
 "Measures this machine's cblas_sgemm on 1024^3 with 1 and 2 threads (the\n"
 "ceiling), then for each case the reference and the flash kernel: time,\n"
@@ -20,18 +21,28 @@ static void help(void) {
 "reference (sampled rows beyond --ref-max); a wrong kernel is not reported\n"
 "and the command exits 1.\n"
 "\n"
+"Cases up to --backward-max (default 4096) also time the flash backward\n"
+"(row 'bwd'): FLOPs 2.5x the forward's, the backward/forward time ratio in\n"
+"column bwd/fwd, its extra memory. It is first checked against the reference\n"
+"backward: dO kept on three blocks of 16 query rows, dQ of those rows and dK,\n"
+"dV of heads 0 and H-1 compared (max error relative to the largest gradient\n"
+"<= 1e-5); a wrong backward is not reported and the command exits 1.\n"
+"\n"
 "Default cases: B=1, H=8, L in {512, 1024, 2048, 4096, 16384}, D in {64, 128},\n"
 "full and causal, f32 and f16; the reference up to L=2048.\n"
 "\n"
 "  --quick          L in {1024, 4096} only (f16 at D=64 only)\n"
 "  --json           one JSON object per line (keys impl, B, H, Lq, Lk, D,\n"
 "                   causal, dtype, threads, ms, gflops, ceiling_gflops,\n"
-"                   ratio, extra_bytes, speedup, max_err)\n"
+"                   ratio, extra_bytes, speedup, max_err; backward lines:\n"
+"                   impl flash_bwd, max_rel_err, bwd_fwd_ratio)\n"
 "  --threads N      threads of the kernels (default: OpenMP's, OMP_NUM_THREADS)\n"
 "  --cases LIST     comma-separated cases L:D[:causal][:f16|:bf16|:f32][:hN]\n"
 "                   e.g. 1024:64,4096:128:causal:f16\n"
 "  --long           add L=65536, H=8, D=64 (flash only; shows extra memory)\n"
 "  --ref-max L      run the reference up to this L (default 2048)\n"
+"  --backward-max L time the backward for cases up to this L (default 4096:\n"
+"                   the default run takes ~3 minutes; 0: forward only, ~2)\n"
 "  --tiles BQxBK[/RC]\n"
 "                   flash tile sizes and the row band of partial tiles\n"
 "                   (tuning; default: the built-in ones)\n"
@@ -44,6 +55,7 @@ int cmd_bench(int argc, char **argv) {
     bench_opts o;
     memset(&o, 0, sizeof o);
     o.ref_max_l = 2048;
+    o.bwd_max_l = 4096;
     bench_case cases[64];
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--layers") == 0) { /* bench/bench_layers.c */
@@ -62,14 +74,16 @@ int cmd_bench(int argc, char **argv) {
             o.json = 1;
         } else if (strcmp(a, "--long") == 0) {
             o.long_case = 1;
-        } else if (strcmp(a, "--threads") == 0 || strcmp(a, "--ref-max") == 0) {
+        } else if (strcmp(a, "--threads") == 0 || strcmp(a, "--ref-max") == 0 ||
+                   strcmp(a, "--backward-max") == 0) {
             char *end;
             if (!val) return cli_usage_error(cmd, "%s needs a value", a);
             long long v = strtoll(val, &end, 10);
             if (*end || v < (a[2] == 't' ? 1 : 0) || v > (1ll << 24))
                 return cli_usage_error(cmd, "%s: bad value '%s'", a, val);
             if (a[2] == 't') o.threads = (int)v;
-            else o.ref_max_l = v;
+            else if (a[2] == 'r') o.ref_max_l = v;
+            else o.bwd_max_l = v;
             i++;
         } else if (strcmp(a, "--tiles") == 0) {
             long long bq, bk, rc = 0;

@@ -19,11 +19,7 @@ static void help(void) {
 
 int cmd_compare(int argc, char **argv) {
     const char *cmd = "compare";
-    for (int i = 1; i < argc; i++)
-        if (cli_is_help(argv[i])) {
-            help();
-            return 0;
-        }
+    if (cli_help_asked(argc, argv, help)) return 0;
     const char *pa = NULL, *pb = NULL, *out = NULL;
     int rc = 0;
     for (int i = 1; i < argc; i++) {

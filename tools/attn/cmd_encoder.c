@@ -34,21 +34,11 @@ static void help(void) {
 
 int cmd_encoder(int argc, char **argv) {
     const char *cmd = "encoder";
-    for (int i = 1; i < argc; i++)
-        if (cli_is_help(argv[i])) {
-            help();
-            return 0;
-        }
-    cli_sdpa_args a;
-    cli_seq x;
-    memset(&x, 0, sizeof x);
-    float *prm = NULL, *ws = NULL, *out = NULL, *w = NULL;
-    int loaded = 0;
-    cli_sdpa_args_init(&a);
-    int rc = cli_sdpa_args_parse(cmd, &argc, argv, &a);
+    if (cli_help_asked(argc, argv, help)) return 0;
+    cli_layer l;
+    cli_layer_init(&l, 0);
+    int rc = cli_sdpa_args_parse(cmd, &argc, argv, &l.a);
     if (rc) goto done;
-    const char *xp = NULL, *op = NULL, *wp = NULL;
-    cli_param_src src = {0};
     attn_encoder_config c;
     attn_encoder_config_init(&c);
     int positions = 0;
@@ -62,11 +52,8 @@ int cmd_encoder(int argc, char **argv) {
         }
         const char *o = argv[i], *val = argv[i + 1];
         int used, bad = 0;
-        if (cli_param_opt(o, val, &src, &used)) bad = 1;
+        if (cli_layer_opt(&l, o, val, &used)) bad = 1;
         else if (used) {}
-        else if (strcmp(o, "--x") == 0) xp = val;
-        else if (strcmp(o, "--out") == 0) op = val;
-        else if (strcmp(o, "--weights") == 0) wp = val;
         else if (strcmp(o, "--layers") == 0) bad = cli_parse_i64(val, &c.num_layers);
         else if (strcmp(o, "--heads") == 0) bad = cli_parse_i64(val, &c.num_heads);
         else if (strcmp(o, "--kv-heads") == 0) bad = cli_parse_i64(val, &c.num_kv_heads);
@@ -91,46 +78,44 @@ int cmd_encoder(int argc, char **argv) {
         }
         i++;
     }
-    if (!xp || !op) {
-        rc = cli_usage_error(cmd, "--x and --out are required");
-        goto done;
-    }
-    if ((rc = cli_param_check(cmd, &src))) goto done;
-    if ((rc = cli_load_seq(cmd, xp, "x", &x))) goto done;
+    if ((rc = cli_layer_check(cmd, &l, NULL, 0))) goto done;
+    if ((rc = cli_layer_load(cmd, &l))) goto done;
+    const cli_seq *x = &l.q;
     attn_status st;
-    if (src.load) {
-        if ((st = attn_encoder_load(src.load, &c, &prm))) {
+    if (l.src.load) {
+        if ((st = attn_encoder_load(l.src.load, &c, &l.prm))) {
             rc = cli_fail(cmd, st, "loading parameters");
             goto done;
         }
-        loaded = 1;
-        if (c.d_model != x.D) {
+        l.loaded = 1;
+        if (c.d_model != x->D) {
             rc = cli_usage_error(cmd, "%s is for d_model %lld but x has %lld "
-                                 "features", src.load, (long long)c.d_model,
-                                 (long long)x.D);
+                                 "features", l.src.load, (long long)c.d_model,
+                                 (long long)x->D);
             goto done;
         }
     } else {
-        c.d_model = x.D;
+        c.d_model = x->D;
         int64_t n = attn_encoder_param_count(&c);
         if (!n) {
             st = attn_encoder_workspace_size(&c, 1, 1, &(size_t){0});
             rc = cli_fail(cmd, st ? st : ATTN_E_NOMEM, "configuration");
             goto done;
         }
-        prm = malloc(sizeof(float) * (size_t)n);
-        if (!prm || (st = attn_encoder_init(&c, prm, src.seed))) {
-            rc = cli_fail(cmd, prm ? st : ATTN_E_NOMEM, "initialization");
+        if ((rc = cli_layer_alloc_params(cmd, &l, n))) goto done;
+        if ((st = attn_encoder_init(&c, l.prm, l.src.seed))) {
+            rc = cli_fail(cmd, st, "initialization");
             goto done;
         }
     }
-    if (src.save && (st = attn_encoder_save(src.save, &c, prm))) {
+    if (l.src.save && (st = attn_encoder_save(l.src.save, &c, l.prm))) {
         rc = cli_fail(cmd, st, "saving parameters");
         goto done;
     }
-    const int64_t B = x.B, L = x.L, E = c.d_model, Hw = attn_encoder_weight_heads(&c);
-    if ((rc = cli_sdpa_args_bind(cmd, &a, B, Hw, L, L))) goto done;
-    if (positions && (st = attn_add_positional_encoding(B, L, E, x.x))) {
+    const int64_t B = x->B, L = x->L, E = c.d_model, N = c.num_layers;
+    const int64_t Hw = attn_encoder_weight_heads(&c);
+    if ((rc = cli_sdpa_args_bind(cmd, &l.a, B, Hw, L, L))) goto done;
+    if (positions && (st = attn_add_positional_encoding(B, L, E, x->x))) {
         rc = cli_fail(cmd, st, "positions");
         goto done;
     }
@@ -139,35 +124,22 @@ int cmd_encoder(int argc, char **argv) {
         rc = cli_fail(cmd, st, "workspace");
         goto done;
     }
-    ws = malloc(sizeof(float) * wsn);
-    out = malloc(sizeof(float) * (size_t)(B * L * E));
-    if (wp) w = malloc(sizeof(float) * (size_t)(c.num_layers * B * Hw * L * L));
-    if (!ws || !out || (wp && !w)) {
-        rc = cli_fail(cmd, ATTN_E_NOMEM, "allocation");
+    if ((rc = cli_layer_alloc(cmd, &l, wsn, B * L * E, N * B * Hw * L * L)))
         goto done;
-    }
-    if ((st = attn_encoder_forward(&c, prm, B, L, x.x, &a.opts, out, w, ws))) {
+    if ((st = attn_encoder_forward(&c, l.prm, B, L, x->x, &l.a.opts, l.out,
+                                   l.w, l.ws))) {
         rc = cli_fail(cmd, st, "encoder");
         goto done;
     }
-    if ((rc = cli_save_seq(cmd, op, out, x.t.rank, 0, NULL, B, L, E))) goto done;
-    if (wp) {
-        int64_t lead[2] = {c.num_layers, 0};
-        if (x.t.rank == 3) {
-            int64_t sh[5] = {c.num_layers, B, Hw, L, L};
-            rc = cli_save_array(cmd, wp, ATTN_F32, w, 5, sh);
-        } else {
-            int64_t sh[4] = {lead[0], Hw, L, L};
-            rc = cli_save_array(cmd, wp, ATTN_F32, w, 4, sh);
-        }
+    if ((rc = cli_save_seq(cmd, l.out_path, l.out, x->t.rank, 0, NULL, B, L, E)))
+        goto done;
+    if (l.weights_path) { /* (N, B, Hw, L, L), or (N, Hw, L, L) for rank 2 */
+        const int64_t sh[5] = {N, B, Hw, L, L}, sh2[4] = {N, Hw, L, L};
+        const int r3 = x->t.rank == 3;
+        rc = cli_save_array(cmd, l.weights_path, ATTN_F32, l.w, 4 + r3,
+                            r3 ? sh : sh2);
     }
 done:
-    if (loaded) attn_params_free(prm);
-    else free(prm);
-    free(ws);
-    free(out);
-    free(w);
-    cli_seq_free(&x);
-    cli_sdpa_args_free(&a);
+    cli_layer_free(&l);
     return rc;
 }

@@ -91,11 +91,7 @@ done:
 
 int cmd_eval(int argc, char **argv) {
     const char *cmd = "eval";
-    for (int i = 1; i < argc; i++)
-        if (cli_is_help(argv[i])) {
-            help();
-            return 0;
-        }
+    if (cli_help_asked(argc, argv, help)) return 0;
     const char *pos[2] = {NULL, NULL};
     int npos = 0;
     int64_t count = 1000, threads = 1, min_len = -1;

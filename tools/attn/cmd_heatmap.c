@@ -152,20 +152,22 @@ done:
     return rc;
 }
 
+static int check_range(const char *cmd, const attn_heatmap_opts *o,
+                       int64_t have_vmin, int64_t have_vmax) {
+    if (have_vmin != have_vmax || (have_vmin && !(o->vmin < o->vmax)))
+        return cli_usage_error(cmd, "--vmin and --vmax go together, with "
+                               "vmin < vmax");
+    return 0;
+}
+
 int cmd_heatmap(int argc, char **argv) {
     const char *cmd = "heatmap";
-    for (int i = 1; i < argc; i++)
-        if (cli_is_help(argv[i])) {
-            help();
-            return 0;
-        }
+    if (cli_help_asked(argc, argv, help)) return 0;
     cli_sdpa_args a;
     cli_tensor w;
-    cli_tokens tx, ty, tb;
+    cli_labels lb;
     memset(&w, 0, sizeof w);
-    memset(&tx, 0, sizeof tx);
-    memset(&ty, 0, sizeof ty);
-    memset(&tb, 0, sizeof tb);
+    cli_labels_init(&lb, "--x-tokens", "--y-tokens");
     cli_sdpa_args_init(&a);
     int rc = cli_sdpa_args_parse(cmd, &argc, argv, &a);
     if (rc) goto done;
@@ -179,11 +181,7 @@ int cmd_heatmap(int argc, char **argv) {
         const char *arg = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (arg[0] != '-' || arg[1] == '\0') {
-            if (path) {
-                rc = cli_usage_error(cmd, "one weights file, got '%s' and '%s'", path, arg);
-                goto done;
-            }
-            path = arg;
+            if ((rc = cli_weights_arg(cmd, arg, &path))) goto done;
             continue;
         }
         if (strcmp(arg, "--grid") == 0) {
@@ -201,9 +199,7 @@ int cmd_heatmap(int argc, char **argv) {
         else if (strcmp(arg, "--k") == 0) kp = val;
         else if (strcmp(arg, "--v") == 0) vp = val;
         else if (strcmp(arg, "--save-blocks") == 0) save = val;
-        else if (strcmp(arg, "--tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &tb);
-        else if (strcmp(arg, "--x-tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &tx);
-        else if (strcmp(arg, "--y-tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &ty);
+        else if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {}
         else if (strcmp(arg, "--map") == 0) rc = cli_parse_map(cmd, val, &mb, &mh);
         else if (strcmp(arg, "--title") == 0) o.title = val;
         else if (strcmp(arg, "--x-title") == 0) o.x_title = val;
@@ -237,7 +233,7 @@ int cmd_heatmap(int argc, char **argv) {
         goto done;
     }
     if (qp || kp || vp) {
-        if (!qp || !kp || path || grid || tx.v || ty.v || tb.v) {
+        if (!qp || !kp || path || grid || lb.x.v || lb.y.v || lb.both.v) {
             rc = cli_usage_error(cmd, "the long-sequence form takes --q and --k "
                                  "(and --v), no weights file, --grid or tokens");
             goto done;
@@ -246,10 +242,7 @@ int cmd_heatmap(int argc, char **argv) {
             rc = cli_usage_error(cmd, "missing -o out.png");
             goto done;
         }
-        if (have_vmin != have_vmax || (have_vmin && !(o.vmin < o.vmax))) {
-            rc = cli_usage_error(cmd, "--vmin and --vmax go together, with vmin < vmax");
-            goto done;
-        }
+        if ((rc = check_range(cmd, &o, have_vmin, have_vmax))) goto done;
         rc = from_qk(cmd, qp, kp, vp, out, save, mb, mh, &a, &o);
         goto done;
     }
@@ -257,19 +250,13 @@ int cmd_heatmap(int argc, char **argv) {
         rc = cli_usage_error(cmd, "missing %s", path ? "-o out.png" : "the weights file");
         goto done;
     }
-    if (have_vmin != have_vmax || (have_vmin && !(o.vmin < o.vmax))) {
-        rc = cli_usage_error(cmd, "--vmin and --vmax go together, with vmin < vmax");
-        goto done;
-    }
+    if ((rc = check_range(cmd, &o, have_vmin, have_vmax))) goto done;
     if ((rc = cli_load_weights(cmd, path, &w))) goto done;
     const attn_tensor *W = &w.t;
     if (!grid && (rc = cli_check_map(cmd, W, mb, mh))) goto done;
-    const cli_tokens *x = tx.v ? &tx : &tb, *y = ty.v ? &ty : &tb;
-    if ((rc = cli_tokens_expect(cmd, tx.v ? "--x-tokens" : "--tokens", x, W->shape[3], "keys")) ||
-        (rc = cli_tokens_expect(cmd, ty.v ? "--y-tokens" : "--tokens", y, W->shape[2], "queries")))
+    if ((rc = cli_labels_axis(cmd, &lb, 1, W->shape[3], "keys", &o.x_labels)) ||
+        (rc = cli_labels_axis(cmd, &lb, 0, W->shape[2], "queries", &o.y_labels)))
         goto done;
-    o.x_labels = (const char *const *)x->v;
-    o.y_labels = (const char *const *)y->v;
     if ((rc = cli_sdpa_args_bind(cmd, &a, W->shape[0], W->shape[1], W->shape[2],
                                  W->shape[3])))
         goto done;
@@ -282,9 +269,7 @@ int cmd_heatmap(int argc, char **argv) {
     }
     printf("wrote %s\n", out);
 done:
-    cli_tokens_free(&tx);
-    cli_tokens_free(&ty);
-    cli_tokens_free(&tb);
+    cli_labels_free(&lb);
     cli_tensor_free(&w);
     cli_sdpa_args_free(&a);
     return rc;

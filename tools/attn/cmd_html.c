@@ -22,17 +22,11 @@ static void help(void) {
 
 int cmd_html(int argc, char **argv) {
     const char *cmd = "html";
-    for (int i = 1; i < argc; i++)
-        if (cli_is_help(argv[i])) {
-            help();
-            return 0;
-        }
+    if (cli_help_asked(argc, argv, help)) return 0;
     cli_tensor w;
-    cli_tokens tq, tk, tb;
+    cli_labels lb;
     memset(&w, 0, sizeof w);
-    memset(&tq, 0, sizeof tq);
-    memset(&tk, 0, sizeof tk);
-    memset(&tb, 0, sizeof tb);
+    cli_labels_init(&lb, "--k-tokens", "--q-tokens");
     const char *path = NULL, *out = NULL;
     attn_html_opts o = {NULL, NULL, NULL};
     int rc = 0;
@@ -40,11 +34,7 @@ int cmd_html(int argc, char **argv) {
         const char *arg = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (arg[0] != '-' || arg[1] == '\0') {
-            if (path) {
-                rc = cli_usage_error(cmd, "one weights file, got '%s' and '%s'", path, arg);
-                goto done;
-            }
-            path = arg;
+            if ((rc = cli_weights_arg(cmd, arg, &path))) goto done;
             continue;
         }
         if (!val) {
@@ -53,9 +43,7 @@ int cmd_html(int argc, char **argv) {
         }
         i++;
         if (strcmp(arg, "-o") == 0 || strcmp(arg, "--out") == 0) out = val;
-        else if (strcmp(arg, "--tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &tb);
-        else if (strcmp(arg, "--q-tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &tq);
-        else if (strcmp(arg, "--k-tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &tk);
+        else if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {}
         else if (strcmp(arg, "--title") == 0) o.title = val;
         else rc = cli_usage_error(cmd, "unknown option '%s'", arg);
         if (rc) goto done;
@@ -66,12 +54,9 @@ int cmd_html(int argc, char **argv) {
     }
     if ((rc = cli_load_weights(cmd, path, &w))) goto done;
     int64_t Lq = w.t.shape[2], Lk = w.t.shape[3];
-    const cli_tokens *q = tq.v ? &tq : &tb, *k = tk.v ? &tk : &tb;
-    if ((rc = cli_tokens_expect(cmd, tq.v ? "--q-tokens" : "--tokens", q, Lq, "queries")) ||
-        (rc = cli_tokens_expect(cmd, tk.v ? "--k-tokens" : "--tokens", k, Lk, "keys")))
+    if ((rc = cli_labels_axis(cmd, &lb, 0, Lq, "queries", &o.q_tokens)) ||
+        (rc = cli_labels_axis(cmd, &lb, 1, Lk, "keys", &o.k_tokens)))
         goto done;
-    o.q_tokens = (const char *const *)q->v;
-    o.k_tokens = (const char *const *)k->v;
     attn_status st = attn_html_write(out, &w.t, &o);
     if (st) {
         rc = cli_fail(cmd, st, "writing the viewer");
@@ -82,9 +67,7 @@ int cmd_html(int argc, char **argv) {
            (long long)w.t.shape[1], w.t.shape[1] == 1 ? "" : "s",
            (long long)Lq, (long long)Lk);
 done:
-    cli_tokens_free(&tq);
-    cli_tokens_free(&tk);
-    cli_tokens_free(&tb);
+    cli_labels_free(&lb);
     cli_tensor_free(&w);
     return rc;
 }

@@ -37,27 +37,9 @@ static void help(void) {
 "            --key-lengths lens.npy --weights w.npy\n");
 }
 
-static int parse_dtype(const char *v, attn_dtype *dt) {
-    static const struct {
-        const char *name;
-        attn_dtype dt;
-    } t[] = {{"f32", ATTN_F32}, {"f16", ATTN_F16}, {"bf16", ATTN_BF16},
-             {"f64", ATTN_F64}};
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (strcmp(v, t[i].name) == 0) {
-            *dt = t[i].dt;
-            return 0;
-        }
-    return 1;
-}
-
 int cmd_sdpa(int argc, char **argv) {
     const char *cmd = "sdpa";
-    for (int i = 1; i < argc; i++)
-        if (cli_is_help(argv[i])) {
-            help();
-            return 0;
-        }
+    if (cli_help_asked(argc, argv, help)) return 0;
     cli_sdpa_args a;
     cli_tensor q, k, v;
     attn_tensor out = {0}, weights = {0};
@@ -71,47 +53,24 @@ int cmd_sdpa(int argc, char **argv) {
 
     const char *qp = NULL, *kp = NULL, *vp = NULL, *op = NULL, *wp = NULL,
                *lp = NULL, *cd = NULL;
-    for (int i = 1; i < argc; i += 2) {
-        const char **slot = NULL;
-        if (strcmp(argv[i], "--q") == 0) slot = &qp;
-        else if (strcmp(argv[i], "--k") == 0) slot = &kp;
-        else if (strcmp(argv[i], "--v") == 0) slot = &vp;
-        else if (strcmp(argv[i], "--out") == 0) slot = &op;
-        else if (strcmp(argv[i], "--weights") == 0) slot = &wp;
-        else if (strcmp(argv[i], "--lse") == 0) slot = &lp;
-        else if (strcmp(argv[i], "--compute-dtype") == 0) slot = &cd;
-        if (!slot) {
-            rc = cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
-            goto done;
-        }
-        if (i + 1 >= argc) {
-            rc = cli_usage_error(cmd, "%s needs a value", argv[i]);
-            goto done;
-        }
-        *slot = argv[i + 1];
-    }
+    const cli_path_opt opts[] = {
+        {"--q", &qp}, {"--k", &kp}, {"--v", &vp}, {"--out", &op},
+        {"--weights", &wp}, {"--lse", &lp}, {"--compute-dtype", &cd}};
+    if ((rc = cli_parse_paths(cmd, argc, argv, opts,
+                              sizeof opts / sizeof opts[0])))
+        goto done;
     if (!qp || !kp || !vp || !op) {
         rc = cli_usage_error(cmd, "--q, --k, --v and --out are required");
         goto done;
     }
     attn_dtype compute = ATTN_F32;
-    if (cd && parse_dtype(cd, &compute)) {
-        rc = cli_usage_error(cmd, "--compute-dtype takes f32, f16, bf16 or "
-                             "f64, not '%s'", cd);
-        goto done;
-    }
+    if ((rc = cli_compute_dtype(cmd, cd, &compute))) goto done;
     if ((rc = cli_load_tensor(cmd, qp, "q", &q)) ||
         (rc = cli_load_tensor(cmd, kp, "k", &k)) ||
         (rc = cli_load_tensor(cmd, vp, "v", &v)))
         goto done;
-    /* without --compute-dtype, f64 files are read as f32 (any kernel) */
-    cli_tensor *in[3] = {&q, &k, &v};
-    for (int i = 0; i < 3; i++) {
-        attn_dtype to = cd ? compute
-                           : (in[i]->t.dtype == ATTN_F64 ? ATTN_F32
-                                                         : in[i]->t.dtype);
-        if ((rc = cli_tensor_convert(cmd, in[i], to))) goto done;
-    }
+    if ((rc = cli_qkv_convert(cmd, cd != NULL, compute, &q, &k, &v)))
+        goto done;
 
     const int64_t B = q.t.shape[0], H = q.t.shape[1], Lq = q.t.shape[2];
     const int64_t Lk = k.t.shape[2], Dv = v.t.shape[3];

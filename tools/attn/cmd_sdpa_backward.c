@@ -37,27 +37,9 @@ static void help(void) {
 "      --dropout 0.1 --seed 7\n");
 }
 
-static int parse_dtype(const char *v, attn_dtype *dt) {
-    static const struct {
-        const char *name;
-        attn_dtype dt;
-    } t[] = {{"f32", ATTN_F32}, {"f16", ATTN_F16}, {"bf16", ATTN_BF16},
-             {"f64", ATTN_F64}};
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
-        if (strcmp(v, t[i].name) == 0) {
-            *dt = t[i].dt;
-            return 0;
-        }
-    return 1;
-}
-
 int cmd_sdpa_backward(int argc, char **argv) {
     const char *cmd = "sdpa-backward";
-    for (int i = 1; i < argc; i++)
-        if (cli_is_help(argv[i])) {
-            help();
-            return 0;
-        }
+    if (cli_help_asked(argc, argv, help)) return 0;
     cli_sdpa_args a;
     cli_tensor q, k, v, dout;
     attn_tensor out = {0}, dq = {0}, dk = {0}, dv = {0}, db = {0};
@@ -72,27 +54,13 @@ int cmd_sdpa_backward(int argc, char **argv) {
 
     const char *qp = NULL, *kp = NULL, *vp = NULL, *dop = NULL, *dqp = NULL,
                *dkp = NULL, *dvp = NULL, *dbp = NULL, *cd = NULL;
-    for (int i = 1; i < argc; i += 2) {
-        const char **slot = NULL;
-        if (strcmp(argv[i], "--q") == 0) slot = &qp;
-        else if (strcmp(argv[i], "--k") == 0) slot = &kp;
-        else if (strcmp(argv[i], "--v") == 0) slot = &vp;
-        else if (strcmp(argv[i], "--dout") == 0) slot = &dop;
-        else if (strcmp(argv[i], "--dq") == 0) slot = &dqp;
-        else if (strcmp(argv[i], "--dk") == 0) slot = &dkp;
-        else if (strcmp(argv[i], "--dv") == 0) slot = &dvp;
-        else if (strcmp(argv[i], "--dbias") == 0) slot = &dbp;
-        else if (strcmp(argv[i], "--compute-dtype") == 0) slot = &cd;
-        if (!slot) {
-            rc = cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
-            goto done;
-        }
-        if (i + 1 >= argc) {
-            rc = cli_usage_error(cmd, "%s needs a value", argv[i]);
-            goto done;
-        }
-        *slot = argv[i + 1];
-    }
+    const cli_path_opt opts[] = {
+        {"--q", &qp}, {"--k", &kp}, {"--v", &vp}, {"--dout", &dop},
+        {"--dq", &dqp}, {"--dk", &dkp}, {"--dv", &dvp}, {"--dbias", &dbp},
+        {"--compute-dtype", &cd}};
+    if ((rc = cli_parse_paths(cmd, argc, argv, opts,
+                              sizeof opts / sizeof opts[0])))
+        goto done;
     if (!qp || !kp || !vp || !dop || !dqp || !dkp || !dvp) {
         rc = cli_usage_error(cmd, "--q, --k, --v, --dout, --dq, --dk and --dv "
                              "are required");
@@ -103,24 +71,14 @@ int cmd_sdpa_backward(int argc, char **argv) {
         goto done;
     }
     attn_dtype compute = ATTN_F32;
-    if (cd && parse_dtype(cd, &compute)) {
-        rc = cli_usage_error(cmd, "--compute-dtype takes f32, f16, bf16 or "
-                             "f64, not '%s'", cd);
-        goto done;
-    }
+    if ((rc = cli_compute_dtype(cmd, cd, &compute))) goto done;
     if ((rc = cli_load_tensor(cmd, qp, "q", &q)) ||
         (rc = cli_load_tensor(cmd, kp, "k", &k)) ||
         (rc = cli_load_tensor(cmd, vp, "v", &v)) ||
         (rc = cli_load_tensor(cmd, dop, "dout", &dout)))
         goto done;
-    /* without --compute-dtype, f64 files are read as f32 (any kernel) */
-    cli_tensor *in[3] = {&q, &k, &v};
-    for (int i = 0; i < 3; i++) {
-        attn_dtype to = cd ? compute
-                           : (in[i]->t.dtype == ATTN_F64 ? ATTN_F32
-                                                         : in[i]->t.dtype);
-        if ((rc = cli_tensor_convert(cmd, in[i], to))) goto done;
-    }
+    if ((rc = cli_qkv_convert(cmd, cd != NULL, compute, &q, &k, &v)))
+        goto done;
     /* out, dout and the gradients: f64 for f64 compute, else f32 */
     const attn_dtype gdt = compute == ATTN_F64 ? ATTN_F64 : ATTN_F32;
     if ((rc = cli_tensor_convert(cmd, &dout, gdt))) goto done;

@@ -29,19 +29,13 @@ static void help(void) {
 
 int cmd_show(int argc, char **argv) {
     const char *cmd = "show";
-    for (int i = 1; i < argc; i++)
-        if (cli_is_help(argv[i])) {
-            help();
-            return 0;
-        }
+    if (cli_help_asked(argc, argv, help)) return 0;
     cli_sdpa_args a;
     cli_tensor w;
-    cli_tokens tx, ty, tb;
+    cli_labels lb;
     char *buf = NULL;
     memset(&w, 0, sizeof w);
-    memset(&tx, 0, sizeof tx);
-    memset(&ty, 0, sizeof ty);
-    memset(&tb, 0, sizeof tb);
+    cli_labels_init(&lb, "--x-tokens", "--y-tokens");
     cli_sdpa_args_init(&a);
     int rc = cli_sdpa_args_parse(cmd, &argc, argv, &a);
     if (rc) goto done;
@@ -63,11 +57,7 @@ int cmd_show(int argc, char **argv) {
         const char *arg = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (arg[0] != '-' || arg[1] == '\0') {
-            if (path) {
-                rc = cli_usage_error(cmd, "one weights file, got '%s' and '%s'", path, arg);
-                goto done;
-            }
-            path = arg;
+            if ((rc = cli_weights_arg(cmd, arg, &path))) goto done;
             continue;
         }
         if (!val) {
@@ -75,9 +65,7 @@ int cmd_show(int argc, char **argv) {
             goto done;
         }
         i++;
-        if (strcmp(arg, "--tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &tb);
-        else if (strcmp(arg, "--x-tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &tx);
-        else if (strcmp(arg, "--y-tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &ty);
+        if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {}
         else if (strcmp(arg, "--map") == 0) rc = cli_parse_map(cmd, val, &mb, &mh);
         else if (strcmp(arg, "--title") == 0) o.title = val;
         else if (strcmp(arg, "--color") == 0) {
@@ -106,14 +94,8 @@ int cmd_show(int argc, char **argv) {
     if ((rc = cli_load_weights(cmd, path, &w))) goto done;
     const attn_tensor *W = &w.t;
     if ((rc = cli_check_map(cmd, W, mb, mh))) goto done;
-    if (tb.v && !tx.v) o.x_labels = (const char *const *)tb.v;
-    if (tb.v && !ty.v) o.y_labels = (const char *const *)tb.v;
-    if (tx.v) o.x_labels = (const char *const *)tx.v;
-    if (ty.v) o.y_labels = (const char *const *)ty.v;
-    if ((rc = cli_tokens_expect(cmd, tx.v ? "--x-tokens" : "--tokens",
-                                tx.v ? &tx : &tb, W->shape[3], "keys")) ||
-        (rc = cli_tokens_expect(cmd, ty.v ? "--y-tokens" : "--tokens",
-                                ty.v ? &ty : &tb, W->shape[2], "queries")))
+    if ((rc = cli_labels_axis(cmd, &lb, 1, W->shape[3], "keys", &o.x_labels)) ||
+        (rc = cli_labels_axis(cmd, &lb, 0, W->shape[2], "queries", &o.y_labels)))
         goto done;
     if ((rc = cli_sdpa_args_bind(cmd, &a, W->shape[0], W->shape[1], W->shape[2],
                                  W->shape[3])))
@@ -139,9 +121,7 @@ int cmd_show(int argc, char **argv) {
     fwrite(buf, 1, len, stdout);
 done:
     free(buf);
-    cli_tokens_free(&tx);
-    cli_tokens_free(&ty);
-    cli_tokens_free(&tb);
+    cli_labels_free(&lb);
     cli_tensor_free(&w);
     cli_sdpa_args_free(&a);
     return rc;

@@ -42,11 +42,7 @@ static void row(const char *name, const attn_stats *s) {
 
 int cmd_stats(int argc, char **argv) {
     const char *cmd = "stats";
-    for (int i = 1; i < argc; i++)
-        if (cli_is_help(argv[i])) {
-            help();
-            return 0;
-        }
+    if (cli_help_asked(argc, argv, help)) return 0;
     cli_sdpa_args a;
     cli_tensor w;
     attn_stats *per = NULL;

@@ -55,6 +55,15 @@ int cli_is_help(const char *arg) {
     return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0;
 }
 
+int cli_help_asked(int argc, char **argv, void (*help)(void)) {
+    for (int i = 1; i < argc; i++)
+        if (cli_is_help(argv[i])) {
+            help();
+            return 1;
+        }
+    return 0;
+}
+
 static void usage(FILE *f) {
     fprintf(f, "usage: attn COMMAND [options]   (attn COMMAND --help for "
                "each)\n\ncommands:\n");

@@ -1,0 +1,51 @@
+/* Internal helpers for the library's little-endian binary files (parameter
+ * files, training checkpoints): field packing, CRC32, reading a whole file
+ * and writing one atomically. Not installed. */
+#ifndef ATTN_BINFILE_H
+#define ATTN_BINFILE_H
+
+#include "internal.h"
+
+#include <string.h>
+
+static inline void attn__put_u32(unsigned char *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline void attn__put_u64(unsigned char *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline uint32_t attn__get_u32(const unsigned char *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)p[i] << (8 * i);
+    return v;
+}
+static inline uint64_t attn__get_u64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* n floats as little-endian IEEE words at p (4 n bytes), and back. */
+void attn__put_f32s(unsigned char *p, const float *x, int64_t n);
+void attn__get_f32s(const unsigned char *p, float *x, int64_t n);
+
+/* CRC-32 (IEEE, as zlib's crc32) of n bytes: parameter files and training
+ * checkpoints close with it. */
+uint32_t attn__crc32(const unsigned char *p, size_t n);
+
+/* ATTN_E_FORMAT "path: what". */
+attn_status attn__bad_file(const char *path, const char *what);
+
+/* Reads the whole of path into *buf (free with attn__free), its length in
+ * *size. A file shorter than min is ATTN_E_FORMAT "too short to be KIND
+ * (truncated?)", e.g. kind "a checkpoint". */
+attn_status attn__read_file(const char *path, size_t min, const char *kind,
+                            unsigned char **buf, size_t *size);
+
+/* Writes size bytes of buf to path through a temporary file in the same
+ * folder (mode 0644), fsync'ed, renamed over path, and the folder fsync'ed:
+ * a reader sees the old file or the new one, never half a file. */
+attn_status attn__write_atomic(const char *path, const unsigned char *buf,
+                               size_t size);
+
+#endif
