@@ -217,7 +217,7 @@ def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
             causal_alignment="top-left", window=None, key_lengths=None,
             query_lengths=None, cmap="viridis", vmin=None, vmax=None,
             x_title=None, y_title=None, colorbar=True, max_cells=None,
-            cell_px=None, dtype=None):
+            cell_px=None, dtype=None, block_sparse=None, random_blocks=None):
     """Draws attention weights to path (.png, .svg or .pdf by extension).
 
     weights (Lq, Lk) draws one map; (H, Lq, Lk) or (N, H, Lq, Lk) draws
@@ -230,7 +230,8 @@ def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
     W = _Weights(weights, dtype, mask_kw=dict(
         attn_mask=attn_mask, is_causal=is_causal,
         causal_alignment=causal_alignment, window=window,
-        key_lengths=key_lengths, query_lengths=query_lengths))
+        key_lengths=key_lengths, query_lengths=query_lengths,
+        block_sparse=block_sparse, random_blocks=random_blocks))
     try:
         p = os.fsencode(path)
     except TypeError:
@@ -278,7 +279,7 @@ def _stats_dict(s):
 
 def stats(weights, attn_mask=None, is_causal=False, *, causal_alignment="top-left",
           window=None, key_lengths=None, query_lengths=None, per_head=False,
-          dtype=None):
+          dtype=None, block_sparse=None, random_blocks=None):
     """Diagnostics of attention weights: row sums, normalized entropy (0 =
     one-hot, 1 = uniform), weight leaked onto masked keys, NaN/Inf counts,
     the verdict flags and the advice in words.
@@ -291,7 +292,8 @@ def stats(weights, attn_mask=None, is_causal=False, *, causal_alignment="top-lef
     W = _Weights(weights, dtype, mask_kw=dict(
         attn_mask=attn_mask, is_causal=is_causal,
         causal_alignment=causal_alignment, window=window,
-        key_lengths=key_lengths, query_lengths=query_lengths))
+        key_lengths=key_lengths, query_lengths=query_lengths,
+        block_sparse=block_sparse, random_blocks=random_blocks))
     overall = Stats()
     heads = (Stats * (W.N * W.H))() if per_head else None
     _lib.call("attn_stats_compute", byref(W.T), byref(W.mask), heads,
@@ -307,11 +309,13 @@ def stats(weights, attn_mask=None, is_causal=False, *, causal_alignment="top-lef
 
 def text_heatmap(weights, index=None, x_tokens=None, y_tokens=None, title=None,
                  *, color="plain", width=80, half_blocks=None, attn_mask=None,
-                 is_causal=False, vmin=None, vmax=None, dtype=None):
+                 is_causal=False, vmin=None, vmax=None, dtype=None,
+                 block_sparse=None, random_blocks=None):
     """One map as text for a terminal: shades (color="plain") or colour
     escapes ("256", "truecolor"). Returns the string."""
-    W = _Weights(weights, dtype, mask_kw=dict(attn_mask=attn_mask,
-                                              is_causal=is_causal))
+    W = _Weights(weights, dtype, mask_kw=dict(
+        attn_mask=attn_mask, is_causal=is_causal, block_sparse=block_sparse,
+        random_blocks=random_blocks))
     n, h = W.index(index)
     o = TermOpts()
     _lib.lib.attn_term_opts_init(byref(o))
