@@ -217,7 +217,8 @@ def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
             causal_alignment="top-left", window=None, key_lengths=None,
             query_lengths=None, cmap="viridis", vmin=None, vmax=None,
             x_title=None, y_title=None, colorbar=True, max_cells=None,
-            cell_px=None, dtype=None, block_sparse=None, random_blocks=None):
+            cell_px=None, dtype=None, block_sparse=None, random_blocks=None,
+            x_extent=None, y_extent=None):
     """Draws attention weights to path (.png, .svg or .pdf by extension).
 
     weights (Lq, Lk) draws one map; (H, Lq, Lk) or (N, H, Lq, Lk) draws
@@ -225,6 +226,8 @@ def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
     (n, h)) when given. x_tokens label the keys (columns), y_tokens the
     queries (rows). annotate: None = automatic (values in cells of maps up
     to 12 x 12), True, False. Cells hidden by the mask arguments are grey.
+    x_extent, y_extent: the positions the columns and rows stand for when
+    the map is already averaged (block_average), for the ticks.
     Returns path.
     """
     W = _Weights(weights, dtype, mask_kw=dict(
@@ -249,7 +252,8 @@ def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
     if annotate not in (None, True, False):
         fail(ATTN_E_INVALID, "annotate is %r; None (automatic), True or False", annotate)
     o.annotate = -1 if annotate is None else int(bool(annotate))
-    for name, v in (("max_cells", max_cells), ("cell_px", cell_px)):
+    for name, v in (("max_cells", max_cells), ("cell_px", cell_px),
+                    ("x_extent", x_extent), ("y_extent", y_extent)):
         if v is not None:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
                 fail(ATTN_E_INVALID, "%s is %r; an integer is needed", name, v)
