@@ -186,7 +186,8 @@ def _labels(tokens, n, name):
     toks = [t if isinstance(t, str) else str(t) for t in tokens]
     if len(toks) != n:
         fail(ATTN_E_SHAPE, "%s has %d tokens but the weights have %d %s", name,
-             len(toks), n, "columns (keys)" if name == "x_tokens" else "rows (queries)")
+             len(toks), n, "columns (keys)" if name in ("x_tokens", "key_tokens")
+             else "rows (queries)")
     enc = [t.encode("utf-8") for t in toks]
     arr = (ctypes.c_char_p * n)(*enc)
     return ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)), (arr, enc)
@@ -212,6 +213,42 @@ def _scale(vmin, vmax):
     return vmin, vmax
 
 
+def _path(path):
+    try:
+        return os.fsencode(path)
+    except TypeError:
+        fail(ATTN_E_INVALID, "path is %r; a file name is needed", path)
+
+
+def _heatmap_opts(Lq, Lk, title=None, x_tokens=None, y_tokens=None,
+                  annotate=None, cmap="viridis", vmin=None, vmax=None,
+                  x_title=None, y_title=None, colorbar=True, max_cells=None,
+                  cell_px=None, x_extent=None, y_extent=None):
+    """attn_heatmap_opts from heatmap's arguments, and the objects its
+    label pointers need alive."""
+    o = HeatmapOpts()
+    _lib.lib.attn_heatmap_opts_init(byref(o))
+    o.title, o.x_title, o.y_title = (_text(title, "title"), _text(x_title, "x_title"),
+                                     _text(y_title, "y_title"))
+    o.x_labels, keep_x = _labels(x_tokens, Lk, "x_tokens")
+    o.y_labels, keep_y = _labels(y_tokens, Lq, "y_tokens")
+    if cmap not in _CMAPS:
+        fail(ATTN_E_INVALID, "cmap is %r; 'viridis' or 'diverging' is needed", cmap)
+    o.cmap = _CMAPS[cmap]
+    o.vmin, o.vmax = _scale(vmin, vmax)
+    if annotate not in (None, True, False):
+        fail(ATTN_E_INVALID, "annotate is %r; None (automatic), True or False", annotate)
+    o.annotate = -1 if annotate is None else int(bool(annotate))
+    for name, v in (("max_cells", max_cells), ("cell_px", cell_px),
+                    ("x_extent", x_extent), ("y_extent", y_extent)):
+        if v is not None:
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                fail(ATTN_E_INVALID, "%s is %r; an integer is needed", name, v)
+            setattr(o, name, int(v))
+    o.colorbar = 1 if colorbar else 0
+    return o, (keep_x, keep_y)
+
+
 def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
             annotate=None, *, index=None, attn_mask=None, is_causal=False,
             causal_alignment="top-left", window=None, key_lengths=None,
@@ -235,30 +272,10 @@ def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
         causal_alignment=causal_alignment, window=window,
         key_lengths=key_lengths, query_lengths=query_lengths,
         block_sparse=block_sparse, random_blocks=random_blocks))
-    try:
-        p = os.fsencode(path)
-    except TypeError:
-        fail(ATTN_E_INVALID, "path is %r; a file name is needed", path)
-    o = HeatmapOpts()
-    _lib.lib.attn_heatmap_opts_init(byref(o))
-    o.title, o.x_title, o.y_title = (_text(title, "title"), _text(x_title, "x_title"),
-                                     _text(y_title, "y_title"))
-    o.x_labels, keep_x = _labels(x_tokens, W.Lk, "x_tokens")
-    o.y_labels, keep_y = _labels(y_tokens, W.Lq, "y_tokens")
-    if cmap not in _CMAPS:
-        fail(ATTN_E_INVALID, "cmap is %r; 'viridis' or 'diverging' is needed", cmap)
-    o.cmap = _CMAPS[cmap]
-    o.vmin, o.vmax = _scale(vmin, vmax)
-    if annotate not in (None, True, False):
-        fail(ATTN_E_INVALID, "annotate is %r; None (automatic), True or False", annotate)
-    o.annotate = -1 if annotate is None else int(bool(annotate))
-    for name, v in (("max_cells", max_cells), ("cell_px", cell_px),
-                    ("x_extent", x_extent), ("y_extent", y_extent)):
-        if v is not None:
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-                fail(ATTN_E_INVALID, "%s is %r; an integer is needed", name, v)
-            setattr(o, name, int(v))
-    o.colorbar = 1 if colorbar else 0
+    p = _path(path)
+    o, keep = _heatmap_opts(W.Lq, W.Lk, title, x_tokens, y_tokens, annotate,
+                            cmap, vmin, vmax, x_title, y_title, colorbar,
+                            max_cells, cell_px, x_extent, y_extent)
     o.mask = ctypes.pointer(W.mask)
     tensors = dict(W.masks.tensors, w=W.T)
     if index is None and W.w.ndim > 2:
@@ -266,7 +283,7 @@ def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
     else:
         n, h = W.index(index)
         _lib.call("attn_heatmap_write", p, byref(W.T), n, h, byref(o), tensors=tensors)
-    del keep_x, keep_y
+    del keep
     return path
 
 
