@@ -11,6 +11,8 @@ int main(void) {
     CHECK(attn_sizeof("attn_stats") == sizeof(attn_stats));
     CHECK(attn_sizeof("attn_term_opts") == sizeof(attn_term_opts));
     CHECK(attn_sizeof("attn_compare_result") == sizeof(attn_compare_result));
+    CHECK(attn_sizeof("attn_html_opts") == sizeof(attn_html_opts));
+    CHECK(attn_sizeof("attn_panel") == sizeof(attn_panel));
     CHECK(attn_sizeof("attn_param_slice") == sizeof(attn_param_slice));
     CHECK(attn_sizeof("attn_additive_config") == sizeof(attn_additive_config));
     CHECK(attn_sizeof("attn_mha_config") == sizeof(attn_mha_config));

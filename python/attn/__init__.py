@@ -19,6 +19,8 @@ from .sdpa import scaled_dot_product_attention, sdpa_backward
 from .layers import (AdditiveAttention, EncoderLayer, MultiHeadAttention,
                      additive_attention)
 from .viz import VERDICT_FLAGS, compare, heatmap, stats, text_heatmap
+from .tiles import block_average, weight_tiles
+from .figures import diff_heatmap, figure, geometry, html
 
 __version__ = "0.1.0"
 
@@ -26,6 +28,8 @@ __all__ = [
     "AttnError", "scaled_dot_product_attention", "sdpa_backward", "version",
     "AdditiveAttention", "additive_attention", "MultiHeadAttention",
     "EncoderLayer", "heatmap", "stats", "text_heatmap", "compare", "VERDICT_FLAGS",
+    "weight_tiles", "block_average", "html", "figure", "diff_heatmap",
+    "geometry",
     "library_path", "STATUS_NAMES", "ATTN_OK", "ATTN_E_INVALID",
     "ATTN_E_SHAPE", "ATTN_E_DTYPE", "ATTN_E_UNSUPPORTED", "ATTN_E_NOMEM",
     "ATTN_E_IO", "ATTN_E_FORMAT", "ATTN_E_NONFINITE",

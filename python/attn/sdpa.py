@@ -98,6 +98,33 @@ def _int_or_none(x, name):
     return int(x)
 
 
+def _random_blocks(arg, m):
+    """random_blocks=(block, keep_p, seed): block (h, i // block, j //
+    block) kept with probability keep_p, drawn from seed (the same for every
+    batch entry)."""
+    if not isinstance(arg, (tuple, list)) or len(arg) != 3:
+        fail(ATTN_E_INVALID, "random_blocks is %r; a triple (block, keep_p, "
+             "seed) is needed", arg)
+    block, p, seed = arg
+    if isinstance(block, bool) or not isinstance(block, (int, np.integer)) \
+            or block < 1:
+        fail(ATTN_E_INVALID, "random_blocks block is %r; an integer >= 1 is "
+             "needed", block)
+    try:
+        pf = float(p)
+    except (TypeError, ValueError):
+        pf = float("nan")
+    if not 0.0 <= pf <= 1.0:
+        fail(ATTN_E_INVALID, "random_blocks keep_p is %r; it must be in [0, 1]", p)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) \
+            or not 0 <= int(seed) < 2**64:
+        fail(ATTN_E_INVALID, "random_blocks seed is %r; an integer in [0, 2**64) "
+             "is needed", seed)
+    m.random_block = int(block)
+    m.random_keep_p = pf
+    m.random_seed = int(seed)
+
+
 class MaskArgs:
     """Fills an attn_mask from PyTorch-style arguments against the scores
     (..., Lq, Lk) of score_shape, whose axes map to C's (B, H, Lq, Lk) by
@@ -106,7 +133,8 @@ class MaskArgs:
 
     def __init__(self, m, score_shape, axes, B, attn_mask=None, is_causal=False,
                  causal_alignment="top-left", window=None, key_lengths=None,
-                 query_lengths=None, backward=False, allow_bias=True):
+                 query_lengths=None, backward=False, allow_bias=True,
+                 block_sparse=None, random_blocks=None):
         Lq, Lk = score_shape[-2:]
         self.score_shape, self.axes = score_shape, axes
         if is_causal not in (True, False, 0, 1):
@@ -138,6 +166,50 @@ class MaskArgs:
         self.tensors = {}
         if attn_mask is not None:
             self._mask(attn_mask, m, backward, allow_bias)
+        H = 1 if axes[1] is None else score_shape[axes[1]]
+        if block_sparse is not None:
+            self._block_sparse(block_sparse, m, H, Lq, Lk)
+        if random_blocks is not None:
+            _random_blocks(random_blocks, m)
+
+    def _block_sparse(self, arg, m, H, Lq, Lk):
+        """block_sparse=(block_size, layout): layout[(h,) i // bs, j // bs]
+        keeps a block. Its shape is checked here exactly, since C reads
+        layout_heads x ceil(Lq / bs) x ceil(Lk / bs) bytes without knowing
+        the array's size."""
+        if not isinstance(arg, (tuple, list)) or len(arg) != 2:
+            fail(ATTN_E_INVALID, "block_sparse is %r; a pair (block_size, layout) "
+                 "is needed", arg)
+        bs, layout = arg
+        if isinstance(bs, bool) or not isinstance(bs, (int, np.integer)) or bs < 1:
+            fail(ATTN_E_INVALID, "block_sparse block_size is %r; an integer >= 1 "
+                 "is needed", bs)
+        bs = int(bs)
+        a = np.asarray(layout)
+        if a.dtype == np.bool_:
+            a = a.view(np.uint8)
+        elif a.dtype != np.uint8:
+            fail(ATTN_E_DTYPE, "block_sparse layout has dtype %s; bool or uint8 "
+                 "(nonzero = keep the block) is needed", a.dtype)
+        nbq, nbk = -(-Lq // bs), -(-Lk // bs)
+        if a.ndim == 2 or (a.ndim == 3 and a.shape[0] == 1):
+            heads = 1
+        elif a.ndim == 3:
+            heads = H
+        else:
+            heads = None
+        want = "(%d, %d) or (%d, %d, %d)" % (nbq, nbk, H, nbq, nbk)
+        if heads is None or a.shape[-2:] != (nbq, nbk) or \
+                (a.ndim == 3 and a.shape[0] not in (1, H)):
+            fail(ATTN_E_SHAPE, "block_sparse layout has shape %s but block_size "
+                 "%d over %d queries and %d keys (%d heads) needs %s", _shape_str(
+                     a.shape), bs, Lq, Lk, H, want)
+        a = np.ascontiguousarray(a)
+        self.keepalive.append(a)
+        m.block_size = bs
+        m.layout = a.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
+        m.layout_heads = heads
+        self.layout = a
 
     def _mask(self, attn_mask, m, backward, allow_bias):
         """bool masks become the keep tensor, float masks the bias; both are
@@ -198,7 +270,8 @@ class _Call:
 
     def __init__(self, query, key, value, attn_mask, dropout_p, is_causal,
                  scale, enable_gqa, causal_alignment, window, key_lengths,
-                 query_lengths, seed, impl, threads, dtype, backward=False):
+                 query_lengths, seed, impl, threads, dtype, backward=False,
+                 block_sparse=None, random_blocks=None):
         if impl not in _IMPLS:
             fail(ATTN_E_INVALID, "impl is %r; one of 'auto', 'ref', 'flash' is "
                  "needed", impl)
@@ -307,7 +380,9 @@ class _Call:
 
         self.masks = MaskArgs(opts.mask, self.score_shape, self.axes, self.B,
                               attn_mask, is_causal, causal_alignment, window,
-                              key_lengths, query_lengths, backward=backward)
+                              key_lengths, query_lengths, backward=backward,
+                              block_sparse=block_sparse,
+                              random_blocks=random_blocks)
         self.bias = self.masks.bias
         self.mask_shape = self.masks.mask_shape
         self.mask_tensors = self.masks.tensors
@@ -353,7 +428,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
                                  window=None, key_lengths=None,
                                  query_lengths=None, seed=None,
                                  return_weights=False, return_lse=False,
-                                 impl="auto", threads=None, dtype=None):
+                                 impl="auto", threads=None, dtype=None,
+                                 block_sparse=None, random_blocks=None):
     """softmax(scale * query @ key^T + mask) @ value, as PyTorch's
     torch.nn.functional.scaled_dot_product_attention, on NumPy arrays.
 
@@ -378,6 +454,13 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
       window            (left, right) local window around the diagonal;
                         None on a side is unbounded
       key_lengths, query_lengths  one length per batch entry (padding)
+      block_sparse      (block_size, layout): a bool/uint8 layout of shape
+                        (ceil(Lq/bs), ceil(Lk/bs)), or (H, ...) per head;
+                        query i sees key j only if layout[.., i//bs, j//bs]
+      random_blocks     (block, keep_p, seed): each block (h, i//block,
+                        j//block) kept with probability keep_p, drawn from
+                        seed (attn_random_block_kept; same for every batch
+                        entry)
       seed              dropout seed (pass it again to sdpa_backward)
       return_weights    also return the weights (..., Lq, Lk), after dropout
       return_lse        also return the log-sum-exp of each row (..., Lq)
@@ -390,7 +473,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
     """
     c = _Call(query, key, value, attn_mask, dropout_p, is_causal, scale,
               enable_gqa, causal_alignment, window, key_lengths, query_lengths,
-              seed, impl, threads, dtype)
+              seed, impl, threads, dtype, block_sparse=block_sparse,
+              random_blocks=random_blocks)
     out, w, lse = c.forward(return_weights, return_lse)
     if not (return_weights or return_lse):
         return out
@@ -401,7 +485,8 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
                   is_causal=False, scale=None, enable_gqa=False, *, out=None,
                   lse=None, causal_alignment="top-left", window=None,
                   key_lengths=None, query_lengths=None, seed=None, impl="auto",
-                  threads=None, dtype=None):
+                  threads=None, dtype=None, block_sparse=None,
+                  random_blocks=None):
     """Gradients of scaled_dot_product_attention with respect to query, key,
     value (and a float attn_mask).
 
@@ -416,7 +501,8 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
     """
     c = _Call(query, key, value, attn_mask, dropout_p, is_causal, scale,
               enable_gqa, causal_alignment, window, key_lengths, query_lengths,
-              seed, impl, threads, dtype, backward=True)
+              seed, impl, threads, dtype, backward=True,
+              block_sparse=block_sparse, random_blocks=random_blocks)
     g, G = c.output_like(grad_out, "grad_out")
     if out is None or lse is None:
         out, _, lse = c.forward(False, True)

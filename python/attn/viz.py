@@ -186,7 +186,8 @@ def _labels(tokens, n, name):
     toks = [t if isinstance(t, str) else str(t) for t in tokens]
     if len(toks) != n:
         fail(ATTN_E_SHAPE, "%s has %d tokens but the weights have %d %s", name,
-             len(toks), n, "columns (keys)" if name == "x_tokens" else "rows (queries)")
+             len(toks), n, "columns (keys)" if name in ("x_tokens", "key_tokens")
+             else "rows (queries)")
     enc = [t.encode("utf-8") for t in toks]
     arr = (ctypes.c_char_p * n)(*enc)
     return ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)), (arr, enc)
@@ -212,35 +213,25 @@ def _scale(vmin, vmax):
     return vmin, vmax
 
 
-def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
-            annotate=None, *, index=None, attn_mask=None, is_causal=False,
-            causal_alignment="top-left", window=None, key_lengths=None,
-            query_lengths=None, cmap="viridis", vmin=None, vmax=None,
-            x_title=None, y_title=None, colorbar=True, max_cells=None,
-            cell_px=None, dtype=None):
-    """Draws attention weights to path (.png, .svg or .pdf by extension).
-
-    weights (Lq, Lk) draws one map; (H, Lq, Lk) or (N, H, Lq, Lk) draws
-    every map in a grid with one colour scale, or only map index (h, or
-    (n, h)) when given. x_tokens label the keys (columns), y_tokens the
-    queries (rows). annotate: None = automatic (values in cells of maps up
-    to 12 x 12), True, False. Cells hidden by the mask arguments are grey.
-    Returns path.
-    """
-    W = _Weights(weights, dtype, mask_kw=dict(
-        attn_mask=attn_mask, is_causal=is_causal,
-        causal_alignment=causal_alignment, window=window,
-        key_lengths=key_lengths, query_lengths=query_lengths))
+def _path(path):
     try:
-        p = os.fsencode(path)
+        return os.fsencode(path)
     except TypeError:
         fail(ATTN_E_INVALID, "path is %r; a file name is needed", path)
+
+
+def _heatmap_opts(Lq, Lk, title=None, x_tokens=None, y_tokens=None,
+                  annotate=None, cmap="viridis", vmin=None, vmax=None,
+                  x_title=None, y_title=None, colorbar=True, max_cells=None,
+                  cell_px=None, x_extent=None, y_extent=None):
+    """attn_heatmap_opts from heatmap's arguments, and the objects its
+    label pointers need alive."""
     o = HeatmapOpts()
     _lib.lib.attn_heatmap_opts_init(byref(o))
     o.title, o.x_title, o.y_title = (_text(title, "title"), _text(x_title, "x_title"),
                                      _text(y_title, "y_title"))
-    o.x_labels, keep_x = _labels(x_tokens, W.Lk, "x_tokens")
-    o.y_labels, keep_y = _labels(y_tokens, W.Lq, "y_tokens")
+    o.x_labels, keep_x = _labels(x_tokens, Lk, "x_tokens")
+    o.y_labels, keep_y = _labels(y_tokens, Lq, "y_tokens")
     if cmap not in _CMAPS:
         fail(ATTN_E_INVALID, "cmap is %r; 'viridis' or 'diverging' is needed", cmap)
     o.cmap = _CMAPS[cmap]
@@ -248,12 +239,43 @@ def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
     if annotate not in (None, True, False):
         fail(ATTN_E_INVALID, "annotate is %r; None (automatic), True or False", annotate)
     o.annotate = -1 if annotate is None else int(bool(annotate))
-    for name, v in (("max_cells", max_cells), ("cell_px", cell_px)):
+    for name, v in (("max_cells", max_cells), ("cell_px", cell_px),
+                    ("x_extent", x_extent), ("y_extent", y_extent)):
         if v is not None:
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
                 fail(ATTN_E_INVALID, "%s is %r; an integer is needed", name, v)
             setattr(o, name, int(v))
     o.colorbar = 1 if colorbar else 0
+    return o, (keep_x, keep_y)
+
+
+def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
+            annotate=None, *, index=None, attn_mask=None, is_causal=False,
+            causal_alignment="top-left", window=None, key_lengths=None,
+            query_lengths=None, cmap="viridis", vmin=None, vmax=None,
+            x_title=None, y_title=None, colorbar=True, max_cells=None,
+            cell_px=None, dtype=None, block_sparse=None, random_blocks=None,
+            x_extent=None, y_extent=None):
+    """Draws attention weights to path (.png, .svg or .pdf by extension).
+
+    weights (Lq, Lk) draws one map; (H, Lq, Lk) or (N, H, Lq, Lk) draws
+    every map in a grid with one colour scale, or only map index (h, or
+    (n, h)) when given. x_tokens label the keys (columns), y_tokens the
+    queries (rows). annotate: None = automatic (values in cells of maps up
+    to 12 x 12), True, False. Cells hidden by the mask arguments are grey.
+    x_extent, y_extent: the positions the columns and rows stand for when
+    the map is already averaged (block_average), for the ticks.
+    Returns path.
+    """
+    W = _Weights(weights, dtype, mask_kw=dict(
+        attn_mask=attn_mask, is_causal=is_causal,
+        causal_alignment=causal_alignment, window=window,
+        key_lengths=key_lengths, query_lengths=query_lengths,
+        block_sparse=block_sparse, random_blocks=random_blocks))
+    p = _path(path)
+    o, keep = _heatmap_opts(W.Lq, W.Lk, title, x_tokens, y_tokens, annotate,
+                            cmap, vmin, vmax, x_title, y_title, colorbar,
+                            max_cells, cell_px, x_extent, y_extent)
     o.mask = ctypes.pointer(W.mask)
     tensors = dict(W.masks.tensors, w=W.T)
     if index is None and W.w.ndim > 2:
@@ -261,7 +283,7 @@ def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
     else:
         n, h = W.index(index)
         _lib.call("attn_heatmap_write", p, byref(W.T), n, h, byref(o), tensors=tensors)
-    del keep_x, keep_y
+    del keep
     return path
 
 
@@ -278,7 +300,7 @@ def _stats_dict(s):
 
 def stats(weights, attn_mask=None, is_causal=False, *, causal_alignment="top-left",
           window=None, key_lengths=None, query_lengths=None, per_head=False,
-          dtype=None):
+          dtype=None, block_sparse=None, random_blocks=None):
     """Diagnostics of attention weights: row sums, normalized entropy (0 =
     one-hot, 1 = uniform), weight leaked onto masked keys, NaN/Inf counts,
     the verdict flags and the advice in words.
@@ -291,7 +313,8 @@ def stats(weights, attn_mask=None, is_causal=False, *, causal_alignment="top-lef
     W = _Weights(weights, dtype, mask_kw=dict(
         attn_mask=attn_mask, is_causal=is_causal,
         causal_alignment=causal_alignment, window=window,
-        key_lengths=key_lengths, query_lengths=query_lengths))
+        key_lengths=key_lengths, query_lengths=query_lengths,
+        block_sparse=block_sparse, random_blocks=random_blocks))
     overall = Stats()
     heads = (Stats * (W.N * W.H))() if per_head else None
     _lib.call("attn_stats_compute", byref(W.T), byref(W.mask), heads,
@@ -307,11 +330,13 @@ def stats(weights, attn_mask=None, is_causal=False, *, causal_alignment="top-lef
 
 def text_heatmap(weights, index=None, x_tokens=None, y_tokens=None, title=None,
                  *, color="plain", width=80, half_blocks=None, attn_mask=None,
-                 is_causal=False, vmin=None, vmax=None, dtype=None):
+                 is_causal=False, vmin=None, vmax=None, dtype=None,
+                 block_sparse=None, random_blocks=None):
     """One map as text for a terminal: shades (color="plain") or colour
     escapes ("256", "truecolor"). Returns the string."""
-    W = _Weights(weights, dtype, mask_kw=dict(attn_mask=attn_mask,
-                                              is_causal=is_causal))
+    W = _Weights(weights, dtype, mask_kw=dict(
+        attn_mask=attn_mask, is_causal=is_causal, block_sparse=block_sparse,
+        random_blocks=random_blocks))
     n, h = W.index(index)
     o = TermOpts()
     _lib.lib.attn_term_opts_init(byref(o))

@@ -134,3 +134,53 @@ def f32_to_bf16(x):
 
 def bf16_to_f32(h):
     return (np.asarray(h, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+M64 = (1 << 64) - 1
+
+
+def _mix64(x):
+    """splitmix64's finalizer on uint64 arrays (wrapping arithmetic)."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def random_block_kept(seed, keep_p, h, bi, bj):
+    """Whether random block (h, bi, bj) is kept: u = the top 53 bits of
+    mix(mix(mix(mix(seed ^ 0x5f3759df) ^ h) ^ bi) ^ bj) as a fraction in
+    [0, 1), kept when u < keep_p (keep_p 0: none, 1: all). Broadcasts."""
+    h, bi, bj = (np.asarray(a, dtype=np.int64).astype(np.uint64) for a in (h, bi, bj))
+    if keep_p >= 1.0:
+        return np.ones(np.broadcast(h, bi, bj).shape, dtype=bool)
+    if keep_p <= 0.0:
+        return np.zeros(np.broadcast(h, bi, bj).shape, dtype=bool)
+    with np.errstate(over="ignore"):
+        x = _mix64(np.full((), (seed ^ 0x5F3759DF) & M64, dtype=np.uint64))
+        x = _mix64(x ^ h)
+        x = _mix64(x ^ bi)
+        x = _mix64(x ^ bj)
+    u = (x >> np.uint64(11)).astype(np.float64) * 2.0 ** -53
+    return u < keep_p
+
+
+def block_keep(B, H, Lq, Lk, block_sparse=None, random_blocks=None):
+    """(B, H, Lq, Lk) bool of the block parts of a mask: a block-sparse
+    layout (block_size, layout (nbq, nbk) or (H or 1, nbq, nbk)) and seeded
+    random blocks (block, keep_p, seed), both keyed by the query head h."""
+    keep = np.ones((B, H, Lq, Lk), dtype=bool)
+    i = np.arange(Lq)[:, None]
+    j = np.arange(Lk)[None, :]
+    if block_sparse is not None:
+        bs, layout = block_sparse
+        lay = np.asarray(layout).astype(bool)
+        if lay.ndim == 2:
+            lay = lay[None]
+        for h in range(H):
+            keep[:, h] &= lay[h if lay.shape[0] > 1 else 0][i // bs, j // bs]
+    if random_blocks is not None:
+        rb, p, seed = random_blocks
+        for h in range(H):
+            keep[:, h] &= random_block_kept(seed, p, h, i // rb, j // rb)
+    return keep

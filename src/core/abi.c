@@ -18,6 +18,8 @@ size_t attn_sizeof(const char *type_name) {
         {"attn_stats", sizeof(attn_stats)},
         {"attn_term_opts", sizeof(attn_term_opts)},
         {"attn_compare_result", sizeof(attn_compare_result)},
+        {"attn_html_opts", sizeof(attn_html_opts)},
+        {"attn_panel", sizeof(attn_panel)},
         {"attn_param_slice", sizeof(attn_param_slice)},
         {"attn_additive_config", sizeof(attn_additive_config)},
         {"attn_mha_config", sizeof(attn_mha_config)},
