@@ -442,6 +442,14 @@ static void blockavg(void) {
     attn_blockavg_free(acc);
     CHECK_STATUS(attn_blockavg_create(0, 5, 0, 0, 8, &acc), ATTN_E_INVALID);
     CHECK_STATUS(attn_blockavg_create(5, 5, 0, 0, 8, NULL), ATTN_E_INVALID);
+    /* rows x cols blocks overflows: refused, not a wrapped allocation */
+    acc = NULL;
+    CHECK_STATUS(attn_blockavg_create((int64_t)1 << 40, (int64_t)1 << 40, 0, 0,
+                                      (int64_t)1 << 40, &acc), ATTN_E_NOMEM);
+    CHECK(acc == NULL);
+    CHECK_STATUS(attn_blockavg_create(INT64_MAX, INT64_MAX, 0, 0, INT64_MAX,
+                                      &acc), ATTN_E_NOMEM);
+    CHECK(acc == NULL);
     free(w);
 }
 

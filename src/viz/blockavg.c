@@ -23,17 +23,17 @@ attn_status attn_blockavg_create(int64_t Lq, int64_t Lk, int64_t b,
                           ">= 1 and b, h >= 0 (got %lld, %lld, %lld, %lld, %lld)",
                           (long long)Lq, (long long)Lk, (long long)max_cells,
                           (long long)b, (long long)h);
+    const int64_t fr = viz__block(Lq, max_cells), fc = viz__block(Lk, max_cells);
+    const int64_t rows = viz__ceil_div(Lq, fr), cols = viz__ceil_div(Lk, fc);
+    int64_t cells;
+    if (!attn__mul_i64(rows, cols, &cells) ||
+        (uint64_t)cells > SIZE_MAX / sizeof(double))
+        return attn__fail(ATTN_E_NOMEM, "blockavg map of %lld x %lld blocks "
+                          "overflows", (long long)rows, (long long)cols);
+    const size_t n = (size_t)cells;
     attn_blockavg *a = attn__alloc(1, sizeof *a, "blockavg");
     if (!a) return ATTN_E_NOMEM;
-    a->Lq = Lq;
-    a->Lk = Lk;
-    a->b = b;
-    a->h = h;
-    a->fr = viz__block(Lq, max_cells);
-    a->fc = viz__block(Lk, max_cells);
-    a->rows = (Lq + a->fr - 1) / a->fr;
-    a->cols = (Lk + a->fc - 1) / a->fc;
-    size_t n = (size_t)(a->rows * a->cols);
+    *a = (attn_blockavg){Lq, Lk, b, h, fr, fc, rows, cols, NULL, NULL};
     a->sum = attn__alloc(n, sizeof(double), "block sums");
     a->count = attn__alloc(n, sizeof(int64_t), "block counts");
     if (!a->sum || !a->count) {

@@ -81,7 +81,7 @@ attn_status viz__map_shrink(viz_map *m, int64_t max_cells) {
     int64_t fr = viz__block(m->rows, max_cells);
     int64_t fc = viz__block(m->cols, max_cells);
     if (fr == 1 && fc == 1) return ATTN_OK;
-    int64_t R = (m->rows + fr - 1) / fr, C = (m->cols + fc - 1) / fc;
+    int64_t R = viz__ceil_div(m->rows, fr), C = viz__ceil_div(m->cols, fc);
     double *v = attn__alloc((size_t)(R * C), sizeof(double), "block map");
     uint8_t *hid = attn__alloc((size_t)(R * C), 1, "block map mask");
     if (!v || !hid) {

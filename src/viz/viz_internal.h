@@ -23,9 +23,14 @@ attn_status viz__map_load(const attn_tensor *w, int64_t b, int64_t h,
                           viz_map *out);
 void viz__map_free(viz_map *m);
 
+/* ceil(n / d) for n >= 0, d >= 1, without the overflow of n + d - 1. */
+static inline int64_t viz__ceil_div(int64_t n, int64_t d) {
+    return n / d + (n % d != 0);
+}
+
 /* Block factor for n positions shown in at most max_cells: ceil(n / max). */
 static inline int64_t viz__block(int64_t n, int64_t max_cells) {
-    return (n + max_cells - 1) / max_cells;
+    return viz__ceil_div(n, max_cells);
 }
 
 /* Block averages over visible cells so each axis has at most max_cells;
