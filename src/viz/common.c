@@ -22,8 +22,15 @@ int viz__grow(void **p, size_t used, size_t cap, size_t elem) {
 /* maps                                                               */
 /* ------------------------------------------------------------------ */
 
-static int is_float_dtype(attn_dtype d) {
-    return d == ATTN_F32 || d == ATTN_F64 || d == ATTN_F16 || d == ATTN_BF16;
+attn_status viz__check_weights(const attn_tensor *w, const char *name) {
+    if (!w) return attn__fail(ATTN_E_INVALID, "%s is NULL", name);
+    attn_status st = attn_tensor_check(w, name);
+    if (st != ATTN_OK) return st;
+    if (w->dtype != ATTN_F32 && w->dtype != ATTN_F64 && w->dtype != ATTN_F16 &&
+        w->dtype != ATTN_BF16)
+        return attn__fail(ATTN_E_DTYPE, "%s has dtype %s; weights are f32, "
+                          "f64, f16 or bf16", name, attn_dtype_name(w->dtype));
+    return ATTN_OK;
 }
 
 attn_status viz__map_load(const attn_tensor *w, int64_t b, int64_t h,
@@ -31,12 +38,8 @@ attn_status viz__map_load(const attn_tensor *w, int64_t b, int64_t h,
                           viz_map *out) {
     if (!out) return attn__fail(ATTN_E_INVALID, "map output is NULL");
     memset(out, 0, sizeof *out);
-    if (!w) return attn__fail(ATTN_E_INVALID, "%s is NULL", name);
-    attn_status st = attn_tensor_check(w, name);
+    attn_status st = viz__check_weights(w, name);
     if (st != ATTN_OK) return st;
-    if (!is_float_dtype(w->dtype))
-        return attn__fail(ATTN_E_DTYPE, "%s has dtype %s; weights are f32, "
-                          "f64, f16 or bf16", name, attn_dtype_name(w->dtype));
     if (b < 0 || b >= w->shape[0] || h < 0 || h >= w->shape[1])
         return attn__fail(ATTN_E_SHAPE, "map (%lld, %lld) is outside %s of "
                           "shape (%lld, %lld, ...)", (long long)b,

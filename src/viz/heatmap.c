@@ -540,8 +540,7 @@ attn_status attn_heatmap_measure(const attn_tensor *w, int64_t b, int64_t h,
 
 attn_status attn_heatmap_grid_write(const char *path, const attn_tensor *w,
                                     const attn_heatmap_opts *opts) {
-    if (!w) return attn__fail(ATTN_E_INVALID, "w is NULL");
-    attn_status st = attn_tensor_check(w, "w");
+    attn_status st = viz__check_weights(w, "w");
     if (st != ATTN_OK) return st;
     int64_t N = w->shape[0], H = w->shape[1], n;
     if (!attn__mul_i64(N, H, &n) || n > 4096)

@@ -163,13 +163,8 @@ static void tokens(viz_buf *b, const char *const *tok, int64_t n) {
 attn_status attn_html_write(const char *path, const attn_tensor *w,
                             const attn_html_opts *opts) {
     if (!path || !path[0]) return attn__fail(ATTN_E_INVALID, "path is empty");
-    if (!w) return attn__fail(ATTN_E_INVALID, "w is NULL");
-    attn_status st = attn_tensor_check(w, "w");
+    attn_status st = viz__check_weights(w, "w");
     if (st != ATTN_OK) return st;
-    if (w->dtype != ATTN_F32 && w->dtype != ATTN_F64 && w->dtype != ATTN_F16 &&
-        w->dtype != ATTN_BF16)
-        return attn__fail(ATTN_E_DTYPE, "w has dtype %s; weights are f32, f64, "
-                          "f16 or bf16", attn_dtype_name(w->dtype));
     int64_t N = w->shape[0], H = w->shape[1], Lq = w->shape[2], Lk = w->shape[3];
     if (Lq > HTML_MAX_TOKENS || Lk > HTML_MAX_TOKENS)
         return attn__fail(ATTN_E_SHAPE, "the viewer shows up to %d tokens per "

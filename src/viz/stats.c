@@ -12,17 +12,6 @@
 #define CONCENTRATED_AT 0.10
 #define ROWSUM_TOL 1e-3
 
-static attn_status check_weights(const attn_tensor *w, const char *name) {
-    if (!w) return attn__fail(ATTN_E_INVALID, "%s is NULL", name);
-    attn_status st = attn_tensor_check(w, name);
-    if (st != ATTN_OK) return st;
-    if (w->dtype != ATTN_F32 && w->dtype != ATTN_F64 && w->dtype != ATTN_F16 &&
-        w->dtype != ATTN_BF16)
-        return attn__fail(ATTN_E_DTYPE, "%s has dtype %s; weights are f32, "
-                          "f64, f16 or bf16", name, attn_dtype_name(w->dtype));
-    return ATTN_OK;
-}
-
 /* Running sums of one map (or all); turned into attn_stats at the end. */
 typedef struct {
     attn_stats s;
@@ -125,7 +114,7 @@ static void map_stats(const attn_tensor *w, const attn_mask *mask, int64_t n,
 
 attn_status attn_stats_compute(const attn_tensor *w, const attn_mask *mask,
                                attn_stats *per_head, attn_stats *overall) {
-    attn_status st = check_weights(w, "w");
+    attn_status st = viz__check_weights(w, "w");
     if (st != ATTN_OK) return st;
     if (!overall) return attn__fail(ATTN_E_INVALID, "overall is NULL");
     if (mask) {
@@ -201,8 +190,8 @@ attn_status attn_stats_verdict(const attn_stats *s, char *buf, size_t cap,
 
 attn_status attn_compare_weights(const attn_tensor *a, const attn_tensor *b,
                                  attn_compare_result *r) {
-    attn_status st = check_weights(a, "a");
-    if (st == ATTN_OK) st = check_weights(b, "b");
+    attn_status st = viz__check_weights(a, "a");
+    if (st == ATTN_OK) st = viz__check_weights(b, "b");
     if (st != ATTN_OK) return st;
     if (!r) return attn__fail(ATTN_E_INVALID, "result is NULL");
     for (int d = 0; d < 4; d++)

@@ -17,7 +17,11 @@ typedef struct {
     uint8_t *hidden;
 } viz_map;
 
-/* Checks w (floating dtype), b, h and mask, and reads the map w[b, h]. */
+/* w is a valid tensor of a floating dtype (f32, f64, f16, bf16): the
+ * check every reader of weights starts with. */
+attn_status viz__check_weights(const attn_tensor *w, const char *name);
+
+/* Checks w (viz__check_weights), b, h and mask, and reads the map w[b, h]. */
 attn_status viz__map_load(const attn_tensor *w, int64_t b, int64_t h,
                           const attn_mask *mask, const char *name,
                           viz_map *out);
