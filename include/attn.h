@@ -770,7 +770,8 @@ attn_status attn_encoder_load(const char *path, attn_encoder_config *cfg,
  * DejaVu Sans font (Debian fonts-dejavu-core). SVG files carry their labels
  * twice: as glyph outlines that draw them, and as an invisible <text> layer
  * that makes them searchable and selectable (cairo itself writes only
- * outlines).
+ * outlines). Pictures and HTML pages are drawn in memory and written to a
+ * temporary name, then renamed: a failed call never leaves half a file.
  *
  * Example: an annotated heatmap of a 3 x 3 map with token labels.
  *
@@ -830,7 +831,7 @@ void attn_heatmap_opts_init(attn_heatmap_opts *opts);
 
 /* Draws the map w[b, h] to path. Errors: ATTN_E_INVALID (NULL arguments,
  * unknown extension, bad options), ATTN_E_SHAPE (b, h out of range, mask
- * shapes), ATTN_E_DTYPE, ATTN_E_IO (cairo could not write the file),
+ * shapes), ATTN_E_DTYPE, ATTN_E_IO (the file could not be written),
  * ATTN_E_NOMEM. */
 attn_status attn_heatmap_write(const char *path, const attn_tensor *w,
                                int64_t b, int64_t h,

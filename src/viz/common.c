@@ -1,6 +1,7 @@
 /* Shared pieces of src/viz: reading maps out of tensors, block averages,
  * colour maps, tick steps, documents (PNG/SVG/PDF by extension) and text. */
 #include "viz_internal.h"
+#include "../io/binfile.h"
 
 #include <cairo-pdf.h>
 #include <cairo-svg.h>
@@ -249,21 +250,22 @@ attn_status viz__kind_of(const char *path, viz_kind *kind) {
     return ATTN_OK;
 }
 
-static cairo_status_t svg_write(void *closure, const unsigned char *data,
-                                unsigned int length) {
+/* cairo's stream writer for every format: appends to doc->bytes. */
+static cairo_status_t collect(void *closure, const unsigned char *data,
+                              unsigned int length) {
     viz_doc *d = closure;
-    if (d->svg_oom) return CAIRO_STATUS_NO_MEMORY;
-    if (d->svg_len + length > d->svg_cap) {
-        size_t cap = d->svg_cap ? d->svg_cap : 65536;
-        while (cap < d->svg_len + length) cap *= 2;
-        if (!viz__grow((void **)&d->svg, d->svg_len, cap, 1)) {
-            d->svg_oom = 1;
+    if (d->bytes_oom) return CAIRO_STATUS_NO_MEMORY;
+    if (d->len + length > d->cap) {
+        size_t cap = d->cap ? d->cap : 65536;
+        while (cap < d->len + length) cap *= 2;
+        if (!viz__grow((void **)&d->bytes, d->len, cap, 1)) {
+            d->bytes_oom = 1;
             return CAIRO_STATUS_NO_MEMORY;
         }
-        d->svg_cap = cap;
+        d->cap = cap;
     }
-    memcpy(d->svg + d->svg_len, data, length);
-    d->svg_len += length;
+    memcpy(d->bytes + d->len, data, length);
+    d->len += length;
     return CAIRO_STATUS_SUCCESS;
 }
 
@@ -285,16 +287,18 @@ attn_status viz__doc_begin(viz_doc *doc, const char *path, double width,
         break;
     case VIZ_SVG:
         doc->surface = cairo_svg_surface_create_for_stream(
-            svg_write, doc, doc->width, doc->height);
+            collect, doc, doc->width, doc->height);
         break;
     case VIZ_PDF:
-        doc->surface = cairo_pdf_surface_create(path, doc->width, doc->height);
+        doc->surface = cairo_pdf_surface_create_for_stream(
+            collect, doc, doc->width, doc->height);
         break;
     }
     if (cairo_surface_status(doc->surface) != CAIRO_STATUS_SUCCESS) {
         const char *why = cairo_status_to_string(cairo_surface_status(doc->surface));
         viz__doc_abort(doc);
-        return attn__fail(ATTN_E_IO, "cannot create '%s': %s", path, why);
+        return attn__fail(ATTN_E_NOMEM, "cannot create the surface of '%s': %s",
+                          path, why);
     }
     doc->cr = cairo_create(doc->surface);
     cairo_set_source_rgb(doc->cr, 1, 1, 1);
@@ -308,58 +312,57 @@ void viz__doc_abort(viz_doc *doc) {
         cairo_surface_finish(doc->surface);
         cairo_surface_destroy(doc->surface);
     }
-    attn__free(doc->svg);
+    attn__free(doc->bytes);
     for (size_t i = 0; i < doc->n_items; i++) attn__free(doc->items[i].s);
     attn__free(doc->items);
     memset(doc, 0, sizeof *doc);
 }
 
-static void xml_escape(FILE *f, const char *s) {
+static void xml_escape(viz_buf *b, const char *s) {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '<') fputs("&lt;", f);
-        else if (c == '>') fputs("&gt;", f);
-        else if (c == '&') fputs("&amp;", f);
-        else if (c == '"') fputs("&quot;", f);
-        else if (c < 0x20) fputc(' ', f);
-        else fputc(c, f);
+        if (c == '<') viz__bput(b, "&lt;", 4);
+        else if (c == '>') viz__bput(b, "&gt;", 4);
+        else if (c == '&') viz__bput(b, "&amp;", 5);
+        else if (c == '"') viz__bput(b, "&quot;", 6);
+        else if (c < 0x20) viz__bput(b, " ", 1);
+        else viz__bput(b, s, 1);
     }
 }
 
 /* Writes cairo's SVG with the invisible text layer before </svg>. */
 static attn_status write_svg(viz_doc *doc) {
-    if (doc->svg_oom || doc->items_oom)
-        return attn__fail(ATTN_E_NOMEM, "'%s': out of memory writing SVG",
-                          doc->path);
-    size_t end = doc->svg_len;
+    size_t end = doc->len;
     const char *tag = "</svg>";
-    for (size_t i = doc->svg_len; i >= 6; i--)
-        if (memcmp(doc->svg + i - 6, tag, 6) == 0) {
+    for (size_t i = doc->len; i >= 6; i--)
+        if (memcmp(doc->bytes + i - 6, tag, 6) == 0) {
             end = i - 6;
             break;
         }
-    FILE *f = fopen(doc->path, "wb");
-    if (!f) return attn__fail(ATTN_E_IO, "cannot open '%s' for writing", doc->path);
-    fwrite(doc->svg, 1, end, f);
-    fputs("<g id=\"attn-text\" fill-opacity=\"0\" "
-          "font-family=\"DejaVu Sans\">\n", f);
+    viz_buf b;
+    memset(&b, 0, sizeof b);
+    viz__bput(&b, (const char *)doc->bytes, end);
+    viz__bprintf(&b, "<g id=\"attn-text\" fill-opacity=\"0\" "
+                 "font-family=\"DejaVu Sans\">\n");
     for (size_t i = 0; i < doc->n_items; i++) {
         const viz_text_item *t = &doc->items[i];
-        fprintf(f, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"%.1f\"", t->x,
-                t->y, t->size);
+        viz__bprintf(&b, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"%.1f\"",
+                     t->x, t->y, t->size);
         if (t->angle != 0)
-            fprintf(f, " transform=\"rotate(%.1f %.2f %.2f)\"", t->angle,
-                    t->x, t->y);
-        fputc('>', f);
-        xml_escape(f, t->s);
-        fputs("</text>\n", f);
+            viz__bprintf(&b, " transform=\"rotate(%.1f %.2f %.2f)\"", t->angle,
+                         t->x, t->y);
+        viz__bput(&b, ">", 1);
+        xml_escape(&b, t->s);
+        viz__bput(&b, "</text>\n", 8);
     }
-    fputs("</g>\n", f);
-    fwrite(doc->svg + end, 1, doc->svg_len - end, f);
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
-        return attn__fail(ATTN_E_IO, "writing '%s' failed", doc->path);
-    return ATTN_OK;
+    viz__bput(&b, "</g>\n", 5);
+    viz__bput(&b, (const char *)doc->bytes + end, doc->len - end);
+    attn_status st =
+        b.oom ? attn__fail(ATTN_E_NOMEM, "'%s': out of memory writing SVG",
+                           doc->path)
+              : attn__write_atomic(doc->path, (const unsigned char *)b.s, b.len);
+    viz__buf_free(&b);
+    return st;
 }
 
 attn_status viz__doc_end(viz_doc *doc) {
@@ -368,15 +371,17 @@ attn_status viz__doc_end(viz_doc *doc) {
     cairo_destroy(doc->cr);
     doc->cr = NULL;
     if (cs == CAIRO_STATUS_SUCCESS && doc->kind == VIZ_PNG)
-        cs = cairo_surface_write_to_png(doc->surface, doc->path);
+        cs = cairo_surface_write_to_png_stream(doc->surface, collect, doc);
     cairo_surface_finish(doc->surface);
     if (cs == CAIRO_STATUS_SUCCESS) cs = cairo_surface_status(doc->surface);
-    if (cs != CAIRO_STATUS_SUCCESS)
-        st = attn__fail(cs == CAIRO_STATUS_NO_MEMORY ? ATTN_E_NOMEM : ATTN_E_IO,
-                        "cannot write '%s': %s", doc->path,
-                        cairo_status_to_string(cs));
+    if (cs != CAIRO_STATUS_SUCCESS || doc->bytes_oom || doc->items_oom)
+        st = attn__fail(ATTN_E_NOMEM, "cannot draw '%s': %s", doc->path,
+                        cs != CAIRO_STATUS_SUCCESS ? cairo_status_to_string(cs)
+                                                   : "out of memory");
     else if (doc->kind == VIZ_SVG)
         st = write_svg(doc);
+    else
+        st = attn__write_atomic(doc->path, doc->bytes, doc->len);
     viz__doc_abort(doc);
     return st;
 }

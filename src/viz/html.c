@@ -2,6 +2,7 @@
  * JavaScript, no network) in the spirit of a head view. The weights are
  * embedded as JSON; the page draws the token lines and the heatmap. */
 #include "viz_internal.h"
+#include "../io/binfile.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -209,15 +210,7 @@ attn_status attn_html_write(const char *path, const attn_tensor *w,
         viz__buf_free(&b);
         return attn__fail(ATTN_E_NOMEM, "out of memory building '%s'", path);
     }
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        viz__buf_free(&b);
-        return attn__fail(ATTN_E_IO, "cannot open '%s' for writing", path);
-    }
-    size_t wrote = fwrite(b.s, 1, b.len, f);
-    int bad = wrote != b.len || ferror(f);
-    if (fclose(f) != 0) bad = 1;
+    st = attn__write_atomic(path, (const unsigned char *)b.s, b.len);
     viz__buf_free(&b);
-    if (bad) return attn__fail(ATTN_E_IO, "writing '%s' failed", path);
-    return ATTN_OK;
+    return st;
 }

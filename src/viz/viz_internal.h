@@ -55,8 +55,9 @@ void viz__auto_scale(const viz_map *maps, int n, attn_colormap cmap,
 /* "Nice" tick step for a range so that it holds at most max_ticks ticks. */
 double viz__nice_step(double range, int max_ticks);
 
-/* ---- documents: a cairo surface chosen by the file extension, with the
- * SVG text layer collected on the side ---- */
+/* ---- documents: a cairo surface chosen by the file extension whose bytes
+ * are collected in memory (with the SVG text layer on the side) and
+ * written at the end with attn__write_atomic ---- */
 typedef struct {
     char *s;
     double x, y, size, angle; /* baseline start, degrees */
@@ -70,10 +71,11 @@ typedef struct {
     cairo_surface_t *surface;
     cairo_t *cr;
     double width, height;
-    /* SVG: cairo writes into this buffer; text items are added at the end */
-    unsigned char *svg;
-    size_t svg_len, svg_cap;
-    int svg_oom;
+    /* the file's bytes as cairo writes them (every format); SVG text items
+     * are spliced in at the end */
+    unsigned char *bytes;
+    size_t len, cap;
+    int bytes_oom;
     viz_text_item *items;
     size_t n_items, cap_items;
     int items_oom;
