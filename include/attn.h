@@ -1024,13 +1024,16 @@ attn_status attn_stats_compute(const attn_tensor *w, const attn_mask *mask,
 
 /* The verdict in plain words, one sentence per flag with the advice of the
  * tutorials, or "looks healthy: ..." when no flag is set. Truncates to cap
- * (always NUL-terminated); *len (if not NULL) gets the full length. */
+ * (always NUL-terminated); *len (if not NULL) gets the full length.
+ * Errors: ATTN_E_INVALID (NULL s, NULL buf with cap > 0, flags that are
+ * not ATTN_VERDICT_*). */
 attn_status attn_stats_verdict(const attn_stats *s, char *buf, size_t cap,
                                size_t *len);
 
 typedef struct {
     double max_abs;   /* max |a - b|                                       */
-    double mean_abs;  /* mean |a - b| over all elements                    */
+    double mean_abs;  /* mean |a - b| over the elements where both are
+                         finite                                           */
     /* KL(a || b) of each row, sum_j a log(a / b) over a > 0 (natural log),
      * averaged over rows where a has mass: the distillation measure with a
      * as the teacher. A row with a > 0 where b = 0 is infinite. */

@@ -43,6 +43,10 @@ static void uniform_and_onehot(void) {
     char small[8];
     CHECK_STATUS(attn_stats_verdict(&all, small, sizeof small, &len), ATTN_OK);
     CHECK(strlen(small) == 7 && len > 7);
+    /* a verdict with flags this library does not know is refused */
+    attn_stats odd = all;
+    odd.verdict = 32u;
+    CHECK_STATUS(attn_stats_verdict(&odd, buf, sizeof buf, &len), ATTN_E_INVALID);
 
     /* a row with weights (0.5, 0.25, 0.25): entropy 1.5 ln 2 / ln 3 */
     double w3[3] = {0.5, 0.25, 0.25};

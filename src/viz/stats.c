@@ -140,6 +140,13 @@ attn_status attn_stats_verdict(const attn_stats *s, char *buf, size_t cap,
                                size_t *len) {
     if (!s) return attn__fail(ATTN_E_INVALID, "stats is NULL");
     if (!buf && cap) return attn__fail(ATTN_E_INVALID, "buf is NULL but cap is %zu", cap);
+    const unsigned known = ATTN_VERDICT_TOO_UNIFORM | ATTN_VERDICT_TOO_CONCENTRATED |
+                           ATTN_VERDICT_MASK_LEAK | ATTN_VERDICT_NOT_NORMALIZED |
+                           ATTN_VERDICT_NONFINITE;
+    /* unknown flags alone would leave the text empty (and b.s NULL) */
+    if (s->verdict & ~known)
+        return attn__fail(ATTN_E_INVALID, "stats verdict 0x%x has unknown flags "
+                          "0x%x", s->verdict, s->verdict & ~known);
     viz_buf b;
     memset(&b, 0, sizeof b);
     unsigned v = s->verdict;

@@ -105,8 +105,9 @@ double viz__text_width(cairo_t *cr, const char *s);
 void viz__text(viz_doc *doc, const char *s, double x, double y, double size,
                int bold, double angle, double ax, double ay);
 
-/* Appends printf-formatted text to a growable string; returns 0 on
- * allocation failure (the string is then freed and NULL). */
+/* A growable string: viz__bprintf / viz__bput append; on allocation
+ * failure oom is set, later appends do nothing and the caller reports
+ * ATTN_E_NOMEM. */
 typedef struct {
     char *s;
     size_t len, cap;
