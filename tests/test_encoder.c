@@ -227,6 +227,9 @@ static void pieces(void) {
     CHECK_STATUS(attn_add_positional_encoding(2, 7, 6, x), ATTN_OK);
     CHECK(x[7 * 6 + 13] == pe[13]);
     CHECK_STATUS(attn_positional_encoding(0, 6, pe), ATTN_E_SHAPE);
+    /* a length of 0 is a shape error, not an overflow */
+    CHECK_STATUS(attn_add_positional_encoding(2, 0, 6, x), ATTN_E_SHAPE);
+    CHECK_STATUS(attn_add_positional_encoding(2, 7, -1, x), ATTN_E_SHAPE);
     CHECK_STATUS(attn_linear_forward(2, 0, 3, x, x, NULL, x), ATTN_E_SHAPE);
     CHECK_STATUS(attn_layernorm_forward(2, 3, x, x, x, 0.0, x, NULL, NULL), ATTN_E_INVALID);
     attn_encoder_config c;

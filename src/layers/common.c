@@ -224,32 +224,43 @@ void attn__dropout_apply(uint64_t seed, uint32_t stream, double p, float *x,
 
 /* ---- positions ------------------------------------------------------- */
 
-attn_status attn_positional_encoding(int64_t L, int64_t d_model, float *pe) {
+static attn_status pe_dims(int64_t L, int64_t d_model) {
     if (L < 1 || d_model < 1)
         return attn__fail(ATTN_E_SHAPE, "positional encoding needs L >= 1 and "
                           "d_model >= 1, not %lld and %lld", (long long)L,
                           (long long)d_model);
-    ATTN__NEED(pe);
     if (!attn__size3(L, d_model, 1))
         return attn__fail(ATTN_E_NOMEM, "L * d_model overflows");
-    for (int64_t p = 0; p < L; p++)
-        for (int64_t c = 0; c < d_model; c++) {
-            double ang = (double)p / pow(10000.0, (double)(c & ~(int64_t)1) /
-                                                      (double)d_model);
+    return ATTN_OK;
+}
+
+attn_status attn_positional_encoding(int64_t L, int64_t d_model, float *pe) {
+    attn_status st = pe_dims(L, d_model);
+    if (st) return st;
+    ATTN__NEED(pe);
+    /* column by column: one pow per column, not per element */
+    for (int64_t c = 0; c < d_model; c++) {
+        const double freq = pow(10000.0, (double)(c & ~(int64_t)1) /
+                                             (double)d_model);
+        for (int64_t p = 0; p < L; p++) {
+            double ang = (double)p / freq;
             pe[p * d_model + c] = (float)((c & 1) ? cos(ang) : sin(ang));
         }
+    }
     return ATTN_OK;
 }
 
 attn_status attn_add_positional_encoding(int64_t B, int64_t L,
                                          int64_t d_model, float *x) {
     if (B < 1) return attn__fail(ATTN_E_SHAPE, "B is %lld (< 1)", (long long)B);
+    attn_status st = pe_dims(L, d_model);
+    if (st) return st;
     ATTN__NEED(x);
     if (!attn__size3(B, L, d_model))
         return attn__fail(ATTN_E_NOMEM, "B * L * d_model overflows");
     float *pe = attn__alloc((size_t)(L * d_model), sizeof(float), "positions");
     if (!pe) return ATTN_E_NOMEM;
-    attn_status st = attn_positional_encoding(L, d_model, pe);
+    st = attn_positional_encoding(L, d_model, pe);
     if (!st)
         for (int64_t b = 0; b < B; b++)
             for (int64_t i = 0; i < L * d_model; i++)
