@@ -13,15 +13,10 @@
 #include "layers.h"
 
 #include <cblas.h>
-#include <omp.h>
 #include <string.h>
 
 #define TQ 16 /* query rows per tile */
 #define TK 64 /* key columns per tile */
-
-static int nthreads(int threads) {
-    return threads > 0 ? threads : omp_get_max_threads();
-}
 
 /* ---- configuration, parameter layout --------------------------------- */
 
@@ -346,7 +341,7 @@ static attn_status forward_tiled(const attn_additive_config *c,
                                  const attn_layer_opts *o, float scale,
                                  float *out, float *weights, ws_parts *w) {
     const int64_t A = c->attn_dim, Dc = attn_additive_out_dim(c);
-    const int nt = nthreads(o->threads);
+    const int nt = attn__omp_threads(o->threads);
     const int64_t tiles_q = (Lq + TQ - 1) / TQ, ntiles = B * tiles_q;
     const double p = o->dropout_p;
     const float keep = (float)(1.0 / (1.0 - p));
@@ -515,7 +510,7 @@ static attn_status additive_backward_body(const attn_additive_config *c,
     memset(w.dvb, 0, sizeof(float) * (size_t)(B * A));
     /* One thread owns batch entry b: dkp rows gather from every query, so
      * this ownership keeps the sums in one order on any thread count. */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads(opts->threads))
+#pragma omp parallel for schedule(dynamic, 1) num_threads(attn__omp_threads(opts->threads))
     for (int64_t b = 0; b < B; b++) {
         float *t = w.tb + b * A, *dvp = w.dvb + b * A;
         for (int64_t i = 0; i < Lq; i++) {
@@ -599,7 +594,7 @@ attn_status attn__additive_weights_from_ws(const attn_additive_config *c,
     ws_layout(c, B, Lq, Lk, (float *)ws, &w);
     const float scale = (float)(o->scale > 0 ? o->scale : 1.0);
     const int64_t A = c->attn_dim;
-#pragma omp parallel for schedule(static) num_threads(nthreads(o->threads))
+#pragma omp parallel for schedule(static) num_threads(attn__omp_threads(o->threads))
     for (int64_t r = 0; r < B * Lq; r++) {
         const int64_t b = r / Lq, i = r % Lq;
         const float lse = w.lse[r];

@@ -4,12 +4,7 @@
 #include "layers.h"
 
 #include <cblas.h>
-#include <omp.h>
 #include <string.h>
-
-static int nthreads(int threads) {
-    return threads > 0 ? threads : omp_get_max_threads();
-}
 
 attn_status attn__check_finite_f32(const float *x, int64_t n,
                                    const char *name) {
@@ -104,7 +99,7 @@ attn_status attn__layernorm_forward(int64_t n, int64_t d, const float *x,
     if (!(eps > 0) || isinf(eps))
         return attn__fail(ATTN_E_INVALID, "layernorm eps is %g; it must be "
                           "positive", eps);
-#pragma omp parallel for schedule(static) num_threads(nthreads(threads))
+#pragma omp parallel for schedule(static) num_threads(attn__omp_threads(threads))
     for (int64_t r = 0; r < n; r++) {
         const float *xr = x + r * d;
         double s = 0, s2 = 0;
@@ -155,7 +150,7 @@ attn_status attn__layernorm_backward(int64_t n, int64_t d, const float *x,
             }
         }
     if (dx) {
-#pragma omp parallel for schedule(static) num_threads(nthreads(threads))
+#pragma omp parallel for schedule(static) num_threads(attn__omp_threads(threads))
         for (int64_t r = 0; r < n; r++) {
             const float *xr = x + r * d, *g = dy + r * d;
             double mu = mean[r], rs = rstd[r], a = 0, bsum = 0;
@@ -180,7 +175,7 @@ attn_status attn__layernorm_backward(int64_t n, int64_t d, const float *x,
 
 void attn__act_forward(attn_activation act, const float *x, float *y,
                        int64_t n, int threads) {
-#pragma omp parallel for schedule(static) num_threads(nthreads(threads))
+#pragma omp parallel for schedule(static) num_threads(attn__omp_threads(threads))
     for (int64_t i = 0; i < n; i++) {
         float v = x[i];
         y[i] = act == ATTN_ACT_GELU
@@ -191,7 +186,7 @@ void attn__act_forward(attn_activation act, const float *x, float *y,
 
 void attn__act_backward(attn_activation act, const float *x, const float *dy,
                         float *dx, int64_t n, int threads) {
-#pragma omp parallel for schedule(static) num_threads(nthreads(threads))
+#pragma omp parallel for schedule(static) num_threads(attn__omp_threads(threads))
     for (int64_t i = 0; i < n; i++) {
         double v = x[i], g;
         if (act == ATTN_ACT_GELU) /* Phi(x) + x phi(x) */
@@ -209,7 +204,7 @@ void attn__dropout_apply(uint64_t seed, uint32_t stream, double p, float *x,
     const uint32_t thr = attn__dropout_threshold(p);
     const float keep = (float)(1.0 / (1.0 - p));
     const int64_t groups = (n + 3) / 4;
-#pragma omp parallel for schedule(static) num_threads(nthreads(threads))
+#pragma omp parallel for schedule(static) num_threads(attn__omp_threads(threads))
     for (int64_t g = 0; g < groups; g++) {
         /* counters differ from those of attention weights (b, h, i, j) by
          * the 0xA5D0 tag in the last word */

@@ -6,6 +6,7 @@
 #include "../kernels/flash.h"
 
 #include <math.h>
+#include <omp.h>
 
 /* int fits a BLAS dimension (cblas takes int). */
 static inline int attn__blas_ok(int64_t n) { return n >= 0 && n <= 0x7fffffff; }
@@ -84,6 +85,12 @@ static inline uint64_t attn__enc_seed(uint64_t seed, int64_t layer) {
 }
 static inline uint32_t attn__enc_stream(int64_t layer, int site) {
     return (uint32_t)(layer * 4 + site);
+}
+
+/* Team size for an OpenMP loop of the layers: threads, or the OpenMP
+ * default when 0. */
+static inline int attn__omp_threads(int threads) {
+    return threads > 0 ? threads : omp_get_max_threads();
 }
 
 /* OpenMP thread count for a layer call (0 = the default). */
