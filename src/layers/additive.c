@@ -346,7 +346,8 @@ static attn_status forward_tiled(const attn_additive_config *c,
     const double p = o->dropout_p;
     const float keep = (float)(1.0 / (1.0 - p));
     const attn_mask *m = &o->mask;
-    float *accbuf = attn__alloc((size_t)nt * TQ * (size_t)(Dc + 2 * TK),
+    /* per thread: the TQ x Dc context accumulator, then TQ x TK scores */
+    float *accbuf = attn__alloc((size_t)nt * TQ * (size_t)(Dc + TK),
                                 sizeof(float), "additive tile buffers");
     if (!accbuf) return ATTN_E_NOMEM;
     const float *val = c->context_from_keys ? w->kp : v;
@@ -354,7 +355,7 @@ static attn_status forward_tiled(const attn_additive_config *c,
     for (int64_t t = 0; t < ntiles; t++) {
         const int64_t b = t / tiles_q, i0 = (t % tiles_q) * TQ;
         const int64_t nq = Lq - i0 < TQ ? Lq - i0 : TQ;
-        float *acc = accbuf + (size_t)omp_get_thread_num() * TQ * (Dc + 2 * TK);
+        float *acc = accbuf + (size_t)omp_get_thread_num() * TQ * (Dc + TK);
         float *s = acc + TQ * Dc; /* TQ x TK scores */
         float mrow[TQ], lrow[TQ];
         memset(acc, 0, sizeof(float) * (size_t)(TQ * Dc));
