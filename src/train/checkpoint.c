@@ -1,6 +1,6 @@
 /* Training checkpoints (docs/checkpoint-format.md): the configuration,
  * the step, the data RNG, the parameters and both AdamW moments, closed
- * by the CRC32 of the parameter files. Written whole to a temporary file
+ * by the CRC32 of every byte before it. Written whole to a temporary file
  * in the target's folder, fsync'ed, renamed over the target and the
  * folder fsync'ed: a reader sees the old file or the new one. */
 #include "train.h"

@@ -89,11 +89,12 @@ attn_status attn__model_slices_alloc(const attn_model_config *c,
 
 attn_status attn_model_init(const attn_model_config *c, float *params,
                             uint64_t seed) {
+    attn_status st = attn_model_check(c);
+    if (st) return st;
+    if (!params) return attn__fail(ATTN_E_INVALID, "params is NULL");
     attn_param_slice *sl = NULL;
     int64_t n = 0;
-    if (!params && !attn_model_check(c))
-        return attn__fail(ATTN_E_INVALID, "params is NULL");
-    attn_status st = attn__model_slices_alloc(c, &sl, &n);
+    st = attn__model_slices_alloc(c, &sl, &n);
     if (!st) st = attn_params_init(sl, n, params, seed);
     attn__free(sl);
     return st;
