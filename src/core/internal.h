@@ -63,6 +63,17 @@ static inline int64_t attn__off(const attn_tensor *t, int64_t i0, int64_t i1,
  * src into f32 dst. */
 void attn__load_f32(const void *src, attn_dtype dtype, int64_t n, float *dst);
 
+/* 1 for f32, f16, bf16 and f64. */
+int attn__is_float_dtype(attn_dtype d);
+
+/* Element i of a contiguous array of any dtype, as double. */
+double attn__load_one(const void *src, attn_dtype d, size_t i);
+
+/* n elements of any dtype at src into a float dtype (f32, f16, bf16, f64)
+ * at dst, unchecked: attn_convert validates, then calls this. */
+void attn__convert_to_float(const void *src, attn_dtype src_dtype, void *dst,
+                            attn_dtype dst_dtype, size_t n);
+
 /* Validated shapes of one attention call. */
 typedef struct {
     int64_t B, H, Hkv, Lq, Lk, Dk, Dv, group; /* group = H / Hkv */

@@ -490,23 +490,6 @@ attn_status attn_npy_write(const char *path, const attn_npy *arr) {
 
 /* ---- dtype conversion ------------------------------------------------ */
 
-static int is_float(attn_dtype d) {
-    return d == ATTN_F32 || d == ATTN_F16 || d == ATTN_BF16 || d == ATTN_F64;
-}
-
-static double get_any(const void *data, attn_dtype d, size_t i) {
-    switch (d) {
-    case ATTN_F32: return ((const float *)data)[i];
-    case ATTN_F16: return attn_f16_to_f32(((const uint16_t *)data)[i]);
-    case ATTN_BF16: return attn_bf16_to_f32(((const uint16_t *)data)[i]);
-    case ATTN_F64: return ((const double *)data)[i];
-    case ATTN_U8: return ((const uint8_t *)data)[i];
-    case ATTN_I32: return ((const int32_t *)data)[i];
-    case ATTN_I64: return (double)((const int64_t *)data)[i];
-    }
-    return 0.0;
-}
-
 /* Integer value of element i for an integer target: exact for integer
  * sources; a float source must hold an integral value in [lo, hi]. */
 static attn_status get_int(const attn_npy *arr, size_t i, int64_t lo,
@@ -519,7 +502,7 @@ static attn_status get_int(const attn_npy *arr, size_t i, int64_t lo,
     } else if (arr->dtype == ATTN_U8) {
         v = ((const uint8_t *)arr->data)[i];
     } else {
-        double x = get_any(arr->data, arr->dtype, i);
+        double x = attn__load_one(arr->data, arr->dtype, i);
         /* 2^63 itself is out of range; compare in double before casting */
         if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0) ||
             x != (double)(int64_t)x)
@@ -548,21 +531,11 @@ attn_status attn_npy_convert(attn_npy *arr, attn_dtype dtype) {
     size_t n = (size_t)numel;
     void *dst = attn__alloc(n, attn_dtype_size(dtype), "npy conversion");
     if (!dst) return ATTN_E_NOMEM;
-    if (is_float(dtype) && is_float(arr->dtype)) {
-        st = attn_convert(arr->data, arr->dtype, dst, dtype, n);
-    } else if (is_float(dtype)) { /* integers to floats */
-        for (size_t i = 0; i < n; i++) {
-            double x = get_any(arr->data, arr->dtype, i);
-            switch (dtype) {
-            case ATTN_F32: ((float *)dst)[i] = (float)x; break;
-            case ATTN_F64: ((double *)dst)[i] = x; break;
-            case ATTN_F16: ((uint16_t *)dst)[i] = attn_f32_to_f16((float)x); break;
-            default: ((uint16_t *)dst)[i] = attn_f32_to_bf16((float)x); break;
-            }
-        }
+    if (attn__is_float_dtype(dtype)) {
+        attn__convert_to_float(arr->data, arr->dtype, dst, dtype, n);
     } else if (dtype == ATTN_U8) { /* a boolean: nonzero counts as one */
         for (size_t i = 0; i < n; i++)
-            ((uint8_t *)dst)[i] = get_any(arr->data, arr->dtype, i) != 0.0;
+            ((uint8_t *)dst)[i] = attn__load_one(arr->data, arr->dtype, i) != 0.0;
     } else { /* I32 or I64: exact integers only */
         int64_t lo = dtype == ATTN_I32 ? INT32_MIN : INT64_MIN;
         int64_t hi = dtype == ATTN_I32 ? INT32_MAX : INT64_MAX;
