@@ -135,6 +135,34 @@ static inline double attn__bcast_get(const attn_tensor *t, int64_t b,
                            t->shape[2] == 1 ? 0 : i, t->shape[3] == 1 ? 0 : j);
 }
 
+/* Byte address of element offset off of t's data. */
+static inline const char *attn__elem_ptr(const attn_tensor *t, int64_t off) {
+    return (const char *)t->data + off * (int64_t)attn_dtype_size(t->dtype);
+}
+
+/* Offset of the row (b, h, i) of a mask-shaped tensor whose axes of size 1
+ * broadcast, and the stride along keys (0 when that axis broadcasts): the
+ * hot loops walk a row with it instead of calling attn__bcast_get. */
+static inline int64_t attn__bcast_row(const attn_tensor *t, int64_t b,
+                                      int64_t h, int64_t i, int64_t *js) {
+    *js = t->shape[3] == 1 ? 0 : t->stride[3];
+    return (t->shape[0] == 1 ? 0 : b) * t->stride[0] +
+           (t->shape[1] == 1 ? 0 : h) * t->stride[1] +
+           (t->shape[2] == 1 ? 0 : i) * t->stride[2];
+}
+
+/* Key j of a keep-mask row (attn__elem_ptr of attn__bcast_row), as
+ * "visible"; the keep dtypes are those attn_mask_check allows. */
+static inline int attn__keep_at(const attn_tensor *t, const char *row,
+                                int64_t js, int64_t j) {
+    switch (t->dtype) {
+    case ATTN_U8: return ((const uint8_t *)(const void *)row)[j * js] != 0;
+    case ATTN_I32: return ((const int32_t *)(const void *)row)[j * js] != 0;
+    case ATTN_F32: return ((const float *)(const void *)row)[j * js] != 0.0f;
+    default: return 1; /* not reached: attn_mask_check allows these three */
+    }
+}
+
 /* Bias element for (b, h, i, j) as double (0 if no bias). */
 static inline double attn__bias_at(const attn_mask *m, int64_t b, int64_t h,
                                    int64_t i, int64_t j) {

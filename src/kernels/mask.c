@@ -235,12 +235,16 @@ attn__tile_class attn__mask_classify(const attn_mask *m, int64_t b, int64_t h,
     }
     if (m->keep) {
         int any = 0, all = 1;
-        for (int64_t i = i0; i < ie && (all || !any); i++)
+        for (int64_t i = i0; i < ie && (all || !any); i++) {
+            int64_t js;
+            const char *row =
+                attn__elem_ptr(m->keep, attn__bcast_row(m->keep, b, h, i, &js));
             for (int64_t j = j0; j < je; j++) {
-                int kept = attn__bcast_get(m->keep, b, h, i, j) != 0.0;
+                int kept = attn__keep_at(m->keep, row, js, j);
                 any |= kept;
                 all &= kept;
             }
+        }
         cls = meet(cls, !any ? ATTN__TILE_EMPTY
                              : (all ? ATTN__TILE_FULL : ATTN__TILE_PARTIAL));
     }
