@@ -121,7 +121,10 @@ typedef struct {
     int64_t stride[4];
 } attn_tensor;
 
-/* A contiguous (row-major) view of shape (d0, d1, d2, d3). */
+/* A contiguous (row-major) view of shape (d0, d1, d2, d3). These
+ * constructors cannot fail: a shape with an extent < 1 or too large to
+ * address gives a view that attn_tensor_check (and every function taking
+ * it) refuses. */
 attn_tensor attn_tensor_4d(void *data, attn_dtype dtype, int64_t d0,
                            int64_t d1, int64_t d2, int64_t d3);
 

@@ -153,6 +153,14 @@ void attn__load_f32(const void *src, attn_dtype dtype, int64_t n, float *dst) {
     }
 }
 
+/* a * b wrapping instead of overflowing (signed overflow is undefined):
+ * the constructors cannot fail, and a view whose strides wrap has an
+ * element count past int64 (or a dimension < 1), which attn_tensor_check
+ * refuses. */
+static int64_t wrap_mul(int64_t a, int64_t b) {
+    return (int64_t)((uint64_t)a * (uint64_t)b);
+}
+
 attn_tensor attn_tensor_4d(void *data, attn_dtype dtype, int64_t d0,
                            int64_t d1, int64_t d2, int64_t d3) {
     attn_tensor t;
@@ -164,8 +172,8 @@ attn_tensor attn_tensor_4d(void *data, attn_dtype dtype, int64_t d0,
     t.shape[3] = d3;
     t.stride[3] = 1;
     t.stride[2] = d3;
-    t.stride[1] = d2 * d3;
-    t.stride[0] = d1 * d2 * d3;
+    t.stride[1] = wrap_mul(d2, d3);
+    t.stride[0] = wrap_mul(d1, t.stride[1]);
     return t;
 }
 
@@ -179,9 +187,9 @@ attn_tensor attn_tensor_bthd(void *data, attn_dtype dtype, int64_t b,
     t.shape[2] = l;
     t.shape[3] = d;
     t.stride[3] = 1;
-    t.stride[1] = d;         /* heads are next to each other */
-    t.stride[2] = h * d;     /* then positions */
-    t.stride[0] = l * h * d; /* then batch entries */
+    t.stride[1] = d;                        /* heads are next to each other */
+    t.stride[2] = wrap_mul(h, d);           /* then positions */
+    t.stride[0] = wrap_mul(l, t.stride[2]); /* then batch entries */
     return t;
 }
 
