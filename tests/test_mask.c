@@ -334,7 +334,24 @@ static void random_blocks(void) {
     CHECK(attn_random_block_kept(3, 0.0, 0, 0, 0) == 0);
 }
 
+/* One block covers everything when block_size exceeds both lengths, even
+ * block_size = INT64_MAX (its block count once overflowed Lq + bs - 1). */
+static void huge_block_size(void) {
+    for (int keep = 0; keep < 2; keep++) {
+        uint8_t layout[1] = {(uint8_t)keep};
+        attn_sdpa_opts o;
+        attn_sdpa_opts_init(&o);
+        o.mask.block_size = INT64_MAX;
+        o.mask.layout = layout;
+        o.mask.layout_heads = 1;
+        CHECK(attn_mask_visible(&o.mask, 0, 1, 16, 2, 17, 3) == keep);
+        run_config(keep ? "block_size INT64_MAX, kept" : "block_size INT64_MAX, dropped",
+                   &o, 1, 2, 2, 17, 3, 99);
+    }
+}
+
 int main(void) {
+    huge_block_size();
     each_kind_alone_and_combined();
     truncated_equivalence();
     alignments();

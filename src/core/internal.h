@@ -163,6 +163,18 @@ static inline int attn__keep_at(const attn_tensor *t, const char *row,
     }
 }
 
+/* Row of the block-sparse layout (block_size > 0) that query i of head h
+ * reads: entry j / block_size of it is key j's block. The block counts are
+ * ceil-divided without forming L + block_size - 1, which overflows for a
+ * block_size near INT64_MAX. */
+static inline const uint8_t *attn__layout_row(const attn_mask *m, int64_t h,
+                                              int64_t i, int64_t Lq,
+                                              int64_t Lk) {
+    const int64_t bs = m->block_size;
+    const int64_t rows = (Lq - 1) / bs + 1, cols = (Lk - 1) / bs + 1;
+    return m->layout + ((m->layout_heads == 1 ? 0 : h) * rows + i / bs) * cols;
+}
+
 /* Bias element for (b, h, i, j) as double (0 if no bias). */
 static inline double attn__bias_at(const attn_mask *m, int64_t b, int64_t h,
                                    int64_t i, int64_t j) {

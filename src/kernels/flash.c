@@ -147,10 +147,8 @@ void attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
                 if (!attn__keep_at(m->keep, row, js, j)) s[j - j0] = -INFINITY;
         }
         if (lo < hi && m->block_size > 0) {
-            int64_t bs = m->block_size;
-            int64_t rows = (d->Lq + bs - 1) / bs, cols = (d->Lk + bs - 1) / bs;
-            const uint8_t *lay =
-                m->layout + ((m->layout_heads == 1 ? 0 : h) * rows + i / bs) * cols;
+            const int64_t bs = m->block_size;
+            const uint8_t *lay = attn__layout_row(m, h, i, d->Lq, d->Lk);
             for (int64_t j = lo; j < hi; j++)
                 if (!lay[j / bs]) s[j - j0] = -INFINITY;
         }

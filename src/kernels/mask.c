@@ -144,12 +144,9 @@ int attn_mask_visible(const attn_mask *m, int64_t b, int64_t h, int64_t i,
     if (m->window_left >= 0 && j < c - m->window_left) return 0;
     if (m->window_right >= 0 && j > c + m->window_right) return 0;
     if (m->keep && attn__bcast_get(m->keep, b, h, i, j) == 0.0) return 0;
-    if (m->block_size > 0) {
-        int64_t bs = m->block_size;
-        int64_t rows = (Lq + bs - 1) / bs, cols = (Lk + bs - 1) / bs;
-        int64_t hh = m->layout_heads == 1 ? 0 : h;
-        if (!m->layout[(hh * rows + i / bs) * cols + j / bs]) return 0;
-    }
+    if (m->block_size > 0 &&
+        !attn__layout_row(m, h, i, Lq, Lk)[j / m->block_size])
+        return 0;
     if (m->random_block > 0 &&
         !attn_random_block_kept(m->random_seed, m->random_keep_p, h,
                                 i / m->random_block, j / m->random_block))
@@ -206,20 +203,13 @@ attn__tile_class attn__mask_classify(const attn_mask *m, int64_t b, int64_t h,
     if (m->block_size > 0 || m->random_block > 0) {
         /* block-structured parts: look at each covered block */
         int any = 0, all = 1;
-        int64_t rows = 0, cols = 0, hh = 0;
-        if (m->block_size > 0) {
-            rows = (Lq + m->block_size - 1) / m->block_size;
-            cols = (Lk + m->block_size - 1) / m->block_size;
-            hh = m->layout_heads == 1 ? 0 : h;
-        }
         /* step from one boundary of either block grid to the next, so each
          * visited cell lies inside one block of both grids */
         for (int64_t i = i0; i < ie; i = next_boundary(m, i))
             for (int64_t j = j0; j < je; j = next_boundary(m, j)) {
                 int kept = 1;
                 if (m->block_size > 0 &&
-                    !m->layout[(hh * rows + i / m->block_size) * cols +
-                               j / m->block_size])
+                    !attn__layout_row(m, h, i, Lq, Lk)[j / m->block_size])
                     kept = 0;
                 if (kept && m->random_block > 0 &&
                     !attn_random_block_kept(m->random_seed, m->random_keep_p,
