@@ -177,8 +177,8 @@ typedef enum {
 typedef struct {
     int causal;          /* 0 or 1                                          */
     attn_align align;    /* alignment of causal and window                 */
-    int64_t window_left; /* < 0: unbounded (default -1)                     */
-    int64_t window_right;/* < 0: unbounded (default -1)                     */
+    int64_t window_left; /* < 0: unbounded (default -1); at most 2^61      */
+    int64_t window_right;/* < 0: unbounded (default -1); at most 2^61      */
 
     const int64_t *key_lengths;   /* [B] valid keys per batch entry, or NULL   */
     const int64_t *query_lengths; /* [B] valid queries per entry, or NULL      */

@@ -350,8 +350,29 @@ static void huge_block_size(void) {
     }
 }
 
+/* Windows are c + window_right + 1 and c - window_left in every kernel:
+ * a window near INT64_MAX overflowed there, so the check refuses it (with
+ * a message); a window wider than the sequence stays valid. */
+static void huge_windows(void) {
+    attn_sdpa_opts o;
+    attn_sdpa_opts_init(&o);
+    o.mask.window_right = INT64_MAX;
+    CHECK(attn_mask_check(&o.mask, 1, 2, 17, 3) == ATTN_E_INVALID);
+    CHECK(strstr(attn_last_error(), "window_right") != NULL);
+    o.mask.window_right = -1;
+    o.mask.window_left = INT64_MAX;
+    o.mask.align = ATTN_ALIGN_BOTTOM_RIGHT;
+    CHECK(attn_mask_check(&o.mask, 1, 2, 17, 3) == ATTN_E_INVALID);
+    CHECK(strstr(attn_last_error(), "window_left") != NULL);
+    o.mask.window_left = 1000;
+    o.mask.window_right = 1000;
+    CHECK(attn_mask_check(&o.mask, 1, 2, 17, 3) == ATTN_OK);
+    run_config("windows wider than the sequence", &o, 1, 2, 2, 17, 3, 7);
+}
+
 int main(void) {
     huge_block_size();
+    huge_windows();
     each_kind_alone_and_combined();
     truncated_equivalence();
     alignments();

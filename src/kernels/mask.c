@@ -6,6 +6,9 @@
 #include <math.h>
 #include <string.h>
 
+/* The widest window attn_mask_check accepts (2^61). */
+#define ATTN__MAX_WINDOW (INT64_C(1) << 61)
+
 void attn_mask_init(attn_mask *mask) {
     if (!mask) return;
     memset(mask, 0, sizeof *mask);
@@ -65,6 +68,17 @@ attn_status attn_mask_check(const attn_mask *m, int64_t B, int64_t H,
         return attn__fail(ATTN_E_INVALID, "mask.align is %d: use "
                           "ATTN_ALIGN_TOP_LEFT or ATTN_ALIGN_BOTTOM_RIGHT",
                           (int)m->align);
+    /* every kernel forms c + window + 1 and c - window (|c| < 2^62 for
+     * addressable lengths): a bound keeps those in int64 */
+    if (m->window_left > ATTN__MAX_WINDOW || m->window_right > ATTN__MAX_WINDOW)
+        return attn__fail(ATTN_E_INVALID,
+                          "mask.window_%s is %lld; it must be at most %lld "
+                          "(or < 0 for unbounded)",
+                          m->window_left > ATTN__MAX_WINDOW ? "left" : "right",
+                          (long long)(m->window_left > ATTN__MAX_WINDOW
+                                          ? m->window_left
+                                          : m->window_right),
+                          (long long)ATTN__MAX_WINDOW);
     for (int64_t b = 0; b < B; b++) {
         if (m->key_lengths &&
             (m->key_lengths[b] < 0 || m->key_lengths[b] > Lk))
