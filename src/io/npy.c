@@ -10,7 +10,7 @@
  * over-read nor allocate more than the file holds. Zero-size arrays (a 0 in
  * the shape) are valid .npy files and are accepted; attention entry points
  * (the CLI) refuse them because attention needs every extent >= 1. */
-#include "internal.h"
+#include "binfile.h"
 
 #include <errno.h>
 #include <string.h>
@@ -234,11 +234,6 @@ static attn_status descr_dtype(const char *descr, const char *path,
 
 /* ---- reading --------------------------------------------------------- */
 
-static uint32_t le_u32(const unsigned char *b) {
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-           (uint32_t)b[3] << 24;
-}
-
 /* Reads exactly n bytes or reports why not (truncation is a format error,
  * a failing read an I/O error). */
 static attn_status read_exact(FILE *f, void *buf, size_t n, const char *path,
@@ -285,7 +280,7 @@ static attn_status read_open(FILE *f, const char *path, uint64_t fsize,
                               "the 12-byte preamble of version %d.0",
                               path, (unsigned long long)fsize, major);
         if ((st = read_exact(f, pre + 10, 2, path, "preamble"))) return st;
-        hlen = le_u32(pre + 8);
+        hlen = attn__get_u32(pre + 8);
         pre_len = 12;
     }
     if (hlen > NPY_MAX_HEADER)
