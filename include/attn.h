@@ -121,7 +121,10 @@ typedef struct {
     int64_t stride[4];
 } attn_tensor;
 
-/* A contiguous (row-major) view of shape (d0, d1, d2, d3). */
+/* A contiguous (row-major) view of shape (d0, d1, d2, d3). These
+ * constructors cannot fail: a shape with an extent < 1 or too large to
+ * address gives a view that attn_tensor_check (and every function taking
+ * it) refuses. */
 attn_tensor attn_tensor_4d(void *data, attn_dtype dtype, int64_t d0,
                            int64_t d1, int64_t d2, int64_t d3);
 
@@ -174,8 +177,8 @@ typedef enum {
 typedef struct {
     int causal;          /* 0 or 1                                          */
     attn_align align;    /* alignment of causal and window                 */
-    int64_t window_left; /* < 0: unbounded (default -1)                     */
-    int64_t window_right;/* < 0: unbounded (default -1)                     */
+    int64_t window_left; /* < 0: unbounded (default -1); at most 2^61      */
+    int64_t window_right;/* < 0: unbounded (default -1); at most 2^61      */
 
     const int64_t *key_lengths;   /* [B] valid keys per batch entry, or NULL   */
     const int64_t *query_lengths; /* [B] valid queries per entry, or NULL      */
@@ -236,11 +239,13 @@ attn_status attn_mask_padding_from_ids(const int64_t *ids, int64_t B,
 attn_status attn_mask_lookahead(int64_t Lq, int64_t Lk, uint8_t *keep);
 
 /* Keras/TF convention (1 = masked, added as -1e9 there) to keep: n elements
- * of src (dtype u8, i32 or f32), keep = (src == 0). */
+ * of src (dtype u8, i32, i64, f32 or f64; others are ATTN_E_DTYPE),
+ * keep = (src == 0). */
 attn_status attn_mask_from_keras(const void *src, attn_dtype dtype, size_t n,
                                  uint8_t *keep);
 
-/* PyTorch nn.MultiheadAttention convention (True = blocked) to keep. */
+/* PyTorch nn.MultiheadAttention convention (True = blocked) to keep, with
+ * the dtypes of attn_mask_from_keras. */
 attn_status attn_mask_from_torch_mha(const void *src, attn_dtype dtype,
                                      size_t n, uint8_t *keep);
 
@@ -280,7 +285,9 @@ void attn_sdpa_opts_init(attn_sdpa_opts *opts);
  *                    biased, masked scores (-inf for a fully masked row);
  *                    backward needs it.
  * Errors: ATTN_E_INVALID (null pointers, bad options), ATTN_E_SHAPE,
- * ATTN_E_DTYPE, ATTN_E_NONFINITE (NaN/Inf in q, k or v), ATTN_E_NOMEM.
+ * ATTN_E_DTYPE, ATTN_E_NONFINITE (NaN/Inf in q, k or v), ATTN_E_NOMEM,
+ * ATTN_E_UNSUPPORTED (f64 tensors without IMPL_REF; Dk or Dv beyond what
+ * the flash kernel's BLAS calls take).
  */
 attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k,
                               const attn_tensor *v, const attn_sdpa_opts *opts,
@@ -325,8 +332,9 @@ typedef int (*attn_weight_tile_fn)(void *user, int64_t b, int64_t h,
  * entry is delivered exactly once (tiles the mask hides arrive as zeros).
  * The weights are exp(s - lse): they carry lse's f32 rounding, a relative
  * error of about |lse| x 6e-8 (the weights output of attn_sdpa_forward
- * does not). Errors: those of attn_sdpa_forward; ATTN_E_INVALID for a NULL
- * lse or fn. */
+ * does not). q and k are f32, f16 or bf16 (f64 is ATTN_E_DTYPE); opts.impl
+ * and the dropout options are not used. Errors: those of
+ * attn_sdpa_forward; ATTN_E_INVALID for a NULL lse or fn. */
 attn_status attn_sdpa_weight_tiles(const attn_tensor *q, const attn_tensor *k,
                                    const float *lse, const attn_sdpa_opts *opts,
                                    attn_weight_tile_fn fn, void *user);

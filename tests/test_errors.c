@@ -94,6 +94,13 @@ int main(void) {
     huge.stride[0] = INT64_C(1) << 40;
     EXPECT(attn_sdpa_forward(&huge, &t.K, &t.V, &opts, &O, NULL, NULL), ATTN_E_NOMEM, "overflows");
     CHECK(attn_tensor_numel(&huge) == 0);
+    /* the constructors' strides overflow too (UB before they wrapped):
+     * the check refuses such views instead */
+    const int64_t big = INT64_C(1) << 40;
+    attn_tensor h4 = attn_tensor_4d(t.q, ATTN_F32, 1, big, big, big);
+    EXPECT(attn_tensor_check(&h4, "h4"), ATTN_E_NOMEM, "h4");
+    attn_tensor hb = attn_tensor_bthd(t.q, ATTN_F32, 1, big, big, big);
+    EXPECT(attn_tensor_check(&hb, "hb"), ATTN_E_NOMEM, "hb");
 
     /* ATTN_E_NONFINITE */
     t.q[17] = NAN;

@@ -334,7 +334,45 @@ static void random_blocks(void) {
     CHECK(attn_random_block_kept(3, 0.0, 0, 0, 0) == 0);
 }
 
+/* One block covers everything when block_size exceeds both lengths, even
+ * block_size = INT64_MAX (its block count once overflowed Lq + bs - 1). */
+static void huge_block_size(void) {
+    for (int keep = 0; keep < 2; keep++) {
+        uint8_t layout[1] = {(uint8_t)keep};
+        attn_sdpa_opts o;
+        attn_sdpa_opts_init(&o);
+        o.mask.block_size = INT64_MAX;
+        o.mask.layout = layout;
+        o.mask.layout_heads = 1;
+        CHECK(attn_mask_visible(&o.mask, 0, 1, 16, 2, 17, 3) == keep);
+        run_config(keep ? "block_size INT64_MAX, kept" : "block_size INT64_MAX, dropped",
+                   &o, 1, 2, 2, 17, 3, 99);
+    }
+}
+
+/* Windows are c + window_right + 1 and c - window_left in every kernel:
+ * a window near INT64_MAX overflowed there, so the check refuses it (with
+ * a message); a window wider than the sequence stays valid. */
+static void huge_windows(void) {
+    attn_sdpa_opts o;
+    attn_sdpa_opts_init(&o);
+    o.mask.window_right = INT64_MAX;
+    CHECK(attn_mask_check(&o.mask, 1, 2, 17, 3) == ATTN_E_INVALID);
+    CHECK(strstr(attn_last_error(), "window_right") != NULL);
+    o.mask.window_right = -1;
+    o.mask.window_left = INT64_MAX;
+    o.mask.align = ATTN_ALIGN_BOTTOM_RIGHT;
+    CHECK(attn_mask_check(&o.mask, 1, 2, 17, 3) == ATTN_E_INVALID);
+    CHECK(strstr(attn_last_error(), "window_left") != NULL);
+    o.mask.window_left = 1000;
+    o.mask.window_right = 1000;
+    CHECK(attn_mask_check(&o.mask, 1, 2, 17, 3) == ATTN_OK);
+    run_config("windows wider than the sequence", &o, 1, 2, 2, 17, 3, 7);
+}
+
 int main(void) {
+    huge_block_size();
+    huge_windows();
     each_kind_alone_and_combined();
     truncated_equivalence();
     alignments();

@@ -191,6 +191,10 @@ static void round_trips(const char *dir) {
     snprintf(bad, sizeof bad, "%s/missing/none.bin", dir);
     CHECK_STATUS(attn_encoder_load(bad, &e2, &q), ATTN_E_IO);
     CHECK_STATUS(attn_encoder_save(bad, &e, p), ATTN_E_IO);
+    /* a folder is not a file: an I/O error saying so (it was "out of
+     * memory" after trying to allocate ftell's 2^63 bytes) */
+    CHECK_STATUS(attn_encoder_load(dir, &e2, &q), ATTN_E_IO);
+    CHECK(strstr(attn_last_error(), "not a regular file") != NULL);
     free(img);
     free(p);
 }

@@ -63,6 +63,17 @@ static inline int64_t attn__off(const attn_tensor *t, int64_t i0, int64_t i1,
  * src into f32 dst. */
 void attn__load_f32(const void *src, attn_dtype dtype, int64_t n, float *dst);
 
+/* 1 for f32, f16, bf16 and f64. */
+int attn__is_float_dtype(attn_dtype d);
+
+/* Element i of a contiguous array of any dtype, as double. */
+double attn__load_one(const void *src, attn_dtype d, size_t i);
+
+/* n elements of any dtype at src into a float dtype (f32, f16, bf16, f64)
+ * at dst, unchecked: attn_convert validates, then calls this. */
+void attn__convert_to_float(const void *src, attn_dtype src_dtype, void *dst,
+                            attn_dtype dst_dtype, size_t n);
+
 /* Validated shapes of one attention call. */
 typedef struct {
     int64_t B, H, Hkv, Lq, Lk, Dk, Dv, group; /* group = H / Hkv */
@@ -122,6 +133,46 @@ static inline double attn__bcast_get(const attn_tensor *t, int64_t b,
                                      int64_t h, int64_t i, int64_t j) {
     return attn_tensor_get(t, t->shape[0] == 1 ? 0 : b, t->shape[1] == 1 ? 0 : h,
                            t->shape[2] == 1 ? 0 : i, t->shape[3] == 1 ? 0 : j);
+}
+
+/* Byte address of element offset off of t's data. */
+static inline const char *attn__elem_ptr(const attn_tensor *t, int64_t off) {
+    return (const char *)t->data + off * (int64_t)attn_dtype_size(t->dtype);
+}
+
+/* Offset of the row (b, h, i) of a mask-shaped tensor whose axes of size 1
+ * broadcast, and the stride along keys (0 when that axis broadcasts): the
+ * hot loops walk a row with it instead of calling attn__bcast_get. */
+static inline int64_t attn__bcast_row(const attn_tensor *t, int64_t b,
+                                      int64_t h, int64_t i, int64_t *js) {
+    *js = t->shape[3] == 1 ? 0 : t->stride[3];
+    return (t->shape[0] == 1 ? 0 : b) * t->stride[0] +
+           (t->shape[1] == 1 ? 0 : h) * t->stride[1] +
+           (t->shape[2] == 1 ? 0 : i) * t->stride[2];
+}
+
+/* Key j of a keep-mask row (attn__elem_ptr of attn__bcast_row), as
+ * "visible"; the keep dtypes are those attn_mask_check allows. */
+static inline int attn__keep_at(const attn_tensor *t, const char *row,
+                                int64_t js, int64_t j) {
+    switch (t->dtype) {
+    case ATTN_U8: return ((const uint8_t *)(const void *)row)[j * js] != 0;
+    case ATTN_I32: return ((const int32_t *)(const void *)row)[j * js] != 0;
+    case ATTN_F32: return ((const float *)(const void *)row)[j * js] != 0.0f;
+    default: return 1; /* not reached: attn_mask_check allows these three */
+    }
+}
+
+/* Row of the block-sparse layout (block_size > 0) that query i of head h
+ * reads: entry j / block_size of it is key j's block. The block counts are
+ * ceil-divided without forming L + block_size - 1, which overflows for a
+ * block_size near INT64_MAX. */
+static inline const uint8_t *attn__layout_row(const attn_mask *m, int64_t h,
+                                              int64_t i, int64_t Lq,
+                                              int64_t Lk) {
+    const int64_t bs = m->block_size;
+    const int64_t rows = (Lq - 1) / bs + 1, cols = (Lk - 1) / bs + 1;
+    return m->layout + ((m->layout_heads == 1 ? 0 : h) * rows + i / bs) * cols;
 }
 
 /* Bias element for (b, h, i, j) as double (0 if no bias). */

@@ -90,11 +90,11 @@ uint16_t attn_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-static int is_float_dtype(attn_dtype d) {
+int attn__is_float_dtype(attn_dtype d) {
     return d == ATTN_F32 || d == ATTN_F16 || d == ATTN_BF16 || d == ATTN_F64;
 }
 
-static double load_one(const void *src, attn_dtype d, size_t i) {
+double attn__load_one(const void *src, attn_dtype d, size_t i) {
     switch (d) {
     case ATTN_F32: return ((const float *)src)[i];
     case ATTN_F16: return attn_f16_to_f32(((const uint16_t *)src)[i]);
@@ -113,13 +113,19 @@ attn_status attn_convert(const void *src, attn_dtype src_dtype, void *dst,
     if (!src || !dst)
         return attn__fail(ATTN_E_INVALID, "attn_convert: %s is NULL",
                           src ? "dst" : "src");
-    if (!is_float_dtype(src_dtype) || !is_float_dtype(dst_dtype))
+    if (!attn__is_float_dtype(src_dtype) || !attn__is_float_dtype(dst_dtype))
         return attn__fail(ATTN_E_DTYPE,
                           "attn_convert: %s -> %s is not a float conversion",
                           attn_dtype_name(src_dtype),
                           attn_dtype_name(dst_dtype));
+    attn__convert_to_float(src, src_dtype, dst, dst_dtype, n);
+    return ATTN_OK;
+}
+
+void attn__convert_to_float(const void *src, attn_dtype src_dtype, void *dst,
+                            attn_dtype dst_dtype, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        double x = load_one(src, src_dtype, i);
+        double x = attn__load_one(src, src_dtype, i);
         switch (dst_dtype) {
         case ATTN_F32: ((float *)dst)[i] = (float)x; break;
         case ATTN_F64: ((double *)dst)[i] = x; break;
@@ -128,7 +134,6 @@ attn_status attn_convert(const void *src, attn_dtype src_dtype, void *dst,
         default: break;
         }
     }
-    return ATTN_OK;
 }
 
 void attn__load_f32(const void *src, attn_dtype dtype, int64_t n, float *dst) {
@@ -143,9 +148,17 @@ void attn__load_f32(const void *src, attn_dtype dtype, int64_t n, float *dst) {
             dst[i] = attn_bf16_to_f32(((const uint16_t *)src)[i]);
         return;
     default:
-        for (int64_t i = 0; i < n; i++) dst[i] = (float)load_one(src, dtype, (size_t)i);
+        for (int64_t i = 0; i < n; i++) dst[i] = (float)attn__load_one(src, dtype, (size_t)i);
         return;
     }
+}
+
+/* a * b wrapping instead of overflowing (signed overflow is undefined):
+ * the constructors cannot fail, and a view whose strides wrap has an
+ * element count past int64 (or a dimension < 1), which attn_tensor_check
+ * refuses. */
+static int64_t wrap_mul(int64_t a, int64_t b) {
+    return (int64_t)((uint64_t)a * (uint64_t)b);
 }
 
 attn_tensor attn_tensor_4d(void *data, attn_dtype dtype, int64_t d0,
@@ -159,8 +172,8 @@ attn_tensor attn_tensor_4d(void *data, attn_dtype dtype, int64_t d0,
     t.shape[3] = d3;
     t.stride[3] = 1;
     t.stride[2] = d3;
-    t.stride[1] = d2 * d3;
-    t.stride[0] = d1 * d2 * d3;
+    t.stride[1] = wrap_mul(d2, d3);
+    t.stride[0] = wrap_mul(d1, t.stride[1]);
     return t;
 }
 
@@ -174,9 +187,9 @@ attn_tensor attn_tensor_bthd(void *data, attn_dtype dtype, int64_t b,
     t.shape[2] = l;
     t.shape[3] = d;
     t.stride[3] = 1;
-    t.stride[1] = d;         /* heads are next to each other */
-    t.stride[2] = h * d;     /* then positions */
-    t.stride[0] = l * h * d; /* then batch entries */
+    t.stride[1] = d;                        /* heads are next to each other */
+    t.stride[2] = wrap_mul(h, d);           /* then positions */
+    t.stride[0] = wrap_mul(l, t.stride[2]); /* then batch entries */
     return t;
 }
 
@@ -234,7 +247,7 @@ attn_status attn_tensor_check(const attn_tensor *t, const char *name) {
 
 double attn_tensor_get(const attn_tensor *t, int64_t i0, int64_t i1,
                        int64_t i2, int64_t i3) {
-    return load_one(t->data, t->dtype, (size_t)attn__off(t, i0, i1, i2, i3));
+    return attn__load_one(t->data, t->dtype, (size_t)attn__off(t, i0, i1, i2, i3));
 }
 
 /* 1 if n elements at p (stride st) are all finite. Branch-free bit tests

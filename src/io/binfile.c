@@ -47,30 +47,38 @@ attn_status attn__read_file(const char *path, size_t min, const char *kind,
     FILE *f = fopen(path, "rb");
     if (!f)
         return attn__fail(ATTN_E_IO, "cannot open %s: %s", path, strerror(errno));
-    long len = -1;
-    if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
-    if (len < 0 || fseek(f, 0, SEEK_SET) != 0) {
+    /* the size from fstat, as the .npy reader does: ftell of a folder
+     * gives 2^63 - 1 on Linux, which became a huge allocation */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
         fclose(f);
-        return attn__fail(ATTN_E_IO, "cannot size %s", path);
+        return attn__fail(ATTN_E_IO, "cannot read %s: not a regular file",
+                          path);
     }
-    if ((size_t)len < min) {
+    if ((uint64_t)sb.st_size > (uint64_t)SIZE_MAX) {
+        fclose(f);
+        return attn__fail(ATTN_E_NOMEM, "%s: %lld bytes do not fit in memory",
+                          path, (long long)sb.st_size);
+    }
+    const size_t len = (size_t)sb.st_size;
+    if (len < min) {
         fclose(f);
         return attn__fail(ATTN_E_FORMAT, "%s: too short to be %s (truncated?)",
                           path, kind);
     }
-    unsigned char *b = attn__alloc((size_t)len, 1, "file image");
+    unsigned char *b = attn__alloc(len, 1, "file image");
     if (!b) {
         fclose(f);
         return ATTN_E_NOMEM;
     }
-    const size_t got = fread(b, 1, (size_t)len, f);
+    const size_t got = fread(b, 1, len, f);
     fclose(f);
-    if (got != (size_t)len) {
+    if (got != len) {
         attn__free(b);
         return attn__fail(ATTN_E_IO, "cannot read %s", path);
     }
     *buf = b;
-    *size = (size_t)len;
+    *size = len;
     return ATTN_OK;
 }
 

@@ -10,7 +10,7 @@
  * over-read nor allocate more than the file holds. Zero-size arrays (a 0 in
  * the shape) are valid .npy files and are accepted; attention entry points
  * (the CLI) refuse them because attention needs every extent >= 1. */
-#include "internal.h"
+#include "binfile.h"
 
 #include <errno.h>
 #include <string.h>
@@ -234,11 +234,6 @@ static attn_status descr_dtype(const char *descr, const char *path,
 
 /* ---- reading --------------------------------------------------------- */
 
-static uint32_t le_u32(const unsigned char *b) {
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-           (uint32_t)b[3] << 24;
-}
-
 /* Reads exactly n bytes or reports why not (truncation is a format error,
  * a failing read an I/O error). */
 static attn_status read_exact(FILE *f, void *buf, size_t n, const char *path,
@@ -285,7 +280,7 @@ static attn_status read_open(FILE *f, const char *path, uint64_t fsize,
                               "the 12-byte preamble of version %d.0",
                               path, (unsigned long long)fsize, major);
         if ((st = read_exact(f, pre + 10, 2, path, "preamble"))) return st;
-        hlen = le_u32(pre + 8);
+        hlen = attn__get_u32(pre + 8);
         pre_len = 12;
     }
     if (hlen > NPY_MAX_HEADER)
@@ -490,23 +485,6 @@ attn_status attn_npy_write(const char *path, const attn_npy *arr) {
 
 /* ---- dtype conversion ------------------------------------------------ */
 
-static int is_float(attn_dtype d) {
-    return d == ATTN_F32 || d == ATTN_F16 || d == ATTN_BF16 || d == ATTN_F64;
-}
-
-static double get_any(const void *data, attn_dtype d, size_t i) {
-    switch (d) {
-    case ATTN_F32: return ((const float *)data)[i];
-    case ATTN_F16: return attn_f16_to_f32(((const uint16_t *)data)[i]);
-    case ATTN_BF16: return attn_bf16_to_f32(((const uint16_t *)data)[i]);
-    case ATTN_F64: return ((const double *)data)[i];
-    case ATTN_U8: return ((const uint8_t *)data)[i];
-    case ATTN_I32: return ((const int32_t *)data)[i];
-    case ATTN_I64: return (double)((const int64_t *)data)[i];
-    }
-    return 0.0;
-}
-
 /* Integer value of element i for an integer target: exact for integer
  * sources; a float source must hold an integral value in [lo, hi]. */
 static attn_status get_int(const attn_npy *arr, size_t i, int64_t lo,
@@ -519,7 +497,7 @@ static attn_status get_int(const attn_npy *arr, size_t i, int64_t lo,
     } else if (arr->dtype == ATTN_U8) {
         v = ((const uint8_t *)arr->data)[i];
     } else {
-        double x = get_any(arr->data, arr->dtype, i);
+        double x = attn__load_one(arr->data, arr->dtype, i);
         /* 2^63 itself is out of range; compare in double before casting */
         if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0) ||
             x != (double)(int64_t)x)
@@ -548,21 +526,11 @@ attn_status attn_npy_convert(attn_npy *arr, attn_dtype dtype) {
     size_t n = (size_t)numel;
     void *dst = attn__alloc(n, attn_dtype_size(dtype), "npy conversion");
     if (!dst) return ATTN_E_NOMEM;
-    if (is_float(dtype) && is_float(arr->dtype)) {
-        st = attn_convert(arr->data, arr->dtype, dst, dtype, n);
-    } else if (is_float(dtype)) { /* integers to floats */
-        for (size_t i = 0; i < n; i++) {
-            double x = get_any(arr->data, arr->dtype, i);
-            switch (dtype) {
-            case ATTN_F32: ((float *)dst)[i] = (float)x; break;
-            case ATTN_F64: ((double *)dst)[i] = x; break;
-            case ATTN_F16: ((uint16_t *)dst)[i] = attn_f32_to_f16((float)x); break;
-            default: ((uint16_t *)dst)[i] = attn_f32_to_bf16((float)x); break;
-            }
-        }
+    if (attn__is_float_dtype(dtype)) {
+        attn__convert_to_float(arr->data, arr->dtype, dst, dtype, n);
     } else if (dtype == ATTN_U8) { /* a boolean: nonzero counts as one */
         for (size_t i = 0; i < n; i++)
-            ((uint8_t *)dst)[i] = get_any(arr->data, arr->dtype, i) != 0.0;
+            ((uint8_t *)dst)[i] = attn__load_one(arr->data, arr->dtype, i) != 0.0;
     } else { /* I32 or I64: exact integers only */
         int64_t lo = dtype == ATTN_I32 ? INT32_MIN : INT64_MIN;
         int64_t hi = dtype == ATTN_I32 ? INT32_MAX : INT64_MAX;

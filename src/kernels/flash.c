@@ -118,27 +118,6 @@ void attn__blas_single_end(int saved) {
 
 /* ---- mask and bias on a score row ------------------------------------ */
 
-/* Element j of row (b, h, i) of a keep mask, as "visible" */
-static inline int keep_at(const attn_tensor *t, const char *row, int64_t js,
-                          int64_t j) {
-    switch (t->dtype) {
-    case ATTN_U8: return ((const uint8_t *)(const void *)row)[j * js] != 0;
-    case ATTN_I32: return ((const int32_t *)(const void *)row)[j * js] != 0;
-    case ATTN_F32: return ((const float *)(const void *)row)[j * js] != 0.0f;
-    default: return 1; /* not reached: attn_mask_check allows these three */
-    }
-}
-
-/* Offset of the row (b, h, i) of a broadcasting mask tensor, and the stride
- * along keys (0 when that axis broadcasts). */
-static inline int64_t bcast_row(const attn_tensor *t, int64_t b, int64_t h,
-                                int64_t i, int64_t *js) {
-    *js = t->shape[3] == 1 ? 0 : t->stride[3];
-    return (t->shape[0] == 1 ? 0 : b) * t->stride[0] +
-           (t->shape[1] == 1 ? 0 : h) * t->stride[1] +
-           (t->shape[2] == 1 ? 0 : i) * t->stride[2];
-}
-
 void attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
                           int64_t b, int64_t h, int64_t i, int64_t j0,
                           int64_t nj, attn__tile_class cls, float *s) {
@@ -162,17 +141,14 @@ void attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
         /* the per-element parts inside the range */
         if (lo < hi && m->keep) {
             int64_t js;
-            int64_t off = bcast_row(m->keep, b, h, i, &js);
-            const char *row =
-                (const char *)m->keep->data + off * (int64_t)attn_dtype_size(m->keep->dtype);
+            int64_t off = attn__bcast_row(m->keep, b, h, i, &js);
+            const char *row = attn__elem_ptr(m->keep, off);
             for (int64_t j = lo; j < hi; j++)
-                if (!keep_at(m->keep, row, js, j)) s[j - j0] = -INFINITY;
+                if (!attn__keep_at(m->keep, row, js, j)) s[j - j0] = -INFINITY;
         }
         if (lo < hi && m->block_size > 0) {
-            int64_t bs = m->block_size;
-            int64_t rows = (d->Lq + bs - 1) / bs, cols = (d->Lk + bs - 1) / bs;
-            const uint8_t *lay =
-                m->layout + ((m->layout_heads == 1 ? 0 : h) * rows + i / bs) * cols;
+            const int64_t bs = m->block_size;
+            const uint8_t *lay = attn__layout_row(m, h, i, d->Lq, d->Lk);
             for (int64_t j = lo; j < hi; j++)
                 if (!lay[j / bs]) s[j - j0] = -INFINITY;
         }
@@ -190,7 +166,7 @@ void attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
     }
     if (m->bias) {
         int64_t js;
-        int64_t off = bcast_row(m->bias, b, h, i, &js) + j0 * js;
+        int64_t off = attn__bcast_row(m->bias, b, h, i, &js) + j0 * js;
         if (m->bias->dtype == ATTN_F32) {
             const float *br = (const float *)m->bias->data + off;
             for (int64_t j = 0; j < nj; j++) s[j] += br[j * js];

@@ -6,6 +6,9 @@
 #include <math.h>
 #include <string.h>
 
+/* The widest window attn_mask_check accepts (2^61). */
+#define ATTN__MAX_WINDOW (INT64_C(1) << 61)
+
 void attn_mask_init(attn_mask *mask) {
     if (!mask) return;
     memset(mask, 0, sizeof *mask);
@@ -65,6 +68,17 @@ attn_status attn_mask_check(const attn_mask *m, int64_t B, int64_t H,
         return attn__fail(ATTN_E_INVALID, "mask.align is %d: use "
                           "ATTN_ALIGN_TOP_LEFT or ATTN_ALIGN_BOTTOM_RIGHT",
                           (int)m->align);
+    /* every kernel forms c + window + 1 and c - window (|c| < 2^62 for
+     * addressable lengths): a bound keeps those in int64 */
+    if (m->window_left > ATTN__MAX_WINDOW || m->window_right > ATTN__MAX_WINDOW)
+        return attn__fail(ATTN_E_INVALID,
+                          "mask.window_%s is %lld; it must be at most %lld "
+                          "(or < 0 for unbounded)",
+                          m->window_left > ATTN__MAX_WINDOW ? "left" : "right",
+                          (long long)(m->window_left > ATTN__MAX_WINDOW
+                                          ? m->window_left
+                                          : m->window_right),
+                          (long long)ATTN__MAX_WINDOW);
     for (int64_t b = 0; b < B; b++) {
         if (m->key_lengths &&
             (m->key_lengths[b] < 0 || m->key_lengths[b] > Lk))
@@ -144,12 +158,9 @@ int attn_mask_visible(const attn_mask *m, int64_t b, int64_t h, int64_t i,
     if (m->window_left >= 0 && j < c - m->window_left) return 0;
     if (m->window_right >= 0 && j > c + m->window_right) return 0;
     if (m->keep && attn__bcast_get(m->keep, b, h, i, j) == 0.0) return 0;
-    if (m->block_size > 0) {
-        int64_t bs = m->block_size;
-        int64_t rows = (Lq + bs - 1) / bs, cols = (Lk + bs - 1) / bs;
-        int64_t hh = m->layout_heads == 1 ? 0 : h;
-        if (!m->layout[(hh * rows + i / bs) * cols + j / bs]) return 0;
-    }
+    if (m->block_size > 0 &&
+        !attn__layout_row(m, h, i, Lq, Lk)[j / m->block_size])
+        return 0;
     if (m->random_block > 0 &&
         !attn_random_block_kept(m->random_seed, m->random_keep_p, h,
                                 i / m->random_block, j / m->random_block))
@@ -206,20 +217,13 @@ attn__tile_class attn__mask_classify(const attn_mask *m, int64_t b, int64_t h,
     if (m->block_size > 0 || m->random_block > 0) {
         /* block-structured parts: look at each covered block */
         int any = 0, all = 1;
-        int64_t rows = 0, cols = 0, hh = 0;
-        if (m->block_size > 0) {
-            rows = (Lq + m->block_size - 1) / m->block_size;
-            cols = (Lk + m->block_size - 1) / m->block_size;
-            hh = m->layout_heads == 1 ? 0 : h;
-        }
         /* step from one boundary of either block grid to the next, so each
          * visited cell lies inside one block of both grids */
         for (int64_t i = i0; i < ie; i = next_boundary(m, i))
             for (int64_t j = j0; j < je; j = next_boundary(m, j)) {
                 int kept = 1;
                 if (m->block_size > 0 &&
-                    !m->layout[(hh * rows + i / m->block_size) * cols +
-                               j / m->block_size])
+                    !attn__layout_row(m, h, i, Lq, Lk)[j / m->block_size])
                     kept = 0;
                 if (kept && m->random_block > 0 &&
                     !attn_random_block_kept(m->random_seed, m->random_keep_p,
@@ -235,12 +239,16 @@ attn__tile_class attn__mask_classify(const attn_mask *m, int64_t b, int64_t h,
     }
     if (m->keep) {
         int any = 0, all = 1;
-        for (int64_t i = i0; i < ie && (all || !any); i++)
+        for (int64_t i = i0; i < ie && (all || !any); i++) {
+            int64_t js;
+            const char *row =
+                attn__elem_ptr(m->keep, attn__bcast_row(m->keep, b, h, i, &js));
             for (int64_t j = j0; j < je; j++) {
-                int kept = attn__bcast_get(m->keep, b, h, i, j) != 0.0;
+                int kept = attn__keep_at(m->keep, row, js, j);
                 any |= kept;
                 all &= kept;
             }
+        }
         cls = meet(cls, !any ? ATTN__TILE_EMPTY
                              : (all ? ATTN__TILE_FULL : ATTN__TILE_PARTIAL));
     }

@@ -22,9 +22,11 @@ static int is_output_dtype(attn_dtype d, int allow_f64) {
     return d == ATTN_F32 || (allow_f64 && d == ATTN_F64);
 }
 
-static attn_status check_out(const attn_tensor *t, const char *name,
-                             int64_t d0, int64_t d1, int64_t d2, int64_t d3,
-                             int allow_f64) {
+/* A view of shape (d0, d1, d2, d3) and dtype f32 (or f64 with allow_f64);
+ * written outputs (is_output) may not broadcast. */
+static attn_status check_view(const attn_tensor *t, const char *name,
+                              int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+                              int allow_f64, int is_output) {
     attn_status st = attn_tensor_check(t, name);
     if (st) return st;
     if (!is_output_dtype(t->dtype, allow_f64))
@@ -40,13 +42,19 @@ static attn_status check_out(const attn_tensor *t, const char *name,
                               (long long)t->shape[1], (long long)t->shape[2],
                               (long long)t->shape[3], (long long)d0,
                               (long long)d1, (long long)d2, (long long)d3);
-    for (int a = 0; a < 4; a++)
+    for (int a = 0; a < 4 && is_output; a++)
         if (t->stride[a] == 0 && t->shape[a] > 1)
             return attn__fail(ATTN_E_SHAPE,
                               "%s has stride 0 on axis %d: an output cannot "
                               "broadcast",
                               name, a);
     return ATTN_OK;
+}
+
+static attn_status check_out(const attn_tensor *t, const char *name,
+                             int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+                             int allow_f64) {
+    return check_view(t, name, d0, d1, d2, d3, allow_f64, 1);
 }
 
 attn_status attn__sdpa_check(const attn_tensor *q, const attn_tensor *k,
@@ -158,23 +166,7 @@ attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k,
 /* out and dout of backward: read-only inputs of the forward's output shape. */
 static attn_status check_in(const attn_tensor *t, const char *name,
                             const attn__sdpa_dims *dm, int allow_f64) {
-    attn_status st = attn_tensor_check(t, name);
-    if (st) return st;
-    if (!is_output_dtype(t->dtype, allow_f64))
-        return attn__fail(ATTN_E_DTYPE, "%s must be f32%s, not %s", name,
-                          allow_f64 ? " or f64" : "", attn_dtype_name(t->dtype));
-    const int64_t want[4] = {dm->B, dm->H, dm->Lq, dm->Dv};
-    for (int a = 0; a < 4; a++)
-        if (t->shape[a] != want[a])
-            return attn__fail(ATTN_E_SHAPE,
-                              "%s has shape (%lld, %lld, %lld, %lld) but "
-                              "(%lld, %lld, %lld, %lld) is needed",
-                              name, (long long)t->shape[0],
-                              (long long)t->shape[1], (long long)t->shape[2],
-                              (long long)t->shape[3], (long long)want[0],
-                              (long long)want[1], (long long)want[2],
-                              (long long)want[3]);
-    return ATTN_OK;
+    return check_view(t, name, dm->B, dm->H, dm->Lq, dm->Dv, allow_f64, 0);
 }
 
 attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k,

@@ -23,6 +23,26 @@ static void store(attn_tensor *t, int64_t i0, int64_t i1, int64_t i2,
         ((float *)t->data)[o] = (float)x;
 }
 
+/* Scores of query row i of (b, h) against every key (qd: the row, kd: the
+ * keys of its group): s[j] = scale q.k_j + bias, -inf where masked.
+ * Returns the row's max (-inf when no key is visible). Forward and
+ * backward share it, so both see the very same scores. */
+static double score_row(const attn_mask *m, const attn__sdpa_dims *dm,
+                        int64_t b, int64_t h, int64_t i, const double *qd,
+                        const double *kd, double *s) {
+    const int64_t Lq = dm->Lq, Lk = dm->Lk, Dk = dm->Dk;
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < Lk; j++) {
+        s[j] = -INFINITY;
+        if (!attn_mask_visible(m, b, h, i, j, Lq, Lk)) continue;
+        double acc = 0.0;
+        for (int64_t d = 0; d < Dk; d++) acc += qd[d] * kd[j * Dk + d];
+        s[j] = dm->scale * acc + attn__bias_at(m, b, h, i, j);
+        if (s[j] > mx) mx = s[j];
+    }
+    return mx;
+}
+
 attn_status attn__sdpa_ref_forward(const attn_tensor *q, const attn_tensor *k,
                                    const attn_tensor *v,
                                    const attn_sdpa_opts *opts,
@@ -56,15 +76,7 @@ attn_status attn__sdpa_ref_forward(const attn_tensor *q, const attn_tensor *k,
             for (int64_t i = 0; i < Lq; i++) {
                 for (int64_t d = 0; d < Dk; d++)
                     qd[d] = attn_tensor_get(q, b, h, i, d);
-                double mx = -INFINITY;
-                for (int64_t j = 0; j < Lk; j++) {
-                    s[j] = -INFINITY;
-                    if (!attn_mask_visible(m, b, h, i, j, Lq, Lk)) continue;
-                    double acc = 0.0;
-                    for (int64_t d = 0; d < Dk; d++) acc += qd[d] * kd[j * Dk + d];
-                    s[j] = dm->scale * acc + attn__bias_at(m, b, h, i, j);
-                    if (s[j] > mx) mx = s[j];
-                }
+                double mx = score_row(m, dm, b, h, i, qd, kd, s);
                 double sum = 0.0;
                 if (mx > -INFINITY)
                     for (int64_t j = 0; j < Lk; j++)
@@ -172,16 +184,7 @@ attn_status attn__sdpa_ref_backward(const attn_tensor *q, const attn_tensor *k,
                 for (int64_t i = 0; i < Lq; i++) {
                     for (int64_t d = 0; d < Dk; d++)
                         qd[d] = attn_tensor_get(q, b, h, i, d);
-                    double mx = -INFINITY;
-                    for (int64_t j = 0; j < Lk; j++) {
-                        s[j] = -INFINITY;
-                        if (!attn_mask_visible(m, b, h, i, j, Lq, Lk)) continue;
-                        double acc = 0.0;
-                        for (int64_t d = 0; d < Dk; d++)
-                            acc += qd[d] * kd[j * Dk + d];
-                        s[j] = dm->scale * acc + attn__bias_at(m, b, h, i, j);
-                        if (s[j] > mx) mx = s[j];
-                    }
+                    double mx = score_row(m, dm, b, h, i, qd, kd, s);
                     if (mx == -INFINITY) continue; /* fully masked: no gradient */
                     double sum = 0.0;
                     for (int64_t j = 0; j < Lk; j++)

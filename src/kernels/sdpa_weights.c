@@ -9,7 +9,6 @@
 #include "flash.h"
 
 #include <cblas.h>
-#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -100,9 +99,7 @@ attn_status attn_sdpa_weight_tiles(const attn_tensor *q, const attn_tensor *k,
     if (st) return st;
     if (!lse) return attn__fail(ATTN_E_INVALID, "lse is NULL");
     if (!fn) return attn__fail(ATTN_E_INVALID, "fn (the tile callback) is NULL");
-    if (d.Dk > INT_MAX / 256)
-        return attn__fail(ATTN_E_UNSUPPORTED, "weight tiles: Dk = %lld is "
-                          "beyond what the BLAS calls take", (long long)d.Dk);
+    if ((st = attn__flash_check_dims(&d, "weight tiles"))) return st;
     wctx c;
     wctx_init(&c, q, k, opts, &d, lse, NULL);
     float *ws = attn__alloc(c.total, sizeof(float), "weight tile workspace");
