@@ -37,6 +37,17 @@
 extern "C" {
 #endif
 
+/* ATTN_API marks the public functions: the only symbols libattn.so exports
+ * (the library is built with -fvisibility=hidden). Every public header of
+ * attn (attn.h and the per-floor attn_*.h) includes this one for it. */
+#ifndef ATTN_API
+#if defined(__GNUC__) || defined(__clang__)
+#define ATTN_API __attribute__((visibility("default")))
+#else
+#define ATTN_API
+#endif
+#endif
+
 #define ATTN_VERSION_MAJOR 0
 #define ATTN_VERSION_MINOR 1
 #define ATTN_VERSION_PATCH 0
