@@ -319,6 +319,37 @@ static void composites(void) {
     CHECK_STATUS(attn_figure_write(tmp("mixed.png"), mixed, 2, 2, &o), ATTN_E_SHAPE);
 }
 
+/* Panel titles of a figure without an overall title: each one must be
+ * drawn in black (the first was once white on white, the others the grey
+ * of the previous border). Looks for near-black pixels in the band above
+ * the first row of maps, in the first and the second panel's third. */
+static int dark_in(const png *p, int x0, int x1, int y0, int y1) {
+    int n = 0, rgb[3];
+    for (int y = y0; y < y1 && y < p->h; y++)
+        for (int x = x0; x < x1 && x < p->w; x++) {
+            png_rgb(p, x, y, rgb);
+            n += rgb[0] < 40 && rgb[1] < 40 && rgb[2] < 40;
+        }
+    return n;
+}
+
+static void panel_titles(void) {
+    enum { N = 2, H = 3, L = 5 };
+    float w[N * H * L * L];
+    for (int i = 0; i < N * H * L * L; i++) w[i] = 0.2f;
+    attn_tensor W = attn_tensor_4d(w, ATTN_F32, N, H, L, L);
+    CHECK_STATUS(attn_heatmap_grid_write(tmp("titles.png"), &W, NULL), ATTN_OK);
+    png p;
+    CHECK(png_load(tmp("titles.png"), &p));
+    if (p.s) {
+        /* no overall title: the panel titles sit in y 10 .. 32 */
+        int third = (p.w - 60) / 3;
+        CHECK_MSG(dark_in(&p, 0, third, 10, 32) > 5, "first panel title is invisible");
+        CHECK_MSG(dark_in(&p, third, 2 * third, 10, 32) > 5, "second panel title is not black");
+        png_free(&p);
+    }
+}
+
 static void errors(void) {
     float w[4] = {0.5f, 0.5f, 1, 0};
     attn_tensor W = attn_tensor_4d(w, ATTN_F32, 1, 1, 2, 2);
@@ -465,6 +496,7 @@ int main(void) {
     large_maps();
     vector_formats();
     composites();
+    panel_titles();
     errors();
     blockavg();
     int rc = check_done("test_viz_heatmap");

@@ -306,8 +306,12 @@ static void draw_panel(viz_doc *doc, const panel_data *p, double sx, double sy,
     double cell = L->cell;
     double x0 = round(sx + L->slot_left), y0 = round(sy + L->slot_top);
     double pw = m->cols * cell, ph = m->rows * cell;
-    if (p->title && p->title[0])
+    /* text colour is set wherever text is drawn: the source left by the
+     * previous drawing (white paint, a grey border) would carry over */
+    if (p->title && p->title[0]) {
+        cairo_set_source_rgb(cr, 0, 0, 0);
         viz__text(doc, p->title, x0 + pw / 2, y0 - 5, L->ptitle_fs, 0, 0, 0.5, 1);
+    }
     draw_cells(doc, m, x0, y0, L, o->cmap);
     cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
     cairo_set_line_width(cr, 1);
@@ -374,6 +378,7 @@ static void draw_panel(viz_doc *doc, const panel_data *p, double sx, double sy,
             viz__text(doc, buf, x0 - 5, y, L->tick_fs, 0, 0, 1, 0.5);
         }
     }
+    cairo_set_source_rgb(cr, 0, 0, 0);
     if (L->x_title[0])
         viz__text(doc, L->x_title, x0 + pw / 2, y0 + ph + 6 + L->xlab_h + 2,
                   L->tick_fs, 0, 0, 0.5, 0);
