@@ -54,8 +54,9 @@ demo: build
 bench: build
 	./$(BUILD)/attn bench
 
+# make install PREFIX=/opt/attn installs there (default: CMake's, /usr/local)
 install: build
-	cmake --install $(BUILD)
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix "$(PREFIX)")
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) demo-out
