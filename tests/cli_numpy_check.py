@@ -320,7 +320,8 @@ def write_case(c, d, rng, f64=False):
         path = os.path.join(d, "mask.npy")
         np.save(path, squeeze(stored, c["keep_rank"]).astype(ftype))
         args += ["--mask", path]
-        if conv != "keep" or rng.random() < 0.5:
+        # a float mask without a convention is an additive bias (PyTorch)
+        if conv != "keep" or ftype == np.float32 or rng.random() < 0.5:
             args += ["--mask-convention", conv]
     if c.get("bias") is not None:
         path = os.path.join(d, "bias.npy")

@@ -111,6 +111,7 @@ typedef struct {
     attn_npy layout;     /* u8 block layout (nb_q, nb_k) or (H, nb_q, nb_k) */
     attn_tensor keep_t, bias_t; /* 4-d views of mask and bias           */
     int causal_set, align_set;
+    int mask_was_bias;   /* a float --mask became the bias (PyTorch rule) */
 } cli_sdpa_args;
 
 void cli_sdpa_args_init(cli_sdpa_args *a);

@@ -234,11 +234,15 @@ void cli_sdpa_args_help(FILE *f) {
 "                       around its diagonal c; -1 leaves a side unbounded\n"
 "  --key-lengths KL.npy    valid keys per batch entry, B ints (or whole floats)\n"
 "  --query-lengths QL.npy  valid queries per batch entry; rows past it are 0\n"
-"  --mask M.npy         boolean mask, rank 2 (Lq, Lk), 3 (B, Lq, Lk) or\n"
-"                       4 (B|1, H|1, Lq|1, Lk|1); axes of size 1 broadcast\n"
-"  --mask-convention C  how M reads: keep (nonzero attends, PyTorch SDPA;\n"
-"                       the default), masked (1 = masked, Keras/TF) or\n"
-"                       torch-mha (True = blocked, nn.MultiheadAttention)\n"
+"  --mask M.npy         mask, rank 2 (Lq, Lk), 3 (B, Lq, Lk) or\n"
+"                       4 (B|1, H|1, Lq|1, Lk|1); axes of size 1 broadcast.\n"
+"                       As in PyTorch: bool or integer M says which keys\n"
+"                       to keep, float M is added to the scores (0 / -inf)\n"
+"  --mask-convention C  how a bool/integer M reads: keep (nonzero attends,\n"
+"                       PyTorch SDPA; the default), masked (1 = masked,\n"
+"                       Keras/TF) or torch-mha (True = blocked,\n"
+"                       nn.MultiheadAttention); given, a float M of 0/1\n"
+"                       is read this way too\n"
 "  --bias BIAS.npy      additive float bias, same ranks as --mask; -inf masks\n"
 "  --block-sparse BLOCK,LAYOUT.npy\n"
 "                       block layout of 0/1, (ceil(Lq/BLOCK), ceil(Lk/BLOCK))\n"
@@ -454,6 +458,55 @@ static int load_files(const char *cmd, cli_sdpa_args *a,
     if (pf->mask) {
         if ((rc = load_mask_like(cmd, pf->mask, "--mask", &a->mask, &a->keep_t)))
             return rc;
+        attn_dtype mdt = a->mask.dtype;
+        int is_float = mdt == ATTN_F32 || mdt == ATTN_F64 || mdt == ATTN_F16 ||
+                       mdt == ATTN_BF16;
+        if (is_float && !pf->convention) {
+            /* PyTorch's (and attn.scaled_dot_product_attention's) rule: a
+             * float mask is added to the scores (0 / -inf), a bool or
+             * integer one says which keys to keep */
+            if (pf->bias)
+                return cli_usage_error(cmd, "--mask %s is float, which is an "
+                                       "additive bias (as in PyTorch), and "
+                                       "--bias is given too: add the two into "
+                                       "one --bias file", pf->mask);
+            attn_npy tmp = a->mask;
+            a->mask = a->bias;
+            a->bias = tmp;
+            a->bias_t = a->keep_t;
+            if (mdt != ATTN_F32 && mdt != ATTN_F64 &&
+                (st = attn_npy_convert(&a->bias, ATTN_F32)))
+                return cli_fail(cmd, st, "reading --mask");
+            a->bias_t.data = a->bias.data;
+            a->bias_t.dtype = a->bias.dtype;
+            m->bias = &a->bias_t;
+            a->mask_was_bias = 1;
+            goto layout;
+        }
+        if (is_float) {
+            /* an explicit convention reads a float mask as 0/1; anything
+             * else (-inf, 0.5) would be silently taken as nonzero */
+            size_t n = 1;
+            for (int i = 0; i < a->mask.ndim; i++) n *= (size_t)a->mask.shape[i];
+            for (size_t i = 0; i < n; i++) {
+                double x = mdt == ATTN_F64 ? ((const double *)a->mask.data)[i]
+                           : mdt == ATTN_F32 ? ((const float *)a->mask.data)[i]
+                                             : 0.0;
+                if (mdt == ATTN_F16 || mdt == ATTN_BF16) {
+                    uint16_t u = ((const uint16_t *)a->mask.data)[i];
+                    x = (u & 0x7fff) == 0 ? 0.0
+                        : u == (mdt == ATTN_F16 ? 0x3c00 : 0x3f80) ? 1.0 : 0.5;
+                }
+                if (x != 0.0 && x != 1.0)
+                    return cli_usage_error(cmd, "--mask %s is float with a value "
+                                           "%g at flat index %zu: with "
+                                           "--mask-convention %s it must hold "
+                                           "only 0 and 1 (leave out "
+                                           "--mask-convention to add a float "
+                                           "mask to the scores, as PyTorch)",
+                                           pf->mask, x, i, pf->convention);
+            }
+        }
         /* every convention ends as u8 keep = 1 */
         const char *conv = pf->convention ? pf->convention : "keep";
         /* to a 0/1 u8 array first (nonzero = 1), then, for the other
@@ -483,6 +536,7 @@ static int load_files(const char *cmd, cli_sdpa_args *a,
         a->bias_t.dtype = a->bias.dtype;
         m->bias = &a->bias_t;
     }
+layout:
     if (pf->layout) {
         if ((st = attn_npy_read(pf->layout, &a->layout)))
             return cli_fail(cmd, st, "reading the --block-sparse layout");
