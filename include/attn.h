@@ -889,9 +889,11 @@ typedef struct {
 attn_status attn_figure_write(const char *path, const attn_panel *panels,
                               int n, int ncols, const attn_heatmap_opts *opts);
 
-/* Every map of w (N, H, Lq, Lk) as a grid: one row per layer (first axis),
- * one column per head (a single layer of more than 4 heads wraps onto two
- * rows), shared colour scale. */
+/* Every map of w (N, H, Lq, Lk) as a grid: one row per entry of the first
+ * axis, one column per head (a single row of more than 4 heads wraps onto
+ * two rows), shared colour scale. Panels are titled "batch n, head h" (the
+ * (B, H, Lq, Lk) of attention weights; "head h" when N = 1); to name the
+ * axes otherwise (layers), draw the panels with attn_figure_write. */
 attn_status attn_heatmap_grid_write(const char *path, const attn_tensor *w,
                                     const attn_heatmap_opts *opts);
 

@@ -78,10 +78,10 @@ with tempfile.TemporaryDirectory() as d:
           re.search(r"^prediction:(\s+\d){5}$", p.stdout, re.M) is not None,
           "attend prints input, prediction and answer: " + p.stdout)
     w = np.load(os.path.join(out, "weights.npy"))
-    check(w.shape == (2, 2, 5, 5) and w.dtype == np.float32, "weights shape %s" % (w.shape,))
+    check(w.shape == (2, 1, 2, 5, 5) and w.dtype == np.float32, "weights shape %s" % (w.shape,))
     check(np.allclose(w.sum(-1), 1, atol=1e-5), "attention rows sum to 1")
     w01 = np.load(os.path.join(out, "layer0_head1.npy"))
-    check(np.array_equal(w01, w[0, 1]), "per-map file equals weights.npy")
+    check(np.array_equal(w01, w[0, 0, 1]), "per-map file equals weights.npy")
     for name in ("attention.png", "layer1_head0.png"):
         f = os.path.join(out, name)
         check(os.path.isfile(f) and open(f, "rb").read(4) == b"\x89PNG", name)

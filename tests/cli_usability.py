@@ -60,9 +60,54 @@ def float_masks():
           "float mask and --bias together are refused: " + p.stderr)
 
 
+def encoder_weights():
+    """attn encoder --weights (layer, batch, head, L, L) is drawn, checked,
+    shown and viewed, with the axes named layer, batch, head."""
+    rng = np.random.default_rng(2)
+    x = save("x.npy", rng.standard_normal((2, 5, 8)).astype(np.float32))
+    w = path("enc_w.npy")
+    p = run(["encoder", "--x", x, "--out", path("y.npy"), "--init-seed", "3",
+             "--layers", "2", "--heads", "2", "--ff", "16", "--weights", w])
+    check(p.returncode == 0, "encoder --weights: " + p.stderr)
+    if p.returncode:
+        return
+    check(np.load(w).shape == (2, 2, 2, 5, 5), "encoder weights are rank 5")
+    p = run(["heatmap", w, "--grid", "-o", path("enc.svg")])
+    check(p.returncode == 0, "heatmap --grid of encoder weights: " + p.stderr)
+    if p.returncode == 0:
+        svg = open(path("enc.svg")).read()
+        check(">layer 1 batch 0 head 1</text>" in svg,
+              "grid panels titled layer, batch, head")
+    p = run(["heatmap", w, "--map", "1,1,0", "-o", path("enc1.png")])
+    check(p.returncode == 0, "heatmap --map L,B,H: " + p.stderr)
+    p = run(["heatmap", w, "--map", "1,0", "-o", path("enc1.png")])
+    check(p.returncode == 2 and "L,B,H" in p.stderr, "--map B,H on rank 5: " + p.stderr)
+    p = run(["stats", w])
+    check(p.returncode == 0 and "layer 1 batch 1 head 1" in p.stdout and
+          "(layer, batch, head, query, key)" in p.stdout,
+          "stats of encoder weights names the axes: " + p.stdout + p.stderr)
+    p = run(["show", w, "--map", "0,1,1", "--color", "plain"])
+    check(p.returncode == 0, "show of encoder weights: " + p.stderr)
+    p = run(["html", w, "--batch", "1", "-o", path("enc.html")])
+    check(p.returncode == 0 and "2 layers x 2 heads" in p.stdout,
+          "html of encoder weights: " + p.stdout + p.stderr)
+    # rank-4 attention weights: the first axis is the batch
+    w4 = save("w4.npy", np.full((2, 3, 4, 4), 0.25, np.float32))
+    p = run(["heatmap", w4, "--grid", "-o", path("w4.svg")])
+    check(p.returncode == 0 and ">batch 1 head 2</text>" in open(path("w4.svg")).read(),
+          "sdpa weights' grid says batch, not layer")
+    p = run(["stats", w4])
+    check("batch 1 head 2" in p.stdout, "stats names batch and head: " + p.stdout)
+    bad = save("w6.npy", np.zeros((1, 1, 1, 1, 2, 2), np.float32))
+    p = run(["stats", bad])
+    check(p.returncode == 2 and "(layer, batch, head, Lq, Lk)" in p.stderr and
+          "(L, D)" not in p.stderr, "rank-6 weights: message names the axes: " + p.stderr)
+
+
 def main():
     try:
         float_masks()
+        encoder_weights()
     finally:
         shutil.rmtree(D, ignore_errors=True)
     return summary("cli_usability")

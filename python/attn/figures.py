@@ -46,14 +46,22 @@ for _name, _res, _args in (
 _lib.lib.check_layout()
 
 
-def html(weights, path, tokens=None, key_tokens=None, title=None, dtype=None):
+def html(weights, path, tokens=None, key_tokens=None, title=None, dtype=None,
+         batch=0):
     """Writes one self-contained HTML file (inline CSS and JavaScript, no
     network) to explore weights (Lq, Lk), (H, Lq, Lk) or (layers, H, Lq,
     Lk): query tokens left, key tokens right, a line per pair as opaque as
     its weight, hover to isolate a token, layer and head selectors, and the
     heatmap. tokens label the queries (and the keys when Lq == Lk);
     key_tokens label the keys of cross-attention. Up to 1024 tokens per
-    side. Returns path."""
+    side. Weights (layer, batch, head, Lq, Lk) of EncoderLayer show batch
+    entry `batch`. Returns path."""
+    w = np.asarray(weights)
+    if w.ndim == 5:
+        if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) \
+                or not 0 <= batch < w.shape[1]:
+            fail(ATTN_E_SHAPE, "batch = %r is outside [0, %d)", batch, w.shape[1])
+        weights = w[:, batch]
     W = _Weights(weights, dtype)
     p = _path(path)
     o = HtmlOpts()

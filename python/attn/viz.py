@@ -137,12 +137,20 @@ class _Weights:
                  "bfloat16 (uint16 bits with dtype='bfloat16') is needed", name, dt)
         if not dt.isnative:
             w = w.astype(dt.newbyteorder("="))
-        if w.ndim not in (2, 3, 4):
-            fail(ATTN_E_SHAPE, "%s has rank %d (shape %s); (Lq, Lk), (H, Lq, Lk) "
-                 "or (N, H, Lq, Lk) is needed", name, w.ndim, _shape_str(w.shape))
+        if w.ndim not in (2, 3, 4, 5):
+            fail(ATTN_E_SHAPE, "%s has rank %d (shape %s); (Lq, Lk), (head, Lq, "
+                 "Lk), (batch, head, Lq, Lk) or (layer, batch, head, Lq, Lk) is "
+                 "needed", name, w.ndim, _shape_str(w.shape))
         if 0 in w.shape:
             fail(ATTN_E_SHAPE, "%s has an empty axis (shape %s)", name,
                  _shape_str(w.shape))
+        self.rank = w.ndim
+        self.layers = self.batch = None
+        if w.ndim == 5:
+            # (layer, batch, head, Lq, Lk) of EncoderLayer(return_weights=True):
+            # the first two axes folded into one, map n = layer * batch + b
+            self.layers, self.batch = w.shape[:2]
+            w = w.reshape((w.shape[0] * w.shape[1],) + w.shape[2:])
         st = _lib.element_strides(w)
         if st is None:
             w = np.ascontiguousarray(w)
@@ -161,9 +169,20 @@ class _Weights:
     def index(self, index):
         """(n, h) of one map from index: None for a single map, h for
         (H, Lq, Lk), (n, h) for (N, H, Lq, Lk)."""
-        r = self.w.ndim
+        r = self.rank
         if index is None:
             return 0, 0
+        if r == 5:
+            if not isinstance(index, (tuple, list)) or len(index) != 3:
+                fail(ATTN_E_INVALID, "index is %r; (layer, batch, head) is "
+                     "needed for weights of rank 5", index)
+            l, b, h = index
+            for v, lim, what in ((l, self.layers, "layer"), (b, self.batch, "batch")):
+                if isinstance(v, bool) or not isinstance(v, (int, np.integer)) \
+                        or not 0 <= v < lim:
+                    fail(ATTN_E_SHAPE, "index %s = %r is outside [0, %d)", what, v, lim)
+            index = (int(l) * self.batch + int(b), h)
+            r = 4
         if r == 2:
             fail(ATTN_E_INVALID, "index is %r but the weights are one map", index)
         if r == 3:
@@ -278,7 +297,22 @@ def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
                             max_cells, cell_px, x_extent, y_extent)
     o.mask = ctypes.pointer(W.mask)
     tensors = dict(W.masks.tensors, w=W.T)
-    if index is None and W.w.ndim > 2:
+    if index is None and W.rank == 5:
+        # every map, titled by its own axes (the library's grid says "batch")
+        from .figures import Panel
+        n = W.N * W.H
+        panels = (Panel * n)()
+        titles = []
+        for i in range(n):
+            l, b, h = i // W.H // W.batch, i // W.H % W.batch, i % W.H
+            t = ("layer %d, head %d" % (l, h) if W.batch == 1 else
+                 "layer %d, batch %d, head %d" % (l, b, h))
+            titles.append(t.encode())
+            panels[i].w = ctypes.pointer(W.T)
+            panels[i].b, panels[i].h, panels[i].title = i // W.H, h, titles[-1]
+        _lib.call("attn_figure_write", p, panels, n, W.H, byref(o), tensors=tensors)
+        del titles
+    elif index is None and W.rank > 2:
         _lib.call("attn_heatmap_grid_write", p, byref(W.T), byref(o), tensors=tensors)
     else:
         n, h = W.index(index)
@@ -322,9 +356,12 @@ def stats(weights, attn_mask=None, is_causal=False, *, causal_alignment="top-lef
     d = _stats_dict(overall)
     if per_head:
         each = [_stats_dict(s) for s in heads]
-        r = W.w.ndim
+        r = W.rank
         d["per_head"] = (each if r == 2 else each if r == 3 else
                          [each[n * W.H:(n + 1) * W.H] for n in range(W.N)])
+        if r == 5:
+            d["per_head"] = [d["per_head"][l * W.batch:(l + 1) * W.batch]
+                             for l in range(W.layers)]
     return d
 
 

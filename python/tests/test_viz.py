@@ -94,7 +94,7 @@ def test_heatmap_errors(rng, tmp_path, calls):
         assert e.value.status == status and words in str(e.value), str(e.value)
     assert calls.log == []
     for bad, status, words in [(w.astype(np.int32), E.ATTN_E_DTYPE, "int32"),
-                               (w[None], E.ATTN_E_SHAPE, "rank 5"),
+                               (w[None, None], E.ATTN_E_SHAPE, "rank 6"),
                                (w[..., :0], E.ATTN_E_SHAPE, "empty axis")]:
         with pytest.raises(attn.AttnError) as e:
             attn.heatmap(bad, tmp_path / "x.png")
@@ -202,3 +202,30 @@ def test_compare(rng):
     with pytest.raises(attn.AttnError) as e:
         attn.compare(a, b[:, :4])
     assert e.value.status == attn.ATTN_E_SHAPE
+
+
+def test_encoder_weights_rank5(rng, tmp_path):
+    """EncoderLayer(return_weights=True) gives (layer, batch, head, L, L):
+    every picture and diagnostic takes it, with the axes named."""
+    enc = attn.EncoderLayer(8, 2, 16, num_layers=2, seed=1)
+    x = rng.standard_normal((3, 5, 8)).astype(np.float32)
+    _, w = enc(x, return_weights=True)
+    assert w.shape == (2, 3, 2, 5, 5)
+    p = attn.heatmap(w, str(tmp_path / "enc.svg"))
+    assert ">layer 1, batch 2, head 1</text>" in open(p).read()
+    attn.heatmap(w, str(tmp_path / "one.png"), index=(1, 2, 0))
+    s = attn.stats(w, per_head=True)
+    assert len(s["per_head"]) == 2 and len(s["per_head"][0]) == 3
+    assert len(s["per_head"][1][2]) == 2
+    ref = attn.stats(w[1, 2, 0])
+    assert s["per_head"][1][2][0]["entropy_mean"] == pytest.approx(ref["entropy_mean"])
+    attn.html(w, str(tmp_path / "enc.html"), batch=2)
+    with pytest.raises(attn.AttnError):
+        attn.html(w, str(tmp_path / "enc.html"), batch=3)
+
+
+def test_grid_titles_say_batch(rng, tmp_path):
+    """(B, H, Lq, Lk) attention weights: the first axis is the batch."""
+    w = weights(rng, (2, 2, 4, 4))
+    svg = open(attn.heatmap(w, str(tmp_path / "g.svg"))).read()
+    assert ">batch 1, head 1</text>" in svg and "layer" not in svg

@@ -562,7 +562,7 @@ attn_status attn_heatmap_grid_write(const char *path, const attn_tensor *w,
         for (int64_t j = 0; j < H; j++) {
             char *t = titles + (i * H + j) * 64;
             if (N == 1) snprintf(t, 64, "head %lld", (long long)j);
-            else snprintf(t, 64, "layer %lld, head %lld", (long long)i, (long long)j);
+            else snprintf(t, 64, "batch %lld, head %lld", (long long)i, (long long)j);
             p[i * H + j] = (attn_panel){w, i, j, t, NULL};
         }
     /* one row of heads reads well up to 4; more heads of one layer wrap */

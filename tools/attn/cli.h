@@ -35,7 +35,8 @@ int cli_help_asked(int argc, char **argv, void (*help)(void));
 typedef struct {
     attn_npy npy;  /* owns the data                 */
     attn_tensor t; /* contiguous 4-d view of it     */
-    int rank;      /* 2, 3 or 4: the file's rank    */
+    int rank;      /* 2, 3 or 4: the file's rank (5: weights only) */
+    int64_t layers, batch; /* rank-5 weights: t's first axis is layer * batch */
 } cli_tensor;
 
 /* Loads a float array (f32, f16 or f64, kept as in the file; integer
@@ -262,13 +263,21 @@ void cli_labels_free(cli_labels *l);
  * was given already. */
 int cli_weights_arg(const char *cmd, const char *arg, const char **path);
 
-/* "B,H" of --map. */
-int cli_parse_map(const char *cmd, const char *s, int64_t *b, int64_t *h);
-/* Usage error if (b, h) is outside w. */
-int cli_check_map(const char *cmd, const attn_tensor *w, int64_t b, int64_t h);
+/* --map B,H (or L,B,H): the indices into m, their number into *count. */
+int cli_parse_map(const char *cmd, const char *s, int64_t m[3], int *count);
+/* The map (*b, *h) of w's 4-d view that --map names: B,H for ranks 2..4,
+ * L,B,H for rank 5; usage error if outside w. */
+int cli_check_map(const char *cmd, const cli_tensor *w, const int64_t m[3],
+                  int count, int64_t *b, int64_t *h);
 
-/* Weights file: rank 2 (Lq, Lk), 3 (B, Lq, Lk) or 4 (B, H, Lq, Lk). */
+/* Weights file: rank 2 (Lq, Lk), 3 (batch, Lq, Lk), 4 (batch, head, Lq,
+ * Lk) or 5 (layer, batch, head, Lq, Lk), the last seen as 4-d with
+ * layer * batch maps on the first axis. */
 int cli_load_weights(const char *cmd, const char *path, cli_tensor *w);
+/* "layer 1 batch 0 head 3", "batch 0 head 3" or "batch 2": map (n, h) of
+ * w's 4-d view named by the file's axes. */
+void cli_map_name(const cli_tensor *w, int64_t n, int64_t h, char *buf,
+                  size_t cap);
 
 /* ---- the demo gallery (demo_gallery.c) --------------------------------- */
 

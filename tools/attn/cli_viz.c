@@ -86,27 +86,111 @@ int cli_weights_arg(const char *cmd, const char *arg, const char **path) {
     return 0;
 }
 
-int cli_parse_map(const char *cmd, const char *s, int64_t *b, int64_t *h) {
-    char tmp[64];
-    const char *comma = strchr(s, ',');
-    if (!comma || (size_t)(comma - s) >= sizeof tmp)
+int cli_parse_map(const char *cmd, const char *s, int64_t m[3], int *count) {
+    char tmp[96];
+    if (strlen(s) >= sizeof tmp)
+        return cli_usage_error(cmd, "--map wants B,H (or L,B,H), got a value "
+                               "of %zu characters", strlen(s));
+    strcpy(tmp, s);
+    int n = 0;
+    for (char *p = tmp;; n++) {
+        char *c = strchr(p, ',');
+        if (c) *c = '\0';
+        if (n == 3 || cli_parse_i64(p, &m[n]) || m[n] < 0)
+            return cli_usage_error(cmd, "--map wants B,H (e.g. 0,3) or, for "
+                                   "(layer, batch, head, Lq, Lk) weights, "
+                                   "L,B,H: indices >= 0, got '%s'", s);
+        if (!c) break;
+        p = c + 1;
+    }
+    if (n + 1 < 2)
         return cli_usage_error(cmd, "--map wants B,H (e.g. 0,3), got '%s'", s);
-    memcpy(tmp, s, (size_t)(comma - s));
-    tmp[comma - s] = '\0';
-    if (cli_parse_i64(tmp, b) || cli_parse_i64(comma + 1, h) || *b < 0 || *h < 0)
-        return cli_usage_error(cmd, "--map wants two indices >= 0, got '%s'", s);
+    *count = n + 1;
     return 0;
 }
 
+/* A float weights file of rank 2..5 as a 4-d view (N, H, Lq, Lk); rank 5
+ * (layer, batch, head, Lq, Lk), as attn encoder --weights writes, folds
+ * its first two axes into N = layer * batch + b (the file is C order). */
 int cli_load_weights(const char *cmd, const char *path, cli_tensor *w) {
-    return cli_load_tensor(cmd, path, "weights", w);
+    memset(w, 0, sizeof *w);
+    attn_status st = attn_npy_read(path, &w->npy);
+    if (st) return cli_fail(cmd, st, "reading the weights");
+    const attn_npy *a = &w->npy;
+    attn_dtype dt = a->dtype;
+    if (dt != ATTN_F32 && dt != ATTN_F16 && dt != ATTN_F64) {
+        fprintf(stderr, "attn %s: the weights (%s) have dtype %s; a float "
+                "array (<f4, <f2 or <f8) is needed\n", cmd, path,
+                attn_dtype_name(dt));
+        cli_tensor_free(w);
+        return 1;
+    }
+    int ok = a->ndim >= 2 && a->ndim <= 5;
+    for (int i = 0; ok && i < a->ndim; i++) ok = a->shape[i] >= 1;
+    if (!ok) {
+        char sh[160];
+        size_t n = (size_t)snprintf(sh, sizeof sh, "(");
+        for (int i = 0; i < a->ndim && n < sizeof sh; i++)
+            n += (size_t)snprintf(sh + n, sizeof sh - n, "%s%lld", i ? ", " : "",
+                                  (long long)a->shape[i]);
+        if (n < sizeof sh) snprintf(sh + n, sizeof sh - n, ")");
+        cli_tensor_free(w);
+        return cli_usage_error(cmd, "the weights have shape %s: (Lq, Lk), "
+                               "(batch, Lq, Lk), (batch, head, Lq, Lk) or "
+                               "(layer, batch, head, Lq, Lk) with every extent "
+                               ">= 1 is needed", sh);
+    }
+    int64_t s4[4] = {1, 1, a->shape[a->ndim - 2], a->shape[a->ndim - 1]};
+    if (a->ndim == 3) s4[0] = a->shape[0];
+    if (a->ndim == 4) s4[0] = a->shape[0], s4[1] = a->shape[1];
+    if (a->ndim == 5) {
+        if (a->shape[0] > INT64_MAX / a->shape[1]) {
+            cli_tensor_free(w);
+            return cli_usage_error(cmd, "the weights have too many maps");
+        }
+        s4[0] = a->shape[0] * a->shape[1];
+        s4[1] = a->shape[2];
+        w->layers = a->shape[0];
+        w->batch = a->shape[1];
+    }
+    w->rank = a->ndim;
+    w->t = attn_tensor_4d(a->data, dt, s4[0], s4[1], s4[2], s4[3]);
+    return 0;
 }
 
-int cli_check_map(const char *cmd, const attn_tensor *w, int64_t b, int64_t h) {
-    if (b >= w->shape[0] || h >= w->shape[1])
-        return cli_usage_error(cmd, "--map %lld,%lld is outside the weights' "
-                               "(B, H) = (%lld, %lld)", (long long)b,
-                               (long long)h, (long long)w->shape[0],
-                               (long long)w->shape[1]);
+void cli_map_name(const cli_tensor *w, int64_t n, int64_t h, char *buf,
+                  size_t cap) {
+    if (w->rank == 5 && w->batch == 1)
+        snprintf(buf, cap, "layer %lld head %lld", (long long)n, (long long)h);
+    else if (w->rank == 5)
+        snprintf(buf, cap, "layer %lld batch %lld head %lld",
+                 (long long)(n / w->batch), (long long)(n % w->batch),
+                 (long long)h);
+    else if (w->rank == 4)
+        snprintf(buf, cap, "batch %lld head %lld", (long long)n, (long long)h);
+    else
+        snprintf(buf, cap, "batch %lld", (long long)n);
+}
+
+int cli_check_map(const char *cmd, const cli_tensor *w, const int64_t m[3],
+                  int count, int64_t *b, int64_t *h) {
+    const attn_tensor *t = &w->t;
+    if (w->rank == 5) {
+        if (count != 3 || m[0] >= w->layers || m[1] >= w->batch ||
+            m[2] >= t->shape[1])
+            return cli_usage_error(cmd, "--map takes L,B,H for weights of "
+                                   "(layer, batch, head) = (%lld, %lld, %lld)",
+                                   (long long)w->layers, (long long)w->batch,
+                                   (long long)t->shape[1]);
+        *b = m[0] * w->batch + m[1];
+        *h = m[2];
+        return 0;
+    }
+    if (count != 2 || m[0] >= t->shape[0] || m[1] >= t->shape[1])
+        return cli_usage_error(cmd, "--map takes B,H inside the weights' "
+                               "(batch, head) = (%lld, %lld)",
+                               (long long)t->shape[0], (long long)t->shape[1]);
+    *b = m[0];
+    *h = m[1];
     return 0;
 }

@@ -20,7 +20,7 @@ static void help(void) {
 "(\"3 2 1 + 6 5 4\" is 123 + 456; the sum comes out least significant\n"
 "first too, its last digit at the '+').\n"
 "\n"
-"  --out DIR      write DIR/weights.npy (layers, heads, n, n) and\n"
+"  --out DIR      write DIR/weights.npy (layers, 1, heads, n, n) and\n"
 "                 DIR/layer<l>_head<h>.npy (n, n), f32, row = query; and\n"
 "                 the pictures DIR/attention.png (every map: a row per\n"
 "                 layer, a column per head) and DIR/layer<l>_head<h>.png\n"
@@ -237,8 +237,10 @@ int cmd_attend(int argc, char **argv) {
         }
         char path[4096];
         snprintf(path, sizeof path, "%s/weights.npy", out);
-        const int64_t shape[4] = {N, Hw, n, n};
-        if ((rc = cli_save_array(cmd, path, ATTN_F32, w, 4, shape))) goto done;
+        /* (layer, batch, head, query, key) as attn encoder --weights, so
+         * that heatmap, stats and show name the axes alike */
+        const int64_t shape5[5] = {N, 1, Hw, n, n}, *shape = shape5 + 1;
+        if ((rc = cli_save_array(cmd, path, ATTN_F32, w, 5, shape5))) goto done;
         for (int64_t l = 0; l < N && !rc; l++)
             for (int64_t h = 0; h < Hw && !rc; h++) {
                 snprintf(path, sizeof path, "%s/layer%lld_head%lld.npy", out,

@@ -15,9 +15,11 @@ static void help(void) {
 "                    [mask options]\n"
 "\n"
 "Draws the map W[B, H] (default 0,0), or with --grid every map (one row\n"
-"per batch entry or layer, one column per head, one colour scale). The\n"
+"per batch entry, or layer and batch, one column per head, one colour\n"
+"scale, each titled by its axes). The\n"
 "extension of -o picks the format: .png, .svg or .pdf.\n"
-"W is rank 2 (Lq, Lk), 3 (B, Lq, Lk) or 4 (B, H, Lq, Lk).\n"
+"W is (Lq, Lk), (batch, Lq, Lk), (batch, head, Lq, Lk) or (layer, batch,\n"
+"head, Lq, Lk) as attn encoder --weights writes (then --map L,B,H).\n"
 "  --tokens       labels of both axes (when Lq == Lk), whitespace-separated\n"
 "  --x-tokens     key labels (columns), --y-tokens query labels (rows)\n"
 "  --annotate     values in the cells: auto (maps up to 12 x 12), on, off\n"
@@ -152,6 +154,37 @@ done:
     return rc;
 }
 
+/* Every map in a grid, one row per batch entry (or layer and batch), one
+ * column per head, each titled by the file's own axes. */
+static attn_status draw_grid(const char *out, const cli_tensor *w,
+                             const attn_heatmap_opts *o) {
+    const attn_tensor *W = &w->t;
+    int64_t N = W->shape[0], H = W->shape[1];
+    if (N > 4096 / H)
+        return attn_figure_write(out, NULL, 0, 1, o); /* its message */
+    int n = (int)(N * H);
+    attn_panel *p = malloc(sizeof *p * (size_t)n);
+    char *titles = malloc((size_t)n * 64);
+    if (!p || !titles) {
+        free(p);
+        free(titles);
+        return ATTN_E_NOMEM;
+    }
+    for (int64_t i = 0; i < N; i++)
+        for (int64_t j = 0; j < H; j++) {
+            char *t = titles + (i * H + j) * 64;
+            if (N == 1) snprintf(t, 64, "head %lld", (long long)j);
+            else cli_map_name(w, i, j, t, 64);
+            p[i * H + j] = (attn_panel){W, i, j, t, NULL};
+        }
+    /* as attn_heatmap_grid_write: more than 4 heads of one map wrap */
+    int ncols = N == 1 && H > 4 ? (int)((H + 1) / 2) : (int)H;
+    attn_status st = attn_figure_write(out, p, n, ncols, o);
+    free(p);
+    free(titles);
+    return st;
+}
+
 static int check_range(const char *cmd, const attn_heatmap_opts *o,
                        int64_t have_vmin, int64_t have_vmax) {
     if (have_vmin != have_vmax || (have_vmin && !(o->vmin < o->vmax)))
@@ -177,6 +210,8 @@ int cmd_heatmap(int argc, char **argv) {
     const char *path = NULL, *out = NULL, *qp = NULL, *kp = NULL, *vp = NULL,
                *save = NULL;
     int64_t mb = 0, mh = 0, grid = 0, have_vmin = 0, have_vmax = 0;
+    int64_t map[3] = {0, 0, 0};
+    int map_n = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -200,7 +235,7 @@ int cmd_heatmap(int argc, char **argv) {
         else if (strcmp(arg, "--v") == 0) vp = val;
         else if (strcmp(arg, "--save-blocks") == 0) save = val;
         else if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {}
-        else if (strcmp(arg, "--map") == 0) rc = cli_parse_map(cmd, val, &mb, &mh);
+        else if (strcmp(arg, "--map") == 0) rc = cli_parse_map(cmd, val, map, &map_n);
         else if (strcmp(arg, "--title") == 0) o.title = val;
         else if (strcmp(arg, "--x-title") == 0) o.x_title = val;
         else if (strcmp(arg, "--y-title") == 0) o.y_title = val;
@@ -243,6 +278,12 @@ int cmd_heatmap(int argc, char **argv) {
             goto done;
         }
         if ((rc = check_range(cmd, &o, have_vmin, have_vmax))) goto done;
+        if (map_n == 3) {
+            rc = cli_usage_error(cmd, "--map takes B,H with --q and --k");
+            goto done;
+        }
+        mb = map[0];
+        mh = map[1];
         rc = from_qk(cmd, qp, kp, vp, out, save, mb, mh, &a, &o);
         goto done;
     }
@@ -253,7 +294,8 @@ int cmd_heatmap(int argc, char **argv) {
     if ((rc = check_range(cmd, &o, have_vmin, have_vmax))) goto done;
     if ((rc = cli_load_weights(cmd, path, &w))) goto done;
     const attn_tensor *W = &w.t;
-    if (!grid && (rc = cli_check_map(cmd, W, mb, mh))) goto done;
+    if (!map_n) map_n = w.rank == 5 ? 3 : 2;
+    if (!grid && (rc = cli_check_map(cmd, &w, map, map_n, &mb, &mh))) goto done;
     if ((rc = cli_labels_axis(cmd, &lb, 1, W->shape[3], "keys", &o.x_labels)) ||
         (rc = cli_labels_axis(cmd, &lb, 0, W->shape[2], "queries", &o.y_labels)))
         goto done;
@@ -261,7 +303,7 @@ int cmd_heatmap(int argc, char **argv) {
                                  W->shape[3])))
         goto done;
     o.mask = &a.opts.mask;
-    attn_status st = grid ? attn_heatmap_grid_write(out, W, &o)
+    attn_status st = grid ? draw_grid(out, &w, &o)
                           : attn_heatmap_write(out, W, mb, mh, &o);
     if (st) {
         rc = cli_fail(cmd, st, "drawing");

@@ -6,17 +6,18 @@
 static void help(void) {
     printf(
 "usage: attn html W.npy -o view.html [--tokens \"t0 t1 ...\"]\n"
-"                 [--q-tokens ..] [--k-tokens ..] [--title T]\n"
+"                 [--x-tokens ..] [--y-tokens ..] [--title T] [--batch N]\n"
 "\n"
 "Writes one HTML file with everything inline (no network, no external\n"
 "scripts): query tokens on the left, key tokens on the right, one line per\n"
 "pair whose opacity is the weight; hover a token to keep only its lines;\n"
 "layer and head selectors; the heatmap beside it (hover a cell for its\n"
 "value). A link may open a view: view.html#layer=1&head=2&focus=q3.\n"
-"W is rank 2 (Lq, Lk), 3 (layers, Lq, Lk) or 4 (layers, heads, Lq, Lk);\n"
-"up to 1024 tokens a side.\n"
+"W is rank 2 (Lq, Lk), 3 (layers, Lq, Lk), 4 (layers, heads, Lq, Lk) or\n"
+"5 (layer, batch, head, Lq, Lk) as attn encoder --weights writes, of which\n"
+"--batch N (default 0) is shown; up to 1024 tokens a side.\n"
 "  --tokens    labels of both sides (when Lq == Lk), whitespace-separated\n"
-"  --q-tokens  query labels, --k-tokens key labels\n"
+"  --x-tokens  key labels, --y-tokens query labels (as heatmap and show)\n"
 "\nexample:\n  attn html w.npy --tokens \"The cat sat on the mat\" -o view.html\n");
 }
 
@@ -26,10 +27,12 @@ int cmd_html(int argc, char **argv) {
     cli_tensor w;
     cli_labels lb;
     memset(&w, 0, sizeof w);
-    cli_labels_init(&lb, "--k-tokens", "--q-tokens");
+    cli_labels_init(&lb, "--x-tokens", "--y-tokens");
     const char *path = NULL, *out = NULL;
     attn_html_opts o = {NULL, NULL, NULL};
     int rc = 0;
+    int64_t batch = 0;
+    int batch_set = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -44,6 +47,14 @@ int cmd_html(int argc, char **argv) {
         i++;
         if (strcmp(arg, "-o") == 0 || strcmp(arg, "--out") == 0) out = val;
         else if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {}
+        /* the names of the first version */
+        else if (strcmp(arg, "--q-tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &lb.y);
+        else if (strcmp(arg, "--k-tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &lb.x);
+        else if (strcmp(arg, "--batch") == 0) {
+            if (cli_parse_i64(val, &batch) || batch < 0)
+                rc = cli_usage_error(cmd, "--batch wants an index >= 0, got '%s'", val);
+            batch_set = 1;
+        }
         else if (strcmp(arg, "--title") == 0) o.title = val;
         else rc = cli_usage_error(cmd, "unknown option '%s'", arg);
         if (rc) goto done;
@@ -53,6 +64,27 @@ int cmd_html(int argc, char **argv) {
         goto done;
     }
     if ((rc = cli_load_weights(cmd, path, &w))) goto done;
+    if (batch_set && w.rank != 5) {
+        rc = cli_usage_error(cmd, "--batch picks a batch entry of rank-5 "
+                             "(layer, batch, head, Lq, Lk) weights; these "
+                             "have rank %d", w.rank);
+        goto done;
+    }
+    if (w.rank == 5) {
+        /* one batch entry: (layer, head, Lq, Lk), a strided view */
+        if (batch >= w.batch) {
+            rc = cli_usage_error(cmd, "--batch %lld is outside the weights' "
+                                 "%lld batch entries", (long long)batch,
+                                 (long long)w.batch);
+            goto done;
+        }
+        attn_tensor *t = &w.t;
+        int64_t map = t->shape[1] * t->shape[2] * t->shape[3];
+        t->data = (char *)t->data +
+                  (size_t)(batch * map) * attn_dtype_size(t->dtype);
+        t->shape[0] = w.layers;
+        t->stride[0] = w.batch * map;
+    }
     int64_t Lq = w.t.shape[2], Lk = w.t.shape[3];
     if ((rc = cli_labels_axis(cmd, &lb, 0, Lq, "queries", &o.q_tokens)) ||
         (rc = cli_labels_axis(cmd, &lb, 1, Lk, "keys", &o.k_tokens)))

@@ -14,7 +14,8 @@ static void help(void) {
 "columns with a label per row and the key labels written downwards, or,\n"
 "for maps over 40 tokens, a half block per cell (two rows a line). Wider\n"
 "maps are averaged in blocks to fit. A scale line closes the picture.\n"
-"W is rank 2 (Lq, Lk), 3 (B, Lq, Lk) or 4 (B, H, Lq, Lk).\n"
+"W is (Lq, Lk), (batch, Lq, Lk), (batch, head, Lq, Lk) or (layer, batch,\n"
+"head, Lq, Lk) as attn encoder --weights writes (then --map L,B,H).\n"
 "  --tokens     labels of both axes (when Lq == Lk), whitespace-separated\n"
 "  --x-tokens   key labels, --y-tokens query labels\n"
 "  --color      true (24-bit), 256 (xterm palette) or plain (shades, no\n"
@@ -52,7 +53,8 @@ int cmd_show(int argc, char **argv) {
     if (cols && cli_parse_i64(cols, &width) == 0 && width >= 20 && width <= 4096)
         o.width = (int)width;
     const char *path = NULL;
-    int64_t mb = 0, mh = 0;
+    int64_t mb = 0, mh = 0, map[3] = {0, 0, 0};
+    int map_n = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -66,7 +68,7 @@ int cmd_show(int argc, char **argv) {
         }
         i++;
         if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {}
-        else if (strcmp(arg, "--map") == 0) rc = cli_parse_map(cmd, val, &mb, &mh);
+        else if (strcmp(arg, "--map") == 0) rc = cli_parse_map(cmd, val, map, &map_n);
         else if (strcmp(arg, "--title") == 0) o.title = val;
         else if (strcmp(arg, "--color") == 0) {
             if (strcmp(val, "true") == 0) o.color = ATTN_TERM_TRUECOLOR;
@@ -93,7 +95,8 @@ int cmd_show(int argc, char **argv) {
     }
     if ((rc = cli_load_weights(cmd, path, &w))) goto done;
     const attn_tensor *W = &w.t;
-    if ((rc = cli_check_map(cmd, W, mb, mh))) goto done;
+    if (!map_n) map_n = w.rank == 5 ? 3 : 2;
+    if ((rc = cli_check_map(cmd, &w, map, map_n, &mb, &mh))) goto done;
     if ((rc = cli_labels_axis(cmd, &lb, 1, W->shape[3], "keys", &o.x_labels)) ||
         (rc = cli_labels_axis(cmd, &lb, 0, W->shape[2], "queries", &o.y_labels)))
         goto done;

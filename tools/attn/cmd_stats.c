@@ -9,7 +9,7 @@ static void help(void) {
     printf(
 "usage: attn stats W.npy [--strict] [mask options]\n"
 "\n"
-"Reports, per map (batch entry or layer, head) and overall:\n"
+"Reports, per map (named by the file's axes: layer, batch, head) and overall:\n"
 "  rows      query rows (and how many see no key under the mask)\n"
 "  sum dev   largest |row sum - 1| (0 expected for a row that sees no key)\n"
 "  entropy   min / mean / max over rows of the entropy of the row divided\n"
@@ -21,7 +21,8 @@ static void help(void) {
 "concentrated (<= 0.10), masked leakage, not normalized, non-finite.\n"
 "Give the mask the weights were made with to see leakage.\n"
 "  --strict   exit with status 3 when the verdict finds anything\n"
-"W is rank 2 (Lq, Lk), 3 (B, Lq, Lk) or 4 (B, H, Lq, Lk).\n"
+"W is (Lq, Lk), (batch, Lq, Lk), (batch, head, Lq, Lk) or, as attn encoder\n"
+"--weights writes, (layer, batch, head, Lq, Lk).\n"
 "\n");
     cli_sdpa_args_help(stdout);
     printf("\nexample:\n  attn stats w.npy --causal top-left\n");
@@ -34,7 +35,7 @@ static void row(const char *name, const attn_stats *s) {
                  s->entropy_mean, s->entropy_max);
     else
         snprintf(ent, sizeof ent, "%-17s", "n/a");
-    printf("%-12s %6lld %5lld  %9.2e  %s  %7.4f  %5lld %9.3g  %lld/%lld\n", name,
+    printf("%-26s %6lld %5lld  %9.2e  %s  %7.4f  %5lld %9.3g  %lld/%lld\n", name,
            (long long)s->rows, (long long)s->rows_empty, s->row_sum_dev_max, ent,
            s->max_weight, (long long)s->leak_count, s->leak_total,
            (long long)s->nan_count, (long long)s->inf_count);
@@ -87,17 +88,23 @@ int cmd_stats(int argc, char **argv) {
         rc = cli_fail(cmd, st, "computing the statistics");
         goto done;
     }
-    printf("weights %s: (%lld, %lld, %lld, %lld)\n\n", path,
-           (long long)W->shape[0], (long long)W->shape[1],
-           (long long)W->shape[2], (long long)W->shape[3]);
-    printf("%-12s %6s %5s  %9s  %-17s  %7s  %5s %9s  %s\n", "map", "rows",
+    const attn_npy *f = &w.npy;
+    printf("weights %s: (", path);
+    for (int i = 0; i < f->ndim; i++)
+        printf("%s%lld", i ? ", " : "", (long long)f->shape[i]);
+    static const char *const axes[6] = {"", "", "(query, key)",
+                                        "(batch, query, key)",
+                                        "(batch, head, query, key)",
+                                        "(layer, batch, head, query, key)"};
+    printf(") %s\n\n", axes[f->ndim]);
+    printf("%-26s %6s %5s  %9s  %-17s  %7s  %5s %9s  %s\n", "map", "rows",
            "empty", "sum dev", "entropy min/mean/max", "max w", "leaks",
            "leak sum", "nan/inf");
     if (maps > 1)
         for (int64_t n = 0; n < W->shape[0]; n++)
             for (int64_t h = 0; h < W->shape[1]; h++) {
-                char name[48];
-                snprintf(name, sizeof name, "b%lld h%lld", (long long)n, (long long)h);
+                char name[64];
+                cli_map_name(&w, n, h, name, sizeof name);
                 row(name, &per[n * W->shape[1] + h]);
             }
     row("overall", &all);
@@ -112,8 +119,9 @@ int cmd_stats(int argc, char **argv) {
     if (maps > 1)
         for (int64_t i = 0; i < maps; i++)
             if (per[i].verdict && per[i].verdict != all.verdict) {
-                printf("  (map b%lld h%lld differs: ", (long long)(i / W->shape[1]),
-                       (long long)(i % W->shape[1]));
+                char name[64];
+                cli_map_name(&w, i / W->shape[1], i % W->shape[1], name, sizeof name);
+                printf("  (map %s differs: ", name);
                 attn_stats_verdict(&per[i], NULL, 0, &need);
                 text = malloc(need + 1);
                 if (text) {
