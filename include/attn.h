@@ -843,6 +843,9 @@ typedef struct {
      * of block averages and of the automatic colour scale. NULL: none.
      * It is checked against the map tensor's (N, H, Lq, Lk). */
     const attn_mask *mask;
+    /* Written along the colour bar (e.g. how its scale was chosen); NULL
+     * or "": none. */
+    const char *colorbar_label;
 } attn_heatmap_opts;
 
 /* Defaults as described above. */

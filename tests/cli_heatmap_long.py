@@ -68,6 +68,26 @@ with tempfile.TemporaryDirectory() as d:
               % (peak / 2**20, L, L * L * 4 / 2**20))
     print("L = %d: peak resident memory %.1f MiB" % (L, peak / 2**20))
 
+    # robust colour scale: a causal map's first rows (a few keys each)
+    # would set the scale and leave the rest one colour
+    p = run(["heatmap", "--q", path("q.npy"), "--k", path("q.npy"), "--causal",
+             "top-left", "--max-cells", "64", "-o", path("c.svg"),
+             "--save-blocks", path("cb.npy")])
+    check(p.returncode == 0, "causal --q --k: " + p.stderr)
+    if p.returncode == 0:
+        svg = open(path("c.svg")).read()
+        blocks = np.load(path("cb.npy"))
+        vis = blocks[np.tril(np.ones(blocks.shape, bool))]
+        p99 = np.sort(vis)[int(0.99 * (vis.size - 1))]
+        check(">clipped at the 99th percentile, %.3g (largest %.3g)</text>"
+              % (p99, vis.max()) in svg, "colour bar says the scale is clipped")
+    p = run(["heatmap", "--q", path("q.npy"), "--k", path("q.npy"), "--causal",
+             "top-left", "--vmin", "0", "--vmax", "1", "-o", path("c1.svg")])
+    check(p.returncode == 0 and "percentile" not in open(path("c1.svg")).read(),
+          "--vmin/--vmax replace the robust scale")
+    p = run(["heatmap", "--help"])
+    check(p.stdout.count("--vmin V --vmax V") == 2, "both usage forms list --vmin/--vmax")
+
     p = run(["heatmap", "--q", path("q.npy"), "-o", path("x.png")])
     check(p.returncode == 2, "--q without --k is a usage error")
 

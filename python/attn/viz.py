@@ -37,6 +37,7 @@ class HeatmapOpts(ctypes.Structure):
         ("x_extent", ctypes.c_int64),
         ("y_extent", ctypes.c_int64),
         ("mask", ctypes.POINTER(_lib.Mask)),
+        ("colorbar_label", ctypes.c_char_p),
     ]
 
 

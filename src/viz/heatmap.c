@@ -58,7 +58,7 @@ typedef struct {
     const char *ann_fmt;
     double slot_left, slot_top, slot_w, slot_h;
     double margin, top;
-    double cb_x, cb_y, cb_h, cb_w;
+    double cb_x, cb_y, cb_h, cb_w, cb_label_x; /* label: 0 = none */
     double lo, hi;
     int any_hidden, any_nan;
     double width, height;
@@ -230,6 +230,13 @@ static void measure(const panel_data *pd, int n, int ncols,
             lw = fmax(lw, viz__text_width(cr, "masked"));
         L->cb_w = 14;
         L->width = fmax(L->width, L->cb_x + L->cb_w + 8 + lw + L->margin);
+        if (o->colorbar_label && o->colorbar_label[0]) {
+            /* written downwards beside the tick labels, centred on the bar */
+            L->cb_label_x = L->cb_x + L->cb_w + 8 + lw + 6;
+            L->width = fmax(L->width, L->cb_label_x + L->tick_fs + 4 + L->margin);
+            double lw2 = viz__text_width(cr, o->colorbar_label);
+            L->height = fmax(L->height, L->cb_y + L->cb_h / 2 + lw2 / 2 + L->margin);
+        }
         double bottom_cb = L->cb_y + L->cb_h + 10 +
                            (L->any_hidden + L->any_nan) * 18 + L->margin;
         L->height = fmax(L->height, bottom_cb);
@@ -416,6 +423,9 @@ static void draw_colorbar(viz_doc *doc, const layout *L,
         tick_label(buf, sizeof buf, t, step);
         viz__text(doc, buf, x + w + 6, ty, L->tick_fs, 0, 0, 0, 0.5);
     }
+    if (L->cb_label_x > 0)
+        viz__text(doc, o->colorbar_label, L->cb_label_x, y + h / 2, L->tick_fs,
+                  0, 90, 0.5, 1);
     double ly = y + h + 12;
     for (int k = 0; k < 2; k++) {
         if (k == 0 && !L->any_hidden) continue;

@@ -1,6 +1,7 @@
 /* attn heatmap: attention weights as a picture (PNG, SVG or PDF). */
 #include "cli.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +13,7 @@ static void help(void) {
 "                    [--vmin V --vmax V] [--max-cells N] [mask options]\n"
 "       attn heatmap --q Q.npy --k K.npy [--v V.npy] -o out.png [--map B,H]\n"
 "                    [--max-cells N] [--title T] [--save-blocks B.npy]\n"
-"                    [mask options]\n"
+"                    [--vmin V --vmax V] [mask options]\n"
 "\n"
 "Draws the map W[B, H] (default 0,0), or with --grid every map (one row\n"
 "per batch entry, or layer and batch, one column per head, one colour\n"
@@ -25,7 +26,10 @@ static void help(void) {
 "  --annotate     values in the cells: auto (maps up to 12 x 12), on, off\n"
 "  --max-cells N  longest axis drawn (default 512); longer axes are\n"
 "                 averaged in blocks\n"
-"  --vmin/--vmax  colour scale (default: 0 .. the largest weight)\n"
+"  --vmin/--vmax  colour scale (default: 0 .. the largest weight; with\n"
+"                 --q/--k: 0 .. the 99th percentile of the blocks, so that\n"
+"                 a few sharp rows do not leave the rest one colour; the\n"
+"                 colour bar says so)\n"
 "  --x-title/--y-title  axis titles (default key, query)\n"
 "Mask options (--causal, --window, --mask, ...) draw masked cells grey.\n"
 "\n"
@@ -41,6 +45,31 @@ static void help(void) {
     printf("\nexamples:\n"
 "  attn heatmap w.npy --tokens \"The cat sat\" --title self-attention -o w.png\n"
 "  attn heatmap w.npy --grid -o heads.svg\n");
+}
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* The 99th percentile of the finite values v[i] with keep[i] set, *top
+ * the largest (0 if none, or out of memory). */
+static double robust_top(const float *v, const uint8_t *keep, int64_t n,
+                         double *top) {
+    float *s = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    int64_t m = 0;
+    *top = 0;
+    if (!s) return 0;
+    for (int64_t i = 0; i < n; i++)
+        if (keep[i] && isfinite(v[i])) s[m++] = v[i];
+    double r = 0;
+    if (m > 0) {
+        qsort(s, (size_t)m, sizeof(float), cmp_float);
+        r = s[(int64_t)(0.99 * (double)(m - 1))];
+        *top = s[m - 1];
+    }
+    free(s);
+    return r;
 }
 
 /* Long sequences: weights streamed as tiles into block averages. */
@@ -130,6 +159,19 @@ static int from_qk(const char *cmd, const char *qp, const char *kp,
              "(blocks of %lld x %lld)", (long long)Lq, (long long)Lk,
              (long long)br, (long long)bc);
     if (!o->title) o->title = title;
+    /* robust scale unless --vmin/--vmax: the first queries of a causal map
+     * see a handful of keys, their weights would set the scale */
+    char cbl[160];
+    if (!(o->vmin < o->vmax)) {
+        double top = 0, p99 = robust_top(map, seen, rows * cols, &top);
+        if (p99 > 0 && p99 < top) {
+            o->vmin = 0;
+            o->vmax = p99;
+            snprintf(cbl, sizeof cbl, "clipped at the 99th percentile, %.3g "
+                     "(largest %.3g)", p99, top);
+            o->colorbar_label = cbl;
+        }
+    }
     o->mask = &unseen;
     o->x_extent = Lk;
     o->y_extent = Lq;
