@@ -104,8 +104,19 @@ def encoder_weights():
           "(L, D)" not in p.stderr, "rank-6 weights: message names the axes: " + p.stderr)
 
 
+def escaped_messages():
+    """Arguments quoted in messages reach the terminal escaped."""
+    p = run(["sdpa", "--q\x1b[2J"])
+    check(p.returncode == 2 and "\\x1b[2J" in p.stderr and "\x1b" not in p.stderr,
+          "usage error escapes control bytes: %r" % p.stderr)
+    p = run(["no\x07such"])
+    check("\\x07" in p.stderr and "\x07" not in p.stderr,
+          "unknown command escaped: %r" % p.stderr)
+
+
 def main():
     try:
+        escaped_messages()
         float_masks()
         encoder_weights()
     finally:

@@ -15,6 +15,12 @@ __attribute__((format(printf, 2, 3)))
 #endif
 attn_status attn__fail(attn_status status, const char *fmt, ...);
 
+/* Copies in to out (cap bytes, NUL-terminated, cut at a whole character)
+ * with control bytes, DEL and bytes that are not valid UTF-8 written as
+ * \xNN; valid UTF-8 is kept. Returns the length written. attn__fail
+ * passes every message through it. */
+size_t attn__escape(const char *in, char *out, size_t cap);
+
 /* Internal invariant (never a caller mistake): abort with file and line. */
 #define ATTN_ASSERT(cond)                                                     \
     do {                                                                      \

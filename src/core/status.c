@@ -35,11 +35,66 @@ void attn_clear_error(void) { last_error[0] = '\0'; }
 
 const char *attn_version(void) { return "0.1.0"; }
 
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 if the bytes there
+ * are not one (overlong forms, surrogates and code points past U+10FFFF
+ * included). */
+static size_t utf8_len(const unsigned char *s) {
+    unsigned c = s[0];
+    size_t n;
+    unsigned min;
+    if (c < 0x80) return 1;
+    if (c >= 0xc2 && c <= 0xdf) n = 2, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef) n = 3, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4) n = 4, min = 0x10000;
+    else return 0;
+    unsigned cp = c & (0x3fu >> (n - 1));
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+    return n;
+}
+
+size_t attn__escape(const char *in, char *out, size_t cap) {
+    size_t o = 0;
+    if (cap == 0) return 0;
+    const unsigned char *s = (const unsigned char *)in;
+    while (*s) {
+        size_t n = utf8_len(s);
+        if (n == 1 && *s >= 0x20 && *s != 0x7f) {
+            if (o + 1 >= cap) break;
+            out[o++] = (char)*s++;
+        } else if (n > 1) {
+            if (o + n >= cap) break;
+            memcpy(out + o, s, n);
+            o += n;
+            s += n;
+        } else {
+            /* control byte, DEL or a byte that is not valid UTF-8 */
+            if (o + 4 >= cap) break;
+            static const char hex[] = "0123456789abcdef";
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[*s >> 4];
+            out[o++] = hex[*s & 15];
+            s++;
+        }
+    }
+    out[o] = '\0';
+    return o;
+}
+
 attn_status attn__fail(attn_status status, const char *fmt, ...) {
+    /* messages quote input (paths, header keys, names): bytes that would
+     * reach a terminal as control codes or invalid UTF-8 are written as
+     * \xNN */
+    char raw[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
+    attn__escape(raw, last_error, sizeof last_error);
     return status;
 }
 

@@ -1,6 +1,7 @@
 /* attn: the command-line front of libattn. Dispatches to one subcommand per
  * file; each returns its exit status (0 ok, 1 failure, 2 usage error). */
 #include "cli.h"
+#include "internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -44,12 +45,14 @@ int cli_fail(const char *cmd, attn_status st, const char *what) {
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
+    /* messages quote arguments: escape what a terminal would obey */
+    char raw[2048], esc[2048];
     va_list ap;
-    fprintf(stderr, "attn %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
-    fprintf(stderr, " (see attn %s --help)\n", cmd);
+    attn__escape(raw, esc, sizeof esc);
+    fprintf(stderr, "attn %s: %s (see attn %s --help)\n", cmd, esc, cmd);
     return 2;
 }
 
@@ -110,7 +113,9 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "attn: unknown command '%s'\n", argv[1]);
+    char esc[256];
+    attn__escape(argv[1], esc, sizeof esc);
+    fprintf(stderr, "attn: unknown command '%s'\n", esc);
     usage(stderr);
     return 2;
 }
