@@ -1014,7 +1014,9 @@ attn_status attn_html_write(const char *path, const attn_tensor *w,
 
 /* Verdict flags (combined by OR; 0 = nothing wrong seen). */
 #define ATTN_VERDICT_TOO_UNIFORM 1u      /* mean normalized entropy >= 0.95 */
-#define ATTN_VERDICT_TOO_CONCENTRATED 2u /* mean normalized entropy <= 0.10 */
+#define ATTN_VERDICT_TOO_CONCENTRATED 2u /* mean normalized entropy <= 0.01:
+                                            saturated (one-hot); a sharp
+                                            map (<= 0.10) is not flagged */
 #define ATTN_VERDICT_MASK_LEAK 4u        /* weight on masked keys > 0       */
 #define ATTN_VERDICT_NOT_NORMALIZED 8u   /* a row sum is off by > 1e-3      */
 #define ATTN_VERDICT_NONFINITE 16u       /* NaN or Inf weights              */

@@ -39,6 +39,23 @@ static void uniform_and_onehot(void) {
     CHECK(all.max_weight == 1 && all.row_sum_dev_max == 0);
     attn_stats_verdict(&all, buf, sizeof buf, NULL);
     CHECK(strstr(buf, "too concentrated") == buf);
+    /* a sharp map that is right (a reversal head: 0.98 of each row on the
+     * mirrored key, the rest spread) is sharp, not a fault: no flag, no
+     * advice to rescale */
+    {
+        enum { R = 16 };
+        float m[R * R];
+        for (int i = 0; i < R; i++)
+            for (int j = 0; j < R; j++)
+                m[i * R + j] = j == R - 1 - i ? 0.98f : 0.02f / (R - 1);
+        attn_tensor M = attn_tensor_4d(m, ATTN_F32, 1, 1, R, R);
+        attn_stats one;
+        CHECK_STATUS(attn_stats_compute(&M, NULL, NULL, &one), ATTN_OK);
+        CHECK(one.entropy_mean > 0.01 && one.entropy_mean < 0.10);
+        CHECK(one.verdict == 0);
+        attn_stats_verdict(&one, buf, sizeof buf, NULL);
+        CHECK_MSG(strstr(buf, "sharp") && !strstr(buf, "sqrt"), "%s", buf);
+    }
     /* truncation keeps a terminated prefix and reports the full length */
     char small[8];
     CHECK_STATUS(attn_stats_verdict(&all, small, sizeof small, &len), ATTN_OK);

@@ -9,7 +9,12 @@
 #include <string.h>
 
 #define UNIFORM_AT 0.95
-#define CONCENTRATED_AT 0.10
+/* Sharp maps are often right (a reversal head puts 0.98 of each row on
+ * one key, entropy about 0.05): that is a property, said as such. Only a
+ * softmax saturated to one-hot at float precision, what unscaled scores
+ * of wide heads give, is flagged with advice. */
+#define SHARP_AT 0.10
+#define SATURATED_AT 0.01
 #define ROWSUM_TOL 1e-3
 
 /* Running sums of one map (or all); turned into attn_stats at the end. */
@@ -54,7 +59,7 @@ static attn_stats acc_finish(const acc *a) {
     s.verdict = 0;
     if (s.entropy_rows && s.entropy_mean >= UNIFORM_AT)
         s.verdict |= ATTN_VERDICT_TOO_UNIFORM;
-    if (s.entropy_rows && s.entropy_mean <= CONCENTRATED_AT)
+    if (s.entropy_rows && s.entropy_mean <= SATURATED_AT)
         s.verdict |= ATTN_VERDICT_TOO_CONCENTRATED;
     if (s.leak_count) s.verdict |= ATTN_VERDICT_MASK_LEAK;
     if (s.row_sum_dev_max > ROWSUM_TOL) s.verdict |= ATTN_VERDICT_NOT_NORMALIZED;
@@ -152,9 +157,14 @@ attn_status attn_stats_verdict(const attn_stats *s, char *buf, size_t cap,
     unsigned v = s->verdict;
     if (!v)
         viz__bprintf(&b, "looks healthy: rows sum to 1 (largest deviation "
-                     "%.2g), mean normalized entropy %.3f, no weight on "
+                     "%.2g), mean normalized entropy %.3f%s, no weight on "
                      "masked keys, no NaN or Inf.", s->row_sum_dev_max,
-                     s->entropy_mean);
+                     s->entropy_mean,
+                     s->entropy_rows && s->entropy_mean <= SHARP_AT
+                         ? " (sharp: most rows put nearly all their weight on "
+                           "one key, as a task that copies or aligns "
+                           "positions wants)"
+                         : "");
     if (v & ATTN_VERDICT_TOO_UNIFORM)
         viz__bprintf(&b, "too uniform: mean normalized entropy %.3f (>= %.2f), "
                      "rows barely prefer any key; check that queries and keys "
@@ -163,10 +173,11 @@ attn_status attn_stats_verdict(const attn_stats *s, char *buf, size_t cap,
                      UNIFORM_AT);
     if (v & ATTN_VERDICT_TOO_CONCENTRATED)
         viz__bprintf(&b, "%stoo concentrated: mean normalized entropy %.3f "
-                     "(<= %.2f), rows are nearly one-hot; scale the scores by "
-                     "1/sqrt(d) (unscaled dot products saturate the softmax), "
-                     "raise the temperature or use more heads.",
-                     b.len ? " " : "", s->entropy_mean, CONCENTRATED_AT);
+                     "(<= %.2f), rows are one-hot to float precision, a "
+                     "saturated softmax (its gradients vanish); if the "
+                     "scores are not scaled by 1/sqrt(d), scale them (or "
+                     "raise the temperature).",
+                     b.len ? " " : "", s->entropy_mean, SATURATED_AT);
     if (v & ATTN_VERDICT_MASK_LEAK)
         viz__bprintf(&b, "%smasked leakage: %lld masked positions carry weight "
                      "(total %.6g, largest %.6g); masked scores must be -inf "
