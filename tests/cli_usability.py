@@ -114,8 +114,24 @@ def escaped_messages():
           "unknown command escaped: %r" % p.stderr)
 
 
+def helps():
+    """--help lists only what the command uses; those options are refused."""
+    for cmd, absent in (("stats", ("--dropout", "--impl", "--threads", "--scale", "--seed")),
+                        ("show", ("--dropout", "--impl", "--threads", "--scale", "--seed")),
+                        ("heatmap", ("--dropout", "--impl", "--seed"))):
+        h = run([cmd, "--help"]).stdout
+        check("--causal" in h and not any(a + " " in h for a in absent),
+              "%s --help lists no option without effect" % cmd)
+        p = run([cmd, "w.npy", absent[0], "0.1"])
+        check(p.returncode == 2 and "no effect" in p.stderr,
+              "%s %s is refused: %s" % (cmd, absent[0], p.stderr))
+    h = run(["additive", "--help"]).stdout
+    check("default 1\n" in h and "1/sqrt" not in h, "additive --help: one default scale")
+
+
 def main():
     try:
+        helps()
         escaped_messages()
         float_masks()
         encoder_weights()

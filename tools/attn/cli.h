@@ -113,7 +113,16 @@ typedef struct {
     attn_tensor keep_t, bias_t; /* 4-d views of mask and bias           */
     int causal_set, align_set;
     int mask_was_bias;   /* a float --mask became the bias (PyTorch rule) */
+    /* which options this command takes besides the mask (CLI_OPTS_*; set
+     * after init; 0 = all): the others are refused as having no effect */
+    unsigned kinds;
 } cli_sdpa_args;
+
+#define CLI_OPTS_SCALE 1u   /* --scale                               */
+#define CLI_OPTS_THREADS 2u /* --threads                             */
+#define CLI_OPTS_KERNEL 4u  /* --impl, --dropout, --seed             */
+#define CLI_OPTS_MASK 8u    /* the mask options (always taken)       */
+#define CLI_OPTS_ALL 15u
 
 void cli_sdpa_args_init(cli_sdpa_args *a);
 
@@ -133,6 +142,8 @@ void cli_sdpa_args_free(cli_sdpa_args *a);
 
 /* Prints the options' help block (for each subcommand's --help). */
 void cli_sdpa_args_help(FILE *f);
+/* The same for a command taking only the options in kinds (CLI_OPTS_*). */
+void cli_args_help(FILE *f, unsigned kinds);
 
 /* ---- printing (cli_print.c) ------------------------------------------ */
 

@@ -222,10 +222,19 @@ void cli_sdpa_args_free(cli_sdpa_args *a) {
     memset(a, 0, sizeof *a);
 }
 
-void cli_sdpa_args_help(FILE *f) {
+void cli_sdpa_args_help(FILE *f) { cli_args_help(f, CLI_OPTS_ALL); }
+
+void cli_args_help(FILE *f, unsigned kinds) {
+    if ((kinds & CLI_OPTS_KERNEL) && (kinds & CLI_OPTS_SCALE))
+        fprintf(f, "attention options (shared by every attention subcommand):\n");
+    else if (kinds & CLI_OPTS_KERNEL)
+        fprintf(f, "attention options:\n");
+    else
+        fprintf(f, "mask options (the mask the weights were made with):\n");
+    if (kinds & CLI_OPTS_SCALE)
+        fprintf(f,
+"  --scale S            multiplier of q.k (> 0); default 1/sqrt(Dk)\n");
     fprintf(f,
-"attention options (shared by every attention subcommand):\n"
-"  --scale S            multiplier of q.k (> 0); default 1/sqrt(Dk)\n"
 "  --causal ALIGN       look-ahead mask; ALIGN is top-left (query i sees keys\n"
 "                       0..i, PyTorch is_causal) or bottom-right (the last\n"
 "                       query sees the last key, FlashAttention / KV cache)\n"
@@ -248,13 +257,20 @@ void cli_sdpa_args_help(FILE *f) {
 "                       block layout of 0/1, (ceil(Lq/BLOCK), ceil(Lk/BLOCK))\n"
 "                       shared by all heads, or (H, ...) per head\n"
 "  --random-blocks BLOCK,KEEP_P,SEED\n"
-"                       keep each BLOCK x BLOCK block with probability KEEP_P\n"
-"  --impl auto|ref|flash   kernel (ref: exact reference, double sums)\n"
-"  --threads N          threads (0: OpenMP's default)\n"
+"                       keep each BLOCK x BLOCK block with probability KEEP_P\n");
+    if (kinds & CLI_OPTS_KERNEL)
+        fprintf(f,
+"  --impl auto|ref|flash   kernel (ref: exact reference, double sums)\n");
+    if (kinds & CLI_OPTS_THREADS)
+        fprintf(f,
+"  --threads N          threads (0: OpenMP's default)\n");
+    if (kinds & CLI_OPTS_KERNEL)
+        fprintf(f,
 "  --dropout P          dropout on the weights, P in [0, 1)\n"
-"  --seed N             dropout seed (default 0)\n"
-"All mask parts combine by AND; a query row with no visible key gives\n"
-"output 0 and log-sum-exp -inf.\n");
+"  --seed N             dropout seed (default 0)\n");
+    fprintf(f, "All mask parts combine by AND%s.\n", (kinds & CLI_OPTS_KERNEL)
+            ? "; a query row with no visible key gives\noutput 0 and "
+              "log-sum-exp -inf" : "");
 }
 
 /* The file-valued options, recorded during the scan and loaded after it
@@ -310,6 +326,16 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
     for (k = 0; k < nopts; k++)
         if (strcmp(opt, with_value[k]) == 0) break;
     if (k == nopts) return 0;
+    /* options of the kernel in a command that computes no attention */
+    unsigned kinds = a->kinds ? a->kinds : CLI_OPTS_ALL;
+    unsigned need = strcmp(opt, "--scale") == 0     ? CLI_OPTS_SCALE
+                    : strcmp(opt, "--threads") == 0 ? CLI_OPTS_THREADS
+                    : (strcmp(opt, "--impl") == 0 || strcmp(opt, "--dropout") == 0 ||
+                       strcmp(opt, "--seed") == 0)  ? CLI_OPTS_KERNEL
+                                                    : 0;
+    if (need && !(kinds & need))
+        return cli_usage_error(cmd, "%s has no effect here: attn %s reads "
+                               "weights and computes no attention", opt, cmd);
     if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", opt);
     const char *v = argv[i + 1];
     *used = 2;

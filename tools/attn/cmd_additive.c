@@ -11,8 +11,8 @@ static void help(void) {
 "\n"
 "score(i, j) = scale * v . tanh(W_q q_i + b_q + W_k k_j + b_k) (+ mask),\n"
 "weights = softmax over visible keys, out_i = sum_j weights_ij value_j\n"
-"(or the projected keys W_k k_j + b_k with --context-keys). scale\n"
-"defaults to 1. query is (Lq, Dq) or (B, Lq, Dq); key (.., Lk, Dk) and\n"
+"(or the projected keys W_k k_j + b_k with --context-keys).\n"
+"query is (Lq, Dq) or (B, Lq, Dq); key (.., Lk, Dk) and\n"
 "value (.., Lk, Dv) default to the query (self-attention).\n"
 "  --out O.npy          (.., Lq, Dv) f32 ((.., Lq, A) with --context-keys)\n"
 "  --weights W.npy      (.., Lq, Lk) f32, after dropout\n"
@@ -20,8 +20,9 @@ static void help(void) {
 "  --no-bias            no b_q, b_k (with --init-seed)\n"
 "  --context-keys       context from the projected keys (with --init-seed)\n");
     cli_param_help(stdout);
-    printf("\nmasks are over (B, 1, Lq, Lk)\n");
-    cli_sdpa_args_help(stdout);
+    printf("\nmasks are over (B, 1, Lq, Lk)\n"
+           "  --scale S            multiplier of the scores (> 0); default 1\n");
+    cli_args_help(stdout, CLI_OPTS_ALL & ~CLI_OPTS_SCALE);
     printf(
 "\nexample:\n"
 "  attn additive --query q.npy --key k.npy --value v.npy --out o.npy \\\n"

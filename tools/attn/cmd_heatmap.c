@@ -31,7 +31,8 @@ static void help(void) {
 "                 a few sharp rows do not leave the rest one colour; the\n"
 "                 colour bar says so)\n"
 "  --x-title/--y-title  axis titles (default key, query)\n"
-"Mask options (--causal, --window, --mask, ...) draw masked cells grey.\n"
+"Mask options (--causal, --window, --mask, ...) draw masked cells grey;\n"
+"--scale and --threads are for the --q/--k form.\n"
 "\n"
 "With --q and --k (long sequences, e.g. L = 16384), the weights are never\n"
 "held: the flash kernel streams normalized weight tiles into block\n"
@@ -41,7 +42,7 @@ static void help(void) {
 "V defaults to K (only its shape matters for the weights). --save-blocks\n"
 "writes the block averages (rows, cols) as f32 .npy.\n"
 "\n");
-    cli_sdpa_args_help(stdout);
+    cli_args_help(stdout, CLI_OPTS_MASK | CLI_OPTS_SCALE | CLI_OPTS_THREADS);
     printf("\nexamples:\n"
 "  attn heatmap w.npy --tokens \"The cat sat\" --title self-attention -o w.png\n"
 "  attn heatmap w.npy --grid -o heads.svg\n");
@@ -244,6 +245,7 @@ int cmd_heatmap(int argc, char **argv) {
     memset(&w, 0, sizeof w);
     cli_labels_init(&lb, "--x-tokens", "--y-tokens");
     cli_sdpa_args_init(&a);
+    a.kinds = CLI_OPTS_MASK | CLI_OPTS_SCALE | CLI_OPTS_THREADS;
     int rc = cli_sdpa_args_parse(cmd, &argc, argv, &a);
     if (rc) goto done;
 

@@ -24,7 +24,7 @@ static void help(void) {
 "  --width      terminal columns (default: COLUMNS, else 80)\n"
 "Mask options (--causal, --window, --mask, ...) grey out masked cells.\n"
 "\n");
-    cli_sdpa_args_help(stdout);
+    cli_args_help(stdout, CLI_OPTS_MASK);
     printf("\nexample:\n  attn show w.npy --tokens \"The cat sat\" --color 256\n");
 }
 
@@ -38,6 +38,7 @@ int cmd_show(int argc, char **argv) {
     memset(&w, 0, sizeof w);
     cli_labels_init(&lb, "--x-tokens", "--y-tokens");
     cli_sdpa_args_init(&a);
+    a.kinds = CLI_OPTS_MASK;
     int rc = cli_sdpa_args_parse(cmd, &argc, argv, &a);
     if (rc) goto done;
 

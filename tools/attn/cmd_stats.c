@@ -26,7 +26,7 @@ static void help(void) {
 "W is (Lq, Lk), (batch, Lq, Lk), (batch, head, Lq, Lk) or, as attn encoder\n"
 "--weights writes, (layer, batch, head, Lq, Lk).\n"
 "\n");
-    cli_sdpa_args_help(stdout);
+    cli_args_help(stdout, CLI_OPTS_MASK);
     printf("\nexample:\n  attn stats w.npy --causal top-left\n");
 }
 
@@ -51,6 +51,7 @@ int cmd_stats(int argc, char **argv) {
     attn_stats *per = NULL;
     memset(&w, 0, sizeof w);
     cli_sdpa_args_init(&a);
+    a.kinds = CLI_OPTS_MASK;
     int rc = cli_sdpa_args_parse(cmd, &argc, argv, &a);
     if (rc) goto done;
     const char *path = NULL;
