@@ -967,7 +967,9 @@ typedef enum {
 typedef struct {
     attn_term_color color;       /* default TRUECOLOR                     */
     /* Layout: 0 one cell = two columns x one line, with a label per row
-     * and the column labels written downwards; 1 Unicode half blocks, one
+     * and the column labels over the columns (labels longer than one
+     * character: column numbers and a legend line of the keys under the
+     * map); 1 Unicode half blocks, one
      * column x half a line per cell, position ticks only (dense maps);
      * -1 (default): half blocks when the map has more than 40 rows or
      * columns, or when half the terminal width cannot hold it. */

@@ -129,8 +129,46 @@ def helps():
     check("default 1\n" in h and "1/sqrt" not in h, "additive --help: one default scale")
 
 
+def show_terminal():
+    """attn show: escapes only on a terminal, never with NO_COLOR."""
+    import pty
+    import subprocess
+    w = save("w3.npy", np.full((3, 3), 1 / 3, np.float32))
+    env = dict(os.environ)
+    env.pop("NO_COLOR", None)
+    p = subprocess.run([ATTN, "show", w], capture_output=True, text=True, env=env)
+    check(p.returncode == 0 and "\x1b" not in p.stdout, "show into a pipe: no escapes")
+
+    def on_pty(extra):
+        m, s_ = pty.openpty()
+        e = dict(env, **extra)
+        r = subprocess.run([ATTN, "show", w], stdout=s_, stderr=subprocess.PIPE, env=e)
+        os.close(s_)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(m, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+        os.close(m)
+        return r.returncode, out
+
+    rc, out = on_pty({})
+    check(rc == 0 and b"\x1b[" in out, "show on a terminal: colour escapes")
+    rc, out = on_pty({"NO_COLOR": "1"})
+    check(rc == 0 and b"\x1b" not in out, "NO_COLOR on a terminal: no escapes")
+    # labels longer than one character: numbers over the columns, a legend
+    p = run(["show", w, "--tokens", "The cat sat", "--color", "plain"])
+    check("keys:  0 The  1 cat  2 sat" in p.stdout and "\n     T" not in p.stdout,
+          "key labels in a legend: " + p.stdout)
+
+
 def main():
     try:
+        show_terminal()
         helps()
         escaped_messages()
         float_masks()

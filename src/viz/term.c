@@ -153,7 +153,15 @@ static void render_cells(term *t, const viz_map *m, const attn_term_opts *o,
         if (n > LABEL_MAX) n = LABEL_MAX;
         if (n > lw) lw = n;
     }
-    /* column labels written downwards, one character per line */
+    /* column labels of one character stand over their cells; longer ones
+     * written downwards were hard to read: the columns then get their
+     * numbers and the labels a legend under the map */
+    int legend = 0;
+    if (labels_x)
+        for (int64_t j = 0; j < m->cols; j++)
+            if (u8len(o->x_labels[j] ? o->x_labels[j] : "") > 1) legend = 1;
+    if (legend) labels_x = 0;
+    /* column numbers written downwards, one digit per line */
     int lines = 0;
     for (int64_t j = 0; j < m->cols; j++) {
         int n = labels_x ? u8len(o->x_labels[j] ? o->x_labels[j] : "")
@@ -200,6 +208,27 @@ static void render_cells(term *t, const viz_map *m, const attn_term_opts *o,
         reset(t);
         viz__bput(&t->out, "\n", 1);
     }
+    if (!legend) return;
+    /* "keys: 0 The  1 cat  2 sat", wrapped to the terminal's width */
+    int col = 0, width = o->width > 0 ? o->width : 80;
+    viz__bput(&t->out, "keys:", 5);
+    col = 5;
+    for (int64_t j = 0; j < m->cols; j++) {
+        const char *s = o->x_labels[j] ? o->x_labels[j] : "";
+        int n = snprintf(num, sizeof num, "%lld", (long long)j);
+        int len = u8len(s);
+        if (len > LABEL_MAX) len = LABEL_MAX;
+        if (col + 2 + n + 1 + len > width && col > 5) {
+            viz__bput(&t->out, "\n     ", 6);
+            col = 5;
+        }
+        pad(t, 2);
+        viz__bput(&t->out, num, (size_t)n);
+        pad(t, 1);
+        put_u8(t, s, LABEL_MAX);
+        col += 2 + n + 1 + len;
+    }
+    viz__bput(&t->out, "\n", 1);
 }
 
 static void render_half(term *t, const viz_map *m, int64_t fr, int64_t fc) {

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void help(void) {
     printf(
@@ -11,7 +12,8 @@ static void help(void) {
 "                 [--half-blocks on|off|auto] [--title T] [mask options]\n"
 "\n"
 "Prints the map W[B, H] (default 0,0) with Unicode blocks: one cell is two\n"
-"columns with a label per row and the key labels written downwards, or,\n"
+"columns with a label per row and the key labels over the columns (longer\n"
+"than one character: column numbers and a legend of the keys), or,\n"
 "for maps over 40 tokens, a half block per cell (two rows a line). Wider\n"
 "maps are averaged in blocks to fit. A scale line closes the picture.\n"
 "W is (Lq, Lk), (batch, Lq, Lk), (batch, head, Lq, Lk) or (layer, batch,\n"
@@ -19,8 +21,9 @@ static void help(void) {
 "  --tokens     labels of both axes (when Lq == Lk), whitespace-separated\n"
 "  --x-tokens   key labels, --y-tokens query labels\n"
 "  --color      true (24-bit), 256 (xterm palette) or plain (shades, no\n"
-"               escapes). Default: plain if NO_COLOR is set, true if\n"
-"               COLORTERM is truecolor or 24bit, else 256\n"
+"               escapes). Default: plain if NO_COLOR is set or the\n"
+"               output is not a terminal, true if COLORTERM is truecolor\n"
+"               or 24bit, else 256\n"
 "  --width      terminal columns (default: COLUMNS, else 80)\n"
 "Mask options (--causal, --window, --mask, ...) grey out masked cells.\n"
 "\n");
@@ -45,7 +48,8 @@ int cmd_show(int argc, char **argv) {
     attn_term_opts o;
     attn_term_opts_init(&o);
     const char *nc = getenv("NO_COLOR"), *ct = getenv("COLORTERM");
-    if (nc && nc[0]) o.color = ATTN_TERM_PLAIN;
+    /* no escapes into a file or a pipe, nor when NO_COLOR asks */
+    if ((nc && nc[0]) || !isatty(STDOUT_FILENO)) o.color = ATTN_TERM_PLAIN;
     else if (ct && (strcmp(ct, "truecolor") == 0 || strcmp(ct, "24bit") == 0))
         o.color = ATTN_TERM_TRUECOLOR;
     else o.color = ATTN_TERM_256;
