@@ -166,8 +166,60 @@ def show_terminal():
           "key labels in a legend: " + p.stdout)
 
 
+def messages():
+    """Messages in the CLI's own words, naming what is missing."""
+    q = save("q5.npy", np.ones((5, 4), np.float32))
+    p = run(["sdpa", "--q", q, "--v", q])
+    check(p.returncode == 2 and "missing --k and --out" in p.stderr,
+          "the missing options are named: " + p.stderr)
+    p = run(["sdpa", "--q", q, "--k", q, "--v", q, "--out", path("o.npy"),
+             "--compute-dtype", "f64"])
+    check(p.returncode == 2 and "--impl ref" in p.stderr and "ATTN_IMPL" not in p.stderr,
+          "f64 compute in the CLI's words: " + p.stderr)
+    p = run(["sdpa-backward", "--q", q, "--k", q, "--v", q, "--dout", q, "--dq",
+             path("a.npy"), "--dk", path("b.npy"), "--dv", path("c.npy"),
+             "--compute-dtype", "f64"])
+    check(p.returncode == 2 and "--impl ref" in p.stderr, "backward f64: " + p.stderr)
+    b = save("b.npy", np.ones((5, 4), bool))
+    p = run(["sdpa", "--q", b, "--k", q, "--v", q, "--out", path("o.npy")])
+    check(p.returncode == 1 and "dtype bool" in p.stderr and "u8" not in p.stderr,
+          "a bool file is called bool: " + p.stderr)
+    p = run(["stats", save("i.npy", np.ones((2, 2), np.int32))])
+    check("dtype int32" in p.stderr, "an int32 file is called int32: " + p.stderr)
+    p = run(["--version"])
+    check(p.returncode == 0 and p.stdout.startswith("attn "), "attn --version")
+
+
+def trained_models():
+    """eval of another task's format, attend on an untrained length, and
+    the sum of add in ordinary digits."""
+    r, a = path("r.bin"), path("a.bin")
+    p1 = run(["train", "reverse", "--steps", "5", "--save", r])
+    p2 = run(["train", "add", "--steps", "5", "--save", a])
+    check(p1.returncode == 0 and p2.returncode == 0, "train: " + p1.stderr + p2.stderr)
+    p = run(["eval", r, "add"])
+    check(p.returncode == 2 and "trained on reverse" in p.stderr and
+          "length 33" not in p.stderr, "eval of add on a reverse model: " + p.stderr)
+    p = run(["attend", r, "--input", "3 1 4 1 5"])
+    check(p.returncode == 0 and "warning" in p.stderr and "16..16 tokens" in p.stderr,
+          "attend warns about an untrained length: " + p.stderr)
+    p = run(["attend", r, "--input", "3 1 4 1 5 9 2 6 5 3 5 8 9 7 9 3"])
+    check(p.returncode == 0 and "warning" not in p.stderr, "trained length: no warning")
+    p = run(["attend", a, "--input", "7 8 9 + 5 4 0", "--out", path("maps")])
+    check(p.returncode == 0 and "987 + 45 = 1032; the model says " in p.stdout,
+          "add prints the sum in ordinary digits: " + p.stdout)
+    if p.returncode == 0:
+        check(np.load(path("maps/weights.npy")).shape == (2, 1, 4, 7, 7),
+              "attend writes (layer, batch, head, L, L)")
+        p = run(["heatmap", path("maps/weights.npy"), "--grid", "-o", path("m.svg")])
+        check(p.returncode == 0 and ">layer 1 head 3</text>" in open(path("m.svg")).read(),
+              "attend weights drawn with layer titles")
+
+
 def main():
     try:
+        messages()
+        trained_models()
         show_terminal()
         helps()
         escaped_messages()

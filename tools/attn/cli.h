@@ -50,6 +50,15 @@ int cli_tensor_convert(const char *cmd, cli_tensor *t, attn_dtype dtype);
 
 void cli_tensor_free(cli_tensor *t);
 
+/* Usage error naming every one of names[i] whose values[i] is NULL
+ * ("missing --k and --out"); 0 when all are given. */
+int cli_require(const char *cmd, const char *const *names,
+                const char *const *values, int n);
+
+/* The dtype of the .npy file at path as NumPy names it ("bool", "int32"),
+ * for messages; "?" if it cannot be read. */
+const char *cli_npy_descr(const char *path, char *buf, size_t cap);
+
 /* --compute-dtype S: f32, f16, bf16 or f64 into *dt (usage error else;
  * S NULL leaves *dt). */
 int cli_compute_dtype(const char *cmd, const char *s, attn_dtype *dt);

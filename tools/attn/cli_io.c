@@ -83,9 +83,10 @@ int cli_load_tensor(const char *cmd, const char *path, const char *name,
     attn_dtype dt = out->npy.dtype;
     if (dt != ATTN_F32 && dt != ATTN_F16 && dt != ATTN_F64) {
         cli_tensor_free(out);
+        char d[32];
         fprintf(stderr, "attn %s: %s (%s) has dtype %s; a float array (<f4, "
                 "<f2 or <f8) is needed\n", cmd, name, path,
-                attn_dtype_name(dt));
+                cli_npy_descr(path, d, sizeof d));
         return 1;
     }
     int64_t s[4];
@@ -150,6 +151,61 @@ int cli_parse_paths(const char *cmd, int argc, char **argv,
         *slot = argv[i + 1];
     }
     return 0;
+}
+
+int cli_require(const char *cmd, const char *const *names,
+                const char *const *values, int n) {
+    char miss[512];
+    size_t len = 0;
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!values[i]) k++;
+    if (!k) return 0;
+    miss[0] = '\0';
+    for (int i = 0, seen = 0; i < n; i++) {
+        if (values[i]) continue;
+        seen++;
+        const char *sep = seen == 1 ? "" : seen == k ? " and " : ", ";
+        len += (size_t)snprintf(miss + len, len < sizeof miss ? sizeof miss - len : 0,
+                                "%s%s", sep, names[i]);
+        if (len >= sizeof miss) break;
+    }
+    return cli_usage_error(cmd, "missing %s (%s required)", miss,
+                           k == 1 ? "it is" : "they are");
+}
+
+const char *cli_npy_descr(const char *path, char *buf, size_t cap) {
+    /* the messages name a file's dtype as NumPy does: the library reads
+     * |b1 and |u1 both as u8 */
+    snprintf(buf, cap, "?");
+    FILE *f = fopen(path, "rb");
+    if (!f) return buf;
+    char h[512];
+    size_t n = fread(h, 1, sizeof h - 1, f);
+    fclose(f);
+    h[n] = '\0';
+    for (size_t i = 0; i < n; i++)
+        if (h[i] == '\0') h[i] = ' ';
+    const char *d = strstr(h, "'descr'");
+    if (!d || !(d = strchr(d + 7, '\''))) return buf;
+    d++;
+    const char *e = strchr(d, '\'');
+    if (!e || e - d > 8) return buf;
+    static const struct {
+        const char *code, *name;
+    } t[] = {{"b1", "bool"}, {"u1", "uint8"}, {"i1", "int8"}, {"i2", "int16"},
+             {"i4", "int32"}, {"i8", "int64"}, {"u2", "uint16"}, {"u4", "uint32"},
+             {"u8", "uint64"}, {"f2", "float16"}, {"f4", "float32"},
+             {"f8", "float64"}, {"c8", "complex64"}, {"c16", "complex128"}};
+    const char *code = d + (*d == '<' || *d == '|' || *d == '>' || *d == '=');
+    size_t cl = (size_t)(e - code);
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (strlen(t[i].code) == cl && strncmp(code, t[i].code, cl) == 0) {
+            snprintf(buf, cap, "%s", t[i].name);
+            return buf;
+        }
+    snprintf(buf, cap, "%.*s", (int)(e - d), d);
+    return buf;
 }
 
 void cli_tensor_free(cli_tensor *t) {

@@ -119,9 +119,10 @@ int cli_load_weights(const char *cmd, const char *path, cli_tensor *w) {
     const attn_npy *a = &w->npy;
     attn_dtype dt = a->dtype;
     if (dt != ATTN_F32 && dt != ATTN_F16 && dt != ATTN_F64) {
+        char d[32];
         fprintf(stderr, "attn %s: the weights (%s) have dtype %s; a float "
                 "array (<f4, <f2 or <f8) is needed\n", cmd, path,
-                attn_dtype_name(dt));
+                cli_npy_descr(path, d, sizeof d));
         cli_tensor_free(w);
         return 1;
     }

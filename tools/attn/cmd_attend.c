@@ -68,6 +68,37 @@ static void print_tokens(const char *title, const int32_t *t, int64_t n,
     printf("\n");
 }
 
+/* Digits least significant first as an ordinary number ("7 8 9" is 987);
+ * returns 0 if a token is not a digit. */
+static int number_of(const int32_t *t, int64_t n, int64_t vocab,
+                     unsigned long long *out) {
+    unsigned long long v = 0;
+    for (int64_t i = n - 1; i >= 0; i--) {
+        if (t[i] < 0 || t[i] >= vocab || v > (~0ull - (unsigned long long)t[i]) / (unsigned long long)vocab)
+            return 0;
+        v = v * (unsigned long long)vocab + (unsigned long long)t[i];
+    }
+    *out = v;
+    return 1;
+}
+
+/* add: "987 + 45 = 1032 (the model says 1032)" in ordinary digits (base
+ * vocab, which is 10 by default). */
+static void print_sum(const int32_t *ids, const int32_t *pred,
+                      const int32_t *expect, int64_t n, int64_t vocab) {
+    int64_t d = (n - 1) / 2;
+    if (n != 2 * d + 1 || ids[d] != vocab + 1) return;
+    unsigned long long a, b, want, got;
+    if (!number_of(ids, d, vocab, &a) || !number_of(ids + d + 1, d, vocab, &b) ||
+        !number_of(expect, d + 1, vocab, &want))
+        return;
+    int have = number_of(pred, d + 1, vocab, &got);
+    printf("in ordinary digits%s: %llu + %llu = %llu; the model says ",
+           vocab == 10 ? "" : " (base of the vocabulary)", a, b, want);
+    if (have) printf("%llu (%s)\n", got, got == want ? "right" : "wrong");
+    else printf("no number\n");
+}
+
 /* Heatmaps of every map, labelled with the input tokens (columns) and the
  * input and predicted token of each query (rows). */
 static int pictures(const char *cmd, const char *dir,
@@ -87,7 +118,7 @@ static int pictures(const char *cmd, const char *dir,
         else snprintf(tok, sizeof tok, "%d", ids[i]);
         snprintf(xl[i], 16, "%s", tok);
         if (pred[i] == ATTN_IGNORE_INDEX) snprintf(xl[n + i], 16, "%s", tok);
-        else snprintf(xl[n + i], 16, "%s>%d", tok, pred[i]);
+        else snprintf(xl[n + i], 16, "%s\xe2\x86\x92%d", tok, pred[i]); /* → */
         xp[i] = xl[i];
         xp[n + i] = xl[n + i];
     }
@@ -100,12 +131,23 @@ static int pictures(const char *cmd, const char *dir,
     ho.x_labels = xp;
     ho.y_labels = xp + n;
     ho.x_title = "key (input token)";
-    ho.y_title = "query (input>prediction)";
+    ho.y_title = "query (input \xe2\x86\x92 prediction)";
     ho.annotate = 0;
     attn_tensor W = attn_tensor_4d(w, ATTN_F32, N, Hw, n, n);
     int rc = 0;
     snprintf(path, sizeof path, "%s/attention.png", dir);
-    attn_status st = attn_heatmap_grid_write(path, &W, &ho);
+    /* one row per layer, one column per head, titled so */
+    attn_panel *pan = malloc(sizeof *pan * (size_t)(N * Hw));
+    char (*pt)[64] = malloc(sizeof *pt * (size_t)(N * Hw));
+    attn_status st = pan && pt ? ATTN_OK : ATTN_E_NOMEM;
+    for (int64_t i = 0; !st && i < N * Hw; i++) {
+        snprintf(pt[i], sizeof pt[i], "layer %lld, head %lld",
+                 (long long)(i / Hw), (long long)(i % Hw));
+        pan[i] = (attn_panel){&W, i / Hw, i % Hw, pt[i], NULL};
+    }
+    if (!st) st = attn_figure_write(path, pan, (int)(N * Hw), (int)Hw, &ho);
+    free(pan);
+    free(pt);
     if (st) rc = cli_fail(cmd, st, path);
     for (int64_t l = 0; l < N && !rc; l++)
         for (int64_t h = 0; h < Hw && !rc; h++) {
@@ -209,6 +251,18 @@ int cmd_attend(int argc, char **argv) {
     print_tokens("prediction:", pred, n, c->task.vocab);
     print_tokens("expected:", expect, n, c->task.vocab);
     printf("%lld of %lld right\n", (long long)right, (long long)total);
+    if (c->task.kind == ATTN_TASK_ADD) print_sum(ids, pred, expect, n, c->task.vocab);
+    /* a length the model never saw: its positions (and for add, its
+     * digit alignment) are untrained, the answer is likely wrong */
+    int64_t len = n;
+    if (c->task.kind == ATTN_TASK_ADD) len = (n - 1) / 2;
+    if (len < c->task.min_len || len > c->task.max_len)
+        fprintf(stderr, "attn %s: warning: the model was trained on %s of "
+                "%lld..%lld %s; this input has %lld, so the answer above may "
+                "well be wrong\n", cmd, attn_task_name(c->task.kind),
+                (long long)c->task.min_len, (long long)c->task.max_len,
+                c->task.kind == ATTN_TASK_ADD ? "digits per number" : "tokens",
+                (long long)len);
     for (int64_t l = 0; l < N; l++)
         for (int64_t h = 0; h < Hw; h++) {
             const float *wm = w + (l * Hw + h) * n * n;

@@ -123,6 +123,20 @@ int cmd_eval(int argc, char **argv) {
     const attn_train_config *c = attn_trainer_config(tr);
     attn_task task = c->task; /* the trained vocabulary and lengths */
     task.kind = kind;
+    if (kind != c->task.kind &&
+        (kind == ATTN_TASK_ADD || c->task.kind == ATTN_TASK_ADD)) {
+        /* add reads two numbers and a '+': another input format */
+        const char *trained = attn_task_name(c->task.kind); /* static text */
+        attn_trainer_free(tr);
+        return cli_usage_error(cmd, "the model was trained on %s, and %s has "
+                               "another input format (%s); evaluate it on %s, "
+                               "or train one with attn train %s",
+                               trained, pos[1],
+                               kind == ATTN_TASK_ADD
+                                   ? "two numbers and a '+'"
+                                   : "one sequence of symbols",
+                               trained, pos[1]);
+    }
     if (kind != c->task.kind)
         fprintf(stderr, "note: the model was trained on %s\n",
                 attn_task_name(c->task.kind));

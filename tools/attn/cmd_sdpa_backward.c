@@ -61,17 +61,20 @@ int cmd_sdpa_backward(int argc, char **argv) {
     if ((rc = cli_parse_paths(cmd, argc, argv, opts,
                               sizeof opts / sizeof opts[0])))
         goto done;
-    if (!qp || !kp || !vp || !dop || !dqp || !dkp || !dvp) {
-        rc = cli_usage_error(cmd, "--q, --k, --v, --dout, --dq, --dk and --dv "
-                             "are required");
-        goto done;
-    }
+    const char *const need[] = {"--q", "--k", "--v", "--dout", "--dq", "--dk", "--dv"};
+    const char *const have[] = {qp, kp, vp, dop, dqp, dkp, dvp};
+    if ((rc = cli_require(cmd, need, have, 7))) goto done;
     if (dbp && !a.opts.mask.bias) {
         rc = cli_usage_error(cmd, "--dbias needs --bias");
         goto done;
     }
     attn_dtype compute = ATTN_F32;
     if ((rc = cli_compute_dtype(cmd, cd, &compute))) goto done;
+    if (compute == ATTN_F64 && a.opts.impl != ATTN_IMPL_REF) {
+        rc = cli_usage_error(cmd, "--compute-dtype f64 runs on the reference "
+                             "kernel only: add --impl ref");
+        goto done;
+    }
     if ((rc = cli_load_tensor(cmd, qp, "q", &q)) ||
         (rc = cli_load_tensor(cmd, kp, "k", &k)) ||
         (rc = cli_load_tensor(cmd, vp, "v", &v)) ||

@@ -71,7 +71,7 @@ int cli_help_asked(int argc, char **argv, void (*help)(void)) {
 
 static void usage(FILE *f) {
     fprintf(f, "usage: attn COMMAND [options]   (attn COMMAND --help for "
-               "each)\n\ncommands:\n");
+               "each; attn --version)\n\ncommands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
 }
@@ -110,6 +110,8 @@ int main(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)
+        return cmd_version(argc - 1, argv + 1);
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);
