@@ -216,8 +216,41 @@ def trained_models():
               "attend weights drawn with layer titles")
 
 
+def outputs_distinct():
+    """An output is never an input or another output (by inode where the
+    file exists: another spelling or a hard link is the same file)."""
+    q = save("qo.npy", np.ones((3, 4), np.float32))
+    before = open(q, "rb").read()
+    os.link(q, path("qo_link.npy"))
+    cases = [
+        (["sdpa", "--q", q, "--k", q, "--v", q, "--out", path("o.npy"), "--weights", q],
+         "overwrite the input"),
+        (["sdpa", "--q", q, "--k", q, "--v", q, "--out", path("qo_link.npy")],
+         "overwrite the input"),
+        (["sdpa", "--q", q, "--k", q, "--v", q, "--out", path("n.npy"),
+          "--lse", os.path.join(D, ".", "n.npy")], "the same file"),
+        (["sdpa-backward", "--q", q, "--k", q, "--v", q, "--dout", q, "--dq",
+          path("g.npy"), "--dk", path("g.npy"), "--dv", path("h.npy")], "the same file"),
+        (["mha", "--query", q, "--out", q, "--init-seed", "1", "--heads", "1"],
+         "overwrite the input"),
+        (["encoder", "--x", q, "--out", path("y.npy"), "--weights", path("y.npy"),
+          "--init-seed", "1"], "the same file"),
+        (["heatmap", q, "-o", q], "overwrite the input"),
+        (["compare", q, q, "-o", q], "overwrite the input"),
+        (["html", q, "-o", q], "overwrite the input"),
+    ]
+    for args, words in cases:
+        p = run(args)
+        check(p.returncode == 2 and words in p.stderr,
+              "%s refused: %s" % (" ".join(args[:1]), p.stderr))
+    check(open(q, "rb").read() == before, "the input is untouched")
+    check(not os.path.exists(path("n.npy")) and not os.path.exists(path("g.npy")),
+          "nothing written on refusal")
+
+
 def main():
     try:
+        outputs_distinct()
         messages()
         trained_models()
         show_terminal()

@@ -55,6 +55,14 @@ void cli_tensor_free(cli_tensor *t);
 int cli_require(const char *cmd, const char *const *names,
                 const char *const *values, int n);
 
+/* Usage error if an output path (outs[i], NULL: not given) is one of the
+ * inputs or an earlier output: the same file by device and inode where it
+ * exists, by its directory's real path and name where not. */
+int cli_distinct_outputs(const char *cmd, const char *const *in_names,
+                         const char *const *ins, int nin,
+                         const char *const *out_names,
+                         const char *const *outs, int nout);
+
 /* The dtype of the .npy file at path as NumPy names it ("bool", "int32"),
  * for messages; "?" if it cannot be read. */
 const char *cli_npy_descr(const char *path, char *buf, size_t cap);
@@ -125,6 +133,9 @@ typedef struct {
     /* which options this command takes besides the mask (CLI_OPTS_*; set
      * after init; 0 = all): the others are refused as having no effect */
     unsigned kinds;
+    /* the files the options named (NULL: not given), for
+     * cli_distinct_outputs */
+    const char *files[5], *file_opt[5];
 } cli_sdpa_args;
 
 #define CLI_OPTS_SCALE 1u   /* --scale                               */

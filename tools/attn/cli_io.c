@@ -1,9 +1,14 @@
 /* Shared pieces of the attention subcommands: .npy arrays as attention
  * tensors (with the rank convention), and one parser for the SDPA options
  * so that sdpa, sdpa-backward, heatmap, mha ... accept the same flags. */
+/* realpath is X/Open */
+#define _XOPEN_SOURCE 700
 #include "cli.h"
 
 #include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,6 +211,68 @@ const char *cli_npy_descr(const char *path, char *buf, size_t cap) {
         }
     snprintf(buf, cap, "%.*s", (int)(e - d), d);
     return buf;
+}
+
+/* Where a path leads, for telling two apart: the file's (device, inode)
+ * when it exists, else its directory's real path and its name (an output
+ * not written yet), else the path as given. */
+typedef struct {
+    int exists;
+    dev_t dev;
+    ino_t ino;
+    char name[PATH_MAX + 256];
+} path_key;
+
+static void key_of(const char *p, path_key *k) {
+    struct stat st;
+    memset(k, 0, sizeof *k);
+    if (stat(p, &st) == 0) {
+        k->exists = 1;
+        k->dev = st.st_dev;
+        k->ino = st.st_ino;
+        return;
+    }
+    char d[PATH_MAX], b[PATH_MAX], real[PATH_MAX];
+    snprintf(d, sizeof d, "%s", p);
+    snprintf(b, sizeof b, "%s", p);
+    if (realpath(dirname(d), real))
+        snprintf(k->name, sizeof k->name, "%s/%s", real, basename(b));
+    else
+        snprintf(k->name, sizeof k->name, "%s", p);
+}
+
+static int same_key(const path_key *a, const path_key *b) {
+    if (a->exists != b->exists) return 0;
+    return a->exists ? a->dev == b->dev && a->ino == b->ino
+                     : strcmp(a->name, b->name) == 0;
+}
+
+int cli_distinct_outputs(const char *cmd, const char *const *in_names,
+                         const char *const *ins, int nin,
+                         const char *const *out_names,
+                         const char *const *outs, int nout) {
+    path_key ko, kx;
+    for (int i = 0; i < nout; i++) {
+        if (!outs[i]) continue;
+        key_of(outs[i], &ko);
+        for (int j = 0; j < nin; j++) {
+            if (!ins[j]) continue;
+            key_of(ins[j], &kx);
+            if (same_key(&ko, &kx))
+                return cli_usage_error(cmd, "%s %s is also the input %s %s: "
+                                       "writing it would overwrite the input",
+                                       out_names[i], outs[i], in_names[j], ins[j]);
+        }
+        for (int j = 0; j < i; j++) {
+            if (!outs[j]) continue;
+            key_of(outs[j], &kx);
+            if (same_key(&ko, &kx))
+                return cli_usage_error(cmd, "%s %s and %s %s are the same file: "
+                                       "one output would overwrite the other",
+                                       out_names[j], outs[j], out_names[i], outs[i]);
+        }
+    }
+    return 0;
 }
 
 void cli_tensor_free(cli_tensor *t) {
@@ -640,6 +707,11 @@ int cli_sdpa_args_parse(const char *cmd, int *argc, char **argv,
         else i += used;
     }
     *argc = out;
+    a->file_opt[0] = "--key-lengths", a->files[0] = pf.key_lengths;
+    a->file_opt[1] = "--query-lengths", a->files[1] = pf.query_lengths;
+    a->file_opt[2] = "--mask", a->files[2] = pf.mask;
+    a->file_opt[3] = "--bias", a->files[3] = pf.bias;
+    a->file_opt[4] = "--block-sparse", a->files[4] = pf.layout;
     return load_files(cmd, a, &pf);
 }
 

@@ -40,8 +40,15 @@ int cmd_compare(int argc, char **argv) {
     cli_tensor a, b;
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
-    if ((rc = cli_load_tensor(cmd, pa, "A", &a)) ||
-        (rc = cli_load_tensor(cmd, pb, "B", &b)))
+    {
+        const char *in_names[2] = {"A", "B"}, *out_names[1] = {"-o"};
+        const char *ins[2] = {pa, pb}, *outs[1] = {out};
+        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 2, out_names, outs, 1)))
+            return rc;
+    }
+    /* any weights file the project writes, rank 5 included */
+    if ((rc = cli_load_weights(cmd, pa, &a)) ||
+        (rc = cli_load_weights(cmd, pb, &b)))
         goto done;
     attn_compare_result r;
     attn_status st = attn_compare_weights(&a.t, &b.t, &r);

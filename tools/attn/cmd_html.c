@@ -63,6 +63,12 @@ int cmd_html(int argc, char **argv) {
         rc = cli_usage_error(cmd, "missing %s", path ? "-o view.html" : "the weights file");
         goto done;
     }
+    {
+        const char *in_names[1] = {"the weights file"}, *out_names[1] = {"-o"};
+        const char *ins[1] = {path}, *outs[1] = {out};
+        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 1, out_names, outs, 1)))
+            goto done;
+    }
     if ((rc = cli_load_weights(cmd, path, &w))) goto done;
     if (batch_set && w.rank != 5) {
         rc = cli_usage_error(cmd, "--batch picks a batch entry of rank-5 "

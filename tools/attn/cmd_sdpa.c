@@ -62,6 +62,14 @@ int cmd_sdpa(int argc, char **argv) {
     const char *const need[] = {"--q", "--k", "--v", "--out"};
     const char *const have[] = {qp, kp, vp, op};
     if ((rc = cli_require(cmd, need, have, 4))) goto done;
+    {
+        const char *in_names[8] = {"--q", "--k", "--v"}, *ins[8] = {qp, kp, vp};
+        for (int i = 0; i < 5; i++) in_names[3 + i] = a.file_opt[i], ins[3 + i] = a.files[i];
+        const char *out_names[3] = {"--out", "--weights", "--lse"};
+        const char *outs[3] = {op, wp, lp};
+        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 8, out_names, outs, 3)))
+            goto done;
+    }
     attn_dtype compute = ATTN_F32;
     if ((rc = cli_compute_dtype(cmd, cd, &compute))) goto done;
     if (compute == ATTN_F64 && a.opts.impl != ATTN_IMPL_REF) {

@@ -64,6 +64,15 @@ int cmd_sdpa_backward(int argc, char **argv) {
     const char *const need[] = {"--q", "--k", "--v", "--dout", "--dq", "--dk", "--dv"};
     const char *const have[] = {qp, kp, vp, dop, dqp, dkp, dvp};
     if ((rc = cli_require(cmd, need, have, 7))) goto done;
+    {
+        const char *in_names[9] = {"--q", "--k", "--v", "--dout"};
+        const char *ins[9] = {qp, kp, vp, dop};
+        for (int i = 0; i < 5; i++) in_names[4 + i] = a.file_opt[i], ins[4 + i] = a.files[i];
+        const char *out_names[4] = {"--dq", "--dk", "--dv", "--dbias"};
+        const char *outs[4] = {dqp, dkp, dvp, dbp};
+        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 9, out_names, outs, 4)))
+            goto done;
+    }
     if (dbp && !a.opts.mask.bias) {
         rc = cli_usage_error(cmd, "--dbias needs --bias");
         goto done;
