@@ -165,7 +165,7 @@ def errors(d, rng):
     p = run(base + ["--dout", q, "--dbias", os.path.join(d, "db.npy")])
     check(p.returncode == 2 and "--bias" in p.stderr, "--dbias without --bias: " + p.stderr)
     p = run(base + ["--dout", q, "--compute-dtype", "f64"])
-    check(p.returncode == 1 and "unsupported" in p.stderr, "f64 without ref: " + p.stderr)
+    check(p.returncode == 2 and "add --impl ref" in p.stderr, "f64 without ref: " + p.stderr)
     p = run(["sdpa-backward", "--help"])
     check(p.returncode == 0 and "--dout" in p.stdout, "--help")
     p = run(base + ["--dout", q, "--bogus", "1"])
