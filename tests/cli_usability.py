@@ -248,8 +248,33 @@ def outputs_distinct():
           "nothing written on refusal")
 
 
+def readme():
+    """The README's examples run as written: real PyTorch refuses attn_mask
+    with is_causal, mha.bin is made before it is used, an additive encoder
+    is not given heads (and the CLI warns when it is)."""
+    import re
+    text = open(os.path.join(SRC, "README.md")).read()
+    torch_calls = re.findall(r"torch\.nn\.functional\.scaled_dot_product_attention\(([^)]*)\)", text)
+    check(torch_calls and not any("attn_mask" in c and "is_causal=True" in c
+                                  for c in torch_calls),
+          "README: no PyTorch call with attn_mask and is_causal=True")
+    made, used = text.find("--save-params mha.bin"), text.find("--params mha.bin")
+    check(0 <= made < used, "README: mha.bin is made before it is used")
+    for m in re.finditer(r"attn encoder (?:[^\n]*\\\n)*[^\n]*", text):
+        if "--attention additive" in m.group(0):
+            check("--heads" not in m.group(0), "README: additive encoder without --heads")
+    x = save("xe.npy", np.ones((1, 3, 8), np.float32))
+    p = run(["encoder", "--x", x, "--out", path("ye.npy"), "--init-seed", "1",
+             "--heads", "4", "--ff", "8", "--attention", "additive"])
+    check(p.returncode == 0 and "no effect" in p.stderr, "encoder warns: " + p.stderr)
+    p = run(["encoder", "--x", x, "--out", path("ye.npy"), "--init-seed", "1",
+             "--heads", "4", "--ff", "8"])
+    check(p.returncode == 0 and "warning" not in p.stderr, "dot encoder: no warning")
+
+
 def main():
     try:
+        readme()
         outputs_distinct()
         messages()
         trained_models()

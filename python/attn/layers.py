@@ -461,9 +461,12 @@ class MultiHeadAttention(_Layer):
     __call__ = forward
 
     def backward(self, dout):
-        """Adds the parameter gradients into .grads; returns (dquery, dkey,
-        dvalue). For self-attention (key and value omitted) the three are
-        one array, the gradient of the single input, returned once each."""
+        """Adds the parameter gradients into .grads; returns one gradient
+        per input given to forward, so that none is counted twice:
+        self-attention (key and value omitted) returns dx, the gradient of
+        the single input (its query, key and value parts summed); key given
+        without value returns (dquery, dkey); all three give (dquery, dkey,
+        dvalue)."""
         self._need_forward()
         q, k, v, opts, keep, ws, single = self._saved
         B, Lq, Lk = q.shape[0], q.shape[1], k.shape[1]
@@ -482,6 +485,10 @@ class MultiHeadAttention(_Layer):
                   dv.ctypes.data)
         if single:
             dq, dk, dv = dq[0], dk[0], dv[0]
+        if k is q:
+            return dq
+        if v is k:
+            return dq, dk
         return dq, dk, dv
 
 

@@ -279,6 +279,10 @@ class _Call:
             fail(ATTN_E_INVALID, "dtype is %r; one of 'float32', 'float16', "
                  "'bfloat16', 'float64' (or None) is needed", dtype)
         ref = impl == "ref"
+        # results come back in the inputs' dtype, as in PyTorch (computed in
+        # float32 inside, or float64 by the reference)
+        self.in_dtype = np.asarray(query).dtype
+        self.in_bf16 = dtype == "bfloat16"
         q, cq = _input(query, "query", dtype, ref)
         k, ck = _input(key, "key", dtype, ref)
         v, cv = _input(value, "value", dtype, ref)
@@ -407,6 +411,22 @@ class _Call:
                 None if w is None else w.reshape(self.score_shape),
                 None if lse is None else lse.reshape(self.lse_shape))
 
+    def like_input(self, x):
+        """x (float32 or float64) in the inputs' dtype: float16, bfloat16
+        bits (rounded to nearest even), float32 or float64."""
+        if x is None:
+            return None
+        if self.in_bf16:
+            u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+            u = u.astype(np.uint64)
+            nan = (u & 0x7fffffff) > 0x7f800000
+            r = ((u + 0x7fff + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+            r[nan] = ((u[nan] >> 16) | 0x40).astype(np.uint16)  # quiet NaN
+            return r
+        if x.dtype != self.in_dtype:
+            return x.astype(self.in_dtype)
+        return x
+
     def output_like(self, x, name):
         """grad_out / out of backward: floats of the output's shape, passed
         as f32 (f64 for the float64 reference) views."""
@@ -467,8 +487,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
       impl              "auto", "ref" (exact, double) or "flash"
       threads           OpenMP threads (None: OpenMP's default)
 
-    Returns the output (..., Lq, Ev) as float32 (float64 for the float64
-    reference), or (out, weights), (out, lse), (out, weights, lse).
+    Returns the output (..., Lq, Ev) in the inputs' dtype (as PyTorch:
+    float16 in, float16 out; bfloat16 bits in, bfloat16 bits out; the
+    kernels compute in float32, or float64 for the float64 reference), and
+    the weights in the same dtype: out, (out, weights), (out, lse) or (out,
+    weights, lse); lse is float32 (float64 for the reference).
     Raises AttnError (a ValueError) on bad input.
     """
     c = _Call(query, key, value, attn_mask, dropout_p, is_causal, scale,
@@ -476,6 +499,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
               seed, impl, threads, dtype, block_sparse=block_sparse,
               random_blocks=random_blocks)
     out, w, lse = c.forward(return_weights, return_lse)
+    out, w = c.like_input(out), c.like_input(w)
     if not (return_weights or return_lse):
         return out
     return (out,) + ((w,) if return_weights else ()) + ((lse,) if return_lse else ())
@@ -497,7 +521,8 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
 
     Returns (dq, dk, dv), shaped like query, key, value, plus dbias shaped
     like attn_mask when attn_mask is a float array (its broadcast axes
-    summed); float32 (float64 for the float64 reference).
+    summed). dq, dk, dv are in the inputs' dtype (as PyTorch), dbias
+    float32 (float64 for the float64 reference).
     """
     c = _Call(query, key, value, attn_mask, dropout_p, is_causal, scale,
               enable_gqa, causal_alignment, window, key_lengths, query_lengths,
@@ -530,7 +555,9 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
               byref(O), lse.ctypes.data, byref(G), byref(c.opts), byref(DQ),
               byref(DK), byref(DV), byref(DB) if DB is not None else None,
               tensors=tensors)
-    grads = (dq.reshape(c.q.shape), dk.reshape(c.k.shape), dv.reshape(c.v.shape))
+    grads = tuple(c.like_input(g) for g in (dq.reshape(c.q.shape),
+                                             dk.reshape(c.k.shape),
+                                             dv.reshape(c.v.shape)))
     if db is not None:
         grads += (db.reshape(c.mask_shape),)
     return grads

@@ -55,6 +55,24 @@ def calls():
     _lib.call_hook = None
 
 
+def out_values(x):
+    """float64 values of a result: bfloat16 bits (uint16) decoded."""
+    x = np.asarray(x)
+    if x.dtype == np.uint16:
+        return npref.bf16_to_f32(x).astype(np.float64)
+    return x.astype(np.float64)
+
+
+def rounding(x, want):
+    """The error of rounding float64 values `want` to the result's dtype
+    (results come back in the inputs' dtype, as in PyTorch)."""
+    x = np.asarray(x)
+    eps = {np.dtype(np.float16): 2.0 ** -11, np.dtype(np.uint16): 2.0 ** -8}.get(x.dtype, 0.0)
+    w = np.asarray(want, dtype=np.float64)
+    fin = w[np.isfinite(w)]
+    return eps * (float(np.max(np.abs(fin))) if fin.size else 0.0) + (6e-8 if eps else 0.0)
+
+
 def tol_for(*arrays):
     """Tolerance of a float32 computation of values of this magnitude."""
     m = max(1.0, max(float(np.max(np.abs(a))) for a in arrays))

@@ -41,7 +41,7 @@ int cmd_encoder(int argc, char **argv) {
     if (rc) goto done;
     attn_encoder_config c;
     attn_encoder_config_init(&c);
-    int positions = 0;
+    int positions = 0, heads_given = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--positions") == 0) { positions = 1; continue; }
         if (strcmp(argv[i], "--norm-first") == 0) { c.norm_first = 1; continue; }
@@ -55,8 +55,8 @@ int cmd_encoder(int argc, char **argv) {
         if (cli_layer_opt(&l, o, val, &used)) bad = 1;
         else if (used) {}
         else if (strcmp(o, "--layers") == 0) bad = cli_parse_i64(val, &c.num_layers);
-        else if (strcmp(o, "--heads") == 0) bad = cli_parse_i64(val, &c.num_heads);
-        else if (strcmp(o, "--kv-heads") == 0) bad = cli_parse_i64(val, &c.num_kv_heads);
+        else if (strcmp(o, "--heads") == 0) bad = cli_parse_i64(val, &c.num_heads), heads_given = 1;
+        else if (strcmp(o, "--kv-heads") == 0) bad = cli_parse_i64(val, &c.num_kv_heads), heads_given = 1;
         else if (strcmp(o, "--ff") == 0) bad = cli_parse_i64(val, &c.dim_feedforward);
         else if (strcmp(o, "--additive-dim") == 0) bad = cli_parse_i64(val, &c.additive_dim);
         else if (strcmp(o, "--eps") == 0) bad = cli_parse_double(val, &c.layer_norm_eps);
@@ -79,6 +79,10 @@ int cmd_encoder(int argc, char **argv) {
         i++;
     }
     if ((rc = cli_layer_check(cmd, &l, NULL, 0))) goto done;
+    if (heads_given && c.attention == ATTN_ATTENTION_ADDITIVE)
+        fprintf(stderr, "attn %s: warning: --heads and --kv-heads have no "
+                "effect with --attention additive (one score network, one "
+                "map per layer)\n", cmd);
     if ((rc = cli_layer_load(cmd, &l))) goto done;
     const cli_seq *x = &l.q;
     attn_status st;
