@@ -261,8 +261,9 @@ def readme():
     made, used = text.find("--save-params mha.bin"), text.find("--params mha.bin")
     check(0 <= made < used, "README: mha.bin is made before it is used")
     for m in re.finditer(r"attn encoder (?:[^\n]*\\\n)*[^\n]*", text):
-        if "--attention additive" in m.group(0):
-            check("--heads" not in m.group(0), "README: additive encoder without --heads")
+        cmd = re.sub(r"#[^\n]*", "", m.group(0))
+        if "--attention additive" in cmd:
+            check("--heads" not in cmd, "README: additive encoder without --heads")
     x = save("xe.npy", np.ones((1, 3, 8), np.float32))
     p = run(["encoder", "--x", x, "--out", path("ye.npy"), "--init-seed", "1",
              "--heads", "4", "--ff", "8", "--attention", "additive"])
