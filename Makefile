@@ -8,17 +8,24 @@ MAKEFLAGS += --no-print-directory
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-# Debian packages the build, the tests and the demo need.
-DEB_PACKAGES = build-essential cmake pkg-config libopenblas-dev libcairo2-dev \
-               python3 python3-numpy python3-venv python3-pip python3-pytest \
-               fonts-dejavu-core chromium
+# Debian packages: what the build and the demo need, and what the tests add
+# (NumPy and pytest as oracles, venv/pip for the install test, Chromium for
+# the HTML viewer).
+DEB_BUILD    = build-essential cmake pkg-config libopenblas-dev libcairo2-dev \
+               fonts-dejavu-core
+DEB_TEST     = python3 python3-numpy python3-venv python3-pip python3-pytest \
+               chromium
+DEB_PACKAGES = $(DEB_BUILD) $(DEB_TEST)
 
-.PHONY: all deps build test test-fast test-asan demo bench install clean
+.PHONY: all deps deps-build build test test-fast test-asan demo bench install clean
 
 all: build
 
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
+# deps: everything `make test` needs; deps-build: the build and the demo.
+deps: PKGS = $(DEB_PACKAGES)
+deps-build: PKGS = $(DEB_BUILD)
+deps deps-build:
+	@missing=""; for p in $(PKGS); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -31,14 +38,14 @@ deps:
 	  fi; \
 	fi
 
-build: deps
+build: deps-build
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
 # All tests: the optimized build, then the same suite under ASan + UBSan.
 test: test-fast test-asan
 
-test-fast: build
+test-fast: deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-asan: deps

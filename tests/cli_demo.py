@@ -72,7 +72,7 @@ with tempfile.TemporaryDirectory() as d:
     # (5) the multi-head layer, 8 heads of d_model 512
     check("attn_mha_forward" in body.get(5, "") and "d_model 512" in body.get(5, ""),
           "part 5 uses the multi-head layer")
-    check(re.search(r"5\. multi-head attention layer .*weights \(1, 8, 10, 10\)",
+    check(re.search(r"\(5\) multi-head attention layer .*weights \(1, 8, 10, 10\)",
                     p.stdout) is not None, "part 5 printed")
     # (8) the speed table: 6 rows per length, both lengths, ratios, the shape
     # and where the full-size table is
@@ -91,8 +91,13 @@ with tempfile.TemporaryDirectory() as d:
     check(("B = 2" if sanitized else "B = 4") in b8 and
           "attn bench --layers" in b8 and "README" in b8,
           "part 8 states its shape and points to the full table")
-    check(re.search(r"^8\. additive vs dot-product", p.stdout, re.M) is not None,
+    check(re.search(r"^\(8\) additive vs dot-product", p.stdout, re.M) is not None,
           "part 8 printed")
+    # one numbering each: terminal sections "== N.", gallery parts "(N)"
+    heads = re.findall(r"^(?:== )?(\d+)\. ", p.stdout, re.M)
+    check(heads == ["1", "2", "3"], "terminal sections 1-3 once each: %r" % heads)
+    check(re.search(r"a (\d+) x \1 map of blocks of (\d+) x \2 positions", p.stdout)
+          is not None, "part 9 says the map's size and its blocks' alike")
     # (9) both memory figures; (10) the trained model's accuracy
     check(re.search(r"grew by [\d.]+ MiB during the flash kernel and by [\d.]+ MiB",
                     body.get(9, "")) is not None, "part 9 memory figures")

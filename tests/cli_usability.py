@@ -273,8 +273,25 @@ def readme():
     check(p.returncode == 0 and "warning" not in p.stderr, "dot encoder: no warning")
 
 
+def make_packages():
+    """make demo installs what the demo needs; make test adds the rest."""
+    import subprocess
+    def pkgs(target):
+        p = subprocess.run(["make", "-n", target, "BUILD=" + os.path.dirname(ATTN)],
+                           capture_output=True, text=True, cwd=SRC)
+        return set(w for line in p.stdout.splitlines() if "for p in" in line
+                   for w in line.split("for p in", 1)[1].split(";")[0].split())
+    demo, test = pkgs("demo"), pkgs("test")
+    check("libcairo2-dev" in demo and not demo & {"chromium", "python3-pytest",
+                                                  "python3-numpy"},
+          "make demo installs only the build's packages: %s" % sorted(demo))
+    check({"chromium", "python3-pytest", "python3-numpy"} <= test,
+          "make test installs the tests' packages: %s" % sorted(test))
+
+
 def main():
     try:
+        make_packages()
         readme()
         outputs_distinct()
         messages()

@@ -181,8 +181,8 @@ static int from_qk(const char *cmd, const char *qp, const char *kp,
         rc = cli_fail(cmd, st, "drawing");
         goto done;
     }
-    printf("wrote %s: map (%lld, %lld) of %lld x %lld weights as %lld x %lld "
-           "blocks of %lld x %lld\n", out, (long long)mb, (long long)mh,
+    printf("wrote %s: map (%lld, %lld) of %lld x %lld weights as a %lld x %lld "
+           "map of blocks of %lld x %lld\n", out, (long long)mb, (long long)mh,
            (long long)Lq, (long long)Lk, (long long)rows, (long long)cols,
            (long long)br, (long long)bc);
 done:

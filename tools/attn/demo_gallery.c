@@ -201,7 +201,7 @@ static int cross_sentence(const char *cmd, demo_gallery *g) {
     ho.y_title = "query: sentence 1";
     if ((st = attn_heatmap_write(gallery_path(g, "03_cross_sentence.png"), &W, 0, 0, &ho)))
         return draw_failed(cmd, st, "drawing");
-    printf("3. cross-sentence attention, random 4-d embeddings (seed 42): "
+    printf("(3) cross-sentence attention, random 4-d embeddings (seed 42): "
            "\"the\" (row 0) gives \"the\" (columns 0, 4) %.3f + %.3f\n",
            w[0], w[4]);
     gallery_add(g, "03_cross_sentence.png",
@@ -245,7 +245,7 @@ static int scaled_unscaled(const char *cmd, demo_gallery *g) {
     ho.annotate = 1;
     if ((st = attn_figure_write(gallery_path(g, "04_scaled_vs_unscaled.png"), p, 2, 2, &ho)))
         return draw_failed(cmd, st, "drawing");
-    printf("4. scaled vs unscaled, d = 64: mean normalized entropy %.3f vs "
+    printf("(4) scaled vs unscaled, d = 64: mean normalized entropy %.3f vs "
            "%.3f, largest weight %.3f vs %.3f\n", per[0].entropy_mean,
            per[1].entropy_mean, per[0].max_weight, per[1].max_weight);
     char cap[400];
@@ -300,7 +300,7 @@ static int multi_head(const char *cmd, demo_gallery *g) {
         rc = draw_failed(cmd, st, "statistics");
         goto done;
     }
-    printf("5. multi-head attention layer (attn_mha_forward; d_model 512, 8 "
+    printf("(5) multi-head attention layer (attn_mha_forward; d_model 512, 8 "
            "heads, Xavier init seed 7) on \"the cat sat on the mat because "
            "it was tired\": weights (1, 8, 10, 10); mean normalized entropy "
            "per head");
@@ -366,7 +366,7 @@ static int masks(const char *cmd, demo_gallery *g) {
         "window (2, 2): query i sees keys i-2 .. i+2",
         "blocks of 4: a global first block column and the diagonal",
         "blocks of 4, each kept with p = 0.5 (seed 9)"};
-    printf("6. masks (L = 16), visible pairs of %d:\n", L * L);
+    printf("(6) masks (L = 16), visible pairs of %d:\n", L * L);
     for (int kind = 0; kind < 5; kind++) {
         attn_sdpa_opts opts;
         attn_sdpa_opts_init(&opts);
@@ -418,7 +418,7 @@ static int geometry(const char *cmd, demo_gallery *g) {
     const double a[2] = {2, 1}, b[2] = {1, 3};
     attn_status st = attn_geometry_write(gallery_path(g, "07_dot_product.png"), a, b, "v1", "v2");
     if (st) return draw_failed(cmd, st, "drawing");
-    printf("7. dot product of v1 = (2, 1) and v2 = (1, 3): %g, cosine %.3f\n",
+    printf("(7) dot product of v1 = (2, 1) and v2 = (1, 3): %g, cosine %.3f\n",
            a[0] * b[0] + a[1] * b[1], 5 / (sqrt(5.0) * sqrt(10.0)));
     gallery_add(g, "07_dot_product.png", "a . b = |a| |b| cos(theta): large when "
                 "the vectors point the same way, 0 when orthogonal, negative "
@@ -540,7 +540,7 @@ static int long_sequence(const char *cmd, demo_gallery *g, const double peak[3])
     attn_sdpa_opts_init(&opts);
     opts.mask.causal = 1;
     attn_tensor X, O;
-    printf("9. causal self-attention, L = %lld, d = 64: peak memory grew by "
+    printf("(9) causal self-attention, L = %lld, d = 64: peak memory grew by "
            "%.1f MiB for flash, %.1f MiB for the reference with its weights "
            "(the L x L matrix alone is %.0f MiB)\n", (long long)L, p1 - p0,
            p2 - p1, (double)(L * L * 4) / (1 << 20));
@@ -609,8 +609,9 @@ static int long_sequence(const char *cmd, demo_gallery *g, const double peak[3])
         rc = draw_failed(cmd, st, "the long sequence");
         goto done;
     }
-    printf("   L = %lld drawn from streamed weight tiles as %lld x %lld blocks\n",
-           (long long)LL, (long long)rows, (long long)cols);
+    printf("   L = %lld drawn from streamed weight tiles: a %lld x %lld map of "
+           "blocks of %lld x %lld positions\n", (long long)LL, (long long)rows,
+           (long long)cols, (long long)br, (long long)bc);
     char cap[400];
     snprintf(cap, sizeof cap, "16384 positions, causal: block averages of the "
              "weight tiles the flash kernel streams (the same as attn heatmap "

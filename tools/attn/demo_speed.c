@@ -26,7 +26,7 @@ int gallery_speed(const char *cmd, demo_gallery *g) {
     gallery_note(g, note);
     gallery_table_row(g, "layer\tL\tforward ms\tfwd+bwd ms\tworkspace MiB\t"
                          "additive / dot (fwd, fwd+bwd)");
-    printf("8. additive vs dot-product (B = %d, d_model 512, best of %d; the "
+    printf("(8) additive vs dot-product (B = %d, d_model 512, best of %d; the "
            "README has B = 32):\n   %-33s %5s %11s %11s %9s  %s\n", SPEED_B,
            SPEED_REPS, "layer", "L", "forward ms", "fwd+bwd ms",
            "ws MiB", "additive / dot");

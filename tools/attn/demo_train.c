@@ -62,7 +62,7 @@ int gallery_reversal(const char *cmd, demo_gallery *g) {
             }
         char lab[2 * L][8];
         const char *xl[L], *yl[L];
-        printf("10. reversal model (%lld layers, %lld heads, d_model %lld): %lld "
+        printf("(10) reversal model (%lld layers, %lld heads, d_model %lld): %lld "
                "steps in %.1f s, token accuracy %.4f on 1000 fresh sequences;"
                "\n    input 3 1 4 1 5 9 2 6 -> prediction",
                (long long)N, (long long)H, (long long)m->enc.d_model,
