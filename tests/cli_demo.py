@@ -93,6 +93,19 @@ with tempfile.TemporaryDirectory() as d:
           "part 8 states its shape and points to the full table")
     check(re.search(r"^\(8\) additive vs dot-product", p.stdout, re.M) is not None,
           "part 8 printed")
+    # the index shows pictures at their drawn size (an SVG as large as its
+    # PNG twin), captions with <code>, not literal backticks
+    index = open(os.path.join(out, "index.html")).read()
+    check("560px" not in index, "no 560 px cap on the pictures")
+    text = re.sub(r"<[^>]*>", "", index)
+    check("`" not in text, "no literal backticks in the gallery's text")
+    widths = dict(re.findall(r'<img src="([^"]+)" width="(\d+)"', index))
+    check(len(widths) >= 10 and widths.get("02_three_tokens.svg") ==
+          widths.get("02_three_tokens.png"), "SVG and PNG twins shown alike: %r"
+          % {k: v for k, v in widths.items() if k.startswith("02")})
+    svg = open(os.path.join(out, "02_three_tokens.svg")).read(2000)
+    check(re.search(r'<svg[^>]* width="\d+(px)?"', svg) is not None and
+          'pt"' not in svg.split(">", 2)[1], "SVG sized in pixels")
     # one numbering each: terminal sections "== N.", gallery parts "(N)"
     heads = re.findall(r"^(?:== )?(\d+)\. ", p.stdout, re.M)
     check(heads == ["1", "2", "3"], "terminal sections 1-3 once each: %r" % heads)

@@ -288,6 +288,9 @@ attn_status viz__doc_begin(viz_doc *doc, const char *path, double width,
     case VIZ_SVG:
         doc->surface = cairo_svg_surface_create_for_stream(
             collect, doc, doc->width, doc->height);
+        /* sized in pixels like the PNG of the same picture (cairo's
+         * default unit, pt, shows it a third larger) */
+        cairo_svg_surface_set_document_unit(doc->surface, CAIRO_SVG_UNIT_PX);
         break;
     case VIZ_PDF:
         doc->surface = cairo_pdf_surface_create_for_stream(

@@ -86,7 +86,38 @@ static void html_table(FILE *f, const char *t) {
     fputs("</table>\n", f);
 }
 
-static void html_text(FILE *f, const char *s) { html_span(f, s, strlen(s)); }
+/* Text with `code` spans (the captions quote commands) as <code>. */
+static void html_text(FILE *f, const char *s) {
+    for (;;) {
+        const char *a = strchr(s, '`'), *b = a ? strchr(a + 1, '`') : NULL;
+        if (!b) {
+            html_span(f, s, strlen(s));
+            return;
+        }
+        html_span(f, s, (size_t)(a - s));
+        fputs("<code>", f);
+        html_span(f, a + 1, (size_t)(b - a - 1));
+        fputs("</code>", f);
+        s = b + 1;
+    }
+}
+
+/* A picture's width in pixels: from a PNG's IHDR or an SVG's width="..";
+ * 0 if unknown. The index shows every picture at that size (no smaller
+ * than it was drawn to be read), so an SVG and its PNG twin match. */
+static long image_width(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    unsigned char h[1024];
+    size_t n = fread(h, 1, sizeof h - 1, f);
+    fclose(f);
+    h[n] = 0;
+    if (n >= 24 && memcmp(h, "\x89PNG", 4) == 0)
+        return ((long)h[16] << 24) | ((long)h[17] << 16) | ((long)h[18] << 8) | h[19];
+    const char *w = strstr((const char *)h, "<svg");
+    if (w) w = strstr(w, " width=\"");
+    return w ? strtol(w + 8, NULL, 10) : 0;
+}
 
 int gallery_write_index(const char *cmd, demo_gallery *g) {
     const char *path = gallery_path(g, "index.html");
@@ -97,11 +128,14 @@ int gallery_write_index(const char *cmd, demo_gallery *g) {
     }
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
           "<title>attn demo: the tutorials' experiments</title>\n<style>\n"
-          "body{font-family:'DejaVu Sans',sans-serif;margin:24px;max-width:1200px}\n"
+          "body{font-family:'DejaVu Sans',sans-serif;margin:24px;max-width:1400px}\n"
           "h1{font-size:22px}h2{font-size:17px;margin-top:28px}\n"
-          "figure{display:inline-block;margin:8px 16px 8px 0;vertical-align:top}\n"
-          "figure img{max-width:560px;border:1px solid #ddd}\n"
-          "figcaption{font-size:13px;color:#444;max-width:560px}\n"
+          "figure{display:inline-block;margin:8px 16px 8px 0;vertical-align:top;"
+          "max-width:100%}\n"
+          /* pictures at the size they were drawn (their width attribute),
+           * shrunk only to fit the window */
+          "figure img{max-width:100%;height:auto;border:1px solid #ddd}\n"
+          "figcaption{font-size:13px;color:#444;max-width:640px}\n"
           ".note{color:#333}\n"
           "table{border-collapse:collapse;font-size:13px;margin:8px 0}\n"
           "th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}\n"
@@ -129,8 +163,12 @@ int gallery_write_index(const char *cmd, demo_gallery *g) {
             if (is_page) {
                 fprintf(f, "<a href=\"%s\">open the interactive viewer</a>", it->file);
             } else {
-                fprintf(f, "<a href=\"%s\"><img src=\"%s\" alt=\"", it->file, it->file);
-                html_text(f, it->caption);
+                long w = image_width(gallery_path(g, it->file));
+                fprintf(f, "<a href=\"%s\"><img src=\"%s\"", it->file, it->file);
+                if (w > 0) fprintf(f, " width=\"%ld\"", w);
+                fputs(" alt=\"", f);
+                for (const char *c = it->caption; *c; c++) /* plain: no `` */
+                    if (*c != '`') html_span(f, c, 1);
                 fputs("\"></a>", f);
             }
             fputs("<figcaption>", f);
