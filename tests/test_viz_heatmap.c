@@ -350,6 +350,32 @@ static void panel_titles(void) {
     }
 }
 
+/* Texts around a small labelled map share one size (axis titles and the
+ * colour bar were 10 px beside 12 px token labels), and a difference that
+ * rounds to zero reads 0.00, not -0.00. */
+static void text_sizes(void) {
+    float w[9] = {0.2f, 0.3f, 0.5f, 0.1f, 0.8f, 0.1f, 0.6f, 0.2f, 0.2f};
+    float v[9];
+    for (int i = 0; i < 9; i++) v[i] = w[i] + (i == 4 ? 1e-4f : 0.0f);
+    attn_tensor W = attn_tensor_4d(w, ATTN_F32, 1, 1, 3, 3);
+    attn_tensor V = attn_tensor_4d(v, ATTN_F32, 1, 1, 3, 3);
+    const char *tok[3] = {"I", "like", "tea"};
+    attn_heatmap_opts o;
+    attn_heatmap_opts_init(&o);
+    o.x_labels = o.y_labels = tok;
+    CHECK_STATUS(attn_heatmap_write(tmp("sizes.svg"), &W, 0, 0, &o), ATTN_OK);
+    CHECK(file_contains(tmp("sizes.svg"), "font-size=\"12.0\">like</text>"));
+    CHECK_MSG(file_contains(tmp("sizes.svg"), "font-size=\"12.0\">key</text>") &&
+              file_contains(tmp("sizes.svg"), "font-size=\"12.0\" transform=\"rotate(-90.0"),
+              "axis titles as large as the token labels");
+    CHECK_MSG(file_contains(tmp("sizes.svg"), "font-size=\"12.0\">0.4</text>"),
+              "colour bar labels as large as the token labels");
+    o.annotate = 1;
+    CHECK_STATUS(attn_diff_write(tmp("zero.svg"), &W, &V, &o), ATTN_OK);
+    CHECK(file_contains(tmp("zero.svg"), ">0.00</text>"));
+    CHECK_MSG(!file_contains(tmp("zero.svg"), ">-0.00</text>"), "a cell shows -0.00");
+}
+
 static void errors(void) {
     float w[4] = {0.5f, 0.5f, 1, 0};
     attn_tensor W = attn_tensor_4d(w, ATTN_F32, 1, 1, 2, 2);
@@ -497,6 +523,7 @@ int main(void) {
     vector_formats();
     composites();
     panel_titles();
+    text_sizes();
     errors();
     blockavg();
     int rc = check_done("test_viz_heatmap");

@@ -124,6 +124,9 @@ static void measure(const panel_data *pd, int n, int ncols,
     }
     L->xlabels = o->x_labels && unshrunk_x && cell >= 8;
     L->ylabels = o->y_labels && unshrunk_y && cell >= 8;
+    /* one size for the texts around the map: ticks, axis titles and the
+     * colour bar read as large as the token labels beside them */
+    if ((L->xlabels || L->ylabels) && L->lab_fs > L->tick_fs) L->tick_fs = L->lab_fs;
 
     viz__font(cr, L->lab_fs, 0);
     cairo_font_extents_t fe;
@@ -336,6 +339,9 @@ static void draw_panel(viz_doc *doc, const panel_data *p, double sx, double sy,
                 if (isnan(v)) snprintf(buf, sizeof buf, "NaN");
                 else if (isinf(v)) snprintf(buf, sizeof buf, v > 0 ? "Inf" : "-Inf");
                 else snprintf(buf, sizeof buf, L->ann_fmt, v);
+                /* a value that rounds to zero shows "0.00", not "-0.00" */
+                if (buf[0] == '-' && strspn(buf + 1, "0.") == strlen(buf + 1))
+                    memmove(buf, buf + 1, strlen(buf));
                 viz__color(o->cmap, v, 0, L->lo, L->hi, c);
                 double lum = 0.299 * c[0] + 0.587 * c[1] + 0.114 * c[2];
                 if (lum < 0.5) cairo_set_source_rgb(cr, 1, 1, 1);
