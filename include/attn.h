@@ -997,7 +997,8 @@ attn_status attn_term_render(const attn_tensor *w, int64_t b, int64_t h,
 /* --- Interactive HTML viewer ----------------------------------------- */
 
 typedef struct {
-    const char *title;           /* NULL: "attention"                      */
+    const char *title;           /* NULL: "attention weights: Lq x Lk
+                                    tokens, N layers x H heads"           */
     const char *const *q_tokens; /* [Lq] left column, or NULL: positions   */
     const char *const *k_tokens; /* [Lk] right column, or NULL: q_tokens if
                                     Lq == Lk, else positions              */

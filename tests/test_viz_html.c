@@ -88,6 +88,17 @@ int main(void) {
         CHECK(count(d, "class=\"tok on\"") == 1);
         CHECK(strstr(d, "viewer &lt;test&gt;") != NULL);
         CHECK(strstr(d, "<canvas id=\"heat\" width=\"") != NULL);
+        /* the heatmap is as informative as the PNG one: token labels on
+         * both axes (the focused query marked), values in the cells, and a
+         * colour bar with ticks */
+        CHECK_MSG(count(d, "class=\"lab\"") + count(d, "class=\"lab on\"") == Lq + Lk,
+                  "heatmap labels: %d", count(d, "class=\"lab"));
+        CHECK(count(d, "class=\"lab on\"") == 1 && strstr(d, "px;\">on</div>") != NULL);
+        CHECK(strstr(d, ">tapis</div>") != NULL && strstr(d, ">cat</div>") != NULL);
+        CHECK_MSG(strstr(d, "data-values=\"30\"") != NULL, "values drawn in the cells");
+        CHECK(strstr(d, "id=\"cgrad\"") != NULL && strstr(d, "linear-gradient") != NULL);
+        CHECK(count(d, "class=\"tick\"") == 5);
+        CHECK(strstr(d, ">0.000</div>") != NULL);
     }
     free(d);
     free(l);
@@ -138,6 +149,10 @@ int main(void) {
     CHECK_STATUS(attn_html_write(page, &B, NULL), ATTN_E_SHAPE);
     attn_tensor Wn = attn_tensor_4d(w, ATTN_F32, 1, 1, Lq, Lk);
     CHECK_STATUS(attn_html_write(page, &Wn, NULL), ATTN_OK); /* positions */
+    /* the default title says what is shown */
+    html = check_slurp(page, &n);
+    CHECK(html && strstr(html, "<title>attention weights: 5 x 6 tokens, 1 layer x 1 head</title>"));
+    free(html);
 
     int fails = check_done("test_viz_html");
     if (!fails) {
