@@ -47,15 +47,21 @@ _lib.lib.check_layout()
 
 
 def html(weights, path, tokens=None, key_tokens=None, title=None, dtype=None,
-         batch=0):
+         batch=0, *, x_tokens=None, y_tokens=None):
     """Writes one self-contained HTML file (inline CSS and JavaScript, no
     network) to explore weights (Lq, Lk), (H, Lq, Lk) or (layers, H, Lq,
     Lk): query tokens left, key tokens right, a line per pair as opaque as
     its weight, hover to isolate a token, layer and head selectors, and the
     heatmap. tokens label the queries (and the keys when Lq == Lk);
     key_tokens label the keys of cross-attention. Up to 1024 tokens per
-    side. Weights (layer, batch, head, Lq, Lk) of EncoderLayer show batch
-    entry `batch`. Returns path."""
+    side. x_tokens (keys) and y_tokens (queries) name the axes as in
+    heatmap; they take the place of key_tokens and tokens. Weights (layer,
+    batch, head, Lq, Lk) of EncoderLayer show batch entry `batch`. Returns
+    path."""
+    if y_tokens is not None:
+        tokens = y_tokens
+    if x_tokens is not None:
+        key_tokens = x_tokens
     w = np.asarray(weights)
     if w.ndim == 5:
         if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) \

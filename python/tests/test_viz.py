@@ -229,3 +229,12 @@ def test_grid_titles_say_batch(rng, tmp_path):
     w = weights(rng, (2, 2, 4, 4))
     svg = open(attn.heatmap(w, str(tmp_path / "g.svg"))).read()
     assert ">batch 1, head 1</text>" in svg and "layer" not in svg
+
+
+def test_html_axis_names(rng, tmp_path):
+    """html names its axes as heatmap does: x_tokens keys, y_tokens queries."""
+    w = weights(rng, (2, 3), causal=False)
+    p = attn.html(w, str(tmp_path / "v.html"), x_tokens=["k0", "k1", "k2"],
+                  y_tokens=["q0", "q1"])
+    page = open(p).read()
+    assert '"q":["q0","q1"]' in page and '"k":["k0","k1","k2"]' in page
