@@ -109,6 +109,10 @@ def escaped_messages():
     p = run(["sdpa", "--q\x1b[2J"])
     check(p.returncode == 2 and "\\x1b[2J" in p.stderr and "\x1b" not in p.stderr,
           "usage error escapes control bytes: %r" % p.stderr)
+    odd = save("odd\x1b[2J.npy", np.ones((2, 2), bool))
+    p = run(["sdpa", "--q", odd, "--k", odd, "--v", odd, "--out", path("o.npy")])
+    check(p.returncode == 1 and "odd\\x1b[2J.npy" in p.stderr and "\x1b" not in p.stderr,
+          "a path quoted in a message is escaped: %r" % p.stderr)
     p = run(["no\x07such"])
     check("\\x07" in p.stderr and "\x07" not in p.stderr,
           "unknown command escaped: %r" % p.stderr)

@@ -14,6 +14,10 @@ typedef int (*cli_run_fn)(int argc, char **argv);
  * returns 1 (the exit status of a failed command). */
 int cli_fail(const char *cmd, attn_status st, const char *what);
 
+/* s with control bytes and invalid UTF-8 as \xNN, for messages that quote
+ * input (one of 4 rotating static buffers: valid until the 4th next call). */
+const char *cli_esc(const char *s);
+
 /* Prints "attn NAME: <message>" to stderr and returns 2 (usage error). */
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))

@@ -90,7 +90,7 @@ int cli_load_tensor(const char *cmd, const char *path, const char *name,
         cli_tensor_free(out);
         char d[32];
         fprintf(stderr, "attn %s: %s (%s) has dtype %s; a float array (<f4, "
-                "<f2 or <f8) is needed\n", cmd, name, path,
+                "<f2 or <f8) is needed\n", cmd, name, cli_esc(path),
                 cli_npy_descr(path, d, sizeof d));
         return 1;
     }
@@ -568,7 +568,7 @@ static int load_lengths(const char *cmd, const char *path, const char *opt,
     if (st) return cli_fail(cmd, st, what);
     if (out->ndim != 1) {
         fprintf(stderr, "attn %s: %s (%s) must have rank 1 (one length per "
-                "batch entry), not %d\n", cmd, opt, path, out->ndim);
+                "batch entry), not %d\n", cmd, opt, cli_esc(path), out->ndim);
         return 1;
     }
     if ((st = attn_npy_convert(out, ATTN_I64))) return cli_fail(cmd, st, what);

@@ -121,7 +121,7 @@ int cli_load_weights(const char *cmd, const char *path, cli_tensor *w) {
     if (dt != ATTN_F32 && dt != ATTN_F16 && dt != ATTN_F64) {
         char d[32];
         fprintf(stderr, "attn %s: the weights (%s) have dtype %s; a float "
-                "array (<f4, <f2 or <f8) is needed\n", cmd, path,
+                "array (<f4, <f2 or <f8) is needed\n", cmd, cli_esc(path),
                 cli_npy_descr(path, d, sizeof d));
         cli_tensor_free(w);
         return 1;

@@ -284,7 +284,7 @@ int cmd_attend(int argc, char **argv) {
         }
     if (out) {
         if (mkdir(out, 0755) != 0 && errno != EEXIST) {
-            fprintf(stderr, "attn %s: cannot create %s: %s\n", cmd, out,
+            fprintf(stderr, "attn %s: cannot create %s: %s\n", cmd, cli_esc(out),
                     strerror(errno));
             rc = 1;
             goto done;

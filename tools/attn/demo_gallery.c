@@ -123,7 +123,7 @@ int gallery_write_index(const char *cmd, demo_gallery *g) {
     const char *path = gallery_path(g, "index.html");
     FILE *f = fopen(path, "w");
     if (!f) {
-        fprintf(stderr, "attn %s: cannot write %s\n", cmd, path);
+        fprintf(stderr, "attn %s: cannot write %s\n", cmd, cli_esc(path));
         return 1;
     }
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -178,7 +178,7 @@ int gallery_write_index(const char *cmd, demo_gallery *g) {
     }
     fputs("</body>\n</html>\n", f);
     if (fclose(f) != 0) {
-        fprintf(stderr, "attn %s: writing %s failed\n", cmd, path);
+        fprintf(stderr, "attn %s: writing %s failed\n", cmd, cli_esc(path));
         return 1;
     }
     return 0;

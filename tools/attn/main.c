@@ -37,10 +37,18 @@ static const cli_command commands[] = {
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
 
+const char *cli_esc(const char *s) {
+    static char buf[4][1024];
+    static int k = 0;
+    k = (k + 1) % 4;
+    attn__escape(s ? s : "(null)", buf[k], sizeof buf[k]);
+    return buf[k];
+}
+
 int cli_fail(const char *cmd, attn_status st, const char *what) {
-    const char *detail = attn_last_error();
-    fprintf(stderr, "attn %s: %s: %s%s%s\n", cmd, what, attn_strerror(st),
-            detail[0] ? ": " : "", detail);
+    const char *detail = attn_last_error(); /* escaped by the library */
+    fprintf(stderr, "attn %s: %s: %s%s%s\n", cmd, cli_esc(what),
+            attn_strerror(st), detail[0] ? ": " : "", detail);
     return 1;
 }
 
