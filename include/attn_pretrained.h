@@ -84,6 +84,66 @@ ATTN_API attn_status attn_safetensors_find(const attn_safetensors *st,
 ATTN_API attn_status attn_st_tensor_to_f32(const attn_st_tensor *t, float *dst,
                                            int64_t n);
 
+/* ===================================================================== */
+/* WordPiece tokenizer (BERT)                                            */
+/* ===================================================================== */
+/*
+ * From a vocab.txt (one token a line, the line number is its id; trailing
+ * whitespace of a line is dropped; a token given twice keeps its last id).
+ * Text goes through BERT's basic tokenization, as Hugging Face tokenizers'
+ * BertNormalizer + BertPreTokenizer: control and format characters (and
+ * bytes that are not UTF-8, read as U+FFFD) are dropped, whitespace splits
+ * words, CJK ideographs become words of their own, accents are stripped
+ * (NFD, nonspacing marks dropped) and letters lower-cased when the options
+ * say so, and every punctuation character is a word of its own. Each word
+ * is then cut greedily into the longest pieces in the vocabulary, the
+ * pieces after the first written with "##"; a word that cannot be cut, or
+ * is longer than max_chars_per_word characters, is [UNK].
+ */
+typedef struct attn_wordpiece attn_wordpiece;
+
+typedef struct {
+    int lowercase;              /* 1: lower-case (uncased models)          */
+    int strip_accents;          /* -1: as lowercase, 0: keep, 1: strip     */
+    int chinese_chars;          /* 1: CJK ideographs are words of their own */
+    int64_t max_chars_per_word; /* longer words are [UNK]; 0 means 100     */
+} attn_wordpiece_opts;
+
+/* Defaults of bert-base-uncased: lowercase 1, strip_accents -1,
+ * chinese_chars 1, max_chars_per_word 100. */
+ATTN_API void attn_wordpiece_opts_init(attn_wordpiece_opts *opts);
+
+/* Reads vocab_path (opts NULL: the defaults). The vocabulary must hold
+ * [UNK], [CLS] and [SEP] (ATTN_E_FORMAT otherwise). Lower-casing without
+ * stripping accents, or the reverse, is ATTN_E_UNSUPPORTED (no BERT
+ * checkpoint we know uses it). */
+ATTN_API attn_status attn_wordpiece_load(const char *vocab_path,
+                                         const attn_wordpiece_opts *opts,
+                                         attn_wordpiece **out);
+ATTN_API void attn_wordpiece_free(attn_wordpiece *wp);
+ATTN_API int64_t attn_wordpiece_vocab_size(const attn_wordpiece *wp);
+/* The token of id (owned by wp), NULL outside [0, vocab_size). */
+ATTN_API const char *attn_wordpiece_token(const attn_wordpiece *wp, int64_t id);
+/* The id of token; ATTN_E_INVALID when it is not in the vocabulary. */
+ATTN_API attn_status attn_wordpiece_id(const attn_wordpiece *wp,
+                                       const char *token, int32_t *id);
+/* The word-piece ids of text (no [CLS]/[SEP]): at most cap written to ids
+ * (may be NULL with cap 0), *n = how many there are. */
+ATTN_API attn_status attn_wordpiece_tokenize(const attn_wordpiece *wp,
+                                             const char *text, int32_t *ids,
+                                             int64_t cap, int64_t *n);
+/* [CLS] a [SEP], or [CLS] a [SEP] b [SEP] when b is not NULL, with the
+ * token types (0 for [CLS], a and its [SEP]; 1 for b and the last [SEP];
+ * type_ids may be NULL). max_len > 0 truncates the pieces of a and b
+ * longest first, as tokenizers' LongestFirst does, so that the whole fits
+ * (max_len < 3, or < 4 for a pair, is ATTN_E_INVALID); 0 keeps every
+ * piece. At most cap entries are written; *n = the length. */
+ATTN_API attn_status attn_wordpiece_encode(const attn_wordpiece *wp,
+                                           const char *a, const char *b,
+                                           int64_t max_len, int32_t *ids,
+                                           int32_t *type_ids, int64_t cap,
+                                           int64_t *n);
+
 #ifdef __cplusplus
 }
 #endif
