@@ -144,6 +144,118 @@ ATTN_API attn_status attn_wordpiece_encode(const attn_wordpiece *wp,
                                            int32_t *type_ids, int64_t cap,
                                            int64_t *n);
 
+/* ===================================================================== */
+/* BERT-family encoders                                                  */
+/* ===================================================================== */
+/*
+ * A folder in Hugging Face / sentence-transformers layout:
+ *   config.json            BertModel config (model_type "bert", hidden_act
+ *                          "gelu" or "relu", absolute positions)
+ *   model.safetensors      the weights (f32, f16 or bf16; kept as f32)
+ *   vocab.txt              the WordPiece vocabulary
+ *   tokenizer_config.json  optional: do_lower_case, strip_accents,
+ *                          tokenize_chinese_chars
+ *   sentence_bert_config.json  optional: max_seq_length (else
+ *                          max_position_embeddings)
+ *   1_Pooling/config.json  optional: must ask for mean pooling if present
+ *
+ * The model: x = LayerNorm(word[id] + position[i] + token_type[t]), then
+ * num_hidden_layers post-norm encoder layers of attn (attn_encoder_forward:
+ * multi-head self-attention with biases, GELU feed-forward, eps from the
+ * config), keys past each sequence's length masked. A sentence embedding
+ * is the mean of the hidden states of its tokens, L2-normalized
+ * (sentence-transformers' Pooling + Normalize).
+ *
+ * Tensor names map onto attn's parameters by one table (src/models/bert.c,
+ * printed by `attn model info`), a leading "bert." ignored:
+ *   embeddings.word_embeddings.weight       -> embeddings.word        (V, E)
+ *   embeddings.position_embeddings.weight   -> embeddings.position    (P, E)
+ *   embeddings.token_type_embeddings.weight -> embeddings.token_type  (T, E)
+ *   embeddings.LayerNorm.weight / .bias     -> embeddings.ln_gamma / ln_beta
+ *   encoder.layer.N.attention.self.query / key / value .weight / .bias
+ *                                   -> layers.N.attn.w_q / w_k / w_v, b_q ...
+ *   encoder.layer.N.attention.output.dense  -> layers.N.attn.w_o, b_o
+ *   encoder.layer.N.attention.output.LayerNorm -> layers.N.ln1_gamma, ln1_beta
+ *   encoder.layer.N.intermediate.dense      -> layers.N.w_1, b_1      (F, E)
+ *   encoder.layer.N.output.dense            -> layers.N.w_2, b_2      (E, F)
+ *   encoder.layer.N.output.LayerNorm        -> layers.N.ln2_gamma, ln2_beta
+ * embeddings.position_ids and pooler.dense.* are known and not used. A
+ * checkpoint with a tensor missing, one the table does not know, or a
+ * shape that differs from the config's is ATTN_E_FORMAT, the message
+ * naming them.
+ */
+typedef struct {
+    int64_t vocab_size;        /* V                                        */
+    int64_t hidden_size;       /* E                                        */
+    int64_t num_layers;        /* N                                        */
+    int64_t num_heads;         /* H; E / H features a head                 */
+    int64_t intermediate_size; /* F                                        */
+    int64_t max_position;      /* P: the longest input                     */
+    int64_t type_vocab_size;   /* T                                        */
+    int64_t pad_token_id;
+    int64_t max_seq_length;    /* texts are cut to this many tokens        */
+    double layer_norm_eps;
+    attn_activation activation;
+    attn_wordpiece_opts tokenizer;
+} attn_bert_config;
+
+typedef struct attn_bert attn_bert;
+
+/* One row of the name table as applied to a checkpoint. */
+typedef struct {
+    const char *checkpoint; /* name in the file (owned by the model)      */
+    const char *attn;       /* attn's parameter ("" for known, unused)    */
+    attn_dtype dtype;       /* in the file                                */
+    int64_t shape[2];       /* (rows, cols); cols 1 for a vector          */
+} attn_bert_mapped;
+
+/* Loads dir (see above); *out NULL on failure. */
+ATTN_API attn_status attn_bert_load(const char *dir, attn_bert **out);
+ATTN_API void attn_bert_free(attn_bert *m);
+/* The model's config, tokenizer and parameter count (floats in use). */
+ATTN_API const attn_bert_config *attn_bert_get_config(const attn_bert *m);
+ATTN_API const attn_wordpiece *attn_bert_tokenizer(const attn_bert *m);
+ATTN_API int64_t attn_bert_param_count(const attn_bert *m);
+/* Rows of the mapping, in the file's order: count, then row i. */
+ATTN_API int64_t attn_bert_mapped_count(const attn_bert *m);
+ATTN_API attn_status attn_bert_mapped_get(const attn_bert *m, int64_t i,
+                                          attn_bert_mapped *row);
+/* attn_wordpiece_encode with the model's tokenizer, cut to
+ * max_seq_length tokens. */
+ATTN_API attn_status attn_bert_encode(const attn_bert *m, const char *a,
+                                      const char *b, int32_t *ids,
+                                      int32_t *type_ids, int64_t cap,
+                                      int64_t *n);
+/*
+ * Runs the encoder on B sequences of L tokens:
+ *   ids (B, L) in [0, V); type_ids (B, L) in [0, T) or NULL (all 0);
+ *   lengths (B) in [1, L] or NULL (all L): tokens at and past lengths[b]
+ *   are padding, masked as keys; their hidden states are computed but mean
+ *   nothing.
+ *   hidden (B, L, E) overwritten; weights NULL or (N, B, H, L, L): every
+ *   layer's attention weights, overwritten (rows of padding queries too).
+ *   threads: OpenMP threads (0 = the default). L <= max_position.
+ * Errors: ATTN_E_INVALID (NULL, an id, type or length out of range),
+ * ATTN_E_SHAPE (B or L < 1, L > max_position), ATTN_E_NOMEM.
+ */
+ATTN_API attn_status attn_bert_forward(const attn_bert *m, int64_t B, int64_t L,
+                                       const int32_t *ids,
+                                       const int32_t *type_ids,
+                                       const int64_t *lengths, int threads,
+                                       float *hidden, float *weights);
+/* Mean of hidden (B, L, E) over each row's first lengths[b] tokens (NULL:
+ * all L), L2-normalized (divided by max(norm, 1e-12)): emb (B, E),
+ * overwritten. */
+ATTN_API attn_status attn_bert_pool(const attn_bert *m, int64_t B, int64_t L,
+                                    const float *hidden, const int64_t *lengths,
+                                    float *emb);
+/* Sentence embeddings of n texts: each encoded (cut to max_seq_length),
+ * run in batches of up to 32 padded to the batch's longest: emb (n, E),
+ * overwritten, in the order given. */
+ATTN_API attn_status attn_bert_embed_texts(const attn_bert *m,
+                                           const char *const *texts, int64_t n,
+                                           int threads, float *emb);
+
 #ifdef __cplusplus
 }
 #endif
