@@ -124,6 +124,7 @@ int cmd_embed(int argc, char **argv) {
     attn_bert *m = NULL;
     float *emb = NULL;
     if (!rc) rc = load(cmd, dir, &m);
+    if (!rc) cli_train_threads(threads);
     if (!rc) {
         const int64_t E = attn_bert_get_config(m)->hidden_size;
         emb = malloc(sizeof(float) * (size_t)(n * E));
@@ -261,6 +262,7 @@ int cli_attend_pretrained(int argc, char **argv) {
     attn_bert *m;
     int rc = load(cmd, dir, &m);
     if (rc) return rc;
+    cli_train_threads(threads);
     const attn_bert_config *c = attn_bert_get_config(m);
     const int64_t N = c->num_layers, H = c->num_heads, E = c->hidden_size;
     const int64_t cap = c->max_seq_length;
@@ -378,6 +380,7 @@ int cli_bench_model(int argc, char **argv) {
     attn_bert *m;
     int rc = load(cmd, dir, &m);
     if (rc) return rc;
+    cli_train_threads(threads); /* OpenBLAS's pool follows --threads too */
     const attn_bert_config *c = attn_bert_get_config(m);
     if (L > c->max_position) {
         attn_bert_free(m);
