@@ -78,14 +78,24 @@ class BertModel:
         self._tok = _lib.lib.attn_bert_tokenizer(h)
 
     def close(self):
+        """Frees the model (later calls raise)."""
         if getattr(self, "_h", None):
             _lib.lib.attn_bert_free(self._h)
             self._h = None
 
-    __del__ = close
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass
+
+    def _handle(self):
+        if not getattr(self, "_h", None):
+            fail(ATTN_E_INVALID, "the model was closed")
+        return self._h
 
     def param_count(self):
-        return _lib.lib.attn_bert_param_count(self._h)
+        return _lib.lib.attn_bert_param_count(self._handle())
 
     def encode(self, text, text_b=None):
         """(ids, type_ids) int32 arrays of [CLS] text [SEP] (text_b [SEP]),
@@ -96,7 +106,7 @@ class BertModel:
         ids = np.zeros(cap, np.int32)
         types = np.zeros(cap, np.int32)
         n = ctypes.c_int64()
-        _lib.call("attn_bert_encode", self._h, a, b, _ptr(ids, _i32p),
+        _lib.call("attn_bert_encode", self._handle(), a, b, _ptr(ids, _i32p),
                   _ptr(types, _i32p), cap, byref(n))
         return ids[:n.value].copy(), types[:n.value].copy()
 
@@ -118,7 +128,7 @@ class BertModel:
         ln = None if lengths is None else np.ascontiguousarray(lengths, np.int64).reshape(B)
         hid = np.empty((B, L, self.hidden_size), np.float32)
         w = np.empty((self.num_layers, B, self.num_heads, L, L), np.float32) if weights else None
-        _lib.call("attn_bert_forward", self._h, B, L, _ptr(ids, _i32p), _ptr(tt, _i32p),
+        _lib.call("attn_bert_forward", self._handle(), B, L, _ptr(ids, _i32p), _ptr(tt, _i32p),
                   _ptr(ln, _i64p), int(threads), _ptr(hid, _fp), _ptr(w, _fp))
         return (hid, w) if weights else hid
 
@@ -132,7 +142,7 @@ class BertModel:
             fail(ATTN_E_INVALID, "texts is empty")
         arr = (ctypes.c_char_p * len(enc))(*enc)
         out = np.empty((len(enc), self.hidden_size), np.float32)
-        _lib.call("attn_bert_embed_texts", self._h, arr, len(enc), int(threads),
+        _lib.call("attn_bert_embed_texts", self._handle(), arr, len(enc), int(threads),
                   _ptr(out, _fp))
         return out
 
