@@ -21,6 +21,7 @@ from .layers import (AdditiveAttention, EncoderLayer, MultiHeadAttention,
 from .viz import VERDICT_FLAGS, compare, heatmap, stats, text_heatmap
 from .tiles import block_average, weight_tiles
 from .figures import diff_heatmap, figure, geometry, html
+from .pretrained import BertModel, load_model
 
 __version__ = "0.1.0"
 
@@ -29,7 +30,7 @@ __all__ = [
     "AdditiveAttention", "additive_attention", "MultiHeadAttention",
     "EncoderLayer", "heatmap", "stats", "text_heatmap", "compare", "VERDICT_FLAGS",
     "weight_tiles", "block_average", "html", "figure", "diff_heatmap",
-    "geometry",
+    "geometry", "load_model", "BertModel",
     "library_path", "STATUS_NAMES", "ATTN_OK", "ATTN_E_INVALID",
     "ATTN_E_SHAPE", "ATTN_E_DTYPE", "ATTN_E_UNSUPPORTED", "ATTN_E_NOMEM",
     "ATTN_E_IO", "ATTN_E_FORMAT", "ATTN_E_NONFINITE",

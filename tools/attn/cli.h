@@ -376,5 +376,11 @@ int cmd_heatmap(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+/* Pretrained models (cmd_pretrained.c): attn model, attn embed, and the
+ * folder forms of attn attend DIR and attn bench --model DIR. */
+int cmd_model(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
+int cli_attend_pretrained(int argc, char **argv);
+int cli_bench_model(int argc, char **argv);
 
 #endif

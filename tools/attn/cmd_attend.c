@@ -165,6 +165,13 @@ static int pictures(const char *cmd, const char *dir,
 
 int cmd_attend(int argc, char **argv) {
     const char *cmd = "attend";
+    /* a folder is a pretrained model (cmd_pretrained.c) */
+    for (int i = 1; i < argc; i++) {
+        struct stat sb;
+        if (argv[i][0] != '-' && stat(argv[i], &sb) == 0 && S_ISDIR(sb.st_mode))
+            return cli_attend_pretrained(argc, argv);
+        if (argv[i][0] == '-' && argv[i][1] == '-' && !cli_is_help(argv[i])) i++;
+    }
     if (cli_help_asked(argc, argv, help)) return 0;
     const char *model = NULL, *input = NULL, *out = NULL;
     int64_t threads = 1;

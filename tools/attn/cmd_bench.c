@@ -46,6 +46,8 @@ static void help(void) {
 "  --tiles BQxBK[/RC]\n"
 "                   flash tile sizes and the row band of partial tiles\n"
 "                   (tuning; default: the built-in ones)\n"
+"  --model DIR      instead: sentences/s of a pretrained model (attn\n"
+"                   bench --model DIR --help)\n"
 "  --layers         instead: additive vs dot-product layers (attn\n"
 "                   bench-layers; takes --quick, --threads N, --reps N)\n");
 }
@@ -57,6 +59,9 @@ int cmd_bench(int argc, char **argv) {
     o.ref_max_l = 2048;
     o.bwd_max_l = 4096;
     bench_case cases[64];
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--model") == 0) /* tools/attn/cmd_pretrained.c */
+            return cli_bench_model(argc, argv);
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--layers") == 0) { /* bench/bench_layers.c */
             for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];

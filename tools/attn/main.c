@@ -25,6 +25,8 @@ static const cli_command commands[] = {
     {"train", cmd_train, "train a small Transformer on a toy task"},
     {"eval", cmd_eval, "accuracy of a trained model on fresh data"},
     {"attend", cmd_attend, "a trained model's prediction and attention maps"},
+    {"model", cmd_model, "a pretrained model's config and tensor mapping (attn model info DIR)"},
+    {"embed", cmd_embed, "sentence embeddings of a pretrained model, and their cosines"},
     {"bench-layers", cmd_bench_layers, "additive vs dot-product layers: time and memory"},
     {"heatmap", cmd_heatmap, "draw attention weights as a picture (PNG/SVG/PDF)"},
     {"show", cmd_show, "print attention weights as a coloured map in the terminal"},

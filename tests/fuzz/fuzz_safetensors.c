@@ -1,0 +1,47 @@
+/* libFuzzer target: the safetensors reader on arbitrary bytes. A file it
+ * accepts is walked whole (every tensor got, found by name and, when it
+ * is floating, converted), so an accepted lie about offsets would show as
+ * an out-of-bounds read under ASan.
+ *
+ *   clang -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc/core \
+ *     tests/fuzz/fuzz_safetensors.c src/io/safetensors.c src/io/json.c \
+ *     src/core/(all .c files) -lm -o fuzz_safetensors
+ *   ./fuzz_safetensors tests/fuzz/corpus/safetensors
+ *
+ * Without libFuzzer, tests/fuzz/replay_corpus.c runs the same function on
+ * the seed corpus (CTest fuzz_replay_safetensors). */
+#include "attn_pretrained.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    attn_safetensors *st = NULL;
+    if (attn_safetensors_parse(data, size, "fuzz", &st) != ATTN_OK) {
+        if (st) abort(); /* a failure must leave no object */
+        if (!attn_last_error()[0]) abort(); /* ... and must say why */
+        return 0;
+    }
+    int64_t n = attn_safetensors_count(st);
+    for (int64_t i = 0; i < n; i++) {
+        attn_st_tensor t, u;
+        if (attn_safetensors_get(st, i, &t)) abort();
+        if (attn_safetensors_find(st, t.name, &u) || u.data != t.data) abort();
+        if ((const uint8_t *)t.data < data ||
+            (const uint8_t *)t.data + t.nbytes > data + size)
+            abort();
+        if (t.dtype == ATTN_F32 || t.dtype == ATTN_F16 ||
+            t.dtype == ATTN_BF16 || t.dtype == ATTN_F64) {
+            if (t.numel > (1 << 20)) continue; /* keep each run fast */
+            float *f = malloc(sizeof(float) * (size_t)(t.numel + 1));
+            if (!f) continue;
+            if (attn_st_tensor_to_f32(&t, f, t.numel)) abort();
+            free(f);
+        }
+    }
+    attn_safetensors_close(st);
+    return 0;
+}
