@@ -369,10 +369,15 @@ static void run_case(fcase c, unsigned long long seed) {
     double ep[4] = {max_err_flat(pq, rq, (int64_t)nq), max_err_flat(pk, rk, (int64_t)nk),
                     max_err_flat(pv, rv, (int64_t)nv),
                     nbias ? max_err_flat(pb, rb, (int64_t)nbias) : 0};
+    /* the floor covers gradients that are zero in exact arithmetic, where
+     * the plain f32 loop can land on 0 by luck: with Lk = 1, dS = dO.v -
+     * dO.o cancels, and the flash path's o (one rounding away from v) leaves
+     * a residue of a few ulp times |dO||v| summed over the queries (1.0e-6
+     * at Lq 129, D 128 with OpenBLAS's Zen kernels) */
     for (int t = 0; t < 4; t++)
-        CHECK_MSG(ef[t] <= 2 * ep[t] + 1e-6,
+        CHECK_MSG(ef[t] <= 2 * ep[t] + 4e-6,
                   "%s: B%d H%d/%d Lq %d Lk %d D %d/%d %s %s mask %s bias %d "
-                  "p %g: flash error %.3g > 2 x plain f32 error %.3g + 1e-6",
+                  "p %g: flash error %.3g > 2 x plain f32 error %.3g + 4e-6",
                   names[t], c.B, c.H, c.Hkv, c.Lq, c.Lk, c.Dk, c.Dv,
                   attn_dtype_name(c.dtype), c.strided ? "bthd" : "bhld",
                   mask_name[c.mask], c.bias, c.dropout, ef[t], ep[t]);

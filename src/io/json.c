@@ -20,7 +20,7 @@ static attn_status jfail(const jp *p, const char *what) {
                       p->label, what, p->pos);
 }
 
-char *attn__escape(const char *s, size_t n, char *out, size_t cap) {
+char *attn__escape_bytes(const char *s, size_t n, char *out, size_t cap) {
     static const char hex[] = "0123456789abcdef";
     size_t o = 0;
     if (!cap) return out;

@@ -57,6 +57,6 @@ const attn__json_node *attn__json_get(const attn__json *j,
  * terminated, cut with "..." if too long) with bytes outside printable
  * ASCII and backslashes written as \xNN, for messages that quote input.
  * Returns out. */
-char *attn__escape(const char *s, size_t n, char *out, size_t cap);
+char *attn__escape_bytes(const char *s, size_t n, char *out, size_t cap);
 
 #endif

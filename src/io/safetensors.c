@@ -58,7 +58,7 @@ static const struct {
 };
 
 static char *esc(const char *s, char *buf, size_t cap) {
-    return attn__escape(s, strlen(s), buf, cap);
+    return attn__escape_bytes(s, strlen(s), buf, cap);
 }
 
 static attn_status bad(const char *label, const char *name, const char *what) {

@@ -25,6 +25,36 @@ size_t attn__size3(int64_t a, int64_t b, int64_t c) {
 
 /* ---- linear ----------------------------------------------------------- */
 
+/* OpenBLAS's threaded sgemm cuts the product by the size of its pool, and
+ * with some of its kernels the cut changes the bits (seen with OpenBLAS
+ * 0.3.21's Zen kernels on Zen 4: 1 and 2 threads differ in most shapes).
+ * The layers promise the same bits on any thread count, so each product is
+ * cut here into blocks of LINEAR_ROWS output rows, a cut that does not
+ * depend on the thread count, and the blocks run in an OpenMP loop with one
+ * OpenBLAS thread each. The team is OpenBLAS's setting on entry: the layers
+ * set it to one for threads = 1, as before. */
+#define LINEAR_ROWS 64
+
+static void linear_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
+                        int k, const float *a, int lda, const float *b,
+                        int ldb, float beta, float *c, int ldc) {
+    const int team = openblas_get_num_threads();
+    const int blocks = (m + LINEAR_ROWS - 1) / LINEAR_ROWS;
+    const int saved = attn__blas_single_begin();
+#pragma omp parallel for num_threads(team > 1 ? team : 1) schedule(static) \
+    if (team > 1 && blocks > 1)
+    for (int blk = 0; blk < blocks; blk++) {
+        const int r0 = blk * LINEAR_ROWS;
+        const int rows = m - r0 < LINEAR_ROWS ? m - r0 : LINEAR_ROWS;
+        /* row r of op(A) starts at row r of A, or at column r of A^T */
+        const float *ab = ta == CblasNoTrans ? a + (size_t)r0 * (size_t)lda
+                                             : a + r0;
+        cblas_sgemm(CblasRowMajor, ta, tb, rows, n, k, 1.0f, ab, lda, b, ldb,
+                    beta, c + (size_t)r0 * (size_t)ldc, ldc);
+    }
+    attn__blas_single_end(saved);
+}
+
 static attn_status linear_dims(int64_t n, int64_t in, int64_t out) {
     if (n < 1 || in < 1 || out < 1)
         return attn__fail(ATTN_E_SHAPE, "linear sizes n=%lld in=%lld out=%lld "
@@ -45,8 +75,8 @@ attn_status attn_linear_forward(int64_t n, int64_t in, int64_t out,
     ATTN__NEED(x);
     ATTN__NEED(w);
     ATTN__NEED(y);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)n, (int)out,
-                (int)in, 1.0f, x, (int)in, w, (int)in, 0.0f, y, (int)out);
+    linear_gemm(CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, x,
+                (int)in, w, (int)in, 0.0f, y, (int)out);
     if (b)
         for (int64_t r = 0; r < n; r++)
             for (int64_t c = 0; c < out; c++) y[r * out + c] += b[c];
@@ -62,17 +92,16 @@ attn_status attn_linear_backward(int64_t n, int64_t in, int64_t out,
     ATTN__NEED(dy);
     if (dw) {
         ATTN__NEED(x);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)out, (int)in,
-                    (int)n, 1.0f, dy, (int)out, x, (int)in, 1.0f, dw, (int)in);
+        linear_gemm(CblasTrans, CblasNoTrans, (int)out, (int)in, (int)n, dy,
+                    (int)out, x, (int)in, 1.0f, dw, (int)in);
     }
     if (db) /* rows in a fixed order: the same sums on any thread count */
         for (int64_t r = 0; r < n; r++)
             for (int64_t c = 0; c < out; c++) db[c] += dy[r * out + c];
     if (dx) {
         ATTN__NEED(w);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n, (int)in,
-                    (int)out, 1.0f, dy, (int)out, w, (int)in, 1.0f, dx,
-                    (int)in);
+        linear_gemm(CblasNoTrans, CblasNoTrans, (int)n, (int)in, (int)out, dy,
+                    (int)out, w, (int)in, 1.0f, dx, (int)in);
     }
     return ATTN_OK;
 }

@@ -139,7 +139,7 @@ static attn_status check_str(const attn__json *j, const char *file,
     char eb[64];
     return attn__fail(ATTN_E_UNSUPPORTED, "%s: %s '%s' is not supported (%s%s%s)",
                       file, key, v->kind == ATTN__JSON_STR ?
-                      attn__escape(v->str, strlen(v->str), eb, sizeof eb) : "?",
+                      attn__escape_bytes(v->str, strlen(v->str), eb, sizeof eb) : "?",
                       ok[0], nok > 1 ? " or " : "", nok > 1 ? ok[1] : "");
 }
 
@@ -268,7 +268,7 @@ static void note(char *list, size_t cap, int *count, const char *name) {
     size_t n = strlen(list);
     if (++*count <= 4 && n + 100 < cap)
         snprintf(list + n, cap - n, "%s'%s'", n ? ", " : "",
-                 attn__escape(name, strlen(name), eb, sizeof eb));
+                 attn__escape_bytes(name, strlen(name), eb, sizeof eb));
 }
 
 static attn_status load_weights(attn_bert *m, const char *dir) {

@@ -82,7 +82,7 @@ static attn_status build(attn_wordpiece *wp, const char *path, size_t size) {
             char eb[64];
             return attn__fail(ATTN_E_FORMAT, "%s: line %lld ('%s') holds a NUL "
                               "byte", path, (long long)id + 1,
-                              attn__escape(p, strlen(p), eb, sizeof eb));
+                              attn__escape_bytes(p, strlen(p), eb, sizeof eb));
         }
         wp->tok[id] = p;
         size_t len = (size_t)(e - p);
@@ -173,7 +173,7 @@ attn_status attn_wordpiece_id(const attn_wordpiece *wp, const char *token,
     if (*id >= 0) return ATTN_OK;
     char eb[96];
     return attn__fail(ATTN_E_INVALID, "token '%s' is not in the vocabulary",
-                      attn__escape(token, strlen(token), eb, sizeof eb));
+                      attn__escape_bytes(token, strlen(token), eb, sizeof eb));
 }
 
 /* ---- basic tokenization ------------------------------------------------ */
