@@ -113,6 +113,7 @@ static void plain_f32(const tcase *c, const built *w, const attn_sdpa_opts *o,
     float *kb = malloc(sizeof(float) * (size_t)(c->Hkv * c->Lk * c->D + 1));
     float *vb = malloc(sizeof(float) * (size_t)(c->Hkv * c->Lk * c->Dv + 1));
     float *s = malloc(sizeof(float) * (size_t)c->Lk + 4);
+    float *qr = malloc(sizeof(float) * (size_t)c->D);
     const float scale = (float)(1.0 / sqrt((double)c->D));
     for (int64_t b = 0; b < c->B; b++) {
         int64_t n = w->klen[b];
@@ -125,13 +126,14 @@ static void plain_f32(const tcase *c, const built *w, const attn_sdpa_opts *o,
             for (int64_t i = 0; i < c->Lq; i++) {
                 const int64_t hk = h / G;
                 float mx = -INFINITY, sum = 0.0f;
+                for (int64_t d = 0; d < c->D; d++)
+                    qr[d] = (float)attn_tensor_get(&w->Q, b, h, i, d);
                 for (int64_t j = 0; j < n; j++) {
                     s[j] = -INFINITY;
                     if (!attn_mask_visible(&m, b, h, i, j, c->Lq, L)) continue;
                     float a = 0.0f;
                     for (int64_t d = 0; d < c->D; d++)
-                        a += (float)attn_tensor_get(&w->Q, b, h, i, d) *
-                             kb[(hk * n + j) * c->D + d];
+                        a += qr[d] * kb[(hk * n + j) * c->D + d];
                     s[j] = a * scale;
                     mx = s[j] > mx ? s[j] : mx;
                 }
@@ -149,6 +151,7 @@ static void plain_f32(const tcase *c, const built *w, const attn_sdpa_opts *o,
     free(kb);
     free(vb);
     free(s);
+    free(qr);
 }
 
 typedef struct {
@@ -303,8 +306,424 @@ static void test_sweep(void) {
     }
 }
 
+/* Every vector level this CPU has (scalar, AVX2, AVX-512) on a few cases
+ * with feature tails (D 7, 17) and the tile edges (rows 1..5 per group). */
+static void test_levels(void) {
+    const attn__vec_level top = attn__vec_best();
+    for (int lv = 0; lv <= (int)top; lv++) {
+        attn__vec_set_max_level((attn__vec_level)lv);
+        for (int t = 0; t < 4; t++) {
+            tcase c = base(lv == 0 ? 3 : 5, 300 + 37 * t, t % 2 ? 17 : 128, DTYPES[t]);
+            c.H = 6;
+            c.Hkv = 2;
+            c.ragged_k = c.ragged_q = 1;
+            c.threads = t == 0;
+            run_case(&c);
+            tcase d = base(1, 513, t % 2 ? 7 : 64, DTYPES[t]);
+            d.H = 5;
+            d.Hkv = 5;
+            d.strided = 1;
+            d.wl = 100;
+            run_case(&d);
+        }
+    }
+    attn__vec_set_max_level(ATTN__VEC_AVX512);
+}
+
+/* Alignments, windows, empty entries, grouped heads, strided views. */
+static void test_masks(void) {
+    tcase c = base(7, 200, 64, ATTN_F16);
+    c.top_left = 1;
+    run_case(&c);
+    c.causal = 0;
+    c.wl = 3;
+    c.wr = 2;
+    run_case(&c);
+    c = base(64, 33, 80, ATTN_BF16); /* more queries than keys */
+    c.ragged_k = 1;
+    run_case(&c);
+    c = base(2, 1000, 128, ATTN_Q8);
+    c.H = 32;
+    c.Hkv = 4;
+    c.strided = 1;
+    c.threads = 1;
+    c.wl = 0; /* each query sees itself only */
+    run_case(&c);
+    c = base(1, 1, 1, ATTN_F32);
+    c.B = 3;
+    c.ragged_k = 1; /* entries with 1, 0 and 0 keys */
+    run_case(&c);
+}
+
+/* ---- q8 against the unquantized values ---------------------------------- */
+
+static void test_q8_error(void) {
+    tcase c = base(4, 4099, 128, ATTN_Q8);
+    if (sanitized) c.Lk = 1000;
+    built w;
+    build(&w, &c, 77);
+    if (!w.cache) {
+        unbuild(&w);
+        return;
+    }
+    attn_sdpa_opts o;
+    opts_of(&c, &w, &o);
+    const int64_t n = c.B * c.H * c.Lq * c.Dv;
+    float *out = malloc(sizeof(float) * (size_t)n);
+    double *ref = malloc(sizeof(double) * (size_t)n);
+    attn_tensor O = attn_tensor_4d(out, ATTN_F32, c.B, c.H, c.Lq, c.Dv);
+    attn_tensor R = attn_tensor_4d(ref, ATTN_F64, c.B, c.H, c.Lq, c.Dv);
+    CHECK_STATUS(attn_sdpa_cached(&w.Q, w.cache, &o, &O, NULL), ATTN_OK);
+    /* the plain reference on the f32 inputs (never quantized) */
+    o.impl = ATTN_IMPL_REF;
+    o.mask.key_lengths = w.klen;
+    CHECK_STATUS(attn_sdpa_forward(&w.Q, &w.K, &w.V, &o, &R, NULL, NULL), ATTN_OK);
+    double emax = 0.0, omax = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        emax = fmax(emax, fabs(out[i] - ref[i]));
+        omax = fmax(omax, fabs(ref[i]));
+    }
+    printf("q8 cache: max error %.3g relative to the largest output %.3g: %.3g\n",
+           emax, omax, emax / omax);
+    CHECK_MSG(emax / omax <= 2e-2, "q8 relative error %.3g", emax / omax);
+    CHECK(emax > 0.0); /* it is quantized */
+    free(out);
+    free(ref);
+    unbuild(&w);
+}
+
+/* ---- chunked prefill --------------------------------------------------- */
+
+/* A prompt of L tokens appended in chunks of T (entry 1 with a shorter
+ * prompt: its counts run out first) gives what one causal pass over the
+ * whole prompt gives, within the tolerance rule. */
+static void test_chunked_prefill(attn_dtype dt, int64_t L, int64_t T) {
+    tcase c = base(L, L, 64, dt);
+    c.ragged_k = 1; /* entry b's prompt has klen[b] tokens */
+    built w;
+    build(&w, &c, 1234 + (unsigned long long)dt);
+    if (!w.cache) {
+        unbuild(&w);
+        return;
+    }
+    /* the one pass: all L queries over the whole prompt (query lengths =
+     * prompt lengths, bottom-right: query i sits at position i) */
+    attn_sdpa_opts o;
+    opts_of(&c, &w, &o);
+    o.mask.query_lengths = w.klen;
+    const int64_t rows = c.B * c.H * L;
+    obuf ref = make_out(&c);
+    o.impl = ATTN_IMPL_REF;
+    CHECK_STATUS(attn_sdpa_cached(&w.Q, w.cache, &o, &ref.t, NULL), ATTN_OK);
+    float *p32 = malloc(sizeof(float) * (size_t)(rows * c.Dv));
+    plain_f32(&c, &w, &o, p32);
+    double e32 = 0.0;
+    for (int64_t r = 0; r < rows * c.Dv; r++) e32 = fmax(e32, fabs(p32[r] - ref.buf[r]));
+    /* chunks through a fresh cache */
+    attn_kv_cache_config cc;
+    CHECK_STATUS(attn_kv_cache_config_get(w.cache, &cc), ATTN_OK);
+    attn_kv_cache *ch;
+    CHECK_STATUS(attn_kv_cache_create(&cc, &ch), ATTN_OK);
+    obuf out = make_out(&c);
+    int64_t counts[8], qls[8];
+    for (int64_t t0 = 0; t0 < L && ch; t0 += T) {
+        int64_t n = L - t0 < T ? L - t0 : T;
+        for (int64_t b = 0; b < c.B; b++) {
+            int64_t left = w.klen[b] - t0;
+            counts[b] = left < 0 ? 0 : (left < n ? left : n);
+            qls[b] = counts[b];
+        }
+        attn_tensor K = w.K, V = w.V, Q = w.Q, O = out.t;
+        K.data = w.k + t0 * c.D;
+        V.data = w.v + t0 * c.Dv;
+        Q.data = w.q + t0 * c.D;
+        O.data = out.buf + t0 * c.Dv;
+        K.shape[2] = V.shape[2] = Q.shape[2] = O.shape[2] = n;
+        CHECK_STATUS(attn_kv_cache_append(ch, &K, &V, counts), ATTN_OK);
+        attn_sdpa_opts oc;
+        opts_of(&c, &w, &oc);
+        oc.mask.query_lengths = qls;
+        oc.threads = 2;
+        CHECK_STATUS(attn_sdpa_cached(&Q, ch, &oc, &O, NULL), ATTN_OK);
+    }
+    double e = 0.0;
+    for (int64_t r = 0; r < rows * c.Dv; r++) e = fmax(e, fabs(out.buf[r] - ref.buf[r]));
+    CHECK_MSG(e <= 2.0 * e32 + 1e-6, "chunked prefill %s L %lld T %lld: error "
+              "%.3g, plain f32 %.3g", attn_dtype_name(dt), (long long)L,
+              (long long)T, e, e32);
+    attn_kv_cache_free(ch);
+    free(p32);
+    free(ref.buf);
+    free(out.buf);
+    unbuild(&w);
+}
+
+/* ---- append, truncate, reorder ------------------------------------------ */
+
+/* Decode outputs of q1 (B, H, 1, D) over cache a and over cache b are
+ * bitwise the same. */
+static void same_answers(attn_kv_cache *a, attn_kv_cache *b, const tcase *c,
+                         const char *what) {
+    unsigned long long st = 555;
+    float *q = malloc(sizeof(float) * (size_t)(c->B * c->H * 3 * c->D));
+    fill(q, c->B * c->H * 3 * c->D, 1.0, &st);
+    float *o1 = malloc(sizeof(float) * (size_t)(c->B * c->H * 3 * c->Dv));
+    float *o2 = malloc(sizeof(float) * (size_t)(c->B * c->H * 3 * c->Dv));
+    attn_tensor Q = attn_tensor_4d(q, ATTN_F32, c->B, c->H, 3, c->D);
+    attn_tensor O1 = attn_tensor_4d(o1, ATTN_F32, c->B, c->H, 3, c->Dv);
+    attn_tensor O2 = attn_tensor_4d(o2, ATTN_F32, c->B, c->H, 3, c->Dv);
+    attn_sdpa_opts o;
+    attn_sdpa_opts_init(&o);
+    o.mask.causal = 1;
+    o.mask.align = ATTN_ALIGN_BOTTOM_RIGHT;
+    CHECK_STATUS(attn_sdpa_cached(&Q, a, &o, &O1, NULL), ATTN_OK);
+    CHECK_STATUS(attn_sdpa_cached(&Q, b, &o, &O2, NULL), ATTN_OK);
+    int64_t la[8], lb[8];
+    attn_kv_cache_lengths(a, la);
+    attn_kv_cache_lengths(b, lb);
+    CHECK_MSG(memcmp(la, lb, sizeof(int64_t) * (size_t)c->B) == 0,
+              "%s: lengths differ", what);
+    CHECK_MSG(memcmp(o1, o2, sizeof(float) * (size_t)(c->B * c->H * 3 * c->Dv)) == 0,
+              "%s: answers differ", what);
+    free(q);
+    free(o1);
+    free(o2);
+}
+
+/* A cache holding rows [0, n[b]) of K/V entry src[b] for each b. */
+static attn_kv_cache *fresh(const tcase *c, const built *w, const int64_t *src,
+                            const int64_t *n) {
+    attn_kv_cache_config cc;
+    attn_kv_cache_config_get(w->cache, &cc);
+    attn_kv_cache *f = NULL;
+    CHECK_STATUS(attn_kv_cache_create(&cc, &f), ATTN_OK);
+    if (!f) return NULL;
+    /* entry b's rows of entry src[b]: a view with its batch stride
+     * following src (strides cannot permute, so one append per entry) */
+    for (int64_t b = 0; b < c->B; b++) {
+        int64_t cnt[8] = {0};
+        cnt[b] = n[b];
+        attn_tensor K = w->K, V = w->V;
+        K.data = w->k + (src[b] - b) * K.stride[0];
+        V.data = w->v + (src[b] - b) * V.stride[0];
+        CHECK_STATUS(attn_kv_cache_append(f, &K, &V, cnt), ATTN_OK);
+    }
+    return f;
+}
+
+static void test_edit(attn_dtype dt) {
+    tcase c = base(1, 100, 40, dt);
+    c.B = 4;
+    built w;
+    build(&w, &c, 4242);
+    if (!w.cache) {
+        unbuild(&w);
+        return;
+    }
+    const int64_t id[4] = {0, 1, 2, 3}, full[4] = {100, 100, 100, 100};
+    /* pieces of 1, 29, 70 positions, ragged on the way, equal one append */
+    attn_kv_cache_config cc;
+    attn_kv_cache_config_get(w.cache, &cc);
+    attn_kv_cache *p;
+    CHECK_STATUS(attn_kv_cache_create(&cc, &p), ATTN_OK);
+    const int64_t cut[4][4] = {{1, 0, 1, 1}, {29, 30, 0, 29}, {70, 70, 99, 70}};
+    int64_t at[4] = {0, 0, 0, 0};
+    for (int s = 0; s < 3 && p; s++) {
+        attn_tensor K = w.K, V = w.V;
+        int64_t cnt[4];
+        for (int64_t b = 0; b < 4; b++) cnt[b] = cut[s][b];
+        /* per entry b, the view starts at its own at[b]: append one entry
+         * at a time */
+        for (int64_t b = 0; b < 4; b++) {
+            int64_t one[4] = {0, 0, 0, 0};
+            one[b] = cnt[b];
+            K.data = w.k + at[b] * c.D;
+            V.data = w.v + at[b] * c.Dv;
+            K.shape[2] = V.shape[2] = 100 - at[b];
+            CHECK_STATUS(attn_kv_cache_append(p, &K, &V, one), ATTN_OK);
+            at[b] += cnt[b];
+        }
+    }
+    attn_kv_cache *f = fresh(&c, &w, id, full);
+    same_answers(p, f, &c, "append in pieces");
+    /* truncate: 7 more junk positions, rolled back */
+    attn_tensor K = w.K, V = w.V;
+    K.shape[2] = V.shape[2] = 5;
+    CHECK_STATUS(attn_kv_cache_append(p, &K, &V, NULL), ATTN_OK);
+    CHECK_STATUS(attn_kv_cache_truncate(p, full), ATTN_OK);
+    same_answers(p, f, &c, "truncate");
+    const int64_t part[4] = {10, 0, 100, 57};
+    CHECK_STATUS(attn_kv_cache_truncate(p, part), ATTN_OK);
+    attn_kv_cache *g = fresh(&c, &w, id, part);
+    same_answers(p, g, &c, "ragged truncate");
+    attn_kv_cache_free(g);
+    /* reorder with a repeated parent and a dropped one, then grow */
+    const int64_t idx[4] = {2, 0, 2, 3}, nl[4] = {100, 10, 100, 57};
+    CHECK_STATUS(attn_kv_cache_reorder(p, idx), ATTN_OK);
+    g = fresh(&c, &w, idx, nl);
+    same_answers(p, g, &c, "reorder");
+    K.shape[2] = V.shape[2] = 3; /* rows 0..2 of every entry, again */
+    CHECK_STATUS(attn_kv_cache_append(p, &K, &V, NULL), ATTN_OK);
+    CHECK_STATUS(attn_kv_cache_append(g, &K, &V, NULL), ATTN_OK);
+    same_answers(p, g, &c, "append after reorder");
+    /* a permutation (no copies) and back to front */
+    const int64_t perm[4] = {3, 2, 1, 0};
+    CHECK_STATUS(attn_kv_cache_reorder(p, perm), ATTN_OK);
+    CHECK_STATUS(attn_kv_cache_reorder(g, perm), ATTN_OK);
+    same_answers(p, g, &c, "reorder twice");
+    /* read-back sees the stored rows of the right entry */
+    float kb[3 * 40 * 2], kf[3 * 40 * 2];
+    attn_tensor R1 = attn_tensor_4d(kb, ATTN_F32, 1, 2, 3, 40);
+    attn_tensor R2 = attn_tensor_4d(kf, ATTN_F32, 1, 2, 3, 40);
+    CHECK_STATUS(attn_kv_cache_read(p, 0, 55, &R1, NULL), ATTN_OK);
+    CHECK_STATUS(attn_kv_cache_read(g, 0, 55, &R2, NULL), ATTN_OK);
+    CHECK(memcmp(kb, kf, sizeof kb) == 0);
+    CHECK_STATUS(attn_kv_cache_clear(p), ATTN_OK);
+    int64_t ls[4];
+    CHECK_STATUS(attn_kv_cache_lengths(p, ls), ATTN_OK);
+    CHECK(ls[0] == 0 && ls[1] == 0 && ls[2] == 0 && ls[3] == 0);
+    attn_kv_cache_free(g);
+    attn_kv_cache_free(f);
+    attn_kv_cache_free(p);
+    unbuild(&w);
+}
+
+/* ---- misuse -------------------------------------------------------------- */
+
+#define CHECK_ERR(expr, want, needle)                                          \
+    do {                                                                       \
+        attn_clear_error();                                                    \
+        CHECK_STATUS(expr, want);                                              \
+        CHECK_MSG(strstr(attn_last_error(), needle) != NULL,                   \
+                  "message '%s' lacks '%s'", attn_last_error(), needle);       \
+    } while (0)
+
+static void test_misuse(void) {
+    attn_kv_cache_config cc;
+    attn_kv_cache_config_init(&cc);
+    attn_kv_cache *c = NULL;
+    size_t bytes;
+    CHECK_ERR(attn_kv_cache_create(&cc, &c), ATTN_E_INVALID, "batch is 0");
+    CHECK(c == NULL);
+    cc.batch = 2;
+    cc.kv_heads = 2;
+    cc.capacity = 8;
+    cc.head_dim = 4;
+    cc.value_dim = -1;
+    CHECK_ERR(attn_kv_cache_bytes(&cc, &bytes), ATTN_E_INVALID, "value_dim is -1");
+    cc.value_dim = 0;
+    cc.dtype = ATTN_I32;
+    CHECK_ERR(attn_kv_cache_create(&cc, &c), ATTN_E_DTYPE, "i32");
+    cc.dtype = ATTN_Q8;
+    cc.capacity = INT64_MAX / 4;
+    CHECK_ERR(attn_kv_cache_bytes(&cc, &bytes), ATTN_E_NOMEM, "overflow");
+    cc.capacity = 8;
+    CHECK_STATUS(attn_kv_cache_bytes(&cc, &bytes), ATTN_OK);
+    CHECK(bytes == (size_t)(2 * 2 * 8 * (4 + 4) * 2));
+    CHECK_STATUS(attn_kv_cache_create(&cc, &c), ATTN_OK);
+    CHECK_ERR(attn_kv_cache_create(NULL, &c), ATTN_E_INVALID, "NULL");
+    if (!c) return;
+    float k[2 * 2 * 5 * 4], q[2 * 4 * 1 * 4], o[2 * 4 * 1 * 4];
+    for (int i = 0; i < 80; i++) k[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < 32; i++) q[i] = 0.25f;
+    attn_tensor K = attn_tensor_4d(k, ATTN_F32, 2, 2, 5, 4);
+    int64_t cnt[2] = {5, 2}, lens[2];
+    CHECK_STATUS(attn_kv_cache_append(c, &K, &K, cnt), ATTN_OK);
+    /* overflow: 5 + 5 > 8, nothing appended */
+    CHECK_ERR(attn_kv_cache_append(c, &K, &K, NULL), ATTN_E_SHAPE, "overflow: entry 0 holds 5 of 8");
+    attn_kv_cache_lengths(c, lens);
+    CHECK(lens[0] == 5 && lens[1] == 2);
+    cnt[0] = -1;
+    CHECK_ERR(attn_kv_cache_append(c, &K, &K, cnt), ATTN_E_SHAPE, "counts[0] = -1");
+    cnt[0] = 6;
+    CHECK_ERR(attn_kv_cache_append(c, &K, &K, cnt), ATTN_E_SHAPE, "counts[0] = 6");
+    attn_tensor Kh = attn_tensor_4d(k, ATTN_F32, 2, 4, 2, 5);
+    CHECK_ERR(attn_kv_cache_append(c, &Kh, &Kh, NULL), ATTN_E_SHAPE, "(2, 2, T, 4)");
+    attn_tensor Ks = attn_tensor_4d(k, ATTN_F32, 2, 2, 3, 4);
+    CHECK_ERR(attn_kv_cache_append(c, &K, &Ks, NULL), ATTN_E_SHAPE, "k has 5 new positions but v has 3");
+    attn_tensor Ku = attn_tensor_4d(k, ATTN_U8, 2, 2, 5, 4);
+    CHECK_ERR(attn_kv_cache_append(c, &Ku, &Ku, NULL), ATTN_E_DTYPE, "u8");
+    attn_tensor Kd = attn_tensor_4d(k, ATTN_F16, 2, 2, 1, 4);
+    attn_tensor K1 = attn_tensor_4d(k, ATTN_F32, 2, 2, 1, 4);
+    CHECK_ERR(attn_kv_cache_append(c, &K1, &Kd, NULL), ATTN_E_DTYPE, "share");
+    k[6] = NAN;
+    CHECK_ERR(attn_kv_cache_append(c, &K1, &K1, NULL), ATTN_E_NONFINITE, "k[0, 1, 0, 2]");
+    attn_kv_cache_lengths(c, lens);
+    CHECK(lens[0] == 5 && lens[1] == 2); /* unchanged */
+    k[6] = 1.0f;
+    CHECK_ERR(attn_kv_cache_append(c, NULL, &K1, NULL), ATTN_E_INVALID, "k");
+    /* truncate cannot grow; reorder indices in range */
+    int64_t tl[2] = {5, 3};
+    CHECK_ERR(attn_kv_cache_truncate(c, tl), ATTN_E_SHAPE, "lengths[1] = 3 is outside [0, 2]");
+    tl[1] = -1;
+    CHECK_ERR(attn_kv_cache_truncate(c, tl), ATTN_E_SHAPE, "lengths[1] = -1");
+    int64_t ix[2] = {0, 2};
+    CHECK_ERR(attn_kv_cache_reorder(c, ix), ATTN_E_SHAPE, "index[1] = 2 is outside [0, 2)");
+    ix[1] = -1;
+    CHECK_ERR(attn_kv_cache_reorder(c, ix), ATTN_E_SHAPE, "index[1] = -1");
+    CHECK_ERR(attn_kv_cache_reorder(c, NULL), ATTN_E_INVALID, "index is NULL");
+    /* read-back bounds */
+    float rb[2 * 3 * 4];
+    attn_tensor R = attn_tensor_4d(rb, ATTN_F32, 1, 2, 3, 4);
+    CHECK_ERR(attn_kv_cache_read(c, 1, 0, &R, NULL), ATTN_E_SHAPE, "length 2");
+    CHECK_ERR(attn_kv_cache_read(c, 2, 0, &R, NULL), ATTN_E_SHAPE, "entry 2");
+    /* attention misuse */
+    attn_tensor Q = attn_tensor_4d(q, ATTN_F32, 2, 4, 1, 4);
+    attn_tensor O = attn_tensor_4d(o, ATTN_F32, 2, 4, 1, 4);
+    attn_sdpa_opts op;
+    attn_sdpa_opts_init(&op);
+    CHECK_STATUS(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_OK);
+    attn_tensor Qb = attn_tensor_4d(q, ATTN_F32, 1, 4, 1, 4);
+    CHECK_ERR(attn_sdpa_cached(&Qb, c, &op, &O, NULL), ATTN_E_SHAPE, "batch 1 but the cache has 2");
+    attn_tensor Qh = attn_tensor_4d(q, ATTN_F32, 2, 3, 1, 4);
+    CHECK_ERR(attn_sdpa_cached(&Qh, c, &op, &O, NULL), ATTN_E_SHAPE, "3 heads");
+    attn_tensor Qd = attn_tensor_4d(q, ATTN_F32, 2, 2, 1, 8);
+    CHECK_ERR(attn_sdpa_cached(&Qd, c, &op, &O, NULL), ATTN_E_SHAPE, "8 features");
+    attn_tensor Q64 = attn_tensor_4d(q, ATTN_F64, 2, 2, 1, 4);
+    CHECK_ERR(attn_sdpa_cached(&Q64, c, &op, &O, NULL), ATTN_E_DTYPE, "f64");
+    attn_tensor Ob = attn_tensor_4d(o, ATTN_F32, 2, 4, 2, 2);
+    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &Ob, NULL), ATTN_E_SHAPE, "out has shape");
+    CHECK_ERR(attn_sdpa_cached(&Q, NULL, &op, &O, NULL), ATTN_E_INVALID, "cache is NULL");
+    op.dropout_p = 0.1;
+    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_E_UNSUPPORTED, "dropout");
+    op.dropout_p = 0.0;
+    op.mask.key_lengths = lens;
+    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_E_UNSUPPORTED, "key_lengths");
+    op.mask.key_lengths = NULL;
+    op.mask.bias = &K;
+    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_E_UNSUPPORTED, "bias");
+    op.mask.bias = NULL;
+    int64_t ql[2] = {1, 2};
+    op.mask.query_lengths = ql;
+    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_E_SHAPE, "query_lengths[1] = 2");
+    op.mask.query_lengths = NULL;
+    op.scale = -1.0;
+    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_E_INVALID, "scale");
+    op.scale = 0.0;
+    q[3] = INFINITY;
+    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_E_NONFINITE, "q");
+    attn_kv_cache_free(c);
+    /* f16 storage refuses values it would turn into Inf */
+    cc.dtype = ATTN_F16;
+    CHECK_STATUS(attn_kv_cache_create(&cc, &c), ATTN_OK);
+    k[1] = 1e5f;
+    CHECK_ERR(attn_kv_cache_append(c, &K1, &K1, NULL), ATTN_E_NONFINITE, "= 100000 is not finite in the f16 cache");
+    attn_kv_cache_free(c);
+    attn_kv_cache_free(NULL);
+    CHECK(strcmp(attn_dtype_name(ATTN_Q8), "q8") == 0 && attn_dtype_size(ATTN_Q8) == 0);
+}
+
 int main(void) {
     sanitized = getenv("ATTN_SANITIZED") != NULL;
+    test_misuse();
+    test_edit(ATTN_F32);
+    test_edit(ATTN_Q8);
+    test_edit(ATTN_BF16);
+    test_masks();
+    test_levels();
+    for (int t = 0; t < 4; t++) test_chunked_prefill(DTYPES[t], 300, t % 2 ? 64 : 37);
+    test_chunked_prefill(ATTN_F32, 129, 1); /* token by token */
+    test_q8_error();
     test_sweep();
     return check_done("test_kv_cache");
 }

@@ -145,11 +145,14 @@ static void finish_row(float *orow, int64_t ostride, int64_t Dv, double mx,
 /* ---- the reference ------------------------------------------------------- */
 
 /* Materialized scores in double over the stored (dequantized) values, one
- * (b, hk) at a time; plain loops, parallel over (b, hk) only. */
+ * (b, hk) at a time; plain loops, parallel over (b, hk) only. Visibility
+ * comes from attn_mask_visible, not from the kernel's row_range, so the
+ * oracle shares nothing with the kernel but the storage. */
 static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
                                const attn_sdpa_opts *o, const dims_t *dm,
                                attn_tensor *out, float *lse) {
-    const attn_mask *m = &o->mask;
+    attn_mask mk = o->mask;
+    mk.key_lengths = c->len;
     const int64_t Lq = dm->Lq, D = dm->D, Dv = dm->Dv, G = dm->G;
     const int64_t cap = c->cfg.capacity, R = G * Lq;
     const int64_t units = dm->B * dm->Hkv;
@@ -163,14 +166,13 @@ static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
         double *qd = s + R * cap, *acc = qd + D;
         float *row = (float *)(acc + Dv);
         const int64_t b = u / dm->Hkv, hk = u % dm->Hkv, lk = c->len[b];
-        const int64_t lq = qlen(m, b, Lq);
         for (int64_t r = 0; r < R; r++) {
             const int64_t h = hk * G + r / Lq, i = r % Lq;
-            int64_t lo, hi;
-            row_range(m, i, lq, lk, &lo, &hi);
             for (int64_t d = 0; d < D; d++) qd[d] = attn_tensor_get(q, b, h, i, d);
             double *sr = s + r * cap, mx = -INFINITY, sum = 0.0;
-            for (int64_t j = lo; j < hi; j++) {
+            for (int64_t j = 0; j < lk; j++) {
+                sr[j] = -INFINITY; /* visibility by the mask's own rule */
+                if (!attn_mask_visible(&mk, b, h, i, j, Lq, cap)) continue;
                 attn__kv_row_to_f32(c->cfg.dtype, attn__kv_krow(c, b, hk, j),
                                     attn__kv_kscale(c, b, hk, j), D, row);
                 double a = 0.0;
@@ -178,9 +180,11 @@ static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
                 sr[j] = dm->scale * a;
                 if (sr[j] > mx) mx = sr[j];
             }
-            for (int64_t j = lo; j < hi; j++) sum += exp(sr[j] - mx);
+            for (int64_t j = 0; j < lk; j++)
+                if (sr[j] > -INFINITY) sum += exp(sr[j] - mx);
             memset(acc, 0, (size_t)Dv * sizeof(double));
-            for (int64_t j = lo; j < hi; j++) {
+            for (int64_t j = 0; j < lk; j++) {
+                if (sr[j] == -INFINITY) continue;
                 attn__kv_row_to_f32(c->cfg.dtype, attn__kv_vrow(c, b, hk, j),
                                     attn__kv_vscale(c, b, hk, j), Dv, row);
                 double w = exp(sr[j] - mx);

@@ -6,10 +6,23 @@
 #ifndef ATTN_DECODE_H
 #define ATTN_DECODE_H
 
+#include "attn_cache.h"
 #include "internal.h"
 #include "vec.h"
 
 #include <stddef.h>
+
+/* Value d of a stored row (dtype of the cache, sc its q8 scales) as f32. */
+static inline float attn__decode_elem(attn_dtype dt, const unsigned char *row,
+                                      const float *sc, int64_t d) {
+    switch (dt) {
+    case ATTN_F16: return attn_f16_to_f32(((const uint16_t *)(const void *)row)[d]);
+    case ATTN_BF16: return attn_bf16_to_f32(((const uint16_t *)(const void *)row)[d]);
+    case ATTN_Q8: return (float)((const int8_t *)row)[d] * sc[d / ATTN_Q8_BLOCK];
+    default: return ((const float *)(const void *)row)[d];
+    }
+}
+
 
 typedef struct {
     /* s[r * lds + j] = q_r . k_j for r < nr, j < nk: q_r = q + r * ldq (D
@@ -30,5 +43,10 @@ typedef struct {
  * the next lower one. Results depend on the level, never on threads. */
 const attn__decode_ops *attn__decode_ops_get(attn_dtype dtype,
                                              attn__vec_level level);
+
+/* decode_simd.c: the vector table of a level, NULL where the CPU lacks it
+ * (attn__decode_ops_get then tries the level below). */
+const attn__decode_ops *attn__decode_simd_ops(attn_dtype dtype,
+                                              attn__vec_level level);
 
 #endif /* ATTN_DECODE_H */

@@ -6,15 +6,7 @@
 
 #include <string.h>
 
-static inline float elem(attn_dtype dt, const unsigned char *row,
-                         const float *sc, int64_t d) {
-    switch (dt) {
-    case ATTN_F16: return attn_f16_to_f32(((const uint16_t *)(const void *)row)[d]);
-    case ATTN_BF16: return attn_bf16_to_f32(((const uint16_t *)(const void *)row)[d]);
-    case ATTN_Q8: return (float)((const int8_t *)row)[d] * sc[d / ATTN_Q8_BLOCK];
-    default: return ((const float *)(const void *)row)[d];
-    }
-}
+#define elem attn__decode_elem
 
 static inline void dot_any(attn_dtype dt, const float *q, int64_t nr,
                            int64_t ldq, const unsigned char *k, size_t rowb,
@@ -68,10 +60,6 @@ SCALAR_OPS(f32, ATTN_F32)
 SCALAR_OPS(f16, ATTN_F16)
 SCALAR_OPS(bf16, ATTN_BF16)
 SCALAR_OPS(q8, ATTN_Q8)
-
-/* decode_simd.c: the vector tables, NULL where the CPU lacks the level. */
-const attn__decode_ops *attn__decode_simd_ops(attn_dtype dtype,
-                                              attn__vec_level level);
 
 const attn__decode_ops *attn__decode_ops_get(attn_dtype dtype,
                                              attn__vec_level level) {
