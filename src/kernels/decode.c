@@ -23,6 +23,8 @@
 /* Keys per chunk: 256 rows of K and V (256 KB of f32 at D = 128) stay in
  * L2 while the unit works on them. */
 #define CHUNK 256
+/* Keys per block of the score pass (and of its V prefetch). */
+#define PF_KEYS 32
 /* Floats of partial results a round may hold (32 MB). */
 #define ROUND_FLOATS ((int64_t)8 << 20)
 
@@ -250,10 +252,21 @@ static void run_unit(const ctx_t *x, const unit_t *u, float *part, float *s) {
     /* rows (g, i) are r = g Lq + i: one run over all heads when every query
      * is active (always so in decode), else one run per head */
     const int64_t runs = ni == Lq ? 1 : G, rlen = ni == Lq ? R : ni;
-    for (int64_t g = 0; g < runs; g++) {
-        int64_t r0 = g * Lq + ia;
-        x->ops->dot(q0 + r0 * dm->D, rlen, dm->D, krow, c->row_k, ks, c->nb_k,
-                    nk, dm->D, s + r0 * CHUNK, CHUNK);
+    /* scores by blocks of keys; each block first asks for its V rows, so
+     * they arrive while the scores are computed (the weighted sum below
+     * walks V by column segments, which the hardware prefetchers do not
+     * follow) */
+    for (int64_t j = 0; j < nk; j += PF_KEYS) {
+        const int64_t n = nk - j < PF_KEYS ? nk - j : PF_KEYS;
+        const char *vb = (const char *)vrow + (size_t)j * c->row_v;
+        for (size_t off = 0; off < (size_t)n * c->row_v; off += 64)
+            __builtin_prefetch(vb + off, 0, 3);
+        for (int64_t g = 0; g < runs; g++) {
+            int64_t r0 = g * Lq + ia;
+            x->ops->dot(q0 + r0 * dm->D, rlen, dm->D, krow + (size_t)j * c->row_k,
+                        c->row_k, ks ? ks + j * c->nb_k : NULL, c->nb_k, n,
+                        dm->D, s + r0 * CHUNK + j, CHUNK);
+        }
     }
     const float scale = (float)dm->scale;
     for (int64_t g = 0; g < G; g++)

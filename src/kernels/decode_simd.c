@@ -21,6 +21,7 @@
 #define SET1(x) _mm256_set1_ps(x)
 #define ZERO _mm256_setzero_ps()
 #define MUL(a, b) _mm256_mul_ps(a, b)
+#define ADD(a, b) _mm256_add_ps(a, b)
 #define FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define CVT_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
 #define CVT_BF16(p)                                                            \
@@ -49,6 +50,7 @@ T static inline float hsum_avx2(__m256 v) {
 #undef SET1
 #undef ZERO
 #undef MUL
+#undef ADD
 #undef FMA
 #undef CVT_F16
 #undef CVT_BF16
@@ -66,6 +68,7 @@ T static inline float hsum_avx2(__m256 v) {
 #define SET1(x) _mm512_set1_ps(x)
 #define ZERO _mm512_setzero_ps()
 #define MUL(a, b) _mm512_mul_ps(a, b)
+#define ADD(a, b) _mm512_add_ps(a, b)
 #define FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define CVT_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
 #define CVT_BF16(p)                                                            \
