@@ -341,25 +341,26 @@ int bench_decode_run(const bench_decode_opts *o, FILE *out) {
         return 2;
     }
     /* the bandwidth: 512 MB, far beyond any last-level cache */
-    size_t n = ((size_t)512 << 20) / sizeof(uint64_t);
+    const int64_t mb = o->bandwidth_mb > 0 ? o->bandwidth_mb : 512;
+    size_t n = ((size_t)mb << 20) / sizeof(uint64_t);
     uint64_t *buf = malloc(n * sizeof(uint64_t));
     if (!buf) {
-        fprintf(stderr, "attn bench --decode: cannot allocate 512 MB\n");
+        fprintf(stderr, "attn bench --decode: cannot allocate %lld MB\n", (long long)mb);
         return 2;
     }
     for (size_t i = 0; i < n; i++) buf[i] = i * 0x9e3779b97f4a7c15ull;
     r.bw[1] = stream_gbps(buf, n, 1);
     r.bw[2] = stream_gbps(buf, n, 2);
     r.flush = buf;
-    r.flush_n = ((size_t)64 << 20) / sizeof(uint64_t);
+    r.flush_n = ((size_t)(mb < 64 ? mb : 64) << 20) / sizeof(uint64_t);
     if (o->json) {
         for (int t = 1; t <= 2; t++)
             fprintf(out, "{\"impl\": \"stream\", \"threads\": %d, \"gbps\": "
                     "%.3f, \"bytes\": %zu}\n", t, r.bw[t], n * sizeof(uint64_t));
     } else {
-        fprintf(out, "memory bandwidth (read of 512 MB, best of 5): %.1f GB/s "
+        fprintf(out, "memory bandwidth (read of %lld MB, best of 5): %.1f GB/s "
                 "on 1 thread, %.1f GB/s on 2; decode runs on %d thread%s\n",
-                r.bw[1], r.bw[2], r.threads, r.threads == 1 ? "" : "s");
+                (long long)mb, r.bw[1], r.bw[2], r.threads, r.threads == 1 ? "" : "s");
     }
     print_header(&r);
     result res[256];

@@ -8,7 +8,7 @@ import sys
 
 from clitest import SRC, check, run, summary
 
-r = run(["bench", "--decode", "--json", "--threads", "2", "--quick",
+r = run(["bench", "--decode", "--json", "--threads", "2", "--quick", "--bandwidth-mb", "16",
          "--kv-heads", "8", "--max-lk", "1024", "--flash-max-lk", "1024",
          "--kv-dtypes", "f32,q8"], timeout=300)
 check(r.returncode == 0, "bench --decode exited %d: %s" % (r.returncode, r.stderr))
@@ -25,14 +25,17 @@ for c in cases:
     check(c["bandwidth_gbps"] == stream[1]["gbps"], "the 2-thread bandwidth")
 check(sorted(c["kv_dtype"] for c in cases) == ["f32", "q8"], "dtypes")
 
-t = run(["bench", "--decode", "--quick", "--kv-heads", "8,32", "--max-lk", "1024",
+t = run(["bench", "--decode", "--quick", "--bandwidth-mb", "16", "--kv-heads", "8,32",
+         "--max-lk", "1024",
          "--kv-dtypes", "f16,q8", "--flash-max-lk", "0", "--lq", "3"], timeout=300)
-check(t.returncode == 0 and "memory bandwidth" in t.stdout, "table run: %s" % t.stderr)
+check(t.returncode == 0 and "memory bandwidth (read of 16 MB" in t.stdout,
+      "table run: %s" % t.stderr)
 check("q8 / f16 step time, B=1 Hkv=8 Lk=1024" in t.stdout, "q8/f16 ratio line")
 check("Hkv 8 / Hkv 32 step time, B=1 Lk=1024 q8" in t.stdout, "GQA ratio line")
 check(re.search(r"\| 1 \| 32 \| 8 \| 3 \| 1024 \| 128 \| q8 \| [0-9.]+ ", t.stdout)
       is not None, "a q8 row with Lq 3")
-s = run(["bench", "--decode", "--quick", "--max-gb", "0.001", "--kv-dtypes", "f32",
+s = run(["bench", "--decode", "--quick", "--bandwidth-mb", "1", "--max-gb", "0.001",
+         "--kv-dtypes", "f32",
          "--kv-heads", "32", "--max-lk", "1024"])
 check(s.returncode == 0 and "skipped: the cache needs" in s.stdout, "--max-gb skips")
 for bad in (["--lq", "0"], ["--kv-dtypes", "f8"], ["--kv-heads", "5"], ["--bogus"],

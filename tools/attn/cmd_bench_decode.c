@@ -37,7 +37,9 @@ static void help(void) {
 "  --flash-max-lk L time the flash forward up to this Lk (default 32768)\n"
 "  --batch LIST     batch sizes, e.g. 1,4\n"
 "  --kv-heads LIST  KV heads (divisors of 32), e.g. 32,8\n"
-"  --kv-dtypes LIST cache dtypes among f32,f16,bf16,q8\n");
+"  --kv-dtypes LIST cache dtypes among f32,f16,bf16,q8\n"
+"  --bandwidth-mb N size of the bandwidth read (default 512; the 64 MB read\n"
+"                   between steps shrinks with it: for quick test runs)\n");
 }
 
 int cmd_bench_decode(int argc, char **argv) {
@@ -75,6 +77,11 @@ int cmd_bench_decode(int argc, char **argv) {
             } else {
                 o.flash_max_lk = x;
             }
+            i++;
+        } else if (strcmp(a, "--bandwidth-mb") == 0) {
+            if (!val || cli_parse_i64(val, &x) || x < 1 || x > (1 << 20))
+                return cli_usage_error(cmd, "--bandwidth-mb takes 1..1048576");
+            o.bandwidth_mb = x;
             i++;
         } else if (strcmp(a, "--max-gb") == 0) {
             char *end;
