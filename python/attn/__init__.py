@@ -16,6 +16,7 @@ from ._lib import (ATTN_E_DTYPE, ATTN_E_FORMAT, ATTN_E_INVALID, ATTN_E_IO,
                    ATTN_E_UNSUPPORTED, ATTN_OK, STATUS_NAMES, AttnError,
                    library_path, version)
 from .sdpa import scaled_dot_product_attention, sdpa_backward
+from .cache import KVCache, sdpa_cached
 from .layers import (AdditiveAttention, EncoderLayer, MultiHeadAttention,
                      additive_attention)
 from .viz import VERDICT_FLAGS, compare, heatmap, stats, text_heatmap
@@ -27,6 +28,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AttnError", "scaled_dot_product_attention", "sdpa_backward", "version",
+    "KVCache", "sdpa_cached",
     "AdditiveAttention", "additive_attention", "MultiHeadAttention",
     "EncoderLayer", "heatmap", "stats", "text_heatmap", "compare", "VERDICT_FLAGS",
     "weight_tiles", "block_average", "html", "figure", "diff_heatmap",

@@ -442,14 +442,15 @@ class _Call:
         return x, _lib.tensor(x, self.c_out, self.axes, st)
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None,
+def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                                  dropout_p=0.0, is_causal=False, scale=None,
-                                 enable_gqa=False, *, causal_alignment="top-left",
+                                 enable_gqa=False, *, causal_alignment=None,
                                  window=None, key_lengths=None,
                                  query_lengths=None, seed=None,
                                  return_weights=False, return_lse=False,
                                  impl="auto", threads=None, dtype=None,
-                                 block_sparse=None, random_blocks=None):
+                                 block_sparse=None, random_blocks=None,
+                                 cache=None):
     """softmax(scale * query @ key^T + mask) @ value, as PyTorch's
     torch.nn.functional.scaled_dot_product_attention, on NumPy arrays.
 
@@ -486,6 +487,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
       return_lse        also return the log-sum-exp of each row (..., Lq)
       impl              "auto", "ref" (exact, double) or "flash"
       threads           OpenMP threads (None: OpenMP's default)
+      cache             an attn.KVCache instead of key and value: attention
+                        of the new queries over the cached positions (see
+                        attn.sdpa_cached; causal_alignment defaults to
+                        "bottom-right" there, and only is_causal, scale,
+                        window, query_lengths, return_lse, impl, threads
+                        apply; its output is float32)
 
     Returns the output (..., Lq, Ev) in the inputs' dtype (as PyTorch:
     float16 in, float16 out; bfloat16 bits in, bfloat16 bits out; the
@@ -494,6 +501,26 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None,
     weights, lse); lse is float32 (float64 for the reference).
     Raises AttnError (a ValueError) on bad input.
     """
+    if cache is not None:
+        from .cache import sdpa_cached
+        extra = [n for n, v in (("key", key), ("value", value),
+                                ("attn_mask", attn_mask), ("key_lengths", key_lengths),
+                                ("seed", seed), ("dtype", dtype),
+                                ("block_sparse", block_sparse),
+                                ("random_blocks", random_blocks)) if v is not None]
+        extra += [n for n, v in (("dropout_p", dropout_p), ("enable_gqa", enable_gqa),
+                                 ("return_weights", return_weights)) if v]
+        if extra:
+            fail(ATTN_E_INVALID, "with cache= the keys and values come from the "
+                 "cache: %s cannot be given", ", ".join(extra))
+        return sdpa_cached(query, cache, is_causal=is_causal, scale=scale,
+                           causal_alignment=causal_alignment or "bottom-right",
+                           window=window, query_lengths=query_lengths,
+                           return_lse=return_lse, impl=impl, threads=threads)
+    if key is None or value is None:
+        fail(ATTN_E_INVALID, "key and value are needed (or cache=)")
+    if causal_alignment is None:
+        causal_alignment = "top-left"
     c = _Call(query, key, value, attn_mask, dropout_p, is_causal, scale,
               enable_gqa, causal_alignment, window, key_lengths, query_lengths,
               seed, impl, threads, dtype, block_sparse=block_sparse,

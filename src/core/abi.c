@@ -1,5 +1,6 @@
 /* Struct sizes for bindings (python/attn mirrors the public structs with
  * ctypes and checks its layout against these at import). */
+#include "attn_cache.h"
 #include "internal.h"
 
 #include <string.h>
@@ -24,6 +25,7 @@ size_t attn_sizeof(const char *type_name) {
         {"attn_additive_config", sizeof(attn_additive_config)},
         {"attn_mha_config", sizeof(attn_mha_config)},
         {"attn_encoder_config", sizeof(attn_encoder_config)},
+        {"attn_kv_cache_config", sizeof(attn_kv_cache_config)},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (strcmp(sizes[i].name, type_name) == 0) return sizes[i].size;

@@ -370,6 +370,7 @@ int cmd_mha(int argc, char **argv);
 int cmd_additive(int argc, char **argv);
 int cmd_encoder(int argc, char **argv);
 int cmd_bench_layers(int argc, char **argv);
+int cmd_bench_decode(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_html(int argc, char **argv);
 int cmd_heatmap(int argc, char **argv);

@@ -49,7 +49,9 @@ static void help(void) {
 "  --model DIR      instead: sentences/s of a pretrained model (attn\n"
 "                   bench --model DIR --help)\n"
 "  --layers         instead: additive vs dot-product layers (attn\n"
-"                   bench-layers; takes --quick, --threads N, --reps N)\n");
+"                   bench-layers; takes --quick, --threads N, --reps N)\n"
+"  --decode         instead: a decode step over a KV cache against the\n"
+"                   memory bandwidth (attn bench --decode --help)\n");
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -66,6 +68,9 @@ int cmd_bench(int argc, char **argv) {
         if (strcmp(argv[i], "--layers") == 0) { /* bench/bench_layers.c */
             for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
             return cmd_bench_layers(argc - 1, argv);
+        } else if (strcmp(argv[i], "--decode") == 0) { /* bench/bench_decode.c */
+            for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
+            return cmd_bench_decode(argc - 1, argv);
         }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
