@@ -7,6 +7,7 @@
 #include "layers.h"
 #include "../io/binfile.h"
 
+#include <limits.h>
 #include <string.h>
 
 #define MAGIC "ATTNPRM"      /* 8 bytes with the NUL */
@@ -216,6 +217,20 @@ static attn_status load_typed(const char *path, const char *kind, int ncfg,
     return st;
 }
 
+/* Config values that land in int (or enum) fields must be ints: a cast
+ * would read garbage in the upper half (0x100000001) as a valid 1. */
+static attn_status int_fields(const char *path, const attn_params_header *h,
+                              const int *idx, int n) {
+    for (int i = 0; i < n; i++) {
+        const int64_t v = h->config[idx[i]];
+        if (v < INT_MIN || v > INT_MAX)
+            return attn__fail(ATTN_E_FORMAT, "%s: '%s' config value %d is "
+                              "%lld, outside the range of an int", path,
+                              h->kind, idx[i], (long long)v);
+    }
+    return ATTN_OK;
+}
+
 /* The slices in the file must be the ones the config implies. */
 static attn_status same_slices(const char *path, const attn_param_slice *a,
                                int64_t na, const attn_param_slice *b,
@@ -284,6 +299,12 @@ attn_status attn_additive_load(const char *path, attn_additive_config *cfg,
     float *block;
     attn_status st = load_typed(path, "additive", 6, &h, &sl, &ns, &block, &count);
     if (st) return st;
+    static const int ints[] = {4, 5};
+    if ((st = int_fields(path, &h, ints, (int)(sizeof ints / sizeof ints[0])))) {
+        attn__free(sl);
+        attn__free(block);
+        return st;
+    }
     memset(cfg, 0, sizeof *cfg);
     cfg->query_dim = h.config[0];
     cfg->key_dim = h.config[1];
@@ -315,6 +336,12 @@ attn_status attn_mha_load(const char *path, attn_mha_config *cfg,
     float *block;
     attn_status st = load_typed(path, "mha", 6, &h, &sl, &ns, &block, &count);
     if (st) return st;
+    static const int ints[] = {5};
+    if ((st = int_fields(path, &h, ints, (int)(sizeof ints / sizeof ints[0])))) {
+        attn__free(sl);
+        attn__free(block);
+        return st;
+    }
     memset(cfg, 0, sizeof *cfg);
     cfg->d_model = h.config[0];
     cfg->num_heads = h.config[1];
@@ -355,6 +382,12 @@ attn_status attn_encoder_load(const char *path, attn_encoder_config *cfg,
     float *block;
     attn_status st = load_typed(path, "encoder", 11, &h, &sl, &ns, &block, &count);
     if (st) return st;
+    static const int ints[] = {5, 7, 8, 9};
+    if ((st = int_fields(path, &h, ints, (int)(sizeof ints / sizeof ints[0])))) {
+        attn__free(sl);
+        attn__free(block);
+        return st;
+    }
     memset(cfg, 0, sizeof *cfg);
     cfg->num_layers = h.config[0];
     cfg->d_model = h.config[1];
