@@ -17,6 +17,16 @@
 
 void attn_params_free(void *p) { attn__free(p); }
 
+/* A fixed-size name field: NUL-terminated, zeros after the NUL (as the
+ * writer leaves it), so that a loaded file re-saves to the same bytes. */
+static int name_field_ok(const unsigned char *p, size_t cap) {
+    const unsigned char *nul = memchr(p, 0, cap);
+    if (!nul) return 0;
+    for (const unsigned char *q = nul; q < p + cap; q++)
+        if (*q) return 0;
+    return 1;
+}
+
 attn_status attn_params_save(const char *path, const attn_params_header *hdr,
                              const attn_param_slice *slices, int64_t nslices,
                              const float *block, int64_t count) {
@@ -117,7 +127,8 @@ attn_status attn_params_load(const char *path, attn_params_header *hdr,
     memset(hdr, 0, sizeof *hdr);
     memcpy(hdr->kind, buf + 12, ATTN_PARAMS_KIND_MAX);
     uint32_t clen = attn__get_u32(buf + 12 + ATTN_PARAMS_KIND_MAX);
-    if (hdr->kind[ATTN_PARAMS_KIND_MAX - 1] != 0 || clen > ATTN_PARAMS_MAX_CONFIG) {
+    if (!name_field_ok(buf + 12, ATTN_PARAMS_KIND_MAX) ||
+        clen > ATTN_PARAMS_MAX_CONFIG) {
         st = attn__bad_file(path, "bad kind or config length");
         goto done;
     }
@@ -162,7 +173,7 @@ attn_status attn_params_load(const char *path, attn_params_header *hdr,
         sl->shape[1] = (int64_t)attn__get_u64(buf + pos + ATTN_SLICE_NAME_MAX + 16);
         sl->init = (attn_init_kind)attn__get_u32(buf + pos + ATTN_SLICE_NAME_MAX + 24);
         int64_t e;
-        if (sl->name[ATTN_SLICE_NAME_MAX - 1] != 0 || sl->offset < 0 ||
+        if (!name_field_ok(buf + pos, ATTN_SLICE_NAME_MAX) || sl->offset < 0 ||
             !attn__mul_i64(sl->shape[0], sl->shape[1], &e) || e < 1 ||
             sl->offset > (int64_t)cnt - e) {
             st = attn__bad_file(path, "a slice lies outside the parameter block");
