@@ -56,6 +56,29 @@ static inline uint8_t *fuzz_get(const char *path, size_t *size) {
     return b;
 }
 
+/* CRC-32 (IEEE, as zlib's crc32), written apart from the library's. */
+static inline uint32_t fuzz_crc32(const uint8_t *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+    }
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* A copy of the input whose last 4 bytes are the CRC-32 of the rest, as
+ * parameter files and checkpoints end: a mutated input then gets past the
+ * CRC check to the fields behind it. free() it. */
+static inline uint8_t *fuzz_resealed(const uint8_t *data, size_t size) {
+    uint8_t *b = malloc(size ? size : 1);
+    if (size) memcpy(b, data, size);
+    if (size >= 4) {
+        const uint32_t c = fuzz_crc32(b, size - 4);
+        for (int i = 0; i < 4; i++) b[size - 4 + i] = (uint8_t)(c >> (8 * i));
+    }
+    return b;
+}
+
 /* Input bytes read in order; past the end, zeros. */
 typedef struct {
     const uint8_t *p;

@@ -3,6 +3,8 @@
  * every file named on the command line or found in the folders named
  * there (the seed corpus, tests/fuzz/corpus/NAME). CTest runs it, so the
  * corpus is checked on every `make test`, with or without clang. */
+#define _DEFAULT_SOURCE 1 /* mkdtemp, setenv */
+
 #include "fuzz_util.h"
 
 #include <dirent.h>
@@ -20,8 +22,30 @@ static int run_file(const char *path) {
     return 0;
 }
 
+/* The targets' scratch files go to a folder of our own, removed at the
+ * end (libFuzzer runs get one from `make fuzz`). */
+static char scratch[64] = "/tmp/attn_fuzz_replay_XXXXXX";
+
+static void remove_scratch(void) {
+    DIR *d = opendir(scratch);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", scratch, e->d_name);
+        unlink(p);
+    }
+    if (d) closedir(d);
+    rmdir(scratch);
+}
+
 int main(int argc, char **argv) {
     int files = 0, bad = 0;
+    if (!mkdtemp(scratch) || setenv("TMPDIR", scratch, 1) != 0) {
+        perror("scratch folder");
+        return 1;
+    }
+    atexit(remove_scratch);
     for (int i = 1; i < argc; i++) {
         struct stat sb;
         if (stat(argv[i], &sb) != 0) {
