@@ -171,8 +171,15 @@ attn_status attn_params_load(const char *path, attn_params_header *hdr,
         sl->offset = (int64_t)attn__get_u64(buf + pos + ATTN_SLICE_NAME_MAX);
         sl->shape[0] = (int64_t)attn__get_u64(buf + pos + ATTN_SLICE_NAME_MAX + 8);
         sl->shape[1] = (int64_t)attn__get_u64(buf + pos + ATTN_SLICE_NAME_MAX + 16);
-        sl->init = (attn_init_kind)attn__get_u32(buf + pos + ATTN_SLICE_NAME_MAX + 24);
+        const uint32_t init = attn__get_u32(buf + pos + ATTN_SLICE_NAME_MAX + 24);
+        sl->init = (attn_init_kind)init;
         int64_t e;
+        if (init > ATTN_INIT_ONE) {
+            st = attn__fail(ATTN_E_FORMAT, "%s: slice %llu has init kind %u "
+                            "(0, 1 or 2 exist)", path, (unsigned long long)s,
+                            init);
+            goto done;
+        }
         if (!name_field_ok(buf + pos, ATTN_SLICE_NAME_MAX) || sl->offset < 0 ||
             !attn__mul_i64(sl->shape[0], sl->shape[1], &e) || e < 1 ||
             sl->offset > (int64_t)cnt - e) {
@@ -253,10 +260,14 @@ static attn_status same_slices(const char *path, const attn_param_slice *a,
                           (long long)want);
     for (int64_t i = 0; i < na; i++)
         if (strcmp(a[i].name, b[i].name) != 0 || a[i].offset != b[i].offset ||
-            a[i].shape[0] != b[i].shape[0] || a[i].shape[1] != b[i].shape[1])
-            return attn__fail(ATTN_E_FORMAT, "%s: slice %lld is %.47s, its "
-                              "config implies %.47s", path, (long long)i,
-                              a[i].name, b[i].name);
+            a[i].shape[0] != b[i].shape[0] || a[i].shape[1] != b[i].shape[1] ||
+            a[i].init != b[i].init)
+            return attn__fail(ATTN_E_FORMAT, "%s: slice %lld is %.47s "
+                              "(offset %lld, init %d), its config implies "
+                              "%.47s (offset %lld, init %d)", path,
+                              (long long)i, a[i].name, (long long)a[i].offset,
+                              (int)a[i].init, b[i].name,
+                              (long long)b[i].offset, (int)b[i].init);
     return ATTN_OK;
 }
 
