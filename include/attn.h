@@ -299,7 +299,9 @@ void attn_sdpa_opts_init(attn_sdpa_opts *opts);
  *                    biased, masked scores (-inf for a fully masked row);
  *                    backward needs it.
  * Errors: ATTN_E_INVALID (null pointers, bad options), ATTN_E_SHAPE,
- * ATTN_E_DTYPE, ATTN_E_NONFINITE (NaN/Inf in q, k or v), ATTN_E_NOMEM,
+ * ATTN_E_DTYPE, ATTN_E_NONFINITE (NaN/Inf in q, k or v, or scaled scores
+ * that could overflow: scale * Dk * max|q| * max|k| above half the f32
+ * range, the f64 range for f64 inputs), ATTN_E_NOMEM,
  * ATTN_E_UNSUPPORTED (f64 tensors without IMPL_REF; Dk or Dv beyond what
  * the flash kernel's BLAS calls take).
  */
@@ -377,7 +379,8 @@ typedef struct {
  * <f4 (f32), <f2 (f16), <f8 (f64, kept as f64), <i4 (i32), <i8 (i64), |u1
  * and |b1 (u8; also spelt <u1, <b1). Anything else (big-endian '>f4',
  * Fortran order, other dtypes, more than ATTN_NPY_MAX_DIMS dimensions, a
- * malformed header dict) or a file whose header disagrees with its size in
+ * malformed header dict, a dimension with a leading zero such as 0002,
+ * which NumPy refuses too) or a file whose header disagrees with its size in
  * either direction (truncated data, trailing bytes) is ATTN_E_FORMAT; a file
  * that cannot be opened or read is ATTN_E_IO. Nothing larger than the file
  * is ever allocated. Zero-size arrays (a 0 in the shape) are accepted (data
@@ -387,8 +390,11 @@ attn_status attn_npy_read(const char *path, attn_npy *arr);
 
 /* Writes arr as a version 1.0 .npy file (2.0 if the header needs it), data
  * aligned to 64 bytes as NumPy does. dtype f32, f16, f64, i32, i64 or u8
- * (written as |u1); bf16 has no NumPy dtype and is ATTN_E_DTYPE. On a
- * failed write the partial file is removed (ATTN_E_IO). */
+ * (written as |u1); bf16 has no NumPy dtype and is ATTN_E_DTYPE. Written
+ * to a temporary file in path's folder, fsync'ed and renamed over path: a
+ * failed write (ATTN_E_IO, e.g. a full disk) leaves an existing file as it
+ * was. A character device or FIFO at path is written in place (never
+ * removed); a folder or other non-regular file is refused (ATTN_E_IO). */
 attn_status attn_npy_write(const char *path, const attn_npy *arr);
 
 /* Frees data read by attn_npy_read and zeroes the struct. NULL is fine. */

@@ -69,6 +69,97 @@ class AttnError(ValueError):
 
 
 # --------------------------------------------------------------------------
+# Integers crossing into C. ctypes stores a Python int in a C integer field
+# or argument modulo 2**bits, silently: 2**64 + 1 became 1 and C read past
+# a 1-byte layout. Every struct field (Struct) and every argument of call()
+# is range-checked here; the entry points check tighter bounds themselves.
+
+_INT_RANGES = {}
+for _t, _bits, _signed in ((ctypes.c_int8, 8, True), (ctypes.c_uint8, 8, False),
+                           (ctypes.c_int16, 16, True), (ctypes.c_uint16, 16, False),
+                           (ctypes.c_int32, 32, True), (ctypes.c_uint32, 32, False),
+                           (ctypes.c_int64, 64, True), (ctypes.c_uint64, 64, False),
+                           (ctypes.c_longlong, 64, True), (ctypes.c_ulonglong, 64, False),
+                           (ctypes.c_size_t, 8 * ctypes.sizeof(ctypes.c_size_t), False)):
+    _INT_RANGES[_t] = ((-(1 << (_bits - 1)), (1 << (_bits - 1)) - 1) if _signed
+                       else (0, (1 << _bits) - 1))
+
+
+def _range_text(lo, hi):
+    return "[%d, %d]" % (lo, hi)
+
+
+def check_int(value, lo, hi, what):
+    """Raises AttnError unless the integer value lies in [lo, hi]."""
+    if isinstance(value, (int, np.integer)) and not lo <= int(value) <= hi:
+        raise AttnError(ATTN_E_INVALID, "%s is %d; it must be in %s" % (
+            what, int(value), _range_text(lo, hi)))
+
+
+_FIELD_RANGES = {}  # Struct subclass -> {field: (lo, hi)}
+
+
+class Struct(ctypes.Structure):
+    """ctypes.Structure whose integer fields refuse values they cannot hold
+    (instead of wrapping them)."""
+
+    def __setattr__(self, name, value):
+        cls = type(self)
+        ranges = _FIELD_RANGES.get(cls)
+        if ranges is None:
+            ranges = {f[0]: _INT_RANGES[f[1]] for f in cls._fields_
+                      if f[1] in _INT_RANGES}
+            _FIELD_RANGES[cls] = ranges
+        r = ranges.get(name)
+        if r is not None:
+            check_int(value, r[0], r[1], "%s.%s" % (
+                getattr(cls, "_c_name_", cls.__name__), name))
+        super().__setattr__(name, value)
+
+
+def fspath(path, name="path"):
+    """path (str, bytes or os.PathLike) as bytes for C. A NUL byte would cut
+    the name short in C, so it is refused, as open() does."""
+    try:
+        b = os.fsencode(path)
+    except TypeError:
+        raise AttnError(ATTN_E_INVALID, "%s is %r; a file name is needed"
+                        % (name, path)) from None
+    if b"\0" in b:
+        raise AttnError(ATTN_E_INVALID, "%s %r contains a NUL byte (embedded "
+                        "null byte)" % (name, path))
+    return b
+
+
+def nomem(fn):
+    """Wraps a public function so that NumPy's MemoryError (an output or a
+    copy too large to allocate) surfaces as AttnError(ATTN_E_NOMEM), as
+    the library's own allocation failures do."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except MemoryError as e:
+            raise AttnError(ATTN_E_NOMEM, "%s: %s" % (
+                fn.__qualname__, e or "cannot allocate memory")) from None
+    return wrapper
+
+
+def nomem_class(cls):
+    """nomem on every public method (and __init__) of cls."""
+    for name, fn in list(vars(cls).items()):
+        if name.startswith("_") and name != "__init__":
+            continue
+        if isinstance(fn, (classmethod, staticmethod)):
+            setattr(cls, name, type(fn)(nomem(fn.__func__)))
+        elif callable(fn):
+            setattr(cls, name, nomem(fn))
+    return cls
+
+
+# --------------------------------------------------------------------------
 # Element types (attn_dtype)
 
 ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_F64, ATTN_U8, ATTN_I32, ATTN_I64, ATTN_Q8 = range(8)
@@ -89,7 +180,8 @@ NP_STORAGE = {
 # Enums are int-sized; the layout is checked against attn_sizeof at load.
 
 
-class Tensor(ctypes.Structure):
+class Tensor(Struct):
+    _c_name_ = "attn_tensor"
     _fields_ = [
         ("data", ctypes.c_void_p),
         ("dtype", ctypes.c_int),
@@ -98,7 +190,8 @@ class Tensor(ctypes.Structure):
     ]
 
 
-class Mask(ctypes.Structure):
+class Mask(Struct):
+    _c_name_ = "attn_mask"
     _fields_ = [
         ("causal", ctypes.c_int),
         ("align", ctypes.c_int),
@@ -117,7 +210,8 @@ class Mask(ctypes.Structure):
     ]
 
 
-class SdpaOpts(ctypes.Structure):
+class SdpaOpts(Struct):
+    _c_name_ = "attn_sdpa_opts"
     _fields_ = [
         ("scale", ctypes.c_double),
         ("mask", Mask),
@@ -251,6 +345,10 @@ def call(name, *args, tensors=None):
     if fn is None:
         raise AttnError(ATTN_E_UNSUPPORTED,
                         "%s is not in this build of libattn (%s)" % (name, lib.path))
+    for i, (a, t) in enumerate(zip(args, fn.argtypes or ())):
+        r = _INT_RANGES.get(t)
+        if r is not None:
+            check_int(a, r[0], r[1], "argument %d of %s" % (i + 1, name))
     if call_hook is not None:
         call_hook(name, tensors or {})
     check(fn(*args), name)
@@ -292,7 +390,9 @@ def tensor(arr, attn_dtype, axes_to_4d=None, strides=None):
     (an inserted axis of size 1); by default arr has rank 4."""
     if strides is None:
         strides = element_strides(arr)
-        assert strides is not None, "caller must copy unusable layouts first"
+        if strides is None:  # callers copy such layouts first (c_array)
+            raise AttnError(ATTN_E_INVALID, "an array of shape %s is misaligned "
+                            "or has strides C cannot follow" % (arr.shape,))
     if axes_to_4d is None:
         shape, stride = arr.shape, strides
     else:
@@ -300,6 +400,12 @@ def tensor(arr, attn_dtype, axes_to_4d=None, strides=None):
         stride = [0 if a is None else strides[a] for a in axes_to_4d]
     return _from_bytes(_TENSOR_PACK.pack(arr.ctypes.data, attn_dtype, *shape,
                                          *stride))
+
+
+def c_array(a, dtype=None):
+    """a as a C-contiguous, aligned array (a copy only when needed):
+    np.ascontiguousarray keeps a misaligned contiguous array as it is."""
+    return np.require(a, dtype=dtype, requirements=("C", "A"))
 
 
 def out_tensor(shape4, np_dtype, attn_dtype, zero=False):

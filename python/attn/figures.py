@@ -13,7 +13,7 @@ from .sdpa import MaskArgs, _shape_str
 from .viz import _heatmap_opts, _labels, _path, _text, _Weights
 
 
-class HtmlOpts(ctypes.Structure):
+class HtmlOpts(_lib.Struct):
     _fields_ = [
         ("title", ctypes.c_char_p),
         ("q_tokens", ctypes.POINTER(ctypes.c_char_p)),
@@ -21,7 +21,7 @@ class HtmlOpts(ctypes.Structure):
     ]
 
 
-class Panel(ctypes.Structure):
+class Panel(_lib.Struct):
     _fields_ = [
         ("w", ctypes.POINTER(_lib.Tensor)),
         ("b", ctypes.c_int64),
@@ -46,6 +46,7 @@ for _name, _res, _args in (
 _lib.lib.check_layout()
 
 
+@_lib.nomem
 def html(weights, path, tokens=None, key_tokens=None, title=None, dtype=None,
          batch=0, *, x_tokens=None, y_tokens=None):
     """Writes one self-contained HTML file (inline CSS and JavaScript, no
@@ -79,6 +80,7 @@ def html(weights, path, tokens=None, key_tokens=None, title=None, dtype=None,
     return path
 
 
+@_lib.nomem
 def figure(maps, path, titles=None, ncols=None, title=None, x_tokens=None,
            y_tokens=None, annotate=None, *, attn_mask=None, is_causal=False,
            causal_alignment="top-left", window=None, block_sparse=None,
@@ -137,6 +139,7 @@ def figure(maps, path, titles=None, ncols=None, title=None, x_tokens=None,
     return path
 
 
+@_lib.nomem
 def diff_heatmap(a, b, path, title=None, x_tokens=None, y_tokens=None,
                  annotate=None, *, vmin=None, vmax=None, x_title=None,
                  y_title=None, colorbar=True, max_cells=None, cell_px=None,
@@ -159,6 +162,7 @@ def diff_heatmap(a, b, path, title=None, x_tokens=None, y_tokens=None,
     return path
 
 
+@_lib.nomem
 def geometry(a, b, path, a_name=None, b_name=None):
     """Draws two 2-D vectors as arrows from the origin, with their dot
     product and cosine in the title (the geometry behind q . k). Returns

@@ -29,23 +29,23 @@ _i64 = ctypes.c_int64
 _pf = ctypes.POINTER(ctypes.c_float)
 
 
-class ParamSlice(ctypes.Structure):
+class ParamSlice(_lib.Struct):
     _fields_ = [("name", ctypes.c_char * 48), ("offset", _i64),
                 ("shape", _i64 * 2), ("init", ctypes.c_int)]
 
 
-class AdditiveConfig(ctypes.Structure):
+class AdditiveConfig(_lib.Struct):
     _fields_ = [("query_dim", _i64), ("key_dim", _i64), ("value_dim", _i64),
                 ("attn_dim", _i64), ("bias", ctypes.c_int),
                 ("context_from_keys", ctypes.c_int)]
 
 
-class MhaConfig(ctypes.Structure):
+class MhaConfig(_lib.Struct):
     _fields_ = [("d_model", _i64), ("num_heads", _i64), ("num_kv_heads", _i64),
                 ("kdim", _i64), ("vdim", _i64), ("bias", ctypes.c_int)]
 
 
-class EncoderConfig(ctypes.Structure):
+class EncoderConfig(_lib.Struct):
     _fields_ = [("num_layers", _i64), ("d_model", _i64), ("num_heads", _i64),
                 ("num_kv_heads", _i64), ("dim_feedforward", _i64),
                 ("attention", ctypes.c_int), ("additive_dim", _i64),
@@ -138,7 +138,7 @@ def _activation(x, name, features):
     if 0 in a.shape:
         fail(ATTN_E_SHAPE, "%s has an empty axis (shape %s)", name,
              _shape_str(np.shape(x)))
-    return np.ascontiguousarray(a, dtype=np.float32), single
+    return _lib.c_array(a, dtype=np.float32), single
 
 
 def _opts(B, H, Lq, Lk, attn_mask, is_causal, causal_alignment, window,
@@ -170,6 +170,7 @@ def _opts(B, H, Lq, Lk, attn_mask, is_causal, causal_alignment, window,
     return o, keep
 
 
+@_lib.nomem_class
 class _Layer:
     """Parameter block, named views, workspace, save and load."""
 
@@ -230,7 +231,7 @@ class _Layer:
 
     def save(self, path):
         """Writes the parameters with the config (atomic, CRC-checked)."""
-        _lib.call("attn_%s_save" % self.kind, os.fsencode(path),
+        _lib.call("attn_%s_save" % self.kind, _lib.fspath(path),
                   byref(self.config), self.params.ctypes.data)
         return path
 
@@ -239,7 +240,7 @@ class _Layer:
         """A layer with the config and parameters of a file that save wrote."""
         cfg = cls.config_type()
         block = _pf()
-        _lib.call("attn_%s_load" % cls.kind, os.fsencode(path), byref(cfg),
+        _lib.call("attn_%s_load" % cls.kind, _lib.fspath(path), byref(cfg),
                   byref(block))
         try:
             self = cls.__new__(cls)
@@ -272,6 +273,7 @@ def _mask_kw(kw):
     return allowed
 
 
+@_lib.nomem_class
 class AdditiveAttention(_Layer):
     """Additive (Bahdanau) attention: score(i, j) = v . tanh(W_q q_i + b_q +
     W_k k_j + b_k); context = weights @ values (or @ projected keys with
@@ -356,6 +358,7 @@ class AdditiveAttention(_Layer):
         return dq, dk, dv
 
 
+@_lib.nomem
 def additive_attention(query, key, value=None, *, w_q, w_k, v, b_q=None, b_k=None,
                        return_weights=False, **kw):
     """Additive attention as a function of its parameter arrays: w_q (A, Dq),
@@ -393,6 +396,7 @@ def additive_attention(query, key, value=None, *, w_q, w_k, v, b_q=None, b_k=Non
     return layer.forward(query, key, value, return_weights=return_weights, **kw)
 
 
+@_lib.nomem_class
 class MultiHeadAttention(_Layer):
     """Multi-head attention as torch.nn.MultiheadAttention(batch_first=True)
     (with grouped key/value heads when num_kv_heads < num_heads)."""
@@ -496,6 +500,7 @@ _ATTENTION = {"dot": 0, "additive": 1}
 _ACT = {"relu": 0, "gelu": 1}
 
 
+@_lib.nomem_class
 class EncoderLayer(_Layer):
     """A Transformer encoder of num_layers layers (post-norm by default, as
     nn.TransformerEncoderLayer; norm_first for pre-norm), with dot-product

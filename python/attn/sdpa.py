@@ -44,7 +44,7 @@ def _passable(arr, is_mask=False):
         bcast = 0 in st and any(s == 0 and n > 1 for n, s in zip(arr.shape, st))
         if not bcast and not (arr.shape[-1] > 1 and st[-1] != 1):
             return arr, st
-    arr = np.ascontiguousarray(arr)
+    arr = _lib.c_array(arr)
     return arr, _lib.element_strides(arr)
 
 
@@ -85,8 +85,13 @@ def _lengths(x, name, B, limit):
     for b, n in enumerate(a.tolist()):
         if n < 0 or n > limit:
             fail(ATTN_E_SHAPE, "%s[%d] = %d is outside [0, %d]", name, b, n, limit)
-    a = np.ascontiguousarray(a, dtype=np.int64)
+    a = _lib.c_array(a, dtype=np.int64)
     return a, a.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+
+
+# The widest window C accepts (attn_mask_check); checked here on the Python
+# integer, before ctypes could cut it to 64 bits.
+_MAX_WINDOW = 1 << 61
 
 
 def _int_or_none(x, name):
@@ -95,6 +100,9 @@ def _int_or_none(x, name):
     if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0:
         fail(ATTN_E_INVALID, "%s is %r; a count >= 0 or None (unbounded) is "
              "needed", name, x)
+    if int(x) > _MAX_WINDOW:
+        fail(ATTN_E_INVALID, "%s is %d; it must be at most 2**61 = %d (or None "
+             "for unbounded)", name, int(x), _MAX_WINDOW)
     return int(x)
 
 
@@ -107,9 +115,9 @@ def _random_blocks(arg, m):
              "seed) is needed", arg)
     block, p, seed = arg
     if isinstance(block, bool) or not isinstance(block, (int, np.integer)) \
-            or block < 1:
-        fail(ATTN_E_INVALID, "random_blocks block is %r; an integer >= 1 is "
-             "needed", block)
+            or not 1 <= int(block) < 2**63:
+        fail(ATTN_E_INVALID, "random_blocks block is %r; an integer in [1, "
+             "2**63) is needed", block)
     try:
         pf = float(p)
     except (TypeError, ValueError):
@@ -181,9 +189,10 @@ class MaskArgs:
             fail(ATTN_E_INVALID, "block_sparse is %r; a pair (block_size, layout) "
                  "is needed", arg)
         bs, layout = arg
-        if isinstance(bs, bool) or not isinstance(bs, (int, np.integer)) or bs < 1:
-            fail(ATTN_E_INVALID, "block_sparse block_size is %r; an integer >= 1 "
-                 "is needed", bs)
+        if isinstance(bs, bool) or not isinstance(bs, (int, np.integer)) \
+                or not 1 <= int(bs) < 2**63:
+            fail(ATTN_E_INVALID, "block_sparse block_size is %r; an integer in "
+                 "[1, 2**63) is needed", bs)
         bs = int(bs)
         a = np.asarray(layout)
         if a.dtype == np.bool_:
@@ -204,7 +213,7 @@ class MaskArgs:
             fail(ATTN_E_SHAPE, "block_sparse layout has shape %s but block_size "
                  "%d over %d queries and %d keys (%d heads) needs %s", _shape_str(
                      a.shape), bs, Lq, Lk, H, want)
-        a = np.ascontiguousarray(a)
+        a = _lib.c_array(a)
         self.keepalive.append(a)
         m.block_size = bs
         m.layout = a.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8))
@@ -251,7 +260,7 @@ class MaskArgs:
         if is_bias and backward and any(s == 0 and n > 1 for n, s in zip(a.shape, st)):
             # a broadcast view (np.broadcast_to) has one gradient per element
             # of its shape, not one per stored element: give C real storage
-            a = np.ascontiguousarray(a)
+            a = _lib.c_array(a)
             st = _lib.element_strides(a)
         t = _lib.tensor(a, code, self.axes, st)
         self.keepalive.append(a)
@@ -442,6 +451,7 @@ class _Call:
         return x, _lib.tensor(x, self.c_out, self.axes, st)
 
 
+@_lib.nomem
 def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                                  dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False, *, causal_alignment=None,
@@ -532,6 +542,7 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
     return (out,) + ((w,) if return_weights else ()) + ((lse,) if return_lse else ())
 
 
+@_lib.nomem
 def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
                   is_causal=False, scale=None, enable_gqa=False, *, out=None,
                   lse=None, causal_alignment="top-left", window=None,
@@ -565,7 +576,7 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
              "return_lse)", _shape_str(lse.shape), _shape_str(c.lse_shape))
     if lse.dtype.kind != "f":
         fail(ATTN_E_DTYPE, "lse has dtype %s; a float array is needed", lse.dtype)
-    lse = np.ascontiguousarray(lse, dtype=np.float32)
+    lse = _lib.c_array(lse, dtype=np.float32)
     B, H, Lq, Lk = c.B, c.H, c.Lq, c.Lk
     Hkv, Dk = c.K.shape[1], c.Q.shape[3]
     dq, DQ = _lib.out_tensor((B, H, Lq, Dk), c.np_out, c.c_out, zero=True)

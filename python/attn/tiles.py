@@ -56,7 +56,7 @@ def _lse(c, lse):
     if lse.shape != c.lse_shape:
         fail(ATTN_E_SHAPE, "lse has shape %s but %s is needed (the forward's "
              "return_lse)", _shape_str(lse.shape), _shape_str(c.lse_shape))
-    return np.ascontiguousarray(lse, dtype=np.float32)
+    return _lib.c_array(lse, dtype=np.float32)
 
 
 def _stream(c, lse, on_tile):
@@ -95,6 +95,7 @@ def _lead_index(c, b, h):
     return tuple(idx)
 
 
+@_lib.nomem
 def weight_tiles(query, key, lse, callback, attn_mask=None, is_causal=False,
                  scale=None, enable_gqa=False, *, causal_alignment="top-left",
                  window=None, key_lengths=None, query_lengths=None,
@@ -135,6 +136,7 @@ def weight_tiles(query, key, lse, callback, attn_mask=None, is_causal=False,
     return count[0]
 
 
+@_lib.nomem
 def block_average(query, key, lse=None, attn_mask=None, is_causal=False,
                   scale=None, enable_gqa=False, *, max_cells=512, index=None,
                   return_visible=False, causal_alignment="top-left",

@@ -20,7 +20,7 @@ from ._lib import (ATTN_BF16, ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE,
 from .sdpa import MaskArgs, _shape_str
 
 
-class HeatmapOpts(ctypes.Structure):
+class HeatmapOpts(_lib.Struct):
     _fields_ = [
         ("title", ctypes.c_char_p),
         ("x_title", ctypes.c_char_p),
@@ -41,7 +41,7 @@ class HeatmapOpts(ctypes.Structure):
     ]
 
 
-class Stats(ctypes.Structure):
+class Stats(_lib.Struct):
     _fields_ = [
         ("rows", ctypes.c_int64),
         ("rows_empty", ctypes.c_int64),
@@ -61,7 +61,7 @@ class Stats(ctypes.Structure):
     ]
 
 
-class TermOpts(ctypes.Structure):
+class TermOpts(_lib.Struct):
     _fields_ = [
         ("color", ctypes.c_int),
         ("half_blocks", ctypes.c_int),
@@ -75,7 +75,7 @@ class TermOpts(ctypes.Structure):
     ]
 
 
-class CompareResult(ctypes.Structure):
+class CompareResult(_lib.Struct):
     _fields_ = [
         ("max_abs", ctypes.c_double),
         ("mean_abs", ctypes.c_double),
@@ -154,7 +154,7 @@ class _Weights:
             w = w.reshape((w.shape[0] * w.shape[1],) + w.shape[2:])
         st = _lib.element_strides(w)
         if st is None:
-            w = np.ascontiguousarray(w)
+            w = _lib.c_array(w)
             st = _lib.element_strides(w)
         self.axes = {2: (None, None, 0, 1), 3: (None, 0, 1, 2), 4: (0, 1, 2, 3)}[w.ndim]
         self.w = w
@@ -235,7 +235,7 @@ def _scale(vmin, vmax):
 
 def _path(path):
     try:
-        return os.fsencode(path)
+        return _lib.fspath(path)
     except TypeError:
         fail(ATTN_E_INVALID, "path is %r; a file name is needed", path)
 
@@ -269,6 +269,7 @@ def _heatmap_opts(Lq, Lk, title=None, x_tokens=None, y_tokens=None,
     return o, (keep_x, keep_y)
 
 
+@_lib.nomem
 def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
             annotate=None, *, index=None, attn_mask=None, is_causal=False,
             causal_alignment="top-left", window=None, key_lengths=None,
@@ -333,6 +334,7 @@ def _stats_dict(s):
     return d
 
 
+@_lib.nomem
 def stats(weights, attn_mask=None, is_causal=False, *, causal_alignment="top-left",
           window=None, key_lengths=None, query_lengths=None, per_head=False,
           dtype=None, block_sparse=None, random_blocks=None):
@@ -366,6 +368,7 @@ def stats(weights, attn_mask=None, is_causal=False, *, causal_alignment="top-lef
     return d
 
 
+@_lib.nomem
 def text_heatmap(weights, index=None, x_tokens=None, y_tokens=None, title=None,
                  *, color="plain", width=80, half_blocks=None, attn_mask=None,
                  is_causal=False, vmin=None, vmax=None, dtype=None,
@@ -402,6 +405,7 @@ def text_heatmap(weights, index=None, x_tokens=None, y_tokens=None, title=None,
     return buf.value.decode("utf-8")
 
 
+@_lib.nomem
 def compare(a, b, dtype=None):
     """Differences of two weight arrays of one shape: max and mean |a - b|,
     and KL(a || b) per row (mean and max; a is the teacher). Returns a

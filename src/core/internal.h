@@ -96,6 +96,9 @@ attn_status attn__sdpa_check(const attn_tensor *q, const attn_tensor *k,
 
 /* Checks q, k, v for NaN/Inf (ATTN_E_NONFINITE with the first position). */
 attn_status attn__check_finite(const attn_tensor *t, const char *name);
+/* The same, also giving the largest |element| in *maxabs (0 if none). */
+attn_status attn__check_finite_max(const attn_tensor *t, const char *name,
+                                   double *maxabs);
 
 /* Reference kernels (double accumulation), kernels/sdpa_ref.c. */
 attn_status attn__sdpa_ref_forward(const attn_tensor *q, const attn_tensor *k,

@@ -253,40 +253,67 @@ double attn_tensor_get(const attn_tensor *t, int64_t i0, int64_t i1,
     return attn__load_one(t->data, t->dtype, (size_t)attn__off(t, i0, i1, i2, i3));
 }
 
-/* 1 if n elements at p (stride st) are all finite. Branch-free bit tests
- * over whole rows: the check runs on every call of every kernel, so it must
- * cost little next to the attention itself. */
-static int row_finite(const void *p, attn_dtype d, int64_t n, int64_t st) {
-    uint32_t bad = 0;
+/* 1 if n elements at p (stride st) are all finite; the largest |x| of the
+ * row raises *maxabs. Branch-free over whole rows: the check runs on every
+ * call of every kernel, so it must cost little next to the attention
+ * itself. For IEEE bits, |x| orders as its bits without the sign, and x is
+ * finite iff those bits are below the all-ones exponent. */
+static int row_finite(const void *p, attn_dtype d, int64_t n, int64_t st,
+                      double *maxabs) {
+    double m;
+    int ok;
     switch (d) {
     case ATTN_F32: {
         const uint32_t *x = p;
+        uint32_t mb = 0;
         if (st == 1)
-            for (int64_t i = 0; i < n; i++)
-                bad |= (uint32_t)((x[i] & 0x7f800000u) == 0x7f800000u);
+            for (int64_t i = 0; i < n; i++) {
+                const uint32_t a = x[i] & 0x7fffffffu;
+                mb = a > mb ? a : mb;
+            }
         else
-            for (int64_t i = 0; i < n; i++)
-                bad |= (uint32_t)((x[i * st] & 0x7f800000u) == 0x7f800000u);
+            for (int64_t i = 0; i < n; i++) {
+                const uint32_t a = x[i * st] & 0x7fffffffu;
+                mb = a > mb ? a : mb;
+            }
+        ok = mb < 0x7f800000u;
+        float f;
+        memcpy(&f, &mb, 4);
+        m = f;
         break;
     }
     case ATTN_F16:
     case ATTN_BF16: {
         const uint16_t *x = p;
-        uint16_t e = d == ATTN_F16 ? 0x7c00u : 0x7f80u;
-        for (int64_t i = 0; i < n; i++)
-            bad |= (uint32_t)((x[i * st] & e) == e);
+        uint16_t mb = 0;
+        for (int64_t i = 0; i < n; i++) {
+            const uint16_t a = (uint16_t)(x[i * st] & 0x7fffu);
+            mb = a > mb ? a : mb;
+        }
+        ok = mb < (d == ATTN_F16 ? 0x7c00u : 0x7f80u);
+        m = attn__load_one(&mb, d, 0);
         break;
     }
     default: {
         const double *x = p;
-        for (int64_t i = 0; i < n; i++) bad |= (uint32_t)!isfinite(x[i * st]);
+        m = 0;
+        ok = 1;
+        for (int64_t i = 0; i < n; i++) {
+            const double a = fabs(x[i * st]);
+            ok &= isfinite(a);
+            m = a > m ? a : m;
+        }
         break;
     }
     }
-    return !bad;
+    if (ok && m > *maxabs) *maxabs = m;
+    return ok;
 }
 
-attn_status attn__check_finite(const attn_tensor *t, const char *name) {
+attn_status attn__check_finite_max(const attn_tensor *t, const char *name,
+                                   double *maxabs) {
+    double m = 0;
+    if (maxabs) *maxabs = 0;
     if (t->dtype != ATTN_F32 && t->dtype != ATTN_F16 && t->dtype != ATTN_BF16 &&
         t->dtype != ATTN_F64)
         return ATTN_OK;
@@ -296,7 +323,8 @@ attn_status attn__check_finite(const attn_tensor *t, const char *name) {
             for (int64_t c = 0; c < t->shape[2]; c++) {
                 const char *row =
                     (const char *)t->data + (size_t)attn__off(t, a, b, c, 0) * es;
-                if (row_finite(row, t->dtype, t->shape[3], t->stride[3])) continue;
+                if (row_finite(row, t->dtype, t->shape[3], t->stride[3], &m))
+                    continue;
                 for (int64_t d = 0; d < t->shape[3]; d++) {
                     double x = attn_tensor_get(t, a, b, c, d);
                     if (!isfinite(x))
@@ -307,5 +335,10 @@ attn_status attn__check_finite(const attn_tensor *t, const char *name) {
                                           isnan(x) ? "NaN" : "Inf");
                 }
             }
+    if (maxabs) *maxabs = m;
     return ATTN_OK;
+}
+
+attn_status attn__check_finite(const attn_tensor *t, const char *name) {
+    return attn__check_finite_max(t, name, NULL);
 }

@@ -42,9 +42,26 @@ attn_status attn__bad_file(const char *path, const char *what);
 attn_status attn__read_file(const char *path, size_t min, const char *kind,
                             unsigned char **buf, size_t *size);
 
-/* Writes size bytes of buf to path through a temporary file in the same
- * folder (mode 0644), fsync'ed, renamed over path, and the folder fsync'ed:
- * a reader sees the old file or the new one, never half a file. */
+/* One piece of a file being written: n bytes at p. */
+typedef struct {
+    const void *p;
+    size_t n;
+} attn__piece;
+
+/* Writes the pieces, in order, to path. A regular file (or a new name) is
+ * written through a temporary file in the same folder (mode 0644),
+ * fsync'ed, renamed over path, and the folder fsync'ed: a reader sees the
+ * old file or the new one, never half a file, and a failure leaves the old
+ * file as it was. A symbolic link is followed and its target replaced the
+ * same way (the link stays). A character device or a FIFO (/dev/null, a
+ * pipe) is written through in place: never unlinked, renamed over or
+ * truncated. Anything else (a folder, a block device, a socket) is refused
+ * with ATTN_E_IO. Orphan temporaries of the same name left by a killed
+ * writer (PATH.tmpXXXXXX, no writer holding its lock) are removed first. */
+attn_status attn__write_pieces(const char *path, const attn__piece *pieces,
+                               int npieces);
+
+/* attn__write_pieces with one piece. */
 attn_status attn__write_atomic(const char *path, const unsigned char *buf,
                                size_t size);
 

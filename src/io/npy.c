@@ -111,8 +111,11 @@ static attn_status parse_shape(hdr_parser *p, int *ndim, int64_t *shape) {
                               "its shape",
                               p->path);
         if (c < '0' || c > '9') return hdr_error(p, "expected a dimension");
+        /* Python (and so NumPy) refuses 0002 but reads 00 as 0 */
+        int leading_zero = c == '0', nonzero = 0;
         int64_t v = 0;
         while (p->s[p->pos] >= '0' && p->s[p->pos] <= '9') {
+            nonzero |= p->s[p->pos] != '0';
             int d = p->s[p->pos] - '0';
             if (v > (INT64_MAX - d) / 10)
                 return attn__fail(ATTN_E_FORMAT,
@@ -122,6 +125,9 @@ static attn_status parse_shape(hdr_parser *p, int *ndim, int64_t *shape) {
             v = v * 10 + d;
             p->pos++;
         }
+        if (leading_zero && nonzero)
+            return hdr_error(p, "a dimension with a leading zero (Python "
+                                "refuses 0002)");
         if (p->s[p->pos] == 'L') p->pos++;
         if (n == ATTN_NPY_MAX_DIMS)
             return attn__fail(ATTN_E_FORMAT,
@@ -464,24 +470,12 @@ attn_status attn_npy_write(const char *path, const attn_npy *arr) {
     memset(head + pre_len + n, ' ', hlen - (size_t)n - 1);
     head[total - 1] = '\n';
 
-    FILE *f = fopen(path, "wb");
-    if (!f)
-        return attn__fail(ATTN_E_IO, "%s: cannot create: %s", path,
-                          strerror(errno));
-    size_t bytes = (size_t)numel * attn_dtype_size(arr->dtype);
-    int ok = fwrite(head, 1, total, f) == total &&
-             (bytes == 0 || fwrite(arr->data, 1, bytes, f) == bytes);
-    int err = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        err = errno;
-    }
-    if (!ok) {
-        remove(path); /* no half-written file left behind */
-        return attn__fail(ATTN_E_IO, "%s: writing failed: %s", path,
-                          strerror(err));
-    }
-    return ATTN_OK;
+    /* through binfile.c: a temporary in the same folder, fsync'ed and
+     * renamed, so a failed write (a full disk) leaves the old file; device
+     * nodes are written in place, never removed */
+    const attn__piece pc[2] = {
+        {head, total}, {arr->data, (size_t)numel * attn_dtype_size(arr->dtype)}};
+    return attn__write_pieces(path, pc, pc[1].n ? 2 : 1);
 }
 
 /* ---- dtype conversion ------------------------------------------------ */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define ATTN_X86 1
 #else
@@ -18,6 +19,13 @@
 /* ---- rows as f32 ----------------------------------------------------- */
 
 #if ATTN_X86
+/* F16C from CPUID leaf 1 (ECX bit 29): clang 14 rejects
+ * __builtin_cpu_supports("f16c"), gcc and clang both have <cpuid.h>. */
+static int cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+
 __attribute__((target("avx,f16c"))) static void f16_rows_f16c(
     const uint16_t *src, int64_t n, float *dst) {
     int64_t i = 0;
@@ -32,7 +40,7 @@ void attn__flash_to_f32(const void *src, attn_dtype dtype, int64_t n,
                         float *dst) {
     if (dtype == ATTN_F16) {
 #if ATTN_X86
-        if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) {
+        if (__builtin_cpu_supports("avx") && cpu_has_f16c()) {
             f16_rows_f16c(src, n, dst);
             return;
         }

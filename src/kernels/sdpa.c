@@ -3,6 +3,7 @@
 #include "internal.h"
 #include "flash.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -117,9 +118,30 @@ attn_status attn__sdpa_check(const attn_tensor *q, const attn_tensor *k,
     if (weights &&
         (st = check_out(weights, "weights", B, H, Lq, Lk, allow_f64)))
         return st;
-    if ((st = attn__check_finite(q, "q")) || (st = attn__check_finite(k, "k")) ||
+    double qmax, kmax;
+    if ((st = attn__check_finite_max(q, "q", &qmax)) ||
+        (st = attn__check_finite_max(k, "k", &kmax)) ||
         (st = attn__check_finite(v, "v")))
         return st;
+    /* Scaled scores must stay finite in the compute type (f32; f64 for the
+     * f64 reference): past it the flash kernel's scores overflow to +inf
+     * and it cannot agree with the reference, which sums in double. The
+     * bound |s| <= scale * Dk * max|q| * max|k| costs nothing extra (the
+     * finiteness pass finds the maxima); half the range leaves room for
+     * the bias and rounding. */
+    {
+        const double sc = opts->scale > 0 ? opts->scale : 1.0 / sqrt((double)Dk);
+        const double bound = sc * (double)Dk * qmax * kmax;
+        const double limit = q->dtype == ATTN_F64 ? DBL_MAX / 2 : FLT_MAX / 2;
+        if (!(bound <= limit))
+            return attn__fail(ATTN_E_NONFINITE,
+                              "scale %g x %lld features x max|q| %g x max|k| "
+                              "%g bounds the scaled scores by %g, beyond "
+                              "the %s range (%g); lower the scale or the "
+                              "inputs' magnitude",
+                              sc, (long long)Dk, qmax, kmax, bound,
+                              q->dtype == ATTN_F64 ? "f64" : "f32", limit);
+    }
     if (dims) {
         dims->B = B;
         dims->H = H;

@@ -7,6 +7,7 @@
 #include "layers.h"
 #include "../io/binfile.h"
 
+#include <limits.h>
 #include <string.h>
 
 #define MAGIC "ATTNPRM"      /* 8 bytes with the NUL */
@@ -15,6 +16,16 @@
 #define HEAD_BYTES (8 + 4 + ATTN_PARAMS_KIND_MAX + 4)
 
 void attn_params_free(void *p) { attn__free(p); }
+
+/* A fixed-size name field: NUL-terminated, zeros after the NUL (as the
+ * writer leaves it), so that a loaded file re-saves to the same bytes. */
+static int name_field_ok(const unsigned char *p, size_t cap) {
+    const unsigned char *nul = memchr(p, 0, cap);
+    if (!nul) return 0;
+    for (const unsigned char *q = nul; q < p + cap; q++)
+        if (*q) return 0;
+    return 1;
+}
 
 attn_status attn_params_save(const char *path, const attn_params_header *hdr,
                              const attn_param_slice *slices, int64_t nslices,
@@ -116,7 +127,8 @@ attn_status attn_params_load(const char *path, attn_params_header *hdr,
     memset(hdr, 0, sizeof *hdr);
     memcpy(hdr->kind, buf + 12, ATTN_PARAMS_KIND_MAX);
     uint32_t clen = attn__get_u32(buf + 12 + ATTN_PARAMS_KIND_MAX);
-    if (hdr->kind[ATTN_PARAMS_KIND_MAX - 1] != 0 || clen > ATTN_PARAMS_MAX_CONFIG) {
+    if (!name_field_ok(buf + 12, ATTN_PARAMS_KIND_MAX) ||
+        clen > ATTN_PARAMS_MAX_CONFIG) {
         st = attn__bad_file(path, "bad kind or config length");
         goto done;
     }
@@ -159,9 +171,16 @@ attn_status attn_params_load(const char *path, attn_params_header *hdr,
         sl->offset = (int64_t)attn__get_u64(buf + pos + ATTN_SLICE_NAME_MAX);
         sl->shape[0] = (int64_t)attn__get_u64(buf + pos + ATTN_SLICE_NAME_MAX + 8);
         sl->shape[1] = (int64_t)attn__get_u64(buf + pos + ATTN_SLICE_NAME_MAX + 16);
-        sl->init = (attn_init_kind)attn__get_u32(buf + pos + ATTN_SLICE_NAME_MAX + 24);
+        const uint32_t init = attn__get_u32(buf + pos + ATTN_SLICE_NAME_MAX + 24);
+        sl->init = (attn_init_kind)init;
         int64_t e;
-        if (sl->name[ATTN_SLICE_NAME_MAX - 1] != 0 || sl->offset < 0 ||
+        if (init > ATTN_INIT_ONE) {
+            st = attn__fail(ATTN_E_FORMAT, "%s: slice %llu has init kind %u "
+                            "(0, 1 or 2 exist)", path, (unsigned long long)s,
+                            init);
+            goto done;
+        }
+        if (!name_field_ok(buf + pos, ATTN_SLICE_NAME_MAX) || sl->offset < 0 ||
             !attn__mul_i64(sl->shape[0], sl->shape[1], &e) || e < 1 ||
             sl->offset > (int64_t)cnt - e) {
             st = attn__bad_file(path, "a slice lies outside the parameter block");
@@ -216,6 +235,20 @@ static attn_status load_typed(const char *path, const char *kind, int ncfg,
     return st;
 }
 
+/* Config values that land in int (or enum) fields must be ints: a cast
+ * would read garbage in the upper half (0x100000001) as a valid 1. */
+static attn_status int_fields(const char *path, const attn_params_header *h,
+                              const int *idx, int n) {
+    for (int i = 0; i < n; i++) {
+        const int64_t v = h->config[idx[i]];
+        if (v < INT_MIN || v > INT_MAX)
+            return attn__fail(ATTN_E_FORMAT, "%s: '%s' config value %d is "
+                              "%lld, outside the range of an int", path,
+                              h->kind, idx[i], (long long)v);
+    }
+    return ATTN_OK;
+}
+
 /* The slices in the file must be the ones the config implies. */
 static attn_status same_slices(const char *path, const attn_param_slice *a,
                                int64_t na, const attn_param_slice *b,
@@ -227,10 +260,14 @@ static attn_status same_slices(const char *path, const attn_param_slice *a,
                           (long long)want);
     for (int64_t i = 0; i < na; i++)
         if (strcmp(a[i].name, b[i].name) != 0 || a[i].offset != b[i].offset ||
-            a[i].shape[0] != b[i].shape[0] || a[i].shape[1] != b[i].shape[1])
-            return attn__fail(ATTN_E_FORMAT, "%s: slice %lld is %.47s, its "
-                              "config implies %.47s", path, (long long)i,
-                              a[i].name, b[i].name);
+            a[i].shape[0] != b[i].shape[0] || a[i].shape[1] != b[i].shape[1] ||
+            a[i].init != b[i].init)
+            return attn__fail(ATTN_E_FORMAT, "%s: slice %lld is %.47s "
+                              "(offset %lld, init %d), its config implies "
+                              "%.47s (offset %lld, init %d)", path,
+                              (long long)i, a[i].name, (long long)a[i].offset,
+                              (int)a[i].init, b[i].name,
+                              (long long)b[i].offset, (int)b[i].init);
     return ATTN_OK;
 }
 
@@ -284,6 +321,12 @@ attn_status attn_additive_load(const char *path, attn_additive_config *cfg,
     float *block;
     attn_status st = load_typed(path, "additive", 6, &h, &sl, &ns, &block, &count);
     if (st) return st;
+    static const int ints[] = {4, 5};
+    if ((st = int_fields(path, &h, ints, (int)(sizeof ints / sizeof ints[0])))) {
+        attn__free(sl);
+        attn__free(block);
+        return st;
+    }
     memset(cfg, 0, sizeof *cfg);
     cfg->query_dim = h.config[0];
     cfg->key_dim = h.config[1];
@@ -315,6 +358,12 @@ attn_status attn_mha_load(const char *path, attn_mha_config *cfg,
     float *block;
     attn_status st = load_typed(path, "mha", 6, &h, &sl, &ns, &block, &count);
     if (st) return st;
+    static const int ints[] = {5};
+    if ((st = int_fields(path, &h, ints, (int)(sizeof ints / sizeof ints[0])))) {
+        attn__free(sl);
+        attn__free(block);
+        return st;
+    }
     memset(cfg, 0, sizeof *cfg);
     cfg->d_model = h.config[0];
     cfg->num_heads = h.config[1];
@@ -355,6 +404,12 @@ attn_status attn_encoder_load(const char *path, attn_encoder_config *cfg,
     float *block;
     attn_status st = load_typed(path, "encoder", 11, &h, &sl, &ns, &block, &count);
     if (st) return st;
+    static const int ints[] = {5, 7, 8, 9};
+    if ((st = int_fields(path, &h, ints, (int)(sizeof ints / sizeof ints[0])))) {
+        attn__free(sl);
+        attn__free(block);
+        return st;
+    }
     memset(cfg, 0, sizeof *cfg);
     cfg->num_layers = h.config[0];
     cfg->d_model = h.config[1];

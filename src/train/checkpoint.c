@@ -6,6 +6,7 @@
 #include "train.h"
 #include "../io/binfile.h"
 
+#include <limits.h>
 #include <string.h>
 
 #define MAGIC "ATTNCKPT"   /* 8 bytes, no NUL */
@@ -25,18 +26,28 @@ static double bitsd(uint64_t u) {
     return d;
 }
 
+/* A word read into an int (or enum) field must be an int: a cast would
+ * load garbage in the upper half (0x700000000) as a valid value. */
+static int fits_int(uint64_t w) {
+    const int64_t v = (int64_t)w;
+    return v >= INT_MIN && v <= INT_MAX;
+}
+
 /* The configuration as words (integers as two's complement, doubles by
- * bit pattern), in the file's order. to_file 1: cfg -> w, 0: w -> cfg. */
-static void fields(attn_train_config *c, uint64_t *w, int to_file) {
+ * bit pattern), in the file's order. to_file 1: cfg -> w, 0: w -> cfg.
+ * Returns the index of the first word that does not fit its int field
+ * (reading), or -1. */
+static int fields(attn_train_config *c, uint64_t *w, int to_file) {
     attn_encoder_config *e = &c->model.enc;
     attn_adamw_config *o = &c->optim;
-    int k = 0;
+    int k = 0, bad = -1;
 #define I64(x) (to_file ? (void)(w[k] = (uint64_t)(int64_t)(x)) \
                         : (void)((x) = (int64_t)w[k])), k++
+#define NOTE_BAD (bad < 0 && !fits_int(w[k]) ? (void)(bad = k) : (void)0)
 #define ENUM(x, T) (to_file ? (void)(w[k] = (uint64_t)(int64_t)(x)) \
-                            : (void)((x) = (T)(int64_t)w[k])), k++
+                            : (NOTE_BAD, (void)((x) = (T)(int64_t)w[k]))), k++
 #define INT(x) (to_file ? (void)(w[k] = (uint64_t)(int64_t)(x)) \
-                        : (void)((x) = (int)(int64_t)w[k])), k++
+                        : (NOTE_BAD, (void)((x) = (int)(int64_t)w[k]))), k++
 #define DBL(x) (to_file ? (void)(w[k] = dbits(x)) : (void)((x) = bitsd(w[k]))), k++
     ENUM(c->task.kind, attn_task_kind);
     I64(c->task.vocab);
@@ -67,11 +78,27 @@ static void fields(attn_train_config *c, uint64_t *w, int to_file) {
     (to_file ? (void)(w[k] = c->seed) : (void)(c->seed = w[k])), k++;
     DBL(c->dropout);
 #undef I64
+#undef NOTE_BAD
 #undef ENUM
 #undef INT
 #undef DBL
     ATTN_ASSERT(k == NFIELDS);
+    return bad;
 }
+
+/* Names of the words, for messages. */
+static const char *const field_name[NFIELDS] = {
+    "task.kind", "task.vocab", "task.min_len", "task.max_len",
+    "num_layers", "d_model", "num_heads", "num_kv_heads", "dim_feedforward",
+    "attention", "additive_dim", "activation", "norm_first", "final_norm",
+    "layer_norm_eps", "lr", "beta1", "beta2", "eps", "weight_decay",
+    "warmup", "decay_steps", "min_lr", "clip_norm", "batch", "steps", "seed",
+    "dropout"};
+
+/* Beyond the parameters (whose size the file's length bounds), the
+ * training buffers a checkpoint's batch, length and vocabulary ask for:
+ * refused above this before anything is allocated. */
+#define MAX_WORK_BYTES ((uint64_t)1 << 30)
 
 attn_status attn_trainer_save(const attn_trainer *t, const char *path) {
     if (!t || !path)
@@ -145,7 +172,46 @@ attn_status attn_trainer_load(const char *path, attn_trainer **out) {
     for (int i = 0; i < NFIELDS; i++, p += 8) w[i] = attn__get_u64(p);
     attn_train_config c;
     memset(&c, 0, sizeof c);
-    fields(&c, w, 0);
+    const int bad = fields(&c, w, 0);
+    if (bad >= 0) {
+        st = attn__fail(ATTN_E_FORMAT, "%s: configuration word %d (%s) is "
+                        "%lld, outside the range of an int", path, bad,
+                        field_name[bad], (long long)(int64_t)w[bad]);
+        goto done;
+    }
+    /* everything the trainer would allocate is checked first: the file's
+     * own length bounds the parameters, MAX_WORK_BYTES the rest */
+    attn_train_config cc = c;
+    size_t ws = 0;
+    if ((st = attn_train_config_check(&cc)) ||
+        (st = attn_model_workspace_size(&cc.model, cc.batch,
+                                        cc.model.max_len, &ws))) {
+        char detail[256];
+        snprintf(detail, sizeof detail, "%s", attn_last_error());
+        st = attn__fail(ATTN_E_FORMAT, "%s: its configuration is invalid: %s",
+                        path, detail);
+        goto done;
+    }
+    const int64_t need = attn_model_param_count(&cc.model);
+    if (need < 1 || (uint64_t)need != count) {
+        st = attn__fail(ATTN_E_FORMAT, "%s: %llu parameters, but its "
+                        "configuration needs %lld", path,
+                        (unsigned long long)count, (long long)need);
+        goto done;
+    }
+    /* logits and their gradient, tokens and targets, the workspace */
+    const double work =
+        4.0 * ((double)ws + 2.0 * (double)cc.batch * (double)cc.model.max_len *
+                                (double)(cc.model.vocab_out + 1));
+    if (work > (double)MAX_WORK_BYTES) {
+        st = attn__fail(ATTN_E_FORMAT, "%s: batch %lld of length %lld over a "
+                        "vocabulary of %lld needs %.0f bytes of training "
+                        "buffers, more than the limit of %llu", path,
+                        (long long)cc.batch, (long long)cc.model.max_len,
+                        (long long)cc.model.vocab_out, work,
+                        (unsigned long long)MAX_WORK_BYTES);
+        goto done;
+    }
     if ((st = attn_trainer_create(&c, &t))) {
         char detail[256];
         snprintf(detail, sizeof detail, "%s", attn_last_error());
@@ -153,12 +219,7 @@ attn_status attn_trainer_load(const char *path, attn_trainer **out) {
                         path, detail);
         goto done;
     }
-    if ((uint64_t)t->n != count) {
-        st = attn__fail(ATTN_E_FORMAT, "%s: %llu parameters, but its "
-                        "configuration needs %lld", path,
-                        (unsigned long long)count, (long long)t->n);
-        goto done;
-    }
+    ATTN_ASSERT((uint64_t)t->n == count);
     const int64_t step = (int64_t)attn__get_u64(p);
     p += 8;
     if (step < 0) {

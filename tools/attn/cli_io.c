@@ -732,7 +732,8 @@ int cli_sdpa_args_bind(const char *cmd, cli_sdpa_args *a, int64_t B,
     if (a->layout.data) {
         const attn_npy *l = &a->layout;
         int64_t bs = m->block_size;
-        int64_t nq = (Lq + bs - 1) / bs, nk = (Lk + bs - 1) / bs;
+        /* ceil without Lq + bs - 1, which overflows for a huge BLOCK */
+        int64_t nq = Lq / bs + (Lq % bs != 0), nk = Lk / bs + (Lk % bs != 0);
         int64_t lh = l->ndim == 3 ? l->shape[0] : 1;
         if ((l->ndim != 2 && l->ndim != 3) || l->shape[l->ndim - 2] != nq ||
             l->shape[l->ndim - 1] != nk || (lh != 1 && lh != H)) {

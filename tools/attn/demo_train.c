@@ -60,7 +60,7 @@ int gallery_reversal(const char *cmd, demo_gallery *g) {
                 for (int i = 0; i < L; i++) s += w[((l * H + h) * L + i) * L + (L - 1 - i)];
                 if (s / L > best) best = s / L, bl = l, bh = h;
             }
-        char lab[2 * L][12];
+        char lab[2 * L][28]; /* "%d→%d" of two ints */
         const char *xl[L], *yl[L];
         printf("(10) reversal model (%lld layers, %lld heads, d_model %lld): %lld "
                "steps in %.1f s, token accuracy %.4f on 1000 fresh sequences;"
@@ -74,8 +74,8 @@ int gallery_reversal(const char *cmd, demo_gallery *g) {
             for (int k = 1; k < 10; k++)
                 if (logits[i * 10 + k] > logits[i * 10 + arg]) arg = k;
             printf(" %d", arg);
-            snprintf(lab[i], 12, "%d", in[i]);
-            snprintf(lab[L + i], 12, "%d\xe2\x86\x92%d", in[i], arg); /* 3→6 */
+            snprintf(lab[i], sizeof lab[i], "%d", in[i]);
+            snprintf(lab[L + i], sizeof lab[L + i], "%d\xe2\x86\x92%d", in[i], arg); /* 3→6 */
             xl[i] = lab[i];
             yl[i] = lab[L + i];
         }
