@@ -127,6 +127,88 @@ ATTN_API attn_status attn_decoder_load(const char *path,
                                        attn_decoder_config *cfg,
                                        float **params);
 
+/* ===================================================================== */
+/* Models: encoder-decoder and decoder-only                              */
+/* ===================================================================== */
+/*
+ * Token embeddings (times sqrt(E)) plus sinusoidal positions feed an
+ * encoder stack (attn.h) and a decoder stack; a linear head (optionally
+ * tied to the target embedding: logits = h E_tgt^T + b) gives one
+ * distribution over target ids per target position.
+ *   ENCDEC:  memory = Encoder(embed_src(src)); h = Decoder(embed_tgt(tgt),
+ *            memory) with the source padding masked in the encoder and in
+ *            the cross-attention.
+ *   DECODER: h = Decoder(embed_tgt(tgt)) without cross-attention (a
+ *            causal language model over one vocabulary).
+ */
+typedef enum {
+    ATTN_MODEL_ENCDEC = 0,
+    ATTN_MODEL_DECODER = 1
+} attn_model_kind;
+
+typedef struct {
+    attn_model_kind kind;
+    attn_encoder_config enc; /* ENCDEC only; enc.d_model == dec.d_model    */
+    attn_decoder_config dec; /* dec.cross must be 1 for ENCDEC, 0 else     */
+    int64_t vocab_src;       /* source ids (ENCDEC)                        */
+    int64_t vocab_tgt;       /* target ids = classes of the head           */
+    int64_t max_src;         /* longest source (positions), ENCDEC         */
+    int64_t max_tgt;         /* longest decoder input                      */
+    int share_embeddings;    /* ENCDEC: one table for both (vocab_src ==
+                                vocab_tgt)                                 */
+    int tie_output;          /* head.w is the target embedding             */
+} attn_transformer_config;
+
+/* Small defaults for the toy tasks: E 64, 4 heads, F 256, 2 + 2 layers,
+ * pre-norm with final norms, dot cross-attention; vocabularies and lengths
+ * 0 (set them, or let the trainer set them from the task). */
+ATTN_API void attn_transformer_config_init(attn_transformer_config *cfg,
+                                           attn_model_kind kind);
+ATTN_API attn_status attn_transformer_check(const attn_transformer_config *cfg);
+ATTN_API const char *attn_model_kind_name(attn_model_kind kind);
+/* Block layout: embed.src (vocab_src, E) if ENCDEC and not shared,
+ * embed.tgt (vocab_tgt, E), the encoder ("enc.") if ENCDEC, the decoder
+ * ("dec."), head.w (vocab_tgt, E) unless tied, head.b (vocab_tgt). */
+ATTN_API int64_t attn_transformer_param_count(const attn_transformer_config *cfg);
+ATTN_API attn_status attn_transformer_param_slices(
+    const attn_transformer_config *cfg, attn_param_slice *slices, int64_t cap,
+    int64_t *count);
+ATTN_API attn_status attn_transformer_init(const attn_transformer_config *cfg,
+                                           float *params, uint64_t seed);
+ATTN_API attn_status attn_transformer_workspace_size(
+    const attn_transformer_config *cfg, int64_t B, int64_t Ls, int64_t Lt,
+    size_t *floats);
+/*
+ * Teacher-forced forward.
+ *   src (B, Ls) int32 ids in [0, vocab_src) and src_lengths [B] in [1, Ls]
+ *   (or NULL: all Ls): ENCDEC only (NULL and Ls ignored for DECODER).
+ *   tgt (B, Lt) int32 decoder inputs in [0, vocab_tgt), Lt <= max_tgt.
+ *   opts: dropout_p, seed, impl, threads (the mask is set here).
+ *   logits (B, Lt, vocab_tgt) overwritten. cross_weights NULL or
+ *   (M, B, Hc, Lt, Ls) as attn_decoder_forward. ws saved for backward.
+ */
+ATTN_API attn_status attn_transformer_forward(
+    const attn_transformer_config *cfg, const float *params, int64_t B,
+    int64_t Ls, const int32_t *src, const int64_t *src_lengths, int64_t Lt,
+    const int32_t *tgt, const attn_layer_opts *opts, float *logits,
+    float *cross_weights, float *ws);
+/* dlogits (B, Lt, vocab_tgt); grads ADDED INTO. Same arguments as the
+ * forward that filled ws. */
+ATTN_API attn_status attn_transformer_backward(
+    const attn_transformer_config *cfg, const float *params, int64_t B,
+    int64_t Ls, const int32_t *src, const int64_t *src_lengths, int64_t Lt,
+    const int32_t *tgt, const attn_layer_opts *opts, const float *dlogits,
+    float *ws, float *grads);
+
+/* Cross-entropy with label smoothing s in [0, 1): the target distribution
+ * is (1 - s) one-hot + s / classes (s = 0 is attn_cross_entropy). Mean over
+ * the rows whose target is not ignore_index; dlogits (or NULL) overwritten;
+ * counted / correct (or NULL) as attn_cross_entropy. */
+ATTN_API attn_status attn_cross_entropy_smoothed(
+    int64_t n, int64_t classes, const float *logits, const int32_t *targets,
+    int32_t ignore_index, double smoothing, double *loss, float *dlogits,
+    int64_t *counted, int64_t *correct);
+
 #ifdef __cplusplus
 }
 #endif
