@@ -209,6 +209,257 @@ ATTN_API attn_status attn_cross_entropy_smoothed(
     int32_t ignore_index, double smoothing, double *loss, float *dlogits,
     int64_t *counted, int64_t *correct);
 
+/* ===================================================================== */
+/* Generation tasks                                                      */
+/* ===================================================================== */
+/*
+ * Seeded generators of string pairs, characters in, characters out:
+ *   date     a date between 1950-01-01 and 2049-12-31 written in one of
+ *            ATTN_DATE_FORMATS human formats ("tue 3 march 2026",
+ *            "03/03/26" (day/month/year), "march 3, 2026", "3.3.2026",
+ *            ...) -> "2026-03-03"; different source and target
+ *            vocabularies and lengths, and a visible alignment.
+ *   reverse  digits (min_len..max_len of them) -> the digits reversed
+ *   sort     digits -> the digits sorted ascending
+ *   add      "123+456" (operands of min_len..max_len digits) -> "579"
+ * Token ids of every vocabulary: ATTN_GEN_PAD, ATTN_GEN_BOS, ATTN_GEN_EOS,
+ * ATTN_GEN_SEP (shown as '=': ends a decoder-only prompt), then the
+ * characters of the side's charset from ATTN_GEN_FIRST on. Encoding
+ * lower-cases ASCII letters.
+ *
+ * An encoder-decoder reads the source ids; its decoder input is BOS y and
+ * its targets y EOS. A decoder-only model reads one sequence over the
+ * joint charset, BOS x SEP y, with targets y EOS after the SEP (the
+ * prompt's positions are ignored): "123+456=" -> "579".
+ */
+typedef enum {
+    ATTN_GEN_DATE = 0,
+    ATTN_GEN_REVERSE = 1,
+    ATTN_GEN_SORT = 2,
+    ATTN_GEN_ADD = 3
+} attn_gen_kind;
+
+#define ATTN_GEN_COUNT 4
+#define ATTN_DATE_FORMATS 12
+#define ATTN_GEN_PAD 0
+#define ATTN_GEN_BOS 1
+#define ATTN_GEN_EOS 2
+#define ATTN_GEN_SEP 3
+#define ATTN_GEN_FIRST 4
+
+/* Sides of a task: source, target, and the joint vocabulary of a
+ * decoder-only model. */
+typedef enum {
+    ATTN_SIDE_SOURCE = 0,
+    ATTN_SIDE_TARGET = 1,
+    ATTN_SIDE_JOINT = 2
+} attn_gen_side;
+
+typedef struct {
+    attn_gen_kind kind;
+    int64_t min_len; /* digits (reverse, sort) or digits per operand (add);
+                        unused by date                                   */
+    int64_t max_len;
+} attn_gen_task;
+
+/* Defaults: reverse and sort 1..10 digits, add 1..3 digits per operand. */
+ATTN_API void attn_gen_task_init(attn_gen_task *task, attn_gen_kind kind);
+/* "date", "reverse", "sort", "add" ("?" if unknown). */
+ATTN_API const char *attn_gen_task_name(attn_gen_kind kind);
+/* ATTN_E_INVALID listing the names if unknown. */
+ATTN_API attn_status attn_gen_task_parse(const char *name, attn_gen_kind *kind);
+ATTN_API attn_status attn_gen_task_check(const attn_gen_task *task);
+/* The characters of a side (NUL-terminated, static), "" if invalid. */
+ATTN_API const char *attn_gen_charset(const attn_gen_task *task,
+                                      attn_gen_side side);
+/* Ids of a side: ATTN_GEN_FIRST + characters (0 if invalid). */
+ATTN_API int64_t attn_gen_vocab(const attn_gen_task *task, attn_gen_side side);
+/* Longest source / target string of the task, in characters. */
+ATTN_API int64_t attn_gen_max_chars(const attn_gen_task *task,
+                                    attn_gen_side side);
+/* One fresh example from rng: src and tgt NUL-terminated strings (cap
+ * bytes each, at least max_chars + 1, else ATTN_E_INVALID). */
+ATTN_API attn_status attn_gen_sample(const attn_gen_task *task, attn_rng *rng,
+                                     char *src, size_t src_cap, char *tgt,
+                                     size_t tgt_cap);
+/* text -> ids[0 .. *n) of a side (no BOS/EOS added). Errors name the
+ * position: ATTN_E_INVALID for a character outside the side's charset
+ * (non-printable bytes escaped), ATTN_E_SHAPE for a text longer than cap
+ * ids. */
+ATTN_API attn_status attn_gen_encode(const attn_gen_task *task,
+                                     attn_gen_side side, const char *text,
+                                     int32_t *ids, int64_t cap, int64_t *n);
+/* ids -> text, stopping at EOS; specials other than SEP ('=') are left
+ * out. Truncates to cap (always NUL-terminated). */
+ATTN_API attn_status attn_gen_decode(const attn_gen_task *task,
+                                     attn_gen_side side, const int32_t *ids,
+                                     int64_t n, char *text, size_t cap);
+/* Sets vocabularies and lengths of a model for the task:
+ * ENCDEC vocab_src/tgt of the source/target side, max_src = the longest
+ * source, max_tgt = the longest target + 1; DECODER vocab_tgt of the joint
+ * side, max_tgt = longest source + longest target + 2. */
+ATTN_API attn_status attn_gen_model_fit(const attn_gen_task *task,
+                                        attn_transformer_config *model);
+/* Lengths of a batch: Ls, the source (ENCDEC) or prompt BOS x SEP
+ * (DECODER) ids, and Lt, the decoder input. */
+ATTN_API attn_status attn_gen_batch_dims(const attn_gen_task *task,
+                                         attn_model_kind kind, int64_t *Ls,
+                                         int64_t *Lt);
+/* B fresh examples as ids: src (B, Ls) padded with PAD and src_lengths
+ * [B]; tgt_in (B, Lt) decoder inputs and targets (B, Lt) with
+ * ATTN_IGNORE_INDEX where nothing is predicted; all overwritten. answers
+ * (B * answer_cap bytes) or NULL: the target strings. */
+ATTN_API attn_status attn_gen_batch(const attn_gen_task *task,
+                                    attn_model_kind kind, attn_rng *rng,
+                                    int64_t B, int32_t *src,
+                                    int64_t *src_lengths, int32_t *tgt_in,
+                                    int32_t *targets, char *answers,
+                                    size_t answer_cap);
+/* Source text -> the model's input ids: the source ids (ENCDEC) or the
+ * prompt BOS x SEP (DECODER; a trailing '=' of text is dropped). Errors of
+ * attn_gen_encode, and ATTN_E_SHAPE naming the model's maximum when the
+ * text is longer. */
+ATTN_API attn_status attn_gen_input(const attn_gen_task *task,
+                                    attn_model_kind kind, const char *text,
+                                    int32_t *ids, int64_t cap, int64_t *n);
+
+/* ===================================================================== */
+/* Training generation models                                            */
+/* ===================================================================== */
+/*
+ * The trainer of attn.h for the models above: fresh teacher-forced batches
+ * of a generation task, label-smoothed cross-entropy, AdamW with warmup
+ * and cosine decay, global-norm clipping. Deterministic: the same seed
+ * gives bitwise the same model on any thread count, and a run resumed from
+ * a checkpoint is bitwise the uninterrupted one.
+ */
+typedef struct {
+    attn_gen_task task;
+    attn_transformer_config model; /* vocabularies and lengths follow the
+                                      task (attn_gen_model_fit)            */
+    attn_adamw_config optim;
+    int64_t batch;
+    int64_t steps;
+    uint64_t seed;
+    double dropout;
+    double label_smoothing;        /* in [0, 1)                            */
+    int threads;                   /* not stored in checkpoints            */
+} attn_gen_train_config;
+
+/* Task defaults and the model and optimizer settings chosen by experiment
+ * (README "Generation"). */
+ATTN_API void attn_gen_train_config_init(attn_gen_train_config *cfg,
+                                         attn_gen_kind task,
+                                         attn_model_kind kind);
+/* Validates; fits the model's vocabularies and lengths to the task. */
+ATTN_API attn_status attn_gen_train_config_check(attn_gen_train_config *cfg);
+
+typedef struct attn_gen_trainer attn_gen_trainer;
+
+ATTN_API attn_status attn_gen_trainer_create(const attn_gen_train_config *cfg,
+                                             attn_gen_trainer **out);
+/* One step (stats as attn_trainer_step; seq_acc is teacher-forced). A
+ * NaN/Inf loss or gradient is ATTN_E_NONFINITE and leaves the model as it
+ * was. */
+ATTN_API attn_status attn_gen_trainer_step(attn_gen_trainer *tr,
+                                           attn_train_stats *stats);
+ATTN_API int64_t attn_gen_trainer_steps_done(const attn_gen_trainer *tr);
+ATTN_API const attn_gen_train_config *attn_gen_trainer_config(
+    const attn_gen_trainer *tr);
+ATTN_API const float *attn_gen_trainer_params(const attn_gen_trainer *tr);
+ATTN_API attn_status attn_gen_trainer_set_threads(attn_gen_trainer *tr,
+                                                  int threads);
+ATTN_API attn_status attn_gen_trainer_set_steps(attn_gen_trainer *tr,
+                                                int64_t steps);
+/* Checkpoints as attn_trainer_save (atomic, CRC32, bitwise resume), magic
+ * "ATTNGENM". Loading another kind of file, an encoder tagger checkpoint
+ * of attn_trainer_save included, is ATTN_E_FORMAT saying what it holds. */
+ATTN_API attn_status attn_gen_trainer_save(const attn_gen_trainer *tr,
+                                           const char *path);
+ATTN_API attn_status attn_gen_trainer_load(const char *path,
+                                           attn_gen_trainer **out);
+ATTN_API void attn_gen_trainer_free(attn_gen_trainer *tr);
+
+/* ===================================================================== */
+/* Generation                                                            */
+/* ===================================================================== */
+/*
+ * Autoregressive decoding with a per-layer key/value cache: each step
+ * feeds one token per sequence, the self-attention cache of every layer
+ * grows by one position, and the cross-attention keys and values of the
+ * memory are computed once (ENCDEC). A DECODER model is fed its prompt
+ * (BOS x SEP) one token per step through the same cache, then continues.
+ * Greedy decoding (argmax, first maximum), sampling (temperature, top-k,
+ * top-p, from a seed: each sequence b draws from its own stream, so the
+ * result depends on neither the batch nor the thread count), or beam
+ * search (width K, length penalty; the caches are reordered by parent
+ * beam after each step; K = 1 is greedy). A sequence stops at eos_id or
+ * after max_len tokens. Sources of different lengths share a batch
+ * (their padding is masked in the encoder and the cross-attention).
+ */
+typedef struct {
+    int64_t max_len;       /* most tokens per sequence, EOS not counted;
+                              0 or more than the model allows: as many as
+                              its max_tgt allows                          */
+    int64_t beam;          /* 1: greedy or sampling; > 1: beam width       */
+    double length_penalty; /* beam: score = log p / ((5 + n) / 6)^alpha,
+                              n tokens with EOS (GNMT); 0: plain sum      */
+    int sample;            /* 1: sample (needs beam 1)                    */
+    double temperature;    /* > 0 (default 1)                             */
+    int64_t top_k;         /* keep the k most likely ids; 0: all          */
+    double top_p;          /* keep the fewest most likely ids whose mass
+                              reaches top_p, in (0, 1]; 1: all            */
+    uint64_t seed;         /* sampling                                    */
+    int threads;           /* kernels (0: default); results do not depend */
+    int recompute;         /* 1: no cache: every step runs the decoder over
+                              the whole prefix (the reference of the tests
+                              and the benchmark's baseline)               */
+    int32_t bos_id, eos_id;/* defaults ATTN_GEN_BOS, ATTN_GEN_EOS         */
+    /* NULL, or (B, max_len, vocab_tgt) f32: the logits each step of the
+     * chosen path decided on (greedy and sampling only); rows past a
+     * sequence's end are not written. */
+    float *step_logits;
+} attn_generate_opts;
+
+/* Greedy, max_len 0, beam 1, length_penalty 0, temperature 1, top_k 0,
+ * top_p 1, seed 0, threads 0, cache on, BOS / EOS of the tasks. */
+ATTN_API void attn_generate_opts_init(attn_generate_opts *opts);
+
+/*
+ *   src (B, Ls) int32: source ids (ENCDEC) or prompts ending in SEP
+ *   (DECODER), left-aligned, padded; src_lengths [B] in [1, Ls] (NULL:
+ *   all Ls). A source longer than max_src, or a prompt that leaves no
+ *   room to generate within max_tgt, is ATTN_E_SHAPE naming the maximum.
+ *   out (B, out_cap) int32 generated ids without EOS (out_cap >= the
+ *   effective max_len, else ATTN_E_SHAPE), out_lengths [B] their counts,
+ *   scores [B] or NULL: the sum of the model's log-probabilities of the
+ *   tokens and of EOS if reached (beam: divided by the length penalty).
+ *   All overwritten.
+ */
+ATTN_API attn_status attn_generate(const attn_transformer_config *cfg,
+                                   const float *params, int64_t B, int64_t Ls,
+                                   const int32_t *src,
+                                   const int64_t *src_lengths,
+                                   const attn_generate_opts *opts,
+                                   int32_t *out, int64_t out_cap,
+                                   int64_t *out_lengths, double *scores);
+
+/* Exact-match accuracy of a trained model on count fresh examples of the
+ * task drawn from seed (a stream distinct from training's), generated
+ * with opts (NULL: greedy). */
+typedef struct {
+    int64_t sequences, exact;
+    double exact_match;     /* exact / sequences                          */
+    double chars_correct;   /* fraction of target characters right        */
+} attn_gen_eval_result;
+
+ATTN_API attn_status attn_gen_evaluate(const attn_transformer_config *cfg,
+                                       const float *params,
+                                       const attn_gen_task *task,
+                                       int64_t count, uint64_t seed,
+                                       const attn_generate_opts *opts,
+                                       attn_gen_eval_result *res);
+
 #ifdef __cplusplus
 }
 #endif

@@ -96,9 +96,12 @@ attn_status attn_transformer_check(const attn_transformer_config *c) {
 
 /* Offsets of the parts of the block (src == tgt when shared; head_w ==
  * tgt when tied); total 0 on overflow. */
-typedef struct {
-    int64_t src, tgt, enc, dec, head_w, head_b, total;
-} tlayout;
+typedef attn__tlayout tlayout;
+static tlayout layout(const attn_transformer_config *c);
+
+attn__tlayout attn__transformer_layout(const attn_transformer_config *c) {
+    return layout(c);
+}
 
 static tlayout layout(const attn_transformer_config *c) {
     tlayout m;
@@ -277,15 +280,22 @@ static attn_status check_call(const attn_transformer_config *c,
     return ws_layout(c, B, Ls, Lt, ws, w, &floats);
 }
 
-/* x (B L E) = table[ids] * sqrt(E) + pe[position]. */
-static void embed(const float *table, const int32_t *ids, int64_t B, int64_t L,
-                  int64_t E, const float *pe, float *x) {
+void attn__embed_rows(const float *table, const int32_t *ids, int64_t n,
+                      int64_t L, int64_t E, const float *pe,
+                      const int64_t *positions, float *x) {
     const float scale = (float)sqrt((double)E);
-    for (int64_t r = 0; r < B * L; r++) {
-        const float *e = table + (int64_t)ids[r] * E, *p = pe + (r % L) * E;
+    for (int64_t r = 0; r < n; r++) {
+        const int64_t at = positions ? positions[r] : r % L;
+        const float *e = table + (int64_t)ids[r] * E, *p = pe + at * E;
         float *y = x + r * E;
         for (int64_t k = 0; k < E; k++) y[k] = e[k] * scale + p[k];
     }
+}
+
+/* x (B L E) = table[ids] * sqrt(E) + pe[position]. */
+static void embed(const float *table, const int32_t *ids, int64_t B, int64_t L,
+                  int64_t E, const float *pe, float *x) {
+    attn__embed_rows(table, ids, B * L, L, E, pe, NULL, x);
 }
 
 /* Rows in order: repeated tokens always add in the same sequence. */

@@ -1,0 +1,47 @@
+/* Internal: the decoding state of generation (src/train/generate.c) used
+ * by the search loops (src/train/search.c). Not installed. */
+#ifndef ATTN_GEN_H
+#define ATTN_GEN_H
+
+#include "train.h"
+
+/* Attention over the history of one self-attention layer: the one seam
+ * between generation and its key/value cache. Rows (sequences or beams)
+ * all hold len positions; keys and values are f32 (R, cap, KV). */
+typedef struct {
+    float *k, *v;
+    int64_t R, cap, KV, len;
+} attn__hist;
+
+typedef struct {
+    const attn_transformer_config *c;
+    const float *params;
+    attn__tlayout m;
+    int64_t R, E, H, Hkv, hd, KV, F, V, Ls, cap, M;
+    int threads, recompute;
+    attn__hist *self;   /* [M]                                        */
+    float *ck, *cv;     /* cross keys / values (M, R, Ls, KV), dot     */
+    float *mem;         /* (R, Ls, E) the memory of each row           */
+    int64_t *klen;      /* [R] memory lengths                          */
+    float *add_ws;      /* additive cross-attention, (R, 1, Ls)        */
+    float *x, *y, *q, *kk, *vv, *ctx, *a, *h, *pe, *logits;
+    int32_t *toks;      /* (R, cap) tokens fed so far (recompute)      */
+    int64_t t;          /* steps done                                  */
+    float *xt, *ht, *dws, *scratch;
+} attn__gen;
+
+/* Builds the state for R = B * K rows (row b * K + k reads source b),
+ * runs the encoder once (ENCDEC) and computes the cross keys and values.
+ * cap: the most steps. */
+attn_status attn__gen_create(const attn_transformer_config *c,
+                             const float *params, int64_t B, int64_t K,
+                             int64_t Ls, const int32_t *src,
+                             const int64_t *src_lengths, int64_t cap,
+                             int threads, int recompute, attn__gen **out);
+void attn__gen_free(attn__gen *g);
+/* One step: tok [R] at position g->t of every row -> g->logits (R, V). */
+attn_status attn__gen_step(attn__gen *g, const int32_t *tok);
+/* Beam search: row r becomes old row parent[r] (caches and history). */
+attn_status attn__gen_reorder(attn__gen *g, const int64_t *parent);
+
+#endif
