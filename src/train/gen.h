@@ -44,4 +44,13 @@ attn_status attn__gen_step(attn__gen *g, const int32_t *tok);
 /* Beam search: row r becomes old row parent[r] (caches and history). */
 attn_status attn__gen_reorder(attn__gen *g, const int64_t *parent);
 
+/* attn_generate; force_beam 1 runs beam search even for width 1 (the
+ * tests compare it with greedy). */
+attn_status attn__generate(const attn_transformer_config *cfg,
+                           const float *params, int64_t B, int64_t Ls,
+                           const int32_t *src, const int64_t *src_lengths,
+                           const attn_generate_opts *opts, int32_t *out,
+                           int64_t out_cap, int64_t *out_lengths,
+                           double *scores, int force_beam);
+
 #endif

@@ -373,6 +373,16 @@ attn_status attn_generate(const attn_transformer_config *cfg,
                           const attn_generate_opts *opts, int32_t *out,
                           int64_t out_cap, int64_t *out_lengths,
                           double *scores) {
+    return attn__generate(cfg, params, B, Ls, src, src_lengths, opts, out,
+                          out_cap, out_lengths, scores, 0);
+}
+
+attn_status attn__generate(const attn_transformer_config *cfg,
+                           const float *params, int64_t B, int64_t Ls,
+                           const int32_t *src, const int64_t *src_lengths,
+                           const attn_generate_opts *opts, int32_t *out,
+                           int64_t out_cap, int64_t *out_lengths,
+                           double *scores, int force_beam) {
     attn_status st = attn_transformer_check(cfg);
     if (st) return st;
     if (!params || !src || !opts || !out || !out_lengths)
@@ -441,7 +451,7 @@ attn_status attn_generate(const attn_transformer_config *cfg,
             f.plen = plen;
         }
         if (!st)
-            st = opts->beam > 1
+            st = opts->beam > 1 || (force_beam && !opts->sample)
                      ? beam_search(g, &f, B, first, maxfirst + maxn, maxn, opts,
                                    out, out_cap, out_lengths, scores)
                      : greedy(g, &f, B, first, maxfirst + maxn, maxn, opts, out,
