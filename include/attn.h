@@ -101,14 +101,17 @@ typedef enum {
     ATTN_F64 = 3,  /* reference paths and gradient checks          */
     ATTN_U8 = 4,   /* boolean masks: nonzero = true                */
     ATTN_I32 = 5,
-    ATTN_I64 = 6
+    ATTN_I64 = 6,
+    ATTN_Q8 = 7    /* KV cache storage only: 8-bit blocks with a scale
+                      (attn_cache.h); no tensor view has this dtype     */
 } attn_dtype;
 
-#define ATTN_DTYPE_COUNT 7
+#define ATTN_DTYPE_COUNT 8
 
-/* Bytes per element (0 for an unknown dtype). */
+/* Bytes per element (0 for an unknown dtype, and for ATTN_Q8, a block
+ * format: tensor checks refuse views of it). */
 size_t attn_dtype_size(attn_dtype dtype);
-/* "f32", "f16", "bf16", "f64", "u8", "i32", "i64" ("?" if unknown). */
+/* "f32", "f16", "bf16", "f64", "u8", "i32", "i64", "q8" ("?" if unknown). */
 const char *attn_dtype_name(attn_dtype dtype);
 
 /* Scalar conversions. f32 -> f16/bf16 round to nearest even; NaN stays NaN

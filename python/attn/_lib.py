@@ -71,7 +71,7 @@ class AttnError(ValueError):
 # --------------------------------------------------------------------------
 # Element types (attn_dtype)
 
-ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_F64, ATTN_U8, ATTN_I32, ATTN_I64 = range(7)
+ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_F64, ATTN_U8, ATTN_I32, ATTN_I64, ATTN_Q8 = range(8)
 
 # NumPy storage dtype of each attn dtype (bf16 is stored as uint16 bits).
 NP_STORAGE = {

@@ -13,6 +13,7 @@ size_t attn_dtype_size(attn_dtype dtype) {
     case ATTN_U8: return 1;
     case ATTN_I32: return 4;
     case ATTN_I64: return 8;
+    case ATTN_Q8: return 0; /* a block format (attn_cache.h), not elements */
     }
     return 0;
 }
@@ -26,6 +27,7 @@ const char *attn_dtype_name(attn_dtype dtype) {
     case ATTN_U8: return "u8";
     case ATTN_I32: return "i32";
     case ATTN_I64: return "i64";
+    case ATTN_Q8: return "q8";
     }
     return "?";
 }
@@ -103,6 +105,7 @@ double attn__load_one(const void *src, attn_dtype d, size_t i) {
     case ATTN_U8: return ((const uint8_t *)src)[i];
     case ATTN_I32: return ((const int32_t *)src)[i];
     case ATTN_I64: return (double)((const int64_t *)src)[i];
+    case ATTN_Q8: break; /* no element view of a block format */
     }
     return 0.0;
 }

@@ -388,6 +388,7 @@ static const char *dtype_descr(attn_dtype dt) {
     case ATTN_I64: return "<i8";
     case ATTN_U8: return "|u1";
     case ATTN_BF16: return NULL; /* NumPy has no bfloat16 */
+    case ATTN_Q8: return NULL;   /* a KV cache format, not an array */
     }
     return NULL;
 }

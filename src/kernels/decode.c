@@ -1,0 +1,416 @@
+/* Attention of new queries over a KV cache (attn_sdpa_cached): argument
+ * checks, the double reference over the stored values, and the split-key
+ * kernel.
+ *
+ * The kernel's unit of work is (batch entry b, KV head hk, key chunk c):
+ * the G = H / Hkv query heads of hk and all Lq queries (R = G Lq rows)
+ * against keys [c CHUNK, (c + 1) CHUNK), so each K/V row is read from
+ * memory once per step. A unit yields, per row, the chunk's max m, sum l
+ * and unnormalized output O; the partials of (b, hk) are folded in chunk
+ * order, so the result does not depend on how units were spread over
+ * threads. CHUNK is fixed, and the units run in rounds of a size set by
+ * the shapes (it bounds the partials' memory), so the fold is the same
+ * sequence of operations on any thread count. */
+#include "attn_cache.h"
+#include "decode.h"
+#include "flash.h"
+#include "kv_cache.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+/* Keys per chunk: 256 rows of K and V (256 KB of f32 at D = 128) stay in
+ * L2 while the unit works on them. */
+#define CHUNK 256
+/* Floats of partial results a round may hold (32 MB). */
+#define ROUND_FLOATS ((int64_t)8 << 20)
+
+typedef struct {
+    int64_t B, H, Hkv, G, Lq, D, Dv;
+    double scale;
+} dims_t;
+
+/* ---- checks ------------------------------------------------------------- */
+
+static attn_status check_args(const attn_tensor *q, const attn_kv_cache *c,
+                              const attn_sdpa_opts *o, const attn_tensor *out,
+                              dims_t *dm) {
+    if (!q || !c || !o || !out)
+        return attn__fail(ATTN_E_INVALID, "%s is NULL",
+                          !q ? "q" : !c ? "cache" : !o ? "opts" : "out");
+    attn_status st;
+    if ((st = attn_tensor_check(q, "q")) || (st = attn_tensor_check(out, "out")))
+        return st;
+    if (q->dtype != ATTN_F32 && q->dtype != ATTN_F16 && q->dtype != ATTN_BF16)
+        return attn__fail(ATTN_E_DTYPE, "q has dtype %s; f32, f16 or bf16 is "
+                          "needed", attn_dtype_name(q->dtype));
+    if (out->dtype != ATTN_F32)
+        return attn__fail(ATTN_E_DTYPE, "out must be f32, not %s",
+                          attn_dtype_name(out->dtype));
+    const attn_kv_cache_config *cc = &c->cfg;
+    int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], D = q->shape[3];
+    if (B != cc->batch)
+        return attn__fail(ATTN_E_SHAPE, "q has batch %lld but the cache has "
+                          "%lld entries", (long long)B, (long long)cc->batch);
+    if (D != cc->head_dim)
+        return attn__fail(ATTN_E_SHAPE, "q has %lld features but the cache's "
+                          "keys have %lld", (long long)D, (long long)cc->head_dim);
+    if (H % cc->kv_heads != 0)
+        return attn__fail(ATTN_E_SHAPE, "q has %lld heads, not a multiple of "
+                          "the cache's %lld KV heads", (long long)H,
+                          (long long)cc->kv_heads);
+    const int64_t want[4] = {B, H, Lq, cc->value_dim};
+    for (int a = 0; a < 4; a++)
+        if (out->shape[a] != want[a])
+            return attn__fail(ATTN_E_SHAPE, "out has shape (%lld, %lld, %lld, "
+                              "%lld) but (%lld, %lld, %lld, %lld) is needed",
+                              (long long)out->shape[0], (long long)out->shape[1],
+                              (long long)out->shape[2], (long long)out->shape[3],
+                              (long long)B, (long long)H, (long long)Lq,
+                              (long long)cc->value_dim);
+    for (int a = 0; a < 4; a++) {
+        if (q->stride[a] == 0 && q->shape[a] > 1)
+            return attn__fail(ATTN_E_SHAPE, "q may not broadcast (stride 0 on "
+                              "axis %d)", a);
+        if (out->stride[a] == 0 && out->shape[a] > 1)
+            return attn__fail(ATTN_E_SHAPE, "out has stride 0 on axis %d: an "
+                              "output cannot broadcast", a);
+    }
+    if (isnan(o->scale) || o->scale < 0 || isinf(o->scale))
+        return attn__fail(ATTN_E_INVALID, "scale is %g; it must be positive "
+                          "(or 0 for 1/sqrt(D))", o->scale);
+    if (o->threads < 0)
+        return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", o->threads);
+    if (o->impl != ATTN_IMPL_AUTO && o->impl != ATTN_IMPL_REF &&
+        o->impl != ATTN_IMPL_FLASH)
+        return attn__fail(ATTN_E_INVALID, "impl is %d: not a kernel",
+                          (int)o->impl);
+    const attn_mask *m = &o->mask;
+    const char *no = o->dropout_p != 0.0 ? "dropout"
+                     : m->key_lengths    ? "mask.key_lengths (the cache's "
+                                           "lengths are the key lengths)"
+                     : m->keep           ? "a keep mask"
+                     : m->bias           ? "a bias"
+                     : m->block_size     ? "a block-sparse layout"
+                     : m->random_block   ? "random blocks"
+                                         : NULL;
+    if (no)
+        return attn__fail(ATTN_E_UNSUPPORTED, "attention over a KV cache "
+                          "takes causal, window and query lengths only, not "
+                          "%s", no);
+    attn_mask mk = *m;
+    mk.key_lengths = c->len;
+    if ((st = attn_mask_check(&mk, B, H, Lq, cc->capacity))) return st;
+    if ((st = attn__check_finite(q, "q"))) return st;
+    dm->B = B;
+    dm->H = H;
+    dm->Hkv = cc->kv_heads;
+    dm->G = H / cc->kv_heads;
+    dm->Lq = Lq;
+    dm->D = D;
+    dm->Dv = cc->value_dim;
+    dm->scale = o->scale > 0 ? o->scale : 1.0 / sqrt((double)D);
+    return ATTN_OK;
+}
+
+/* Keys [*lo, *hi) that query i of an entry with effective lengths lq, lk
+ * sees: attn_mask_visible's rule for the parts a cache takes (padding,
+ * causal, window), which always leave an interval. Empty: *lo == *hi. */
+static void row_range(const attn_mask *m, int64_t i, int64_t lq, int64_t lk,
+                      int64_t *lo, int64_t *hi) {
+    int64_t a = 0, e = lk;
+    if (i >= lq) e = 0;
+    int64_t c = i + (m->align == ATTN_ALIGN_BOTTOM_RIGHT ? lk - lq : 0);
+    if (m->causal && c + 1 < e) e = c + 1;
+    if (m->window_right >= 0 && c + m->window_right + 1 < e)
+        e = c + m->window_right + 1;
+    if (m->window_left >= 0 && c - m->window_left > a) a = c - m->window_left;
+    if (e < a) e = a;
+    *lo = a;
+    *hi = e;
+}
+
+static int64_t qlen(const attn_mask *m, int64_t b, int64_t Lq) {
+    return m->query_lengths ? m->query_lengths[b] : Lq;
+}
+
+static void finish_row(float *orow, int64_t ostride, int64_t Dv, double mx,
+                       double sum, const double *acc, float *lse_out) {
+    for (int64_t d = 0; d < Dv; d++)
+        orow[d * ostride] = mx > -INFINITY ? (float)(acc[d] / sum) : 0.0f;
+    if (lse_out) *lse_out = mx > -INFINITY ? (float)(mx + log(sum)) : -INFINITY;
+}
+
+/* ---- the reference ------------------------------------------------------- */
+
+/* Materialized scores in double over the stored (dequantized) values, one
+ * (b, hk) at a time; plain loops, parallel over (b, hk) only. */
+static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
+                               const attn_sdpa_opts *o, const dims_t *dm,
+                               attn_tensor *out, float *lse) {
+    const attn_mask *m = &o->mask;
+    const int64_t Lq = dm->Lq, D = dm->D, Dv = dm->Dv, G = dm->G;
+    const int64_t cap = c->cfg.capacity, R = G * Lq;
+    const int64_t units = dm->B * dm->Hkv;
+    int nt = attn__flash_team_size(o, units);
+    size_t per = (size_t)(R * cap + D + Dv + 2 * (D > Dv ? D : Dv));
+    double *buf = attn__alloc((size_t)nt * per, sizeof(double), "reference scores");
+    if (!buf) return ATTN_E_NOMEM;
+#pragma omp parallel for num_threads(nt) schedule(dynamic)
+    for (int64_t u = 0; u < units; u++) {
+        double *s = buf + (size_t)omp_get_thread_num() * per;
+        double *qd = s + R * cap, *acc = qd + D;
+        float *row = (float *)(acc + Dv);
+        const int64_t b = u / dm->Hkv, hk = u % dm->Hkv, lk = c->len[b];
+        const int64_t lq = qlen(m, b, Lq);
+        for (int64_t r = 0; r < R; r++) {
+            const int64_t h = hk * G + r / Lq, i = r % Lq;
+            int64_t lo, hi;
+            row_range(m, i, lq, lk, &lo, &hi);
+            for (int64_t d = 0; d < D; d++) qd[d] = attn_tensor_get(q, b, h, i, d);
+            double *sr = s + r * cap, mx = -INFINITY, sum = 0.0;
+            for (int64_t j = lo; j < hi; j++) {
+                attn__kv_row_to_f32(c->cfg.dtype, attn__kv_krow(c, b, hk, j),
+                                    attn__kv_kscale(c, b, hk, j), D, row);
+                double a = 0.0;
+                for (int64_t d = 0; d < D; d++) a += qd[d] * row[d];
+                sr[j] = dm->scale * a;
+                if (sr[j] > mx) mx = sr[j];
+            }
+            for (int64_t j = lo; j < hi; j++) sum += exp(sr[j] - mx);
+            memset(acc, 0, (size_t)Dv * sizeof(double));
+            for (int64_t j = lo; j < hi; j++) {
+                attn__kv_row_to_f32(c->cfg.dtype, attn__kv_vrow(c, b, hk, j),
+                                    attn__kv_vscale(c, b, hk, j), Dv, row);
+                double w = exp(sr[j] - mx);
+                for (int64_t d = 0; d < Dv; d++) acc[d] += w * row[d];
+            }
+            float *orow = (float *)out->data + attn__off(out, b, h, i, 0);
+            finish_row(orow, out->stride[3], Dv, mx, sum, acc,
+                       lse ? lse + (b * dm->H + h) * Lq + i : NULL);
+        }
+    }
+    attn__free(buf);
+    return ATTN_OK;
+}
+
+/* ---- the kernel ----------------------------------------------------------- */
+
+/* A unit of work and where its partial goes within a round. */
+typedef struct {
+    int64_t b, hk, c;
+} unit_t;
+
+typedef struct {
+    const attn_kv_cache *c;
+    const attn_mask *m;
+    const dims_t *dm;
+    const attn__decode_ops *ops;
+    const attn__vec_ops *vec;
+    const float *qf;   /* (B, H, Lq, D) f32, contiguous */
+    const int64_t *lo, *hi; /* [B * Lq] visible key range of each query */
+} ctx_t;
+
+/* Partial of one unit: R rows of O (Dv each), then R maxima, R sums. */
+static void run_unit(const ctx_t *x, const unit_t *u, float *part, float *s) {
+    const dims_t *dm = x->dm;
+    const int64_t Lq = dm->Lq, G = dm->G, R = G * Lq, Dv = dm->Dv;
+    const int64_t b = u->b, hk = u->hk;
+    const int64_t j0 = u->c * CHUNK;
+    const int64_t lk = x->c->len[b];
+    const int64_t j1 = j0 + CHUNK < lk ? j0 + CHUNK : lk;
+    float *mo = part + R * Dv, *lo_ = mo + R;
+    const int64_t *lo = x->lo + b * Lq, *hi = x->hi + b * Lq;
+    /* the queries seeing this chunk: lo and hi grow with i, so they form
+     * one run [ia, ib) */
+    int64_t ia = 0, ib = Lq, kmin = j1, kmax = j0;
+    while (ia < Lq && !(hi[ia] > j0 && lo[ia] < j1 && lo[ia] < hi[ia])) ia++;
+    ib = ia;
+    while (ib < Lq && hi[ib] > j0 && lo[ib] < j1 && lo[ib] < hi[ib]) ib++;
+    for (int64_t r = 0; r < R; r++) mo[r] = -INFINITY;
+    if (ia == ib) return;
+    for (int64_t i = ia; i < ib; i++) {
+        if (lo[i] < kmin) kmin = lo[i];
+        if (hi[i] > kmax) kmax = hi[i];
+    }
+    if (kmin < j0) kmin = j0;
+    if (kmax > j1) kmax = j1;
+    const int64_t nk = kmax - kmin, ni = ib - ia;
+    const attn_kv_cache *c = x->c;
+    const unsigned char *krow = attn__kv_krow(c, b, hk, kmin);
+    const unsigned char *vrow = attn__kv_vrow(c, b, hk, kmin);
+    const float *ks = attn__kv_kscale(c, b, hk, kmin);
+    const float *vs = attn__kv_vscale(c, b, hk, kmin);
+    const float *q0 = x->qf + (b * dm->H + hk * G) * Lq * dm->D;
+    /* rows (g, i) are r = g Lq + i: one run over all heads when every query
+     * is active (always so in decode), else one run per head */
+    const int64_t runs = ni == Lq ? 1 : G, rlen = ni == Lq ? R : ni;
+    for (int64_t g = 0; g < runs; g++) {
+        int64_t r0 = g * Lq + ia;
+        x->ops->dot(q0 + r0 * dm->D, rlen, dm->D, krow, c->row_k, ks, c->nb_k,
+                    nk, dm->D, s + r0 * CHUNK, CHUNK);
+    }
+    const float scale = (float)dm->scale;
+    for (int64_t g = 0; g < G; g++)
+        for (int64_t i = ia; i < ib; i++) {
+            const int64_t r = g * Lq + i;
+            float *sr = s + r * CHUNK;
+            int64_t a = lo[i] > kmin ? lo[i] - kmin : 0;
+            int64_t e = (hi[i] < kmax ? hi[i] : kmax) - kmin;
+            for (int64_t j = 0; j < nk; j++)
+                sr[j] = j >= a && j < e ? sr[j] * scale : -INFINITY;
+            float mx = a < e ? x->vec->max(sr + a, e - a) : -INFINITY;
+            if (mx == -INFINITY) {
+                for (int64_t j = 0; j < nk; j++) sr[j] = 0.0f;
+                lo_[r] = 0.0f;
+                continue;
+            }
+            mo[r] = mx;
+            lo_[r] = x->vec->exp_sub_sum(sr, nk, mx);
+        }
+    memset(part, 0, (size_t)(R * Dv) * sizeof(float));
+    for (int64_t g = 0; g < runs; g++) {
+        int64_t r0 = g * Lq + ia;
+        x->ops->acc(s + r0 * CHUNK, rlen, CHUNK, vrow, c->row_v, vs, c->nb_v,
+                    nk, Dv, part + r0 * Dv, Dv);
+    }
+}
+
+/* acc (m, l, O) of one row ⊕= a partial row. */
+static void merge_row(float *am, float *al, float *ao, float pm, float pl,
+                      const float *po, int64_t Dv) {
+    if (pm == -INFINITY) return;
+    if (*am == -INFINITY) {
+        *am = pm;
+        *al = pl;
+        memcpy(ao, po, (size_t)Dv * sizeof(float));
+        return;
+    }
+    float mx = pm > *am ? pm : *am;
+    float ea = expf(*am - mx), ep = expf(pm - mx);
+    *am = mx;
+    *al = *al * ea + pl * ep;
+    for (int64_t d = 0; d < Dv; d++) ao[d] = ao[d] * ea + po[d] * ep;
+}
+
+static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
+                                  const attn_sdpa_opts *o, const dims_t *dm,
+                                  attn_tensor *out, float *lse) {
+    const attn_mask *m = &o->mask;
+    const int64_t B = dm->B, H = dm->H, Hkv = dm->Hkv, Lq = dm->Lq;
+    const int64_t D = dm->D, Dv = dm->Dv, R = dm->G * Lq;
+    const int64_t rows = B * H * Lq;
+    /* units: every (b, hk) and the chunks its queries can see */
+    int64_t nunits = 0;
+    int64_t *range = attn__alloc((size_t)(2 * B * Lq + 2 * B), sizeof(int64_t),
+                                 "query ranges");
+    if (!range) return ATTN_E_NOMEM;
+    int64_t *lo = range, *hi = range + B * Lq, *c0 = hi + B * Lq, *c1 = c0 + B;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t ulo = INT64_MAX, uhi = 0;
+        for (int64_t i = 0; i < Lq; i++) {
+            row_range(m, i, qlen(m, b, Lq), c->len[b], &lo[b * Lq + i],
+                      &hi[b * Lq + i]);
+            if (lo[b * Lq + i] < hi[b * Lq + i]) {
+                if (lo[b * Lq + i] < ulo) ulo = lo[b * Lq + i];
+                if (hi[b * Lq + i] > uhi) uhi = hi[b * Lq + i];
+            }
+        }
+        c0[b] = ulo < uhi ? ulo / CHUNK : 0;
+        c1[b] = ulo < uhi ? (uhi - 1) / CHUNK + 1 : 0;
+        nunits += Hkv * (c1[b] - c0[b]);
+    }
+    const int64_t pfl = R * (Dv + 2); /* floats of one partial */
+    int64_t per_round = ROUND_FLOATS / pfl;
+    if (per_round < 1) per_round = 1;
+    if (per_round > nunits) per_round = nunits > 0 ? nunits : 1;
+    const int nt = attn__flash_team_size(o, per_round);
+    float *qf = attn__alloc((size_t)(rows * D), sizeof(float), "q as f32");
+    float *acc = attn__alloc((size_t)(rows * (Dv + 2)), sizeof(float), "accumulators");
+    float *part = attn__alloc((size_t)(per_round * pfl), sizeof(float), "partials");
+    float *sbuf = attn__alloc((size_t)nt * (size_t)(R * CHUNK), sizeof(float), "scores");
+    unit_t *units = attn__alloc((size_t)(nunits > 0 ? nunits : 1), sizeof(unit_t), "units");
+    attn_status st = ATTN_OK;
+    if (!qf || !acc || !part || !sbuf || !units) {
+        st = ATTN_E_NOMEM;
+        goto done;
+    }
+    for (int64_t b = 0, r = 0; b < B; b++)
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t i = 0; i < Lq; i++, r++) {
+                if (q->stride[3] == 1)
+                    attn__load_f32(attn__elem_ptr(q, attn__off(q, b, h, i, 0)),
+                                   q->dtype, D, qf + r * D);
+                else
+                    for (int64_t d = 0; d < D; d++)
+                        qf[r * D + d] = (float)attn_tensor_get(q, b, h, i, d);
+            }
+    float *am = acc + rows * Dv, *al = am + rows;
+    memset(acc, 0, (size_t)(rows * Dv) * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) {
+        am[r] = -INFINITY;
+        al[r] = 0.0f;
+    }
+    /* units in (b, hk, chunk) order: the fold below follows it */
+    for (int64_t b = 0, n = 0; b < B; b++)
+        for (int64_t hk = 0; hk < Hkv; hk++)
+            for (int64_t ch = c0[b]; ch < c1[b]; ch++, n++) {
+                units[n].b = b;
+                units[n].hk = hk;
+                units[n].c = ch;
+            }
+    ctx_t x = {c, m, dm, attn__decode_ops_get(c->cfg.dtype, attn__vec_best()),
+               attn__vec_get(), qf, lo, hi};
+    for (int64_t u0 = 0; u0 < nunits; u0 += per_round) {
+        const int64_t nu = nunits - u0 < per_round ? nunits - u0 : per_round;
+#pragma omp parallel for num_threads(nt) schedule(dynamic)
+        for (int64_t u = 0; u < nu; u++)
+            run_unit(&x, &units[u0 + u], part + u * pfl,
+                     sbuf + (size_t)omp_get_thread_num() * (size_t)(R * CHUNK));
+        /* fold each row's partials in unit (= chunk) order */
+#pragma omp parallel for num_threads(nt) schedule(static)
+        for (int64_t u = 0; u < nu; u++) {
+            const unit_t *un = &units[u0 + u];
+            if (u > 0 && units[u0 + u - 1].b == un->b &&
+                units[u0 + u - 1].hk == un->hk)
+                continue; /* not the first unit of its (b, hk) in the round */
+            for (int64_t w = u; w < nu && units[u0 + w].b == un->b &&
+                                units[u0 + w].hk == un->hk; w++) {
+                const float *p = part + w * pfl, *pm = p + R * Dv, *pl = pm + R;
+                for (int64_t r = 0; r < R; r++) {
+                    int64_t row = (un->b * H + un->hk * dm->G) * Lq + r;
+                    merge_row(&am[row], &al[row], acc + row * Dv, pm[r], pl[r],
+                              p + r * Dv, Dv);
+                }
+            }
+        }
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t b = r / (H * Lq), h = (r / Lq) % H, i = r % Lq;
+        float *orow = (float *)out->data + attn__off(out, b, h, i, 0);
+        const float inv = am[r] > -INFINITY ? 1.0f / al[r] : 0.0f;
+        for (int64_t d = 0; d < Dv; d++)
+            orow[d * out->stride[3]] = am[r] > -INFINITY ? acc[r * Dv + d] * inv : 0.0f;
+        if (lse) lse[r] = am[r] > -INFINITY ? am[r] + logf(al[r]) : -INFINITY;
+    }
+done:
+    attn__free(range);
+    attn__free(qf);
+    attn__free(acc);
+    attn__free(part);
+    attn__free(sbuf);
+    attn__free(units);
+    return st;
+}
+
+attn_status attn_sdpa_cached(const attn_tensor *q, const attn_kv_cache *cache,
+                             const attn_sdpa_opts *opts, attn_tensor *out,
+                             float *lse) {
+    dims_t dm;
+    attn_status st = check_args(q, cache, opts, out, &dm);
+    if (st) return st;
+    if (opts->impl == ATTN_IMPL_REF)
+        return ref_forward(q, cache, opts, &dm, out, lse);
+    return kernel_forward(q, cache, opts, &dm, out, lse);
+}
