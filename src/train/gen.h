@@ -5,12 +5,15 @@
 
 #include "train.h"
 
-/* Attention over the history of one self-attention layer: the one seam
- * between generation and its key/value cache. Rows (sequences or beams)
- * all hold len positions; keys and values are f32 (R, cap, KV). */
+#include "attn_cache.h"
+
+/* Attention over the history of one self-attention layer: an attn_kv_cache
+ * (attn_cache.h) of R rows (sequences or beams), all holding len
+ * positions, appended, attended and reordered through three functions of
+ * generate.c. */
 typedef struct {
-    float *k, *v;
-    int64_t R, cap, KV, len;
+    attn_kv_cache *cache;
+    int64_t R, Hkv, hd, len;
 } attn__hist;
 
 typedef struct {
@@ -27,7 +30,8 @@ typedef struct {
     float *x, *y, *q, *kk, *vv, *ctx, *a, *h, *pe, *logits;
     int32_t *toks;      /* (R, cap) tokens fed so far (recompute)      */
     int64_t t;          /* steps done                                  */
-    float *xt, *ht, *dws, *scratch;
+    float *xt, *ht, *dws;
+    int32_t *scratch;  /* (R, cap) token reorder                    */
 } attn__gen;
 
 /* Builds the state for R = B * K rows (row b * K + k reads source b),

@@ -1,8 +1,8 @@
 /* The decoding state of generation: the encoder's memory computed once,
  * the cross-attention keys and values of every layer computed once, and a
  * self-attention history per layer that grows by one position per step
- * (attn__hist: appended, attended and reordered through three functions,
- * the one seam to a key/value cache object). A step runs the decoder
+ * (attn__hist over an attn_kv_cache of attn_cache.h: appended, attended
+ * with attn_sdpa_cached and reordered through three functions). A step runs the decoder
  * stack on one token per row, sublayer by sublayer, as the decoder's
  * forward does on a whole sequence; with recompute set it instead runs the
  * decoder's forward over the whole prefix (the reference and the
@@ -14,28 +14,28 @@
 /* ---- the history seam ------------------------------------------------ */
 
 static attn_status hist_init(attn__hist *h, int64_t R, int64_t cap,
-                             int64_t KV) {
+                             int64_t Hkv, int64_t hd) {
     memset(h, 0, sizeof *h);
-    const size_t n = attn__size3(R, cap, KV);
-    if (!n) return attn__fail(ATTN_E_NOMEM, "cache size overflows");
-    if (!(h->k = attn__alloc(2 * n, sizeof(float), "key/value cache")))
-        return ATTN_E_NOMEM;
-    h->v = h->k + n;
+    attn_kv_cache_config cc;
+    attn_kv_cache_config_init(&cc);
+    cc.batch = R;
+    cc.kv_heads = Hkv;
+    cc.capacity = cap;
+    cc.head_dim = hd;
+    cc.dtype = ATTN_F32;
     h->R = R;
-    h->cap = cap;
-    h->KV = KV;
-    return ATTN_OK;
+    h->Hkv = Hkv;
+    h->hd = hd;
+    return attn_kv_cache_create(&cc, &h->cache);
 }
 
 /* k, v (R, KV): the new position of every row. */
-static void hist_append(attn__hist *h, const float *k, const float *v) {
-    ATTN_ASSERT(h->len < h->cap);
-    for (int64_t r = 0; r < h->R; r++) {
-        const size_t at = (size_t)((r * h->cap + h->len) * h->KV);
-        memcpy(h->k + at, k + r * h->KV, sizeof(float) * (size_t)h->KV);
-        memcpy(h->v + at, v + r * h->KV, sizeof(float) * (size_t)h->KV);
-    }
-    h->len++;
+static attn_status hist_append(attn__hist *h, const float *k, const float *v) {
+    attn_tensor K = attn_tensor_bthd((void *)k, ATTN_F32, h->R, 1, h->Hkv, h->hd);
+    attn_tensor V = attn_tensor_bthd((void *)v, ATTN_F32, h->R, 1, h->Hkv, h->hd);
+    attn_status st = attn_kv_cache_append(h->cache, &K, &V, NULL);
+    if (!st) h->len++;
+    return st;
 }
 
 /* ctx (R, H * hd) = softmax(q K^T / sqrt(hd)) V of each row over L keys
@@ -61,25 +61,23 @@ static attn_status attend(const float *q, const float *K, const float *V,
     return attn_sdpa_forward(&Q, &Kt, &Vt, &o, &O, NULL, NULL);
 }
 
+/* ctx (R, H * hd): the new query of every row over its whole history
+ * (the query's own position was appended first). */
 static attn_status hist_attend(const attn__hist *h, const float *q, int64_t H,
-                               int64_t hd, int threads, float *ctx) {
-    return attend(q, h->k, h->v, h->R, H, h->KV / hd, hd, h->len,
-                  h->cap * h->KV, NULL, threads, ctx);
+                               int threads, float *ctx) {
+    attn_tensor Q = attn_tensor_bthd((void *)q, ATTN_F32, h->R, 1, H, h->hd);
+    attn_tensor O = attn_tensor_bthd(ctx, ATTN_F32, h->R, 1, H, h->hd);
+    attn_sdpa_opts o;
+    attn_sdpa_opts_init(&o);
+    o.threads = threads;
+    o.mask.causal = 1;
+    o.mask.align = ATTN_ALIGN_BOTTOM_RIGHT;
+    return attn_sdpa_cached(&Q, h->cache, &o, &O, NULL);
 }
 
-/* Row r takes old row parent[r]; scratch holds (R, len, KV). */
-static void hist_reorder(attn__hist *h, const int64_t *parent,
-                         float *scratch) {
-    const size_t row = (size_t)(h->len * h->KV);
-    for (int pass = 0; pass < 2; pass++) {
-        float *buf = pass ? h->v : h->k;
-        for (int64_t r = 0; r < h->R; r++)
-            memcpy(scratch + r * row, buf + parent[r] * h->cap * h->KV,
-                   sizeof(float) * row);
-        for (int64_t r = 0; r < h->R; r++)
-            memcpy(buf + r * h->cap * h->KV, scratch + r * row,
-                   sizeof(float) * row);
-    }
+/* Beam search: row r takes old row parent[r]. */
+static attn_status hist_reorder(attn__hist *h, const int64_t *parent) {
+    return attn_kv_cache_reorder(h->cache, parent);
 }
 
 /* ---- state ------------------------------------------------------------ */
@@ -87,7 +85,7 @@ static void hist_reorder(attn__hist *h, const int64_t *parent,
 void attn__gen_free(attn__gen *g) {
     if (!g) return;
     if (g->self)
-        for (int64_t l = 0; l < g->M; l++) attn__free(g->self[l].k);
+        for (int64_t l = 0; l < g->M; l++) attn_kv_cache_free(g->self[l].cache);
     attn__free(g->self);
     attn__free(g->ck);
     attn__free(g->mem);
@@ -200,7 +198,7 @@ attn_status attn__gen_create(const attn_transformer_config *c,
     if ((st = attn_positional_encoding(cap, E, g->pe))) goto fail;
     st = ATTN_E_NOMEM;
     if (!(g->toks = attn__alloc(attn__size3(R, cap, 1), sizeof(int32_t), "tokens")) ||
-        !(g->scratch = attn__alloc(attn__size3(R, cap, g->KV), sizeof(float),
+        !(g->scratch = attn__alloc(attn__size3(R, cap, 1), sizeof(int32_t),
                                    "reorder scratch")))
         goto fail;
     if (ed) {
@@ -225,7 +223,7 @@ attn_status attn__gen_create(const attn_transformer_config *c,
     if (!(g->self = attn__alloc((size_t)g->M, sizeof *g->self, "caches"))) goto fail;
     memset(g->self, 0, sizeof *g->self * (size_t)g->M);
     for (int64_t l = 0; l < g->M; l++)
-        if ((st = hist_init(&g->self[l], R, cap, g->KV))) goto fail;
+        if ((st = hist_init(&g->self[l], R, cap, g->Hkv, g->hd))) goto fail;
     st = ATTN_E_NOMEM;
     if (ed && d->cross_attention == ATTN_ATTENTION_DOT) {
         const size_t per = attn__size3(R, g->Ls, g->KV);
@@ -285,8 +283,8 @@ static attn_status layer_step(attn__gen *g, int64_t l) {
     attn_linear_forward(R, E, E, in, P.self_attn.w_q, P.self_attn.b_q, g->q);
     attn_linear_forward(R, E, KV, in, P.self_attn.w_k, P.self_attn.b_k, g->kk);
     attn_linear_forward(R, E, KV, in, P.self_attn.w_v, P.self_attn.b_v, g->vv);
-    hist_append(&g->self[l], g->kk, g->vv);
-    if ((st = hist_attend(&g->self[l], g->q, g->H, g->hd, g->threads, g->ctx)))
+    if ((st = hist_append(&g->self[l], g->kk, g->vv)) ||
+        (st = hist_attend(&g->self[l], g->q, g->H, g->threads, g->ctx)))
         return st;
     attn_linear_forward(R, E, E, g->ctx, P.self_attn.w_o, P.self_attn.b_o, g->a);
     sub_out(g, P.ln1_gamma, P.ln1_beta);
@@ -389,14 +387,16 @@ attn_status attn__gen_reorder(attn__gen *g, const int64_t *parent) {
         if (parent[r] < 0 || parent[r] >= g->R)
             return attn__fail(ATTN_E_INVALID, "parent[%lld] is %lld",
                               (long long)r, (long long)parent[r]);
-    int32_t *tmp = (int32_t *)g->scratch;
+    int32_t *tmp = g->scratch;
     const size_t row = (size_t)g->t;
     for (int64_t r = 0; r < g->R; r++)
         memcpy(tmp + r * row, g->toks + parent[r] * g->cap, sizeof(int32_t) * row);
     for (int64_t r = 0; r < g->R; r++)
         memcpy(g->toks + r * g->cap, tmp + r * row, sizeof(int32_t) * row);
     if (!g->recompute)
-        for (int64_t l = 0; l < g->M; l++)
-            hist_reorder(&g->self[l], parent, g->scratch);
+        for (int64_t l = 0; l < g->M; l++) {
+            attn_status st = hist_reorder(&g->self[l], parent);
+            if (st) return st;
+        }
     return ATTN_OK;
 }
