@@ -282,6 +282,17 @@ ATTN_API int64_t attn_gen_max_chars(const attn_gen_task *task,
 ATTN_API attn_status attn_gen_sample(const attn_gen_task *task, attn_rng *rng,
                                      char *src, size_t src_cap, char *tgt,
                                      size_t tgt_cap);
+/* attn_gen_sample, and the field of each character (date: 1 year, 2
+ * month, 3 day, 0 anything else, e.g. a weekday or a separator; 0 for the
+ * other tasks): src_fields and tgt_fields (max_chars bytes each, or NULL)
+ * are overwritten for the characters written. The same draws as
+ * attn_gen_sample. */
+ATTN_API attn_status attn_gen_sample_fields(const attn_gen_task *task,
+                                            attn_rng *rng, char *src,
+                                            size_t src_cap, char *tgt,
+                                            size_t tgt_cap,
+                                            uint8_t *src_fields,
+                                            uint8_t *tgt_fields);
 /* text -> ids[0 .. *n) of a side (no BOS/EOS added). Errors name the
  * position: ATTN_E_INVALID for a character outside the side's charset
  * (non-printable bytes escaped), ATTN_E_SHAPE for a text longer than cap

@@ -6,6 +6,7 @@
 #include "attn_transformer.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <string.h>
 
 #define GEN_MAX_DIGITS 64 /* longest reverse/sort input, add operand */
@@ -120,28 +121,75 @@ static const char *ordinal(int d) {
     return d % 10 == 1 ? "st" : d % 10 == 2 ? "nd" : d % 10 == 3 ? "rd" : "th";
 }
 
-/* One date in format f (0 .. ATTN_DATE_FORMATS - 1) into src. */
-static void date_write(int f, int y, int m, int d, int wd, char *s, size_t cap) {
+/* A source under construction: text with the field of each character. */
+typedef struct {
+    char *s;
+    uint8_t *field; /* or NULL */
+    size_t n, cap;
+} piece_buf;
+
+static void put(piece_buf *b, int field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void put(piece_buf *b, int field, const char *fmt, ...) {
+    char tmp[64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    for (const char *p = tmp; *p && b->n + 1 < b->cap; p++, b->n++) {
+        b->s[b->n] = *p;
+        if (b->field) b->field[b->n] = (uint8_t)field;
+    }
+    b->s[b->n] = 0;
+}
+
+enum { F_NONE = 0, F_YEAR = 1, F_MONTH = 2, F_DAY = 3 };
+
+/* One date in format f (0 .. ATTN_DATE_FORMATS - 1). */
+static void date_write(int f, int y, int m, int d, int wd, piece_buf *b) {
     const char *mn = months[m - 1], *wn = weekdays[wd];
     const int yy = y % 100;
     switch (f) {
-    case 0: snprintf(s, cap, "%.3s %d %s %d", wn, d, mn, y); break;
-    case 1: snprintf(s, cap, "%02d/%02d/%02d", d, m, yy); break;
-    case 2: snprintf(s, cap, "%s %d, %d", mn, d, y); break;
-    case 3: snprintf(s, cap, "%d.%d.%d", d, m, y); break;
-    case 4: snprintf(s, cap, "%04d-%02d-%02d", y, m, d); break;
-    case 5: snprintf(s, cap, "%d %.3s %d", d, mn, y); break;
-    case 6: snprintf(s, cap, "%.3s %d %d", mn, d, y); break;
-    case 7: snprintf(s, cap, "%s, %s %d, %d", wn, mn, d, y); break;
-    case 8: snprintf(s, cap, "%02d/%02d/%04d", d, m, y); break;
-    case 9: snprintf(s, cap, "%d %s %02d", d, mn, yy); break;
-    case 10: snprintf(s, cap, "%04d%02d%02d", y, m, d); break;
-    default: snprintf(s, cap, "the %d%s of %s %d", d, ordinal(d), mn, y); break;
+    case 0: put(b, F_NONE, "%.3s ", wn); put(b, F_DAY, "%d", d);
+            put(b, F_NONE, " "); put(b, F_MONTH, "%s", mn);
+            put(b, F_NONE, " "); put(b, F_YEAR, "%d", y); break;
+    case 1: put(b, F_DAY, "%02d", d); put(b, F_NONE, "/");
+            put(b, F_MONTH, "%02d", m); put(b, F_NONE, "/");
+            put(b, F_YEAR, "%02d", yy); break;
+    case 2: put(b, F_MONTH, "%s", mn); put(b, F_NONE, " ");
+            put(b, F_DAY, "%d", d); put(b, F_NONE, ", ");
+            put(b, F_YEAR, "%d", y); break;
+    case 3: put(b, F_DAY, "%d", d); put(b, F_NONE, ".");
+            put(b, F_MONTH, "%d", m); put(b, F_NONE, ".");
+            put(b, F_YEAR, "%d", y); break;
+    case 4: put(b, F_YEAR, "%04d", y); put(b, F_NONE, "-");
+            put(b, F_MONTH, "%02d", m); put(b, F_NONE, "-");
+            put(b, F_DAY, "%02d", d); break;
+    case 5: put(b, F_DAY, "%d", d); put(b, F_NONE, " ");
+            put(b, F_MONTH, "%.3s", mn); put(b, F_NONE, " ");
+            put(b, F_YEAR, "%d", y); break;
+    case 6: put(b, F_MONTH, "%.3s", mn); put(b, F_NONE, " ");
+            put(b, F_DAY, "%d", d); put(b, F_NONE, " ");
+            put(b, F_YEAR, "%d", y); break;
+    case 7: put(b, F_NONE, "%s, ", wn); put(b, F_MONTH, "%s", mn);
+            put(b, F_NONE, " "); put(b, F_DAY, "%d", d);
+            put(b, F_NONE, ", "); put(b, F_YEAR, "%d", y); break;
+    case 8: put(b, F_DAY, "%02d", d); put(b, F_NONE, "/");
+            put(b, F_MONTH, "%02d", m); put(b, F_NONE, "/");
+            put(b, F_YEAR, "%04d", y); break;
+    case 9: put(b, F_DAY, "%d", d); put(b, F_NONE, " ");
+            put(b, F_MONTH, "%s", mn); put(b, F_NONE, " ");
+            put(b, F_YEAR, "%02d", yy); break;
+    case 10: put(b, F_YEAR, "%04d", y); put(b, F_MONTH, "%02d", m);
+             put(b, F_DAY, "%02d", d); break;
+    default: put(b, F_NONE, "the "); put(b, F_DAY, "%d", d);
+             put(b, F_NONE, "%s of ", ordinal(d)); put(b, F_MONTH, "%s", mn);
+             put(b, F_NONE, " "); put(b, F_YEAR, "%d", y); break;
     }
 }
 
 static void sample_date(attn_rng *rng, char *src, size_t sc, char *tgt,
-                        size_t tc) {
+                        size_t tc, uint8_t *sf, uint8_t *tf) {
     const int64_t lo = days_from_civil(1950, 1, 1);
     const int64_t hi = days_from_civil(2049, 12, 31);
     const int64_t z = lo + (int64_t)attn_rng_below(rng, (uint64_t)(hi - lo + 1));
@@ -149,8 +197,14 @@ static void sample_date(attn_rng *rng, char *src, size_t sc, char *tgt,
     civil_from_days(z, &y, &m, &d);
     const int wd = (int)(((z % 7) + 11) % 7); /* 1970-01-01 was a Thursday */
     const int f = (int)attn_rng_below(rng, ATTN_DATE_FORMATS);
-    date_write(f, y, m, d, wd, src, sc);
+    piece_buf b = {src, sf, 0, sc};
+    src[0] = 0;
+    date_write(f, y, m, d, wd, &b);
     snprintf(tgt, tc, "%04d-%02d-%02d", y, m, d);
+    if (tf) {
+        static const uint8_t iso[10] = {1, 1, 1, 1, 0, 2, 2, 0, 3, 3};
+        memcpy(tf, iso, sizeof iso);
+    }
 }
 
 /* ---- digits ----------------------------------------------------------- */
@@ -183,6 +237,14 @@ static void random_number(attn_rng *rng, int64_t n, char *s) {
 
 attn_status attn_gen_sample(const attn_gen_task *t, attn_rng *rng, char *src,
                             size_t src_cap, char *tgt, size_t tgt_cap) {
+    return attn_gen_sample_fields(t, rng, src, src_cap, tgt, tgt_cap, NULL,
+                                  NULL);
+}
+
+attn_status attn_gen_sample_fields(const attn_gen_task *t, attn_rng *rng,
+                                   char *src, size_t src_cap, char *tgt,
+                                   size_t tgt_cap, uint8_t *src_fields,
+                                   uint8_t *tgt_fields) {
     attn_status st = attn_gen_task_check(t);
     if (st) return st;
     if (!rng || !src || !tgt)
@@ -195,9 +257,11 @@ attn_status attn_gen_sample(const attn_gen_task *t, attn_rng *rng, char *src,
                           "%s needs %lld and %lld", src_cap, tgt_cap,
                           names[t->kind], (long long)ms + 1, (long long)mt + 1);
     if (t->kind == ATTN_GEN_DATE) {
-        sample_date(rng, src, src_cap, tgt, tgt_cap);
+        sample_date(rng, src, src_cap, tgt, tgt_cap, src_fields, tgt_fields);
         return ATTN_OK;
     }
+    if (src_fields) memset(src_fields, 0, (size_t)ms);
+    if (tgt_fields) memset(tgt_fields, 0, (size_t)mt);
     const int64_t n = t->min_len +
         (int64_t)attn_rng_below(rng, (uint64_t)(t->max_len - t->min_len + 1));
     if (t->kind == ATTN_GEN_ADD) {

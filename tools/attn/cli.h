@@ -331,5 +331,15 @@ int cmd_heatmap(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+
+/* Generation models (cmd_train_gen.c, cmd_generate.c, cmd_attend_gen.c):
+ * whether path is a generation checkpoint (magic ATTNGENM), whether the
+ * arguments of attn train ask for one, and the subcommands they take. */
+int cli_gen_checkpoint(const char *path);
+int cli_train_gen_wanted(int argc, char **argv);
+int cmd_train_gen(int argc, char **argv);
+int cmd_eval_gen(int argc, char **argv);
+int cmd_attend_gen(int argc, char **argv);
 
 #endif

@@ -123,6 +123,8 @@ static int pictures(const char *cmd, const char *dir,
 
 int cmd_attend(int argc, char **argv) {
     const char *cmd = "attend";
+    if (argc > 1 && argv[1][0] != '-' && cli_gen_checkpoint(argv[1]))
+        return cmd_attend_gen(argc, argv);
     if (cli_help_asked(argc, argv, help)) return 0;
     const char *model = NULL, *input = NULL, *out = NULL;
     int64_t threads = 1;

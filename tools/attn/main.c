@@ -22,6 +22,7 @@ static const cli_command commands[] = {
     {"additive", cmd_additive, "additive (Bahdanau) attention on .npy files"},
     {"encoder", cmd_encoder, "Transformer encoder layers on .npy files"},
     {"train", cmd_train, "train a small Transformer on a toy task"},
+    {"generate", cmd_generate, "a trained generation model's output (greedy, sampling, beam)"},
     {"eval", cmd_eval, "accuracy of a trained model on fresh data"},
     {"attend", cmd_attend, "a trained model's prediction and attention maps"},
     {"bench-layers", cmd_bench_layers, "additive vs dot-product layers: time and memory"},
