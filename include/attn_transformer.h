@@ -200,6 +200,16 @@ ATTN_API attn_status attn_transformer_backward(
     const int32_t *tgt, const attn_layer_opts *opts, const float *dlogits,
     float *ws, float *grads);
 
+/* Parameter files of kind "transformer" (the format of attn_params_save):
+ * the config (both stacks, vocabularies, lengths, sharing) and the block.
+ * Loading checks the slices against the config (ATTN_E_FORMAT). */
+ATTN_API attn_status attn_transformer_save(const char *path,
+                                           const attn_transformer_config *cfg,
+                                           const float *params);
+ATTN_API attn_status attn_transformer_load(const char *path,
+                                           attn_transformer_config *cfg,
+                                           float **params);
+
 /* Cross-entropy with label smoothing s in [0, 1): the target distribution
  * is (1 - s) one-hot + s / classes (s = 0 is attn_cross_entropy). Mean over
  * the rows whose target is not ignore_index; dlogits (or NULL) overwritten;

@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     const attn_transformer_config *c;
@@ -167,6 +168,21 @@ static void errors(void) {
                                           NULL, ws), ATTN_E_SHAPE);
     CHECK_STATUS(attn_transformer_forward(&c, prm, 1, 4, src, NULL, 3, tgt, &o, lg,
                                           NULL, ws), ATTN_OK);
+    /* save / load round trip; a decoder file is not a transformer file */
+    char path[] = "/tmp/attn_tr_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    c.tie_output = 1;
+    CHECK_STATUS(attn_transformer_save(path, &c, prm), ATTN_OK);
+    attn_transformer_config c2;
+    float *p2 = NULL;
+    CHECK_STATUS(attn_transformer_load(path, &c2, &p2), ATTN_OK);
+    CHECK(p2 && memcmp(&c, &c2, sizeof c) == 0 &&
+          memcmp(prm, p2, sizeof(float) * attn_transformer_param_count(&c)) == 0);
+    attn_params_free(p2);
+    CHECK_STATUS(attn_decoder_save(path, &c.dec, prm), ATTN_OK);
+    CHECK_STATUS(attn_transformer_load(path, &c2, &p2), ATTN_E_FORMAT);
+    unlink(path);
     free(prm);
     free(ws);
 }
