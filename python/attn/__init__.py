@@ -18,6 +18,7 @@ from ._lib import (ATTN_E_DTYPE, ATTN_E_FORMAT, ATTN_E_INVALID, ATTN_E_IO,
 from .sdpa import scaled_dot_product_attention, sdpa_backward
 from .layers import (AdditiveAttention, EncoderLayer, MultiHeadAttention,
                      additive_attention)
+from .transformer import Transformer, TransformerDecoderLayer
 from .viz import VERDICT_FLAGS, compare, heatmap, stats, text_heatmap
 from .tiles import block_average, weight_tiles
 from .figures import diff_heatmap, figure, geometry, html
@@ -27,7 +28,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AttnError", "scaled_dot_product_attention", "sdpa_backward", "version",
     "AdditiveAttention", "additive_attention", "MultiHeadAttention",
-    "EncoderLayer", "heatmap", "stats", "text_heatmap", "compare", "VERDICT_FLAGS",
+    "EncoderLayer", "TransformerDecoderLayer", "Transformer", "heatmap", "stats", "text_heatmap", "compare", "VERDICT_FLAGS",
     "weight_tiles", "block_average", "html", "figure", "diff_heatmap",
     "geometry",
     "library_path", "STATUS_NAMES", "ATTN_OK", "ATTN_E_INVALID",
