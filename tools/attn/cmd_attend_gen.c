@@ -181,9 +181,11 @@ int cmd_attend_gen(int argc, char **argv) {
     char text[128];
     attn_gen_decode(&c->task, ATTN_SIDE_TARGET, gen, n, text, sizeof text);
     printf("input:  %s\noutput: %s\n", input, text);
-    const int64_t Lt = n + 1;
+    /* BOS and the output; its last token is not fed when the output ran to
+     * the model's length without EOS */
+    const int64_t Lt = n < m->max_tgt ? n + 1 : n;
     tin[0] = ATTN_GEN_BOS;
-    memcpy(tin + 1, gen, sizeof(int32_t) * (size_t)n);
+    memcpy(tin + 1, gen, sizeof(int32_t) * (size_t)(Lt - 1));
     size_t wsn;
     if ((st = attn_transformer_workspace_size(m, 1, Ls, Lt, &wsn))) {
         rc = cli_fail(cmd, st, "workspace");
