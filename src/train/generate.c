@@ -9,6 +9,7 @@
  * baseline of the benchmark). */
 #include "gen.h"
 
+#include <cblas.h>
 #include <string.h>
 
 /* ---- the history seam ------------------------------------------------ */
@@ -249,6 +250,23 @@ fail:
 
 /* ---- one step --------------------------------------------------------- */
 
+/* y (R, out) = x W^T + b for the few rows of a step: matrix-vector
+ * products below 8 rows (sgemm would pack the whole weight matrix for
+ * each call, which cost more than the product itself), sgemm above. */
+static void step_linear(int64_t R, int64_t in, int64_t out, const float *x,
+                        const float *w, const float *b, float *y) {
+    if (R >= 8) {
+        attn_linear_forward(R, in, out, x, w, b, y);
+        return;
+    }
+    for (int64_t r = 0; r < R; r++) {
+        float *yr = y + r * out;
+        if (b) memcpy(yr, b, sizeof(float) * (size_t)out);
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)out, (int)in, 1.0f, w,
+                    (int)in, x + r * in, 1, b ? 1.0f : 0.0f, yr, 1);
+    }
+}
+
 static double eps_of(const attn_decoder_config *d) {
     return d->layer_norm_eps > 0 ? d->layer_norm_eps : 1e-5;
 }
@@ -280,25 +298,25 @@ static attn_status layer_step(attn__gen *g, int64_t l) {
     attn_status st;
     /* masked self-attention: the new position attends to the history */
     const float *in = sub_in(g, P.ln1_gamma, P.ln1_beta);
-    attn_linear_forward(R, E, E, in, P.self_attn.w_q, P.self_attn.b_q, g->q);
-    attn_linear_forward(R, E, KV, in, P.self_attn.w_k, P.self_attn.b_k, g->kk);
-    attn_linear_forward(R, E, KV, in, P.self_attn.w_v, P.self_attn.b_v, g->vv);
+    step_linear(R, E, E, in, P.self_attn.w_q, P.self_attn.b_q, g->q);
+    step_linear(R, E, KV, in, P.self_attn.w_k, P.self_attn.b_k, g->kk);
+    step_linear(R, E, KV, in, P.self_attn.w_v, P.self_attn.b_v, g->vv);
     if ((st = hist_append(&g->self[l], g->kk, g->vv)) ||
         (st = hist_attend(&g->self[l], g->q, g->H, g->threads, g->ctx)))
         return st;
-    attn_linear_forward(R, E, E, g->ctx, P.self_attn.w_o, P.self_attn.b_o, g->a);
+    step_linear(R, E, E, g->ctx, P.self_attn.w_o, P.self_attn.b_o, g->a);
     sub_out(g, P.ln1_gamma, P.ln1_beta);
     if (d->cross) {
         in = sub_in(g, P.ln2_gamma, P.ln2_beta);
         if (d->cross_attention == ATTN_ATTENTION_DOT) {
             const size_t per = (size_t)(R * g->Ls * KV);
-            attn_linear_forward(R, E, E, in, P.cross_mha.w_q, P.cross_mha.b_q,
+            step_linear(R, E, E, in, P.cross_mha.w_q, P.cross_mha.b_q,
                                 g->q);
             st = attend(g->q, g->ck + l * per, g->cv + l * per, R, g->H,
                         g->Hkv, g->hd, g->Ls, g->Ls * KV, g->klen, g->threads,
                         g->ctx);
             if (st) return st;
-            attn_linear_forward(R, E, E, g->ctx, P.cross_mha.w_o,
+            step_linear(R, E, E, g->ctx, P.cross_mha.w_o,
                                 P.cross_mha.b_o, g->a);
         } else {
             attn_additive_config ac = add_of(d);
@@ -310,14 +328,14 @@ static attn_status layer_step(attn__gen *g, int64_t l) {
                                        g->mem, g->mem, &o, g->ctx, NULL,
                                        g->add_ws);
             if (st) return st;
-            attn_linear_forward(R, E, E, g->ctx, P.cross_w_o, P.cross_b_o, g->a);
+            step_linear(R, E, E, g->ctx, P.cross_w_o, P.cross_b_o, g->a);
         }
         sub_out(g, P.ln2_gamma, P.ln2_beta);
     }
     in = sub_in(g, P.ln3_gamma, P.ln3_beta);
-    attn_linear_forward(R, E, g->F, in, P.w_1, P.b_1, g->h);
+    step_linear(R, E, g->F, in, P.w_1, P.b_1, g->h);
     attn__act_forward(d->activation, g->h, g->h, R * g->F, g->threads);
-    attn_linear_forward(R, g->F, E, g->h, P.w_2, P.b_2, g->a);
+    step_linear(R, g->F, E, g->h, P.w_2, P.b_2, g->a);
     sub_out(g, P.ln3_gamma, P.ln3_beta);
     return ATTN_OK;
 }
@@ -378,8 +396,9 @@ attn_status attn__gen_step(attn__gen *g, const int32_t *tok) {
         }
     }
     g->t++;
-    return attn_linear_forward(R, E, g->V, hout, g->params + g->m.head_w,
-                               g->params + g->m.head_b, g->logits);
+    step_linear(R, E, g->V, hout, g->params + g->m.head_w,
+                g->params + g->m.head_b, g->logits);
+    return ATTN_OK;
 }
 
 attn_status attn__gen_reorder(attn__gen *g, const int64_t *parent) {

@@ -332,6 +332,7 @@ int cmd_stats(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_bench_generate(int argc, char **argv);
 
 /* Generation models (cmd_train_gen.c, cmd_generate.c, cmd_attend_gen.c):
  * whether path is a generation checkpoint (magic ATTNGENM), whether the

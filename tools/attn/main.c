@@ -25,6 +25,7 @@ static const cli_command commands[] = {
     {"generate", cmd_generate, "a trained generation model's output (greedy, sampling, beam)"},
     {"eval", cmd_eval, "accuracy of a trained model on fresh data"},
     {"attend", cmd_attend, "a trained model's prediction and attention maps"},
+    {"bench-generate", cmd_bench_generate, "generation: the KV cache against recomputing the prefix"},
     {"bench-layers", cmd_bench_layers, "additive vs dot-product layers: time and memory"},
     {"heatmap", cmd_heatmap, "draw attention weights as a picture (PNG/SVG/PDF)"},
     {"show", cmd_show, "print attention weights as a coloured map in the terminal"},
