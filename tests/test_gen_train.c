@@ -160,7 +160,7 @@ static void short_run(void) {
     attn_gen_train_config c;
     small(&c, ATTN_GEN_REVERSE, ATTN_MODEL_ENCDEC);
     const int san = getenv("ATTN_SANITIZED") != NULL;
-    c.steps = san ? 150 : 400;
+    c.steps = san ? 150 : 600;
     c.batch = 32;
     c.optim.decay_steps = c.steps;
     attn_gen_trainer *t;

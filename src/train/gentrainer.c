@@ -32,7 +32,7 @@ void attn_gen_train_config_init(attn_gen_train_config *c, attn_gen_kind task,
     c->optim.lr = 2e-3;
     c->optim.warmup = 100;
     c->batch = 64;
-    c->steps = task == ATTN_GEN_DATE ? 1500 : 1000;
+    c->steps = 1000;
     c->seed = 1;
     c->optim.decay_steps = c->steps;
     c->optim.min_lr = c->optim.lr * 0.05;
