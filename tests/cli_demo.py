@@ -53,16 +53,16 @@ with tempfile.TemporaryDirectory() as d:
     # it must show; nothing is left out any more
     parts = re.split(r'<h2 id="part(\d+)">', html)
     found = [int(n) for n in parts[1::2]]
-    check(found == list(range(1, 11)), "parts 1..10 in order, found %s" % found)
+    check(found == list(range(1, 12)), "parts 1..11 in order, found %s" % found)
     body = {int(n): parts[2 * i + 2] for i, n in enumerate(parts[1::2])}
-    for n in range(1, 11):
+    for n in range(1, 12):
         b = body.get(n, "")
         check(b.startswith("%d. " % n), "part %d heading" % n)
         check("left out" not in b.lower() and "not landed" not in b,
               "part %d is not left out" % n)
     pictures = {n: re.findall(r'<img src="([^"]+)"', body.get(n, ""))
-                for n in range(1, 11)}
-    for n in (1, 2, 3, 4, 5, 7, 9, 10):
+                for n in range(1, 12)}
+    for n in (1, 2, 3, 4, 5, 7, 9, 10, 11):
         check(len(pictures[n]) >= 1, "part %d has a picture" % n)
     check(len(pictures[6]) == 5, "part 6: five masks, found %d" % len(pictures[6]))
     check("05_heads_viewer.html" in body.get(5, ""), "part 5 links the viewer")
@@ -117,6 +117,12 @@ with tempfile.TemporaryDirectory() as d:
                     body.get(9, "")) is not None, "part 9 memory figures")
     check(re.search(r"token accuracy [01]\.\d+", p.stdout) is not None,
           "part 10 printed its accuracy")
+    # (11) the date model trained on the spot: its outputs and alignment
+    b11 = body.get(11, "")
+    check("11_date_alignment.png" in b11, "part 11 alignment picture")
+    check("tue 3 march 2026" in b11 and "beam 4" in b11, "part 11 output table")
+    check(re.search(r"^11\. date model .* exact match [01]\.\d+", p.stdout, re.M)
+          is not None, "part 11 printed its exact match")
     # nothing external
     check("http://" not in html and "https://" not in html, "gallery is local")
 

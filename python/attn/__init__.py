@@ -19,6 +19,7 @@ from .sdpa import scaled_dot_product_attention, sdpa_backward
 from .cache import KVCache, sdpa_cached
 from .layers import (AdditiveAttention, EncoderLayer, MultiHeadAttention,
                      additive_attention)
+from .transformer import Transformer, TransformerDecoderLayer
 from .viz import VERDICT_FLAGS, compare, heatmap, stats, text_heatmap
 from .tiles import block_average, weight_tiles
 from .figures import diff_heatmap, figure, geometry, html
@@ -30,7 +31,7 @@ __all__ = [
     "AttnError", "scaled_dot_product_attention", "sdpa_backward", "version",
     "KVCache", "sdpa_cached",
     "AdditiveAttention", "additive_attention", "MultiHeadAttention",
-    "EncoderLayer", "heatmap", "stats", "text_heatmap", "compare", "VERDICT_FLAGS",
+    "EncoderLayer", "TransformerDecoderLayer", "Transformer", "heatmap", "stats", "text_heatmap", "compare", "VERDICT_FLAGS",
     "weight_tiles", "block_average", "html", "figure", "diff_heatmap",
     "geometry", "load_model", "BertModel",
     "library_path", "STATUS_NAMES", "ATTN_OK", "ATTN_E_INVALID",

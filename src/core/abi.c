@@ -2,6 +2,7 @@
  * ctypes and checks its layout against these at import). */
 #include "attn_cache.h"
 #include "internal.h"
+#include "attn_transformer.h"
 
 #include <string.h>
 
@@ -26,6 +27,11 @@ size_t attn_sizeof(const char *type_name) {
         {"attn_mha_config", sizeof(attn_mha_config)},
         {"attn_encoder_config", sizeof(attn_encoder_config)},
         {"attn_kv_cache_config", sizeof(attn_kv_cache_config)},
+        {"attn_decoder_config", sizeof(attn_decoder_config)},
+        {"attn_transformer_config", sizeof(attn_transformer_config)},
+        {"attn_generate_opts", sizeof(attn_generate_opts)},
+        {"attn_gen_task", sizeof(attn_gen_task)},
+        {"attn_gen_eval_result", sizeof(attn_gen_eval_result)},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (strcmp(sizes[i].name, type_name) == 0) return sizes[i].size;

@@ -4,6 +4,7 @@
 #define ATTN_CLI_H
 
 #include "attn.h"
+#include "attn_transformer.h"
 
 #include <stdio.h>
 
@@ -383,5 +384,24 @@ int cmd_model(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
 int cli_attend_pretrained(int argc, char **argv);
 int cli_bench_model(int argc, char **argv);
+
+int cmd_generate(int argc, char **argv);
+int cmd_bench_generate(int argc, char **argv);
+
+/* Generation models (cmd_train_gen.c, cmd_generate.c, cmd_attend_gen.c):
+ * whether path is a generation checkpoint (magic ATTNGENM), whether the
+ * arguments of attn train ask for one, and the subcommands they take. */
+int cli_gen_checkpoint(const char *path);
+int cli_train_gen_wanted(int argc, char **argv);
+int cmd_train_gen(int argc, char **argv);
+int cmd_eval_gen(int argc, char **argv);
+int cmd_attend_gen(int argc, char **argv);
+/* Same-field cross-attention weight of a date model per (layer, head)
+ * over count fresh dates: score[layers * heads] (cmd_attend_gen.c). */
+int cli_gen_alignment(const char *cmd, const attn_gen_train_config *c,
+                      const float *params, int64_t count, int threads,
+                      double *score);
+/* The gallery's part 11 (demo_generate.c). */
+int gallery_dates(const char *cmd, demo_gallery *g);
 
 #endif

@@ -165,6 +165,8 @@ static int pictures(const char *cmd, const char *dir,
 
 int cmd_attend(int argc, char **argv) {
     const char *cmd = "attend";
+    if (argc > 1 && argv[1][0] != '-' && cli_gen_checkpoint(argv[1]))
+        return cmd_attend_gen(argc, argv);
     /* a folder is a pretrained model (cmd_pretrained.c) */
     for (int i = 1; i < argc; i++) {
         struct stat sb;

@@ -91,6 +91,8 @@ done:
 
 int cmd_eval(int argc, char **argv) {
     const char *cmd = "eval";
+    if (argc > 1 && argv[1][0] != '-' && cli_gen_checkpoint(argv[1]))
+        return cmd_eval_gen(argc, argv);
     if (cli_help_asked(argc, argv, help)) return 0;
     const char *pos[2] = {NULL, NULL};
     int npos = 0;

@@ -65,6 +65,9 @@ static void help(void) {
 "plain lines otherwise. NaN/Inf in the loss or the gradients stops training\n"
 "with an error (exit 1); the last checkpoint stays as it was.\n"
 "\n"
+"Generation models (encoder-decoder, decoder-only; the date task):\n"
+"  attn train date --help\n"
+"\n"
 "example:\n"
 "  attn train reverse --save reverse.bin && attn eval reverse.bin reverse\n",
         (long long)d.model.enc.num_layers, (long long)d.model.enc.num_heads,
@@ -102,6 +105,8 @@ typedef struct {
 
 int cmd_train(int argc, char **argv) {
     const char *cmd = "train";
+    /* date, --model encdec|decoder, or resuming a generation checkpoint */
+    if (cli_train_gen_wanted(argc, argv)) return cmd_train_gen(argc, argv);
     for (int i = 1; i < argc; i++)
         if (cli_is_help(argv[i])) {
             help();

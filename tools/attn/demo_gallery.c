@@ -670,5 +670,6 @@ int gallery_run(const char *cmd, demo_gallery *g) {
         (rc = geometry(cmd, g)))
         return rc;
     if ((rc = gallery_speed(cmd, g)) || (rc = long_sequence(cmd, g, peak))) return rc;
-    return gallery_reversal(cmd, g);
+    if ((rc = gallery_reversal(cmd, g))) return rc;
+    return gallery_dates(cmd, g);
 }

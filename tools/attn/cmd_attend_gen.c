@@ -1,0 +1,309 @@
+/* attn attend for generation models: the generated output of one input
+ * and its cross-attention maps (target characters x source characters,
+ * per layer and head, .npy and PNG), one alignment picture with character
+ * labels, and the field alignment score of the date task (the mean
+ * cross-attention weight an output character of the year, month or day
+ * puts on the source characters of the same field). */
+#include "cli.h"
+#include "attn_transformer.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void help(void) {
+    printf(
+"usage: attn attend MODEL.bin --input TEXT --out DIR [--count N]\n"
+"                   [--threads T]     (encoder-decoder generation models)\n"
+"\n"
+"Generates the output for TEXT (greedy), runs the decoder over it once\n"
+"more with teacher forcing and writes its cross-attention (row: the\n"
+"decoder position that emits an output character, column: a source\n"
+"character):\n"
+"  DIR/cross_weights.npy            (layers, heads, out + 1, in) f32\n"
+"  DIR/cross_layer<l>_head<h>.npy   (out + 1, in)\n"
+"  DIR/cross_layer<l>_head<h>.png   each map, with character labels\n"
+"  DIR/cross_attention.png          every map: a row per layer\n"
+"  DIR/alignment.png                the best-aligned head, labelled\n"
+"For the date task it also prints, per layer and head, the mean weight\n"
+"that output characters of the year, month and day put on the source\n"
+"characters of the same field, over N fresh dates (--count, 200).\n");
+}
+
+/* Same-field weight per (layer, head) over count fresh examples;
+ * score[M * Hc] overwritten. Returns 0 or an exit status. */
+int cli_gen_alignment(const char *cmd, const attn_gen_train_config *c,
+                      const float *params, int64_t count, int threads,
+                      double *score) {
+    const attn_transformer_config *m = &c->model;
+    const int64_t M = m->dec.num_layers, Hc = attn_decoder_cross_heads(&m->dec);
+    int64_t Ls, Lt;
+    attn_gen_batch_dims(&c->task, m->kind, &Ls, &Lt);
+    const int64_t B = count < 100 ? count : 100, V = m->vocab_tgt;
+    size_t wsn;
+    attn_status st = attn_transformer_workspace_size(m, B, Ls, Lt, &wsn);
+    if (st) return cli_fail(cmd, st, "workspace");
+    int32_t *src = calloc((size_t)(B * (Ls + Lt)), sizeof(int32_t));
+    int64_t *len = calloc((size_t)B, sizeof(int64_t));
+    uint8_t *sf = calloc((size_t)(B * (Ls + Lt)), 1);
+    float *ws = malloc(sizeof(float) * wsn);
+    float *logits = malloc(sizeof(float) * (size_t)(B * Lt * V));
+    float *w = malloc(sizeof(float) * (size_t)(M * B * Hc * Lt * Ls));
+    double *mass = calloc((size_t)(M * Hc), sizeof(double));
+    int rc = 0;
+    if (!src || !len || !sf || !ws || !logits || !w || !mass) {
+        rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
+        goto done;
+    }
+    int32_t *tin = src + B * Ls;
+    uint8_t *tf = sf + B * Ls;
+    attn_rng rng;
+    attn_rng_seed(&rng, 0xA119A11ull);
+    attn_layer_opts o;
+    attn_sdpa_opts_init(&o);
+    o.threads = threads;
+    int64_t rows = 0;
+    for (int64_t done = 0; done < count; done += B) {
+        const int64_t n = count - done < B ? count - done : B;
+        for (int64_t b = 0; b < n; b++) {
+            char s[64], y[64];
+            int64_t ns, ny;
+            attn_gen_sample_fields(&c->task, &rng, s, sizeof s, y, sizeof y,
+                                   sf + b * Ls, tf + b * Lt);
+            attn_gen_encode(&c->task, ATTN_SIDE_SOURCE, s, src + b * Ls, Ls, &ns);
+            for (int64_t i = ns; i < Ls; i++) src[b * Ls + i] = ATTN_GEN_PAD;
+            tin[b * Lt] = ATTN_GEN_BOS;
+            attn_gen_encode(&c->task, ATTN_SIDE_TARGET, y, tin + b * Lt + 1,
+                            Lt - 1, &ny);
+            len[b] = ns;
+        }
+        if ((st = attn_transformer_forward(m, params, n, Ls, src, len, Lt, tin,
+                                           &o, logits, w, ws))) {
+            rc = cli_fail(cmd, st, "forward");
+            goto done;
+        }
+        for (int64_t b = 0; b < n; b++)
+            for (int64_t i = 0; i < Lt - 1; i++) {
+                const int f = tf[b * Lt + i];
+                if (!f) continue;
+                rows++;
+                for (int64_t l = 0; l < M; l++)
+                    for (int64_t h = 0; h < Hc; h++) {
+                        const float *r = w + ((((l * n + b) * Hc + h) * Lt) + i) * Ls;
+                        double s = 0;
+                        for (int64_t j = 0; j < len[b]; j++)
+                            if (sf[b * Ls + j] == f) s += r[j];
+                        mass[l * Hc + h] += s;
+                    }
+            }
+    }
+    for (int64_t k = 0; k < M * Hc; k++) score[k] = rows ? mass[k] / (double)rows : 0;
+done:
+    free(src);
+    free(len);
+    free(sf);
+    free(ws);
+    free(logits);
+    free(w);
+    free(mass);
+    return rc;
+}
+
+/* The visible label of a character (a space as an open box). */
+static void char_label(char c, char *buf, size_t n) {
+    if (c == ' ') snprintf(buf, n, "\xe2\x90\xa3");
+    else snprintf(buf, n, "%c", c);
+}
+
+int cmd_attend_gen(int argc, char **argv) {
+    const char *cmd = "attend";
+    if (cli_help_asked(argc, argv, help)) return 0;
+    const char *model = NULL, *input = NULL, *out = NULL;
+    int64_t threads = 1, count = 200;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] != '-') {
+            if (model) return cli_usage_error(cmd, "unexpected argument '%s'", a);
+            model = a;
+            continue;
+        }
+        if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
+        const char *v = argv[++i];
+        int bad = 0;
+        if (strcmp(a, "--input") == 0) input = v;
+        else if (strcmp(a, "--out") == 0) out = v;
+        else if (strcmp(a, "--count") == 0) bad = cli_parse_i64(v, &count) || count < 1;
+        else if (strcmp(a, "--threads") == 0) bad = cli_parse_i64(v, &threads) || threads < 0 || threads > 1024;
+        else return cli_usage_error(cmd, "unknown option '%s'", a);
+        if (bad) return cli_usage_error(cmd, "bad value '%s' for %s", v, a);
+    }
+    if (!model || !input || !out)
+        return cli_usage_error(cmd, "MODEL.bin, --input TEXT and --out DIR are "
+                               "required");
+    cli_train_threads(threads);
+    attn_gen_trainer *tr;
+    attn_status st = attn_gen_trainer_load(model, &tr);
+    if (st) return cli_fail(cmd, st, "model");
+    const attn_gen_train_config *c = attn_gen_trainer_config(tr);
+    const attn_transformer_config *m = &c->model;
+    const float *params = attn_gen_trainer_params(tr);
+    if (m->kind != ATTN_MODEL_ENCDEC) {
+        fprintf(stderr, "attn attend: %s is a decoder-only model: it has no "
+                "cross-attention to show\n", model);
+        attn_gen_trainer_free(tr);
+        return 1;
+    }
+    int rc = 0;
+    const int64_t M = m->dec.num_layers, Hc = attn_decoder_cross_heads(&m->dec);
+    int64_t Lsmax, Ltmax, Ls, n;
+    attn_gen_batch_dims(&c->task, m->kind, &Lsmax, &Ltmax);
+    int32_t *src = calloc((size_t)(Lsmax + 2 * Ltmax), sizeof(int32_t));
+    float *w = NULL, *logits = NULL, *ws = NULL;
+    double *score = calloc((size_t)(M * Hc), sizeof(double));
+    char **lab = calloc((size_t)(Lsmax + Ltmax), sizeof(char *));
+    if (!src || !score || !lab) {
+        rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
+        goto done;
+    }
+    if ((st = attn_gen_input(&c->task, m->kind, input, src, Lsmax, &Ls))) {
+        rc = cli_fail(cmd, st, "input");
+        goto done;
+    }
+    int32_t *gen = src + Lsmax, *tin = gen + Ltmax;
+    attn_generate_opts go;
+    attn_generate_opts_init(&go);
+    go.threads = (int)threads;
+    if ((st = attn_generate(m, params, 1, Ls, src, &Ls, &go, gen, Ltmax, &n, NULL))) {
+        rc = cli_fail(cmd, st, "generation");
+        goto done;
+    }
+    char text[128];
+    attn_gen_decode(&c->task, ATTN_SIDE_TARGET, gen, n, text, sizeof text);
+    printf("input:  %s\noutput: %s\n", input, text);
+    /* BOS and the output; its last token is not fed when the output ran to
+     * the model's length without EOS */
+    const int64_t Lt = n < m->max_tgt ? n + 1 : n;
+    tin[0] = ATTN_GEN_BOS;
+    memcpy(tin + 1, gen, sizeof(int32_t) * (size_t)(Lt - 1));
+    size_t wsn;
+    if ((st = attn_transformer_workspace_size(m, 1, Ls, Lt, &wsn))) {
+        rc = cli_fail(cmd, st, "workspace");
+        goto done;
+    }
+    w = malloc(sizeof(float) * (size_t)(M * Hc * Lt * Ls));
+    logits = malloc(sizeof(float) * (size_t)(Lt * m->vocab_tgt));
+    ws = malloc(sizeof(float) * wsn);
+    if (!w || !logits || !ws) {
+        rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
+        goto done;
+    }
+    attn_layer_opts o;
+    attn_sdpa_opts_init(&o);
+    o.threads = (int)threads;
+    if ((st = attn_transformer_forward(m, params, 1, Ls, src, &Ls, Lt, tin, &o,
+                                       logits, w, ws))) {
+        rc = cli_fail(cmd, st, "forward");
+        goto done;
+    }
+    if (mkdir(out, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "attn attend: cannot create %s\n", out);
+        rc = 1;
+        goto done;
+    }
+    /* labels: source characters (columns), output characters (rows) */
+    for (int64_t j = 0; j < Ls; j++) {
+        lab[j] = malloc(8);
+        char_label(input[j] >= 'A' && input[j] <= 'Z' ? (char)(input[j] + 32)
+                                                      : input[j], lab[j], 8);
+    }
+    for (int64_t i = 0; i < Lt; i++) {
+        lab[Ls + i] = malloc(8);
+        if (i < n) char_label(text[i], lab[Ls + i], 8);
+        else snprintf(lab[Ls + i], 8, "EOS");
+    }
+    char path[4096], title[320];
+    int64_t shape[4] = {M, Hc, Lt, Ls};
+    snprintf(path, sizeof path, "%s/cross_weights.npy", out);
+    if ((rc = cli_save_array(cmd, path, ATTN_F32, w, 4, shape))) goto done;
+    attn_heatmap_opts ho;
+    attn_heatmap_opts_init(&ho);
+    ho.x_labels = (const char *const *)lab;
+    ho.y_labels = (const char *const *)lab + Ls;
+    ho.x_title = "source character";
+    ho.y_title = "output character";
+    ho.annotate = 0;
+    attn_tensor W = attn_tensor_4d(w, ATTN_F32, M, Hc, Lt, Ls);
+    for (int64_t l = 0; l < M && !rc; l++)
+        for (int64_t h = 0; h < Hc && !rc; h++) {
+            int64_t s2[2] = {Lt, Ls};
+            snprintf(path, sizeof path, "%s/cross_layer%lld_head%lld.npy", out,
+                     (long long)l, (long long)h);
+            if ((rc = cli_save_array(cmd, path, ATTN_F32,
+                                     w + (l * Hc + h) * Lt * Ls, 2, s2)))
+                break;
+            snprintf(title, sizeof title, "cross-attention, layer %lld head %lld",
+                     (long long)l, (long long)h);
+            ho.title = title;
+            snprintf(path, sizeof path, "%s/cross_layer%lld_head%lld.png", out,
+                     (long long)l, (long long)h);
+            if ((st = attn_heatmap_write(path, &W, l, h, &ho)))
+                rc = cli_fail(cmd, st, path);
+        }
+    if (rc) goto done;
+    snprintf(title, sizeof title, "cross-attention of every layer (rows) and "
+             "head (columns)");
+    ho.title = title;
+    snprintf(path, sizeof path, "%s/cross_attention.png", out);
+    if ((st = attn_heatmap_grid_write(path, &W, &ho))) {
+        rc = cli_fail(cmd, st, path);
+        goto done;
+    }
+    /* the best-aligned head (date: by the same-field weight) */
+    int64_t best = M * Hc - 1;
+    if (c->task.kind == ATTN_GEN_DATE) {
+        if ((rc = cli_gen_alignment(cmd, c, params, count, (int)threads, score)))
+            goto done;
+        printf("same-field cross-attention weight over %lld fresh dates "
+               "(year, month, day characters):\n", (long long)count);
+        for (int64_t l = 0; l < M; l++) {
+            double avg = 0;
+            printf("  layer %lld:", (long long)l);
+            for (int64_t h = 0; h < Hc; h++) {
+                printf(" head %lld %.3f", (long long)h, score[l * Hc + h]);
+                avg += score[l * Hc + h] / (double)Hc;
+            }
+            printf("  (head average %.3f)\n", avg);
+        }
+        best = 0;
+        for (int64_t k = 1; k < M * Hc; k++)
+            if (score[k] > score[best]) best = k;
+        printf("best head: layer %lld head %lld, %.3f\n", (long long)(best / Hc),
+               (long long)(best % Hc), score[best]);
+        snprintf(title, sizeof title, "\"%.40s\" -> %.40s: layer %lld head %lld "
+                 "(same-field weight %.2f)", input, text, (long long)(best / Hc),
+                 (long long)(best % Hc), score[best]);
+    } else {
+        snprintf(title, sizeof title, "\"%.40s\" -> %.40s: layer %lld head %lld",
+                 input, text, (long long)(best / Hc), (long long)(best % Hc));
+    }
+    ho.title = title;
+    ho.annotate = 1;
+    snprintf(path, sizeof path, "%s/alignment.png", out);
+    if ((st = attn_heatmap_write(path, &W, best / Hc, best % Hc, &ho)))
+        rc = cli_fail(cmd, st, path);
+    else
+        printf("wrote %s/cross_weights.npy, per-head .npy and .png, "
+               "cross_attention.png and alignment.png\n", out);
+done:
+    if (lab)
+        for (int64_t i = 0; i < Lsmax + Ltmax; i++) free(lab[i]);
+    free(lab);
+    free(src);
+    free(score);
+    free(w);
+    free(logits);
+    free(ws);
+    attn_gen_trainer_free(tr);
+    return rc;
+}
