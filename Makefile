@@ -11,7 +11,7 @@ CMAKE_ARGS ?=
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES = build-essential cmake pkg-config libopenblas-dev libcairo2-dev \
                python3 python3-numpy python3-venv python3-pip python3-pytest \
-               fonts-dejavu-core chromium
+               fonts-dejavu-core chromium libopenmpi-dev openmpi-bin
 
 .PHONY: all deps build test test-fast test-asan demo bench install clean
 
