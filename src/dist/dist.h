@@ -91,6 +91,19 @@ attn_status attn__ring_irecv(const attn__ring *c, void *buf, size_t bytes,
 /* Waits for every request of q; adds the seconds waited to *waited. */
 attn_status attn__ring_wait(attn__ring_reqs *q, double *waited);
 
+/* Lets MPI move the posted transfers (MPI_Testall on each list not NULL):
+ * Open MPI progresses a large message only inside MPI calls, so the ring
+ * computes in slices of query rows (attn__ring_slice) and calls this
+ * between them; without it a block would move only once compute ends. */
+void attn__ring_progress(attn__ring_reqs *a, attn__ring_reqs *b);
+
+/* Query rows per compute slice for a run of n rows: about an eighth of
+ * the run, at least 512 rows and enough 256-row tiles for the threads. */
+int64_t attn__ring_slice(const attn__ring *c, const attn_sdpa_opts *opts,
+                         int64_t n);
+/* Rows per slice for tests (0 = the rule above). Not thread-safe. */
+extern int64_t attn__ring_slice_override;
+
 /* 1 if the mask hides every pair of (query run, key run) for every batch
  * entry: the pair is skipped. */
 int attn__ring_pair_empty(const attn__ring *c, const attn_mask *m, int64_t qs,

@@ -55,7 +55,7 @@ static void merge(const attn__ring *c, acc *a, int64_t r0, int64_t n) {
 /* This rank's queries against the block of rank src (packed in buf). */
 static attn_status step(const attn__ring *c, const attn_tensor *q,
                         const attn_sdpa_opts *opts, int src, void *buf, acc *a,
-                        int *computed) {
+                        attn__ring_reqs *rq, int *computed) {
     int64_t qs[2], ql[2], ks[2], kl[2];
     const int nqr = attn__ring_qruns(c, c->rank, qs, ql);
     const int nkr = attn__ring_kruns(c, src, ks, kl);
@@ -66,16 +66,27 @@ static attn_status step(const attn__ring *c, const attn_tensor *q,
         for (int y = 0; y < nkr; kro += kl[y], y++) {
             if (attn__ring_pair_empty(c, &opts->mask, qs[x], ql[x], ks[y], kl[y]))
                 continue;
-            attn_tensor Q = attn__ring_rows(q, qro, ql[x]), K, V;
+            attn_tensor K, V;
             attn__ring_block_views(c, buf, c->dt, c->nk[src], kro, kl[y], &K, &V);
-            attn__sdpa_dims pd = attn__ring_pair_dims(c, ql[x], kl[y]);
-            attn__flash_pos pos = {qs[x], ks[y], c->Lq, c->Lk};
-            attn_tensor O = attn_tensor_4d(a->ot, ATTN_F32, pd.B, pd.H, ql[x], pd.Dv);
-            attn_status st = attn__flash_forward_at(&Q, &K, &V, opts, &pd, &pos,
-                                                    &O, a->lt, NULL, NULL);
-            if (st) return st;
-            merge(c, a, qro, ql[x]);
-            *computed = 1;
+            /* in slices of query rows, letting MPI move the next block
+             * between them */
+            const int64_t sl = attn__ring_slice(c, opts, ql[x]);
+            for (int64_t r0 = 0; r0 < ql[x]; r0 += sl) {
+                const int64_t nr = ql[x] - r0 < sl ? ql[x] - r0 : sl;
+                if (attn__ring_pair_empty(c, &opts->mask, qs[x] + r0, nr, ks[y],
+                                          kl[y]))
+                    continue;
+                attn_tensor Q = attn__ring_rows(q, qro + r0, nr);
+                attn__sdpa_dims pd = attn__ring_pair_dims(c, nr, kl[y]);
+                attn__flash_pos pos = {qs[x] + r0, ks[y], c->Lq, c->Lk};
+                attn_tensor O = attn_tensor_4d(a->ot, ATTN_F32, pd.B, pd.H, nr, pd.Dv);
+                attn_status st = attn__flash_forward_at(&Q, &K, &V, opts, &pd, &pos,
+                                                        &O, a->lt, NULL, NULL);
+                if (st) return st;
+                merge(c, a, qro + r0, nr);
+                attn__ring_progress(rq, NULL);
+                *computed = 1;
+            }
         }
     }
     return ATTN_OK;
@@ -90,7 +101,8 @@ static attn_status ring_forward(const attn__ring *c, const attn_tensor *q,
     const int64_t rows = d->B * d->H * d->Lq;
     int64_t maxrun = 0, s2[2], l2[2];
     for (int x = 0, n = attn__ring_qruns(c, c->rank, s2, l2); x < n; x++)
-        if (l2[x] > maxrun) maxrun = l2[x];
+        if (attn__ring_slice(c, opts, l2[x]) > maxrun)
+            maxrun = attn__ring_slice(c, opts, l2[x]);
     const size_t kvb = (size_t)(d->B * d->Hkv * c->maxnk * (d->Dk + d->Dv)) * c->es;
     acc a;
     char *kv = attn__alloc(2 * kvb, 1, "ring K/V buffers");
@@ -125,7 +137,7 @@ static attn_status ring_forward(const attn__ring *c, const attn_tensor *q,
         }
         double t0 = MPI_Wtime(), waited = 0;
         int computed = 0;
-        if (!st && !mpi) st = step(c, q, opts, src, cur, &a, &computed);
+        if (!st && !mpi) st = step(c, q, opts, src, cur, &a, &rq, &computed);
         double t1 = MPI_Wtime();
         attn_status wst = attn__ring_wait(&rq, &waited);
         if (!mpi) mpi = wst;

@@ -39,7 +39,8 @@ typedef struct {
  * dK/dV of the block added into acc (f32, packed like the block). */
 static attn_status step(const attn__ring *c, const bwd_in *in,
                         const attn_sdpa_opts *opts, int src, void *kv,
-                        float *acc, int *computed) {
+                        float *acc, attn__ring_reqs *rq, attn__ring_reqs *ra,
+                        int *computed) {
     const attn__sdpa_dims *d = &c->d;
     int64_t qs[2], ql[2], ks[2], kl[2];
     const int nqr = attn__ring_qruns(c, c->rank, qs, ql);
@@ -47,30 +48,37 @@ static attn_status step(const attn__ring *c, const bwd_in *in,
     int64_t qro = 0;
     *computed = 0;
     for (int x = 0; x < nqr; qro += ql[x], x++) {
-        int loaded = 0;
         int64_t kro = 0;
+        const int64_t sl = attn__ring_slice(c, opts, ql[x]);
         for (int y = 0; y < nkr; kro += kl[y], y++) {
             if (attn__ring_pair_empty(c, &opts->mask, qs[x], ql[x], ks[y], kl[y]))
                 continue;
-            if (!loaded) { /* the run's lse rows, contiguous for the kernel */
-                for (int64_t bh = 0; bh < d->B * d->H; bh++)
-                    memcpy(in->lt + bh * ql[x], in->lse + bh * d->Lq + qro,
-                           (size_t)ql[x] * sizeof(float));
-                loaded = 1;
-            }
-            attn_tensor Q = attn__ring_rows(in->q, qro, ql[x]);
-            attn_tensor O = attn__ring_rows(in->out, qro, ql[x]);
-            attn_tensor dO = attn__ring_rows(in->dout, qro, ql[x]);
-            attn_tensor dQ = attn__ring_rows(in->dq, qro, ql[x]);
             attn_tensor K, V, dK, dV;
             attn__ring_block_views(c, kv, c->dt, c->nk[src], kro, kl[y], &K, &V);
             attn__ring_block_views(c, acc, ATTN_F32, c->nk[src], kro, kl[y], &dK, &dV);
-            attn__sdpa_dims pd = attn__ring_pair_dims(c, ql[x], kl[y]);
-            attn__flash_pos pos = {qs[x], ks[y], c->Lq, c->Lk};
-            attn_status st = attn__flash_backward_at(&Q, &K, &V, &O, in->lt, &dO,
-                                                     opts, &pd, &pos, &dQ, &dK, &dV);
-            if (st) return st;
-            *computed = 1;
+            /* in slices of query rows, letting MPI move the blocks between */
+            for (int64_t r0 = 0; r0 < ql[x]; r0 += sl) {
+                const int64_t nr = ql[x] - r0 < sl ? ql[x] - r0 : sl;
+                if (attn__ring_pair_empty(c, &opts->mask, qs[x] + r0, nr, ks[y],
+                                          kl[y]))
+                    continue;
+                /* the slice's lse rows, contiguous for the kernel */
+                for (int64_t bh = 0; bh < d->B * d->H; bh++)
+                    memcpy(in->lt + bh * nr, in->lse + bh * d->Lq + qro + r0,
+                           (size_t)nr * sizeof(float));
+                attn_tensor Q = attn__ring_rows(in->q, qro + r0, nr);
+                attn_tensor O = attn__ring_rows(in->out, qro + r0, nr);
+                attn_tensor dO = attn__ring_rows(in->dout, qro + r0, nr);
+                attn_tensor dQ = attn__ring_rows(in->dq, qro + r0, nr);
+                attn__sdpa_dims pd = attn__ring_pair_dims(c, nr, kl[y]);
+                attn__flash_pos pos = {qs[x] + r0, ks[y], c->Lq, c->Lk};
+                attn_status st = attn__flash_backward_at(&Q, &K, &V, &O, in->lt, &dO,
+                                                         opts, &pd, &pos, &dQ, &dK,
+                                                         &dV);
+                if (st) return st;
+                attn__ring_progress(rq, ra);
+                *computed = 1;
+            }
         }
     }
     return ATTN_OK;
@@ -106,7 +114,8 @@ static attn_status ring_backward(const attn__ring *c, const bwd_in *in,
     const attn__sdpa_dims *d = &c->d;
     int64_t maxrun = 0, s2[2], l2[2];
     for (int x = 0, n = attn__ring_qruns(c, c->rank, s2, l2); x < n; x++)
-        if (l2[x] > maxrun) maxrun = l2[x];
+        if (attn__ring_slice(c, opts, l2[x]) > maxrun)
+            maxrun = attn__ring_slice(c, opts, l2[x]);
     const size_t kvb = (size_t)(d->B * d->Hkv * c->maxnk * (d->Dk + d->Dv)) * c->es;
     const size_t accb = (size_t)(d->B * d->Hkv * c->maxnk * (d->Dk + d->Dv)) * sizeof(float);
     char *kv = attn__alloc(2 * kvb, 1, "ring K/V buffers");
@@ -143,7 +152,7 @@ static attn_status ring_backward(const attn__ring *c, const bwd_in *in,
         double t0 = MPI_Wtime();
         int computed = 0;
         memset(mine, 0, nacc * sizeof(float));
-        if (!st && !mpi) st = step(c, &io, opts, src, cur, mine, &computed);
+        if (!st && !mpi) st = step(c, &io, opts, src, cur, mine, &rq, &ra, &computed);
         double t1 = MPI_Wtime();
         if (!mpi) mpi = attn__ring_wait(&ra, &waited);
         if (!mpi && s > 0) add_acc(mine, arrive, nacc);

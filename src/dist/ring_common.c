@@ -5,6 +5,7 @@
 #include "dist.h"
 
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 /* ---- local checks ------------------------------------------------------ */
@@ -423,4 +424,25 @@ attn_status attn__ring_wait(attn__ring_reqs *q, double *waited) {
     q->n = 0;
     if (err != MPI_SUCCESS) return mpi_fail(err, "MPI_Waitall");
     return ATTN_OK;
+}
+
+void attn__ring_progress(attn__ring_reqs *a, attn__ring_reqs *b) {
+    int done;
+    if (a && a->n) MPI_Testall(a->n, a->r, &done, MPI_STATUSES_IGNORE);
+    if (b && b->n) MPI_Testall(b->n, b->r, &done, MPI_STATUSES_IGNORE);
+}
+
+int64_t attn__ring_slice_override = 0;
+
+int64_t attn__ring_slice(const attn__ring *c, const attn_sdpa_opts *opts,
+                         int64_t n) {
+    if (attn__ring_slice_override > 0)
+        return attn__ring_slice_override < n ? attn__ring_slice_override : n;
+    const int64_t t = opts->threads > 0 ? opts->threads : omp_get_max_threads();
+    const int64_t bh = c->d.B * c->d.H > 0 ? c->d.B * c->d.H : 1;
+    int64_t s = (n + 7) / 8, need = 256 * ((2 * t + bh - 1) / bh);
+    if (s < 512) s = 512;
+    if (s < need) s = need;
+    s = (s + 255) / 256 * 256;
+    return s < n ? s : n;
 }
