@@ -54,7 +54,7 @@ static void help(void) {
 "                   backward): per-step compute and wait, the K/V transfer\n"
 "                   alone, overlap, balance, efficiency against one process\n"
 "                   with P threads; takes --L N --H N --D N --causal\n"
-"                   --threads N (per rank) --backward --no-single\n");
+"                   --threads N (per rank) --backward --no-single --reps N\n");
 }
 
 int cmd_bench(int argc, char **argv) {
