@@ -107,6 +107,70 @@ static double vmean(const double *v, int P) {
     return s / P;
 }
 
+/* What run() measured, for report(). */
+typedef struct {
+    double *txa, *alone, *comp, *wait, *tot, *stepc, *stepw, *btot, *bcomp, *bwait;
+    double t1, tb1;
+    size_t kvb;
+} rb_res;
+
+/* Rank 0's summary of a run. */
+static void report(const rb_res *x, const rb_opts *b, const char *layout, int P) {
+    const int64_t L = b->L, H = b->H, D = b->D;
+    const double mib = (double)x->kvb / (1 << 20);
+    printf("ring bench: P=%d ranks x %d thread(s), B=1 H=%lld L=%lld D=%lld "
+           "%s, layout %s, f32\n", P, b->threads, (long long)H, (long long)L,
+           (long long)D, b->causal ? "causal" : "full", layout);
+    printf("  K/V block %.1f MiB; transfer alone %.2f ms (%.2f GB/s)\n", mib,
+           vmax(x->txa, P) * 1e3, (double)x->kvb / vmax(x->txa, P) / 1e9);
+    printf("  %-28s", "per rank (ms):");
+    for (int r = 0; r < P && r < 16; r++) printf(" %9d", r);
+    printf("\n");
+    stats_line("compute alone", x->alone, P);
+    stats_line("ring: total", x->tot, P);
+    stats_line("ring: compute", x->comp, P);
+    stats_line("ring: exposed wait", x->wait, P);
+    printf("  ring per step, compute / wait ms (row = rank, column = step):\n");
+    for (int r = 0; r < P && r < 16; r++) {
+        printf("    rank %2d:", r);
+        for (int s = 0; s < P && s < 16; s++)
+            printf(" %7.1f/%.1f", x->stepc[r * P + s] * 1e3, x->stepw[r * P + s] * 1e3);
+        printf("\n");
+    }
+    const double ring = vmax(x->tot, P), al = vmax(x->alone, P);
+    /* communication left visible: the ring's time beyond the compute
+     * x->alone, against the transfers' time alone */
+    const double xfer = vmax(x->txa, P) * (P - 1), shown = ring - al;
+    double over = xfer > 0 ? 1.0 - (shown > 0 ? shown : 0) / xfer : 1;
+    over = over < 0 ? 0 : over;
+    printf("  ring / compute alone (slowest rank): %.3f\n", ring / al);
+    printf("  balance: slowest rank's compute / mean: %.3f alone, %.3f in the "
+           "ring\n", vmax(x->alone, P) / vmean(x->alone, P),
+           vmax(x->comp, P) / vmean(x->comp, P));
+    if (P > 1) {
+        double ow = 1.0 - vmean(x->wait, P) / xfer;
+        printf("  overlap: 1 - exposed wait / transfers alone: %.3f (mean wait "
+               "%.1f ms)\n", ow < 0 ? 0.0 : ow, vmean(x->wait, P) * 1e3);
+    }
+    if (P > 1)
+        printf("  by time: 1 - (ring - compute alone) / transfers alone: %.3f "
+               "(%.1f ms beyond compute, %.1f ms of transfers per rank)\n",
+               over, shown * 1e3, xfer * 1e3);
+    if (x->t1 > 0)
+        printf("  one process, %d threads: %.1f ms; efficiency %.3f\n",
+               P * b->threads, x->t1 * 1e3, x->t1 / ring);
+    if (b->backward) {
+        stats_line("ring backward: total", x->btot, P);
+        stats_line("ring backward: compute", x->bcomp, P);
+        stats_line("ring backward: exposed wait", x->bwait, P);
+        printf("  ring backward: exposed wait / total (slowest rank): %.3f\n",
+               vmax(x->bwait, P) / vmax(x->btot, P));
+        if (x->tb1 > 0)
+            printf("  one process backward, %d threads: %.1f ms; efficiency "
+                   "%.3f\n", P * b->threads, x->tb1 * 1e3, x->tb1 / vmax(x->btot, P));
+    }
+}
+
 static int run(attn_ring_layout lay, const char *layout, const rb_opts *b, int P,
                int R) {
     const int64_t L = b->L, H = b->H, D = b->D;
@@ -194,7 +258,9 @@ static int run(attn_ring_layout lay, const char *layout, const rb_opts *b, int P
     }
     free(sc1); free(sw1); free(a1); free(c1); free(w1); free(t1s);
     double *stepc = malloc(sizeof(double) * (size_t)P * (size_t)P);
+    double *stepw = malloc(sizeof(double) * (size_t)P * (size_t)P);
     MPI_Gather(sc, P, MPI_DOUBLE, stepc, P, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Gather(sw, P, MPI_DOUBLE, stepw, P, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 
     /* one process, P x threads threads, full tensors (rank 0 alone) */
     double t1 = -1;
@@ -253,55 +319,13 @@ static int run(attn_ring_layout lay, const char *layout, const rb_opts *b, int P
     }
 
     if (R == 0) {
-        const double mib = (double)kvb / (1 << 20);
-        printf("ring bench: P=%d ranks x %d thread(s), B=1 H=%lld L=%lld D=%lld "
-               "%s, layout %s, f32\n", P, b->threads, (long long)H, (long long)L,
-               (long long)D, b->causal ? "causal" : "full", layout);
-        printf("  K/V block %.1f MiB; transfer alone %.2f ms (%.2f GB/s)\n", mib,
-               vmax(txa, P) * 1e3, (double)kvb / vmax(txa, P) / 1e9);
-        printf("  %-28s", "per rank (ms):");
-        for (int r = 0; r < P && r < 16; r++) printf(" %9d", r);
-        printf("\n");
-        stats_line("compute alone", alone, P);
-        stats_line("ring: total", tot, P);
-        stats_line("ring: compute", comp, P);
-        stats_line("ring: exposed wait", wait, P);
-        printf("  ring per step, compute ms (row = rank, column = step):\n");
-        for (int r = 0; r < P && r < 16; r++) {
-            printf("    rank %2d:", r);
-            for (int x = 0; x < P && x < 16; x++) printf(" %8.1f", stepc[r * P + x] * 1e3);
-            printf("\n");
-        }
-        const double ring = vmax(tot, P), al = vmax(alone, P);
-        /* communication left visible: the ring's time beyond the compute
-         * alone, against the transfers' time alone */
-        const double xfer = vmax(txa, P) * (P - 1), shown = ring - al;
-        double over = xfer > 0 ? 1.0 - (shown > 0 ? shown : 0) / xfer : 1;
-        over = over < 0 ? 0 : over;
-        printf("  ring / compute alone (slowest rank): %.3f\n", ring / al);
-        printf("  balance: slowest rank's compute / mean: %.3f\n",
-               vmax(alone, P) / vmean(alone, P));
-        if (P > 1)
-            printf("  overlap: 1 - (ring - compute alone) / transfers alone: %.3f "
-                   "(%.1f ms beyond compute, %.1f ms of transfers per rank)\n",
-                   over, shown * 1e3, xfer * 1e3);
-        if (t1 > 0)
-            printf("  one process, %d threads: %.1f ms; efficiency %.3f\n",
-                   P * b->threads, t1 * 1e3, t1 / ring);
-        if (b->backward) {
-            stats_line("ring backward: total", btot, P);
-            stats_line("ring backward: compute", bcomp, P);
-            stats_line("ring backward: exposed wait", bwait, P);
-            printf("  ring backward: exposed wait / total (slowest rank): %.3f\n",
-                   vmax(bwait, P) / vmax(btot, P));
-            if (tb1 > 0)
-                printf("  one process backward, %d threads: %.1f ms; efficiency "
-                       "%.3f\n", P * b->threads, tb1 * 1e3, tb1 / vmax(btot, P));
-        }
+        rb_res x = {txa, alone, comp, wait, tot, stepc, stepw, btot, bcomp, bwait,
+                    t1, tb1, kvb};
+        report(&x, b, layout, P);
     }
     free(q); free(k); free(v); free(qs); free(ks); free(vs); free(os); free(ls);
     free(ot); free(lt); free(txa); free(alone); free(comp); free(wait); free(tot);
-    free(sc); free(sw); free(stepc); free(btot); free(bcomp); free(bwait);
+    free(sc); free(sw); free(stepc); free(stepw); free(btot); free(bcomp); free(bwait);
     return 0;
 }
 
