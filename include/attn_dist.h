@@ -13,7 +13,9 @@
  * results are merged by log-sum-exp. Every rank calls every function below
  * with the same options (checked): a bad argument on any rank is reported,
  * with the rank, by every rank, and nobody waits for a message that never
- * comes.
+ * comes. MPI must be initialized by the caller. MPI is called only from
+ * the calling thread, outside the kernels' OpenMP regions
+ * (MPI_THREAD_FUNNELED is enough).
  *
  *     mpirun -np 4 ./prog        (each rank: its rows of Q, K, V)
  *     attn_ring_shard(ATTN_RING_ZIGZAG, P, rank, &Qfull, &Qmine);  ...
