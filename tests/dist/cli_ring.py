@@ -93,7 +93,9 @@ def main():
         r = mpirun(6, ["sdpa", "--ring", "contiguous"] + io + ["--out", p("o3.npy")])
         check(r.returncode != 0 and "6 ranks for a sequence of 5 positions"
               in r.stderr, "P > L contiguous: " + r.stderr[-400:])
-        io = ["--q", p("q.npy"), "--k", p("k.npy"), "--v", p("v.npy")]
+        # the error cases' own (41, 5) inputs (the loop above may stop early)
+        np.save(p("e.npy"), rng.standard_normal((41, 5)).astype("<f4"))
+        io = ["--q", p("e.npy"), "--k", p("e.npy"), "--v", p("e.npy")]
         r = run(["sdpa", "--ring", "diagonal"] + io + ["--out", p("o3.npy")])
         check(r.returncode == 2 and "unknown layout 'diagonal'" in r.stderr,
               "bad layout: " + r.stderr)
