@@ -13,11 +13,13 @@ CMAKE_ARGS ?=
 
 # Debian packages: what the build and the demo need, and what the tests add
 # (NumPy and pytest as oracles, venv/pip for the install test, Chromium for
-# the HTML viewer, clang with libFuzzer for the fuzz targets).
+# the HTML viewer, clang with libFuzzer for the fuzz targets, Open MPI for
+# ring attention).
 DEB_BUILD    = build-essential cmake pkg-config libopenblas-dev libcairo2-dev \
                fonts-dejavu-core
 DEB_TEST     = python3 python3-numpy python3-venv python3-pip python3-pytest \
-               chromium clang libclang-rt-14-dev libomp-14-dev
+               chromium clang libclang-rt-14-dev libomp-14-dev \
+               libopenmpi-dev openmpi-bin
 DEB_PACKAGES = $(DEB_BUILD) $(DEB_TEST)
 
 # The fuzz targets (tests/fuzz/CMakeLists.txt), e.g. npy params ...

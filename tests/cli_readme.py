@@ -1,6 +1,7 @@
 """The README's C example is tests/test_readme_example.c, character for
 character, so the example people copy is one that compiles and runs (CTest
-builds and runs that file as test_readme_example).
+builds and runs that file as test_readme_example); likewise its ring
+example and tests/dist/readme_ring.c (readme_ring, under mpirun).
 
 usage: cli_readme.py PATH/TO/attn SOURCE_DIR
 """
@@ -19,8 +20,19 @@ def main():
     if not ok:
         print("FAIL the C block under '## C example' differs from "
               "tests/test_readme_example.c (%d c blocks found)" % len(blocks))
-    print("%d passed, %d failed" % (int(ok), int(not ok)))
-    return 0 if ok else 1
+    # the ring example: tests/dist/readme_ring.c (run under mpirun)
+    ring = open(os.path.join(src, "tests", "dist", "readme_ring.c")).read()
+    section = readme.split("## Across processes and machines", 1)[-1]
+    section = section.split("\n## ", 1)[0]
+    blocks = re.findall(r"```c\n(.*?)```", section, re.S)
+    ok2 = len(blocks) == 1 and blocks[0] == ring
+    if not ok2:
+        print("FAIL the C block under '## Across processes and machines' "
+              "differs from tests/dist/readme_ring.c (%d c blocks found)"
+              % len(blocks))
+    passed = int(ok) + int(ok2)
+    print("%d passed, %d failed" % (passed, 2 - passed))
+    return 0 if ok and ok2 else 1
 
 
 if __name__ == "__main__":

@@ -205,6 +205,19 @@ void attn__flash_dropout_row(uint64_t seed, double p, int64_t b, int64_t h,
     }
 }
 
+/* ---- a block of a longer sequence ------------------------------------ */
+
+void attn__flash_frame(const attn__sdpa_dims *d, const attn__flash_pos *pos,
+                       attn__sdpa_dims *md, int64_t *qpos, int64_t *kpos) {
+    *md = *d;
+    *qpos = *kpos = 0;
+    if (!pos) return;
+    md->Lq = pos->Lq;
+    md->Lk = pos->Lk;
+    *qpos = pos->qpos;
+    *kpos = pos->kpos;
+}
+
 /* ---- splitting a partial tile ------------------------------------------ */
 
 int64_t attn__flash_split_tile(const attn_mask *m, const attn__sdpa_dims *d,

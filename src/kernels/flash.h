@@ -119,6 +119,46 @@ attn_status attn__flash_forward_ml(const attn_tensor *q, const attn_tensor *k,
                                    const attn__sdpa_dims *d, attn_tensor *out,
                                    float *lse, float *mrow, float *lrow);
 
+/* ---- a block of a longer sequence (ring attention, src/dist/) ---------- */
+
+/* Where a call's rows sit in a longer sequence: query row i of q and key j
+ * of k are positions qpos + i and kpos + j of a sequence of Lq queries and
+ * Lk keys, and the mask (padding lengths, causal alignment, window) and
+ * dropout are those of the long sequence at those positions. NULL is the
+ * call's own frame ({0, 0, d->Lq, d->Lk}). The mask must have been checked
+ * against (Lq, Lk). */
+typedef struct {
+    int64_t qpos, kpos, Lq, Lk;
+} attn__flash_pos;
+
+/* The dims the mask helpers see (d with pos's lengths) and the offsets. */
+void attn__flash_frame(const attn__sdpa_dims *d, const attn__flash_pos *pos,
+                       attn__sdpa_dims *md, int64_t *qpos, int64_t *kpos);
+
+/* attn__flash_forward_ml for the block pos places in a longer sequence:
+ * out, lse, mrow and lrow are of the block's rows, normalized over the
+ * block's keys only. */
+attn_status attn__flash_forward_at(const attn_tensor *q, const attn_tensor *k,
+                                   const attn_tensor *v,
+                                   const attn_sdpa_opts *opts,
+                                   const attn__sdpa_dims *d,
+                                   const attn__flash_pos *pos, attn_tensor *out,
+                                   float *lse, float *mrow, float *lrow);
+
+/* attn__sdpa_flash_backward for a block: lse, out and dout are the full
+ * sequence's (the rows' lse over every key), so the block's P, and its
+ * contributions added into dq, dk, dv, are exact parts of the full ones.
+ * No bias (dbias) in this form. */
+attn_status attn__flash_backward_at(const attn_tensor *q, const attn_tensor *k,
+                                    const attn_tensor *v,
+                                    const attn_tensor *out, const float *lse,
+                                    const attn_tensor *dout,
+                                    const attn_sdpa_opts *opts,
+                                    const attn__sdpa_dims *d,
+                                    const attn__flash_pos *pos,
+                                    attn_tensor *dq, attn_tensor *dk,
+                                    attn_tensor *dv);
+
 /* ---- the weight pass (sdpa_weights.c) --------------------------------- */
 
 /* Fills weights (B, H, Lq, Lk) f32 with the normalized weights after

@@ -92,6 +92,10 @@ typedef struct {
     const attn_tensor *q, *k, *v;
     const attn_sdpa_opts *opts;
     const attn__sdpa_dims *d;
+    /* the mask's frame (attn__flash_pos): md = d with the full sequence's
+     * lengths; query row i and key j are rows i + qpos, j + kpos of it */
+    attn__sdpa_dims md;
+    int64_t qpos, kpos;
     attn_tensor *out;
     float *lse, *mrow, *lrow;
     int64_t bq, bk, nqt, nkt;
@@ -101,7 +105,8 @@ typedef struct {
 
 /* One block of a tile: S = scale Q K^T over rows r0.. (of the query tile
  * that starts at i0) and keys c0.., the online softmax on its rows, and
- * O += P V. K and V are the key tile's rows starting at key j0. */
+ * O += P V. K and V are the key tile's rows starting at key j0. Rows and
+ * keys (i0, j0 and the block's) are positions in the mask's frame. */
 static void fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
                       int64_t i0, const attn__flash_block *blk, int64_t j0,
                       const float *Q, int64_t ldq, const float *K, int64_t ldk,
@@ -121,8 +126,8 @@ static void fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
     for (int64_t r = 0; r < nr; r++) {
         float *s = S + r * lds;
         if (need_mask)
-            attn__flash_mask_row(mask, d, b, h, blk->r0 + r, blk->c0, nc,
-                                 blk->cls, s);
+            attn__flash_mask_row(mask, &c->md, b, h, blk->r0 + r, blk->c0,
+                                 nc, blk->cls, s);
         float mx = vec->max(s, nc);
         float mnew = mx > M[r] ? mx : M[r];
         if (mnew == -INFINITY) {
@@ -171,17 +176,19 @@ static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
     for (int64_t kt = 0; kt < c->nkt; kt++) {
         const int64_t j0 = kt * c->bk;
         const int64_t nj = d->Lk - j0 < c->bk ? d->Lk - j0 : c->bk;
-        attn__tile_class cls = attn__mask_classify(mask, b, h, i0, i0 + ni, j0,
-                                                   j0 + nj, d->Lq, d->Lk);
-        int64_t nb = attn__flash_split_tile(mask, d, b, h, i0, ni, j0, nj, cls,
-                                            blocks);
+        /* classify and split in the mask's frame (global positions) */
+        const int64_t gi = i0 + c->qpos, gj = j0 + c->kpos;
+        attn__tile_class cls = attn__mask_classify(
+            mask, b, h, gi, gi + ni, gj, gj + nj, c->md.Lq, c->md.Lk);
+        int64_t nb = attn__flash_split_tile(mask, &c->md, b, h, gi, ni, gj, nj,
+                                            cls, blocks);
         if (nb == 0) continue;
         if (!Q) Q = attn__flash_rows(c->q, b, h, i0, ni, ws + c->w.q, &ldq);
         int64_t ldk, ldv;
         const float *K = attn__flash_rows(c->k, b, hk, j0, nj, ws + c->w.k, &ldk);
         const float *V = attn__flash_rows(c->v, b, hk, j0, nj, ws + c->w.v, &ldv);
         for (int64_t x = 0; x < nb; x++)
-            fwd_block(c, ws, b, h, i0, &blocks[x], j0, Q, ldq, K, ldk, V, ldv);
+            fwd_block(c, ws, b, h, gi, &blocks[x], gj, Q, ldq, K, ldk, V, ldv);
     }
     /* O / l and lse; a row with no visible key stays 0 with lse = -inf */
     attn_tensor *out = c->out;
@@ -217,9 +224,19 @@ attn_status attn__flash_forward_ml(const attn_tensor *q, const attn_tensor *k,
                                    const attn_sdpa_opts *opts,
                                    const attn__sdpa_dims *d, attn_tensor *out,
                                    float *lse, float *mrow, float *lrow) {
+    return attn__flash_forward_at(q, k, v, opts, d, NULL, out, lse, mrow, lrow);
+}
+
+attn_status attn__flash_forward_at(const attn_tensor *q, const attn_tensor *k,
+                                   const attn_tensor *v,
+                                   const attn_sdpa_opts *opts,
+                                   const attn__sdpa_dims *d,
+                                   const attn__flash_pos *pos, attn_tensor *out,
+                                   float *lse, float *mrow, float *lrow) {
     attn_status st = attn__flash_check_dims(d, "flash");
     if (st) return st;
     fwd_ctx c;
+    attn__flash_frame(d, pos, &c.md, &c.qpos, &c.kpos);
     c.mrow = mrow;
     c.lrow = lrow;
     c.q = q;

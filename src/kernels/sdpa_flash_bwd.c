@@ -112,6 +112,10 @@ typedef struct {
     const attn_tensor *q, *k, *v, *dout;
     const attn_sdpa_opts *opts;
     const attn__sdpa_dims *d;
+    /* the mask's frame (attn__flash_pos): md has the full sequence's
+     * lengths; local query row i and key j are i + qpos, j + kpos in it */
+    attn__sdpa_dims md;
+    int64_t qpos, kpos;
     const float *lse, *dvec; /* [B * H * Lq] each */
     int64_t bq, bk, nqt, nkt;
     const attn__vec_ops *vec;
@@ -140,9 +144,17 @@ static void load_key_tile(const bwd_ctx *c, work *w, int64_t b, int64_t hk,
 static int64_t tile_blocks(const bwd_ctx *c, work *w, int64_t b, int64_t h,
                            int64_t i0, int64_t nq, int64_t j0, int64_t nk) {
     const attn_mask *m = &c->opts->mask;
-    attn__tile_class cls =
-        attn__mask_classify(m, b, h, i0, i0 + nq, j0, j0 + nk, c->d->Lq, c->d->Lk);
-    return attn__flash_split_tile(m, c->d, b, h, i0, nq, j0, nk, cls, w->blk);
+    /* classified and split in the mask's frame, handed back in local rows */
+    const int64_t gi = i0 + c->qpos, gj = j0 + c->kpos;
+    attn__tile_class cls = attn__mask_classify(m, b, h, gi, gi + nq, gj, gj + nk,
+                                               c->md.Lq, c->md.Lk);
+    int64_t n = attn__flash_split_tile(m, &c->md, b, h, gi, nq, gj, nk, cls,
+                                       w->blk);
+    for (int64_t x = 0; x < n; x++) {
+        w->blk[x].r0 -= c->qpos;
+        w->blk[x].c0 -= c->kpos;
+    }
+    return n;
 }
 
 /*
@@ -180,11 +192,13 @@ static const float *block_ds(const bwd_ctx *c, work *w, int64_t b, int64_t h,
         }
         /* P exactly as the forward forms it: mask + bias, then exp(s - lse) */
         if (need_mask)
-            attn__flash_mask_row(m, d, b, h, i, blk->c0, nc, blk->cls, s);
+            attn__flash_mask_row(m, &c->md, b, h, i + c->qpos, blk->c0 + c->kpos,
+                                 nc, blk->cls, s);
         c->vec->exp_sub_sum(s, nc, lse);
         if (p > 0) {
             for (int64_t j = 0; j < nc; j++) w->z[j] = 1.0f;
-            attn__flash_dropout_row(c->opts->seed, p, b, h, i, blk->c0, nc, w->z);
+            attn__flash_dropout_row(c->opts->seed, p, b, h, i + c->qpos,
+                                    blk->c0 + c->kpos, nc, w->z);
             for (int64_t j = 0; j < nc; j++) {
                 pd[j] = s[j] * w->z[j];
                 ds[j] *= w->z[j];
@@ -389,6 +403,13 @@ static void pass_bias(const bwd_ctx *c, work *w, int64_t task,
 
 /* ---- the call ---------------------------------------------------------- */
 
+static attn_status flash_backward_pos(
+    const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+    const attn_tensor *out, const float *lse, const attn_tensor *dout,
+    const attn_sdpa_opts *opts, const attn__sdpa_dims *d,
+    const attn__flash_pos *pos, attn_tensor *dq, attn_tensor *dk,
+    attn_tensor *dv, attn_tensor *dbias);
+
 attn_status attn__sdpa_flash_backward(const attn_tensor *q, const attn_tensor *k,
                                       const attn_tensor *v,
                                       const attn_tensor *out, const float *lse,
@@ -397,10 +418,34 @@ attn_status attn__sdpa_flash_backward(const attn_tensor *q, const attn_tensor *k
                                       const attn__sdpa_dims *d, attn_tensor *dq,
                                       attn_tensor *dk, attn_tensor *dv,
                                       attn_tensor *dbias) {
+    return flash_backward_pos(q, k, v, out, lse, dout, opts, d, NULL, dq,
+                                    dk, dv, dbias);
+}
+
+attn_status attn__flash_backward_at(const attn_tensor *q, const attn_tensor *k,
+                                    const attn_tensor *v,
+                                    const attn_tensor *out, const float *lse,
+                                    const attn_tensor *dout,
+                                    const attn_sdpa_opts *opts,
+                                    const attn__sdpa_dims *d,
+                                    const attn__flash_pos *pos,
+                                    attn_tensor *dq, attn_tensor *dk,
+                                    attn_tensor *dv) {
+    return flash_backward_pos(q, k, v, out, lse, dout, opts, d, pos, dq,
+                                    dk, dv, NULL);
+}
+
+static attn_status flash_backward_pos(
+    const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+    const attn_tensor *out, const float *lse, const attn_tensor *dout,
+    const attn_sdpa_opts *opts, const attn__sdpa_dims *d,
+    const attn__flash_pos *pos, attn_tensor *dq, attn_tensor *dk,
+    attn_tensor *dv, attn_tensor *dbias) {
     attn_status st = attn__flash_check_dims(d, "flash backward");
     if (st) return st;
     bwd_ctx c = {.q = q, .k = k, .v = v, .dout = dout, .opts = opts, .d = d,
                  .lse = lse, .vec = attn__vec_get()};
+    attn__flash_frame(d, pos, &c.md, &c.qpos, &c.kpos);
     bwd_tile_sizes(d, &c.bq, &c.bk);
     c.nqt = (d->Lq + c.bq - 1) / c.bq;
     c.nkt = (d->Lk + c.bk - 1) / c.bk;

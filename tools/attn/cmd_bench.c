@@ -1,5 +1,6 @@
 /* attn bench: the attention benchmark (bench/bench.c) from the command line. */
 #include "cli.h"
+#include "cli_ring.h"
 
 #include "bench.h"
 
@@ -51,7 +52,13 @@ static void help(void) {
 "  --layers         instead: additive vs dot-product layers (attn\n"
 "                   bench-layers; takes --quick, --threads N, --reps N)\n"
 "  --decode         instead: a decode step over a KV cache against the\n"
-"                   memory bandwidth (attn bench --decode --help)\n");
+"                   memory bandwidth (attn bench --decode --help)\n"
+"  --ring contiguous|zigzag\n"
+"                   instead, under mpirun -np P: the ring forward (and\n"
+"                   backward): per-step compute and wait, the K/V transfer\n"
+"                   alone, overlap, balance, efficiency against one process\n"
+"                   with P threads; takes --L N --H N --D N --causal\n"
+"                   --threads N (per rank) --backward --no-single --reps N\n");
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -61,6 +68,10 @@ int cmd_bench(int argc, char **argv) {
     o.ref_max_l = 2048;
     o.bwd_max_l = 4096;
     bench_case cases[64];
+    const char *ring = NULL;
+    int rrc = cli_ring_take(cmd, &argc, argv, &ring);
+    if (rrc) return rrc;
+    if (ring) return cli_ring_bench(ring, argc, argv);
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--model") == 0) /* tools/attn/cmd_pretrained.c */
             return cli_bench_model(argc, argv);

@@ -1,5 +1,6 @@
 /* attn sdpa: scaled dot-product attention on .npy files. */
 #include "cli.h"
+#include "cli_ring.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,12 @@ static void help(void) {
     cli_sdpa_args_help(stdout);
     printf(
 "\n"
+"  --ring contiguous|zigzag\n"
+"                       under mpirun -np P: ring attention across P processes\n"
+"                       (every rank reads the inputs; rank 0 writes the\n"
+"                       outputs). Causal, window, key/query lengths, dropout;\n"
+"                       zigzag balances causal work. Needs attn built with MPI.\n"
+"\n"
 "example:\n"
 "  attn sdpa --q q.npy --k k.npy --v v.npy --out o.npy --causal top-left \\\n"
 "            --key-lengths lens.npy --weights w.npy\n");
@@ -48,7 +55,9 @@ int cmd_sdpa(int argc, char **argv) {
     memset(&k, 0, sizeof k);
     memset(&v, 0, sizeof v);
     cli_sdpa_args_init(&a);
-    int rc = cli_sdpa_args_parse(cmd, &argc, argv, &a);
+    const char *ring = NULL;
+    int rc = cli_ring_take(cmd, &argc, argv, &ring);
+    if (!rc) rc = cli_sdpa_args_parse(cmd, &argc, argv, &a);
     if (rc) goto done;
 
     const char *qp = NULL, *kp = NULL, *vp = NULL, *op = NULL, *wp = NULL,
@@ -87,6 +96,15 @@ int cmd_sdpa(int argc, char **argv) {
     const int64_t B = q.t.shape[0], H = q.t.shape[1], Lq = q.t.shape[2];
     const int64_t Lk = k.t.shape[2], Dv = v.t.shape[3];
     if ((rc = cli_sdpa_args_bind(cmd, &a, B, H, Lq, Lk))) goto done;
+    if (ring) {
+        if (wp || compute == ATTN_F64) {
+            rc = cli_usage_error(cmd, "--ring computes O and lse in f32: no "
+                                 "--weights (Lq x Lk), no f64");
+            goto done;
+        }
+        rc = cli_ring_sdpa(cmd, ring, &q, &k, &v, &a.opts, op, lp);
+        goto done;
+    }
     attn_dtype odt = compute == ATTN_F64 ? ATTN_F64 : ATTN_F32;
     if ((rc = cli_alloc_tensor(cmd, "out", odt, B, H, Lq, Dv, &out)) ||
         (wp && (rc = cli_alloc_tensor(cmd, "weights", odt, B, H, Lq, Lk,

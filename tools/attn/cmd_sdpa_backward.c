@@ -2,6 +2,7 @@
  * files. It runs the forward (for out and lse) with the same options, then
  * the backward into zeroed gradients. */
 #include "cli.h"
+#include "cli_ring.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +50,9 @@ int cmd_sdpa_backward(int argc, char **argv) {
     memset(&v, 0, sizeof v);
     memset(&dout, 0, sizeof dout);
     cli_sdpa_args_init(&a);
-    int rc = cli_sdpa_args_parse(cmd, &argc, argv, &a);
+    const char *ring = NULL;
+    int rc = cli_ring_take(cmd, &argc, argv, &ring);
+    if (!rc) rc = cli_sdpa_args_parse(cmd, &argc, argv, &a);
     if (rc) goto done;
 
     const char *qp = NULL, *kp = NULL, *vp = NULL, *dop = NULL, *dqp = NULL,
@@ -99,6 +102,15 @@ int cmd_sdpa_backward(int argc, char **argv) {
     const int64_t Dk = q.t.shape[3], Hkv = k.t.shape[1], Lk = k.t.shape[2];
     const int64_t Dv = v.t.shape[3];
     if ((rc = cli_sdpa_args_bind(cmd, &a, B, H, Lq, Lk))) goto done;
+    if (ring) {
+        if (dbp || gdt == ATTN_F64) {
+            rc = cli_usage_error(cmd, "--ring computes in f32 without a bias: "
+                                 "no --dbias, no f64");
+            goto done;
+        }
+        rc = cli_ring_backward(cmd, ring, &q, &k, &v, &dout, &a.opts, dqp, dkp, dvp);
+        goto done;
+    }
     if ((rc = cli_alloc_tensor(cmd, "out", gdt, B, H, Lq, Dv, &out)) ||
         (rc = cli_alloc_tensor(cmd, "dq", gdt, B, H, Lq, Dk, &dq)) ||
         (rc = cli_alloc_tensor(cmd, "dk", gdt, B, Hkv, Lk, Dk, &dk)) ||

@@ -1,0 +1,125 @@
+"""`mpirun -np P attn sdpa --ring LAYOUT` and `attn sdpa-backward --ring`
+write the files of the one-process command (same shapes, values within
+f32 rounding, dropout included); rank 0 alone writes; --ring's own errors;
+a sequence too short for P ranks is a clear error, not a hang.
+`attn bench --ring` runs and prints its summary lines.
+
+usage: cli_ring.py PATH/TO/attn SOURCE_DIR MPIEXEC
+(the mpirun of the build; each mpirun has a timeout)
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from clitest import ATTN, check, run, summary
+
+MPIEXEC = sys.argv[3]
+ENV = dict(os.environ, OMP_NUM_THREADS="1")
+
+
+def mpirun(np_, args, timeout=120):
+    cmd = [MPIEXEC, "-np", str(np_), "--oversubscribe", "--allow-run-as-root",
+           "--bind-to", "none", ATTN] + list(args)
+    return subprocess.run(cmd, capture_output=True, text=True, env=ENV,
+                          timeout=timeout)
+
+
+def main():
+    rng = np.random.default_rng(3)
+    with tempfile.TemporaryDirectory() as d:
+        p = lambda n: os.path.join(d, n)
+        # rank-4 GQA, rank-3 and rank-2 inputs
+        shapes = [((2, 4, 37, 8), (2, 2, 37, 8)), ((3, 29, 6), (3, 29, 6)),
+                  ((41, 5), (41, 5))]
+        opts = [["--causal", "top-left", "--key-lengths", p("kl.npy")],
+                ["--causal", "bottom-right", "--dropout", "0.3", "--seed", "11"],
+                ["--window", "4,2"]]
+        # under the sanitizers (ATTN_SANITIZED=1, each mpirun ~5x slower)
+        # one case: ring_test covers the masks there
+        ncases = 1 if os.environ.get("ATTN_SANITIZED") else len(shapes)
+        for i, ((qs, ks), extra) in enumerate(list(zip(shapes, opts))[:ncases]):
+            np.save(p("q.npy"), rng.standard_normal(qs).astype("<f4"))
+            np.save(p("k.npy"), rng.standard_normal(ks).astype("<f4"))
+            np.save(p("v.npy"), rng.standard_normal(ks).astype("<f4"))
+            np.save(p("do.npy"), rng.standard_normal(qs).astype("<f4"))
+            np.save(p("kl.npy"), np.array([37, 20], dtype="<i8"))
+            io = ["--q", p("q.npy"), "--k", p("k.npy"), "--v", p("v.npy")] + extra
+            r = run(["sdpa"] + io + ["--out", p("o1.npy"), "--lse", p("l1.npy")])
+            check(r.returncode == 0, "one-process sdpa case %d: %s" % (i, r.stderr))
+            r = run(["sdpa-backward"] + io + ["--dout", p("do.npy"), "--dq", p("dq1.npy"),
+                     "--dk", p("dk1.npy"), "--dv", p("dv1.npy")])
+            check(r.returncode == 0, "one-process backward case %d: %s" % (i, r.stderr))
+            for P, lay in [[(2, "zigzag")], [(3, "contiguous")], [(4, "zigzag")]][i]:
+                what = "case %d P=%d %s" % (i, P, lay)
+                for f in ["o2", "l2", "dq2", "dk2", "dv2"]:
+                    if os.path.exists(p(f + ".npy")):
+                        os.remove(p(f + ".npy"))
+                r = mpirun(P, ["sdpa", "--ring", lay] + io +
+                           ["--out", p("o2.npy"), "--lse", p("l2.npy")])
+                check(r.returncode == 0, what + ": " + r.stderr)
+                r = mpirun(P, ["sdpa-backward", "--ring", lay] + io +
+                           ["--dout", p("do.npy"), "--dq", p("dq2.npy"),
+                            "--dk", p("dk2.npy"), "--dv", p("dv2.npy")])
+                check(r.returncode == 0, what + " backward: " + r.stderr)
+                for a, b in [("o1", "o2"), ("l1", "l2"), ("dq1", "dq2"),
+                             ("dk1", "dk2"), ("dv1", "dv2")]:
+                    if not check(os.path.exists(p(b + ".npy")), what + ": no " + b):
+                        continue
+                    x, y = np.load(p(a + ".npy")), np.load(p(b + ".npy"))
+                    check(x.shape == y.shape, "%s %s: shape %s vs %s" %
+                          (what, b, x.shape, y.shape))
+                    if x.shape == y.shape:
+                        fin = np.isfinite(x)
+                        check(np.array_equal(fin, np.isfinite(y)),
+                              what + " " + b + ": -inf rows differ")
+                        err = np.max(np.abs(x[fin] - y[fin])) if fin.any() else 0
+                        check(err <= 1e-5 * max(1, np.max(np.abs(x[fin]))),
+                              "%s %s: max difference %g" % (what, b, err))
+
+        # errors: every rank agrees, nothing hangs
+        np.save(p("s.npy"), rng.standard_normal((5, 4)).astype("<f4"))
+        io = ["--q", p("s.npy"), "--k", p("s.npy"), "--v", p("s.npy")]
+        r = mpirun(3, ["sdpa", "--ring", "zigzag"] + io + ["--out", p("o3.npy")])
+        check(r.returncode != 0 and "3 ranks cut a sequence into 6 chunks but "
+              "it has 5 positions" in r.stderr, "P > L: " + r.stderr[-400:])
+        check(not os.path.exists(p("o3.npy")), "P > L wrote an output")
+        r = mpirun(4, ["sdpa-backward", "--ring", "contiguous"] + io +
+                   ["--dout", p("s.npy"), "--dq", p("o3.npy"), "--dk", p("o4.npy"),
+                    "--dv", p("o5.npy")], timeout=60)
+        check(r.returncode == 0, "P = 4 contiguous over 5 positions: " + r.stderr)
+        r = mpirun(6, ["sdpa", "--ring", "contiguous"] + io + ["--out", p("o3.npy")])
+        check(r.returncode != 0 and "6 ranks for a sequence of 5 positions"
+              in r.stderr, "P > L contiguous: " + r.stderr[-400:])
+        # the error cases' own (41, 5) inputs (the loop above may stop early)
+        np.save(p("e.npy"), rng.standard_normal((41, 5)).astype("<f4"))
+        io = ["--q", p("e.npy"), "--k", p("e.npy"), "--v", p("e.npy")]
+        r = run(["sdpa", "--ring", "diagonal"] + io + ["--out", p("o3.npy")])
+        check(r.returncode == 2 and "unknown layout 'diagonal'" in r.stderr,
+              "bad layout: " + r.stderr)
+        r = run(["sdpa", "--ring"])
+        check(r.returncode == 2 and "--ring needs a layout" in r.stderr,
+              "--ring alone: " + r.stderr)
+        r = run(["sdpa", "--ring", "zigzag"] + io + ["--out", p("o3.npy"),
+                 "--weights", p("w.npy")])
+        check(r.returncode == 2 and "no --weights" in r.stderr, "--weights: " + r.stderr)
+        np.save(p("b.npy"), np.zeros((41, 41), dtype="<f4"))
+        r = mpirun(2, ["sdpa", "--ring", "zigzag"] + io + ["--out", p("o3.npy"),
+                   "--bias", p("b.npy")])
+        check(r.returncode != 0 and "mask.bias is set" in r.stderr,
+              "--bias under --ring: " + r.stderr[-300:])
+
+        # the benchmark runs (tiny) and prints its summary lines
+        r = mpirun(2, ["bench", "--ring", "zigzag", "--L", "256", "--H", "2",
+                       "--D", "16", "--causal", "--backward"])
+        check(r.returncode == 0, "bench --ring: " + r.stderr)
+        for line in ["ring / compute alone", "balance:", "overlap:",
+                     "efficiency", "ring backward: total"]:
+            check(line in r.stdout, "bench --ring prints '%s': %s" % (line, r.stdout))
+    return summary("cli_ring")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,486 @@
+/* Ring attention (src/dist/) against one process, under mpirun -np P.
+ *
+ * Every rank builds the same full tensors, computes the one-process flash
+ * result and the f64 reference, runs the ring on its shard and gathers the
+ * ring's result (unshard + MPI_Allreduce), so that every rank checks the
+ * whole result. Tolerance: the repo's rule (tests/test_flash.c) with the
+ * one-process flash kernel as the yardstick: the ring's max error against
+ * the f64 reference is at most 2x flash's plus 1e-6 (forward O and lse,
+ * backward dQ, dK, dV; gradients relative to their largest entry).
+ *
+ * Cases: odd lengths that P does not divide, Lq != Lk, GQA, Dk != Dv, both
+ * layouts, causal top-left and bottom-right, key and query lengths, window,
+ * scale, dropout (the f64 reference drops by the same Philox stream, so a
+ * single differently dropped weight would fail), f16, contiguous shards of
+ * uneven lengths, compute in slices of 7 query rows (odd cases); the
+ * skipped steps of a causal contiguous ring. Bad input:
+ * zigzag shards of the wrong length, heads that differ across ranks, more
+ * ranks than positions, an error on one rank only, options that differ:
+ * the same error on every rank, no hang (ctest's timeout). */
+#include "attn_dist.h"
+#include "check.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int P, R;
+
+/* src/dist/ring_common.c: query rows per compute slice (0 = default) */
+extern int64_t attn__ring_slice_override;
+
+enum { M_CAUSAL = 1, M_BR = 2, M_WINDOW = 4, M_KLEN = 8, M_QLEN = 16 };
+
+typedef struct {
+    int64_t B, H, Hkv, Lq, Lk, Dk, Dv;
+    int mask;
+    double scale, dropout;
+    attn_ring_layout layout;
+    int uneven; /* contiguous: rank r gets a share growing with r */
+    attn_dtype dt;
+} rcase;
+
+static double max_ring_err[5], max_flash_err[5]; /* O, lse, dq, dk, dv */
+
+static float *frand(size_t n, unsigned long long *seed) {
+    float *x = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) x[i] = (float)test_rand(seed);
+    return x;
+}
+
+/* Runs of this rank: the layout's, or the uneven split (rank r gets a
+ * share proportional to r + 1). */
+static int my_runs(const rcase *c, int64_t L, int64_t s[2], int64_t l[2]) {
+    int n = 0;
+    if (!c->uneven) {
+        if (attn_ring_runs(c->layout, L, P, R, s, l, &n)) return -1;
+        return n;
+    }
+    int64_t tot = (int64_t)P * (P + 1) / 2, at = 0;
+    for (int r = 0; r <= R; r++) {
+        int64_t len = r == P - 1 ? L - at : L * (r + 1) / tot;
+        if (len < 1) len = 1;
+        if (r == R) {
+            s[0] = at;
+            l[0] = len;
+        }
+        at += len;
+    }
+    return 1;
+}
+
+static int64_t rows_of(const int64_t l[2], int n) { return n == 2 ? l[0] + l[1] : l[0]; }
+
+/* Copies this rank's rows of full into shard (to_full = 0) or back. */
+static void copy_runs(float *full, float *shard, int64_t BH, int64_t L,
+                      int64_t D, const int64_t s[2], const int64_t l[2], int n,
+                      int to_full) {
+    int64_t rows = rows_of(l, n);
+    for (int64_t bh = 0; bh < BH; bh++) {
+        int64_t j = 0;
+        for (int x = 0; x < n; x++)
+            for (int64_t i = s[x]; i < s[x] + l[x]; i++, j++) {
+                float *f = full + (bh * L + i) * D, *sh = shard + (bh * rows + j) * D;
+                if (to_full) memcpy(f, sh, (size_t)D * sizeof(float));
+                else memcpy(sh, f, (size_t)D * sizeof(float));
+            }
+    }
+}
+
+/* Every rank's rows into one full array on every rank (rows are disjoint). */
+static float *gather(float *shard, int64_t BH, int64_t L, int64_t D,
+                     const int64_t s[2], const int64_t l[2], int n) {
+    size_t sz = (size_t)(BH * L * D);
+    float *full = calloc(sz, sizeof(float));
+    copy_runs(full, shard, BH, L, D, s, l, n, 1);
+    MPI_Allreduce(MPI_IN_PLACE, full, (int)sz, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    return full;
+}
+
+static double err_f32(const float *a, const double *ref, size_t n) {
+    double e = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isinf(ref[i]) || isinf(a[i])) {
+            if (a[i] != ref[i]) return INFINITY;
+            continue;
+        }
+        double d = fabs((double)a[i] - ref[i]);
+        if (!(d <= e)) e = d; /* NaN propagates */
+    }
+    return e;
+}
+
+static double *to_f64(const float *x, size_t n) {
+    double *y = malloc(n * sizeof(double));
+    for (size_t i = 0; i < n; i++) y[i] = x[i];
+    return y;
+}
+
+static double absmax(const double *x, size_t n) {
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs(x[i]) > m) m = fabs(x[i]);
+    return m;
+}
+
+static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
+    unsigned long long seed = 1234567 + (unsigned long long)idx * 7919;
+    /* odd cases compute in slices of 7 query rows (the default slices
+     * only cut runs longer than 512 rows) */
+    attn__ring_slice_override = idx % 2 ? 7 : 0;
+    const int64_t B = c->B, H = c->H, Hkv = c->Hkv, Lq = c->Lq, Lk = c->Lk;
+    const int64_t Dk = c->Dk, Dv = c->Dv;
+    const size_t nq = (size_t)(B * H * Lq * Dk), nk = (size_t)(B * Hkv * Lk * Dk);
+    const size_t nv = (size_t)(B * Hkv * Lk * Dv), no = (size_t)(B * H * Lq * Dv);
+    const size_t nl = (size_t)(B * H * Lq);
+    float *q = frand(nq, &seed), *k = frand(nk, &seed), *v = frand(nv, &seed);
+    float *dout = frand(no, &seed);
+    attn_sdpa_opts o;
+    attn_sdpa_opts_init(&o);
+    o.threads = 1;
+    o.scale = c->scale;
+    o.mask.causal = (c->mask & M_CAUSAL) != 0;
+    o.mask.align = (c->mask & M_BR) ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
+    if (c->mask & M_WINDOW) {
+        o.mask.window_left = Lk / 4 + 2;
+        o.mask.window_right = 3;
+    }
+    for (int64_t b = 0; b < B; b++) {
+        klen[b] = Lk - 3 * b - 1 > 1 ? Lk - 3 * b - 1 : 1;
+        qlen[b] = Lq - 2 * b > 1 ? Lq - 2 * b : 1;
+    }
+    if (c->mask & M_KLEN) o.mask.key_lengths = klen;
+    if (c->mask & M_QLEN) o.mask.query_lengths = qlen;
+    o.dropout_p = c->dropout;
+    o.seed = 99 + (uint64_t)idx;
+    char what[200];
+    snprintf(what, sizeof what,
+             "P %d case %d: B%lld H%lld/%lld Lq %lld Lk %lld D %lld/%lld mask %#x "
+             "scale %g p %g %s%s %s", P, idx, (long long)B, (long long)H,
+             (long long)Hkv, (long long)Lq, (long long)Lk, (long long)Dk,
+             (long long)Dv, c->mask, c->scale, c->dropout,
+             c->layout == ATTN_RING_ZIGZAG ? "zigzag" : "contiguous",
+             c->uneven ? " uneven" : "", attn_dtype_name(c->dt));
+
+    /* inputs in the case's dtype (f16: the one-process run sees the same
+     * rounded values) */
+    attn_tensor Q = attn_tensor_4d(q, ATTN_F32, B, H, Lq, Dk);
+    attn_tensor K = attn_tensor_4d(k, ATTN_F32, B, Hkv, Lk, Dk);
+    attn_tensor V = attn_tensor_4d(v, ATTN_F32, B, Hkv, Lk, Dv);
+    uint16_t *qh = NULL, *kh = NULL, *vh = NULL;
+    if (c->dt == ATTN_F16) {
+        qh = malloc(nq * 2);
+        kh = malloc(nk * 2);
+        vh = malloc(nv * 2);
+        attn_convert(q, ATTN_F32, qh, ATTN_F16, nq);
+        attn_convert(k, ATTN_F32, kh, ATTN_F16, nk);
+        attn_convert(v, ATTN_F32, vh, ATTN_F16, nv);
+        Q = attn_tensor_4d(qh, ATTN_F16, B, H, Lq, Dk);
+        K = attn_tensor_4d(kh, ATTN_F16, B, Hkv, Lk, Dk);
+        V = attn_tensor_4d(vh, ATTN_F16, B, Hkv, Lk, Dv);
+    }
+
+    /* one process: flash, and the f64 reference */
+    float *of = malloc(no * sizeof(float)), *lf = malloc(nl * sizeof(float));
+    double *oref = malloc(no * sizeof(double));
+    float *lref = malloc(nl * sizeof(float));
+    attn_tensor Of = attn_tensor_4d(of, ATTN_F32, B, H, Lq, Dv);
+    attn_tensor Oref = attn_tensor_4d(oref, ATTN_F64, B, H, Lq, Dv);
+    o.impl = ATTN_IMPL_FLASH;
+    CHECK_STATUS(attn_sdpa_forward(&Q, &K, &V, &o, &Of, NULL, lf), ATTN_OK);
+    o.impl = ATTN_IMPL_REF;
+    CHECK_STATUS(attn_sdpa_forward(&Q, &K, &V, &o, &Oref, NULL, lref), ATTN_OK);
+    o.impl = ATTN_IMPL_AUTO;
+
+    /* shards */
+    int64_t qs[2], ql[2], ks[2], kl[2];
+    int nqr = my_runs(c, Lq, qs, ql), nkr = my_runs(c, Lk, ks, kl);
+    CHECK(nqr > 0 && nkr > 0);
+    if (nqr <= 0 || nkr <= 0) return;
+    const int64_t mq = rows_of(ql, nqr), mk = rows_of(kl, nkr);
+    const size_t es = attn_dtype_size(c->dt);
+    void *qsh = malloc((size_t)(B * H * mq * Dk) * es);
+    void *ksh = malloc((size_t)(B * Hkv * mk * Dk) * es);
+    void *vsh = malloc((size_t)(B * Hkv * mk * Dv) * es);
+    attn_tensor Qs = attn_tensor_4d(qsh, c->dt, B, H, mq, Dk);
+    attn_tensor Ks = attn_tensor_4d(ksh, c->dt, B, Hkv, mk, Dk);
+    attn_tensor Vs = attn_tensor_4d(vsh, c->dt, B, Hkv, mk, Dv);
+    if (c->uneven) {
+        copy_runs(q, qsh, B * H, Lq, Dk, qs, ql, nqr, 0);
+        copy_runs(k, ksh, B * Hkv, Lk, Dk, ks, kl, nkr, 0);
+        copy_runs(v, vsh, B * Hkv, Lk, Dv, ks, kl, nkr, 0);
+    } else {
+        CHECK_STATUS(attn_ring_shard(c->layout, P, R, &Q, &Qs), ATTN_OK);
+        CHECK_STATUS(attn_ring_shard(c->layout, P, R, &K, &Ks), ATTN_OK);
+        CHECK_STATUS(attn_ring_shard(c->layout, P, R, &V, &Vs), ATTN_OK);
+    }
+    float *osh = malloc((size_t)(B * H * mq * Dv) * sizeof(float));
+    float *lsh = malloc((size_t)(B * H * mq) * sizeof(float));
+    attn_tensor Os = attn_tensor_4d(osh, ATTN_F32, B, H, mq, Dv);
+    attn_ring_stats stats;
+    memset(&stats, 0, sizeof stats);
+    attn_status st = attn_ring_sdpa_forward(MPI_COMM_WORLD, c->layout, &Qs, &Ks,
+                                            &Vs, &o, &Os, lsh, &stats);
+    CHECK_MSG(st == ATTN_OK, "%s: ring forward: %s", what, attn_last_error());
+    CHECK(stats.steps == P);
+    if (c->mask == M_CAUSAL && c->layout == ATTN_RING_CONTIGUOUS && !c->uneven &&
+        Lq == Lk) /* rank r's queries see nothing of ranks r + 1 .. P - 1 */
+        CHECK_MSG(stats.skipped == P - 1 - R, "%s: rank %d skipped %d steps",
+                  what, R, stats.skipped);
+    float *oring = gather(osh, B * H, Lq, Dv, qs, ql, nqr);
+    float *lring = gather(lsh, B * H, Lq, 1, qs, ql, nqr);
+    double *lref64 = to_f64(lref, nl);
+    double e[5], ef[5];
+    e[0] = err_f32(oring, oref, no);
+    ef[0] = err_f32(of, oref, no);
+    e[1] = err_f32(lring, lref64, nl);
+    ef[1] = err_f32(lf, lref64, nl);
+    CHECK_MSG(e[0] <= 2 * ef[0] + 1e-6, "%s: ring O error %.3g, flash %.3g", what,
+              e[0], ef[0]);
+    CHECK_MSG(e[1] <= 2 * ef[1] + 1e-6, "%s: ring lse error %.3g, flash %.3g",
+              what, e[1], ef[1]);
+
+    /* backward: the ring's own O and lse, against flash's with flash's */
+    double *gref = calloc(nq + nk + nv, sizeof(double));
+    float *gf = calloc(nq + nk + nv, sizeof(float));
+    attn_tensor dO = attn_tensor_4d(dout, ATTN_F32, B, H, Lq, Dv);
+    attn_tensor dQr = attn_tensor_4d(gref, ATTN_F64, B, H, Lq, Dk);
+    attn_tensor dKr = attn_tensor_4d(gref + nq, ATTN_F64, B, Hkv, Lk, Dk);
+    attn_tensor dVr = attn_tensor_4d(gref + nq + nk, ATTN_F64, B, Hkv, Lk, Dv);
+    attn_tensor dQf = attn_tensor_4d(gf, ATTN_F32, B, H, Lq, Dk);
+    attn_tensor dKf = attn_tensor_4d(gf + nq, ATTN_F32, B, Hkv, Lk, Dk);
+    attn_tensor dVf = attn_tensor_4d(gf + nq + nk, ATTN_F32, B, Hkv, Lk, Dv);
+    o.impl = ATTN_IMPL_REF;
+    CHECK_STATUS(attn_sdpa_backward(&Q, &K, &V, &Of, lf, &dO, &o, &dQr, &dKr,
+                                    &dVr, NULL), ATTN_OK);
+    o.impl = ATTN_IMPL_FLASH;
+    CHECK_STATUS(attn_sdpa_backward(&Q, &K, &V, &Of, lf, &dO, &o, &dQf, &dKf,
+                                    &dVf, NULL), ATTN_OK);
+    o.impl = ATTN_IMPL_AUTO;
+    float *dosh = malloc((size_t)(B * H * mq * Dv) * sizeof(float));
+    copy_runs(dout, dosh, B * H, Lq, Dv, qs, ql, nqr, 0);
+    float *gsh = calloc((size_t)(B * H * mq * Dk + B * Hkv * mk * (Dk + Dv)),
+                        sizeof(float));
+    float *dqs = gsh, *dks = gsh + B * H * mq * Dk, *dvs = dks + B * Hkv * mk * Dk;
+    attn_tensor dOs = attn_tensor_4d(dosh, ATTN_F32, B, H, mq, Dv);
+    attn_tensor dQs = attn_tensor_4d(dqs, ATTN_F32, B, H, mq, Dk);
+    attn_tensor dKs = attn_tensor_4d(dks, ATTN_F32, B, Hkv, mk, Dk);
+    attn_tensor dVs = attn_tensor_4d(dvs, ATTN_F32, B, Hkv, mk, Dv);
+    st = attn_ring_sdpa_backward(MPI_COMM_WORLD, c->layout, &Qs, &Ks, &Vs, &Os,
+                                 lsh, &dOs, &o, &dQs, &dKs, &dVs, NULL);
+    CHECK_MSG(st == ATTN_OK, "%s: ring backward: %s", what, attn_last_error());
+    float *dqr = gather(dqs, B * H, Lq, Dk, qs, ql, nqr);
+    float *dkr = gather(dks, B * Hkv, Lk, Dk, ks, kl, nkr);
+    float *dvr = gather(dvs, B * Hkv, Lk, Dv, ks, kl, nkr);
+    const float *gr[3] = {dqr, dkr, dvr};
+    const size_t gn[3] = {nq, nk, nv}, go[3] = {0, nq, nq + nk};
+    static const char *gname[3] = {"dq", "dk", "dv"};
+    for (int g = 0; g < 3; g++) {
+        double m = absmax(gref + go[g], gn[g]);
+        m = m > 1 ? m : 1;
+        e[2 + g] = err_f32(gr[g], gref + go[g], gn[g]) / m;
+        ef[2 + g] = err_f32(gf + go[g], gref + go[g], gn[g]) / m;
+        CHECK_MSG(e[2 + g] <= 2 * ef[2 + g] + 1e-6,
+                  "%s: ring %s error %.3g, flash %.3g (relative to %.3g)", what,
+                  gname[g], e[2 + g], ef[2 + g], m);
+    }
+    for (int x = 0; x < 5; x++) {
+        if (e[x] > max_ring_err[x]) max_ring_err[x] = e[x];
+        if (ef[x] > max_flash_err[x]) max_flash_err[x] = ef[x];
+    }
+    free(dqr); free(dkr); free(dvr); free(gsh); free(dosh); free(gref); free(gf);
+    free(oring); free(lring); free(lref64); free(osh); free(lsh);
+    free(qsh); free(ksh); free(vsh); free(of); free(lf); free(oref); free(lref);
+    free(q); free(k); free(v); free(dout); free(qh); free(kh); free(vh);
+}
+
+/* ---- bad input ---------------------------------------------------------- */
+
+/* Every rank got status want (and, if given, a message containing frag). */
+static void expect_all(attn_status st, attn_status want, const char *frag,
+                       const char *what) {
+    int bad = st != want || (frag && !strstr(attn_last_error(), frag)), any = 0;
+    if (bad)
+        fprintf(stderr, "rank %d: %s: status %d (want %d): %s\n", R, what, (int)st,
+                (int)want, attn_last_error());
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    CHECK_MSG(!any, "%s: not the same error on every rank", what);
+}
+
+static void bad_inputs(void) {
+    const int64_t B = 1, Hkv = 1, D = 4;
+    int64_t L = 6 * P + 1, H = 2;
+    float *buf = calloc((size_t)(B * 4 * (L + 8) * D), sizeof(float));
+    float *out = calloc((size_t)(B * 4 * (L + 8) * D), sizeof(float));
+    float *lse = calloc((size_t)(B * 4 * (L + 8)), sizeof(float));
+    attn_sdpa_opts o;
+    attn_sdpa_opts_init(&o);
+    o.mask.causal = 1;
+    int64_t n;
+    attn_ring_shard_length(ATTN_RING_ZIGZAG, L, P, R, &n);
+
+    /* zigzag shards one row off (rank 0 one more, the last one fewer) */
+    if (P >= 2) {
+        int64_t m = n + (R == 0) - (R == P - 1);
+        attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, H, m, D);
+        attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, m, D);
+        attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, m, D);
+        attn_status st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG,
+                                                &q, &kv, &kv, &o, &O, lse, NULL);
+        expect_all(st, ATTN_E_SHAPE, "ring zigzag: rank 0 holds", "zigzag lengths");
+    }
+    /* the last rank has other heads */
+    if (P >= 2) {
+        int64_t h = R == P - 1 ? 4 : H;
+        attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, h, n, D);
+        attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, n, D);
+        attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, h, n, D);
+        attn_status st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG,
+                                                &q, &kv, &kv, &o, &O, lse, NULL);
+        char frag[100];
+        snprintf(frag, sizeof frag, "rank %d has 4 for the number of query heads "
+                 "but rank 0 has 2", P - 1);
+        expect_all(st, ATTN_E_SHAPE, frag, "heads across ranks");
+        /* and the backward */
+        attn_tensor G = attn_tensor_4d(out, ATTN_F32, B, h, n, D);
+        attn_tensor Gk = attn_tensor_4d(out, ATTN_F32, B, Hkv, n, D);
+        st = attn_ring_sdpa_backward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
+                                     &kv, &O, lse, &O, &o, &G, &Gk, &Gk, NULL);
+        expect_all(st, ATTN_E_SHAPE, frag, "heads across ranks (backward)");
+    }
+    /* more ranks than positions: the last rank holds nothing */
+    if (P >= 2) {
+        int64_t m = R == P - 1 ? 0 : 1;
+        attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, H, 1, D);
+        q.shape[2] = m;
+        attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, 1, D);
+        kv.shape[2] = m;
+        attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, 1, D);
+        O.shape[2] = m;
+        attn_status st = attn_ring_sdpa_forward(MPI_COMM_WORLD,
+                                                ATTN_RING_CONTIGUOUS, &q, &kv, &kv,
+                                                &o, &O, lse, NULL);
+        char frag[120];
+        snprintf(frag, sizeof frag, "rank %d holds no queries: %d ranks for a "
+                 "sequence of %d queries", P - 1, P, P - 1);
+        expect_all(st, ATTN_E_SHAPE, frag, "more ranks than positions");
+        /* the layout helper says it too */
+        int64_t s2[2], l2[2];
+        int nr;
+        CHECK_STATUS(attn_ring_runs(ATTN_RING_CONTIGUOUS, P - 1, P, R, s2, l2, &nr),
+                     ATTN_E_SHAPE);
+        CHECK_STATUS(attn_ring_runs(ATTN_RING_ZIGZAG, 2 * P - 1, P, R, s2, l2, &nr),
+                     ATTN_E_SHAPE);
+    }
+    /* a NaN on the last rank only: every rank reports it, naming the rank */
+    {
+        float *qb = calloc((size_t)(B * H * n * D), sizeof(float));
+        if (R == P - 1) qb[3] = NAN;
+        attn_tensor q = attn_tensor_4d(qb, ATTN_F32, B, H, n, D);
+        attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, n, D);
+        attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, n, D);
+        attn_status st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG,
+                                                &q, &kv, &kv, &o, &O, lse, NULL);
+        char frag[40];
+        snprintf(frag, sizeof frag, "ring: rank %d: q[", P - 1);
+        expect_all(st, ATTN_E_NONFINITE, frag, "NaN on one rank");
+        free(qb);
+    }
+    /* options that differ: causal on rank 0 only */
+    if (P >= 2) {
+        attn_sdpa_opts o2 = o;
+        o2.mask.causal = R == 0;
+        attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, H, n, D);
+        attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, n, D);
+        attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, n, D);
+        attn_status st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG,
+                                                &q, &kv, &kv, &o2, &O, lse, NULL);
+        expect_all(st, ATTN_E_SHAPE, "opts.mask.causal", "causal on one rank");
+    }
+    /* what the ring does not serve: a bias, the reference kernel */
+    {
+        attn_sdpa_opts o2 = o;
+        float bz = 0;
+        attn_tensor bias = attn_tensor_4d(&bz, ATTN_F32, 1, 1, 1, 1);
+        o2.mask.bias = &bias;
+        attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, H, n, D);
+        attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, n, D);
+        attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, n, D);
+        attn_status st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG,
+                                                &q, &kv, &kv, &o2, &O, lse, NULL);
+        expect_all(st, ATTN_E_UNSUPPORTED, "mask.bias", "bias");
+        o2 = o;
+        o2.impl = ATTN_IMPL_REF;
+        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv,
+                                    &o2, &O, lse, NULL);
+        expect_all(st, ATTN_E_UNSUPPORTED, "impl", "IMPL_REF");
+        /* key lengths beyond the full sequence (checked against it) */
+        o2 = o;
+        int64_t kl[1] = {L + 1};
+        o2.mask.key_lengths = kl;
+        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv,
+                                    &o2, &O, lse, NULL);
+        expect_all(st, ATTN_E_SHAPE, "key_lengths[0]", "key lengths");
+        /* backward without lse */
+        st = attn_ring_sdpa_backward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
+                                     &kv, &O, NULL, &O, &o, &O, &O, &O, NULL);
+        expect_all(st, ATTN_E_INVALID, "lse is NULL", "backward lse NULL");
+    }
+    /* the layout helpers: runs, and shard/unshard round trip */
+    {
+        int64_t s2[2], l2[2], tot = 0;
+        int nr;
+        for (int r = 0; r < P; r++) {
+            CHECK_STATUS(attn_ring_runs(ATTN_RING_ZIGZAG, L, P, r, s2, l2, &nr), ATTN_OK);
+            CHECK(nr == 2 && l2[0] >= 1 && l2[1] >= 1 && s2[0] < s2[1]);
+            tot += l2[0] + l2[1];
+        }
+        CHECK(tot == L);
+        CHECK_STATUS(attn_ring_runs((attn_ring_layout)7, L, P, R, s2, l2, &nr),
+                     ATTN_E_INVALID);
+    }
+    free(buf);
+    free(out);
+    free(lse);
+}
+
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_size(MPI_COMM_WORLD, &P);
+    MPI_Comm_rank(MPI_COMM_WORLD, &R);
+    const attn_ring_layout C = ATTN_RING_CONTIGUOUS, Z = ATTN_RING_ZIGZAG;
+    /* B, H, Hkv, Lq, Lk, Dk, Dv, mask, scale, dropout, layout, uneven, dtype */
+    const rcase cases[] = {
+        {1, 2, 2, 37, 37, 16, 16, 0, 0, 0, C, 0, ATTN_F32},
+        {1, 2, 2, 37, 37, 16, 16, M_CAUSAL, 0, 0, C, 0, ATTN_F32},
+        {1, 2, 2, 37, 37, 16, 16, M_CAUSAL, 0, 0, Z, 0, ATTN_F32},
+        {2, 4, 2, 50, 50, 7, 5, M_CAUSAL | M_KLEN, 0.3, 0, Z, 0, ATTN_F32},
+        {2, 4, 1, 29, 45, 8, 8, M_CAUSAL | M_BR | M_KLEN, 0, 0, C, 0, ATTN_F32},
+        {2, 2, 2, 45, 29, 8, 12, M_CAUSAL | M_BR, 0, 0, C, 1, ATTN_F32},
+        {1, 3, 3, 61, 61, 16, 16, M_CAUSAL | M_BR | M_KLEN | M_QLEN, 0, 0, Z, 0, ATTN_F32},
+        {1, 2, 1, 70, 70, 16, 16, M_WINDOW, 0, 0, C, 0, ATTN_F32},
+        {1, 2, 2, 67, 67, 16, 16, M_CAUSAL | M_WINDOW, 0, 0, Z, 0, ATTN_F32},
+        {2, 2, 2, 41, 33, 16, 16, M_KLEN | M_QLEN, 0, 0, C, 1, ATTN_F32},
+        {1, 2, 2, 300, 300, 32, 32, M_CAUSAL, 0, 0, Z, 0, ATTN_F32},
+        {1, 2, 2, 53, 53, 16, 16, M_CAUSAL, 0, 0.25, Z, 0, ATTN_F32},
+        {2, 2, 1, 40, 47, 8, 8, M_KLEN, 0, 0.4, C, 0, ATTN_F32},
+        {1, 2, 2, 39, 39, 16, 16, M_CAUSAL, 0, 0, Z, 0, ATTN_F16},
+    };
+    const int ncases = (int)(sizeof cases / sizeof cases[0]);
+    int64_t klen[8], qlen[8];
+    for (int i = 0; i < ncases; i++) run_case(&cases[i], i, klen, qlen);
+    bad_inputs();
+    int mine = check_failures, all = 0;
+    MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (R == 0) {
+        static const char *nm[5] = {"O", "lse", "dq", "dk", "dv"};
+        for (int x = 0; x < 5; x++)
+            printf("ring P=%d: max %s error %.3g (one-process flash %.3g)\n", P,
+                   nm[x], max_ring_err[x], max_flash_err[x]);
+        printf("ring_test P=%d: %d checks on rank 0, %d failed on all ranks\n", P,
+               check_count, all);
+    }
+    MPI_Finalize();
+    return all ? 1 : 0;
+}
