@@ -121,7 +121,7 @@ with tempfile.TemporaryDirectory() as d:
     b11 = body.get(11, "")
     check("11_date_alignment.png" in b11, "part 11 alignment picture")
     check("tue 3 march 2026" in b11 and "beam 4" in b11, "part 11 output table")
-    check(re.search(r"^11\. date model .* exact match [01]\.\d+", p.stdout, re.M)
+    check(re.search(r"^\(11\) date model .* exact match [01]\.\d+", p.stdout, re.M)
           is not None, "part 11 printed its exact match")
     # nothing external
     check("http://" not in html and "https://" not in html, "gallery is local")

@@ -52,7 +52,7 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
         return cli_fail(cmd, st, "date model");
     }
     int rc = gallery_table_row(g, "input\tgenerated (greedy)\tbeam 4");
-    printf("11. date model (1 + 1 layers, d_model 32): %lld steps in %.1f s, "
+    printf("(11) date model (1 + 1 layers, d_model 32): %lld steps in %.1f s, "
            "exact match %.3f on 200 fresh dates\n", (long long)c.steps, secs,
            r.exact_match);
     int64_t Lsmax, Ltmax;
