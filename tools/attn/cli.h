@@ -269,7 +269,7 @@ int cli_check_map(const char *cmd, const attn_tensor *w, int64_t b, int64_t h);
 /* Weights file: rank 2 (Lq, Lk), 3 (B, Lq, Lk) or 4 (B, H, Lq, Lk). */
 int cli_load_weights(const char *cmd, const char *path, cli_tensor *w);
 
-/* ---- the demo gallery (demo_gallery.c) --------------------------------- */
+/* ---- the demo gallery (gallery_page.c, demo_*.c) ---------------------- */
 
 #define GALLERY_MAX_ITEMS 64
 #define GALLERY_MAX_SECTIONS 16
