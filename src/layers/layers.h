@@ -2,14 +2,11 @@
 #ifndef ATTN_LAYERS_H
 #define ATTN_LAYERS_H
 
-#include "internal.h"
-#include "../kernels/flash.h"
+#include "../kernels/blas.h"
+#include "../kernels/kernels.h"
 
 #include <math.h>
 #include <omp.h>
-
-/* int fits a BLAS dimension (cblas takes int). */
-static inline int attn__blas_ok(int64_t n) { return n >= 0 && n <= 0x7fffffff; }
 
 /* Checks a pointer argument: ATTN_E_INVALID naming it when NULL. */
 #define ATTN__NEED(ptr)                                                       \
@@ -100,7 +97,7 @@ static inline int attn__threads(const attn_layer_opts *o) {
 
 /* OpenBLAS threads are process-wide, not per call. A layer call asked to
  * run on one thread keeps its sgemms on the calling thread with the
- * kernels' guard (src/kernels/flash.c): otherwise OpenBLAS's idle pool
+ * kernels' guard (src/kernels/blas.c): otherwise OpenBLAS's idle pool
  * spins beside it (small training steps ran 2-7x slower). Other counts
  * leave the caller's BLAS setting alone. Nested calls are no-ops. Returns
  * what attn__blas_single_end takes. */
