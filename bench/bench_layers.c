@@ -7,6 +7,7 @@
 #include "bench_layers.h"
 
 #include "attn.h"
+#include "attn_layers.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,8 @@
 /* Struct sizes for bindings (python/attn mirrors the public structs with
  * ctypes and checks its layout against these at import). */
+#include "attn_layers.h"
+#include "attn_train.h"
+#include "attn_viz.h"
 #include "internal.h"
 
 #include <string.h>

@@ -1,7 +1,8 @@
 /* Internal helpers shared by the layer files (src/layers); not installed. */
-#ifndef ATTN_LAYERS_H
-#define ATTN_LAYERS_H
+#ifndef ATTN_LAYERS_INTERNAL_H
+#define ATTN_LAYERS_INTERNAL_H
 
+#include "attn_layers.h"
 #include "../kernels/blas.h"
 #include "../kernels/kernels.h"
 

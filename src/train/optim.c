@@ -1,6 +1,7 @@
 /* Loss and optimizer: softmax cross-entropy with an ignore index, global
  * norm clipping and AdamW with warmup and cosine decay. Every sum runs in
  * a fixed order in double, so results do not depend on the thread count. */
+#include "attn_train.h"
 #include "internal.h"
 
 #include <math.h>

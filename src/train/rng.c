@@ -1,5 +1,6 @@
 /* The training RNG: xoshiro256** seeded through splitmix64. Its state is
  * four words, saved in checkpoints so a resumed run draws the same data. */
+#include "attn_train.h"
 #include "internal.h"
 
 static uint64_t splitmix64(uint64_t *x) {

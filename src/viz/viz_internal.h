@@ -3,6 +3,7 @@
 #ifndef ATTN_VIZ_INTERNAL_H
 #define ATTN_VIZ_INTERNAL_H
 
+#include "attn_viz.h"
 #include "internal.h"
 
 #include <cairo.h>

@@ -4,6 +4,9 @@
 #define ATTN_CLI_H
 
 #include "attn.h"
+#include "attn_layers.h"
+#include "attn_train.h"
+#include "attn_viz.h"
 
 #include <stdio.h>
 
