@@ -81,9 +81,9 @@ extern "C" {
 #endif
 #endif
 
-#define ATTN_VERSION_MAJOR 0
-#define ATTN_VERSION_MINOR 1
-#define ATTN_VERSION_PATCH 0
+/* ATTN_VERSION_MAJOR, _MINOR, _PATCH and ATTN_VERSION_STRING, made by the
+ * build from the file VERSION; attn_version() returns the string. */
+#include "attn_version.h"
 
 /* ===================================================================== */
 /* Status                                                                */

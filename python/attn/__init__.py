@@ -22,7 +22,8 @@ from .viz import VERDICT_FLAGS, compare, heatmap, stats, text_heatmap
 from .tiles import block_average, weight_tiles
 from .figures import diff_heatmap, figure, geometry, html
 
-__version__ = "0.1.0"
+# the version of the library it loads: one source (VERSION), no copy here
+__version__ = version()
 
 __all__ = [
     "AttnError", "scaled_dot_product_attention", "sdpa_backward", "version",

@@ -33,7 +33,7 @@ const char *attn_last_error(void) { return last_error; }
 
 void attn_clear_error(void) { last_error[0] = '\0'; }
 
-const char *attn_version(void) { return "0.1.0"; }
+const char *attn_version(void) { return ATTN_VERSION_STRING; }
 
 attn_status attn__fail(attn_status status, const char *fmt, ...) {
     va_list ap;
