@@ -127,12 +127,14 @@ static int from_qk(const char *cmd, const char *qp, const char *kp,
     snprintf(title, sizeof title, "attention weights, Lq = %lld, Lk = %lld "
              "(blocks of %lld x %lld)", (long long)Lq, (long long)Lk,
              (long long)br, (long long)bc);
-    if (!o->title) o->title = title;
-    o->mask = &unseen;
-    o->x_extent = Lk;
-    o->y_extent = Lq;
-    o->annotate = 0;
-    if ((st = attn_heatmap_write(out, &M, 0, 0, o))) {
+    /* a copy: the title and mask are this function's locals */
+    attn_heatmap_opts ho = *o;
+    if (!ho.title) ho.title = title;
+    ho.mask = &unseen;
+    ho.x_extent = Lk;
+    ho.y_extent = Lq;
+    ho.annotate = 0;
+    if ((st = attn_heatmap_write(out, &M, 0, 0, &ho))) {
         rc = cli_fail(cmd, st, "drawing");
         goto done;
     }
