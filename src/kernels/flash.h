@@ -46,6 +46,26 @@ int64_t attn__flash_split_tile(const attn_mask *m, const attn__sdpa_dims *d,
 /* Row band of attn__flash_split_tile for these shapes. */
 int64_t attn__flash_split_rows(const attn__sdpa_dims *d);
 
+/* ---- carving a thread's workspace ------------------------------------ */
+
+/* Offset in floats of the next part, of n floats, of a workspace being
+ * laid out; *at is its running size. Every part starts on 64 bytes. */
+static inline size_t attn__ws_take(size_t *at, size_t n) {
+    size_t off = *at;
+    *at += (n + 15) & ~(size_t)15;
+    return off;
+}
+
+/* Floats that hold the blocks attn__flash_split_tile writes for a query
+ * tile of bq rows (stored as floats' worth of bytes). */
+static inline size_t attn__flash_blocks_floats(const attn__sdpa_dims *d,
+                                               int64_t bq) {
+    int64_t rc = attn__flash_split_rows(d);
+    return (size_t)((bq + rc - 1) / rc) * sizeof(attn__flash_block) /
+               sizeof(float) +
+           1;
+}
+
 /* ---- rows as f32 ----------------------------------------------------- */
 
 /* 1 if rows of t can be handed to BLAS in place: f32 with a contiguous last

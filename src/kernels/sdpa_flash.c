@@ -28,22 +28,19 @@ typedef struct {
     size_t s, o, m, l, q, k, v, blk, total;
 } ws_layout;
 
-static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
-
+/* q, k, v rows read in place (qd, kd, vd) need no buffer. */
 static ws_layout layout_of(const attn__sdpa_dims *d, int64_t bq, int64_t bk,
                            int qd, int kd, int vd) {
     ws_layout w;
     size_t at = 0;
-    w.s = at; at += up16((size_t)(bq * bk));
-    w.o = at; at += up16((size_t)(bq * d->Dv));
-    w.m = at; at += up16((size_t)bq);
-    w.l = at; at += up16((size_t)bq);
-    w.q = at; at += qd ? 0 : up16((size_t)(bq * d->Dk));
-    w.k = at; at += kd ? 0 : up16((size_t)(bk * d->Dk));
-    w.v = at; at += vd ? 0 : up16((size_t)(bk * d->Dv));
-    /* the blocks of a split tile, stored as floats' worth of bytes */
-    int64_t rc = attn__flash_split_rows(d), nblk = (bq + rc - 1) / rc;
-    w.blk = at; at += up16((size_t)nblk * sizeof(attn__flash_block) / sizeof(float) + 1);
+    w.s = attn__ws_take(&at, (size_t)(bq * bk));
+    w.o = attn__ws_take(&at, (size_t)(bq * d->Dv));
+    w.m = attn__ws_take(&at, (size_t)bq);
+    w.l = attn__ws_take(&at, (size_t)bq);
+    w.q = attn__ws_take(&at, qd ? 0 : (size_t)(bq * d->Dk));
+    w.k = attn__ws_take(&at, kd ? 0 : (size_t)(bk * d->Dk));
+    w.v = attn__ws_take(&at, vd ? 0 : (size_t)(bk * d->Dv));
+    w.blk = attn__ws_take(&at, attn__flash_blocks_floats(d, bq));
     w.total = at;
     return w;
 }

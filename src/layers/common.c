@@ -24,6 +24,17 @@ size_t attn__size3(int64_t a, int64_t b, int64_t c) {
 
 /* ---- linear ----------------------------------------------------------- */
 
+size_t attn__ws_carve(float *ws, const size_t *sz, float **const *dst,
+                      int n) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (!sz[i] || total > SIZE_MAX / sizeof(float) - sz[i]) return 0;
+        if (ws) *dst[i] = ws + total;
+        total += sz[i];
+    }
+    return total;
+}
+
 static attn_status linear_dims(int64_t n, int64_t in, int64_t out) {
     if (n < 1 || in < 1 || out < 1)
         return attn__fail(ATTN_E_SHAPE, "linear sizes n=%lld in=%lld out=%lld "

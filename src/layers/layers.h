@@ -21,6 +21,12 @@ attn_status attn__check_finite_f32(const float *x, int64_t n, const char *name);
 /* Product a*b*c of sizes, 0 if it overflows size_t. */
 size_t attn__size3(int64_t a, int64_t b, int64_t c);
 
+/* Lays out a layer's workspace: n consecutive parts of sz[i] floats, part
+ * i at *dst[i] (not written when ws is NULL: sizing only). Returns the
+ * total floats, 0 when a part is empty (an overflowed size) or the total
+ * overflows. */
+size_t attn__ws_carve(float *ws, const size_t *sz, float **const *dst, int n);
+
 /* Dropout on activations: x[i] (i = 0..n-1 of stream) is zeroed or scaled by
  * 1/(1-p), the decision drawn from Philox keyed by (seed, stream, i). The
  * same call on a gradient applies the derivative. OpenMP inside. */

@@ -125,15 +125,9 @@ static size_t ws_layout(const attn_mha_config *c, int64_t B, int64_t Lq,
                     attn__size3(B, c->num_heads, Lq), attn__size3(B, Lq, E),
                     attn__size3(B, Lk, KV), attn__size3(B, Lk, KV),
                     attn__size3(B, Lq, E)};
-    float **dst[9] = {&w->q, &w->k, &w->v, &w->c, &w->lse,
-                      &w->dq, &w->dk, &w->dv, &w->dc};
-    size_t total = 0;
-    for (int i = 0; i < 9; i++) {
-        if (!sz[i] || total > SIZE_MAX / sizeof(float) - sz[i]) return 0;
-        if (ws) *dst[i] = ws + total;
-        total += sz[i];
-    }
-    return total;
+    float **const dst[9] = {&w->q, &w->k, &w->v, &w->c, &w->lse,
+                            &w->dq, &w->dk, &w->dv, &w->dc};
+    return attn__ws_carve(ws, sz, dst, 9);
 }
 
 attn_status attn_mha_workspace_size(const attn_mha_config *c, int64_t B,
