@@ -83,13 +83,9 @@ static void tick_label(char *buf, size_t n, double v, double step) {
     snprintf(buf, n, "%.*f", dec, v);
 }
 
-static void measure(const panel_data *pd, int n, int ncols,
-                    const attn_heatmap_opts *o, layout *L) {
-    memset(L, 0, sizeof *L);
-    cairo_t *cr = attn__viz_measure_begin();
-    L->n = n;
-    L->ncols = ncols;
-    L->nrows = (n + ncols - 1) / ncols;
+/* The largest map of the panels, and whether any cell is hidden or not
+ * finite (the colour bar then explains them). */
+static void measure_maps(const panel_data *pd, int n, layout *L) {
     for (int k = 0; k < n; k++) {
         if (pd[k].map.rows > L->max_r) L->max_r = pd[k].map.rows;
         if (pd[k].map.cols > L->max_c) L->max_c = pd[k].map.cols;
@@ -99,6 +95,11 @@ static void measure(const panel_data *pd, int n, int ncols,
             else if (!isfinite(pd[k].map.v[i])) L->any_nan = 1;
         }
     }
+}
+
+/* The cell size (asked, or fitting the page) and the font sizes. */
+static void measure_cells(int n, int ncols, const attn_heatmap_opts *o,
+                          layout *L) {
     int64_t side = L->max_r > L->max_c ? L->max_r : L->max_c;
     if (o->cell_px > 0) {
         L->cell = o->cell_px;
@@ -108,15 +109,19 @@ static void measure(const panel_data *pd, int n, int ncols,
         if (L->cell < 1) L->cell = 1;
         if (L->cell > 64) L->cell = 64;
     }
-    double cell = L->cell;
     L->tick_fs = 10;
     L->title_fs = 15;
     L->ptitle_fs = 12;
-    L->lab_fs = fmin(12, fmax(7, cell - 2));
+    L->lab_fs = fmin(12, fmax(7, L->cell - 2));
     L->x_title = o->x_title ? o->x_title : "key";
     L->y_title = o->y_title ? o->y_title : "query";
+}
 
-    /* token labels only where each cell is one token and tall enough */
+/* Token labels only where each cell is one token and tall enough, else
+ * position ticks. Returns 1 when no panel is shrunk (each cell one pair). */
+static int measure_labels(cairo_t *cr, const panel_data *pd, int n,
+                          const attn_heatmap_opts *o, layout *L) {
+    const double cell = L->cell;
     int unshrunk_x = 1, unshrunk_y = 1;
     for (int k = 0; k < n; k++) {
         unshrunk_x &= !pd[k].shrunk_x && pd[k].ext_x == pd[k].map.cols;
@@ -147,27 +152,34 @@ static void measure(const panel_data *pd, int n, int ncols,
         snprintf(buf, sizeof buf, "%lld", (long long)ext);
         L->ylab_w = attn__viz_text_width(cr, buf);
     }
+    return unshrunk_x && unshrunk_y;
+}
 
-    /* colour scale over every panel */
+/* The colour scale: asked, or over every panel. */
+static void measure_scale(const panel_data *pd, int n,
+                          const attn_heatmap_opts *o, layout *L) {
     if (o->vmin < o->vmax) {
         L->lo = o->vmin;
         L->hi = o->vmax;
-    } else {
-        viz_map *maps = attn__alloc((size_t)n, sizeof *maps, "maps");
-        if (maps) {
-            for (int k = 0; k < n; k++) maps[k] = pd[k].map;
-            attn__viz_auto_scale(maps, n, o->cmap, &L->lo, &L->hi);
-            attn__free(maps);
-        } else {
-            L->lo = 0;
-            L->hi = 1;
-        }
+        return;
     }
+    viz_map *maps = attn__alloc((size_t)n, sizeof *maps, "maps");
+    if (maps) {
+        for (int k = 0; k < n; k++) maps[k] = pd[k].map;
+        attn__viz_auto_scale(maps, n, o->cmap, &L->lo, &L->hi);
+        attn__free(maps);
+    } else {
+        L->lo = 0;
+        L->hi = 1;
+    }
+}
 
-    /* annotations: small maps, or when asked and the cells can hold them */
+/* Annotations: small maps, or when asked and the cells can hold them. */
+static void measure_annotations(cairo_t *cr, const attn_heatmap_opts *o,
+                                int unshrunk, layout *L) {
+    const double cell = L->cell;
     double amax = fmax(fabs(L->lo), fabs(L->hi));
     L->ann_fmt = amax < 10 ? "%.2f" : "%.3g";
-    int unshrunk = unshrunk_x && unshrunk_y;
     if (o->annotate == 1)
         L->annotate = unshrunk && cell >= 14;
     else if (o->annotate == -1)
@@ -179,8 +191,12 @@ static void measure(const panel_data *pd, int n, int ncols,
         if (w > cell - 2) L->ann_fs *= (cell - 2) / w;
         if (L->ann_fs < 5) L->annotate = 0;
     }
+}
 
-    /* slots */
+/* One panel's slot: its map with labels, axis titles and panel title. */
+static void measure_slots(cairo_t *cr, const panel_data *pd, int n,
+                          layout *L) {
+    const double cell = L->cell;
     double ytitle_w = L->y_title[0] ? L->tick_fs + 10 : 0;
     double xtitle_h = L->x_title[0] ? L->tick_fs + 10 : 0;
     int any_ptitle = 0;
@@ -199,7 +215,11 @@ static void measure(const panel_data *pd, int n, int ncols,
             if (L->slot_left + map_w / 2 + w / 2 > L->slot_w)
                 L->slot_w = ceil(L->slot_left + map_w / 2 + w / 2);
         }
+}
 
+/* The page: the grid of slots under the title, and the colour bar. */
+static void measure_page(cairo_t *cr, const attn_heatmap_opts *o,
+                         layout *L) {
     L->margin = 10;
     double title_w = 0;
     if (o->title && o->title[0]) {
@@ -214,6 +234,7 @@ static void measure(const panel_data *pd, int n, int ncols,
     L->height = L->top + grid_h + L->margin;
 
     if (o->colorbar) {
+        double map_h = L->max_r * L->cell;
         L->cb_x = L->margin + grid_w + 4;
         L->cb_y = L->top + L->slot_top;
         L->cb_h = fmax(120, (L->nrows - 1) * L->slot_h + map_h);
@@ -235,6 +256,23 @@ static void measure(const panel_data *pd, int n, int ncols,
         L->height = fmax(L->height, bottom_cb);
     }
     L->width = fmax(L->width, title_w + 2 * L->margin);
+}
+
+/* The layout of a page of n panels in ncols columns, in named steps. */
+static void measure(const panel_data *pd, int n, int ncols,
+                    const attn_heatmap_opts *o, layout *L) {
+    memset(L, 0, sizeof *L);
+    cairo_t *cr = attn__viz_measure_begin();
+    L->n = n;
+    L->ncols = ncols;
+    L->nrows = (n + ncols - 1) / ncols;
+    measure_maps(pd, n, L);
+    measure_cells(n, ncols, o, L);
+    int unshrunk = measure_labels(cr, pd, n, o, L);
+    measure_scale(pd, n, o, L);
+    measure_annotations(cr, o, unshrunk, L);
+    measure_slots(cr, pd, n, L);
+    measure_page(cr, o, L);
     attn__viz_measure_end(cr);
 }
 
