@@ -7,6 +7,7 @@
 #include "layers.h"
 #include "../io/binfile.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #define MAGIC "ATTNPRM"      /* 8 bytes with the NUL */
@@ -262,14 +263,83 @@ static attn_status same_slices(const char *path, const attn_param_slice *a,
         return ATTN_OK;                                                       \
     } while (0)
 
+/* ---- the typed files' configs as words -------------------------------- */
+
+/* A config field's place and C type; its word in the file is an int64
+ * (the bits of the double for an f64 field). The tables below are the
+ * file formats of docs/params-format.md, field by field. */
+typedef enum { CFG_I64, CFG_INT, CFG_F64 } cfg_kind;
+typedef struct {
+    size_t off;
+    cfg_kind kind;
+} cfg_field;
+#define CFG(type, member, kind) {offsetof(type, member), kind}
+
+/* enums are stored as int-sized words */
+_Static_assert(sizeof(attn_attention_type) == sizeof(int) &&
+                   sizeof(attn_activation) == sizeof(int),
+               "config enums are int-sized");
+
+static const cfg_field additive_cfg[6] = {
+    CFG(attn_additive_config, query_dim, CFG_I64),
+    CFG(attn_additive_config, key_dim, CFG_I64),
+    CFG(attn_additive_config, value_dim, CFG_I64),
+    CFG(attn_additive_config, attn_dim, CFG_I64),
+    CFG(attn_additive_config, bias, CFG_INT),
+    CFG(attn_additive_config, context_from_keys, CFG_INT)};
+static const cfg_field mha_cfg[6] = {
+    CFG(attn_mha_config, d_model, CFG_I64),
+    CFG(attn_mha_config, num_heads, CFG_I64),
+    CFG(attn_mha_config, num_kv_heads, CFG_I64),
+    CFG(attn_mha_config, kdim, CFG_I64),
+    CFG(attn_mha_config, vdim, CFG_I64),
+    CFG(attn_mha_config, bias, CFG_INT)};
+static const cfg_field encoder_cfg[11] = {
+    CFG(attn_encoder_config, num_layers, CFG_I64),
+    CFG(attn_encoder_config, d_model, CFG_I64),
+    CFG(attn_encoder_config, num_heads, CFG_I64),
+    CFG(attn_encoder_config, num_kv_heads, CFG_I64),
+    CFG(attn_encoder_config, dim_feedforward, CFG_I64),
+    CFG(attn_encoder_config, attention, CFG_INT),
+    CFG(attn_encoder_config, additive_dim, CFG_I64),
+    CFG(attn_encoder_config, activation, CFG_INT),
+    CFG(attn_encoder_config, norm_first, CFG_INT),
+    CFG(attn_encoder_config, final_norm, CFG_INT),
+    CFG(attn_encoder_config, layer_norm_eps, CFG_F64)};
+
+static void cfg_to_words(const cfg_field *f, int n, const void *cfg,
+                         int64_t *v) {
+    for (int i = 0; i < n; i++) {
+        const char *p = (const char *)cfg + f[i].off;
+        int x;
+        switch (f[i].kind) {
+        case CFG_INT: memcpy(&x, p, sizeof x); v[i] = x; break;
+        default: memcpy(&v[i], p, 8); break; /* int64, or a double's bits */
+        }
+    }
+}
+
+/* Fills a zeroed config from its words. */
+static void cfg_from_words(const cfg_field *f, int n, const int64_t *v,
+                           void *cfg) {
+    for (int i = 0; i < n; i++) {
+        char *p = (char *)cfg + f[i].off;
+        int x;
+        switch (f[i].kind) {
+        case CFG_INT: x = (int)v[i]; memcpy(p, &x, sizeof x); break;
+        default: memcpy(p, &v[i], 8); break;
+        }
+    }
+}
+
 attn_status attn_additive_save(const char *path, const attn_additive_config *c,
                                const float *params) {
     attn_param_slice sl[5];
     int64_t ns;
     attn_status st = attn_additive_param_slices(c, "", 0, sl, 5, &ns);
     if (st) return st;
-    int64_t v[6] = {c->query_dim, c->key_dim, c->value_dim, c->attn_dim,
-                    c->bias, c->context_from_keys};
+    int64_t v[6];
+    cfg_to_words(additive_cfg, 6, c, v);
     return save_typed(path, "additive", v, 6, sl, ns, params,
                       attn_additive_param_count(c));
 }
@@ -285,12 +355,7 @@ attn_status attn_additive_load(const char *path, attn_additive_config *cfg,
     attn_status st = load_typed(path, "additive", 6, &h, &sl, &ns, &block, &count);
     if (st) return st;
     memset(cfg, 0, sizeof *cfg);
-    cfg->query_dim = h.config[0];
-    cfg->key_dim = h.config[1];
-    cfg->value_dim = h.config[2];
-    cfg->attn_dim = h.config[3];
-    cfg->bias = (int)h.config[4];
-    cfg->context_from_keys = (int)h.config[5];
+    cfg_from_words(additive_cfg, 6, h.config, cfg);
     TYPED_LOAD(attn_additive_param_slices, attn_additive_param_count);
 }
 
@@ -300,8 +365,8 @@ attn_status attn_mha_save(const char *path, const attn_mha_config *c,
     int64_t ns;
     attn_status st = attn_mha_param_slices(c, "", 0, sl, 8, &ns);
     if (st) return st;
-    int64_t v[6] = {c->d_model, c->num_heads, c->num_kv_heads, c->kdim, c->vdim,
-                    c->bias};
+    int64_t v[6];
+    cfg_to_words(mha_cfg, 6, c, v);
     return save_typed(path, "mha", v, 6, sl, ns, params, attn_mha_param_count(c));
 }
 
@@ -316,12 +381,7 @@ attn_status attn_mha_load(const char *path, attn_mha_config *cfg,
     attn_status st = load_typed(path, "mha", 6, &h, &sl, &ns, &block, &count);
     if (st) return st;
     memset(cfg, 0, sizeof *cfg);
-    cfg->d_model = h.config[0];
-    cfg->num_heads = h.config[1];
-    cfg->num_kv_heads = h.config[2];
-    cfg->kdim = h.config[3];
-    cfg->vdim = h.config[4];
-    cfg->bias = (int)h.config[5];
+    cfg_from_words(mha_cfg, 6, h.config, cfg);
     TYPED_LOAD(attn_mha_param_slices, attn_mha_param_count);
 }
 
@@ -334,11 +394,8 @@ attn_status attn_encoder_save(const char *path, const attn_encoder_config *c,
     attn_param_slice *sl = attn__alloc((size_t)ns, sizeof *sl, "slices");
     if (!sl) return ATTN_E_NOMEM;
     attn_encoder_param_slices(c, "", 0, sl, ns, &ns);
-    int64_t eps;
-    memcpy(&eps, &c->layer_norm_eps, 8);
-    int64_t v[11] = {c->num_layers, c->d_model, c->num_heads, c->num_kv_heads,
-                     c->dim_feedforward, (int64_t)c->attention, c->additive_dim,
-                     (int64_t)c->activation, c->norm_first, c->final_norm, eps};
+    int64_t v[11];
+    cfg_to_words(encoder_cfg, 11, c, v);
     st = save_typed(path, "encoder", v, 11, sl, ns, params,
                     attn_encoder_param_count(c));
     attn__free(sl);
@@ -356,16 +413,6 @@ attn_status attn_encoder_load(const char *path, attn_encoder_config *cfg,
     attn_status st = load_typed(path, "encoder", 11, &h, &sl, &ns, &block, &count);
     if (st) return st;
     memset(cfg, 0, sizeof *cfg);
-    cfg->num_layers = h.config[0];
-    cfg->d_model = h.config[1];
-    cfg->num_heads = h.config[2];
-    cfg->num_kv_heads = h.config[3];
-    cfg->dim_feedforward = h.config[4];
-    cfg->attention = (attn_attention_type)h.config[5];
-    cfg->additive_dim = h.config[6];
-    cfg->activation = (attn_activation)h.config[7];
-    cfg->norm_first = (int)h.config[8];
-    cfg->final_norm = (int)h.config[9];
-    memcpy(&cfg->layer_norm_eps, &h.config[10], 8);
+    cfg_from_words(encoder_cfg, 11, h.config, cfg);
     TYPED_LOAD(attn_encoder_param_slices, attn_encoder_param_count);
 }
