@@ -41,7 +41,7 @@ extern "C" {
  * Example: an annotated heatmap of a 3 x 3 map with token labels.
  *
  *     const char *tok[3] = {"I", "like", "tea"};
- *     float w[9] = {1, 0, 0, 0.5f, 0.5f, 0, 0.2f, 0.3f, 0.5f};  // rows sum to 1
+ *     float w[9] = {1, 0, 0, 0.5f, 0.5f, 0, 0.2f, 0.3f, 0.5f}; // rows sum 1
  *     attn_tensor W = attn_tensor_4d(w, ATTN_F32, 1, 1, 3, 3);
  *     attn_heatmap_opts ho;
  *     attn_heatmap_opts_init(&ho);
