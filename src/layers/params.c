@@ -235,34 +235,6 @@ static attn_status same_slices(const char *path, const attn_param_slice *a,
     return ATTN_OK;
 }
 
-/* Shared tail of the typed loaders: builds the expected table with fn and
- * compares. */
-#define TYPED_LOAD(SLICES_FN, COUNT_FN)                                       \
-    do {                                                                      \
-        int64_t want_n = 0;                                                   \
-        attn_param_slice *want = NULL;                                        \
-        st = SLICES_FN(cfg, "", 0, NULL, 0, &want_n);                         \
-        if (st) {                                                             \
-            st = attn__fail(ATTN_E_FORMAT, "%s: invalid config (%s)", path,   \
-                            attn_last_error());                               \
-        } else if (!(want = attn__alloc((size_t)want_n, sizeof *want,         \
-                                        "slices"))) {                         \
-            st = ATTN_E_NOMEM;                                                \
-        } else {                                                              \
-            SLICES_FN(cfg, "", 0, want, want_n, &want_n);                     \
-            st = same_slices(path, sl, ns, want, want_n, count,               \
-                             COUNT_FN(cfg));                                  \
-        }                                                                     \
-        attn__free(want);                                                     \
-        attn__free(sl);                                                       \
-        if (st) {                                                             \
-            attn__free(block);                                                \
-            return st;                                                        \
-        }                                                                     \
-        *params = block;                                                      \
-        return ATTN_OK;                                                       \
-    } while (0)
-
 /* ---- the typed files' configs as words -------------------------------- */
 
 /* A config field's place and C type; its word in the file is an int64
@@ -332,6 +304,84 @@ static void cfg_from_words(const cfg_field *f, int n, const int64_t *v,
     }
 }
 
+/* A typed file: its kind, its config's fields, and the slice table and
+ * parameter count its config implies. */
+typedef struct {
+    const char *kind;
+    const cfg_field *fields;
+    int nfields;
+    size_t size; /* of the config struct */
+    attn_status (*slices)(const void *cfg, attn_param_slice *sl, int64_t cap,
+                          int64_t *n);
+    int64_t (*count)(const void *cfg);
+} typed_kind;
+
+/* Loads a typed file into cfg and a newly allocated block, after checking
+ * that its slices are the ones its config implies. */
+static attn_status load_kind(const typed_kind *k, const char *path, void *cfg,
+                             float **params) {
+    ATTN__NEED(cfg);
+    ATTN__NEED(params);
+    attn_params_header h;
+    attn_param_slice *sl;
+    int64_t ns, count;
+    float *block;
+    attn_status st = load_typed(path, k->kind, k->nfields, &h, &sl, &ns,
+                                &block, &count);
+    if (st) return st;
+    memset(cfg, 0, k->size);
+    cfg_from_words(k->fields, k->nfields, h.config, cfg);
+    int64_t want_n = 0;
+    attn_param_slice *want = NULL;
+    st = k->slices(cfg, NULL, 0, &want_n);
+    if (st) {
+        st = attn__fail(ATTN_E_FORMAT, "%s: invalid config (%s)", path,
+                        attn_last_error());
+    } else if (!(want = attn__alloc((size_t)want_n, sizeof *want, "slices"))) {
+        st = ATTN_E_NOMEM;
+    } else {
+        k->slices(cfg, want, want_n, &want_n);
+        st = same_slices(path, sl, ns, want, want_n, count, k->count(cfg));
+    }
+    attn__free(want);
+    attn__free(sl);
+    if (st) {
+        attn__free(block);
+        return st;
+    }
+    *params = block;
+    return ATTN_OK;
+}
+
+static attn_status additive_slices(const void *c, attn_param_slice *sl,
+                                   int64_t cap, int64_t *n) {
+    return attn_additive_param_slices(c, "", 0, sl, cap, n);
+}
+static int64_t additive_count(const void *c) {
+    return attn_additive_param_count(c);
+}
+static attn_status mha_slices(const void *c, attn_param_slice *sl,
+                              int64_t cap, int64_t *n) {
+    return attn_mha_param_slices(c, "", 0, sl, cap, n);
+}
+static int64_t mha_count(const void *c) { return attn_mha_param_count(c); }
+static attn_status encoder_slices(const void *c, attn_param_slice *sl,
+                                  int64_t cap, int64_t *n) {
+    return attn_encoder_param_slices(c, "", 0, sl, cap, n);
+}
+static int64_t encoder_count(const void *c) {
+    return attn_encoder_param_count(c);
+}
+
+static const typed_kind additive_kind = {
+    "additive", additive_cfg, 6, sizeof(attn_additive_config),
+    additive_slices, additive_count};
+static const typed_kind mha_kind = {"mha", mha_cfg, 6, sizeof(attn_mha_config),
+                                    mha_slices, mha_count};
+static const typed_kind encoder_kind = {
+    "encoder", encoder_cfg, 11, sizeof(attn_encoder_config), encoder_slices,
+    encoder_count};
+
 attn_status attn_additive_save(const char *path, const attn_additive_config *c,
                                const float *params) {
     attn_param_slice sl[5];
@@ -346,17 +396,7 @@ attn_status attn_additive_save(const char *path, const attn_additive_config *c,
 
 attn_status attn_additive_load(const char *path, attn_additive_config *cfg,
                                float **params) {
-    ATTN__NEED(cfg);
-    ATTN__NEED(params);
-    attn_params_header h;
-    attn_param_slice *sl;
-    int64_t ns, count;
-    float *block;
-    attn_status st = load_typed(path, "additive", 6, &h, &sl, &ns, &block, &count);
-    if (st) return st;
-    memset(cfg, 0, sizeof *cfg);
-    cfg_from_words(additive_cfg, 6, h.config, cfg);
-    TYPED_LOAD(attn_additive_param_slices, attn_additive_param_count);
+    return load_kind(&additive_kind, path, cfg, params);
 }
 
 attn_status attn_mha_save(const char *path, const attn_mha_config *c,
@@ -372,17 +412,7 @@ attn_status attn_mha_save(const char *path, const attn_mha_config *c,
 
 attn_status attn_mha_load(const char *path, attn_mha_config *cfg,
                           float **params) {
-    ATTN__NEED(cfg);
-    ATTN__NEED(params);
-    attn_params_header h;
-    attn_param_slice *sl;
-    int64_t ns, count;
-    float *block;
-    attn_status st = load_typed(path, "mha", 6, &h, &sl, &ns, &block, &count);
-    if (st) return st;
-    memset(cfg, 0, sizeof *cfg);
-    cfg_from_words(mha_cfg, 6, h.config, cfg);
-    TYPED_LOAD(attn_mha_param_slices, attn_mha_param_count);
+    return load_kind(&mha_kind, path, cfg, params);
 }
 
 attn_status attn_encoder_save(const char *path, const attn_encoder_config *c,
@@ -404,15 +434,5 @@ attn_status attn_encoder_save(const char *path, const attn_encoder_config *c,
 
 attn_status attn_encoder_load(const char *path, attn_encoder_config *cfg,
                               float **params) {
-    ATTN__NEED(cfg);
-    ATTN__NEED(params);
-    attn_params_header h;
-    attn_param_slice *sl;
-    int64_t ns, count;
-    float *block;
-    attn_status st = load_typed(path, "encoder", 11, &h, &sl, &ns, &block, &count);
-    if (st) return st;
-    memset(cfg, 0, sizeof *cfg);
-    cfg_from_words(encoder_cfg, 11, h.config, cfg);
-    TYPED_LOAD(attn_encoder_param_slices, attn_encoder_param_count);
+    return load_kind(&encoder_kind, path, cfg, params);
 }
