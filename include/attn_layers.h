@@ -155,6 +155,9 @@ ATTN_API attn_status attn_additive_param_slices(const attn_additive_config *cfg,
 /* Xavier init of the whole block (biases 0) from seed. */
 ATTN_API attn_status attn_additive_init(const attn_additive_config *cfg, float *params,
                                uint64_t seed);
+/* Floats of the workspace of one forward + backward with these shapes
+ * (B, Lq, Lk >= 1, else ATTN_E_SHAPE; ATTN_E_NOMEM if the size overflows;
+ * ATTN_E_INVALID for a bad config or NULL floats). */
 ATTN_API attn_status attn_additive_workspace_size(const attn_additive_config *cfg,
                                          int64_t B, int64_t Lq, int64_t Lk,
                                          size_t *floats);
@@ -213,16 +216,25 @@ typedef enum {
     ATTN_WEIGHTS_AVERAGED = 1  /* (B, Lq, Lk), mean over heads             */
 } attn_weights_mode;
 
+/* Number of floats of the parameter block (0 for an invalid config). */
 ATTN_API int64_t attn_mha_param_count(const attn_mha_config *cfg);
-/* layout order: w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o */
+/* Named pointers into block (params or gradients, caller-owned, of
+ * attn_mha_param_count floats) in the layout order w_q, w_k, w_v, w_o,
+ * b_q, b_k, b_v, b_o (biases NULL if !bias). ATTN_E_INVALID for a bad
+ * config or NULL pointers. */
 ATTN_API attn_status attn_mha_params_view(const attn_mha_config *cfg, float *block,
                                  attn_mha_params *p);
+/* Slice table: writes at most cap entries (slices may be NULL with cap 0),
+ * *count = the number needed; names get prefix, offsets start at offset. */
 ATTN_API attn_status attn_mha_param_slices(const attn_mha_config *cfg,
                                   const char *prefix, int64_t offset,
                                   attn_param_slice *slices, int64_t cap,
                                   int64_t *count);
+/* Xavier init of the whole block (biases 0) from seed; overwrites params. */
 ATTN_API attn_status attn_mha_init(const attn_mha_config *cfg, float *params,
                           uint64_t seed);
+/* Floats of the workspace of one forward + backward with these shapes
+ * (B, Lq, Lk >= 1, else ATTN_E_SHAPE; ATTN_E_NOMEM if it overflows). */
 ATTN_API attn_status attn_mha_workspace_size(const attn_mha_config *cfg, int64_t B,
                                     int64_t Lq, int64_t Lk, size_t *floats);
 /*
@@ -337,6 +349,9 @@ typedef struct {
  * additive layout with bias followed by w_o, b_o), ln1_gamma, ln1_beta,
  * w_1, b_1, w_2, b_2, ln2_gamma, ln2_beta. */
 ATTN_API int64_t attn_encoder_param_count(const attn_encoder_config *cfg);
+/* Named pointers of layer `layer` (0 .. num_layers - 1, else
+ * ATTN_E_INVALID) into block (params or gradients, caller-owned, of
+ * attn_encoder_param_count floats). */
 ATTN_API attn_status attn_encoder_layer_view(const attn_encoder_config *cfg,
                                     float *block, int64_t layer,
                                     attn_encoder_layer_params *p);
@@ -344,12 +359,19 @@ ATTN_API attn_status attn_encoder_layer_view(const attn_encoder_config *cfg,
 ATTN_API attn_status attn_encoder_final_norm_view(const attn_encoder_config *cfg,
                                          float *block, float **gamma,
                                          float **beta);
+/* Slice table of the whole block ("layers.0.attn.w_q", ..., "norm_beta"):
+ * writes at most cap entries (slices may be NULL with cap 0), *count = the
+ * number needed; names get prefix, offsets start at offset. */
 ATTN_API attn_status attn_encoder_param_slices(const attn_encoder_config *cfg,
                                       const char *prefix, int64_t offset,
                                       attn_param_slice *slices, int64_t cap,
                                       int64_t *count);
+/* Xavier init of every matrix, biases 0, LayerNorm gamma 1 and beta 0,
+ * from seed; overwrites params. */
 ATTN_API attn_status attn_encoder_init(const attn_encoder_config *cfg, float *params,
                               uint64_t seed);
+/* Floats of the workspace of one forward + backward over (B, L) (>= 1,
+ * else ATTN_E_SHAPE; ATTN_E_NOMEM if it overflows). */
 ATTN_API attn_status attn_encoder_workspace_size(const attn_encoder_config *cfg,
                                         int64_t B, int64_t L, size_t *floats);
 /* Heads of the attention weights per layer: H (dot) or 1 (additive). */

@@ -149,8 +149,12 @@ typedef struct {
 
 /* Block layout: embed (vocab_in, E), the encoder block (prefix "enc."),
  * head.w (vocab_out, E), head.b (vocab_out). */
+/* ATTN_E_INVALID naming the field of a bad config (the encoder's too). */
 ATTN_API attn_status attn_model_check(const attn_model_config *cfg);
+/* Number of floats of the parameter block (0 for an invalid config). */
 ATTN_API int64_t attn_model_param_count(const attn_model_config *cfg);
+/* Slice table: writes at most cap entries (slices may be NULL with cap 0),
+ * *count = the number needed. */
 ATTN_API attn_status attn_model_param_slices(const attn_model_config *cfg,
                                     attn_param_slice *slices, int64_t cap,
                                     int64_t *count);
@@ -158,6 +162,8 @@ ATTN_API attn_status attn_model_param_slices(const attn_model_config *cfg,
  * (gammas), from seed. */
 ATTN_API attn_status attn_model_init(const attn_model_config *cfg, float *params,
                             uint64_t seed);
+/* Floats of the workspace of one forward + backward over (B, L) (>= 1 and
+ * L <= max_len, else ATTN_E_SHAPE; ATTN_E_NOMEM if it overflows). */
 ATTN_API attn_status attn_model_workspace_size(const attn_model_config *cfg,
                                       int64_t B, int64_t L, size_t *floats);
 /*
@@ -258,13 +264,19 @@ typedef struct {
  * every buffer of a step allocated once here. */
 typedef struct attn_trainer attn_trainer;
 
+/* A new trainer for cfg (checked as attn_train_config_check does, a
+ * copy is kept) with a freshly initialized model at step 0; *out is the
+ * caller's, freed with attn_trainer_free. ATTN_E_INVALID for a bad config,
+ * ATTN_E_NOMEM when its buffers cannot be allocated. */
 ATTN_API attn_status attn_trainer_create(const attn_train_config *cfg,
                                 attn_trainer **out);
 /* One step: a fresh batch, forward, loss, backward, clipping, AdamW.
  * A NaN/Inf loss or gradient returns ATTN_E_NONFINITE with the step in the
  * message and leaves the model as it was before the step. */
 ATTN_API attn_status attn_trainer_step(attn_trainer *tr, attn_train_stats *stats);
+/* Steps done so far (0 for a new trainer; a loaded one continues). */
 ATTN_API int64_t attn_trainer_steps_done(const attn_trainer *tr);
+/* The trainer's own config (read-only, valid until it is freed). */
 ATTN_API const attn_train_config *attn_trainer_config(const attn_trainer *tr);
 /* The parameter block (attn_model_param_count floats); the pointer stays
  * valid until the trainer is freed. */
@@ -283,7 +295,9 @@ ATTN_API attn_status attn_trainer_set_steps(attn_trainer *tr, int64_t steps);
  * A loaded trainer continues bitwise as the one that was saved.
  */
 ATTN_API attn_status attn_trainer_save(const attn_trainer *tr, const char *path);
+/* A new trainer from a checkpoint into *out (free with attn_trainer_free). */
 ATTN_API attn_status attn_trainer_load(const char *path, attn_trainer **out);
+/* Frees a trainer and its buffers; NULL is a no-op. */
 ATTN_API void attn_trainer_free(attn_trainer *tr);
 
 /* --- Evaluation -------------------------------------------------------- */
