@@ -23,6 +23,17 @@ size_t attn__size3(int64_t a, int64_t b, int64_t c) {
     return (size_t)abc;
 }
 
+size_t attn__ws_carve(float *ws, const size_t *sz, float **const *dst,
+                      int n) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (!sz[i] || total > SIZE_MAX / sizeof(float) - sz[i]) return 0;
+        if (ws) *dst[i] = ws + total;
+        total += sz[i];
+    }
+    return total;
+}
+
 /* ---- linear ----------------------------------------------------------- */
 
 /* OpenBLAS's threaded sgemm cuts the product by the size of its pool, and
