@@ -15,6 +15,7 @@
 #include "decode.h"
 #include "flash.h"
 #include "kv_cache.h"
+#include "mask.h"
 
 #include <math.h>
 #include <omp.h>
@@ -116,25 +117,14 @@ static attn_status check_args(const attn_tensor *q, const attn_kv_cache *c,
     return ATTN_OK;
 }
 
-/* Keys [*lo, *hi) that query i of an entry with effective lengths lq, lk
- * sees: attn_mask_visible's rule for the parts a cache takes (padding,
- * causal, window), which always leave an interval. Empty: *lo == *hi. */
-static void row_range(const attn_mask *m, int64_t i, int64_t lq, int64_t lk,
+/* Keys [*lo, *hi) that query i of entry b sees: the mask's one rule
+ * (attn__mask_row_range) for the parts a cache takes (padding, causal,
+ * window), which always leave an interval; mk carries the cache's lengths
+ * as its key lengths. Empty: *lo == *hi. */
+static void row_range(const attn_mask *mk, int64_t b, int64_t i, int64_t Lq,
                       int64_t *lo, int64_t *hi) {
-    int64_t a = 0, e = lk;
-    if (i >= lq) e = 0;
-    int64_t c = i + (m->align == ATTN_ALIGN_BOTTOM_RIGHT ? lk - lq : 0);
-    if (m->causal && c + 1 < e) e = c + 1;
-    if (m->window_right >= 0 && c + m->window_right + 1 < e)
-        e = c + m->window_right + 1;
-    if (m->window_left >= 0 && c - m->window_left > a) a = c - m->window_left;
-    if (e < a) e = a;
-    *lo = a;
-    *hi = e;
-}
-
-static int64_t qlen(const attn_mask *m, int64_t b, int64_t Lq) {
-    return m->query_lengths ? m->query_lengths[b] : Lq;
+    attn__mask_row_range(mk, b, i, Lq, 0, lo, hi);
+    if (*hi < *lo) *hi = *lo;
 }
 
 static void finish_row(float *orow, int64_t ostride, int64_t Dv, double mx,
@@ -148,8 +138,9 @@ static void finish_row(float *orow, int64_t ostride, int64_t Dv, double mx,
 
 /* Materialized scores in double over the stored (dequantized) values, one
  * (b, hk) at a time; plain loops, parallel over (b, hk) only. Visibility
- * comes from attn_mask_visible, not from the kernel's row_range, so the
- * oracle shares nothing with the kernel but the storage. */
+ * is asked pair by pair (attn_mask_visible), not through the kernel's row
+ * ranges and chunk runs, so the oracle shares with the kernel only the
+ * storage and the mask's one rule. */
 static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
                                const attn_sdpa_opts *o, const dims_t *dm,
                                attn_tensor *out, float *lse) {
@@ -314,7 +305,8 @@ static void merge_row(float *am, float *al, float *ao, float pm, float pl,
 static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
                                   const attn_sdpa_opts *o, const dims_t *dm,
                                   attn_tensor *out, float *lse) {
-    const attn_mask *m = &o->mask;
+    attn_mask mk = o->mask;
+    mk.key_lengths = c->len;
     const int64_t B = dm->B, H = dm->H, Hkv = dm->Hkv, Lq = dm->Lq;
     const int64_t D = dm->D, Dv = dm->Dv, R = dm->G * Lq;
     const int64_t rows = B * H * Lq;
@@ -327,8 +319,7 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
     for (int64_t b = 0; b < B; b++) {
         int64_t ulo = INT64_MAX, uhi = 0;
         for (int64_t i = 0; i < Lq; i++) {
-            row_range(m, i, qlen(m, b, Lq), c->len[b], &lo[b * Lq + i],
-                      &hi[b * Lq + i]);
+            row_range(&mk, b, i, Lq, &lo[b * Lq + i], &hi[b * Lq + i]);
             if (lo[b * Lq + i] < hi[b * Lq + i]) {
                 if (lo[b * Lq + i] < ulo) ulo = lo[b * Lq + i];
                 if (hi[b * Lq + i] > uhi) uhi = hi[b * Lq + i];
@@ -377,7 +368,7 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
                 units[n].hk = hk;
                 units[n].c = ch;
             }
-    ctx_t x = {c, m, dm, attn__decode_ops_get(c->cfg.dtype, attn__vec_best()),
+    ctx_t x = {c, &mk, dm, attn__decode_ops_get(c->cfg.dtype, attn__vec_best()),
                attn__vec_get(), qf, lo, hi};
     for (int64_t u0 = 0; u0 < nunits; u0 += per_round) {
         const int64_t nu = nunits - u0 < per_round ? nunits - u0 : per_round;
