@@ -150,14 +150,20 @@ static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
     const int64_t cap = c->cfg.capacity, R = G * Lq;
     const int64_t units = dm->B * dm->Hkv;
     int nt = attn__flash_team_size(o, units);
-    size_t per = (size_t)(R * cap + D + Dv + 2 * (D > Dv ? D : Dv));
+    const size_t per = (size_t)(R * cap + D + Dv), rper = (size_t)(D > Dv ? D : Dv);
     double *buf = attn__alloc((size_t)nt * per, sizeof(double), "reference scores");
-    if (!buf) return ATTN_E_NOMEM;
+    /* one stored row as f32, per thread (apart: floats are not doubles) */
+    float *rows = buf ? attn__alloc((size_t)nt * rper, sizeof(float), "reference rows")
+                      : NULL;
+    if (!rows) {
+        attn__free(buf);
+        return ATTN_E_NOMEM;
+    }
 #pragma omp parallel for num_threads(nt) schedule(dynamic)
     for (int64_t u = 0; u < units; u++) {
         double *s = buf + (size_t)omp_get_thread_num() * per;
         double *qd = s + R * cap, *acc = qd + D;
-        float *row = (float *)(acc + Dv);
+        float *row = rows + (size_t)omp_get_thread_num() * rper;
         const int64_t b = u / dm->Hkv, hk = u % dm->Hkv, lk = c->len[b];
         for (int64_t r = 0; r < R; r++) {
             const int64_t h = hk * G + r / Lq, i = r % Lq;
@@ -188,6 +194,7 @@ static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
                        lse ? lse + (b * dm->H + h) * Lq + i : NULL);
         }
     }
+    attn__free(rows);
     attn__free(buf);
     return ATTN_OK;
 }

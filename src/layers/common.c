@@ -229,6 +229,7 @@ static void gelu_chunk(const float *x, float *y, int64_t n,
     }
     vo->exp(e, e, n);
     for (int64_t i = 0; i < n; i++) {
+        /* cppcheck-suppress uninitvar ; the loop above wrote t[0..n) */
         float u = t[i];
         float q = u * (0.254829592f + u * (-0.284496736f + u * (1.421413741f +
                   u * (-1.453152027f + u * 1.061405429f)))) * e[i]; /* erfc(|z|) */
