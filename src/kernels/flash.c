@@ -31,7 +31,7 @@ void attn__flash_to_f32(const void *src, attn_dtype dtype, int64_t n,
                         float *dst) {
     if (dtype == ATTN_F16) {
 #if ATTN_X86
-        if (__builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx")) {
+        if (attn__cpu_has_f16c() && __builtin_cpu_supports("avx")) {
             f16_rows_f16c(src, n, dst);
             return;
         }
