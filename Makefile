@@ -14,12 +14,13 @@ CMAKE_ARGS ?=
 # Debian packages: what the build and the demo need, and what the tests add
 # (NumPy and pytest as oracles, venv/pip for the install test, Chromium for
 # the HTML viewer, clang with libFuzzer for the fuzz targets, Open MPI for
-# ring attention).
+# ring attention, cppcheck and clang-format for make lint and the format
+# check).
 DEB_BUILD    = build-essential cmake pkg-config libopenblas-dev libcairo2-dev \
                fonts-dejavu-core
 DEB_TEST     = python3 python3-numpy python3-venv python3-pip python3-pytest \
                chromium clang libclang-rt-14-dev libomp-14-dev \
-               libopenmpi-dev openmpi-bin
+               libopenmpi-dev openmpi-bin cppcheck clang-format
 DEB_PACKAGES = $(DEB_BUILD) $(DEB_TEST)
 
 # The fuzz targets (tests/fuzz/CMakeLists.txt), e.g. npy params ...
@@ -27,7 +28,20 @@ FUZZ_TARGETS = $(shell sed -n 's/^set(ATTN_FUZZ_TARGETS \(.*\))/\1/p' tests/fuzz
 SAN_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 \
           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ATTN_SANITIZED=1
 
-.PHONY: all deps deps-build build test test-fast test-asan fuzz fuzz-build demo bench install clean
+# Static analysis: the library, the command and the benchmark (a short list
+# of checks: cppcheck's errors plus warning, performance, portability).
+CPPCHECK_FLAGS = --quiet --std=c11 --enable=warning,performance,portability \
+                 --inline-suppr --error-exitcode=1 -I include -I src/core \
+                 -D__GNUC__ -D_POSIX_C_SOURCE=200809L
+# The C sources and headers .clang-format governs.
+# The README's C examples (tests/test_readme_*.c) stay as the README shows
+# them, character for character, so they are left out.
+FORMAT_FILES = $(filter-out tests/test_readme_%.c, \
+                 $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
+                   find src include tools bench tests -name '*.[ch]'))
+
+.PHONY: all deps deps-build build test test-fast test-asan fuzz fuzz-build lint format \
+        format-check format-gate demo bench install clean
 
 all: build
 
@@ -52,10 +66,28 @@ build: deps-build
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-# All tests: the optimized build, then the same suite under ASan + UBSan
-# (with the CLI argument fuzzer), then each libFuzzer target for
-# FUZZ_SECONDS (clang).
-test: test-fast test-asan fuzz
+# All tests: static analysis and the format check, the optimized build,
+# then the same suite under ASan + UBSan (with the CLI argument fuzzer),
+# then each libFuzzer target for FUZZ_SECONDS (clang).
+test: lint format-gate test-fast test-asan fuzz
+
+lint: deps
+	cppcheck $(CPPCHECK_FLAGS) -j $(JOBS) src tools bench
+
+# Rewrites every C file in the style of .clang-format.
+format: deps
+	clang-format -i $(FORMAT_FILES)
+
+# Fails on any C file that `make format` would change.
+format-check: deps
+	clang-format --dry-run --Werror $(FORMAT_FILES)
+
+# make test checks the format once the tree has been formatted: the file
+# .clang-format-enforced marks that (it comes with the one commit that
+# applies `make format` to the whole tree).
+format-gate:
+	@if [ -f .clang-format-enforced ]; then $(MAKE) format-check; \
+	else echo "format check not enforced yet (no .clang-format-enforced)"; fi
 
 test-fast: deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

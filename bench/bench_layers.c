@@ -7,6 +7,7 @@
 #include "bench_layers.h"
 
 #include "attn.h"
+#include "attn_layers.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -93,12 +94,12 @@ int bench_layers_measure(int kind, int64_t B, int64_t L,
     const size_t n = (size_t)(B * L * E);
     float *p = malloc(sizeof(float) * (size_t)np), *g = calloc((size_t)np, sizeof(float));
     float *x = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * n);
-    float *x1 = kind == K_CORE_ADD ? x + n / 2 : x; /* (B, L, 1) inputs */
     float *dx = calloc(n, sizeof(float)), *ws = malloc(sizeof(float) * wsn);
     if (!p || !g || !x || !y || !dx || !ws) {
         st = ATTN_E_NOMEM;
         goto out;
     }
+    float *x1 = kind == K_CORE_ADD ? x + n / 2 : x; /* (B, L, 1) inputs */
     uint64_t s = 88172645463325252ull;
     for (size_t i = 0; i < n; i++) {
         s ^= s << 13; s ^= s >> 7; s ^= s << 17;

@@ -21,7 +21,7 @@
 #ifndef ATTN_PRETRAINED_H
 #define ATTN_PRETRAINED_H
 
-#include "attn.h"
+#include "attn_layers.h" /* the encoder config a model carries */
 
 #ifdef __cplusplus
 extern "C" {

@@ -15,6 +15,9 @@
 #define ATTN_TRANSFORMER_H
 
 #include "attn.h"
+#include "attn_cache.h"  /* generation steps through the KV cache */
+#include "attn_layers.h" /* the encoder and layer configs */
+#include "attn_train.h"  /* tasks, the RNG, AdamW and training stats */
 
 #ifdef __cplusplus
 extern "C" {

@@ -6,6 +6,7 @@
 #define ATTN_TEST_LAYERS_REF_H
 
 #include "attn.h"
+#include "attn_layers.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -1,5 +1,8 @@
 /* attn_sizeof: the sizes bindings check their mirrored structs against. */
 #include "attn.h"
+#include "attn_layers.h"
+#include "attn_train.h"
+#include "attn_viz.h"
 #include "check.h"
 
 int main(void) {

@@ -3,6 +3,7 @@
  * differences in double for every parameter and input, thread-count
  * determinism and argument errors. */
 #include "attn.h"
+#include "attn_layers.h"
 #include "check.h"
 #include "layers_ref.h"
 

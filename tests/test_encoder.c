@@ -4,6 +4,7 @@
  * for every parameter slice and the input, threads, recomputed weights,
  * LayerNorm/linear/positions pieces and the tutorial shape (32, 100, 512). */
 #include "attn.h"
+#include "attn_layers.h"
 #include "check.h"
 #include "layers_ref.h"
 #include "../layers/layers.h"

@@ -10,6 +10,9 @@
 #define _DEFAULT_SOURCE 1 /* mknod, makedev, flock, mkdtemp */
 
 #include "attn.h"
+#include "attn_layers.h"
+#include "attn_train.h"
+#include "attn_viz.h"
 #include "check.h"
 #include "internal.h"
 #include "../io/binfile.h"

@@ -4,7 +4,7 @@
  * both causal alignments, broadcast masks, the tile classifier agrees with
  * the per-pair answer, and the convention builders. */
 #include "attn.h"
-#include "internal.h"
+#include "mask.h"
 #include "sdpa_test_util.h"
 
 #include <math.h>

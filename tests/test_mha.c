@@ -4,6 +4,7 @@
  * and input; self-attention with aliased gradients; threads; the tutorial
  * shape (1, 10, 512) with 8 heads. */
 #include "attn.h"
+#include "attn_layers.h"
 #include "check.h"
 #include "layers_ref.h"
 

@@ -4,6 +4,7 @@
  * self-inconsistent files. The CRC is checked against an independent
  * implementation (with zlib's check value). */
 #include "attn.h"
+#include "attn_layers.h"
 #include "check.h"
 
 #include <stdint.h>

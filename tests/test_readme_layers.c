@@ -2,6 +2,7 @@
  * markers (tests/cli_layers_numpy.py checks that), compiled and run: one
  * tutorial-sized encoder layer forward and backward. */
 #include "attn.h"
+#include "attn_layers.h"
 #include "check.h"
 
 #include <stdlib.h>

@@ -4,6 +4,8 @@
  * the cross-entropy, gradient clipping, AdamW and its schedule, the task
  * generators and their answers, and the model's padding mask. */
 #include "attn.h"
+#include "attn_layers.h"
+#include "attn_train.h"
 #include "check.h"
 #include "layers_ref.h"
 

@@ -4,6 +4,7 @@
  * write; 1 and 2 threads give the same model bitwise; NaN stops training
  * with ATTN_E_NONFINITE. */
 #include "attn.h"
+#include "attn_train.h"
 #include "check.h"
 #include "../train/train.h"
 

@@ -3,6 +3,7 @@
  * labels as text, PDF output, composite figures, the geometry plot, block
  * averages of streamed tiles, and the errors. */
 #include "attn.h"
+#include "attn_viz.h"
 #include "check.h"
 
 #include <cairo.h>

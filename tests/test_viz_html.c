@@ -3,6 +3,7 @@
  * lines of a focused query (as the hover does) and the heatmap, and a
  * screenshot is not blank. */
 #include "attn.h"
+#include "attn_viz.h"
 #include "check.h"
 
 #include <cairo.h>

@@ -1,6 +1,7 @@
 /* Diagnostics on constructed maps (uniform, one-hot, masked leakage,
  * NaN/Inf, rows that do not sum to 1) and the comparison of two maps. */
 #include "attn.h"
+#include "attn_viz.h"
 #include "check.h"
 
 #include <math.h>

@@ -2,6 +2,7 @@
  * (plain, 256-colour and true colour), plus half blocks, masks, the
  * measuring call and the errors. */
 #include "attn.h"
+#include "attn_viz.h"
 #include "check.h"
 
 #include <math.h>

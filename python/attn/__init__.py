@@ -25,7 +25,8 @@ from .tiles import block_average, weight_tiles
 from .figures import diff_heatmap, figure, geometry, html
 from .pretrained import BertModel, load_model
 
-__version__ = "0.1.0"
+# the version of the library it loads: one source (VERSION), no copy here
+__version__ = version()
 
 __all__ = [
     "AttnError", "scaled_dot_product_attention", "sdpa_backward", "version",

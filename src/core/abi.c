@@ -1,6 +1,9 @@
 /* Struct sizes for bindings (python/attn mirrors the public structs with
  * ctypes and checks its layout against these at import). */
 #include "attn_cache.h"
+#include "attn_layers.h"
+#include "attn_train.h"
+#include "attn_viz.h"
 #include "internal.h"
 #include "attn_transformer.h"
 

@@ -3,6 +3,7 @@
  * mutating call checks everything first and writes afterwards, so a
  * refused call leaves the cache as it was. */
 #include "kv_cache.h"
+#include "mask.h"
 
 #include <math.h>
 #include <string.h>

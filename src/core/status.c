@@ -33,7 +33,7 @@ const char *attn_last_error(void) { return last_error; }
 
 void attn_clear_error(void) { last_error[0] = '\0'; }
 
-const char *attn_version(void) { return "0.1.0"; }
+const char *attn_version(void) { return ATTN_VERSION_STRING; }
 
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 if the bytes there
  * are not one (overlong forms, surrogates and code points past U+10FFFF

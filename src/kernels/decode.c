@@ -15,6 +15,7 @@
 #include "decode.h"
 #include "flash.h"
 #include "kv_cache.h"
+#include "mask.h"
 
 #include <math.h>
 #include <omp.h>
@@ -116,25 +117,14 @@ static attn_status check_args(const attn_tensor *q, const attn_kv_cache *c,
     return ATTN_OK;
 }
 
-/* Keys [*lo, *hi) that query i of an entry with effective lengths lq, lk
- * sees: attn_mask_visible's rule for the parts a cache takes (padding,
- * causal, window), which always leave an interval. Empty: *lo == *hi. */
-static void row_range(const attn_mask *m, int64_t i, int64_t lq, int64_t lk,
+/* Keys [*lo, *hi) that query i of entry b sees: the mask's one rule
+ * (attn__mask_row_range) for the parts a cache takes (padding, causal,
+ * window), which always leave an interval; mk carries the cache's lengths
+ * as its key lengths. Empty: *lo == *hi. */
+static void row_range(const attn_mask *mk, int64_t b, int64_t i, int64_t Lq,
                       int64_t *lo, int64_t *hi) {
-    int64_t a = 0, e = lk;
-    if (i >= lq) e = 0;
-    int64_t c = i + (m->align == ATTN_ALIGN_BOTTOM_RIGHT ? lk - lq : 0);
-    if (m->causal && c + 1 < e) e = c + 1;
-    if (m->window_right >= 0 && c + m->window_right + 1 < e)
-        e = c + m->window_right + 1;
-    if (m->window_left >= 0 && c - m->window_left > a) a = c - m->window_left;
-    if (e < a) e = a;
-    *lo = a;
-    *hi = e;
-}
-
-static int64_t qlen(const attn_mask *m, int64_t b, int64_t Lq) {
-    return m->query_lengths ? m->query_lengths[b] : Lq;
+    attn__mask_row_range(mk, b, i, Lq, 0, lo, hi);
+    if (*hi < *lo) *hi = *lo;
 }
 
 static void finish_row(float *orow, int64_t ostride, int64_t Dv, double mx,
@@ -148,8 +138,9 @@ static void finish_row(float *orow, int64_t ostride, int64_t Dv, double mx,
 
 /* Materialized scores in double over the stored (dequantized) values, one
  * (b, hk) at a time; plain loops, parallel over (b, hk) only. Visibility
- * comes from attn_mask_visible, not from the kernel's row_range, so the
- * oracle shares nothing with the kernel but the storage. */
+ * is asked pair by pair (attn_mask_visible), not through the kernel's row
+ * ranges and chunk runs, so the oracle shares with the kernel only the
+ * storage and the mask's one rule. */
 static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
                                const attn_sdpa_opts *o, const dims_t *dm,
                                attn_tensor *out, float *lse) {
@@ -159,14 +150,20 @@ static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
     const int64_t cap = c->cfg.capacity, R = G * Lq;
     const int64_t units = dm->B * dm->Hkv;
     int nt = attn__flash_team_size(o, units);
-    size_t per = (size_t)(R * cap + D + Dv + 2 * (D > Dv ? D : Dv));
+    const size_t per = (size_t)(R * cap + D + Dv), rper = (size_t)(D > Dv ? D : Dv);
     double *buf = attn__alloc((size_t)nt * per, sizeof(double), "reference scores");
-    if (!buf) return ATTN_E_NOMEM;
+    /* one stored row as f32, per thread (apart: floats are not doubles) */
+    float *rows = buf ? attn__alloc((size_t)nt * rper, sizeof(float), "reference rows")
+                      : NULL;
+    if (!rows) {
+        attn__free(buf);
+        return ATTN_E_NOMEM;
+    }
 #pragma omp parallel for num_threads(nt) schedule(dynamic)
     for (int64_t u = 0; u < units; u++) {
         double *s = buf + (size_t)omp_get_thread_num() * per;
         double *qd = s + R * cap, *acc = qd + D;
-        float *row = (float *)(acc + Dv);
+        float *row = rows + (size_t)omp_get_thread_num() * rper;
         const int64_t b = u / dm->Hkv, hk = u % dm->Hkv, lk = c->len[b];
         for (int64_t r = 0; r < R; r++) {
             const int64_t h = hk * G + r / Lq, i = r % Lq;
@@ -197,6 +194,7 @@ static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
                        lse ? lse + (b * dm->H + h) * Lq + i : NULL);
         }
     }
+    attn__free(rows);
     attn__free(buf);
     return ATTN_OK;
 }
@@ -314,7 +312,8 @@ static void merge_row(float *am, float *al, float *ao, float pm, float pl,
 static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
                                   const attn_sdpa_opts *o, const dims_t *dm,
                                   attn_tensor *out, float *lse) {
-    const attn_mask *m = &o->mask;
+    attn_mask mk = o->mask;
+    mk.key_lengths = c->len;
     const int64_t B = dm->B, H = dm->H, Hkv = dm->Hkv, Lq = dm->Lq;
     const int64_t D = dm->D, Dv = dm->Dv, R = dm->G * Lq;
     const int64_t rows = B * H * Lq;
@@ -327,8 +326,7 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
     for (int64_t b = 0; b < B; b++) {
         int64_t ulo = INT64_MAX, uhi = 0;
         for (int64_t i = 0; i < Lq; i++) {
-            row_range(m, i, qlen(m, b, Lq), c->len[b], &lo[b * Lq + i],
-                      &hi[b * Lq + i]);
+            row_range(&mk, b, i, Lq, &lo[b * Lq + i], &hi[b * Lq + i]);
             if (lo[b * Lq + i] < hi[b * Lq + i]) {
                 if (lo[b * Lq + i] < ulo) ulo = lo[b * Lq + i];
                 if (hi[b * Lq + i] > uhi) uhi = hi[b * Lq + i];
@@ -377,7 +375,7 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
                 units[n].hk = hk;
                 units[n].c = ch;
             }
-    ctx_t x = {c, m, dm, attn__decode_ops_get(c->cfg.dtype, attn__vec_best()),
+    ctx_t x = {c, &mk, dm, attn__decode_ops_get(c->cfg.dtype, attn__vec_best()),
                attn__vec_get(), qf, lo, hi};
     for (int64_t u0 = 0; u0 < nunits; u0 += per_round) {
         const int64_t nu = nunits - u0 < per_round ? nunits - u0 : per_round;

@@ -8,7 +8,6 @@
 #define elem attn__decode_elem
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 
 /* ---- AVX2 + FMA + F16C ---------------------------------------------- */
@@ -93,16 +92,11 @@ T static inline float hsum_avx512(__m512 v) {
 
 #include "decode_simd.inc"
 
-/* F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports
- * does not know "f16c". The OS keeps the YMM state whenever "avx2" holds. */
-static int has_f16c(void) {
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
-}
-
+/* F16C by CPUID (attn__cpu_has_f16c): the OS keeps the YMM state
+ * whenever "avx2" holds. */
 static int cpu_has(attn__vec_level level) {
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               has_f16c();
+               attn__cpu_has_f16c();
     if (level == ATTN__VEC_AVX512) return avx2 && __builtin_cpu_supports("avx512f");
     return avx2;
 }

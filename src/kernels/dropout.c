@@ -1,7 +1,7 @@
 /* Dropout decisions from a counter-based generator (Philox4x32-10), keyed by
  * (seed, b, h, i, j): the same decision in every kernel, forward and
  * backward, whatever the tiling or thread count. */
-#include "internal.h"
+#include "kernels.h"
 
 #include <math.h>
 

@@ -1,8 +1,7 @@
 /* Helpers shared by the flash kernels (see flash.h): loading rows as f32,
- * BLAS threading, the mask + bias pass on a score row, dropout on a row. */
+ * the mask + bias pass on a score row, dropout on a row. */
 #include "flash.h"
 
-#include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -19,13 +18,6 @@
 /* ---- rows as f32 ----------------------------------------------------- */
 
 #if ATTN_X86
-/* F16C from CPUID leaf 1 (ECX bit 29): clang 14 rejects
- * __builtin_cpu_supports("f16c"), gcc and clang both have <cpuid.h>. */
-static int cpu_has_f16c(void) {
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
-}
-
 __attribute__((target("avx,f16c"))) static void f16_rows_f16c(
     const uint16_t *src, int64_t n, float *dst) {
     int64_t i = 0;
@@ -40,7 +32,7 @@ void attn__flash_to_f32(const void *src, attn_dtype dtype, int64_t n,
                         float *dst) {
     if (dtype == ATTN_F16) {
 #if ATTN_X86
-        if (__builtin_cpu_supports("avx") && cpu_has_f16c()) {
+        if (attn__cpu_has_f16c() && __builtin_cpu_supports("avx")) {
             f16_rows_f16c(src, n, dst);
             return;
         }
@@ -112,18 +104,6 @@ int attn__flash_team_size(const attn_sdpa_opts *opts, int64_t items) {
     return n;
 }
 
-/* ---- BLAS threading -------------------------------------------------- */
-
-int attn__blas_single_begin(void) {
-    int saved = openblas_get_num_threads();
-    if (saved != 1) openblas_set_num_threads(1);
-    return saved;
-}
-
-void attn__blas_single_end(int saved) {
-    if (saved != 1 && saved > 0) openblas_set_num_threads(saved);
-}
-
 /* ---- mask and bias on a score row ------------------------------------ */
 
 void attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
@@ -131,18 +111,12 @@ void attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
                           int64_t nj, attn__tile_class cls, float *s) {
     const int64_t j1 = j0 + nj;
     if (cls != ATTN__TILE_FULL) {
-        /* the visible range of the row from padding, causal and window;
-         * the same conditions as attn_mask_visible */
-        int64_t lq, lk;
-        attn__lengths(m, b, d->Lq, d->Lk, &lq, &lk);
-        int64_t lo = j0, hi = j1 < lk ? j1 : lk; /* visible: [lo, hi) */
-        if (i >= lq) hi = lo;
-        int64_t c = i + (m->align == ATTN_ALIGN_BOTTOM_RIGHT ? lk - lq : 0);
-        if (m->causal && c + 1 < hi) hi = c + 1;
-        if (m->window_right >= 0 && c + m->window_right + 1 < hi)
-            hi = c + m->window_right + 1;
-        if (m->window_left >= 0 && c - m->window_left > lo)
-            lo = c - m->window_left;
+        /* the visible range of the row from padding, causal and window,
+         * cut to the tile's columns: [lo, hi) */
+        int64_t lo, hi;
+        attn__mask_row_range(m, b, i, d->Lq, d->Lk, &lo, &hi);
+        if (lo < j0) lo = j0;
+        if (hi > j1) hi = j1;
         if (hi < lo) hi = lo;
         for (int64_t j = j0; j < lo && j < j1; j++) s[j - j0] = -INFINITY;
         for (int64_t j = hi > j0 ? hi : j0; j < j1; j++) s[j - j0] = -INFINITY;
@@ -218,49 +192,3 @@ void attn__flash_frame(const attn__sdpa_dims *d, const attn__flash_pos *pos,
     *kpos = pos->kpos;
 }
 
-/* ---- splitting a partial tile ------------------------------------------ */
-
-int64_t attn__flash_split_tile(const attn_mask *m, const attn__sdpa_dims *d,
-                               int64_t b, int64_t h, int64_t i0, int64_t ni,
-                               int64_t j0, int64_t nj, attn__tile_class cls,
-                               attn__flash_block *out) {
-    int linear = m->causal || m->window_left >= 0 || m->window_right >= 0 ||
-                 m->key_lengths || m->query_lengths;
-    if (cls != ATTN__TILE_PARTIAL || !linear) {
-        out[0].r0 = i0;
-        out[0].nr = ni;
-        out[0].c0 = j0;
-        out[0].nc = nj;
-        out[0].cls = cls;
-        return cls == ATTN__TILE_EMPTY ? 0 : 1;
-    }
-    int64_t lq, lk, rc = attn__flash_split_rows(d), n = 0;
-    attn__lengths(m, b, d->Lq, d->Lk, &lq, &lk);
-    const int64_t off = m->align == ATTN_ALIGN_BOTTOM_RIGHT ? lk - lq : 0;
-    for (int64_t r0 = i0; r0 < i0 + ni; r0 += rc) {
-        int64_t r1 = r0 + rc < i0 + ni ? r0 + rc : i0 + ni;
-        if (r1 > lq) r1 = lq; /* rows past the query length see nothing */
-        if (r1 <= r0) break;
-        /* the hull of the rows' visible ranges: the bounds move with the
-         * diagonal c = i + off, so the first row gives the lowest column
-         * and the last row the highest */
-        int64_t lo = j0, hi = j0 + nj < lk ? j0 + nj : lk;
-        int64_t cf = r0 + off, cl = r1 - 1 + off;
-        if (m->causal && cl + 1 < hi) hi = cl + 1;
-        if (m->window_right >= 0 && cl + m->window_right + 1 < hi)
-            hi = cl + m->window_right + 1;
-        if (m->window_left >= 0 && cf - m->window_left > lo)
-            lo = cf - m->window_left;
-        if (hi <= lo) continue;
-        attn__tile_class c =
-            attn__mask_classify(m, b, h, r0, r1, lo, hi, d->Lq, d->Lk);
-        if (c == ATTN__TILE_EMPTY) continue;
-        out[n].r0 = r0;
-        out[n].nr = r1 - r0;
-        out[n].c0 = lo;
-        out[n].nc = hi - lo;
-        out[n].cls = c;
-        n++;
-    }
-    return n;
-}

@@ -1,17 +1,18 @@
 /* Pieces shared by the flash kernels (forward sdpa_flash.c, the weight
- * pass sdpa_weights.c, backward sdpa_flash_bwd.c): tile sizes, loading a
- * tile of rows as f32 (in place, packed or converted from f16/bf16), BLAS
- * threading, and the mask + bias pass over one row of a score tile.
- * Internal: not installed. */
+ * pass sdpa_weights.c, backward sdpa_flash_bwd.c): tile sizes and bands
+ * (flash_tiles.c), loading a tile of rows as f32 (in place, packed or
+ * converted from f16/bf16), and the mask + bias pass over one row of a
+ * score tile (flash.c). Internal: not installed. */
 #ifndef ATTN_FLASH_H
 #define ATTN_FLASH_H
 
-#include "internal.h"
+#include "blas.h"
+#include "kernels.h"
 #include "vec.h"
 
 #include <stddef.h>
 
-/* ---- tile sizes ------------------------------------------------------ */
+/* ---- tile sizes and bands (flash_tiles.c) ------------------------------ */
 
 /* Query rows and key columns of one tile for these shapes. They depend on
  * the shapes only (never on the thread count), so results are bitwise the
@@ -45,6 +46,26 @@ int64_t attn__flash_split_tile(const attn_mask *m, const attn__sdpa_dims *d,
 /* Row band of attn__flash_split_tile for these shapes. */
 int64_t attn__flash_split_rows(const attn__sdpa_dims *d);
 
+/* ---- carving a thread's workspace ------------------------------------ */
+
+/* Offset in floats of the next part, of n floats, of a workspace being
+ * laid out; *at is its running size. Every part starts on 64 bytes. */
+static inline size_t attn__ws_take(size_t *at, size_t n) {
+    size_t off = *at;
+    *at += (n + 15) & ~(size_t)15;
+    return off;
+}
+
+/* Floats that hold the blocks attn__flash_split_tile writes for a query
+ * tile of bq rows (stored as floats' worth of bytes). */
+static inline size_t attn__flash_blocks_floats(const attn__sdpa_dims *d,
+                                               int64_t bq) {
+    int64_t rc = attn__flash_split_rows(d);
+    return (size_t)((bq + rc - 1) / rc) * sizeof(attn__flash_block) /
+               sizeof(float) +
+           1;
+}
+
 /* ---- rows as f32 ----------------------------------------------------- */
 
 /* 1 if rows of t can be handed to BLAS in place: f32 with a contiguous last
@@ -74,21 +95,6 @@ attn_status attn__flash_check_dims(const attn__sdpa_dims *d, const char *who);
 /* Threads a kernel runs: opts->threads, else OpenMP's default, at least 1
  * and at most items (the number of work units). */
 int attn__flash_team_size(const attn_sdpa_opts *opts, int64_t items);
-
-/* ---- BLAS threading -------------------------------------------------- */
-
-/* Debian's libopenblas0-pthread runs its own thread pool; inside our
- * OpenMP region each call must stay on its caller's thread (both for speed
- * and because the pool would serialize concurrent callers). begin sets
- * OpenBLAS to one thread and returns the previous count; end restores it.
- * We keep the pthread build rather than switching to libopenblas0-openmp:
- * every call the kernels make is single-threaded either way (measured: the
- * tile products run at 90-99 GFLOP/s per core, the 1024^3 sgemm at 95), so
- * the variant would change nothing here and would change the BLAS of every
- * other user of the machine. The setting is process-wide: two user threads
- * calling attn at once may race on the restore (never on results). */
-int attn__blas_single_begin(void);
-void attn__blas_single_end(int saved);
 
 /* ---- mask and bias on a score row ------------------------------------ */
 

@@ -23,67 +23,24 @@
 #include <omp.h>
 #include <string.h>
 
-int64_t attn__flash_bq_override = 0, attn__flash_bk_override = 0,
-        attn__flash_rc_override = 0;
-
-int64_t attn__flash_split_rows(const attn__sdpa_dims *d) {
-    (void)d;
-    return attn__flash_rc_override > 0 ? attn__flash_rc_override : 32;
-}
-
-/* Tile sizes, measured on the 2-core AMD EPYC (Zen 4, 1 MiB L2 per core,
- * OpenBLAS 0.3.21 Cooperlake kernels, sgemm 1024^3: 95 GFLOP/s on one
- * core, 190 on two) with B=1, H=8, f32, 2 threads, best of 4 interleaved
- * runs (GFLOP/s; the machine was shared, so +-10%):
- *
- *   tiles (bq x bk / band)   L=1024 d=64  L=4096 d=64  L=1024 d=128  L=4096 d=128
- *   128 x 256                    151          147          168           102*
- *   256 x 256                    158          164          173           119*
- *   256 x 512                    154          167          173           104*
- *   causal, L=2048 d=64:  128x128: 124, 256x256 unsplit: 129,
- *                         256x256 in bands of 64 rows: 136, of 32: 137
- *   (* a busy moment of the shared machine)
- *   causal, 256x256, bands of 64 vs 32 rows (ms, best of 40):
- *     L=512 d=64 2.39 / 2.12, d=128 4.20 / 3.61; L=1024 d=64 7.64 / 7.22,
- *     d=128 15.1 / 15.1; L=2048 d=64 28.7 / 28.5 (full mask: 3.60, 7.37,
- *     13.8, 32.5, 54.9 ms)
- *
- * Larger query tiles amortize the packing of K and V by OpenBLAS, larger
- * key tiles that of Q; 256 x 256 keeps S (256 KiB) and the O accumulator in
- * the 1 MiB L2. Beyond that the gain is flat. Partial tiles are cut into
- * bands of 32 rows (attn__flash_split_tile), which recovers most of the
- * diagonal's waste for causal masks. With wide heads (Dk + Dv > 256) the
- * query tile halves so that Q, O, K and V still fit in L2. */
-void attn__flash_tile_sizes(const attn__sdpa_dims *d, int64_t *bq,
-                            int64_t *bk) {
-    int64_t q = d->Dk + d->Dv > 256 ? 128 : 256, k = 256;
-    if (attn__flash_bq_override > 0) q = attn__flash_bq_override;
-    if (attn__flash_bk_override > 0) k = attn__flash_bk_override;
-    *bq = q < d->Lq ? q : d->Lq;
-    *bk = k < d->Lk ? k : d->Lk;
-}
-
 /* Floats of one thread's workspace, each part rounded up to 64 bytes. */
 typedef struct {
     size_t s, o, m, l, q, k, v, blk, total;
 } ws_layout;
 
-static size_t up16(size_t n) { return (n + 15) & ~(size_t)15; }
-
+/* q, k, v rows read in place (qd, kd, vd) need no buffer. */
 static ws_layout layout_of(const attn__sdpa_dims *d, int64_t bq, int64_t bk,
                            int qd, int kd, int vd) {
     ws_layout w;
     size_t at = 0;
-    w.s = at; at += up16((size_t)(bq * bk));
-    w.o = at; at += up16((size_t)(bq * d->Dv));
-    w.m = at; at += up16((size_t)bq);
-    w.l = at; at += up16((size_t)bq);
-    w.q = at; at += qd ? 0 : up16((size_t)(bq * d->Dk));
-    w.k = at; at += kd ? 0 : up16((size_t)(bk * d->Dk));
-    w.v = at; at += vd ? 0 : up16((size_t)(bk * d->Dv));
-    /* the blocks of a split tile, stored as floats' worth of bytes */
-    int64_t rc = attn__flash_split_rows(d), nblk = (bq + rc - 1) / rc;
-    w.blk = at; at += up16((size_t)nblk * sizeof(attn__flash_block) / sizeof(float) + 1);
+    w.s = attn__ws_take(&at, (size_t)(bq * bk));
+    w.o = attn__ws_take(&at, (size_t)(bq * d->Dv));
+    w.m = attn__ws_take(&at, (size_t)bq);
+    w.l = attn__ws_take(&at, (size_t)bq);
+    w.q = attn__ws_take(&at, qd ? 0 : (size_t)(bq * d->Dk));
+    w.k = attn__ws_take(&at, kd ? 0 : (size_t)(bk * d->Dk));
+    w.v = attn__ws_take(&at, vd ? 0 : (size_t)(bk * d->Dv));
+    w.blk = attn__ws_take(&at, attn__flash_blocks_floats(d, bq));
     w.total = at;
     return w;
 }

@@ -81,9 +81,8 @@ typedef struct {
 /* Next n floats of a workspace at f (64-byte steps); with f == NULL only
  * counts them. */
 static float *take(float *f, size_t *at, size_t n) {
-    float *x = f ? f + *at : NULL;
-    *at += (n + 15) & ~(size_t)15;
-    return x;
+    size_t off = attn__ws_take(at, n);
+    return f ? f + off : NULL;
 }
 
 /* Carves one thread's workspace out of f; returns its floats (f may be
@@ -91,7 +90,7 @@ static float *take(float *f, size_t *at, size_t n) {
 static size_t work_carve(work *w, float *f, int64_t bq, int64_t bk,
                          const attn__sdpa_dims *d) {
     size_t at = 0;
-    int64_t acc = bk * (d->Dk + d->Dv), rc = attn__flash_split_rows(d);
+    int64_t acc = bk * (d->Dk + d->Dv);
     if (bq * d->Dk > acc) acc = bq * d->Dk;
     w->qb = take(f, &at, (size_t)(bq * d->Dk));
     w->ob = take(f, &at, (size_t)(bq * d->Dv));
@@ -102,8 +101,8 @@ static size_t work_carve(work *w, float *f, int64_t bq, int64_t bk,
     w->ds = take(f, &at, (size_t)(bq * bk));
     w->acc = take(f, &at, (size_t)acc);
     w->z = take(f, &at, (size_t)bk);
-    w->blk = (attn__flash_block *)(void *)take(
-        f, &at, (size_t)((bq + rc - 1) / rc) * sizeof(attn__flash_block) / sizeof(float) + 1);
+    w->blk = (attn__flash_block *)(void *)take(f, &at,
+                                               attn__flash_blocks_floats(d, bq));
     return at;
 }
 

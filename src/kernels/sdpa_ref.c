@@ -1,7 +1,7 @@
 /* The reference scaled dot-product attention: plain loops, double
  * accumulation, the full score row materialized. It is the oracle that
  * every fast kernel is tested against, so it favours clarity over speed. */
-#include "internal.h"
+#include "kernels.h"
 
 #include <math.h>
 #include <string.h>

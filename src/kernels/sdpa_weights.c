@@ -36,14 +36,11 @@ static void wctx_init(wctx *c, const attn_tensor *q, const attn_tensor *k,
     c->l = l;
     attn__flash_tile_sizes(d, &c->bq, &c->bk);
     size_t at = 0;
-    c->s_off = at; at += (size_t)(c->bq * c->bk);
-    c->q_off = at; at += (size_t)(c->bq * d->Dk);
-    c->k_off = at; at += (size_t)(c->bk * d->Dk);
-    at = (at + 15) & ~(size_t)15; /* 64-byte aligned blocks */
-    int64_t rc = attn__flash_split_rows(d);
-    c->b_off = at;
-    at += (size_t)((c->bq + rc - 1) / rc) * sizeof(attn__flash_block) / sizeof(float) + 1;
-    c->total = (at + 15) & ~(size_t)15;
+    c->s_off = attn__ws_take(&at, (size_t)(c->bq * c->bk));
+    c->q_off = attn__ws_take(&at, (size_t)(c->bq * d->Dk));
+    c->k_off = attn__ws_take(&at, (size_t)(c->bk * d->Dk));
+    c->b_off = attn__ws_take(&at, attn__flash_blocks_floats(d, c->bq));
+    c->total = at;
     c->vec = attn__vec_get();
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define ATTN_X86 1
 #else
@@ -311,4 +312,13 @@ const attn__vec_ops *attn__vec_table(attn__vec_level level) {
     (void)level;
 #endif
     return &ops_scalar;
+}
+
+int attn__cpu_has_f16c(void) {
+#if ATTN_X86
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
+#else
+    return 0;
+#endif
 }

@@ -33,6 +33,10 @@ typedef struct {
     void (*scale)(float *x, int64_t n, float a);
 } attn__vec_ops;
 
+/* The CPU has F16C (CPUID leaf 1, ECX bit 29; 0 off x86). Asked through
+ * CPUID because clang 14's __builtin_cpu_supports does not know "f16c". */
+int attn__cpu_has_f16c(void);
+
 /* The best level this CPU supports, capped by attn__vec_set_max_level. */
 attn__vec_level attn__vec_best(void);
 

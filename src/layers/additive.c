@@ -120,15 +120,9 @@ static size_t ws_layout(const attn_additive_config *c, int64_t B, int64_t Lq,
                     attn__size3(B, Lq, Dc), attn__size3(B, Lq, 1),
                     attn__size3(B, Lq, A), attn__size3(B, Lk, A),
                     attn__size3(B, A, 1), attn__size3(B, A, 1)};
-    size_t total = 0;
-    float **dst[8] = {&w->qp, &w->kp, &w->out, &w->lse,
-                      &w->dqp, &w->dkp, &w->dvb, &w->tb};
-    for (int i = 0; i < 8; i++) {
-        if (!sz[i] || total > SIZE_MAX / sizeof(float) - sz[i]) return 0;
-        if (ws) *dst[i] = ws + total;
-        total += sz[i];
-    }
-    return total;
+    float **const dst[8] = {&w->qp, &w->kp, &w->out, &w->lse,
+                            &w->dqp, &w->dkp, &w->dvb, &w->tb};
+    return attn__ws_carve(ws, sz, dst, 8);
 }
 
 attn_status attn_additive_workspace_size(const attn_additive_config *c,

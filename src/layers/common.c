@@ -23,6 +23,17 @@ size_t attn__size3(int64_t a, int64_t b, int64_t c) {
     return (size_t)abc;
 }
 
+size_t attn__ws_carve(float *ws, const size_t *sz, float **const *dst,
+                      int n) {
+    size_t total = 0;
+    for (int i = 0; i < n; i++) {
+        if (!sz[i] || total > SIZE_MAX / sizeof(float) - sz[i]) return 0;
+        if (ws) *dst[i] = ws + total;
+        total += sz[i];
+    }
+    return total;
+}
+
 /* ---- linear ----------------------------------------------------------- */
 
 /* OpenBLAS's threaded sgemm cuts the product by the size of its pool, and
@@ -218,6 +229,7 @@ static void gelu_chunk(const float *x, float *y, int64_t n,
     }
     vo->exp(e, e, n);
     for (int64_t i = 0; i < n; i++) {
+        /* cppcheck-suppress uninitvar ; the loop above wrote t[0..n) */
         float u = t[i];
         float q = u * (0.254829592f + u * (-0.284496736f + u * (1.421413741f +
                   u * (-1.453152027f + u * 1.061405429f)))) * e[i]; /* erfc(|z|) */

@@ -504,6 +504,7 @@ static attn_status encoder_backward_body(const attn_encoder_config *c,
     }
     for (int64_t l = c->num_layers - 1; l >= 0; l--) {
         layer_ws w;
+        /* cppcheck-suppress uninitvar ; G is viewed below when used */
         attn_encoder_layer_params P, G, *Gp = grads ? &G : NULL;
         ws_layout(c, B, L, ws, l, &w, NULL);
         attn_encoder_layer_view(c, (float *)params, l, &P);

@@ -1,15 +1,13 @@
 /* Internal helpers shared by the layer files (src/layers); not installed. */
-#ifndef ATTN_LAYERS_H
-#define ATTN_LAYERS_H
+#ifndef ATTN_LAYERS_INTERNAL_H
+#define ATTN_LAYERS_INTERNAL_H
 
-#include "internal.h"
-#include "../kernels/flash.h"
+#include "attn_layers.h"
+#include "../kernels/blas.h"
+#include "../kernels/kernels.h"
 
 #include <math.h>
 #include <omp.h>
-
-/* int fits a BLAS dimension (cblas takes int). */
-static inline int attn__blas_ok(int64_t n) { return n >= 0 && n <= 0x7fffffff; }
 
 /* Checks a pointer argument: ATTN_E_INVALID naming it when NULL. */
 #define ATTN__NEED(ptr)                                                       \
@@ -22,6 +20,12 @@ attn_status attn__check_finite_f32(const float *x, int64_t n, const char *name);
 
 /* Product a*b*c of sizes, 0 if it overflows size_t. */
 size_t attn__size3(int64_t a, int64_t b, int64_t c);
+
+/* Lays out a layer's workspace: n consecutive parts of sz[i] floats, part
+ * i at *dst[i] (not written when ws is NULL: sizing only). Returns the
+ * total floats, 0 when a part is empty (an overflowed size) or the total
+ * overflows. */
+size_t attn__ws_carve(float *ws, const size_t *sz, float **const *dst, int n);
 
 /* Dropout on activations: x[i] (i = 0..n-1 of stream) is zeroed or scaled by
  * 1/(1-p), the decision drawn from Philox keyed by (seed, stream, i). The
@@ -100,7 +104,7 @@ static inline int attn__threads(const attn_layer_opts *o) {
 
 /* OpenBLAS threads are process-wide, not per call. A layer call asked to
  * run on one thread keeps its sgemms on the calling thread with the
- * kernels' guard (src/kernels/flash.c): otherwise OpenBLAS's idle pool
+ * kernels' guard (src/kernels/blas.c): otherwise OpenBLAS's idle pool
  * spins beside it (small training steps ran 2-7x slower). Other counts
  * leave the caller's BLAS setting alone. Nested calls are no-ops. Returns
  * what attn__blas_single_end takes. */

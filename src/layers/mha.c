@@ -43,7 +43,7 @@ static int64_t vdim_of(const attn_mha_config *c) { return c->vdim ? c->vdim : c-
 attn_status attn_mha_param_slices(const attn_mha_config *c, const char *prefix,
                                   int64_t offset, attn_param_slice *slices,
                                   int64_t cap, int64_t *count) {
-    int64_t hd, kv;
+    int64_t hd = 0, kv = 0; /* set by attn__mha_check_cfg */
     attn_status st = attn__mha_check_cfg(c, &hd, &kv);
     if (st) return st;
     ATTN__NEED(count);
@@ -66,7 +66,7 @@ attn_status attn_mha_param_slices(const attn_mha_config *c, const char *prefix,
 }
 
 int64_t attn_mha_param_count(const attn_mha_config *c) {
-    int64_t hd, kv;
+    int64_t hd = 0, kv = 0; /* set by attn__mha_check_cfg */
     if (attn__mha_check_cfg(c, &hd, &kv)) return 0;
     const int64_t E = c->d_model, KV = kv * hd;
     int64_t a, b, d, e;
@@ -80,7 +80,7 @@ int64_t attn_mha_param_count(const attn_mha_config *c) {
 
 attn_status attn_mha_params_view(const attn_mha_config *c, float *block,
                                  attn_mha_params *p) {
-    int64_t hd, kv;
+    int64_t hd = 0, kv = 0; /* set by attn__mha_check_cfg */
     attn_status st = attn__mha_check_cfg(c, &hd, &kv);
     if (st) return st;
     ATTN__NEED(block);
@@ -117,7 +117,7 @@ typedef struct {
 
 static size_t ws_layout(const attn_mha_config *c, int64_t B, int64_t Lq,
                         int64_t Lk, float *ws, ws_parts *w) {
-    int64_t hd, kv;
+    int64_t hd = 0, kv = 0; /* set by attn__mha_check_cfg */
     attn__mha_check_cfg(c, &hd, &kv);
     const int64_t E = c->d_model, KV = kv * hd;
     size_t sz[9] = {attn__size3(B, Lq, E), attn__size3(B, Lk, KV),
@@ -125,15 +125,9 @@ static size_t ws_layout(const attn_mha_config *c, int64_t B, int64_t Lq,
                     attn__size3(B, c->num_heads, Lq), attn__size3(B, Lq, E),
                     attn__size3(B, Lk, KV), attn__size3(B, Lk, KV),
                     attn__size3(B, Lq, E)};
-    float **dst[9] = {&w->q, &w->k, &w->v, &w->c, &w->lse,
-                      &w->dq, &w->dk, &w->dv, &w->dc};
-    size_t total = 0;
-    for (int i = 0; i < 9; i++) {
-        if (!sz[i] || total > SIZE_MAX / sizeof(float) - sz[i]) return 0;
-        if (ws) *dst[i] = ws + total;
-        total += sz[i];
-    }
-    return total;
+    float **const dst[9] = {&w->q, &w->k, &w->v, &w->c, &w->lse,
+                            &w->dq, &w->dk, &w->dv, &w->dc};
+    return attn__ws_carve(ws, sz, dst, 9);
 }
 
 attn_status attn_mha_workspace_size(const attn_mha_config *c, int64_t B,
@@ -157,7 +151,7 @@ typedef struct {
 
 static head_views views(const attn_mha_config *c, int64_t B, int64_t Lq,
                         int64_t Lk, float *q, float *k, float *v, float *ctx) {
-    int64_t hd, kv;
+    int64_t hd = 0, kv = 0; /* set by attn__mha_check_cfg */
     attn__mha_check_cfg(c, &hd, &kv);
     head_views h;
     h.q = attn_tensor_bthd(q, ATTN_F32, B, Lq, c->num_heads, hd);
@@ -203,7 +197,7 @@ static attn_status mha_forward_body(const attn_mha_config *c,
     ATTN__NEED(out);
     if (mode != ATTN_WEIGHTS_PER_HEAD && mode != ATTN_WEIGHTS_AVERAGED)
         return attn__fail(ATTN_E_INVALID, "weights mode is %d", (int)mode);
-    int64_t hd, kv;
+    int64_t hd = 0, kv = 0; /* set by attn__mha_check_cfg */
     attn__mha_check_cfg(c, &hd, &kv);
     const int64_t E = c->d_model, H = c->num_heads, KV = kv * hd;
     attn_mha_params P;
@@ -266,7 +260,7 @@ static attn_status mha_backward_body(const attn_mha_config *c,
     attn_status st = check_call(c, params, B, Lq, Lk, query, key, value, opts, ws);
     if (st) return st;
     ATTN__NEED(dout);
-    int64_t hd, kv;
+    int64_t hd = 0, kv = 0; /* set by attn__mha_check_cfg */
     attn__mha_check_cfg(c, &hd, &kv);
     const int64_t E = c->d_model, KV = kv * hd;
     if ((st = attn__check_finite_f32(dout, B * Lq * E, "dout"))) return st;

@@ -8,6 +8,7 @@
 #include "../io/binfile.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <string.h>
 
 #define MAGIC "ATTNPRM"      /* 8 bytes with the NUL */
@@ -235,20 +236,6 @@ static attn_status load_typed(const char *path, const char *kind, int ncfg,
     return st;
 }
 
-/* Config values that land in int (or enum) fields must be ints: a cast
- * would read garbage in the upper half (0x100000001) as a valid 1. */
-static attn_status int_fields(const char *path, const attn_params_header *h,
-                              const int *idx, int n) {
-    for (int i = 0; i < n; i++) {
-        const int64_t v = h->config[idx[i]];
-        if (v < INT_MIN || v > INT_MAX)
-            return attn__fail(ATTN_E_FORMAT, "%s: '%s' config value %d is "
-                              "%lld, outside the range of an int", path,
-                              h->kind, idx[i], (long long)v);
-    }
-    return ATTN_OK;
-}
-
 /* The slices in the file must be the ones the config implies. */
 static attn_status same_slices(const char *path, const attn_param_slice *a,
                                int64_t na, const attn_param_slice *b,
@@ -271,33 +258,164 @@ static attn_status same_slices(const char *path, const attn_param_slice *a,
     return ATTN_OK;
 }
 
-/* Shared tail of the typed loaders: builds the expected table with fn and
- * compares. */
-#define TYPED_LOAD(SLICES_FN, COUNT_FN)                                       \
-    do {                                                                      \
-        int64_t want_n = 0;                                                   \
-        attn_param_slice *want = NULL;                                        \
-        st = SLICES_FN(cfg, "", 0, NULL, 0, &want_n);                         \
-        if (st) {                                                             \
-            st = attn__fail(ATTN_E_FORMAT, "%s: invalid config (%s)", path,   \
-                            attn_last_error());                               \
-        } else if (!(want = attn__alloc((size_t)want_n, sizeof *want,         \
-                                        "slices"))) {                         \
-            st = ATTN_E_NOMEM;                                                \
-        } else {                                                              \
-            SLICES_FN(cfg, "", 0, want, want_n, &want_n);                     \
-            st = same_slices(path, sl, ns, want, want_n, count,               \
-                             COUNT_FN(cfg));                                  \
-        }                                                                     \
-        attn__free(want);                                                     \
-        attn__free(sl);                                                       \
-        if (st) {                                                             \
-            attn__free(block);                                                \
-            return st;                                                        \
-        }                                                                     \
-        *params = block;                                                      \
-        return ATTN_OK;                                                       \
-    } while (0)
+/* ---- the typed files' configs as words -------------------------------- */
+
+/* A config field's place and C type; its word in the file is an int64
+ * (the bits of the double for an f64 field). The tables below are the
+ * file formats of docs/params-format.md, field by field. */
+typedef enum { CFG_I64, CFG_INT, CFG_F64 } cfg_kind;
+typedef struct {
+    size_t off;
+    cfg_kind kind;
+} cfg_field;
+#define CFG(type, member, kind) {offsetof(type, member), kind}
+
+/* enums are stored as int-sized words */
+_Static_assert(sizeof(attn_attention_type) == sizeof(int) &&
+                   sizeof(attn_activation) == sizeof(int),
+               "config enums are int-sized");
+
+static const cfg_field additive_cfg[6] = {
+    CFG(attn_additive_config, query_dim, CFG_I64),
+    CFG(attn_additive_config, key_dim, CFG_I64),
+    CFG(attn_additive_config, value_dim, CFG_I64),
+    CFG(attn_additive_config, attn_dim, CFG_I64),
+    CFG(attn_additive_config, bias, CFG_INT),
+    CFG(attn_additive_config, context_from_keys, CFG_INT)};
+static const cfg_field mha_cfg[6] = {
+    CFG(attn_mha_config, d_model, CFG_I64),
+    CFG(attn_mha_config, num_heads, CFG_I64),
+    CFG(attn_mha_config, num_kv_heads, CFG_I64),
+    CFG(attn_mha_config, kdim, CFG_I64),
+    CFG(attn_mha_config, vdim, CFG_I64),
+    CFG(attn_mha_config, bias, CFG_INT)};
+static const cfg_field encoder_cfg[11] = {
+    CFG(attn_encoder_config, num_layers, CFG_I64),
+    CFG(attn_encoder_config, d_model, CFG_I64),
+    CFG(attn_encoder_config, num_heads, CFG_I64),
+    CFG(attn_encoder_config, num_kv_heads, CFG_I64),
+    CFG(attn_encoder_config, dim_feedforward, CFG_I64),
+    CFG(attn_encoder_config, attention, CFG_INT),
+    CFG(attn_encoder_config, additive_dim, CFG_I64),
+    CFG(attn_encoder_config, activation, CFG_INT),
+    CFG(attn_encoder_config, norm_first, CFG_INT),
+    CFG(attn_encoder_config, final_norm, CFG_INT),
+    CFG(attn_encoder_config, layer_norm_eps, CFG_F64)};
+
+static void cfg_to_words(const cfg_field *f, int n, const void *cfg,
+                         int64_t *v) {
+    for (int i = 0; i < n; i++) {
+        const char *p = (const char *)cfg + f[i].off;
+        int x;
+        switch (f[i].kind) {
+        case CFG_INT: memcpy(&x, p, sizeof x); v[i] = x; break;
+        default: memcpy(&v[i], p, 8); break; /* int64, or a double's bits */
+        }
+    }
+}
+
+/* Fills a zeroed config from its words. */
+static void cfg_from_words(const cfg_field *f, int n, const int64_t *v,
+                           void *cfg) {
+    for (int i = 0; i < n; i++) {
+        char *p = (char *)cfg + f[i].off;
+        int x;
+        switch (f[i].kind) {
+        case CFG_INT: x = (int)v[i]; memcpy(p, &x, sizeof x); break;
+        default: memcpy(p, &v[i], 8); break;
+        }
+    }
+}
+
+/* A typed file: its kind, its config's fields, and the slice table and
+ * parameter count its config implies. */
+typedef struct {
+    const char *kind;
+    const cfg_field *fields;
+    int nfields;
+    size_t size; /* of the config struct */
+    attn_status (*slices)(const void *cfg, attn_param_slice *sl, int64_t cap,
+                          int64_t *n);
+    int64_t (*count)(const void *cfg);
+} typed_kind;
+
+/* Loads a typed file into cfg and a newly allocated block, after checking
+ * that its slices are the ones its config implies. */
+static attn_status load_kind(const typed_kind *k, const char *path, void *cfg,
+                             float **params) {
+    ATTN__NEED(cfg);
+    ATTN__NEED(params);
+    attn_params_header h;
+    attn_param_slice *sl;
+    int64_t ns, count;
+    float *block;
+    attn_status st = load_typed(path, k->kind, k->nfields, &h, &sl, &ns,
+                                &block, &count);
+    if (st) return st;
+    /* words that land in int (or enum) fields must be ints: a cast would
+     * read garbage in the upper half (0x100000001) as a valid 1 */
+    for (int i = 0; i < k->nfields; i++) {
+        const int64_t v = h.config[i];
+        if (k->fields[i].kind == CFG_INT && (v < INT_MIN || v > INT_MAX)) {
+            attn__free(sl);
+            attn__free(block);
+            return attn__fail(ATTN_E_FORMAT, "%s: '%s' config value %d is "
+                              "%lld, outside the range of an int", path,
+                              h.kind, i, (long long)v);
+        }
+    }
+    memset(cfg, 0, k->size);
+    cfg_from_words(k->fields, k->nfields, h.config, cfg);
+    int64_t want_n = 0;
+    attn_param_slice *want = NULL;
+    st = k->slices(cfg, NULL, 0, &want_n);
+    if (st) {
+        st = attn__fail(ATTN_E_FORMAT, "%s: invalid config (%s)", path,
+                        attn_last_error());
+    } else if (!(want = attn__alloc((size_t)want_n, sizeof *want, "slices"))) {
+        st = ATTN_E_NOMEM;
+    } else {
+        k->slices(cfg, want, want_n, &want_n);
+        st = same_slices(path, sl, ns, want, want_n, count, k->count(cfg));
+    }
+    attn__free(want);
+    attn__free(sl);
+    if (st) {
+        attn__free(block);
+        return st;
+    }
+    *params = block;
+    return ATTN_OK;
+}
+
+static attn_status additive_slices(const void *c, attn_param_slice *sl,
+                                   int64_t cap, int64_t *n) {
+    return attn_additive_param_slices(c, "", 0, sl, cap, n);
+}
+static int64_t additive_count(const void *c) {
+    return attn_additive_param_count(c);
+}
+static attn_status mha_slices(const void *c, attn_param_slice *sl,
+                              int64_t cap, int64_t *n) {
+    return attn_mha_param_slices(c, "", 0, sl, cap, n);
+}
+static int64_t mha_count(const void *c) { return attn_mha_param_count(c); }
+static attn_status encoder_slices(const void *c, attn_param_slice *sl,
+                                  int64_t cap, int64_t *n) {
+    return attn_encoder_param_slices(c, "", 0, sl, cap, n);
+}
+static int64_t encoder_count(const void *c) {
+    return attn_encoder_param_count(c);
+}
+
+static const typed_kind additive_kind = {
+    "additive", additive_cfg, 6, sizeof(attn_additive_config),
+    additive_slices, additive_count};
+static const typed_kind mha_kind = {"mha", mha_cfg, 6, sizeof(attn_mha_config),
+                                    mha_slices, mha_count};
+static const typed_kind encoder_kind = {
+    "encoder", encoder_cfg, 11, sizeof(attn_encoder_config), encoder_slices,
+    encoder_count};
 
 attn_status attn_additive_save(const char *path, const attn_additive_config *c,
                                const float *params) {
@@ -305,36 +423,15 @@ attn_status attn_additive_save(const char *path, const attn_additive_config *c,
     int64_t ns;
     attn_status st = attn_additive_param_slices(c, "", 0, sl, 5, &ns);
     if (st) return st;
-    int64_t v[6] = {c->query_dim, c->key_dim, c->value_dim, c->attn_dim,
-                    c->bias, c->context_from_keys};
+    int64_t v[6];
+    cfg_to_words(additive_cfg, 6, c, v);
     return save_typed(path, "additive", v, 6, sl, ns, params,
                       attn_additive_param_count(c));
 }
 
 attn_status attn_additive_load(const char *path, attn_additive_config *cfg,
                                float **params) {
-    ATTN__NEED(cfg);
-    ATTN__NEED(params);
-    attn_params_header h;
-    attn_param_slice *sl;
-    int64_t ns, count;
-    float *block;
-    attn_status st = load_typed(path, "additive", 6, &h, &sl, &ns, &block, &count);
-    if (st) return st;
-    static const int ints[] = {4, 5};
-    if ((st = int_fields(path, &h, ints, (int)(sizeof ints / sizeof ints[0])))) {
-        attn__free(sl);
-        attn__free(block);
-        return st;
-    }
-    memset(cfg, 0, sizeof *cfg);
-    cfg->query_dim = h.config[0];
-    cfg->key_dim = h.config[1];
-    cfg->value_dim = h.config[2];
-    cfg->attn_dim = h.config[3];
-    cfg->bias = (int)h.config[4];
-    cfg->context_from_keys = (int)h.config[5];
-    TYPED_LOAD(attn_additive_param_slices, attn_additive_param_count);
+    return load_kind(&additive_kind, path, cfg, params);
 }
 
 attn_status attn_mha_save(const char *path, const attn_mha_config *c,
@@ -343,35 +440,14 @@ attn_status attn_mha_save(const char *path, const attn_mha_config *c,
     int64_t ns;
     attn_status st = attn_mha_param_slices(c, "", 0, sl, 8, &ns);
     if (st) return st;
-    int64_t v[6] = {c->d_model, c->num_heads, c->num_kv_heads, c->kdim, c->vdim,
-                    c->bias};
+    int64_t v[6];
+    cfg_to_words(mha_cfg, 6, c, v);
     return save_typed(path, "mha", v, 6, sl, ns, params, attn_mha_param_count(c));
 }
 
 attn_status attn_mha_load(const char *path, attn_mha_config *cfg,
                           float **params) {
-    ATTN__NEED(cfg);
-    ATTN__NEED(params);
-    attn_params_header h;
-    attn_param_slice *sl;
-    int64_t ns, count;
-    float *block;
-    attn_status st = load_typed(path, "mha", 6, &h, &sl, &ns, &block, &count);
-    if (st) return st;
-    static const int ints[] = {5};
-    if ((st = int_fields(path, &h, ints, (int)(sizeof ints / sizeof ints[0])))) {
-        attn__free(sl);
-        attn__free(block);
-        return st;
-    }
-    memset(cfg, 0, sizeof *cfg);
-    cfg->d_model = h.config[0];
-    cfg->num_heads = h.config[1];
-    cfg->num_kv_heads = h.config[2];
-    cfg->kdim = h.config[3];
-    cfg->vdim = h.config[4];
-    cfg->bias = (int)h.config[5];
-    TYPED_LOAD(attn_mha_param_slices, attn_mha_param_count);
+    return load_kind(&mha_kind, path, cfg, params);
 }
 
 attn_status attn_encoder_save(const char *path, const attn_encoder_config *c,
@@ -383,11 +459,8 @@ attn_status attn_encoder_save(const char *path, const attn_encoder_config *c,
     attn_param_slice *sl = attn__alloc((size_t)ns, sizeof *sl, "slices");
     if (!sl) return ATTN_E_NOMEM;
     attn_encoder_param_slices(c, "", 0, sl, ns, &ns);
-    int64_t eps;
-    memcpy(&eps, &c->layer_norm_eps, 8);
-    int64_t v[11] = {c->num_layers, c->d_model, c->num_heads, c->num_kv_heads,
-                     c->dim_feedforward, (int64_t)c->attention, c->additive_dim,
-                     (int64_t)c->activation, c->norm_first, c->final_norm, eps};
+    int64_t v[11];
+    cfg_to_words(encoder_cfg, 11, c, v);
     st = save_typed(path, "encoder", v, 11, sl, ns, params,
                     attn_encoder_param_count(c));
     attn__free(sl);
@@ -396,31 +469,5 @@ attn_status attn_encoder_save(const char *path, const attn_encoder_config *c,
 
 attn_status attn_encoder_load(const char *path, attn_encoder_config *cfg,
                               float **params) {
-    ATTN__NEED(cfg);
-    ATTN__NEED(params);
-    attn_params_header h;
-    attn_param_slice *sl;
-    int64_t ns, count;
-    float *block;
-    attn_status st = load_typed(path, "encoder", 11, &h, &sl, &ns, &block, &count);
-    if (st) return st;
-    static const int ints[] = {5, 7, 8, 9};
-    if ((st = int_fields(path, &h, ints, (int)(sizeof ints / sizeof ints[0])))) {
-        attn__free(sl);
-        attn__free(block);
-        return st;
-    }
-    memset(cfg, 0, sizeof *cfg);
-    cfg->num_layers = h.config[0];
-    cfg->d_model = h.config[1];
-    cfg->num_heads = h.config[2];
-    cfg->num_kv_heads = h.config[3];
-    cfg->dim_feedforward = h.config[4];
-    cfg->attention = (attn_attention_type)h.config[5];
-    cfg->additive_dim = h.config[6];
-    cfg->activation = (attn_activation)h.config[7];
-    cfg->norm_first = (int)h.config[8];
-    cfg->final_norm = (int)h.config[9];
-    memcpy(&cfg->layer_norm_eps, &h.config[10], 8);
-    TYPED_LOAD(attn_encoder_param_slices, attn_encoder_param_count);
+    return load_kind(&encoder_kind, path, cfg, params);
 }

@@ -1,6 +1,7 @@
 /* Loss and optimizer: softmax cross-entropy with an ignore index, global
  * norm clipping and AdamW with warmup and cosine decay. Every sum runs in
  * a fixed order in double, so results do not depend on the thread count. */
+#include "attn_train.h"
 #include "internal.h"
 
 #include <math.h>
@@ -52,6 +53,7 @@ attn_status attn_cross_entropy(int64_t n, int64_t classes, const float *logits,
         const double mx = z[arg];
         double se = 0;
         for (int64_t c = 0; c < classes; c++) se += exp((double)z[c] - mx);
+        /* cppcheck-suppress invalidFunctionArg ; se >= 1 (term c = arg) */
         const double lse = mx + log(se);
         sum += lse - (double)z[t];
         good += arg == t;

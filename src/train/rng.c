@@ -1,12 +1,10 @@
 /* The training RNG: xoshiro256** seeded through splitmix64. Its state is
  * four words, saved in checkpoints so a resumed run draws the same data. */
+#include "attn_train.h"
 #include "internal.h"
 
 static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return attn__splitmix64_final(*x += 0x9E3779B97F4A7C15ull);
 }
 
 void attn_rng_seed(attn_rng *rng, uint64_t seed) {

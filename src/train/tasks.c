@@ -1,5 +1,6 @@
 /* Seeded generators of the toy tasks (reverse, copy, sort, add) and their
  * answers. Layouts are documented in attn.h ("Tasks"). */
+#include "attn_train.h"
 #include "internal.h"
 
 #include <string.h>

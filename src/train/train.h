@@ -1,8 +1,9 @@
 /* Internal pieces shared by the training files (src/train); not installed.
  * Tests include it to reach inside a trainer (e.g. to poison a weight). */
-#ifndef ATTN_TRAIN_H
-#define ATTN_TRAIN_H
+#ifndef ATTN_TRAIN_INTERNAL_H
+#define ATTN_TRAIN_INTERNAL_H
 
+#include "attn_train.h"
 #include "../layers/layers.h"
 
 /* Allocates the model's slice table (free with attn__free). */

@@ -11,9 +11,7 @@ uint64_t attn__train_seed(uint64_t seed, uint64_t stream, uint64_t index) {
      * streams for different (stream, index) pairs of one seed */
     uint64_t z = seed ^ (stream * 0xD1B54A32D192ED03ull) ^
                  (index * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    return attn__splitmix64_final(z);
 }
 
 void attn_train_config_init(attn_train_config *c, attn_task_kind kind) {

@@ -23,8 +23,8 @@ attn_status attn_blockavg_create(int64_t Lq, int64_t Lk, int64_t b,
                           ">= 1 and b, h >= 0 (got %lld, %lld, %lld, %lld, %lld)",
                           (long long)Lq, (long long)Lk, (long long)max_cells,
                           (long long)b, (long long)h);
-    const int64_t fr = viz__block(Lq, max_cells), fc = viz__block(Lk, max_cells);
-    const int64_t rows = viz__ceil_div(Lq, fr), cols = viz__ceil_div(Lk, fc);
+    const int64_t fr = attn__viz_block(Lq, max_cells), fc = attn__viz_block(Lk, max_cells);
+    const int64_t rows = attn__viz_ceil_div(Lq, fr), cols = attn__viz_ceil_div(Lk, fc);
     int64_t cells;
     if (!attn__mul_i64(rows, cols, &cells) ||
         (uint64_t)cells > SIZE_MAX / sizeof(double))

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-int viz__grow(void **p, size_t used, size_t cap, size_t elem) {
+int attn__viz_grow(void **p, size_t used, size_t cap, size_t elem) {
     void *q = attn__alloc(cap, elem, "buffer");
     if (!q) return 0;
     if (*p && used) memcpy(q, *p, used * elem);
@@ -23,7 +23,7 @@ int viz__grow(void **p, size_t used, size_t cap, size_t elem) {
 /* maps                                                               */
 /* ------------------------------------------------------------------ */
 
-attn_status viz__check_weights(const attn_tensor *w, const char *name) {
+attn_status attn__viz_check_weights(const attn_tensor *w, const char *name) {
     if (!w) return attn__fail(ATTN_E_INVALID, "%s is NULL", name);
     attn_status st = attn_tensor_check(w, name);
     if (st != ATTN_OK) return st;
@@ -34,12 +34,12 @@ attn_status viz__check_weights(const attn_tensor *w, const char *name) {
     return ATTN_OK;
 }
 
-attn_status viz__map_load(const attn_tensor *w, int64_t b, int64_t h,
+attn_status attn__viz_map_load(const attn_tensor *w, int64_t b, int64_t h,
                           const attn_mask *mask, const char *name,
                           viz_map *out) {
     if (!out) return attn__fail(ATTN_E_INVALID, "map output is NULL");
     memset(out, 0, sizeof *out);
-    attn_status st = viz__check_weights(w, name);
+    attn_status st = attn__viz_check_weights(w, name);
     if (st != ATTN_OK) return st;
     if (b < 0 || b >= w->shape[0] || h < 0 || h >= w->shape[1])
         return attn__fail(ATTN_E_SHAPE, "map (%lld, %lld) is outside %s of "
@@ -58,7 +58,7 @@ attn_status viz__map_load(const attn_tensor *w, int64_t b, int64_t h,
     out->v = attn__alloc((size_t)n, sizeof(double), "map");
     out->hidden = attn__alloc((size_t)n, 1, "map mask");
     if (!out->v || !out->hidden) {
-        viz__map_free(out);
+        attn__viz_map_free(out);
         return ATTN_E_NOMEM;
     }
     out->rows = R;
@@ -72,7 +72,7 @@ attn_status viz__map_load(const attn_tensor *w, int64_t b, int64_t h,
     return ATTN_OK;
 }
 
-void viz__map_free(viz_map *m) {
+void attn__viz_map_free(viz_map *m) {
     if (!m) return;
     attn__free(m->v);
     attn__free(m->hidden);
@@ -81,11 +81,11 @@ void viz__map_free(viz_map *m) {
     m->rows = m->cols = 0;
 }
 
-attn_status viz__map_shrink(viz_map *m, int64_t max_cells) {
-    int64_t fr = viz__block(m->rows, max_cells);
-    int64_t fc = viz__block(m->cols, max_cells);
+attn_status attn__viz_map_shrink(viz_map *m, int64_t max_cells) {
+    int64_t fr = attn__viz_block(m->rows, max_cells);
+    int64_t fc = attn__viz_block(m->cols, max_cells);
     if (fr == 1 && fc == 1) return ATTN_OK;
-    int64_t R = viz__ceil_div(m->rows, fr), C = viz__ceil_div(m->cols, fc);
+    int64_t R = attn__viz_ceil_div(m->rows, fr), C = attn__viz_ceil_div(m->cols, fc);
     double *v = attn__alloc((size_t)(R * C), sizeof(double), "block map");
     uint8_t *hid = attn__alloc((size_t)(R * C), 1, "block map mask");
     if (!v || !hid) {
@@ -146,7 +146,7 @@ static void ramp(const uint8_t (*tab)[3], int n, double t, double out[3]) {
         out[c] = ((1 - f) * tab[i][c] + f * tab[i + 1][c]) / 255.0;
 }
 
-void viz__rgb_hex(uint32_t hex, double rgb[3]) {
+void attn__viz_rgb_hex(uint32_t hex, double rgb[3]) {
     rgb[0] = ((hex >> 16) & 255) / 255.0;
     rgb[1] = ((hex >> 8) & 255) / 255.0;
     rgb[2] = (hex & 255) / 255.0;
@@ -154,7 +154,7 @@ void viz__rgb_hex(uint32_t hex, double rgb[3]) {
 
 static void cmap_eval(attn_colormap cmap, double t, double out[3]) {
     if (isnan(t)) {
-        viz__rgb_hex(ATTN_RGB_NAN, out);
+        attn__viz_rgb_hex(ATTN_RGB_NAN, out);
         return;
     }
     if (t < 0) t = 0;
@@ -175,20 +175,20 @@ attn_status attn_colormap_rgb(attn_colormap cmap, double t, uint8_t rgb[3]) {
     return ATTN_OK;
 }
 
-void viz__color(attn_colormap cmap, double v, int hidden, double lo,
+void attn__viz_color(attn_colormap cmap, double v, int hidden, double lo,
                 double hi, double rgb[3]) {
     if (hidden) {
-        viz__rgb_hex(ATTN_RGB_MASKED, rgb);
+        attn__viz_rgb_hex(ATTN_RGB_MASKED, rgb);
         return;
     }
     if (!isfinite(v)) {
-        viz__rgb_hex(ATTN_RGB_NAN, rgb);
+        attn__viz_rgb_hex(ATTN_RGB_NAN, rgb);
         return;
     }
     cmap_eval(cmap, hi > lo ? (v - lo) / (hi - lo) : 0.5, rgb);
 }
 
-void viz__auto_scale(const viz_map *maps, int n, attn_colormap cmap,
+void attn__viz_auto_scale(const viz_map *maps, int n, attn_colormap cmap,
                      double *lo, double *hi) {
     double mn = INFINITY, mx = -INFINITY;
     for (int k = 0; k < n; k++) {
@@ -214,7 +214,7 @@ void viz__auto_scale(const viz_map *maps, int n, attn_colormap cmap,
     *hi = mx;
 }
 
-double viz__nice_step(double range, int max_ticks) {
+double attn__viz_nice_step(double range, int max_ticks) {
     if (!(range > 0) || max_ticks < 1) return 1;
     double raw = range / max_ticks;
     double p = pow(10, floor(log10(raw)));
@@ -239,7 +239,7 @@ static int ends_with(const char *s, const char *suf) {
     return 1;
 }
 
-attn_status viz__kind_of(const char *path, viz_kind *kind) {
+attn_status attn__viz_kind_of(const char *path, viz_kind *kind) {
     if (!path || !path[0]) return attn__fail(ATTN_E_INVALID, "path is empty");
     if (ends_with(path, ".png")) *kind = VIZ_PNG;
     else if (ends_with(path, ".svg")) *kind = VIZ_SVG;
@@ -258,7 +258,7 @@ static cairo_status_t collect(void *closure, const unsigned char *data,
     if (d->len + length > d->cap) {
         size_t cap = d->cap ? d->cap : 65536;
         while (cap < d->len + length) cap *= 2;
-        if (!viz__grow((void **)&d->bytes, d->len, cap, 1)) {
+        if (!attn__viz_grow((void **)&d->bytes, d->len, cap, 1)) {
             d->bytes_oom = 1;
             return CAIRO_STATUS_NO_MEMORY;
         }
@@ -269,10 +269,10 @@ static cairo_status_t collect(void *closure, const unsigned char *data,
     return CAIRO_STATUS_SUCCESS;
 }
 
-attn_status viz__doc_begin(viz_doc *doc, const char *path, double width,
+attn_status attn__viz_doc_begin(viz_doc *doc, const char *path, double width,
                            double height) {
     memset(doc, 0, sizeof *doc);
-    attn_status st = viz__kind_of(path, &doc->kind);
+    attn_status st = attn__viz_kind_of(path, &doc->kind);
     if (st != ATTN_OK) return st;
     if (!(width >= 1 && height >= 1 && width <= 32000 && height <= 32000))
         return attn__fail(ATTN_E_INVALID, "picture of %.0f x %.0f pixels is "
@@ -299,7 +299,7 @@ attn_status viz__doc_begin(viz_doc *doc, const char *path, double width,
     }
     if (cairo_surface_status(doc->surface) != CAIRO_STATUS_SUCCESS) {
         const char *why = cairo_status_to_string(cairo_surface_status(doc->surface));
-        viz__doc_abort(doc);
+        attn__viz_doc_abort(doc);
         return attn__fail(ATTN_E_NOMEM, "cannot create the surface of '%s': %s",
                           path, why);
     }
@@ -309,7 +309,7 @@ attn_status viz__doc_begin(viz_doc *doc, const char *path, double width,
     return ATTN_OK;
 }
 
-void viz__doc_abort(viz_doc *doc) {
+void attn__viz_doc_abort(viz_doc *doc) {
     if (doc->cr) cairo_destroy(doc->cr);
     if (doc->surface) {
         cairo_surface_finish(doc->surface);
@@ -324,12 +324,12 @@ void viz__doc_abort(viz_doc *doc) {
 static void xml_escape(viz_buf *b, const char *s) {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '<') viz__bput(b, "&lt;", 4);
-        else if (c == '>') viz__bput(b, "&gt;", 4);
-        else if (c == '&') viz__bput(b, "&amp;", 5);
-        else if (c == '"') viz__bput(b, "&quot;", 6);
-        else if (c < 0x20) viz__bput(b, " ", 1);
-        else viz__bput(b, s, 1);
+        if (c == '<') attn__viz_bput(b, "&lt;", 4);
+        else if (c == '>') attn__viz_bput(b, "&gt;", 4);
+        else if (c == '&') attn__viz_bput(b, "&amp;", 5);
+        else if (c == '"') attn__viz_bput(b, "&quot;", 6);
+        else if (c < 0x20) attn__viz_bput(b, " ", 1);
+        else attn__viz_bput(b, s, 1);
     }
 }
 
@@ -344,31 +344,31 @@ static attn_status write_svg(viz_doc *doc) {
         }
     viz_buf b;
     memset(&b, 0, sizeof b);
-    viz__bput(&b, (const char *)doc->bytes, end);
-    viz__bprintf(&b, "<g id=\"attn-text\" fill-opacity=\"0\" "
+    attn__viz_bput(&b, (const char *)doc->bytes, end);
+    attn__viz_bprintf(&b, "<g id=\"attn-text\" fill-opacity=\"0\" "
                  "font-family=\"DejaVu Sans\">\n");
     for (size_t i = 0; i < doc->n_items; i++) {
         const viz_text_item *t = &doc->items[i];
-        viz__bprintf(&b, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"%.1f\"",
+        attn__viz_bprintf(&b, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"%.1f\"",
                      t->x, t->y, t->size);
         if (t->angle != 0)
-            viz__bprintf(&b, " transform=\"rotate(%.1f %.2f %.2f)\"", t->angle,
+            attn__viz_bprintf(&b, " transform=\"rotate(%.1f %.2f %.2f)\"", t->angle,
                          t->x, t->y);
-        viz__bput(&b, ">", 1);
+        attn__viz_bput(&b, ">", 1);
         xml_escape(&b, t->s);
-        viz__bput(&b, "</text>\n", 8);
+        attn__viz_bput(&b, "</text>\n", 8);
     }
-    viz__bput(&b, "</g>\n", 5);
-    viz__bput(&b, (const char *)doc->bytes + end, doc->len - end);
+    attn__viz_bput(&b, "</g>\n", 5);
+    attn__viz_bput(&b, (const char *)doc->bytes + end, doc->len - end);
     attn_status st =
         b.oom ? attn__fail(ATTN_E_NOMEM, "'%s': out of memory writing SVG",
                            doc->path)
               : attn__write_atomic(doc->path, (const unsigned char *)b.s, b.len);
-    viz__buf_free(&b);
+    attn__viz_buf_free(&b);
     return st;
 }
 
-attn_status viz__doc_end(viz_doc *doc) {
+attn_status attn__viz_doc_end(viz_doc *doc) {
     attn_status st = ATTN_OK;
     cairo_status_t cs = cairo_status(doc->cr);
     cairo_destroy(doc->cr);
@@ -385,7 +385,7 @@ attn_status viz__doc_end(viz_doc *doc) {
         st = write_svg(doc);
     else
         st = attn__write_atomic(doc->path, doc->bytes, doc->len);
-    viz__doc_abort(doc);
+    attn__viz_doc_abort(doc);
     return st;
 }
 
@@ -393,35 +393,35 @@ attn_status viz__doc_end(viz_doc *doc) {
 /* text                                                               */
 /* ------------------------------------------------------------------ */
 
-cairo_t *viz__measure_begin(void) {
+cairo_t *attn__viz_measure_begin(void) {
     cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, 1, 1);
     cairo_t *cr = cairo_create(s);
     cairo_surface_destroy(s); /* the context keeps a reference */
     return cr;
 }
 
-void viz__measure_end(cairo_t *cr) { cairo_destroy(cr); }
+void attn__viz_measure_end(cairo_t *cr) { cairo_destroy(cr); }
 
-void viz__font(cairo_t *cr, double size, int bold) {
+void attn__viz_font(cairo_t *cr, double size, int bold) {
     cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL,
                            bold ? CAIRO_FONT_WEIGHT_BOLD
                                 : CAIRO_FONT_WEIGHT_NORMAL);
     cairo_set_font_size(cr, size);
 }
 
-double viz__text_width(cairo_t *cr, const char *s) {
+double attn__viz_text_width(cairo_t *cr, const char *s) {
     cairo_text_extents_t e;
     cairo_text_extents(cr, s, &e);
     return e.x_advance;
 }
 
-void viz__text(viz_doc *doc, const char *s, double x, double y, double size,
+void attn__viz_text(viz_doc *doc, const char *s, double x, double y, double size,
                int bold, double angle, double ax, double ay) {
     cairo_t *cr = doc->cr;
-    viz__font(cr, size, bold);
+    attn__viz_font(cr, size, bold);
     cairo_font_extents_t fe;
     cairo_font_extents(cr, &fe);
-    double w = viz__text_width(cr, s);
+    double w = attn__viz_text_width(cr, s);
     /* the box is the advance width by ascent + descent */
     double bx = -ax * w, by = -ay * (fe.ascent + fe.descent) + fe.ascent;
     cairo_save(cr);
@@ -434,7 +434,7 @@ void viz__text(viz_doc *doc, const char *s, double x, double y, double size,
     if (doc->kind != VIZ_SVG || doc->items_oom) return;
     if (doc->n_items == doc->cap_items) {
         size_t cap = doc->cap_items ? 2 * doc->cap_items : 64;
-        if (!viz__grow((void **)&doc->items, doc->n_items, cap,
+        if (!attn__viz_grow((void **)&doc->items, doc->n_items, cap,
                        sizeof *doc->items)) {
             doc->items_oom = 1;
             return;
@@ -454,12 +454,12 @@ void viz__text(viz_doc *doc, const char *s, double x, double y, double size,
 /* growable strings                                                   */
 /* ------------------------------------------------------------------ */
 
-void viz__bput(viz_buf *b, const char *s, size_t n) {
+void attn__viz_bput(viz_buf *b, const char *s, size_t n) {
     if (b->oom) return;
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n + 1) cap *= 2;
-        if (!viz__grow((void **)&b->s, b->len, cap, 1)) {
+        if (!attn__viz_grow((void **)&b->s, b->len, cap, 1)) {
             b->oom = 1;
             return;
         }
@@ -470,7 +470,7 @@ void viz__bput(viz_buf *b, const char *s, size_t n) {
     b->s[b->len] = '\0';
 }
 
-void viz__bprintf(viz_buf *b, const char *fmt, ...) {
+void attn__viz_bprintf(viz_buf *b, const char *fmt, ...) {
     char tmp[512];
     va_list ap;
     va_start(ap, fmt);
@@ -478,7 +478,7 @@ void viz__bprintf(viz_buf *b, const char *fmt, ...) {
     va_end(ap);
     if (n < 0) return;
     if ((size_t)n < sizeof tmp) {
-        viz__bput(b, tmp, (size_t)n);
+        attn__viz_bput(b, tmp, (size_t)n);
         return;
     }
     char *big = attn__alloc((size_t)n + 1, 1, "text");
@@ -489,11 +489,11 @@ void viz__bprintf(viz_buf *b, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(big, (size_t)n + 1, fmt, ap);
     va_end(ap);
-    viz__bput(b, big, (size_t)n);
+    attn__viz_bput(b, big, (size_t)n);
     attn__free(big);
 }
 
-void viz__buf_free(viz_buf *b) {
+void attn__viz_buf_free(viz_buf *b) {
     attn__free(b->s);
     memset(b, 0, sizeof *b);
 }

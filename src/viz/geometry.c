@@ -52,13 +52,13 @@ attn_status attn_geometry_write(const char *path, const double a[2],
     /* data range: both vectors and the origin, one unit of margin, square */
     double lo = fmin(0, fmin(fmin(a[0], b[0]), fmin(a[1], b[1])));
     double hi = fmax(0, fmax(fmax(a[0], b[0]), fmax(a[1], b[1])));
-    double step = viz__nice_step(hi - lo > 0 ? hi - lo : 1, 5);
+    double step = attn__viz_nice_step(hi - lo > 0 ? hi - lo : 1, 5);
     lo = floor(lo / step) * step - step;
     hi = ceil(hi / step) * step + step;
     const double side = 400, margin = 40, top = 44;
     double W = side + 2 * margin, H = side + top + margin;
     viz_doc doc;
-    attn_status st = viz__doc_begin(&doc, path, W, H);
+    attn_status st = attn__viz_doc_begin(&doc, path, W, H);
     if (st != ATTN_OK) return st;
     cairo_t *cr = doc.cr;
 #define PX(x) (margin + ((x) - lo) / (hi - lo) * side)
@@ -76,20 +76,20 @@ attn_status attn_geometry_write(const char *path, const double a[2],
         cairo_stroke(cr);
         cairo_set_source_rgb(cr, 0.2, 0.2, 0.2);
         snprintf(buf, sizeof buf, "%g", fabs(t) < step * 1e-9 ? 0.0 : t);
-        viz__text(&doc, buf, PX(t), PY(lo) + 4, 10, 0, 0, 0.5, 0);
-        viz__text(&doc, buf, PX(lo) - 4, PY(t), 10, 0, 0, 1, 0.5);
+        attn__viz_text(&doc, buf, PX(t), PY(lo) + 4, 10, 0, 0, 0.5, 0);
+        attn__viz_text(&doc, buf, PX(lo) - 4, PY(t), 10, 0, 0, 1, 0.5);
     }
     const double ca[3] = {0.84, 0.15, 0.16}, cb[3] = {0.12, 0.35, 0.75};
     arrow(cr, PX(0), PY(0), PX(a[0]), PY(a[1]), ca);
     arrow(cr, PX(0), PY(0), PX(b[0]), PY(b[1]), cb);
     cairo_set_source_rgb(cr, 0, 0, 0);
-    viz__text(&doc, title, W / 2, 12, 15, 1, 0, 0.5, 0);
+    attn__viz_text(&doc, title, W / 2, 12, 15, 1, 0, 0.5, 0);
     /* legend in the top-left corner of the plot */
     char la[96], lb[96];
     snprintf(la, sizeof la, "%s = (%g, %g)", a_name, a[0], a[1]);
     snprintf(lb, sizeof lb, "%s = (%g, %g)", b_name, b[0], b[1]);
-    viz__font(cr, 12, 0);
-    double lw = fmax(viz__text_width(cr, la), viz__text_width(cr, lb)) + 40;
+    attn__viz_font(cr, 12, 0);
+    double lw = fmax(attn__viz_text_width(cr, la), attn__viz_text_width(cr, lb)) + 40;
     double lx = PX(lo) + 8, ly = PY(hi) + 8;
     cairo_set_source_rgba(cr, 1, 1, 1, 0.9);
     cairo_rectangle(cr, lx, ly, lw, 46);
@@ -106,9 +106,9 @@ attn_status attn_geometry_write(const char *path, const double a[2],
         cairo_line_to(cr, lx + 28, y);
         cairo_stroke(cr);
         cairo_set_source_rgb(cr, 0, 0, 0);
-        viz__text(&doc, k ? lb : la, lx + 34, y, 12, 0, 0, 0, 0.5);
+        attn__viz_text(&doc, k ? lb : la, lx + 34, y, 12, 0, 0, 0, 0.5);
     }
 #undef PX
 #undef PY
-    return viz__doc_end(&doc);
+    return attn__viz_doc_end(&doc);
 }

@@ -70,7 +70,7 @@ static double max_label_width(cairo_t *cr, const char *const *labels,
     double w = 0;
     for (int64_t i = 0; i < n; i++) {
         const char *s = labels[i] ? labels[i] : "";
-        double t = viz__text_width(cr, s);
+        double t = attn__viz_text_width(cr, s);
         if (t > w) w = t;
     }
     return w;
@@ -83,13 +83,9 @@ static void tick_label(char *buf, size_t n, double v, double step) {
     snprintf(buf, n, "%.*f", dec, v);
 }
 
-static void measure(const panel_data *pd, int n, int ncols,
-                    const attn_heatmap_opts *o, layout *L) {
-    memset(L, 0, sizeof *L);
-    cairo_t *cr = viz__measure_begin();
-    L->n = n;
-    L->ncols = ncols;
-    L->nrows = (n + ncols - 1) / ncols;
+/* The largest map of the panels, and whether any cell is hidden or not
+ * finite (the colour bar then explains them). */
+static void measure_maps(const panel_data *pd, int n, layout *L) {
     for (int k = 0; k < n; k++) {
         if (pd[k].map.rows > L->max_r) L->max_r = pd[k].map.rows;
         if (pd[k].map.cols > L->max_c) L->max_c = pd[k].map.cols;
@@ -99,6 +95,11 @@ static void measure(const panel_data *pd, int n, int ncols,
             else if (!isfinite(pd[k].map.v[i])) L->any_nan = 1;
         }
     }
+}
+
+/* The cell size (asked, or fitting the page) and the font sizes. */
+static void measure_cells(int n, int ncols, const attn_heatmap_opts *o,
+                          layout *L) {
     int64_t side = L->max_r > L->max_c ? L->max_r : L->max_c;
     if (o->cell_px > 0) {
         L->cell = o->cell_px;
@@ -108,15 +109,19 @@ static void measure(const panel_data *pd, int n, int ncols,
         if (L->cell < 1) L->cell = 1;
         if (L->cell > 64) L->cell = 64;
     }
-    double cell = L->cell;
     L->tick_fs = 10;
     L->title_fs = 15;
     L->ptitle_fs = 12;
-    L->lab_fs = fmin(12, fmax(7, cell - 2));
+    L->lab_fs = fmin(12, fmax(7, L->cell - 2));
     L->x_title = o->x_title ? o->x_title : "key";
     L->y_title = o->y_title ? o->y_title : "query";
+}
 
-    /* token labels only where each cell is one token and tall enough */
+/* Token labels only where each cell is one token and tall enough, else
+ * position ticks. Returns 1 when no panel is shrunk (each cell one pair). */
+static int measure_labels(cairo_t *cr, const panel_data *pd, int n,
+                          const attn_heatmap_opts *o, layout *L) {
+    const double cell = L->cell;
     int unshrunk_x = 1, unshrunk_y = 1;
     for (int k = 0; k < n; k++) {
         unshrunk_x &= !pd[k].shrunk_x && pd[k].ext_x == pd[k].map.cols;
@@ -128,7 +133,7 @@ static void measure(const panel_data *pd, int n, int ncols,
      * colour bar read as large as the token labels beside them */
     if ((L->xlabels || L->ylabels) && L->lab_fs > L->tick_fs) L->tick_fs = L->lab_fs;
 
-    viz__font(cr, L->lab_fs, 0);
+    attn__viz_font(cr, L->lab_fs, 0);
     cairo_font_extents_t fe;
     cairo_font_extents(cr, &fe);
     double lab_h = fe.ascent + fe.descent;
@@ -138,7 +143,7 @@ static void measure(const panel_data *pd, int n, int ncols,
         L->xlab_h = L->xrot ? w : lab_h;
     }
     if (L->ylabels) L->ylab_w = max_label_width(cr, o->y_labels, L->max_r);
-    viz__font(cr, L->tick_fs, 0);
+    attn__viz_font(cr, L->tick_fs, 0);
     cairo_font_extents(cr, &fe);
     double tick_h = fe.ascent + fe.descent;
     if (!L->xlabels) L->xlab_h = tick_h;
@@ -148,42 +153,53 @@ static void measure(const panel_data *pd, int n, int ncols,
         for (int k = 0; k < n; k++)
             if (pd[k].ext_y > ext) ext = pd[k].ext_y;
         snprintf(buf, sizeof buf, "%lld", (long long)ext);
-        L->ylab_w = viz__text_width(cr, buf);
+        L->ylab_w = attn__viz_text_width(cr, buf);
     }
+    return unshrunk_x && unshrunk_y;
+}
 
-    /* colour scale over every panel */
+/* The colour scale: asked, or over every panel. */
+static void measure_scale(const panel_data *pd, int n,
+                          const attn_heatmap_opts *o, layout *L) {
     if (o->vmin < o->vmax) {
         L->lo = o->vmin;
         L->hi = o->vmax;
-    } else {
-        viz_map *maps = attn__alloc((size_t)n, sizeof *maps, "maps");
-        if (maps) {
-            for (int k = 0; k < n; k++) maps[k] = pd[k].map;
-            viz__auto_scale(maps, n, o->cmap, &L->lo, &L->hi);
-            attn__free(maps);
-        } else {
-            L->lo = 0;
-            L->hi = 1;
-        }
+        return;
     }
+    viz_map *maps = attn__alloc((size_t)n, sizeof *maps, "maps");
+    if (maps) {
+        for (int k = 0; k < n; k++) maps[k] = pd[k].map;
+        attn__viz_auto_scale(maps, n, o->cmap, &L->lo, &L->hi);
+        attn__free(maps);
+    } else {
+        L->lo = 0;
+        L->hi = 1;
+    }
+}
 
-    /* annotations: small maps, or when asked and the cells can hold them */
+/* Annotations: small maps, or when asked and the cells can hold them. */
+static void measure_annotations(cairo_t *cr, const attn_heatmap_opts *o,
+                                int unshrunk, layout *L) {
+    const double cell = L->cell;
     double amax = fmax(fabs(L->lo), fabs(L->hi));
     L->ann_fmt = amax < 10 ? "%.2f" : "%.3g";
-    int unshrunk = unshrunk_x && unshrunk_y;
     if (o->annotate == 1)
         L->annotate = unshrunk && cell >= 14;
     else if (o->annotate == -1)
         L->annotate = unshrunk && L->max_r <= 12 && L->max_c <= 12 && cell >= 24;
     if (L->annotate) {
         L->ann_fs = fmin(13, fmax(6, cell * 0.28));
-        viz__font(cr, L->ann_fs, 0);
-        double w = viz__text_width(cr, amax < 10 ? "-0.00" : "-0.000");
+        attn__viz_font(cr, L->ann_fs, 0);
+        double w = attn__viz_text_width(cr, amax < 10 ? "-0.00" : "-0.000");
         if (w > cell - 2) L->ann_fs *= (cell - 2) / w;
         if (L->ann_fs < 5) L->annotate = 0;
     }
+}
 
-    /* slots */
+/* One panel's slot: its map with labels, axis titles and panel title. */
+static void measure_slots(cairo_t *cr, const panel_data *pd, int n,
+                          layout *L) {
+    const double cell = L->cell;
     double ytitle_w = L->y_title[0] ? L->tick_fs + 10 : 0;
     double xtitle_h = L->x_title[0] ? L->tick_fs + 10 : 0;
     int any_ptitle = 0;
@@ -195,19 +211,23 @@ static void measure(const panel_data *pd, int n, int ncols,
     L->slot_w = ceil(L->slot_left + map_w + 18);
     L->slot_h = ceil(L->slot_top + map_h + bottom + 8);
     /* a panel title may be wider than its map */
-    viz__font(cr, L->ptitle_fs, 0);
+    attn__viz_font(cr, L->ptitle_fs, 0);
     for (int k = 0; k < n; k++)
         if (pd[k].title) {
-            double w = viz__text_width(cr, pd[k].title) + 12;
+            double w = attn__viz_text_width(cr, pd[k].title) + 12;
             if (L->slot_left + map_w / 2 + w / 2 > L->slot_w)
                 L->slot_w = ceil(L->slot_left + map_w / 2 + w / 2);
         }
+}
 
+/* The page: the grid of slots under the title, and the colour bar. */
+static void measure_page(cairo_t *cr, const attn_heatmap_opts *o,
+                         layout *L) {
     L->margin = 10;
     double title_w = 0;
     if (o->title && o->title[0]) {
-        viz__font(cr, L->title_fs, 1);
-        title_w = viz__text_width(cr, o->title);
+        attn__viz_font(cr, L->title_fs, 1);
+        title_w = attn__viz_text_width(cr, o->title);
         L->top = L->margin + L->title_fs + 12;
     } else {
         L->top = L->margin;
@@ -217,27 +237,28 @@ static void measure(const panel_data *pd, int n, int ncols,
     L->height = L->top + grid_h + L->margin;
 
     if (o->colorbar) {
+        double map_h = L->max_r * L->cell;
         L->cb_x = L->margin + grid_w + 4;
         L->cb_y = L->top + L->slot_top;
         L->cb_h = fmax(120, (L->nrows - 1) * L->slot_h + map_h);
-        double step = viz__nice_step(L->hi - L->lo, 5);
+        double step = attn__viz_nice_step(L->hi - L->lo, 5);
         char buf[64];
-        viz__font(cr, L->tick_fs, 0);
+        attn__viz_font(cr, L->tick_fs, 0);
         double lw = 0;
         for (double t = ceil(L->lo / step) * step; t <= L->hi + step * 1e-9;
              t += step) {
             tick_label(buf, sizeof buf, t, step);
-            lw = fmax(lw, viz__text_width(cr, buf));
+            lw = fmax(lw, attn__viz_text_width(cr, buf));
         }
         if (L->any_hidden || L->any_nan)
-            lw = fmax(lw, viz__text_width(cr, "masked"));
+            lw = fmax(lw, attn__viz_text_width(cr, "masked"));
         L->cb_w = 14;
         L->width = fmax(L->width, L->cb_x + L->cb_w + 8 + lw + L->margin);
         if (o->colorbar_label && o->colorbar_label[0]) {
             /* written downwards beside the tick labels, centred on the bar */
             L->cb_label_x = L->cb_x + L->cb_w + 8 + lw + 6;
             L->width = fmax(L->width, L->cb_label_x + L->tick_fs + 4 + L->margin);
-            double lw2 = viz__text_width(cr, o->colorbar_label);
+            double lw2 = attn__viz_text_width(cr, o->colorbar_label);
             L->height = fmax(L->height, L->cb_y + L->cb_h / 2 + lw2 / 2 + L->margin);
         }
         double bottom_cb = L->cb_y + L->cb_h + 10 +
@@ -245,7 +266,24 @@ static void measure(const panel_data *pd, int n, int ncols,
         L->height = fmax(L->height, bottom_cb);
     }
     L->width = fmax(L->width, title_w + 2 * L->margin);
-    viz__measure_end(cr);
+}
+
+/* The layout of a page of n panels in ncols columns, in named steps. */
+static void measure(const panel_data *pd, int n, int ncols,
+                    const attn_heatmap_opts *o, layout *L) {
+    memset(L, 0, sizeof *L);
+    cairo_t *cr = attn__viz_measure_begin();
+    L->n = n;
+    L->ncols = ncols;
+    L->nrows = (n + ncols - 1) / ncols;
+    measure_maps(pd, n, L);
+    measure_cells(n, ncols, o, L);
+    int unshrunk = measure_labels(cr, pd, n, o, L);
+    measure_scale(pd, n, o, L);
+    measure_annotations(cr, o, unshrunk, L);
+    measure_slots(cr, pd, n, L);
+    measure_page(cr, o, L);
+    attn__viz_measure_end(cr);
 }
 
 static void set_rgb(cairo_t *cr, const double c[3]) {
@@ -267,7 +305,7 @@ static void draw_cells(viz_doc *doc, const viz_map *m, double x0, double y0,
         for (int64_t i = 0; i < m->rows; i++)
             for (int64_t j = 0; j < m->cols; j++) {
                 int64_t at = i * m->cols + j;
-                viz__color(cmap, m->v[at], m->hidden[at], L->lo, L->hi, c);
+                attn__viz_color(cmap, m->v[at], m->hidden[at], L->lo, L->hi, c);
                 set_rgb(cr, c);
                 cairo_rectangle(cr, x0 + j * cell, y0 + i * cell,
                                 cell + (j + 1 < m->cols ? ov : 0.0),
@@ -291,7 +329,7 @@ static void draw_cells(viz_doc *doc, const viz_map *m, double x0, double y0,
         uint32_t *row = (uint32_t *)(void *)(px + i * stride);
         for (int64_t j = 0; j < m->cols; j++) {
             int64_t at = i * m->cols + j;
-            viz__color(cmap, m->v[at], m->hidden[at], L->lo, L->hi, c);
+            attn__viz_color(cmap, m->v[at], m->hidden[at], L->lo, L->hi, c);
             row[j] = 0xff000000u | ((uint32_t)lround(c[0] * 255) << 16) |
                      ((uint32_t)lround(c[1] * 255) << 8) |
                      (uint32_t)lround(c[2] * 255);
@@ -320,7 +358,7 @@ static void draw_panel(viz_doc *doc, const panel_data *p, double sx, double sy,
      * previous drawing (white paint, a grey border) would carry over */
     if (p->title && p->title[0]) {
         cairo_set_source_rgb(cr, 0, 0, 0);
-        viz__text(doc, p->title, x0 + pw / 2, y0 - 5, L->ptitle_fs, 0, 0, 0.5, 1);
+        attn__viz_text(doc, p->title, x0 + pw / 2, y0 - 5, L->ptitle_fs, 0, 0, 0.5, 1);
     }
     draw_cells(doc, m, x0, y0, L, o->cmap);
     cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
@@ -342,11 +380,11 @@ static void draw_panel(viz_doc *doc, const panel_data *p, double sx, double sy,
                 /* a value that rounds to zero shows "0.00", not "-0.00" */
                 if (buf[0] == '-' && strspn(buf + 1, "0.") == strlen(buf + 1))
                     memmove(buf, buf + 1, strlen(buf));
-                viz__color(o->cmap, v, 0, L->lo, L->hi, c);
+                attn__viz_color(o->cmap, v, 0, L->lo, L->hi, c);
                 double lum = 0.299 * c[0] + 0.587 * c[1] + 0.114 * c[2];
                 if (lum < 0.5) cairo_set_source_rgb(cr, 1, 1, 1);
                 else cairo_set_source_rgb(cr, 0, 0, 0);
-                viz__text(doc, buf, x0 + (j + 0.5) * cell, y0 + (i + 0.5) * cell,
+                attn__viz_text(doc, buf, x0 + (j + 0.5) * cell, y0 + (i + 0.5) * cell,
                           L->ann_fs, 0, 0, 0.5, 0.5);
             }
     }
@@ -358,11 +396,11 @@ static void draw_panel(viz_doc *doc, const panel_data *p, double sx, double sy,
         for (int64_t j = 0; j < m->cols; j++) {
             const char *s = o->x_labels[j] ? o->x_labels[j] : "";
             double x = x0 + (j + 0.5) * cell;
-            if (L->xrot) viz__text(doc, s, x, y0 + ph + 4, L->lab_fs, 0, -90, 1, 0.5);
-            else viz__text(doc, s, x, y0 + ph + 4, L->lab_fs, 0, 0, 0.5, 0);
+            if (L->xrot) attn__viz_text(doc, s, x, y0 + ph + 4, L->lab_fs, 0, -90, 1, 0.5);
+            else attn__viz_text(doc, s, x, y0 + ph + 4, L->lab_fs, 0, 0, 0.5, 0);
         }
     } else {
-        double step = viz__nice_step((double)p->ext_x, pw < 200 ? 4 : 8);
+        double step = attn__viz_nice_step((double)p->ext_x, pw < 200 ? 4 : 8);
         if (step < 1) step = 1;
         for (double t = 0; t < (double)p->ext_x; t += step) {
             double x = x0 + (t + 0.5) * pw / (double)p->ext_x;
@@ -370,17 +408,17 @@ static void draw_panel(viz_doc *doc, const panel_data *p, double sx, double sy,
             cairo_line_to(cr, round(x) + 0.5, y0 + ph + 4);
             cairo_stroke(cr);
             snprintf(buf, sizeof buf, "%.0f", t);
-            viz__text(doc, buf, x, y0 + ph + 5, L->tick_fs, 0, 0, 0.5, 0);
+            attn__viz_text(doc, buf, x, y0 + ph + 5, L->tick_fs, 0, 0, 0.5, 0);
         }
     }
     /* rows */
     if (L->ylabels) {
         for (int64_t i = 0; i < m->rows; i++) {
             const char *s = o->y_labels[i] ? o->y_labels[i] : "";
-            viz__text(doc, s, x0 - 4, y0 + (i + 0.5) * cell, L->lab_fs, 0, 0, 1, 0.5);
+            attn__viz_text(doc, s, x0 - 4, y0 + (i + 0.5) * cell, L->lab_fs, 0, 0, 1, 0.5);
         }
     } else {
-        double step = viz__nice_step((double)p->ext_y, ph < 200 ? 4 : 8);
+        double step = attn__viz_nice_step((double)p->ext_y, ph < 200 ? 4 : 8);
         if (step < 1) step = 1;
         for (double t = 0; t < (double)p->ext_y; t += step) {
             double y = y0 + (t + 0.5) * ph / (double)p->ext_y;
@@ -388,15 +426,15 @@ static void draw_panel(viz_doc *doc, const panel_data *p, double sx, double sy,
             cairo_line_to(cr, x0 - 4, round(y) + 0.5);
             cairo_stroke(cr);
             snprintf(buf, sizeof buf, "%.0f", t);
-            viz__text(doc, buf, x0 - 5, y, L->tick_fs, 0, 0, 1, 0.5);
+            attn__viz_text(doc, buf, x0 - 5, y, L->tick_fs, 0, 0, 1, 0.5);
         }
     }
     cairo_set_source_rgb(cr, 0, 0, 0);
     if (L->x_title[0])
-        viz__text(doc, L->x_title, x0 + pw / 2, y0 + ph + 6 + L->xlab_h + 2,
+        attn__viz_text(doc, L->x_title, x0 + pw / 2, y0 + ph + 6 + L->xlab_h + 2,
                   L->tick_fs, 0, 0, 0.5, 0);
     if (L->y_title[0])
-        viz__text(doc, L->y_title, sx + 2, y0 + ph / 2, L->tick_fs, 0, -90, 0.5, 0);
+        attn__viz_text(doc, L->y_title, sx + 2, y0 + ph / 2, L->tick_fs, 0, -90, 0.5, 0);
 }
 
 static void draw_colorbar(viz_doc *doc, const layout *L,
@@ -406,7 +444,7 @@ static void draw_colorbar(viz_doc *doc, const layout *L,
     cairo_pattern_t *g = cairo_pattern_create_linear(0, y + h, 0, y);
     for (int i = 0; i <= 32; i++) {
         double t = i / 32.0;
-        viz__color(o->cmap, L->lo + t * (L->hi - L->lo), 0, L->lo, L->hi, c);
+        attn__viz_color(o->cmap, L->lo + t * (L->hi - L->lo), 0, L->lo, L->hi, c);
         cairo_pattern_add_color_stop_rgb(g, t, c[0], c[1], c[2]);
     }
     cairo_rectangle(cr, x, y, w, h);
@@ -417,7 +455,7 @@ static void draw_colorbar(viz_doc *doc, const layout *L,
     cairo_set_line_width(cr, 1);
     cairo_rectangle(cr, x - 0.5, y - 0.5, w + 1, h + 1);
     cairo_stroke(cr);
-    double step = viz__nice_step(L->hi - L->lo, 5);
+    double step = attn__viz_nice_step(L->hi - L->lo, 5);
     char buf[64];
     cairo_set_source_rgb(cr, 0, 0, 0);
     for (double t = ceil(L->lo / step) * step; t <= L->hi + step * 1e-9;
@@ -427,21 +465,21 @@ static void draw_colorbar(viz_doc *doc, const layout *L,
         cairo_line_to(cr, x + w + 4, ty);
         cairo_stroke(cr);
         tick_label(buf, sizeof buf, t, step);
-        viz__text(doc, buf, x + w + 6, ty, L->tick_fs, 0, 0, 0, 0.5);
+        attn__viz_text(doc, buf, x + w + 6, ty, L->tick_fs, 0, 0, 0, 0.5);
     }
     if (L->cb_label_x > 0)
-        viz__text(doc, o->colorbar_label, L->cb_label_x, y + h / 2, L->tick_fs,
+        attn__viz_text(doc, o->colorbar_label, L->cb_label_x, y + h / 2, L->tick_fs,
                   0, 90, 0.5, 1);
     double ly = y + h + 12;
     for (int k = 0; k < 2; k++) {
         if (k == 0 && !L->any_hidden) continue;
         if (k == 1 && !L->any_nan) continue;
-        viz__rgb_hex(k == 0 ? ATTN_RGB_MASKED : ATTN_RGB_NAN, c);
+        attn__viz_rgb_hex(k == 0 ? ATTN_RGB_MASKED : ATTN_RGB_NAN, c);
         set_rgb(cr, c);
         cairo_rectangle(cr, x, ly, w, 12);
         cairo_fill(cr);
         cairo_set_source_rgb(cr, 0, 0, 0);
-        viz__text(doc, k == 0 ? "masked" : "NaN", x + w + 6, ly + 6,
+        attn__viz_text(doc, k == 0 ? "masked" : "NaN", x + w + 6, ly + 6,
                   L->tick_fs, 0, 0, 0, 0.5);
         ly += 18;
     }
@@ -460,7 +498,7 @@ static attn_status figure(const char *path, const attn_panel *panels, int n,
     attn_status st = ATTN_OK;
     if (path) {
         viz_kind kind;
-        st = viz__kind_of(path, &kind);
+        st = attn__viz_kind_of(path, &kind);
         if (st != ATTN_OK) return st;
     }
     if (!panels || n < 1 || n > 4096)
@@ -477,7 +515,7 @@ static attn_status figure(const char *path, const attn_panel *panels, int n,
     for (int k = 0; k < n && st == ATTN_OK; k++) {
         const attn_panel *p = &panels[k];
         const attn_mask *mask = p->mask ? p->mask : opts->mask;
-        st = viz__map_load(p->w, p->b, p->h, mask, "panel map", &pd[k].map);
+        st = attn__viz_map_load(p->w, p->b, p->h, mask, "panel map", &pd[k].map);
         if (st != ATTN_OK) break;
         if (k > 0 && opts->x_labels && pd[k].map.cols != pd[0].map.cols)
             st = attn__fail(ATTN_E_SHAPE, "panel %d has %lld keys but panel 0 "
@@ -498,7 +536,7 @@ static attn_status figure(const char *path, const attn_panel *panels, int n,
                             (long long)R, (long long)C);
             break;
         }
-        st = viz__map_shrink(&pd[k].map, opts->max_cells);
+        st = attn__viz_map_shrink(&pd[k].map, opts->max_cells);
         pd[k].shrunk_x = pd[k].map.cols != C;
         pd[k].shrunk_y = pd[k].map.rows != R;
         pd[k].title = p->title;
@@ -518,21 +556,21 @@ static attn_status figure(const char *path, const attn_panel *panels, int n,
             box->vmax = L.hi;
         }
         viz_doc doc;
-        if (path) st = viz__doc_begin(&doc, path, L.width, L.height);
+        if (path) st = attn__viz_doc_begin(&doc, path, L.width, L.height);
         if (path && st == ATTN_OK) {
             if (opts->title && opts->title[0]) {
                 cairo_set_source_rgb(doc.cr, 0, 0, 0);
-                viz__text(&doc, opts->title, L.width / 2, L.margin, L.title_fs,
+                attn__viz_text(&doc, opts->title, L.width / 2, L.margin, L.title_fs,
                           1, 0, 0.5, 0);
             }
             for (int k = 0; k < n; k++)
                 draw_panel(&doc, &pd[k], L.margin + (k % ncols) * L.slot_w,
                            L.top + (double)(k / ncols) * L.slot_h, &L, opts);
             if (opts->colorbar) draw_colorbar(&doc, &L, opts);
-            st = viz__doc_end(&doc);
+            st = attn__viz_doc_end(&doc);
         }
     }
-    for (int k = 0; k < n; k++) viz__map_free(&pd[k].map);
+    for (int k = 0; k < n; k++) attn__viz_map_free(&pd[k].map);
     attn__free(pd);
     return st;
 }
@@ -561,7 +599,7 @@ attn_status attn_heatmap_measure(const attn_tensor *w, int64_t b, int64_t h,
 
 attn_status attn_heatmap_grid_write(const char *path, const attn_tensor *w,
                                     const attn_heatmap_opts *opts) {
-    attn_status st = viz__check_weights(w, "w");
+    attn_status st = attn__viz_check_weights(w, "w");
     if (st != ATTN_OK) return st;
     int64_t N = w->shape[0], H = w->shape[1], n;
     if (!attn__mul_i64(N, H, &n) || n > 4096)

@@ -141,31 +141,31 @@ static const char page_script[] =
 
 /* A JSON string literal that is also safe inside <script> and HTML. */
 static void json_str(viz_buf *b, const char *s) {
-    viz__bput(b, "\"", 1);
+    attn__viz_bput(b, "\"", 1);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') viz__bprintf(b, "\\%c", c);
+        if (c == '"' || c == '\\') attn__viz_bprintf(b, "\\%c", c);
         else if (c < 0x20 || c == '<' || c == '>' || c == '&' || c == 0x7f)
-            viz__bprintf(b, "\\u%04x", c);
-        else viz__bput(b, (const char *)&c, 1);
+            attn__viz_bprintf(b, "\\u%04x", c);
+        else attn__viz_bput(b, (const char *)&c, 1);
     }
-    viz__bput(b, "\"", 1);
+    attn__viz_bput(b, "\"", 1);
 }
 
 static void html_text(viz_buf *b, const char *s) {
     for (; *s; s++) {
-        if (*s == '<') viz__bput(b, "&lt;", 4);
-        else if (*s == '>') viz__bput(b, "&gt;", 4);
-        else if (*s == '&') viz__bput(b, "&amp;", 5);
-        else viz__bput(b, s, 1);
+        if (*s == '<') attn__viz_bput(b, "&lt;", 4);
+        else if (*s == '>') attn__viz_bput(b, "&gt;", 4);
+        else if (*s == '&') attn__viz_bput(b, "&amp;", 5);
+        else attn__viz_bput(b, s, 1);
     }
 }
 
 static void tokens(viz_buf *b, const char *const *tok, int64_t n) {
-    viz__bput(b, "[", 1);
+    attn__viz_bput(b, "[", 1);
     char num[32];
     for (int64_t i = 0; i < n; i++) {
-        if (i) viz__bput(b, ",", 1);
+        if (i) attn__viz_bput(b, ",", 1);
         if (tok && tok[i]) {
             json_str(b, tok[i]);
         } else {
@@ -173,13 +173,13 @@ static void tokens(viz_buf *b, const char *const *tok, int64_t n) {
             json_str(b, num);
         }
     }
-    viz__bput(b, "]", 1);
+    attn__viz_bput(b, "]", 1);
 }
 
 attn_status attn_html_write(const char *path, const attn_tensor *w,
                             const attn_html_opts *opts) {
     if (!path || !path[0]) return attn__fail(ATTN_E_INVALID, "path is empty");
-    attn_status st = viz__check_weights(w, "w");
+    attn_status st = attn__viz_check_weights(w, "w");
     if (st != ATTN_OK) return st;
     int64_t N = w->shape[0], H = w->shape[1], Lq = w->shape[2], Lk = w->shape[3];
     if (Lq > HTML_MAX_TOKENS || Lk > HTML_MAX_TOKENS)
@@ -202,35 +202,35 @@ attn_status attn_html_write(const char *path, const attn_tensor *w,
 
     viz_buf b;
     memset(&b, 0, sizeof b);
-    viz__bput(&b, page_head, sizeof page_head - 1);
+    attn__viz_bput(&b, page_head, sizeof page_head - 1);
     html_text(&b, title);
-    viz__bput(&b, page_style, sizeof page_style - 1);
-    viz__bput(&b, "{\"title\":", 9);
+    attn__viz_bput(&b, page_style, sizeof page_style - 1);
+    attn__viz_bput(&b, "{\"title\":", 9);
     json_str(&b, title);
-    viz__bprintf(&b, ",\"layers\":%lld,\"heads\":%lld,\"lq\":%lld,\"lk\":%lld,"
+    attn__viz_bprintf(&b, ",\"layers\":%lld,\"heads\":%lld,\"lq\":%lld,\"lk\":%lld,"
                  "\"q\":", (long long)N, (long long)H, (long long)Lq,
                  (long long)Lk);
     tokens(&b, qt, Lq);
-    viz__bput(&b, ",\"k\":", 5);
+    attn__viz_bput(&b, ",\"k\":", 5);
     tokens(&b, kt, Lk);
-    viz__bput(&b, ",\"w\":[", 6);
+    attn__viz_bput(&b, ",\"w\":[", 6);
     int64_t at = 0;
     for (int64_t n = 0; n < N; n++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t i = 0; i < Lq; i++)
                 for (int64_t j = 0; j < Lk; j++, at++) {
                     double v = attn_tensor_get(w, n, h, i, j);
-                    if (at) viz__bput(&b, ",", 1);
-                    if (!isfinite(v)) viz__bput(&b, "null", 4);
-                    else viz__bprintf(&b, "%.4g", v);
+                    if (at) attn__viz_bput(&b, ",", 1);
+                    if (!isfinite(v)) attn__viz_bput(&b, "null", 4);
+                    else attn__viz_bprintf(&b, "%.4g", v);
                 }
-    viz__bput(&b, "]}", 2);
-    viz__bput(&b, page_script, sizeof page_script - 1);
+    attn__viz_bput(&b, "]}", 2);
+    attn__viz_bput(&b, page_script, sizeof page_script - 1);
     if (b.oom) {
-        viz__buf_free(&b);
+        attn__viz_buf_free(&b);
         return attn__fail(ATTN_E_NOMEM, "out of memory building '%s'", path);
     }
     st = attn__write_atomic(path, (const unsigned char *)b.s, b.len);
-    viz__buf_free(&b);
+    attn__viz_buf_free(&b);
     return st;
 }

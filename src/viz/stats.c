@@ -119,7 +119,7 @@ static void map_stats(const attn_tensor *w, const attn_mask *mask, int64_t n,
 
 attn_status attn_stats_compute(const attn_tensor *w, const attn_mask *mask,
                                attn_stats *per_head, attn_stats *overall) {
-    attn_status st = viz__check_weights(w, "w");
+    attn_status st = attn__viz_check_weights(w, "w");
     if (st != ATTN_OK) return st;
     if (!overall) return attn__fail(ATTN_E_INVALID, "overall is NULL");
     if (mask) {
@@ -156,7 +156,7 @@ attn_status attn_stats_verdict(const attn_stats *s, char *buf, size_t cap,
     memset(&b, 0, sizeof b);
     unsigned v = s->verdict;
     if (!v)
-        viz__bprintf(&b, "looks healthy: rows sum to 1 (largest deviation "
+        attn__viz_bprintf(&b, "looks healthy: rows sum to 1 (largest deviation "
                      "%.2g), mean normalized entropy %.3f%s, no weight on "
                      "masked keys, no NaN or Inf.", s->row_sum_dev_max,
                      s->entropy_mean,
@@ -166,34 +166,34 @@ attn_status attn_stats_verdict(const attn_stats *s, char *buf, size_t cap,
                            "positions wants)"
                          : "");
     if (v & ATTN_VERDICT_TOO_UNIFORM)
-        viz__bprintf(&b, "too uniform: mean normalized entropy %.3f (>= %.2f), "
+        attn__viz_bprintf(&b, "too uniform: mean normalized entropy %.3f (>= %.2f), "
                      "rows barely prefer any key; check that queries and keys "
                      "carry information, the scale (1/sqrt(d) or a "
                      "temperature) and the embedding size.", s->entropy_mean,
                      UNIFORM_AT);
     if (v & ATTN_VERDICT_TOO_CONCENTRATED)
-        viz__bprintf(&b, "%stoo concentrated: mean normalized entropy %.3f "
+        attn__viz_bprintf(&b, "%stoo concentrated: mean normalized entropy %.3f "
                      "(<= %.2f), rows are one-hot to float precision, a "
                      "saturated softmax (its gradients vanish); if the "
                      "scores are not scaled by 1/sqrt(d), scale them (or "
                      "raise the temperature).",
                      b.len ? " " : "", s->entropy_mean, SATURATED_AT);
     if (v & ATTN_VERDICT_MASK_LEAK)
-        viz__bprintf(&b, "%smasked leakage: %lld masked positions carry weight "
+        attn__viz_bprintf(&b, "%smasked leakage: %lld masked positions carry weight "
                      "(total %.6g, largest %.6g); masked scores must be -inf "
                      "before the softmax.", b.len ? " " : "",
                      (long long)s->leak_count, s->leak_total, s->leak_max);
     if (v & ATTN_VERDICT_NOT_NORMALIZED)
-        viz__bprintf(&b, "%snot normalized: a row sum is off by %.3g; the "
+        attn__viz_bprintf(&b, "%snot normalized: a row sum is off by %.3g; the "
                      "softmax must run over the key axis (the last one).",
                      b.len ? " " : "", s->row_sum_dev_max);
     if (v & ATTN_VERDICT_NONFINITE)
-        viz__bprintf(&b, "%snon-finite: %lld NaN and %lld Inf weights; "
+        attn__viz_bprintf(&b, "%snon-finite: %lld NaN and %lld Inf weights; "
                      "subtract the row maximum before exp and look for rows "
                      "with every key masked.", b.len ? " " : "",
                      (long long)s->nan_count, (long long)s->inf_count);
     if (b.oom) {
-        viz__buf_free(&b);
+        attn__viz_buf_free(&b);
         return attn__fail(ATTN_E_NOMEM, "out of memory writing the verdict");
     }
     if (len) *len = b.len;
@@ -202,14 +202,14 @@ attn_status attn_stats_verdict(const attn_stats *s, char *buf, size_t cap,
         memcpy(buf, b.s, n);
         buf[n] = '\0';
     }
-    viz__buf_free(&b);
+    attn__viz_buf_free(&b);
     return ATTN_OK;
 }
 
 attn_status attn_compare_weights(const attn_tensor *a, const attn_tensor *b,
                                  attn_compare_result *r) {
-    attn_status st = viz__check_weights(a, "a");
-    if (st == ATTN_OK) st = viz__check_weights(b, "b");
+    attn_status st = attn__viz_check_weights(a, "a");
+    if (st == ATTN_OK) st = attn__viz_check_weights(b, "b");
     if (st != ATTN_OK) return st;
     if (!r) return attn__fail(ATTN_E_INVALID, "result is NULL");
     for (int d = 0; d < 4; d++)

@@ -49,15 +49,15 @@ typedef struct {
 
 static void rgb8(const term *t, double v, int hidden, uint8_t c[3]) {
     double d[3];
-    viz__color(ATTN_CMAP_VIRIDIS, v, hidden, t->lo, t->hi, d);
+    attn__viz_color(ATTN_CMAP_VIRIDIS, v, hidden, t->lo, t->hi, d);
     for (int k = 0; k < 3; k++) c[k] = (uint8_t)lround(d[k] * 255);
 }
 
 static void esc(term *t, int bg, const uint8_t c[3]) {
     if (t->color == ATTN_TERM_TRUECOLOR)
-        viz__bprintf(&t->out, "\x1b[%d;2;%d;%d;%dm", bg ? 48 : 38, c[0], c[1], c[2]);
+        attn__viz_bprintf(&t->out, "\x1b[%d;2;%d;%d;%dm", bg ? 48 : 38, c[0], c[1], c[2]);
     else
-        viz__bprintf(&t->out, "\x1b[%d;5;%dm", bg ? 48 : 38, xterm256(c));
+        attn__viz_bprintf(&t->out, "\x1b[%d;5;%dm", bg ? 48 : 38, xterm256(c));
 }
 
 static char shade(const term *t, double v, int hidden) {
@@ -74,17 +74,17 @@ static char shade(const term *t, double v, int hidden) {
 static void cell(term *t, double v, int hidden, int width) {
     if (t->color == ATTN_TERM_PLAIN) {
         char s = shade(t, v, hidden);
-        for (int i = 0; i < width; i++) viz__bput(&t->out, &s, 1);
+        for (int i = 0; i < width; i++) attn__viz_bput(&t->out, &s, 1);
         return;
     }
     uint8_t c[3];
     rgb8(t, v, hidden, c);
     esc(t, 0, c);
-    for (int i = 0; i < width; i++) viz__bput(&t->out, FULL_BLOCK, 3);
+    for (int i = 0; i < width; i++) attn__viz_bput(&t->out, FULL_BLOCK, 3);
 }
 
 static void reset(term *t) {
-    if (t->color != ATTN_TERM_PLAIN) viz__bput(&t->out, "\x1b[0m", 4);
+    if (t->color != ATTN_TERM_PLAIN) attn__viz_bput(&t->out, "\x1b[0m", 4);
 }
 
 /* Number of code points of s (its width for most scripts). */
@@ -103,8 +103,8 @@ static int put_u8(term *t, const char *s, int max) {
         const char *q = p + 1;
         while (*q && ((unsigned char)*q & 0xc0) == 0x80) q++;
         /* control characters would corrupt the terminal */
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) viz__bput(&t->out, "?", 1);
-        else viz__bput(&t->out, p, (size_t)(q - p));
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) attn__viz_bput(&t->out, "?", 1);
+        else attn__viz_bput(&t->out, p, (size_t)(q - p));
         p = q;
         n++;
     }
@@ -112,7 +112,7 @@ static int put_u8(term *t, const char *s, int max) {
 }
 
 static void pad(term *t, int n) {
-    for (int i = 0; i < n; i++) viz__bput(&t->out, " ", 1);
+    for (int i = 0; i < n; i++) attn__viz_bput(&t->out, " ", 1);
 }
 
 #define LABEL_MAX 12 /* code points shown of a row label */
@@ -122,23 +122,23 @@ static void scale_line(term *t, int any_hidden, int any_nan) {
     char lo[32], hi[32];
     snprintf(lo, sizeof lo, "%.3g", t->lo);
     snprintf(hi, sizeof hi, "%.3g", t->hi);
-    viz__bprintf(&t->out, "scale %s ", lo);
+    attn__viz_bprintf(&t->out, "scale %s ", lo);
     for (int i = 0; i < 16; i++) cell(t, t->lo + (i + 0.5) / 16 * (t->hi - t->lo), 0, 1);
     reset(t);
-    viz__bprintf(&t->out, " %s", hi);
+    attn__viz_bprintf(&t->out, " %s", hi);
     if (any_hidden) {
-        viz__bput(&t->out, "   ", 3);
+        attn__viz_bput(&t->out, "   ", 3);
         cell(t, 0, 1, 1);
         reset(t);
-        viz__bput(&t->out, " masked", 7);
+        attn__viz_bput(&t->out, " masked", 7);
     }
     if (any_nan) {
-        viz__bput(&t->out, "   ", 3);
+        attn__viz_bput(&t->out, "   ", 3);
         cell(t, NAN, 0, 1);
         reset(t);
-        viz__bput(&t->out, " NaN/Inf", 8);
+        attn__viz_bput(&t->out, " NaN/Inf", 8);
     }
-    viz__bput(&t->out, "\n", 1);
+    attn__viz_bput(&t->out, "\n", 1);
 }
 
 static void render_cells(term *t, const viz_map *m, const attn_term_opts *o,
@@ -187,7 +187,7 @@ static void render_cells(term *t, const viz_map *m, const attn_term_opts *o,
             else pad(t, 1);
             pad(t, 1);
         }
-        viz__bput(&t->out, "\n", 1);
+        attn__viz_bput(&t->out, "\n", 1);
     }
     for (int64_t i = 0; i < m->rows; i++) {
         int n;
@@ -200,18 +200,18 @@ static void render_cells(term *t, const viz_map *m, const attn_term_opts *o,
         } else {
             n = snprintf(num, sizeof num, "%lld", (long long)(i * fr));
             pad(t, lw - n);
-            viz__bput(&t->out, num, (size_t)n);
+            attn__viz_bput(&t->out, num, (size_t)n);
         }
         pad(t, 1);
         for (int64_t j = 0; j < m->cols; j++)
             cell(t, m->v[i * m->cols + j], m->hidden[i * m->cols + j], 2);
         reset(t);
-        viz__bput(&t->out, "\n", 1);
+        attn__viz_bput(&t->out, "\n", 1);
     }
     if (!legend) return;
     /* "keys: 0 The  1 cat  2 sat", wrapped to the terminal's width */
     int col = 0, width = o->width > 0 ? o->width : 80;
-    viz__bput(&t->out, "keys:", 5);
+    attn__viz_bput(&t->out, "keys:", 5);
     col = 5;
     for (int64_t j = 0; j < m->cols; j++) {
         const char *s = o->x_labels[j] ? o->x_labels[j] : "";
@@ -219,16 +219,16 @@ static void render_cells(term *t, const viz_map *m, const attn_term_opts *o,
         int len = u8len(s);
         if (len > LABEL_MAX) len = LABEL_MAX;
         if (col + 2 + n + 1 + len > width && col > 5) {
-            viz__bput(&t->out, "\n     ", 6);
+            attn__viz_bput(&t->out, "\n     ", 6);
             col = 5;
         }
         pad(t, 2);
-        viz__bput(&t->out, num, (size_t)n);
+        attn__viz_bput(&t->out, num, (size_t)n);
         pad(t, 1);
         put_u8(t, s, LABEL_MAX);
         col += 2 + n + 1 + len;
     }
-    viz__bput(&t->out, "\n", 1);
+    attn__viz_bput(&t->out, "\n", 1);
 }
 
 static void render_half(term *t, const viz_map *m, int64_t fr, int64_t fc) {
@@ -241,11 +241,11 @@ static void render_half(term *t, const viz_map *m, int64_t fr, int64_t fc) {
         if (line % 4 == 0) {
             int n = snprintf(num, sizeof num, "%lld", (long long)(i * fr));
             pad(t, lw - n);
-            viz__bput(&t->out, num, (size_t)n);
+            attn__viz_bput(&t->out, num, (size_t)n);
         } else {
             pad(t, lw);
         }
-        viz__bput(&t->out, " ", 1);
+        attn__viz_bput(&t->out, " ", 1);
         for (int64_t j = 0; j < m->cols; j++) {
             int64_t a = i * m->cols + j;
             if (plain) {
@@ -259,28 +259,28 @@ static void render_half(term *t, const viz_map *m, int64_t fr, int64_t fc) {
                 rgb8(t, m->v[a + m->cols], m->hidden[a + m->cols], bot);
                 esc(t, 1, bot);
             } else {
-                viz__bput(&t->out, "\x1b[49m", 5);
+                attn__viz_bput(&t->out, "\x1b[49m", 5);
             }
-            viz__bput(&t->out, UPPER_HALF, 3);
+            attn__viz_bput(&t->out, UPPER_HALF, 3);
         }
         reset(t);
-        viz__bput(&t->out, "\n", 1);
+        attn__viz_bput(&t->out, "\n", 1);
     }
     /* column positions under the map, where they fit */
     pad(t, lw + 1);
     int64_t used = 0;
-    double stepc = viz__nice_step((double)(m->cols * fc), 8);
+    double stepc = attn__viz_nice_step((double)(m->cols * fc), 8);
     for (double p = 0; p < (double)(m->cols * fc); p += stepc) {
         int64_t col = (int64_t)(p / (double)fc);
         if (col < used) continue;
         int n = snprintf(num, sizeof num, "%.0f", p);
         if (col + n > m->cols + 4) break;
         pad(t, (int)(col - used));
-        viz__bput(&t->out, num, (size_t)n);
+        attn__viz_bput(&t->out, num, (size_t)n);
         used = col + n + 1;
-        viz__bput(&t->out, " ", 1);
+        attn__viz_bput(&t->out, " ", 1);
     }
-    viz__bput(&t->out, "\n", 1);
+    attn__viz_bput(&t->out, "\n", 1);
 }
 
 attn_status attn_term_render(const attn_tensor *w, int64_t b, int64_t h,
@@ -308,7 +308,7 @@ attn_status attn_term_render(const attn_tensor *w, int64_t b, int64_t h,
     if (!isfinite(opts->vmin) || !isfinite(opts->vmax))
         return attn__fail(ATTN_E_INVALID, "opts.vmin/vmax must be finite");
     viz_map m;
-    attn_status st = viz__map_load(w, b, h, opts->mask, "w", &m);
+    attn_status st = attn__viz_map_load(w, b, h, opts->mask, "w", &m);
     if (st != ATTN_OK) return st;
     int64_t R = m.rows, C = m.cols;
 
@@ -318,12 +318,12 @@ attn_status attn_term_render(const attn_tensor *w, int64_t b, int64_t h,
     if (half < 0) half = R > 40 || C > 40 || 2 * C > avail;
     int64_t maxc = half ? avail : avail / 2;
     if (maxc < 4) maxc = 4;
-    st = viz__map_shrink(&m, maxc);
+    st = attn__viz_map_shrink(&m, maxc);
     if (st != ATTN_OK) {
-        viz__map_free(&m);
+        attn__viz_map_free(&m);
         return st;
     }
-    int64_t fr = viz__block(R, maxc), fc = viz__block(C, maxc);
+    int64_t fr = attn__viz_block(R, maxc), fc = attn__viz_block(C, maxc);
 
     term t;
     memset(&t, 0, sizeof t);
@@ -332,7 +332,7 @@ attn_status attn_term_render(const attn_tensor *w, int64_t b, int64_t h,
         t.lo = opts->vmin;
         t.hi = opts->vmax;
     } else {
-        viz__auto_scale(&m, 1, ATTN_CMAP_VIRIDIS, &t.lo, &t.hi);
+        attn__viz_auto_scale(&m, 1, ATTN_CMAP_VIRIDIS, &t.lo, &t.hi);
     }
     int any_hidden = 0, any_nan = 0;
     for (int64_t i = 0; i < m.rows * m.cols; i++) {
@@ -341,7 +341,7 @@ attn_status attn_term_render(const attn_tensor *w, int64_t b, int64_t h,
     }
     if (opts->title) {
         put_u8(&t, opts->title, 1 << 20);
-        viz__bput(&t.out, "\n", 1);
+        attn__viz_bput(&t.out, "\n", 1);
     }
     if (half)
         render_half(&t, &m, fr, fc);
@@ -349,22 +349,22 @@ attn_status attn_term_render(const attn_tensor *w, int64_t b, int64_t h,
         render_cells(&t, &m, opts, opts->x_labels && fc == 1,
                      opts->y_labels && fr == 1, fr, fc);
     scale_line(&t, any_hidden, any_nan);
-    viz__map_free(&m);
+    attn__viz_map_free(&m);
     if (t.out.oom) {
-        viz__buf_free(&t.out);
+        attn__viz_buf_free(&t.out);
         return attn__fail(ATTN_E_NOMEM, "out of memory rendering the map");
     }
     *len = t.out.len;
     if (!buf) {
-        viz__buf_free(&t.out);
+        attn__viz_buf_free(&t.out);
         return ATTN_OK;
     }
     if (cap < t.out.len + 1) {
-        viz__buf_free(&t.out);
+        attn__viz_buf_free(&t.out);
         return attn__fail(ATTN_E_INVALID, "buffer of %zu bytes is too small: "
                           "%zu needed", cap, *len + 1);
     }
     memcpy(buf, t.out.s, t.out.len + 1);
-    viz__buf_free(&t.out);
+    attn__viz_buf_free(&t.out);
     return ATTN_OK;
 }

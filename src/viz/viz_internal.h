@@ -3,6 +3,7 @@
 #ifndef ATTN_VIZ_INTERNAL_H
 #define ATTN_VIZ_INTERNAL_H
 
+#include "attn_viz.h"
 #include "internal.h"
 
 #include <cairo.h>
@@ -19,41 +20,41 @@ typedef struct {
 
 /* w is a valid tensor of a floating dtype (f32, f64, f16, bf16): the
  * check every reader of weights starts with. */
-attn_status viz__check_weights(const attn_tensor *w, const char *name);
+attn_status attn__viz_check_weights(const attn_tensor *w, const char *name);
 
-/* Checks w (viz__check_weights), b, h and mask, and reads the map w[b, h]. */
-attn_status viz__map_load(const attn_tensor *w, int64_t b, int64_t h,
+/* Checks w (attn__viz_check_weights), b, h and mask, and reads the map w[b, h]. */
+attn_status attn__viz_map_load(const attn_tensor *w, int64_t b, int64_t h,
                           const attn_mask *mask, const char *name,
                           viz_map *out);
-void viz__map_free(viz_map *m);
+void attn__viz_map_free(viz_map *m);
 
 /* ceil(n / d) for n >= 0, d >= 1, without the overflow of n + d - 1. */
-static inline int64_t viz__ceil_div(int64_t n, int64_t d) {
+static inline int64_t attn__viz_ceil_div(int64_t n, int64_t d) {
     return n / d + (n % d != 0);
 }
 
 /* Block factor for n positions shown in at most max_cells: ceil(n / max). */
-static inline int64_t viz__block(int64_t n, int64_t max_cells) {
-    return viz__ceil_div(n, max_cells);
+static inline int64_t attn__viz_block(int64_t n, int64_t max_cells) {
+    return attn__viz_ceil_div(n, max_cells);
 }
 
 /* Block averages over visible cells so each axis has at most max_cells;
  * a block holding a NaN/Inf is NaN, one with no visible cell is hidden.
  * Replaces m in place (no-op when m already fits). */
-attn_status viz__map_shrink(viz_map *m, int64_t max_cells);
+attn_status attn__viz_map_shrink(viz_map *m, int64_t max_cells);
 
 /* Colour of v on the scale [lo, hi]: hidden or non-finite get their
  * fixed colours. Components in [0, 1]. */
-void viz__color(attn_colormap cmap, double v, int hidden, double lo,
+void attn__viz_color(attn_colormap cmap, double v, int hidden, double lo,
                 double hi, double rgb[3]);
-void viz__rgb_hex(uint32_t hex, double rgb[3]);
+void attn__viz_rgb_hex(uint32_t hex, double rgb[3]);
 
 /* Colour scale from the finite visible values of maps (see the header). */
-void viz__auto_scale(const viz_map *maps, int n, attn_colormap cmap,
+void attn__viz_auto_scale(const viz_map *maps, int n, attn_colormap cmap,
                      double *lo, double *hi);
 
 /* "Nice" tick step for a range so that it holds at most max_ticks ticks. */
-double viz__nice_step(double range, int max_ticks);
+double attn__viz_nice_step(double range, int max_ticks);
 
 /* ---- documents: a cairo surface chosen by the file extension whose bytes
  * are collected in memory (with the SVG text layer on the side) and
@@ -82,30 +83,30 @@ typedef struct {
 } viz_doc;
 
 /* Picks the format from path's extension (ATTN_E_INVALID if none fits). */
-attn_status viz__kind_of(const char *path, viz_kind *kind);
+attn_status attn__viz_kind_of(const char *path, viz_kind *kind);
 /* Creates the surface and context of width x height points (pixels). */
-attn_status viz__doc_begin(viz_doc *doc, const char *path, double width,
+attn_status attn__viz_doc_begin(viz_doc *doc, const char *path, double width,
                            double height);
 /* Finishes and writes the file; frees everything (also on failure). */
-attn_status viz__doc_end(viz_doc *doc);
+attn_status attn__viz_doc_end(viz_doc *doc);
 /* Frees without writing (after a failure while drawing). */
-void viz__doc_abort(viz_doc *doc);
+void attn__viz_doc_abort(viz_doc *doc);
 
 /* A context for measuring text before the document exists. */
-cairo_t *viz__measure_begin(void);
-void viz__measure_end(cairo_t *cr);
+cairo_t *attn__viz_measure_begin(void);
+void attn__viz_measure_end(cairo_t *cr);
 
 /* Sets DejaVu Sans at size (bold if bold). */
-void viz__font(cairo_t *cr, double size, int bold);
+void attn__viz_font(cairo_t *cr, double size, int bold);
 /* Advance width of s at the current font. */
-double viz__text_width(cairo_t *cr, const char *s);
+double attn__viz_text_width(cairo_t *cr, const char *s);
 /* Draws s so that its anchor (ax, ay in 0..1 of the text box: 0,0 = top
  * left, 0.5,0.5 = centre) lies at (x, y) after rotating by angle degrees
  * about that point; records it for the SVG text layer when doc is SVG. */
-void viz__text(viz_doc *doc, const char *s, double x, double y, double size,
+void attn__viz_text(viz_doc *doc, const char *s, double x, double y, double size,
                int bold, double angle, double ax, double ay);
 
-/* A growable string: viz__bprintf / viz__bput append; on allocation
+/* A growable string: attn__viz_bprintf / attn__viz_bput append; on allocation
  * failure oom is set, later appends do nothing and the caller reports
  * ATTN_E_NOMEM. */
 typedef struct {
@@ -116,13 +117,13 @@ typedef struct {
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-void viz__bprintf(viz_buf *b, const char *fmt, ...);
-void viz__bput(viz_buf *b, const char *s, size_t n);
-void viz__buf_free(viz_buf *b);
+void attn__viz_bprintf(viz_buf *b, const char *fmt, ...);
+void attn__viz_bput(viz_buf *b, const char *s, size_t n);
+void attn__viz_buf_free(viz_buf *b);
 
 /* Replaces *p (used elements of size elem) by a buffer of cap elements;
  * 0 on failure (then *p is unchanged). attn__alloc has no realloc. */
-int viz__grow(void **p, size_t used, size_t cap, size_t elem);
+int attn__viz_grow(void **p, size_t used, size_t cap, size_t elem);
 
 #define VIZ_PI 3.14159265358979323846
 

@@ -6,6 +6,8 @@
 #define ATTN_FUZZ_UTIL_H
 
 #include "attn.h"
+#include "attn_layers.h"
+#include "attn_train.h"
 
 #include <stdint.h>
 #include <stdio.h>

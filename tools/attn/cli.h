@@ -4,6 +4,9 @@
 #define ATTN_CLI_H
 
 #include "attn.h"
+#include "attn_layers.h"
+#include "attn_train.h"
+#include "attn_viz.h"
 #include "attn_transformer.h"
 
 #include <stdio.h>
@@ -191,7 +194,7 @@ void cli_train_threads(int64_t threads);
  *   cli_layer l;
  *   cli_layer_init(&l, qkv);
  *   rc = cli_sdpa_args_parse(cmd, &argc, argv, &l.a);
- *   ... for each option with a value: cli_layer_opt, else its own ...
+ *   rc = cli_layer_parse(cmd, &l, argc, argv, &own);
  *   cli_layer_check, cli_layer_load
  *   ... load (attn_X_load into l.prm, l.loaded = 1) or
  *       cli_layer_alloc_params + attn_X_init; then cli_layer_save_params ...
@@ -241,6 +244,26 @@ void cli_layer_init(cli_layer *l, int qkv);
  * *used = 1 if arg was one; returns nonzero for a bad value (the caller
  * says so). */
 int cli_layer_opt(cli_layer *l, const char *arg, const char *val, int *used);
+
+/* A layer subcommand's own options, beside the shared ones: flag(ctx, arg)
+ * sets a flag and returns 1 if arg is one; opt(ctx, arg, val) returns 0
+ * for an option it took, 1 for a bad value, -1 for no option of its. The
+ * error messages of a bad value come in two wordings (msgs). */
+typedef enum {
+    CLI_MSG_TAKES = 0,    /* "--x takes a number / a positive integer, not 'v'" */
+    CLI_MSG_BAD_VALUE = 1 /* "bad value 'v' for --x"                         */
+} cli_layer_msgs;
+typedef struct {
+    int (*flag)(void *ctx, const char *arg);
+    int (*opt)(void *ctx, const char *arg, const char *val);
+    void *ctx;
+    cli_layer_msgs msgs;
+} cli_layer_own;
+
+/* The options after cli_sdpa_args_parse: the shared ones (cli_layer_opt)
+ * and the command's own. Returns the exit status of a usage error, or 0. */
+int cli_layer_parse(const char *cmd, cli_layer *l, int argc, char **argv,
+                    const cli_layer_own *own);
 
 /* The input (--query or --x) and --out are given, exactly one of --params
  * and --init-seed, and with --init-seed the option `need` (have != 0; need
@@ -315,7 +338,7 @@ int cli_load_weights(const char *cmd, const char *path, cli_tensor *w);
 void cli_map_name(const cli_tensor *w, int64_t n, int64_t h, char *buf,
                   size_t cap);
 
-/* ---- the demo gallery (demo_gallery.c) --------------------------------- */
+/* ---- the demo gallery (gallery_page.c, demo_*.c) ---------------------- */
 
 #define GALLERY_MAX_ITEMS 64
 #define GALLERY_MAX_SECTIONS 16

@@ -84,6 +84,37 @@ int cli_layer_opt(cli_layer *l, const char *arg, const char *val,
     return 0;
 }
 
+/* A bad value of arg: a shared option (own = 0) or the command's own. */
+static int bad_value(const char *cmd, const cli_layer_own *o, int own,
+                     const char *arg, const char *val) {
+    if (o->msgs == CLI_MSG_BAD_VALUE)
+        return cli_usage_error(cmd, "bad value '%s' for %s", val, arg);
+    return cli_usage_error(cmd, own ? "%s takes a positive integer, not '%s'"
+                                    : "%s takes a number, not '%s'",
+                           arg, val);
+}
+
+int cli_layer_parse(const char *cmd, cli_layer *l, int argc, char **argv,
+                    const cli_layer_own *own) {
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (own->flag(own->ctx, arg)) continue;
+        if (i + 1 >= argc)
+            return cli_usage_error(cmd, "unknown argument or missing value: "
+                                   "'%s'", arg);
+        const char *val = argv[i + 1];
+        int used, r;
+        if (cli_layer_opt(l, arg, val, &used))
+            return bad_value(cmd, own, 0, arg, val);
+        if (!used && (r = own->opt(own->ctx, arg, val)) != 0) {
+            if (r < 0) return cli_usage_error(cmd, "unknown argument '%s'", arg);
+            return bad_value(cmd, own, 1, arg, val);
+        }
+        i++;
+    }
+    return 0;
+}
+
 int cli_layer_check(const char *cmd, const cli_layer *l, const char *need,
                     int have) {
     if (!l->in[0] || !l->out_path)

@@ -29,6 +29,25 @@ static void help(void) {
 "                --init-seed 1 --attn-dim 64 --weights w.npy\n");
 }
 
+/* The options of attn additive beside the shared ones. */
+typedef struct {
+    int64_t adim;
+    int ctxkeys, nobias;
+} additive_args;
+
+static int additive_flag(void *ctx, const char *arg) {
+    additive_args *m = ctx;
+    if (strcmp(arg, "--context-keys") == 0) return m->ctxkeys = 1;
+    if (strcmp(arg, "--no-bias") == 0) return m->nobias = 1;
+    return 0;
+}
+
+static int additive_opt(void *ctx, const char *arg, const char *val) {
+    additive_args *m = ctx;
+    if (strcmp(arg, "--attn-dim") != 0) return -1;
+    return cli_parse_i64(val, &m->adim) || m->adim < 1;
+}
+
 int cmd_additive(int argc, char **argv) {
     const char *cmd = "additive";
     if (cli_help_asked(argc, argv, help)) return 0;
@@ -36,33 +55,11 @@ int cmd_additive(int argc, char **argv) {
     cli_layer_init(&l, 1);
     int rc = cli_sdpa_args_parse(cmd, &argc, argv, &l.a);
     if (rc) goto done;
-    int64_t adim = 0;
-    int ctxkeys = 0, nobias = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--context-keys") == 0) { ctxkeys = 1; continue; }
-        if (strcmp(argv[i], "--no-bias") == 0) { nobias = 1; continue; }
-        if (i + 1 >= argc) {
-            rc = cli_usage_error(cmd, "unknown argument or missing value: '%s'", argv[i]);
-            goto done;
-        }
-        const char *val = argv[i + 1];
-        int used;
-        if (cli_layer_opt(&l, argv[i], val, &used)) {
-            rc = cli_usage_error(cmd, "%s takes a number, not '%s'", argv[i], val);
-            goto done;
-        }
-        if (used) {}
-        else if (strcmp(argv[i], "--attn-dim") == 0) {
-            if (cli_parse_i64(val, &adim) || adim < 1) {
-                rc = cli_usage_error(cmd, "%s takes a positive integer, not '%s'", argv[i], val);
-                goto done;
-            }
-        } else {
-            rc = cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
-            goto done;
-        }
-        i++;
-    }
+    additive_args m = {0, 0, 0};
+    const cli_layer_own own = {additive_flag, additive_opt, &m, CLI_MSG_TAKES};
+    if ((rc = cli_layer_parse(cmd, &l, argc, argv, &own))) goto done;
+    const int64_t adim = m.adim;
+    const int ctxkeys = m.ctxkeys, nobias = m.nobias;
     if ((rc = cli_layer_check(cmd, &l, "--attn-dim", adim != 0))) goto done;
     if ((rc = cli_layer_load(cmd, &l))) goto done;
     const cli_seq *q = &l.q, *K = l.K, *V = l.V;

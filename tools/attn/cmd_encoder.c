@@ -32,6 +32,47 @@ static void help(void) {
 "               --ff 128 --key-lengths lens.npy --save-params enc.bin\n");
 }
 
+/* The options of attn encoder beside the shared ones: the config. */
+typedef struct {
+    attn_encoder_config *c;
+    int positions;
+    int heads_given; /* --heads or --kv-heads: a warning with additive */
+} encoder_args;
+
+static int encoder_flag(void *ctx, const char *arg) {
+    encoder_args *m = ctx;
+    if (strcmp(arg, "--positions") == 0) return m->positions = 1;
+    if (strcmp(arg, "--norm-first") == 0) return m->c->norm_first = 1;
+    if (strcmp(arg, "--final-norm") == 0) return m->c->final_norm = 1;
+    return 0;
+}
+
+static int encoder_opt(void *ctx, const char *o, const char *val) {
+    encoder_args *m = ctx;
+    attn_encoder_config *c = m->c;
+    if (strcmp(o, "--heads") == 0 || strcmp(o, "--kv-heads") == 0)
+        m->heads_given = 1;
+    if (strcmp(o, "--layers") == 0) return cli_parse_i64(val, &c->num_layers) != 0;
+    if (strcmp(o, "--heads") == 0) return cli_parse_i64(val, &c->num_heads) != 0;
+    if (strcmp(o, "--kv-heads") == 0) return cli_parse_i64(val, &c->num_kv_heads) != 0;
+    if (strcmp(o, "--ff") == 0) return cli_parse_i64(val, &c->dim_feedforward) != 0;
+    if (strcmp(o, "--additive-dim") == 0) return cli_parse_i64(val, &c->additive_dim) != 0;
+    if (strcmp(o, "--eps") == 0) return cli_parse_double(val, &c->layer_norm_eps) != 0;
+    if (strcmp(o, "--attention") == 0) {
+        if (strcmp(val, "dot") == 0) c->attention = ATTN_ATTENTION_DOT;
+        else if (strcmp(val, "additive") == 0) c->attention = ATTN_ATTENTION_ADDITIVE;
+        else return 1;
+        return 0;
+    }
+    if (strcmp(o, "--activation") == 0) {
+        if (strcmp(val, "relu") == 0) c->activation = ATTN_ACT_RELU;
+        else if (strcmp(val, "gelu") == 0) c->activation = ATTN_ACT_GELU;
+        else return 1;
+        return 0;
+    }
+    return -1;
+}
+
 int cmd_encoder(int argc, char **argv) {
     const char *cmd = "encoder";
     if (cli_help_asked(argc, argv, help)) return 0;
@@ -41,45 +82,12 @@ int cmd_encoder(int argc, char **argv) {
     if (rc) goto done;
     attn_encoder_config c;
     attn_encoder_config_init(&c);
-    int positions = 0, heads_given = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--positions") == 0) { positions = 1; continue; }
-        if (strcmp(argv[i], "--norm-first") == 0) { c.norm_first = 1; continue; }
-        if (strcmp(argv[i], "--final-norm") == 0) { c.final_norm = 1; continue; }
-        if (i + 1 >= argc) {
-            rc = cli_usage_error(cmd, "unknown argument or missing value: '%s'", argv[i]);
-            goto done;
-        }
-        const char *o = argv[i], *val = argv[i + 1];
-        int used, bad = 0;
-        if (cli_layer_opt(&l, o, val, &used)) bad = 1;
-        else if (used) {}
-        else if (strcmp(o, "--layers") == 0) bad = cli_parse_i64(val, &c.num_layers);
-        else if (strcmp(o, "--heads") == 0) bad = cli_parse_i64(val, &c.num_heads), heads_given = 1;
-        else if (strcmp(o, "--kv-heads") == 0) bad = cli_parse_i64(val, &c.num_kv_heads), heads_given = 1;
-        else if (strcmp(o, "--ff") == 0) bad = cli_parse_i64(val, &c.dim_feedforward);
-        else if (strcmp(o, "--additive-dim") == 0) bad = cli_parse_i64(val, &c.additive_dim);
-        else if (strcmp(o, "--eps") == 0) bad = cli_parse_double(val, &c.layer_norm_eps);
-        else if (strcmp(o, "--attention") == 0) {
-            if (strcmp(val, "dot") == 0) c.attention = ATTN_ATTENTION_DOT;
-            else if (strcmp(val, "additive") == 0) c.attention = ATTN_ATTENTION_ADDITIVE;
-            else bad = 1;
-        } else if (strcmp(o, "--activation") == 0) {
-            if (strcmp(val, "relu") == 0) c.activation = ATTN_ACT_RELU;
-            else if (strcmp(val, "gelu") == 0) c.activation = ATTN_ACT_GELU;
-            else bad = 1;
-        } else {
-            rc = cli_usage_error(cmd, "unknown argument '%s'", o);
-            goto done;
-        }
-        if (bad) {
-            rc = cli_usage_error(cmd, "bad value '%s' for %s", val, o);
-            goto done;
-        }
-        i++;
-    }
+    encoder_args m = {&c, 0, 0};
+    const cli_layer_own own = {encoder_flag, encoder_opt, &m, CLI_MSG_BAD_VALUE};
+    if ((rc = cli_layer_parse(cmd, &l, argc, argv, &own))) goto done;
+    const int positions = m.positions;
     if ((rc = cli_layer_check(cmd, &l, NULL, 0))) goto done;
-    if (heads_given && c.attention == ATTN_ATTENTION_ADDITIVE)
+    if (m.heads_given && c.attention == ATTN_ATTENTION_ADDITIVE)
         fprintf(stderr, "attn %s: warning: --heads and --kv-heads have no "
                 "effect with --attention additive (one score network, one "
                 "map per layer)\n", cmd);

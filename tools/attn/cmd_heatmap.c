@@ -159,25 +159,28 @@ static int from_qk(const char *cmd, const char *qp, const char *kp,
     snprintf(title, sizeof title, "attention weights, Lq = %lld, Lk = %lld "
              "(blocks of %lld x %lld)", (long long)Lq, (long long)Lk,
              (long long)br, (long long)bc);
-    if (!o->title) o->title = title;
+    /* a copy: the title, mask and colour bar label are this function's
+     * locals */
+    attn_heatmap_opts ho = *o;
+    if (!ho.title) ho.title = title;
     /* robust scale unless --vmin/--vmax: the first queries of a causal map
      * see a handful of keys, their weights would set the scale */
     char cbl[160];
-    if (!(o->vmin < o->vmax)) {
+    if (!(ho.vmin < ho.vmax)) {
         double top = 0, p99 = robust_top(map, seen, rows * cols, &top);
         if (p99 > 0 && p99 < top) {
-            o->vmin = 0;
-            o->vmax = p99;
+            ho.vmin = 0;
+            ho.vmax = p99;
             snprintf(cbl, sizeof cbl, "clipped at the 99th percentile, %.3g "
                      "(largest %.3g)", p99, top);
-            o->colorbar_label = cbl;
+            ho.colorbar_label = cbl;
         }
     }
-    o->mask = &unseen;
-    o->x_extent = Lk;
-    o->y_extent = Lq;
-    o->annotate = 0;
-    if ((st = attn_heatmap_write(out, &M, 0, 0, o))) {
+    ho.mask = &unseen;
+    ho.x_extent = Lk;
+    ho.y_extent = Lq;
+    ho.annotate = 0;
+    if ((st = attn_heatmap_write(out, &M, 0, 0, &ho))) {
         rc = cli_fail(cmd, st, "drawing");
         goto done;
     }

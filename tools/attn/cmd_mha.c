@@ -28,6 +28,27 @@ static void help(void) {
 "           --weights w.npy --save-params mha.bin\n");
 }
 
+/* The options of attn mha beside the shared ones. */
+typedef struct {
+    int64_t heads, kv;
+    int average, nobias;
+} mha_args;
+
+static int mha_flag(void *ctx, const char *arg) {
+    mha_args *m = ctx;
+    if (strcmp(arg, "--average-weights") == 0) return m->average = 1;
+    if (strcmp(arg, "--no-bias") == 0) return m->nobias = 1;
+    return 0;
+}
+
+static int mha_opt(void *ctx, const char *arg, const char *val) {
+    mha_args *m = ctx;
+    if (strcmp(arg, "--heads") != 0 && strcmp(arg, "--kv-heads") != 0)
+        return -1;
+    int64_t *dst = arg[2] == 'h' ? &m->heads : &m->kv;
+    return cli_parse_i64(val, dst) || *dst < 1;
+}
+
 int cmd_mha(int argc, char **argv) {
     const char *cmd = "mha";
     if (cli_help_asked(argc, argv, help)) return 0;
@@ -35,34 +56,11 @@ int cmd_mha(int argc, char **argv) {
     cli_layer_init(&l, 1);
     int rc = cli_sdpa_args_parse(cmd, &argc, argv, &l.a);
     if (rc) goto done;
-    int64_t heads = 0, kv = 0;
-    int average = 0, nobias = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--average-weights") == 0) { average = 1; continue; }
-        if (strcmp(argv[i], "--no-bias") == 0) { nobias = 1; continue; }
-        if (i + 1 >= argc) {
-            rc = cli_usage_error(cmd, "unknown argument or missing value: '%s'", argv[i]);
-            goto done;
-        }
-        const char *val = argv[i + 1];
-        int used;
-        if (cli_layer_opt(&l, argv[i], val, &used)) {
-            rc = cli_usage_error(cmd, "%s takes a number, not '%s'", argv[i], val);
-            goto done;
-        }
-        if (used) {}
-        else if (strcmp(argv[i], "--heads") == 0 || strcmp(argv[i], "--kv-heads") == 0) {
-            int64_t *dst = argv[i][2] == 'h' ? &heads : &kv;
-            if (cli_parse_i64(val, dst) || *dst < 1) {
-                rc = cli_usage_error(cmd, "%s takes a positive integer, not '%s'", argv[i], val);
-                goto done;
-            }
-        } else {
-            rc = cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
-            goto done;
-        }
-        i++;
-    }
+    mha_args m = {0, 0, 0, 0};
+    const cli_layer_own own = {mha_flag, mha_opt, &m, CLI_MSG_TAKES};
+    if ((rc = cli_layer_parse(cmd, &l, argc, argv, &own))) goto done;
+    const int64_t heads = m.heads, kv = m.kv;
+    const int average = m.average, nobias = m.nobias;
     if ((rc = cli_layer_check(cmd, &l, "--heads", heads != 0))) goto done;
     if ((rc = cli_layer_load(cmd, &l))) goto done;
     const cli_seq *q = &l.q, *K = l.K, *V = l.V;

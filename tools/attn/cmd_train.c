@@ -97,11 +97,268 @@ static void fmt_time(double s, char *buf, size_t n) {
     else snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
 }
 
-/* Options that define a new run (refused with --resume). */
+/* Everything the command line sets; -1 (or 0 for the flags) = default. */
 typedef struct {
-    const char *name;
-    int set;
-} run_opt;
+    const char *task_name, *save, *resume;
+    const char *run_opt_seen; /* an option that defines a new run */
+    int64_t layers, heads, dmodel, ff, steps, batch, warmup, vocab, length;
+    int64_t min_len, save_every, eval_every, eval_n, threads, until;
+    double lr, wd, clip, dropout, stop_at;
+    uint64_t seed;
+    int seed_set, post_norm, attention;
+} train_args;
+
+/* Parses argv into *t; returns -1 to go on, else the exit status. */
+static int parse_args(const char *cmd, int argc, char **argv, train_args *t) {
+    memset(t, 0, sizeof *t);
+    t->layers = t->heads = t->dmodel = t->ff = t->steps = -1;
+    t->batch = t->warmup = t->vocab = t->length = t->min_len = -1;
+    t->save_every = 500, t->eval_every = 0, t->eval_n = 1000, t->threads = 1;
+    t->until = -1;
+    t->lr = t->wd = t->clip = t->dropout = t->stop_at = -1;
+    t->attention = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] != '-') {
+            if (t->task_name)
+                return cli_usage_error(cmd, "unexpected argument '%s'", a);
+            t->task_name = a;
+            continue;
+        }
+        if (strcmp(a, "--post-norm") == 0) {
+            t->post_norm = 1;
+            t->run_opt_seen = a;
+            continue;
+        }
+        if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
+        const char *v = argv[++i];
+        int bad = 0, run = 1;
+        if (strcmp(a, "--save") == 0) t->save = v, run = 0;
+        else if (strcmp(a, "--resume") == 0) t->resume = v, run = 0;
+        else if (strcmp(a, "--layers") == 0) bad = cli_parse_i64(v, &t->layers) || t->layers < 1;
+        else if (strcmp(a, "--heads") == 0) bad = cli_parse_i64(v, &t->heads) || t->heads < 1;
+        else if (strcmp(a, "--d-model") == 0) bad = cli_parse_i64(v, &t->dmodel) || t->dmodel < 1;
+        else if (strcmp(a, "--ff") == 0) bad = cli_parse_i64(v, &t->ff) || t->ff < 1;
+        else if (strcmp(a, "--steps") == 0) bad = cli_parse_i64(v, &t->steps) || t->steps < 0, run = 0;
+        else if (strcmp(a, "--batch") == 0) bad = cli_parse_i64(v, &t->batch) || t->batch < 1;
+        else if (strcmp(a, "--warmup") == 0) bad = cli_parse_i64(v, &t->warmup) || t->warmup < 0;
+        else if (strcmp(a, "--vocab") == 0) bad = cli_parse_i64(v, &t->vocab) || t->vocab < 2;
+        else if (strcmp(a, "--length") == 0) bad = cli_parse_i64(v, &t->length) || t->length < 1;
+        else if (strcmp(a, "--min-len") == 0) bad = cli_parse_i64(v, &t->min_len) || t->min_len < 1;
+        else if (strcmp(a, "--save-every") == 0) bad = cli_parse_i64(v, &t->save_every) || t->save_every < 0, run = 0;
+        else if (strcmp(a, "--eval-every") == 0) bad = cli_parse_i64(v, &t->eval_every) || t->eval_every < 0, run = 0;
+        else if (strcmp(a, "--eval") == 0) bad = cli_parse_i64(v, &t->eval_n) || t->eval_n < 0, run = 0;
+        else if (strcmp(a, "--threads") == 0) bad = cli_parse_i64(v, &t->threads) || t->threads < 0 || t->threads > 1024, run = 0;
+        else if (strcmp(a, "--lr") == 0) bad = cli_parse_double(v, &t->lr) || !(t->lr > 0) || isinf(t->lr);
+        else if (strcmp(a, "--weight-decay") == 0) bad = cli_parse_double(v, &t->wd) || !(t->wd >= 0) || isinf(t->wd);
+        else if (strcmp(a, "--clip") == 0) bad = cli_parse_double(v, &t->clip) || !(t->clip >= 0) || isinf(t->clip);
+        else if (strcmp(a, "--until") == 0) bad = cli_parse_i64(v, &t->until) || t->until < 0, run = 0;
+        else if (strcmp(a, "--stop-at") == 0) bad = cli_parse_double(v, &t->stop_at) || !(t->stop_at > 0 && t->stop_at <= 1), run = 0;
+        else if (strcmp(a, "--dropout") == 0) bad = cli_parse_double(v, &t->dropout) || !(t->dropout >= 0 && t->dropout < 1);
+        else if (strcmp(a, "--seed") == 0) bad = cli_parse_u64(v, &t->seed), t->seed_set = 1;
+        else if (strcmp(a, "--attention") == 0) {
+            if (strcmp(v, "dot") == 0) t->attention = ATTN_ATTENTION_DOT;
+            else if (strcmp(v, "additive") == 0) t->attention = ATTN_ATTENTION_ADDITIVE;
+            else bad = 1;
+        } else return cli_usage_error(cmd, "unknown option '%s'", a);
+        if (bad) return cli_usage_error(cmd, "bad value '%s' for %s", v, a);
+        if (run) t->run_opt_seen = a;
+    }
+    if (!t->save) return cli_usage_error(cmd, "--save MODEL.bin is required");
+    if (t->resume && (t->task_name || t->run_opt_seen))
+        return cli_usage_error(cmd, "--resume continues the saved run with its "
+                               "own task and settings; %s cannot change them",
+                               t->task_name ? "a task" : t->run_opt_seen);
+    if (!t->resume && !t->task_name)
+        return cli_usage_error(cmd, "which task? (reverse, copy, sort, add)");
+    return -1;
+}
+
+/* The task's defaults with the command line's settings on top. */
+static void apply_args(const train_args *t, attn_train_config *c) {
+    if (t->vocab > 0) c->task.vocab = t->vocab;
+    if (t->length > 0) c->task.max_len = c->task.min_len = t->length;
+    if (t->min_len > 0) c->task.min_len = t->min_len;
+    if (t->layers > 0) c->model.enc.num_layers = t->layers;
+    if (t->heads > 0) c->model.enc.num_heads = t->heads;
+    if (t->dmodel > 0) c->model.enc.d_model = t->dmodel;
+    if (t->ff > 0) c->model.enc.dim_feedforward = t->ff;
+    if (t->attention >= 0)
+        c->model.enc.attention = (attn_attention_type)t->attention;
+    if (t->post_norm) c->model.enc.norm_first = 0, c->model.enc.final_norm = 0;
+    if (t->dropout >= 0) c->dropout = t->dropout;
+    if (t->batch > 0) c->batch = t->batch;
+    if (t->lr > 0) {
+        c->optim.min_lr *= t->lr / c->optim.lr;
+        c->optim.lr = t->lr;
+    }
+    if (t->warmup >= 0) c->optim.warmup = t->warmup;
+    if (t->wd >= 0) c->optim.weight_decay = t->wd;
+    if (t->clip >= 0) c->optim.clip_norm = t->clip;
+    if (t->steps >= 0) {
+        c->steps = c->optim.decay_steps = t->steps;
+        /* a short run keeps a fifth of its steps for warmup at most */
+        if (t->warmup < 0 && c->optim.warmup > t->steps / 5)
+            c->optim.warmup = t->steps / 5;
+    }
+    if (t->seed_set) c->seed = t->seed;
+    c->threads = (int)t->threads;
+}
+
+/* The trainer of a resumed run or of a new one into *out; returns the
+ * exit status of a failure, or -1. */
+static int open_trainer(const char *cmd, const train_args *t,
+                        attn_trainer **out) {
+    attn_trainer *tr = NULL;
+    attn_status st;
+    if (t->resume) {
+        if ((st = attn_trainer_load(t->resume, &tr)))
+            return cli_fail(cmd, st, "resume");
+        if (t->steps >= 0 && t->steps != attn_trainer_config(tr)->steps)
+            attn_trainer_set_steps(tr, t->steps);
+        attn_trainer_set_threads(tr, (int)t->threads);
+        *out = tr;
+        return -1;
+    }
+    attn_task_kind kind;
+    if ((st = attn_task_parse(t->task_name, &kind)))
+        return cli_usage_error(cmd, "%s", attn_last_error());
+    attn_train_config c;
+    attn_train_config_init(&c, kind);
+    apply_args(t, &c);
+    if ((st = attn_trainer_create(&c, &tr)))
+        return cli_fail(cmd, st, "configuration");
+    *out = tr;
+    return -1;
+}
+
+static void print_run(const attn_trainer *tr, int resumed) {
+    const attn_train_config *c = attn_trainer_config(tr);
+    fprintf(stderr, "train %s: %lld layer%s, d_model %lld, %s attention, "
+            "%lld parameters; %lld steps of %lld sequences, lr %g, seed %llu%s\n",
+            attn_task_name(c->task.kind), (long long)c->model.enc.num_layers,
+            c->model.enc.num_layers == 1 ? "" : "s",
+            (long long)c->model.enc.d_model,
+            c->model.enc.attention == ATTN_ATTENTION_DOT ? "dot" : "additive",
+            (long long)attn_model_param_count(&c->model), (long long)c->steps,
+            (long long)c->batch, c->optim.lr, (unsigned long long)c->seed,
+            resumed ? " (resumed)" : "");
+    if (resumed)
+        fprintf(stderr, "resumed at step %lld\n",
+                (long long)attn_trainer_steps_done(tr));
+}
+
+/* Progress of the loop: a bar redrawn on a terminal, else plain lines
+ * (about 20 of them), each the mean over the steps since the last one. */
+typedef struct {
+    int tty;
+    int64_t total, stop, start, every, tokens, win_n;
+    double t0, eval_s, last_draw, win_loss, win_acc, win_seq;
+} progress;
+
+static void progress_step(progress *p, const attn_train_stats *s) {
+    p->tokens += s->tokens;
+    p->win_loss += s->loss, p->win_acc += s->token_acc, p->win_seq += s->seq_acc;
+    p->win_n++;
+    const double el = now_s() - p->t0 - p->eval_s;
+    const int64_t done = s->step - p->start;
+    const double eta = el / (double)done * (double)(p->stop - s->step);
+    char eta_s[32];
+    fmt_time(eta, eta_s, sizeof eta_s);
+    const int last = s->step == p->stop;
+    const double n = (double)p->win_n;
+    if (p->tty && (el - p->last_draw > 0.1 || last)) {
+        int w = 24, fill = (int)((double)w * (double)s->step / (double)p->total);
+        char bar[32];
+        for (int k = 0; k < w; k++) bar[k] = k < fill ? '#' : '.';
+        bar[w] = '\0';
+        fprintf(stderr, "\r[%s] step %lld/%lld loss %.4f acc %.4f seq %.3f "
+                "%.0f tok/s ETA %s   ", bar, (long long)s->step,
+                (long long)p->total, p->win_loss / n, p->win_acc / n,
+                p->win_seq / n, (double)p->tokens / el, eta_s);
+        p->last_draw = el;
+        p->win_loss = p->win_acc = p->win_seq = 0, p->win_n = 0;
+        if (last) fputc('\n', stderr);
+    } else if (!p->tty && (s->step % p->every == 0 || last)) {
+        fprintf(stderr, "step %lld/%lld loss %.4f acc %.4f seq %.3f lr "
+                "%.2e %.0f tok/s elapsed %.1fs ETA %s\n",
+                (long long)s->step, (long long)p->total, p->win_loss / n,
+                p->win_acc / n, p->win_seq / n, s->lr,
+                (double)p->tokens / el, el, eta_s);
+        p->win_loss = p->win_acc = p->win_seq = 0, p->win_n = 0;
+    }
+}
+
+/* The evaluation of --eval-every after step s; sets *stop when
+ * --stop-at is reached. Returns the exit status (0: go on). */
+static int eval_step(const char *cmd, const train_args *t, progress *p,
+                     const attn_trainer *tr, const attn_train_stats *s,
+                     int *stop) {
+    const attn_train_config *c = attn_trainer_config(tr);
+    const double el = now_s() - p->t0 - p->eval_s;
+    const double e0 = now_s();
+    attn_eval_result r;
+    attn_status st = attn_model_evaluate(&c->model, attn_trainer_params(tr),
+                                         &c->task, 1000, 12345, c->threads, &r);
+    if (st) return cli_fail(cmd, st, "evaluation");
+    p->eval_s += now_s() - e0;
+    fprintf(stderr, "%seval step %lld: token accuracy %.4f sequence "
+            "accuracy %.4f (trained %.1fs)\n", p->tty ? "\n" : "",
+            (long long)s->step, r.token_acc, r.seq_acc, el);
+    if (t->stop_at > 0 && r.token_acc >= t->stop_at) {
+        fprintf(stderr, "reached token accuracy %.4f >= %g at step "
+                "%lld\n", r.token_acc, t->stop_at, (long long)s->step);
+        *stop = 1;
+    }
+    return 0;
+}
+
+/* The steps up to --until (or the end), with progress, evaluations and
+ * checkpoints. Returns the exit status. */
+static int train_loop(const char *cmd, const train_args *t, attn_trainer *tr,
+                      progress *p) {
+    attn_train_stats s;
+    memset(&s, 0, sizeof s);
+    while (attn_trainer_steps_done(tr) < p->stop) {
+        attn_status st = attn_trainer_step(tr, &s);
+        if (st) {
+            if (p->tty) fputc('\n', stderr);
+            return cli_fail(cmd, st, "step");
+        }
+        progress_step(p, &s);
+        if (t->eval_every > 0 && s.step % t->eval_every == 0) {
+            int stop = 0, rc = eval_step(cmd, t, p, tr, &s, &stop);
+            if (rc) return rc;
+            if (stop) break;
+        }
+        if (t->save_every > 0 && s.step % t->save_every == 0 &&
+            s.step != p->stop && (st = attn_trainer_save(tr, t->save)))
+            return cli_fail(cmd, st, "checkpoint");
+    }
+    return 0;
+}
+
+/* Saves the model and reports the run and the final evaluation. */
+static int finish(const char *cmd, const train_args *t, attn_trainer *tr,
+                  const progress *p) {
+    const attn_train_config *c = attn_trainer_config(tr);
+    const double train_s = now_s() - p->t0 - p->eval_s;
+    attn_status st = attn_trainer_save(tr, t->save);
+    if (st) return cli_fail(cmd, st, "save");
+    printf("trained %lld steps in %.1f s (%.0f tokens/s); saved %s\n",
+           (long long)(attn_trainer_steps_done(tr) - p->start), train_s,
+           train_s > 0 ? (double)p->tokens / train_s : 0.0, t->save);
+    if (t->eval_n > 0) {
+        attn_eval_result r;
+        if ((st = attn_model_evaluate(&c->model, attn_trainer_params(tr),
+                                      &c->task, t->eval_n, 12345, c->threads,
+                                      &r)))
+            return cli_fail(cmd, st, "evaluation");
+        printf("token accuracy: %.4f\nsequence accuracy: %.4f\n", r.token_acc,
+               r.seq_acc);
+    }
+    return 0;
+}
 
 int cmd_train(int argc, char **argv) {
     const char *cmd = "train";
@@ -112,223 +369,26 @@ int cmd_train(int argc, char **argv) {
             help();
             return 0;
         }
-    const char *task_name = NULL, *save = NULL, *resume = NULL;
-    const char *run_opt_seen = NULL;
-    int64_t layers = -1, heads = -1, dmodel = -1, ff = -1, steps = -1;
-    int64_t batch = -1, warmup = -1, vocab = -1, length = -1, min_len = -1;
-    int64_t save_every = 500, eval_every = 0, eval_n = 1000, threads = 1;
-    int64_t until = -1;
-    double lr = -1, wd = -1, clip = -1, dropout = -1, stop_at = -1;
-    uint64_t seed = 0;
-    int seed_set = 0, post_norm = 0, attention = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || a[1] != '-') {
-            if (task_name)
-                return cli_usage_error(cmd, "unexpected argument '%s'", a);
-            task_name = a;
-            continue;
-        }
-        if (strcmp(a, "--post-norm") == 0) {
-            post_norm = 1;
-            run_opt_seen = a;
-            continue;
-        }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
-        const char *v = argv[++i];
-        int bad = 0, run = 1;
-        if (strcmp(a, "--save") == 0) save = v, run = 0;
-        else if (strcmp(a, "--resume") == 0) resume = v, run = 0;
-        else if (strcmp(a, "--layers") == 0) bad = cli_parse_i64(v, &layers) || layers < 1;
-        else if (strcmp(a, "--heads") == 0) bad = cli_parse_i64(v, &heads) || heads < 1;
-        else if (strcmp(a, "--d-model") == 0) bad = cli_parse_i64(v, &dmodel) || dmodel < 1;
-        else if (strcmp(a, "--ff") == 0) bad = cli_parse_i64(v, &ff) || ff < 1;
-        else if (strcmp(a, "--steps") == 0) bad = cli_parse_i64(v, &steps) || steps < 0, run = 0;
-        else if (strcmp(a, "--batch") == 0) bad = cli_parse_i64(v, &batch) || batch < 1;
-        else if (strcmp(a, "--warmup") == 0) bad = cli_parse_i64(v, &warmup) || warmup < 0;
-        else if (strcmp(a, "--vocab") == 0) bad = cli_parse_i64(v, &vocab) || vocab < 2;
-        else if (strcmp(a, "--length") == 0) bad = cli_parse_i64(v, &length) || length < 1;
-        else if (strcmp(a, "--min-len") == 0) bad = cli_parse_i64(v, &min_len) || min_len < 1;
-        else if (strcmp(a, "--save-every") == 0) bad = cli_parse_i64(v, &save_every) || save_every < 0, run = 0;
-        else if (strcmp(a, "--eval-every") == 0) bad = cli_parse_i64(v, &eval_every) || eval_every < 0, run = 0;
-        else if (strcmp(a, "--eval") == 0) bad = cli_parse_i64(v, &eval_n) || eval_n < 0, run = 0;
-        else if (strcmp(a, "--threads") == 0) bad = cli_parse_i64(v, &threads) || threads < 0 || threads > 1024, run = 0;
-        else if (strcmp(a, "--lr") == 0) bad = cli_parse_double(v, &lr) || !(lr > 0) || isinf(lr);
-        else if (strcmp(a, "--weight-decay") == 0) bad = cli_parse_double(v, &wd) || !(wd >= 0) || isinf(wd);
-        else if (strcmp(a, "--clip") == 0) bad = cli_parse_double(v, &clip) || !(clip >= 0) || isinf(clip);
-        else if (strcmp(a, "--until") == 0) bad = cli_parse_i64(v, &until) || until < 0, run = 0;
-        else if (strcmp(a, "--stop-at") == 0) bad = cli_parse_double(v, &stop_at) || !(stop_at > 0 && stop_at <= 1), run = 0;
-        else if (strcmp(a, "--dropout") == 0) bad = cli_parse_double(v, &dropout) || !(dropout >= 0 && dropout < 1);
-        else if (strcmp(a, "--seed") == 0) bad = cli_parse_u64(v, &seed), seed_set = 1;
-        else if (strcmp(a, "--attention") == 0) {
-            if (strcmp(v, "dot") == 0) attention = ATTN_ATTENTION_DOT;
-            else if (strcmp(v, "additive") == 0) attention = ATTN_ATTENTION_ADDITIVE;
-            else bad = 1;
-        } else return cli_usage_error(cmd, "unknown option '%s'", a);
-        if (bad) return cli_usage_error(cmd, "bad value '%s' for %s", v, a);
-        if (run) run_opt_seen = a;
-    }
-    if (!save) return cli_usage_error(cmd, "--save MODEL.bin is required");
-    if (resume && (task_name || run_opt_seen))
-        return cli_usage_error(cmd, "--resume continues the saved run with its "
-                               "own task and settings; %s cannot change them",
-                               task_name ? "a task" : run_opt_seen);
-    if (!resume && !task_name)
-        return cli_usage_error(cmd, "which task? (reverse, copy, sort, add)");
-
+    train_args t;
+    int rc = parse_args(cmd, argc, argv, &t);
+    if (rc >= 0) return rc;
     attn_trainer *tr = NULL;
-    attn_status st;
-    if (resume) {
-        if ((st = attn_trainer_load(resume, &tr)))
-            return cli_fail(cmd, st, "resume");
-        if (steps >= 0 && steps != attn_trainer_config(tr)->steps)
-            attn_trainer_set_steps(tr, steps);
-        attn_trainer_set_threads(tr, (int)threads);
-    } else {
-        attn_task_kind kind;
-        if ((st = attn_task_parse(task_name, &kind)))
-            return cli_usage_error(cmd, "%s", attn_last_error());
-        attn_train_config c;
-        attn_train_config_init(&c, kind);
-        if (vocab > 0) c.task.vocab = vocab;
-        if (length > 0) c.task.max_len = c.task.min_len = length;
-        if (min_len > 0) c.task.min_len = min_len;
-        if (layers > 0) c.model.enc.num_layers = layers;
-        if (heads > 0) c.model.enc.num_heads = heads;
-        if (dmodel > 0) c.model.enc.d_model = dmodel;
-        if (ff > 0) c.model.enc.dim_feedforward = ff;
-        if (attention >= 0) c.model.enc.attention = (attn_attention_type)attention;
-        if (post_norm) c.model.enc.norm_first = 0, c.model.enc.final_norm = 0;
-        if (dropout >= 0) c.dropout = dropout;
-        if (batch > 0) c.batch = batch;
-        if (lr > 0) {
-            c.optim.min_lr *= lr / c.optim.lr;
-            c.optim.lr = lr;
-        }
-        if (warmup >= 0) c.optim.warmup = warmup;
-        if (wd >= 0) c.optim.weight_decay = wd;
-        if (clip >= 0) c.optim.clip_norm = clip;
-        if (steps >= 0) {
-            c.steps = c.optim.decay_steps = steps;
-            /* a short run keeps a fifth of its steps for warmup at most */
-            if (warmup < 0 && c.optim.warmup > steps / 5)
-                c.optim.warmup = steps / 5;
-        }
-        if (seed_set) c.seed = seed;
-        c.threads = (int)threads;
-        if ((st = attn_trainer_create(&c, &tr)))
-            return cli_fail(cmd, st, "configuration");
-    }
-    cli_train_threads(threads);
+    if ((rc = open_trainer(cmd, &t, &tr)) >= 0) return rc;
+    cli_train_threads(t.threads);
+    print_run(tr, t.resume != NULL);
 
-    const attn_train_config *c = attn_trainer_config(tr);
-    const int64_t total = c->steps;
+    progress p;
+    memset(&p, 0, sizeof p);
+    p.tty = isatty(2);
+    p.total = attn_trainer_config(tr)->steps;
     /* --until stops early with the schedule of the full run intact, so that
      * a later --resume continues exactly where it left off */
-    const int64_t stop = until >= 0 && until < total ? until : total;
-    const int tty = isatty(2);
-    fprintf(stderr, "train %s: %lld layer%s, d_model %lld, %s attention, "
-            "%lld parameters; %lld steps of %lld sequences, lr %g, seed %llu%s\n",
-            attn_task_name(c->task.kind), (long long)c->model.enc.num_layers,
-            c->model.enc.num_layers == 1 ? "" : "s",
-            (long long)c->model.enc.d_model,
-            c->model.enc.attention == ATTN_ATTENTION_DOT ? "dot" : "additive",
-            (long long)attn_model_param_count(&c->model), (long long)total,
-            (long long)c->batch, c->optim.lr, (unsigned long long)c->seed,
-            resume ? " (resumed)" : "");
-    if (resume)
-        fprintf(stderr, "resumed at step %lld\n",
-                (long long)attn_trainer_steps_done(tr));
-
-    int rc = 0;
-    const double t0 = now_s();
-    double eval_s = 0; /* time spent evaluating, not training */
-    double last_draw = 0, win_loss = 0, win_acc = 0, win_seq = 0;
-    int64_t win_n = 0, tokens = 0, start = attn_trainer_steps_done(tr);
-    const int64_t every = total >= 20 ? total / 20 : 1; /* plain lines */
-    attn_train_stats s;
-    memset(&s, 0, sizeof s);
-    while (attn_trainer_steps_done(tr) < stop) {
-        if ((st = attn_trainer_step(tr, &s))) {
-            if (tty) fputc('\n', stderr);
-            rc = cli_fail(cmd, st, "step");
-            break;
-        }
-        tokens += s.tokens;
-        win_loss += s.loss, win_acc += s.token_acc, win_seq += s.seq_acc;
-        win_n++;
-        const double el = now_s() - t0 - eval_s;
-        const int64_t done = s.step - start;
-        const double eta = el / (double)done * (double)(stop - s.step);
-        char eta_s[32];
-        fmt_time(eta, eta_s, sizeof eta_s);
-        const int last = s.step == stop;
-        if (tty && (el - last_draw > 0.1 || last)) {
-            int w = 24, fill = (int)((double)w * (double)s.step / (double)total);
-            char bar[32];
-            for (int k = 0; k < w; k++) bar[k] = k < fill ? '#' : '.';
-            bar[w] = '\0';
-            fprintf(stderr, "\r[%s] step %lld/%lld loss %.4f acc %.4f seq %.3f "
-                    "%.0f tok/s ETA %s   ", bar, (long long)s.step,
-                    (long long)total, win_loss / (double)win_n,
-                    win_acc / (double)win_n, win_seq / (double)win_n,
-                    (double)tokens / el, eta_s);
-            last_draw = el;
-            win_loss = win_acc = win_seq = 0, win_n = 0;
-            if (last) fputc('\n', stderr);
-        } else if (!tty && (s.step % every == 0 || last)) {
-            fprintf(stderr, "step %lld/%lld loss %.4f acc %.4f seq %.3f lr "
-                    "%.2e %.0f tok/s elapsed %.1fs ETA %s\n",
-                    (long long)s.step, (long long)total,
-                    win_loss / (double)win_n, win_acc / (double)win_n,
-                    win_seq / (double)win_n, s.lr, (double)tokens / el, el,
-                    eta_s);
-            win_loss = win_acc = win_seq = 0, win_n = 0;
-        }
-        if (eval_every > 0 && s.step % eval_every == 0) {
-            const double e0 = now_s();
-            attn_eval_result r;
-            if ((st = attn_model_evaluate(&c->model, attn_trainer_params(tr),
-                                          &c->task, 1000, 12345, c->threads,
-                                          &r))) {
-                rc = cli_fail(cmd, st, "evaluation");
-                break;
-            }
-            eval_s += now_s() - e0;
-            fprintf(stderr, "%seval step %lld: token accuracy %.4f sequence "
-                    "accuracy %.4f (trained %.1fs)\n", tty ? "\n" : "",
-                    (long long)s.step, r.token_acc, r.seq_acc, el);
-            if (stop_at > 0 && r.token_acc >= stop_at) {
-                fprintf(stderr, "reached token accuracy %.4f >= %g at step "
-                        "%lld\n", r.token_acc, stop_at, (long long)s.step);
-                break;
-            }
-        }
-        if (save_every > 0 && s.step % save_every == 0 && !last &&
-            (st = attn_trainer_save(tr, save))) {
-            rc = cli_fail(cmd, st, "checkpoint");
-            break;
-        }
-    }
-    const double train_s = now_s() - t0 - eval_s;
-    if (!rc) {
-        if ((st = attn_trainer_save(tr, save))) rc = cli_fail(cmd, st, "save");
-    }
-    if (!rc) {
-        printf("trained %lld steps in %.1f s (%.0f tokens/s); saved %s\n",
-               (long long)(attn_trainer_steps_done(tr) - start), train_s,
-               train_s > 0 ? (double)tokens / train_s : 0.0, save);
-        if (eval_n > 0) {
-            attn_eval_result r;
-            if ((st = attn_model_evaluate(&c->model, attn_trainer_params(tr),
-                                          &c->task, eval_n, 12345, c->threads,
-                                          &r)))
-                rc = cli_fail(cmd, st, "evaluation");
-            else
-                printf("token accuracy: %.4f\nsequence accuracy: %.4f\n",
-                       r.token_acc, r.seq_acc);
-        }
-    }
+    p.stop = t.until >= 0 && t.until < p.total ? t.until : p.total;
+    p.start = attn_trainer_steps_done(tr);
+    p.every = p.total >= 20 ? p.total / 20 : 1; /* plain lines */
+    p.t0 = now_s();
+    rc = train_loop(cmd, &t, tr, &p);
+    if (!rc) rc = finish(cmd, &t, tr, &p);
     attn_trainer_free(tr);
     return rc;
 }

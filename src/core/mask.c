@@ -1,7 +1,7 @@
 /* The mask descriptor: validation, per-pair visibility, tile classification
  * and builders for other masking conventions. Every kernel asks this file,
  * so there is one answer to "is key j visible from query i". */
-#include "internal.h"
+#include "mask.h"
 
 #include <math.h>
 #include <string.h>
@@ -123,12 +123,9 @@ attn_status attn_mask_check(const attn_mask *m, int64_t B, int64_t H,
     return ATTN_OK;
 }
 
-/* splitmix64 finalizer: a well-mixed 64-bit hash step */
+/* one splitmix64 step: a well-mixed 64-bit hash */
 static uint64_t mix64(uint64_t x) {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
+    return attn__splitmix64_final(x + 0x9e3779b97f4a7c15ull);
 }
 
 int attn_random_block_kept(uint64_t seed, double keep_p, int64_t h,
@@ -143,20 +140,11 @@ int attn_random_block_kept(uint64_t seed, double keep_p, int64_t h,
     return u < keep_p;
 }
 
-/* Key offset of the diagonal for batch entry b: c = i + offset. */
-static inline int64_t diag_offset(const attn_mask *m, int64_t lq, int64_t lk) {
-    return m->align == ATTN_ALIGN_BOTTOM_RIGHT ? lk - lq : 0;
-}
-
 int attn_mask_visible(const attn_mask *m, int64_t b, int64_t h, int64_t i,
                       int64_t j, int64_t Lq, int64_t Lk) {
-    int64_t lq, lk;
-    attn__lengths(m, b, Lq, Lk, &lq, &lk);
-    if (i >= lq || j >= lk) return 0;
-    int64_t c = i + diag_offset(m, lq, lk);
-    if (m->causal && j > c) return 0;
-    if (m->window_left >= 0 && j < c - m->window_left) return 0;
-    if (m->window_right >= 0 && j > c + m->window_right) return 0;
+    int64_t lo, hi;
+    attn__mask_row_range(m, b, i, Lq, Lk, &lo, &hi);
+    if (j < lo || j >= hi) return 0;
     if (m->keep && attn__bcast_get(m->keep, b, h, i, j) == 0.0) return 0;
     if (m->block_size > 0 &&
         !attn__layout_row(m, h, i, Lq, Lk)[j / m->block_size])
@@ -186,14 +174,6 @@ static attn__tile_class meet(attn__tile_class a, attn__tile_class b) {
     return ATTN__TILE_PARTIAL;
 }
 
-/* Class of the linear constraint e(i, j) = alpha + s*i - j >= 0 (or with the
- * opposite sign) over the box: evaluate its min and max at the corners. */
-static attn__tile_class linear_class(int64_t lo, int64_t hi) {
-    if (hi < 0) return ATTN__TILE_EMPTY;
-    if (lo >= 0) return ATTN__TILE_FULL;
-    return ATTN__TILE_PARTIAL;
-}
-
 attn__tile_class attn__mask_classify(const attn_mask *m, int64_t b, int64_t h,
                                      int64_t i0, int64_t i1, int64_t j0,
                                      int64_t j1, int64_t Lq, int64_t Lk) {
@@ -203,17 +183,17 @@ attn__tile_class attn__mask_classify(const attn_mask *m, int64_t b, int64_t h,
     if (ie <= i0 || je <= j0) return ATTN__TILE_EMPTY;
     attn__tile_class cls =
         (ie < i1 || je < j1) ? ATTN__TILE_PARTIAL : ATTN__TILE_FULL;
-    int64_t off = diag_offset(m, lq, lk);
-    /* over rows [i0, ie) and columns [j0, je) of the valid region */
-    if (m->causal) /* c - j >= 0 */
-        cls = meet(cls, linear_class(i0 + off - (je - 1), (ie - 1) + off - j0));
-    if (m->window_left >= 0) /* j - c + wl >= 0 */
-        cls = meet(cls, linear_class(j0 - (ie - 1) - off + m->window_left,
-                                     (je - 1) - i0 - off + m->window_left));
-    if (m->window_right >= 0) /* c + wr - j >= 0 */
-        cls = meet(cls, linear_class(i0 + off + m->window_right - (je - 1),
-                                     (ie - 1) + off + m->window_right - j0));
-    if (cls == ATTN__TILE_EMPTY) return cls;
+    /* over rows [i0, ie) and columns [j0, je) of the valid region: the row
+     * ranges never move left as the row grows and, one row apart, overlap
+     * or touch, so the first and last rows decide: no pair is visible when
+     * the last row ends before j0 or the first starts at je or later;
+     * every pair is when the last row starts at j0 or before and the first
+     * reaches je */
+    int64_t lo_first, hi_first, lo_last, hi_last;
+    attn__mask_row_range(m, b, i0, Lq, Lk, &lo_first, &hi_first);
+    attn__mask_row_range(m, b, ie - 1, Lq, Lk, &lo_last, &hi_last);
+    if (hi_last <= j0 || lo_first >= je) return ATTN__TILE_EMPTY;
+    if (lo_last > j0 || hi_first < je) cls = ATTN__TILE_PARTIAL;
     if (m->block_size > 0 || m->random_block > 0) {
         /* block-structured parts: look at each covered block */
         int any = 0, all = 1;
