@@ -37,6 +37,10 @@ def declared(src):
     api, types = {}, set()
     decl = re.compile(r"^ATTN_API\s+[^;(]*?\b(attn_\w+)\s*\(", re.M)
     for path in sorted(glob.glob(os.path.join(src, "include", "attn*.h"))):
+        # attn_dist.h belongs to libattn_dist.a (built where MPI is found),
+        # not to libattn.so, which never links MPI
+        if os.path.basename(path) == "attn_dist.h":
+            continue
         text = open(path).read()
         for name in decl.findall(text):
             api[name] = os.path.basename(path)
