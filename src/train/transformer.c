@@ -456,6 +456,7 @@ attn_status attn_cross_entropy_smoothed(int64_t n, int64_t classes,
             se += exp((double)z[k] - mx);
             zs += z[k];
         }
+        /* cppcheck-suppress invalidFunctionArg ; se >= 1 (the max's term) */
         const double lse = mx + log(se);
         /* -(1 - s) log p_t - (s / K) sum_k log p_k */
         sum += (1 - s) * (lse - z[t]) + u * ((double)classes * lse - zs);
