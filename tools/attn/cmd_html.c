@@ -48,8 +48,13 @@ int cmd_html(int argc, char **argv) {
         if (strcmp(arg, "-o") == 0 || strcmp(arg, "--out") == 0) out = val;
         else if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {}
         /* the names of the first version */
-        else if (strcmp(arg, "--q-tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &lb.y);
-        else if (strcmp(arg, "--k-tokens") == 0) rc = cli_tokens_parse(cmd, arg, val, &lb.x);
+        else if (strcmp(arg, "--q-tokens") == 0) {
+            cli_tokens_free(&lb.y); /* given twice: the last list counts */
+            rc = cli_tokens_parse(cmd, arg, val, &lb.y);
+        } else if (strcmp(arg, "--k-tokens") == 0) {
+            cli_tokens_free(&lb.x);
+            rc = cli_tokens_parse(cmd, arg, val, &lb.x);
+        }
         else if (strcmp(arg, "--batch") == 0) {
             if (cli_parse_i64(val, &batch) || batch < 0)
                 rc = cli_usage_error(cmd, "--batch wants an index >= 0, got '%s'", val);
