@@ -29,7 +29,7 @@ _INPUT = {np.dtype(np.float32): ATTN_F32, np.dtype(np.float16): ATTN_F16,
           np.dtype(np.float64): ATTN_F64}
 
 
-class KVCacheConfig(ctypes.Structure):
+class KVCacheConfig(_lib.Struct):
     _fields_ = [
         ("batch", ctypes.c_int64),
         ("kv_heads", ctypes.c_int64),

@@ -41,7 +41,7 @@ for _name, (_res, _args) in _PROTOS.items():
     _lib.lib.declare(_name, _res, _args)
 
 
-class _Config(ctypes.Structure):
+class _Config(_lib.Struct):
     """The leading fields of attn_bert_config (read-only mirror)."""
     _fields_ = [(n, ctypes.c_int64) for n in (
         "vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size",

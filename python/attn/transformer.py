@@ -28,7 +28,7 @@ _vp = ctypes.c_void_p
 _szp = ctypes.POINTER(ctypes.c_size_t)
 
 
-class DecoderConfig(ctypes.Structure):
+class DecoderConfig(_lib.Struct):
     _fields_ = [("num_layers", _i64), ("d_model", _i64), ("num_heads", _i64),
                 ("num_kv_heads", _i64), ("dim_feedforward", _i64),
                 ("cross", ctypes.c_int), ("cross_attention", ctypes.c_int),
@@ -37,14 +37,14 @@ class DecoderConfig(ctypes.Structure):
                 ("layer_norm_eps", ctypes.c_double)]
 
 
-class TransformerConfig(ctypes.Structure):
+class TransformerConfig(_lib.Struct):
     _fields_ = [("kind", ctypes.c_int), ("enc", EncoderConfig),
                 ("dec", DecoderConfig), ("vocab_src", _i64),
                 ("vocab_tgt", _i64), ("max_src", _i64), ("max_tgt", _i64),
                 ("share_embeddings", ctypes.c_int), ("tie_output", ctypes.c_int)]
 
 
-class GenerateOpts(ctypes.Structure):
+class GenerateOpts(_lib.Struct):
     _fields_ = [("max_len", _i64), ("beam", _i64), ("length_penalty", ctypes.c_double),
                 ("sample", ctypes.c_int), ("temperature", ctypes.c_double),
                 ("top_k", _i64), ("top_p", ctypes.c_double), ("seed", ctypes.c_uint64),
@@ -53,7 +53,7 @@ class GenerateOpts(ctypes.Structure):
                 ("step_logits", _pf)]
 
 
-class GenTask(ctypes.Structure):
+class GenTask(_lib.Struct):
     _fields_ = [("kind", ctypes.c_int), ("min_len", _i64), ("max_len", _i64)]
 
 

@@ -135,3 +135,15 @@ def test_numpy_memory_error_is_an_attn_error():
         sdpa(q[:2**20], q, v, return_weights=True)
     assert e.value.status == attn.ATTN_E_NOMEM
     assert "scaled_dot_product_attention" in str(e.value)
+
+
+def test_new_floor_configs_are_range_checked():
+    # the KV cache, generation and pretrained configs are range-checked
+    # structs too: 2**64 + 1 must not wrap to 1 on its way into C
+    with pytest.raises(attn.AttnError):
+        attn.KVCache(2**64 + 1, 1, 4, 8)
+    from attn import cache, pretrained, transformer
+    for cls in (cache.KVCacheConfig, pretrained._Config, transformer.DecoderConfig,
+                transformer.TransformerConfig, transformer.GenerateOpts,
+                transformer.GenTask):
+        assert issubclass(cls, _lib.Struct), cls.__name__
