@@ -3,12 +3,8 @@
  * is floating, converted), so an accepted lie about offsets would show as
  * an out-of-bounds read under ASan.
  *
- *   clang -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc/core \
- *     tests/fuzz/fuzz_safetensors.c src/io/safetensors.c src/io/json.c \
- *     src/core/(all .c files) -lm -o fuzz_safetensors
- *   ./fuzz_safetensors tests/fuzz/corpus/safetensors
- *
- * Without libFuzzer, tests/fuzz/replay_corpus.c runs the same function on
+ * `make fuzz` runs it with the other targets (tests/fuzz/README.md);
+ * without libFuzzer, tests/fuzz/replay_main.c runs the same function on
  * the seed corpus (CTest fuzz_replay_safetensors). */
 #include "attn_pretrained.h"
 
@@ -21,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     attn_safetensors *st = NULL;
     if (attn_safetensors_parse(data, size, "fuzz", &st) != ATTN_OK) {
-        if (st) abort(); /* a failure must leave no object */
+        if (st) abort();                    /* a failure must leave no object */
         if (!attn_last_error()[0]) abort(); /* ... and must say why */
         return 0;
     }
