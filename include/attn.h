@@ -257,7 +257,52 @@ typedef struct {
     int64_t random_block;
     double random_keep_p;
     uint64_t random_seed;
+
+    /* ---- score modifiers and documents (appended; zero = off) ----------
+     * The score of a visible pair is, in this order:
+     *   x = scale * q.k
+     *   x = softcap * tanh(x / softcap)            (softcap > 0; Gemma 2)
+     *   x = x + bias + alibi(h, i, j)
+     * and the softmax of row i of head h runs over its visible keys plus,
+     * with sinks, one extra logit sinks[h] that has no value:
+     *   w_j = exp(x_j) / (exp(sinks[h]) + sum_l exp(x_l)),
+     * so lse includes the sink, and a row that sees no key gives output 0
+     * with lse = sinks[h] (-inf without sinks). ALiBi (Press et al., "Train
+     * Short, Test Long", ICLR 2022) with c = i (TOP_LEFT) or i + lk - lq
+     * (BOTTOM_RIGHT), the aligned query position of the mask:
+     *   ATTN_ALIBI_CAUSAL:    alibi = -slope[h] * (c - j)    (the paper, BLOOM)
+     *   ATTN_ALIBI_SYMMETRIC: alibi = -slope[h] * |c - j|    (MPT, bidirectional)
+     * With a causal mask the two agree. slopes NULL: attn_alibi_slopes(H).
+     * Documents: query i of entry b sees key j only when
+     * doc_q[b * Lq + i] == doc_k[b * Lk + j]; ids are non-decreasing along
+     * each entry (packed sequences), so tiles across documents are skipped.
+     * Each array is given with its element count, checked against the
+     * shapes (n_alibi_slopes = n_sinks = H, n_doc_q = B * Lq,
+     * n_doc_k = B * Lk). Backward adds dL/dsinks into sinks_grad when it is
+     * not NULL. The flash backward refuses a dbias with softcap (use
+     * IMPL_REF); the KV-cache kernels and additive attention refuse all of
+     * these (ATTN_E_UNSUPPORTED) except documents in additive attention. */
+    double softcap;               /* > 0: cap; 0: off; < 0 or NaN refused   */
+    int alibi;                    /* attn_alibi: 0 off, CAUSAL, SYMMETRIC   */
+    const double *alibi_slopes;   /* [H] or NULL (geometric from H)         */
+    int64_t n_alibi_slopes;
+    const double *sinks;          /* [H] per-head sink logit, or NULL       */
+    int64_t n_sinks;
+    double *sinks_grad;           /* [n_sinks] added into by backward, or NULL */
+    const int64_t *doc_q;         /* [B * Lq] document of each query, or NULL */
+    int64_t n_doc_q;
+    const int64_t *doc_k;         /* [B * Lk], or NULL: doc_q (Lq == Lk)    */
+    int64_t n_doc_k;
 } attn_mask;
+
+/* ALiBi variants of attn_mask.alibi. */
+enum { ATTN_ALIBI_NONE = 0, ATTN_ALIBI_CAUSAL = 1, ATTN_ALIBI_SYMMETRIC = 2 };
+
+/* The standard ALiBi slopes for H heads into slopes[H]: with n the largest
+ * power of two <= H, slope k = 2^(-8 (k + 1) / n) for k < n, then
+ * 2^(-4 (2 (k - n) + 1) / n) (every other slope of 2n heads), as in the
+ * paper's reference code. ATTN_E_INVALID for H < 1 or NULL slopes. */
+ATTN_API attn_status attn_alibi_slopes(int64_t H, double *slopes);
 
 /* No masking: every key visible, windows unbounded. */
 ATTN_API void attn_mask_init(attn_mask *mask);

@@ -190,13 +190,16 @@ ATTN_API attn_status attn_kv_cache_read(const attn_kv_cache *cache,
  *         lengths[b], query i sits at key position i + lk - lq under
  *         ATTN_ALIGN_BOTTOM_RIGHT (the new queries are the last lq
  *         positions: append their K/V first, then attend), at i under
- *         TOP_LEFT; attn.h's attn_mask gives the exact rule.
+ *         TOP_LEFT; attn.h's attn_mask gives the exact rule. The score
+ *         modifiers softcap, alibi (slopes) and sinks apply as in
+ *         attn_sdpa_forward (ALiBi's distance from that position).
  * A row with no visible key (a padded query, an empty entry) gives 0 and
  * lse -inf.
  * Errors: ATTN_E_INVALID (NULL pointers, bad options), ATTN_E_SHAPE (q or
  * out shapes against the cache), ATTN_E_DTYPE, ATTN_E_NONFINITE (NaN/Inf
  * in q), ATTN_E_UNSUPPORTED (dropout, mask.key_lengths, keep, bias,
- * block-sparse or random blocks: not served over a cache), ATTN_E_NOMEM.
+ * block-sparse, random blocks or document ids: not served over a cache),
+ * ATTN_E_NOMEM.
  */
 ATTN_API attn_status attn_sdpa_cached(const attn_tensor *q,
                                       const attn_kv_cache *cache,

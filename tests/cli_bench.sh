@@ -27,6 +27,12 @@ fwd_only=$("$ATTN" bench --json --threads 1 --cases 40:8,100:8 --backward-max 64
 # the table form names the ceiling
 "$ATTN" bench --cases 64:8 --threads 1 | grep -q "sgemm 1024^3 (the ceiling)" || { echo "no ceiling line"; fail=1; }
 "$ATTN" bench --help | grep -q "usage: attn bench" || { echo "no help"; fail=1; }
+# the score-modifier cases: every row, and the packed output checked
+sm=$("$ATTN" bench --score-mods --lengths 64,96 --reps 1 --threads 2 2>&1) || { echo "bench --score-mods failed: $sm"; fail=1; }
+for row in "| plain |" "| softcap 30 |" "| ALiBi |" "| sinks |" "| packed / sum |" "max |diff| of the output"; do
+  printf '%s\n' "$sm" | grep -qF "$row" || { echo "bench --score-mods: no '$row'"; fail=1; }
+done
+"$ATTN" bench --score-mods --lengths 64,8 2>/dev/null; [ $? -eq 2 ] || { echo "bad --lengths not a usage error"; fail=1; }
 "$ATTN" bench --cases 12x 2>/dev/null; [ $? -eq 2 ] || { echo "bad case not a usage error"; fail=1; }
 "$ATTN" bench --bogus 2>/dev/null; [ $? -eq 2 ] || { echo "bad option not a usage error"; fail=1; }
 "$ATTN" bench --tiles 0x4 2>/dev/null; [ $? -eq 2 ] || { echo "bad tiles not a usage error"; fail=1; }

@@ -20,6 +20,19 @@ def main():
     if not ok:
         print("FAIL the C block under '## C example' differs from "
               "tests/test_readme_example.c (%d c blocks found)" % len(blocks))
+    # the score-modifier section's C lines are the part of
+    # tests/test_readme_score_mods.c between its README markers
+    mods = open(os.path.join(src, "tests", "test_readme_score_mods.c")).read()
+    part = mods.split("/* README begin */\n", 1)[1].split("    /* README end */", 1)[0]
+    part = "\n".join(line[4:] for line in part.splitlines()) + "\n"
+    sec = readme.split("## Soft-capping, ALiBi, sinks and documents", 1)
+    blocks3 = re.findall(r"```c\n(.*?)```", sec[1].split("\n## ", 1)[0], re.S) \
+        if len(sec) == 2 else []
+    ok3 = len(blocks3) == 1 and blocks3[0] == part
+    if not ok3:
+        print("FAIL the C block under '## Soft-capping, ALiBi, sinks and "
+              "documents' differs from tests/test_readme_score_mods.c's README "
+              "part (%d c blocks found)" % len(blocks3))
     # the ring example: tests/dist/readme_ring.c (run under mpirun)
     ring = open(os.path.join(src, "tests", "dist", "readme_ring.c")).read()
     section = readme.split("## Across processes and machines", 1)[-1]
@@ -30,9 +43,9 @@ def main():
         print("FAIL the C block under '## Across processes and machines' "
               "differs from tests/dist/readme_ring.c (%d c blocks found)"
               % len(blocks))
-    passed = int(ok) + int(ok2)
-    print("%d passed, %d failed" % (passed, 2 - passed))
-    return 0 if ok and ok2 else 1
+    passed = int(ok) + int(ok2) + int(ok3)
+    print("%d passed, %d failed" % (passed, 3 - passed))
+    return 0 if ok and ok2 and ok3 else 1
 
 
 if __name__ == "__main__":

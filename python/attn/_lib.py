@@ -207,6 +207,17 @@ class Mask(Struct):
         ("random_block", ctypes.c_int64),
         ("random_keep_p", ctypes.c_double),
         ("random_seed", ctypes.c_uint64),
+        ("softcap", ctypes.c_double),
+        ("alibi", ctypes.c_int),
+        ("alibi_slopes", ctypes.POINTER(ctypes.c_double)),
+        ("n_alibi_slopes", ctypes.c_int64),
+        ("sinks", ctypes.POINTER(ctypes.c_double)),
+        ("n_sinks", ctypes.c_int64),
+        ("sinks_grad", ctypes.POINTER(ctypes.c_double)),
+        ("doc_q", ctypes.POINTER(ctypes.c_int64)),
+        ("n_doc_q", ctypes.c_int64),
+        ("doc_k", ctypes.POINTER(ctypes.c_int64)),
+        ("n_doc_k", ctypes.c_int64),
     ]
 
 

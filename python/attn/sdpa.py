@@ -142,7 +142,7 @@ class MaskArgs:
     def __init__(self, m, score_shape, axes, B, attn_mask=None, is_causal=False,
                  causal_alignment="top-left", window=None, key_lengths=None,
                  query_lengths=None, backward=False, allow_bias=True,
-                 block_sparse=None, random_blocks=None):
+                 block_sparse=None, random_blocks=None, mods=None):
         Lq, Lk = score_shape[-2:]
         self.score_shape, self.axes = score_shape, axes
         if is_causal not in (True, False, 0, 1):
@@ -179,6 +179,85 @@ class MaskArgs:
             self._block_sparse(block_sparse, m, H, Lq, Lk)
         if random_blocks is not None:
             _random_blocks(random_blocks, m)
+        self.sinks = None
+        if mods:
+            self._score_mods(m, H, B, Lq, Lk, **mods)
+
+    def _score_mods(self, m, H, B, Lq, Lk, alibi_slopes=None, alibi_mode="causal",
+                    softcap=None, sinks=None, doc_ids=None):
+        """softcap, ALiBi, sinks and document ids (attn_mask's fields; the
+        formulas are documented at scaled_dot_product_attention)."""
+        if softcap is not None:
+            try:
+                cap = float(softcap)
+            except (TypeError, ValueError):
+                cap = float("nan")
+            if not (cap > 0 and np.isfinite(cap)):
+                fail(ATTN_E_INVALID, "softcap is %r; a positive, finite cap is "
+                     "needed (None: no soft-capping)", softcap)
+            m.softcap = cap
+        if alibi_slopes is not None and alibi_slopes is not False:
+            modes = {"causal": 1, "symmetric": 2}
+            if alibi_mode not in modes:
+                fail(ATTN_E_INVALID, "alibi_mode is %r; 'causal' (-slope * (i - j)) "
+                     "or 'symmetric' (-slope * |i - j|) is needed", alibi_mode)
+            m.alibi = modes[alibi_mode]
+            if alibi_slopes is not True:
+                a = self._per_head(alibi_slopes, "alibi_slopes", H)
+                m.alibi_slopes = a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+                m.n_alibi_slopes = H
+        if sinks is not None:
+            a = self._per_head(sinks, "sinks", H)
+            m.sinks = a.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+            m.n_sinks = H
+            self.sinks = a
+        if doc_ids is not None:
+            pair = isinstance(doc_ids, (tuple, list)) and len(doc_ids) == 2 and \
+                not np.isscalar(doc_ids[0])
+            dq, dk = doc_ids if pair else (doc_ids, None)
+            a = self._docs(dq, "doc_ids" if not pair else "doc_ids[0]", B, Lq)
+            m.doc_q = a.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+            m.n_doc_q = a.size
+            if dk is not None:
+                a = self._docs(dk, "doc_ids[1]", B, Lk)
+                m.doc_k = a.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+                m.n_doc_k = a.size
+            elif Lq != Lk:
+                fail(ATTN_E_INVALID, "doc_ids for %d queries and %d keys: pass a "
+                     "pair (query ids, key ids)", Lq, Lk)
+
+    def _per_head(self, x, name, H):
+        a = np.asarray(x, dtype=np.float64) if np.asarray(x).dtype.kind in "fiu" \
+            else None
+        if a is None:
+            fail(ATTN_E_DTYPE, "%s must hold numbers, not %s", name, np.asarray(x).dtype)
+        a = np.ascontiguousarray(a.reshape(-1) if a.ndim <= 1 else a)
+        if a.ndim != 1 or a.shape[0] != H:
+            fail(ATTN_E_SHAPE, "%s has shape %s but the attention has %d heads "
+                 "(one value per head is needed)", name, _shape_str(np.shape(x)), H)
+        if not np.all(np.isfinite(a)):
+            fail(ATTN_E_INVALID, "%s holds NaN or inf", name)
+        self.keepalive.append(a)
+        return a
+
+    def _docs(self, x, name, B, L):
+        a = np.asarray(x)
+        if a.dtype.kind not in "iu":
+            fail(ATTN_E_DTYPE, "%s must hold integers, not %s", name, a.dtype)
+        if a.ndim == 1:
+            a = np.broadcast_to(a, (B,) + a.shape)
+        if a.shape != (B, L):
+            fail(ATTN_E_SHAPE, "%s has shape %s but (%d, %d) or (%d,) is needed "
+                 "(one id per position of each batch entry)", name,
+                 _shape_str(np.shape(x)), B, L, L)
+        a = np.ascontiguousarray(a, dtype=np.int64)
+        if L > 1 and np.any(np.diff(a, axis=1) < 0):
+            b, i = np.argwhere(np.diff(a, axis=1) < 0)[0]
+            fail(ATTN_E_INVALID, "%s decreases in entry %d: position %d has id %d "
+                 "after %d (ids must not decrease)", name, b, i + 1, a[b, i + 1],
+                 a[b, i])
+        self.keepalive.append(a)
+        return a
 
     def _block_sparse(self, arg, m, H, Lq, Lk):
         """block_sparse=(block_size, layout): layout[(h,) i // bs, j // bs]
@@ -280,7 +359,7 @@ class _Call:
     def __init__(self, query, key, value, attn_mask, dropout_p, is_causal,
                  scale, enable_gqa, causal_alignment, window, key_lengths,
                  query_lengths, seed, impl, threads, dtype, backward=False,
-                 block_sparse=None, random_blocks=None):
+                 block_sparse=None, random_blocks=None, mods=None):
         if impl not in _IMPLS:
             fail(ATTN_E_INVALID, "impl is %r; one of 'auto', 'ref', 'flash' is "
                  "needed", impl)
@@ -395,7 +474,7 @@ class _Call:
                               attn_mask, is_causal, causal_alignment, window,
                               key_lengths, query_lengths, backward=backward,
                               block_sparse=block_sparse,
-                              random_blocks=random_blocks)
+                              random_blocks=random_blocks, mods=mods)
         self.bias = self.masks.bias
         self.mask_shape = self.masks.mask_shape
         self.mask_tensors = self.masks.tensors
@@ -460,7 +539,9 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                                  return_weights=False, return_lse=False,
                                  impl="auto", threads=None, dtype=None,
                                  block_sparse=None, random_blocks=None,
-                                 cache=None):
+                                 cache=None, alibi_slopes=None,
+                                 alibi_mode="causal", softcap=None, sinks=None,
+                                 doc_ids=None):
     """softmax(scale * query @ key^T + mask) @ value, as PyTorch's
     torch.nn.functional.scaled_dot_product_attention, on NumPy arrays.
 
@@ -492,6 +573,20 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                         j//block) kept with probability keep_p, drawn from
                         seed (attn_random_block_kept; same for every batch
                         entry)
+      softcap           C > 0: scores become C * tanh(s / C) after scaling,
+                        before the mask and bias (Gemma 2)
+      alibi_slopes      True (the standard slopes 2^(-8 (h+1) / H)) or one
+                        slope per head: adds -slope * (i - j)
+                        (alibi_mode="causal", the paper's and BLOOM's) or
+                        -slope * |i - j| ("symmetric", MPT's); i is the
+                        aligned query position (causal_alignment)
+      sinks             one logit per head (H,) that joins each softmax's
+                        denominator with no value (gpt-oss, StreamingLLM);
+                        lse includes it; sdpa_backward returns its gradient
+      doc_ids           document id per position, non-decreasing: (B, L) or
+                        (L,) for every entry, or a pair (query ids, key ids);
+                        a query sees only keys of its own document (packed
+                        sequences), and tiles across documents are skipped
       seed              dropout seed (pass it again to sdpa_backward)
       return_weights    also return the weights (..., Lq, Lk), after dropout
       return_lse        also return the log-sum-exp of each row (..., Lq)
@@ -517,7 +612,9 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                                 ("attn_mask", attn_mask), ("key_lengths", key_lengths),
                                 ("seed", seed), ("dtype", dtype),
                                 ("block_sparse", block_sparse),
-                                ("random_blocks", random_blocks)) if v is not None]
+                                ("random_blocks", random_blocks),
+                                ("alibi_slopes", alibi_slopes), ("softcap", softcap),
+                                ("sinks", sinks), ("doc_ids", doc_ids)) if v is not None]
         extra += [n for n, v in (("dropout_p", dropout_p), ("enable_gqa", enable_gqa),
                                  ("return_weights", return_weights)) if v]
         if extra:
@@ -534,7 +631,9 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
     c = _Call(query, key, value, attn_mask, dropout_p, is_causal, scale,
               enable_gqa, causal_alignment, window, key_lengths, query_lengths,
               seed, impl, threads, dtype, block_sparse=block_sparse,
-              random_blocks=random_blocks)
+              random_blocks=random_blocks,
+              mods=dict(alibi_slopes=alibi_slopes, alibi_mode=alibi_mode,
+                        softcap=softcap, sinks=sinks, doc_ids=doc_ids))
     out, w, lse = c.forward(return_weights, return_lse)
     out, w = c.like_input(out), c.like_input(w)
     if not (return_weights or return_lse):
@@ -548,7 +647,8 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
                   lse=None, causal_alignment="top-left", window=None,
                   key_lengths=None, query_lengths=None, seed=None, impl="auto",
                   threads=None, dtype=None, block_sparse=None,
-                  random_blocks=None):
+                  random_blocks=None, alibi_slopes=None, alibi_mode="causal",
+                  softcap=None, sinks=None, doc_ids=None):
     """Gradients of scaled_dot_product_attention with respect to query, key,
     value (and a float attn_mask).
 
@@ -560,12 +660,15 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
     Returns (dq, dk, dv), shaped like query, key, value, plus dbias shaped
     like attn_mask when attn_mask is a float array (its broadcast axes
     summed). dq, dk, dv are in the inputs' dtype (as PyTorch), dbias
-    float32 (float64 for the float64 reference).
+    float32 (float64 for the float64 reference). With sinks, their gradient
+    (H,) float64 comes last.
     """
     c = _Call(query, key, value, attn_mask, dropout_p, is_causal, scale,
               enable_gqa, causal_alignment, window, key_lengths, query_lengths,
               seed, impl, threads, dtype, backward=True,
-              block_sparse=block_sparse, random_blocks=random_blocks)
+              block_sparse=block_sparse, random_blocks=random_blocks,
+              mods=dict(alibi_slopes=alibi_slopes, alibi_mode=alibi_mode,
+                        softcap=softcap, sinks=sinks, doc_ids=doc_ids))
     g, G = c.output_like(grad_out, "grad_out")
     if out is None or lse is None:
         out, _, lse = c.forward(False, True)
@@ -589,6 +692,10 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
                    dq=DQ, dk=DK, dv=DV)
     if DB is not None:
         tensors["dbias"] = DB
+    dsinks = None
+    if c.masks.sinks is not None:
+        dsinks = np.zeros(c.masks.sinks.shape, dtype=np.float64)
+        c.opts.mask.sinks_grad = dsinks.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
     _lib.call("attn_sdpa_backward", byref(c.Q), byref(c.K), byref(c.V),
               byref(O), lse.ctypes.data, byref(G), byref(c.opts), byref(DQ),
               byref(DK), byref(DV), byref(DB) if DB is not None else None,
@@ -598,4 +705,6 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
                                              dv.reshape(c.v.shape)))
     if db is not None:
         grads += (db.reshape(c.mask_shape),)
+    if dsinks is not None:
+        grads += (dsinks,)
     return grads

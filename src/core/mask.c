@@ -120,7 +120,7 @@ attn_status attn_mask_check(const attn_mask *m, int64_t B, int64_t H,
         return attn__fail(ATTN_E_INVALID,
                           "mask.random_keep_p is %g; it must be in [0, 1]",
                           m->random_keep_p);
-    return ATTN_OK;
+    return attn__score_mod_check(m, B, H, Lq, Lk);
 }
 
 /* one splitmix64 step: a well-mixed 64-bit hash */
@@ -152,6 +152,8 @@ int attn_mask_visible(const attn_mask *m, int64_t b, int64_t h, int64_t i,
     if (m->random_block > 0 &&
         !attn_random_block_kept(m->random_seed, m->random_keep_p, h,
                                 i / m->random_block, j / m->random_block))
+        return 0;
+    if (m->doc_q && attn__doc_q_row(m, b, Lq)[i] != attn__doc_k_row(m, b, Lk)[j])
         return 0;
     return 1;
 }
@@ -194,6 +196,10 @@ attn__tile_class attn__mask_classify(const attn_mask *m, int64_t b, int64_t h,
     attn__mask_row_range(m, b, ie - 1, Lq, Lk, &lo_last, &hi_last);
     if (hi_last <= j0 || lo_first >= je) return ATTN__TILE_EMPTY;
     if (lo_last > j0 || hi_first < je) cls = ATTN__TILE_PARTIAL;
+    if (m->doc_q) {
+        cls = meet(cls, attn__doc_classify(m, b, i0, ie, j0, je, Lq, Lk));
+        if (cls == ATTN__TILE_EMPTY) return cls;
+    }
     if (m->block_size > 0 || m->random_block > 0) {
         /* block-structured parts: look at each covered block */
         int any = 0, all = 1;

@@ -105,4 +105,52 @@ attn__tile_class attn__mask_classify(const attn_mask *m, int64_t b, int64_t h,
                                      int64_t i0, int64_t i1, int64_t j0,
                                      int64_t j1, int64_t Lq, int64_t Lk);
 
+/* ---- score modifiers and documents (kernels/score_mod.c) ------------ */
+
+/* Checks the score-modifier and document fields of a mask against the
+ * shapes (called by attn_mask_check). */
+attn_status attn__score_mod_check(const attn_mask *m, int64_t B, int64_t H,
+                                  int64_t Lq, int64_t Lk);
+
+/* 1 if the mask changes scores beyond visibility and an additive bias:
+ * softcap, ALiBi or sinks. */
+static inline int attn__has_score_mod(const attn_mask *m) {
+    return m->softcap > 0 || m->alibi != 0 || m->sinks != NULL;
+}
+
+/* ALiBi slope of head h of H (the given slopes or the standard ones). */
+double attn__alibi_slope(const attn_mask *m, int64_t H, int64_t h);
+
+/* ALiBi term for query i, key j of (b, h): 0 when alibi is off. */
+double attn__alibi_at(const attn_mask *m, int64_t b, int64_t H, int64_t h,
+                      int64_t i, int64_t j, int64_t Lq, int64_t Lk);
+
+/* Document ids of entry b (NULL when documents are off). */
+static inline const int64_t *attn__doc_q_row(const attn_mask *m, int64_t b,
+                                             int64_t Lq) {
+    return m->doc_q ? m->doc_q + b * Lq : NULL;
+}
+static inline const int64_t *attn__doc_k_row(const attn_mask *m, int64_t b,
+                                             int64_t Lk) {
+    return m->doc_q ? (m->doc_k ? m->doc_k : m->doc_q) + b * Lk : NULL;
+}
+
+/* Narrows [*lo, *hi) to the keys of query i's document (entry b); no-op
+ * without documents. Ids are sorted, so that is one contiguous range. */
+void attn__doc_range(const attn_mask *m, int64_t b, int64_t i, int64_t Lq,
+                     int64_t Lk, int64_t *lo, int64_t *hi);
+
+/* Narrows [*lo, *hi) to the keys whose document lies between those of
+ * rows i0 and i1 - 1 (the hull of the rows' ranges); no-op without
+ * documents. */
+void attn__doc_hull(const attn_mask *m, int64_t b, int64_t i0, int64_t i1,
+                    int64_t Lq, int64_t Lk, int64_t *lo, int64_t *hi);
+
+/* Class of rows [i0, i1) x keys [j0, j1) (all valid indices) under the
+ * documents alone: EMPTY when no row shares a document with a key, FULL
+ * when all are in one document. */
+attn__tile_class attn__doc_classify(const attn_mask *m, int64_t b, int64_t i0,
+                                    int64_t i1, int64_t j0, int64_t j1,
+                                    int64_t Lq, int64_t Lk);
+
 #endif /* ATTN_MASK_H */

@@ -35,6 +35,13 @@ attn_status attn__ring_local_check(attn_ring_layout layout, const attn_tensor *q
                           "masks; mask.%s is set",
                           m->keep ? "keep" : m->bias ? "bias"
                           : m->block_size ? "block_size" : "random_block");
+    /* each step would add the sink to its partial; documents and ALiBi
+     * index the whole sequence: not served over a ring yet (issue 17) */
+    if (m->doc_q || attn__has_score_mod(m))
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "ring attention does not serve %s yet",
+                          m->doc_q ? "document ids"
+                                   : "soft-capping, ALiBi or sinks");
     if (opts->impl == ATTN_IMPL_REF)
         return attn__fail(ATTN_E_UNSUPPORTED, "ring attention runs the flash "
                           "kernel: impl must be AUTO or FLASH, not REF");

@@ -97,6 +97,7 @@ static attn_status check_args(const attn_tensor *q, const attn_kv_cache *c,
                      : m->bias           ? "a bias"
                      : m->block_size     ? "a block-sparse layout"
                      : m->random_block   ? "random blocks"
+                     : m->doc_q          ? "document ids"
                                          : NULL;
     if (no)
         return attn__fail(ATTN_E_UNSUPPORTED, "attention over a KV cache "
@@ -176,9 +177,14 @@ static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
                                     attn__kv_kscale(c, b, hk, j), D, row);
                 double a = 0.0;
                 for (int64_t d = 0; d < D; d++) a += qd[d] * row[d];
-                sr[j] = dm->scale * a;
+                double x = dm->scale * a;
+                if (mk.softcap > 0) x = mk.softcap * tanh(x / mk.softcap);
+                sr[j] = x + attn__alibi_at(&mk, b, dm->H, h, i, j, Lq, cap);
                 if (sr[j] > mx) mx = sr[j];
             }
+            /* a sink joins the denominator (attn_mask's rule) */
+            if (mk.sinks && mk.sinks[h] > mx) mx = mk.sinks[h];
+            if (mk.sinks) sum += exp(mk.sinks[h] - mx);
             for (int64_t j = 0; j < lk; j++)
                 if (sr[j] > -INFINITY) sum += exp(sr[j] - mx);
             memset(acc, 0, (size_t)Dv * sizeof(double));
@@ -215,6 +221,27 @@ typedef struct {
     const float *qf;   /* (B, H, Lq, D) f32, contiguous */
     const int64_t *lo, *hi; /* [B * Lq] visible key range of each query */
 } ctx_t;
+
+/* Soft-capping and ALiBi on the visible scores s[0..n) of query i, head h
+ * of entry b, keys j0.. (attn_mask's order: cap, then ALiBi). */
+static void score_mods(const ctx_t *x, int64_t b, int64_t h, int64_t i,
+                       int64_t j0, int64_t n, float *s) {
+    const attn_mask *m = x->m;
+    if (m->softcap > 0) {
+        const float cap = (float)m->softcap, inv = (float)(1.0 / m->softcap);
+        for (int64_t j = 0; j < n; j++) s[j] = cap * tanhf(s[j] * inv);
+    }
+    if (m->alibi) {
+        int64_t lq, lk; /* m's key lengths are the cache's */
+        attn__lengths(m, b, x->dm->Lq, x->c->len[b], &lq, &lk);
+        const int64_t c = i + (m->align == ATTN_ALIGN_BOTTOM_RIGHT ? lk - lq : 0);
+        const float slope = (float)attn__alibi_slope(m, x->dm->H, h);
+        for (int64_t j = 0; j < n; j++) {
+            float dist = (float)(c - (j0 + j));
+            s[j] -= slope * (m->alibi == ATTN_ALIBI_SYMMETRIC ? fabsf(dist) : dist);
+        }
+    }
+}
 
 /* Partial of one unit: R rows of O (Dv each), then R maxima, R sums. */
 static void run_unit(const ctx_t *x, const unit_t *u, float *part, float *s) {
@@ -275,6 +302,8 @@ static void run_unit(const ctx_t *x, const unit_t *u, float *part, float *s) {
             int64_t e = (hi[i] < kmax ? hi[i] : kmax) - kmin;
             for (int64_t j = 0; j < nk; j++)
                 sr[j] = j >= a && j < e ? sr[j] * scale : -INFINITY;
+            if (a < e && (x->m->softcap > 0 || x->m->alibi))
+                score_mods(x, b, hk * G + g, i, kmin + a, e - a, sr + a);
             float mx = a < e ? x->vec->max(sr + a, e - a) : -INFINITY;
             if (mx == -INFINITY) {
                 for (int64_t j = 0; j < nk; j++) sr[j] = 0.0f;
@@ -403,6 +432,14 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
     }
     for (int64_t r = 0; r < rows; r++) {
         const int64_t b = r / (H * Lq), h = (r / Lq) % H, i = r % Lq;
+        if (mk.sinks) { /* the sink: one more term of the denominator */
+            const float sk = (float)mk.sinks[h];
+            const float mx = am[r] > sk ? am[r] : sk;
+            const float ea = am[r] > -INFINITY ? expf(am[r] - mx) : 0.0f;
+            al[r] = al[r] * ea + expf(sk - mx);
+            for (int64_t d = 0; d < Dv; d++) acc[r * Dv + d] *= ea;
+            am[r] = mx;
+        }
         float *orow = (float *)out->data + attn__off(out, b, h, i, 0);
         const float inv = am[r] > -INFINITY ? 1.0f / al[r] : 0.0f;
         for (int64_t d = 0; d < Dv; d++)

@@ -118,6 +118,7 @@ void attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
         if (lo < j0) lo = j0;
         if (hi > j1) hi = j1;
         if (hi < lo) hi = lo;
+        attn__doc_range(m, b, i, d->Lq, d->Lk, &lo, &hi);
         for (int64_t j = j0; j < lo && j < j1; j++) s[j - j0] = -INFINITY;
         for (int64_t j = hi > j0 ? hi : j0; j < j1; j++) s[j - j0] = -INFINITY;
         /* the per-element parts inside the range */
@@ -156,6 +157,40 @@ void attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
             const double *br = (const double *)m->bias->data + off;
             for (int64_t j = 0; j < nj; j++) s[j] += (float)br[j * js];
         }
+    }
+}
+
+void attn__flash_score_row(const attn_mask *m, const attn__sdpa_dims *d,
+                           int64_t b, int64_t h, int64_t i, int64_t j0,
+                           int64_t nj, attn__tile_class cls, float *s,
+                           float *capd) {
+    if (m->softcap > 0) {
+        /* tanh(y) = 1 - 2 / (exp(2y) + 1) with the vector exp (libm's
+         * tanhf costs 5x the whole tile); exp's overflow to +inf and
+         * underflow to 0 give exactly +-1. Absolute error ~1e-7. */
+        const float cap = (float)m->softcap, two_inv = (float)(2.0 / m->softcap);
+        for (int64_t j = 0; j < nj; j++) s[j] *= two_inv;
+        attn__vec_get()->exp(s, s, nj);
+        for (int64_t j = 0; j < nj; j++) {
+            float t = 1.0f - 2.0f / (s[j] + 1.0f);
+            s[j] = cap * t;
+            if (capd) capd[j] = 1.0f - t * t;
+        }
+    }
+    attn__flash_mask_row(m, d, b, h, i, j0, nj, cls, s);
+    if (m->alibi) {
+        int64_t lq, lk;
+        attn__lengths(m, b, d->Lq, d->Lk, &lq, &lk);
+        const int64_t c = i + (m->align == ATTN_ALIGN_BOTTOM_RIGHT ? lk - lq : 0);
+        const float slope = (float)attn__alibi_slope(m, d->H, h);
+        /* distances in float: exact below 2^24 positions; int columns so
+         * the conversion vectorizes (nj is a tile's width) */
+        const float dist0 = (float)(c - j0);
+        const int n = (int)nj;
+        if (m->alibi == ATTN_ALIBI_SYMMETRIC)
+            for (int j = 0; j < n; j++) s[j] -= slope * fabsf(dist0 - (float)j);
+        else
+            for (int j = 0; j < n; j++) s[j] -= slope * (dist0 - (float)j);
     }
 }
 

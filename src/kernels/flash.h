@@ -10,6 +10,7 @@
 #include "kernels.h"
 #include "vec.h"
 
+#include <math.h>
 #include <stddef.h>
 
 /* ---- tile sizes and bands (flash_tiles.c) ------------------------------ */
@@ -105,6 +106,25 @@ int attn__flash_team_size(const attn_sdpa_opts *opts, int64_t items);
 void attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
                           int64_t b, int64_t h, int64_t i, int64_t j0,
                           int64_t nj, attn__tile_class cls, float *s);
+
+/* The whole score pass on row i of head (b, h), keys j0 .. j0+nj-1, where
+ * s holds scale * q.k: soft-capping (keeping 1 - tanh^2 in capd[0..nj)
+ * when capd is not NULL, for the backward), then attn__flash_mask_row,
+ * then ALiBi. attn__flash_row_needed says when a caller may skip it. */
+void attn__flash_score_row(const attn_mask *m, const attn__sdpa_dims *d,
+                           int64_t b, int64_t h, int64_t i, int64_t j0,
+                           int64_t nj, attn__tile_class cls, float *s,
+                           float *capd);
+
+static inline int attn__flash_row_needed(const attn_mask *m,
+                                         attn__tile_class cls) {
+    return cls != ATTN__TILE_FULL || m->bias || m->softcap > 0 || m->alibi;
+}
+
+/* Sink logit of head h (-inf without sinks). */
+static inline float attn__flash_sink(const attn_mask *m, int64_t h) {
+    return m->sinks ? (float)m->sinks[h] : -INFINITY;
+}
 
 /* Applies the dropout of row i (b, h) to p[0..nj) = weights of keys j0..:
  * dropped entries become 0, kept ones are multiplied by 1 / (1 - p). The

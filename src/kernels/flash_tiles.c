@@ -51,7 +51,7 @@ int64_t attn__flash_split_tile(const attn_mask *m, const attn__sdpa_dims *d,
                                int64_t j0, int64_t nj, attn__tile_class cls,
                                attn__flash_block *out) {
     int linear = m->causal || m->window_left >= 0 || m->window_right >= 0 ||
-                 m->key_lengths || m->query_lengths;
+                 m->key_lengths || m->query_lengths || m->doc_q;
     if (cls != ATTN__TILE_PARTIAL || !linear) {
         out[0].r0 = i0;
         out[0].nr = ni;
@@ -74,6 +74,8 @@ int64_t attn__flash_split_tile(const attn_mask *m, const attn__sdpa_dims *d,
         attn__mask_row_range(m, b, r1 - 1, d->Lq, d->Lk, &unused, &hi);
         if (lo < j0) lo = j0;
         if (hi > j0 + nj) hi = j0 + nj;
+        /* documents: from the first row's document to the last row's */
+        attn__doc_hull(m, b, r0, r1, d->Lq, d->Lk, &lo, &hi);
         if (hi <= lo) continue;
         attn__tile_class c =
             attn__mask_classify(m, b, h, r0, r1, lo, hi, d->Lq, d->Lk);

@@ -79,12 +79,12 @@ static void fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nc,
                 (int)d->Dk, (float)d->scale, Q + ro * ldq, (int)ldq,
                 K + co * ldk, (int)ldk, 0.0f, S, (int)lds);
-    const int need_mask = blk->cls != ATTN__TILE_FULL || mask->bias;
+    const int need_mask = attn__flash_row_needed(mask, blk->cls);
     for (int64_t r = 0; r < nr; r++) {
         float *s = S + r * lds;
         if (need_mask)
-            attn__flash_mask_row(mask, &c->md, b, h, blk->r0 + r, blk->c0,
-                                 nc, blk->cls, s);
+            attn__flash_score_row(mask, &c->md, b, h, blk->r0 + r, blk->c0,
+                                  nc, blk->cls, s, NULL);
         float mx = vec->max(s, nc);
         float mnew = mx > M[r] ? mx : M[r];
         if (mnew == -INFINITY) {
@@ -110,6 +110,10 @@ static void fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv,
                 (int)nc, 1.0f, S, (int)lds, V + co * ldv, (int)ldv, 1.0f, O,
                 (int)Dv);
+}
+
+static void vec_scale_row(float *x, int64_t n, float a) {
+    for (int64_t e = 0; e < n; e++) x[e] *= a;
 }
 
 /* One (b, h, query tile): rows i0 .. i0+ni-1. */
@@ -150,8 +154,17 @@ static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
     /* O / l and lse; a row with no visible key stays 0 with lse = -inf */
     attn_tensor *out = c->out;
     float *od = out->data;
+    const float sink = attn__flash_sink(mask, h);
     for (int64_t r = 0; r < ni; r++) {
         int64_t i = i0 + r;
+        if (sink > -INFINITY) {
+            /* the sink joins the denominator: rescale to m = max(M, sink) */
+            float mn = M[r] > sink ? M[r] : sink;
+            float corr = M[r] > -INFINITY ? expf(M[r] - mn) : 0.0f;
+            L[r] = L[r] * corr + expf(sink - mn);
+            vec_scale_row(O + r * Dv, Dv, corr);
+            M[r] = mn;
+        }
         float inv = L[r] > 0.0f ? 1.0f / L[r] : 0.0f;
         float *orow = od + attn__off(out, b, h, i, 0);
         const float *src = O + r * Dv;

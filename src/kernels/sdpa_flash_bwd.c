@@ -74,6 +74,7 @@ typedef struct {
     float *p, *pd, *ds;        /* bq x bk: P, P after dropout, dP then dS */
     float *acc;                /* dK|dV (bk x (Dk + Dv)) or dQ (bq x Dk)  */
     float *z;                  /* bk: dropout factors of one row          */
+    float *capd;               /* bk: soft-cap derivatives of one row     */
     attn__flash_block *blk;    /* the blocks of a split tile              */
     double *bacc;              /* bq x bk: dBias sums (when dbias is asked) */
 } work;
@@ -101,6 +102,7 @@ static size_t work_carve(work *w, float *f, int64_t bq, int64_t bk,
     w->ds = take(f, &at, (size_t)(bq * bk));
     w->acc = take(f, &at, (size_t)acc);
     w->z = take(f, &at, (size_t)bk);
+    w->capd = take(f, &at, (size_t)bk);
     w->blk = (attn__flash_block *)(void *)take(f, &at,
                                                attn__flash_blocks_floats(d, bq));
     return at;
@@ -178,7 +180,7 @@ static const float *block_ds(const bwd_ctx *c, work *w, int64_t b, int64_t h,
                 (int)d->Dv, 1.0f, w->dout + ro * w->ldo, (int)w->ldo,
                 w->v + co * w->ldv, (int)w->ldv, 0.0f, w->ds, (int)bk);
     const double p = c->opts->dropout_p;
-    const int need_mask = blk->cls != ATTN__TILE_FULL || m->bias;
+    const int need_mask = attn__flash_row_needed(m, blk->cls);
     for (int64_t r = 0; r < nr; r++) {
         float *s = w->p + r * bk, *ds = w->ds + r * bk, *pd = w->pd + r * bk;
         const int64_t i = blk->r0 + r;
@@ -191,8 +193,8 @@ static const float *block_ds(const bwd_ctx *c, work *w, int64_t b, int64_t h,
         }
         /* P exactly as the forward forms it: mask + bias, then exp(s - lse) */
         if (need_mask)
-            attn__flash_mask_row(m, &c->md, b, h, i + c->qpos, blk->c0 + c->kpos,
-                                 nc, blk->cls, s);
+            attn__flash_score_row(m, &c->md, b, h, i + c->qpos,
+                                  blk->c0 + c->kpos, nc, blk->cls, s, w->capd);
         c->vec->exp_sub_sum(s, nc, lse);
         if (p > 0) {
             for (int64_t j = 0; j < nc; j++) w->z[j] = 1.0f;
@@ -204,6 +206,9 @@ static const float *block_ds(const bwd_ctx *c, work *w, int64_t b, int64_t h,
             }
         }
         for (int64_t j = 0; j < nc; j++) ds[j] = s[j] * (ds[j] - dd);
+        /* through the cap: d(cap tanh(x / cap)) / dx = 1 - tanh^2 */
+        if (m->softcap > 0)
+            for (int64_t j = 0; j < nc; j++) ds[j] *= w->capd[j];
     }
     return p > 0 ? w->pd : w->p;
 }
@@ -442,6 +447,9 @@ static attn_status flash_backward_pos(
     attn_tensor *dv, attn_tensor *dbias) {
     attn_status st = attn__flash_check_dims(d, "flash backward");
     if (st) return st;
+    if (dbias && opts->mask.softcap > 0)
+        return attn__fail(ATTN_E_UNSUPPORTED, "flash backward: dbias with "
+                          "mask.softcap is not served (use ATTN_IMPL_REF)");
     bwd_ctx c = {.q = q, .k = k, .v = v, .dout = dout, .opts = opts, .d = d,
                  .lse = lse, .vec = attn__vec_get()};
     attn__flash_frame(d, pos, &c.md, &c.qpos, &c.kpos);
@@ -535,6 +543,18 @@ static attn_status flash_backward_pos(
         for (int64_t t = 0; t < n_bias; t++) pass_bias(&c, &w, t, dbias);
     }
     attn__blas_single_end(blas_saved);
+    /* dL/dsink_h = -sum_i P_sink,i D_i with P_sink,i = exp(sink_h - lse_i):
+     * the sink carries no value, so its dP is 0. One fixed order. */
+    if (opts->mask.sinks_grad)
+        for (int64_t h = 0; h < d->H; h++) {
+            double g = 0, sk = opts->mask.sinks[h];
+            for (int64_t b = 0; b < d->B; b++)
+                for (int64_t i = 0; i < d->Lq; i++) {
+                    int64_t r = (b * d->H + h) * d->Lq + i;
+                    g -= exp(sk - (double)lse[r]) * (double)dvec[r];
+                }
+            opts->mask.sinks_grad[h] += g;
+        }
     if (!dq_direct)
         for (int64_t b = 0; b < d->B; b++)
             for (int64_t h = 0; h < d->H; h++)

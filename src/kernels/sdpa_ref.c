@@ -24,23 +24,38 @@ static void store(attn_tensor *t, int64_t i0, int64_t i1, int64_t i2,
 }
 
 /* Scores of query row i of (b, h) against every key (qd: the row, kd: the
- * keys of its group): s[j] = scale q.k_j + bias, -inf where masked.
- * Returns the row's max (-inf when no key is visible). Forward and
- * backward share it, so both see the very same scores. */
+ * keys of its group): x = scale q.k_j, soft-capped, plus bias and ALiBi;
+ * -inf where masked (the order of attn_mask's doc). capd, if not NULL,
+ * receives d(capped)/dx = 1 - tanh^2 per key. Returns the row's max over
+ * the keys and the sink (-inf when neither). Forward and backward share
+ * it, so both see the very same scores. */
 static double score_row(const attn_mask *m, const attn__sdpa_dims *dm,
                         int64_t b, int64_t h, int64_t i, const double *qd,
-                        const double *kd, double *s) {
+                        const double *kd, double *s, double *capd) {
     const int64_t Lq = dm->Lq, Lk = dm->Lk, Dk = dm->Dk;
-    double mx = -INFINITY;
+    double mx = m->sinks ? m->sinks[h] : -INFINITY;
     for (int64_t j = 0; j < Lk; j++) {
         s[j] = -INFINITY;
+        if (capd) capd[j] = 1.0;
         if (!attn_mask_visible(m, b, h, i, j, Lq, Lk)) continue;
         double acc = 0.0;
         for (int64_t d = 0; d < Dk; d++) acc += qd[d] * kd[j * Dk + d];
-        s[j] = dm->scale * acc + attn__bias_at(m, b, h, i, j);
+        double x = dm->scale * acc;
+        if (m->softcap > 0) {
+            double t = tanh(x / m->softcap);
+            x = m->softcap * t;
+            if (capd) capd[j] = 1.0 - t * t;
+        }
+        s[j] = x + attn__bias_at(m, b, h, i, j) +
+               attn__alibi_at(m, b, dm->H, h, i, j, Lq, Lk);
         if (s[j] > mx) mx = s[j];
     }
     return mx;
+}
+
+/* exp(sink - mx) of head h: the sink's share of the denominator. */
+static double sink_term(const attn_mask *m, int64_t h, double mx) {
+    return m->sinks ? exp(m->sinks[h] - mx) : 0.0;
 }
 
 attn_status attn__sdpa_ref_forward(const attn_tensor *q, const attn_tensor *k,
@@ -76,8 +91,8 @@ attn_status attn__sdpa_ref_forward(const attn_tensor *q, const attn_tensor *k,
             for (int64_t i = 0; i < Lq; i++) {
                 for (int64_t d = 0; d < Dk; d++)
                     qd[d] = attn_tensor_get(q, b, h, i, d);
-                double mx = score_row(m, dm, b, h, i, qd, kd, s);
-                double sum = 0.0;
+                double mx = score_row(m, dm, b, h, i, qd, kd, s, NULL);
+                double sum = mx > -INFINITY ? sink_term(m, h, mx) : 0.0;
                 if (mx > -INFINITY)
                     for (int64_t j = 0; j < Lk; j++)
                         if (s[j] > -INFINITY) sum += exp(s[j] - mx);
@@ -142,6 +157,9 @@ static int64_t bias_cell(const attn_tensor *t, int64_t b, int64_t h,
  *   dV_j += W_j dO,   dP_j = (dO . v_j) z_j / (1 - p),
  *   dS_j = P_j (dP_j - sum_l P_l dP_l),
  *   dQ += scale sum_j dS_j k_j,   dK_j += scale dS_j q,   dBias_ij += dS_j.
+ * With soft-capping, dQ and dK see dS_j (1 - tanh^2) (the cap's slope;
+ * dBias does not); a sink adds P_sink = exp(sink - lse) to the softmax and
+ * receives dSink = -P_sink sum_l P_l dP_l (it carries no value).
  * Everything is recomputed in double from q, k, v, so a gradient check in
  * double sees no f32 rounding from the forward's out or lse.
  */
@@ -167,12 +185,16 @@ attn_status attn__sdpa_ref_backward(const attn_tensor *q, const attn_tensor *k,
     double *s = attn__alloc((size_t)Lk, sizeof(double), "reference scores");
     double *dp = attn__alloc((size_t)Lk, sizeof(double), "reference dP");
     double *gb = attn__alloc(nbias, sizeof(double), "reference dbias");
+    double *capd = attn__alloc((size_t)Lk, sizeof(double), "reference dcap");
+    double *gs = attn__alloc((size_t)dm->H, sizeof(double), "reference dsinks");
     attn_status st = ATTN_OK;
-    if (!kd || !vd || !dkd || !dvd || !qd || !dqd || !dod || !s || !dp || !gb) {
+    if (!kd || !vd || !dkd || !dvd || !qd || !dqd || !dod || !s || !dp || !gb ||
+        !capd || !gs) {
         st = ATTN_E_NOMEM;
         goto done;
     }
     memset(gb, 0, nbias * sizeof(double));
+    memset(gs, 0, (size_t)dm->H * sizeof(double));
     for (int64_t b = 0; b < dm->B; b++)
         for (int64_t hk = 0; hk < dm->Hkv; hk++) {
             load_slice(k, b, hk, kd);
@@ -184,9 +206,9 @@ attn_status attn__sdpa_ref_backward(const attn_tensor *q, const attn_tensor *k,
                 for (int64_t i = 0; i < Lq; i++) {
                     for (int64_t d = 0; d < Dk; d++)
                         qd[d] = attn_tensor_get(q, b, h, i, d);
-                    double mx = score_row(m, dm, b, h, i, qd, kd, s);
+                    double mx = score_row(m, dm, b, h, i, qd, kd, s, capd);
                     if (mx == -INFINITY) continue; /* fully masked: no gradient */
-                    double sum = 0.0;
+                    double sum = sink_term(m, h, mx);
                     for (int64_t j = 0; j < Lk; j++)
                         if (s[j] > -INFINITY) sum += exp(s[j] - mx);
                     for (int64_t d = 0; d < Dv; d++)
@@ -214,12 +236,15 @@ attn_status attn__sdpa_ref_backward(const attn_tensor *q, const attn_tensor *k,
                         dp[j] = acc * z;
                         dsum += s[j] * dp[j];
                     }
+                    /* the sink: P_sink = exp(sink - mx) / sum, dP = 0 */
+                    if (m->sinks_grad)
+                        gs[h] -= sink_term(m, h, mx) / sum * dsum;
                     memset(dqd, 0, (size_t)Dk * sizeof(double));
                     for (int64_t j = 0; j < Lk; j++) {
                         if (s[j] == 0.0) continue;
                         double ds = s[j] * (dp[j] - dsum);
                         if (bias) gb[bias_cell(bias, b, h, i, j)] += ds;
-                        ds *= dm->scale;
+                        ds *= dm->scale * capd[j];
                         for (int64_t d = 0; d < Dk; d++) {
                             dqd[d] += ds * kd[j * Dk + d];
                             dkd[j * Dk + d] += ds * qd[d];
@@ -238,7 +263,11 @@ attn_status attn__sdpa_ref_backward(const attn_tensor *q, const attn_tensor *k,
                 for (int64_t i = 0; i < bias->shape[2]; i++)
                     for (int64_t j = 0; j < bias->shape[3]; j++)
                         add_to(dbias, a, c, i, j, gb[bias_cell(bias, a, c, i, j)]);
+    if (m->sinks_grad)
+        for (int64_t h = 0; h < dm->H; h++) m->sinks_grad[h] += gs[h];
 done:
+    attn__free(capd);
+    attn__free(gs);
     attn__free(kd);
     attn__free(vd);
     attn__free(dkd);

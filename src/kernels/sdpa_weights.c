@@ -78,9 +78,9 @@ static void weight_tile(const wctx *c, float *ws, int64_t b, int64_t h,
                 memset(s, 0, (size_t)bl->nc * sizeof(float));
                 continue;
             }
-            if (bl->cls != ATTN__TILE_FULL || m->bias)
-                attn__flash_mask_row(m, d, b, h, bl->r0 + r, bl->c0, bl->nc,
-                                     bl->cls, s);
+            if (attn__flash_row_needed(m, bl->cls))
+                attn__flash_score_row(m, d, b, h, bl->r0 + r, bl->c0, bl->nc,
+                                      bl->cls, s, NULL);
             c->vec->exp_sub_sum(s, bl->nc, mr);
             if (c->l) c->vec->scale(s, bl->nc, 1.0f / c->l[row]);
         }

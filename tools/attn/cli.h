@@ -128,7 +128,8 @@ int cli_parse_u64(const char *s, uint64_t *out);
  *
  * Options: --scale --causal --align --window --key-lengths --query-lengths
  * --mask --mask-convention --bias --block-sparse --random-blocks --impl
- * --threads --dropout --seed (see cli_sdpa_args_help). */
+ * --threads --dropout --seed --softcap --alibi --alibi-slopes --sinks
+ * --doc-ids (see cli_sdpa_args_help). */
 typedef struct {
     attn_sdpa_opts opts; /* complete after cli_sdpa_args_bind          */
     attn_npy key_lengths, query_lengths; /* i64, [B]                    */
@@ -136,6 +137,9 @@ typedef struct {
     attn_npy bias;       /* f32 or f64                                   */
     attn_npy layout;     /* u8 block layout (nb_q, nb_k) or (H, nb_q, nb_k) */
     attn_tensor keep_t, bias_t; /* 4-d views of mask and bias           */
+    attn_npy sinks, alibi_slopes; /* f64 [H]: --sinks, --alibi-slopes    */
+    attn_npy doc_q, doc_k;        /* i64 (B, L) or (L,): --doc-ids        */
+    void *doc_buf;                /* doc ids of (L,) files repeated B times */
     int causal_set, align_set;
     int mask_was_bias;   /* a float --mask became the bias (PyTorch rule) */
     /* which options this command takes besides the mask (CLI_OPTS_*; set

@@ -342,6 +342,11 @@ void cli_sdpa_args_free(cli_sdpa_args *a) {
     attn_npy_free(&a->mask);
     attn_npy_free(&a->bias);
     attn_npy_free(&a->layout);
+    attn_npy_free(&a->sinks);
+    attn_npy_free(&a->alibi_slopes);
+    attn_npy_free(&a->doc_q);
+    attn_npy_free(&a->doc_k);
+    free(a->doc_buf);
     memset(a, 0, sizeof *a);
 }
 
@@ -380,7 +385,20 @@ void cli_args_help(FILE *f, unsigned kinds) {
 "                       block layout of 0/1, (ceil(Lq/BLOCK), ceil(Lk/BLOCK))\n"
 "                       shared by all heads, or (H, ...) per head\n"
 "  --random-blocks BLOCK,KEEP_P,SEED\n"
-"                       keep each BLOCK x BLOCK block with probability KEEP_P\n");
+"                       keep each BLOCK x BLOCK block with probability KEEP_P\n"
+"  --softcap C          soft-capping: scores become C tanh(s / C) after the\n"
+"                       scale, before mask and bias (Gemma 2); C > 0\n"
+"  --alibi causal|symmetric\n"
+"                       ALiBi bias -slope_h (c - j) (causal, the paper's and\n"
+"                       BLOOM's) or -slope_h |c - j| (symmetric, MPT's), c the\n"
+"                       aligned query position; standard slopes 2^(-8(h+1)/H)\n"
+"  --alibi-slopes S.npy one ALiBi slope per head (H floats) instead\n"
+"  --sinks S.npy        attention sinks: one logit per head (H floats) in each\n"
+"                       softmax's denominator, with no value (gpt-oss)\n"
+"  --doc-ids Q.npy[,K.npy]\n"
+"                       packed documents: non-decreasing ids per position,\n"
+"                       (B, L) or (L,); query i sees key j only when their\n"
+"                       ids match (K.npy: key ids when Lq != Lk)\n");
     if (kinds & CLI_OPTS_KERNEL)
         fprintf(f,
 "  --impl auto|ref|flash   kernel (ref: exact reference, double sums)\n");
@@ -401,6 +419,7 @@ void cli_args_help(FILE *f, unsigned kinds) {
 typedef struct {
     const char *key_lengths, *query_lengths, *mask, *bias, *layout;
     const char *convention;
+    const char *sinks, *alibi_slopes, *doc_ids;
 } pending_files;
 
 static int parse_align(const char *cmd, const char *opt, const char *v,
@@ -442,7 +461,8 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
         "--scale", "--causal", "--align", "--window", "--key-lengths",
         "--query-lengths", "--mask", "--mask-convention", "--bias",
         "--block-sparse", "--random-blocks", "--impl", "--threads",
-        "--dropout", "--seed"};
+        "--dropout", "--seed", "--softcap", "--alibi", "--alibi-slopes",
+        "--sinks", "--doc-ids"};
     const char *opt = argv[i];
     *used = 0;
     size_t k, nopts = sizeof with_value / sizeof with_value[0];
@@ -534,6 +554,22 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
         o->mask.random_block = bs;
         o->mask.random_keep_p = p;
         o->mask.random_seed = seed;
+    } else if (strcmp(opt, "--softcap") == 0) {
+        if (cli_parse_double(v, &o->mask.softcap) || !(o->mask.softcap > 0) ||
+            isinf(o->mask.softcap))
+            return cli_usage_error(cmd, "--softcap takes a positive cap, not "
+                                   "'%s'", v);
+    } else if (strcmp(opt, "--alibi") == 0) {
+        if (strcmp(v, "causal") == 0) o->mask.alibi = ATTN_ALIBI_CAUSAL;
+        else if (strcmp(v, "symmetric") == 0) o->mask.alibi = ATTN_ALIBI_SYMMETRIC;
+        else return cli_usage_error(cmd, "--alibi takes causal or symmetric, "
+                                    "not '%s'", v);
+    } else if (strcmp(opt, "--alibi-slopes") == 0) {
+        pf->alibi_slopes = v;
+    } else if (strcmp(opt, "--sinks") == 0) {
+        pf->sinks = v;
+    } else if (strcmp(opt, "--doc-ids") == 0) {
+        pf->doc_ids = v;
     } else if (strcmp(opt, "--impl") == 0) {
         if (strcmp(v, "auto") == 0) o->impl = ATTN_IMPL_AUTO;
         else if (strcmp(v, "ref") == 0) o->impl = ATTN_IMPL_REF;
@@ -588,6 +624,110 @@ static int load_mask_like(const char *cmd, const char *path, const char *opt,
     if (rc) return rc;
     *view = attn_tensor_4d(out->data, out->dtype, s[0], s[1], s[2], s[3]);
     return 0;
+}
+
+/* A file of rank <= max_rank converted to dtype (the score-modifier
+ * files: per-head floats, per-position ids). */
+static int load_small(const char *cmd, const char *path, const char *opt,
+                      attn_dtype dtype, int max_rank, attn_npy *out) {
+    char what[64];
+    snprintf(what, sizeof what, "reading %s", opt);
+    attn_status st = attn_npy_read(path, out);
+    if (st) return cli_fail(cmd, st, what);
+    if (out->ndim < 1 || out->ndim > max_rank) {
+        fprintf(stderr, "attn %s: %s (%s) must have rank 1%s, not %d\n", cmd,
+                opt, cli_esc(path), max_rank > 1 ? " or 2" : "", out->ndim);
+        return 1;
+    }
+    if ((st = attn_npy_convert(out, dtype))) return cli_fail(cmd, st, what);
+    return 0;
+}
+
+static int load_score_files(const char *cmd, cli_sdpa_args *a,
+                            const pending_files *pf) {
+    int rc;
+    if (pf->alibi_slopes && !a->opts.mask.alibi)
+        a->opts.mask.alibi = ATTN_ALIBI_CAUSAL;
+    if (pf->alibi_slopes &&
+        (rc = load_small(cmd, pf->alibi_slopes, "--alibi-slopes", ATTN_F64, 1,
+                         &a->alibi_slopes)))
+        return rc;
+    if (pf->sinks &&
+        (rc = load_small(cmd, pf->sinks, "--sinks", ATTN_F64, 1, &a->sinks)))
+        return rc;
+    if (pf->doc_ids) {
+        char buf[4096];
+        if (strlen(pf->doc_ids) >= sizeof buf)
+            return cli_usage_error(cmd, "--doc-ids: path too long");
+        strcpy(buf, pf->doc_ids);
+        /* Q.npy[,K.npy]: the last comma splits, if what follows ends .npy */
+        char *comma = strrchr(buf, ',');
+        if (comma && strlen(comma + 1) >= 4 &&
+            strcmp(comma + strlen(comma) - 4, ".npy") == 0)
+            *comma = '\0';
+        else
+            comma = NULL;
+        if ((rc = load_small(cmd, buf, "--doc-ids", ATTN_I64, 2, &a->doc_q)))
+            return rc;
+        if (comma && (rc = load_small(cmd, comma + 1, "--doc-ids (key ids)",
+                                      ATTN_I64, 2, &a->doc_k)))
+            return rc;
+    }
+    return 0;
+}
+
+/* Points the mask at doc ids of shape (B, L); an (L,) file is repeated
+ * over the batch into dst (B * L entries). 1 (with a message) when the
+ * shape does not fit. */
+static int bind_docs(const char *cmd, const attn_npy *ids, const char *what,
+                     int64_t B, int64_t L, int64_t *dst, const int64_t **ptr,
+                     int64_t *n) {
+    int ok = (ids->ndim == 1 && ids->shape[0] == L) ||
+             (ids->ndim == 2 && ids->shape[0] == B && ids->shape[1] == L);
+    if (!ok) {
+        char sh[160];
+        shape_str(sh, sizeof sh, ids->ndim, ids->shape);
+        fprintf(stderr, "attn %s: --doc-ids %s have shape %s but (B, L) = "
+                "(%lld, %lld) or (L,) = (%lld,) is needed\n", cmd, what, sh,
+                (long long)B, (long long)L, (long long)L);
+        return 1;
+    }
+    *n = B * L;
+    if (ids->ndim == 2) {
+        *ptr = ids->data;
+        return 0;
+    }
+    for (int64_t b = 0; b < B; b++)
+        memcpy(dst + b * L, ids->data, sizeof(int64_t) * (size_t)L);
+    *ptr = dst;
+    return 0;
+}
+
+static int bind_score_files(const char *cmd, cli_sdpa_args *a, int64_t B,
+                            int64_t Lq, int64_t Lk) {
+    attn_mask *m = &a->opts.mask;
+    if (a->alibi_slopes.data) {
+        m->alibi_slopes = a->alibi_slopes.data;
+        m->n_alibi_slopes = a->alibi_slopes.shape[0];
+    }
+    if (a->sinks.data) {
+        m->sinks = a->sinks.data;
+        m->n_sinks = a->sinks.shape[0];
+    }
+    if (!a->doc_q.data) return 0;
+    free(a->doc_buf);
+    a->doc_buf = malloc(sizeof(int64_t) * (size_t)(B * Lq + B * Lk));
+    if (!a->doc_buf) {
+        fprintf(stderr, "attn %s: out of memory for --doc-ids\n", cmd);
+        return 1;
+    }
+    int64_t *buf = a->doc_buf;
+    int rc = bind_docs(cmd, &a->doc_q, a->doc_k.data ? "(query ids)" : "ids",
+                       B, Lq, buf, &m->doc_q, &m->n_doc_q);
+    if (!rc && a->doc_k.data)
+        rc = bind_docs(cmd, &a->doc_k, "(key ids)", B, Lk, buf + B * Lq,
+                       &m->doc_k, &m->n_doc_k);
+    return rc;
 }
 
 static int load_files(const char *cmd, cli_sdpa_args *a,
@@ -692,7 +832,7 @@ layout:
         if ((st = attn_npy_convert(&a->layout, ATTN_U8)))
             return cli_fail(cmd, st, "reading the --block-sparse layout");
     }
-    return 0;
+    return load_score_files(cmd, a, pf);
 }
 
 int cli_sdpa_args_parse(const char *cmd, int *argc, char **argv,
@@ -750,6 +890,8 @@ int cli_sdpa_args_bind(const char *cmd, cli_sdpa_args *a, int64_t B,
         m->layout = l->data;
         m->layout_heads = lh;
     }
+    int rc = bind_score_files(cmd, a, B, Lq, Lk);
+    if (rc) return rc;
     attn_status st = attn_mask_check(m, B, H, Lq, Lk);
     if (st) return cli_fail(cmd, st, "checking the mask");
     return 0;

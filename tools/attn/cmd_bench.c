@@ -3,6 +3,7 @@
 #include "cli_ring.h"
 
 #include "bench.h"
+#include "bench_score_mods.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,10 @@ static void help(void) {
 "                   bench --model DIR --help)\n"
 "  --layers         instead: additive vs dot-product layers (attn\n"
 "                   bench-layers; takes --quick, --threads N, --reps N)\n"
+"  --score-mods     instead: soft-capping, ALiBi and sinks against plain\n"
+"                   causal attention, packed documents against the documents\n"
+"                   one by one (takes --quick, --threads N, --reps N,\n"
+"                   --lengths L,LP)\n"
 "  --decode         instead: a decode step over a KV cache against the\n"
 "                   memory bandwidth (attn bench --decode --help)\n"
 "  --ring contiguous|zigzag\n"
@@ -79,6 +84,38 @@ int cmd_bench(int argc, char **argv) {
         if (strcmp(argv[i], "--layers") == 0) { /* bench/bench_layers.c */
             for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
             return cmd_bench_layers(argc - 1, argv);
+        } else if (strcmp(argv[i], "--score-mods") == 0) {
+            /* bench/bench_score_mods.c */
+            bench_score_mods_opts so = {0, 0, 3, 0, 0};
+            for (int j = 1; j < argc; j++) {
+                if (j == i) continue;
+                if (strcmp(argv[j], "--quick") == 0) so.quick = 1;
+                else if (j + 1 < argc && strcmp(argv[j], "--threads") == 0) {
+                    int64_t t;
+                    if (cli_parse_i64(argv[++j], &t) || t < 0 || t > 4096)
+                        return cli_usage_error(cmd, "--threads takes 0..4096");
+                    so.threads = (int)t;
+                } else if (j + 1 < argc && strcmp(argv[j], "--reps") == 0) {
+                    int64_t t;
+                    if (cli_parse_i64(argv[++j], &t) || t < 1 || t > 1000)
+                        return cli_usage_error(cmd, "--reps takes 1..1000");
+                    so.reps = (int)t;
+                } else if (j + 1 < argc && strcmp(argv[j], "--lengths") == 0) {
+                    /* L,LP: the lengths of the two tables (tests) */
+                    char *e;
+                    long long a = strtoll(argv[++j], &e, 10), c2 = 0;
+                    if (*e == ',') c2 = strtoll(e + 1, &e, 10);
+                    if (*e || a < 1 || a > 65536 || c2 < 16 || c2 > 65536)
+                        return cli_usage_error(cmd, "--lengths takes L,LP with "
+                                               "1 <= L and 16 <= LP <= 65536");
+                    so.l = a;
+                    so.lp = c2;
+                } else
+                    return cli_usage_error(cmd, "--score-mods takes --quick, "
+                                           "--threads N, --reps N, not '%s'",
+                                           argv[j]);
+            }
+            return bench_score_mods_run(stdout, &so);
         } else if (strcmp(argv[i], "--decode") == 0) { /* bench/bench_decode.c */
             for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
             return cmd_bench_decode(argc - 1, argv);

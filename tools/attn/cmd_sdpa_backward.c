@@ -11,7 +11,8 @@ static void help(void) {
     printf(
 "usage: attn sdpa-backward --q Q.npy --k K.npy --v V.npy --dout DO.npy\n"
 "                          --dq DQ.npy --dk DK.npy --dv DV.npy\n"
-"                          [--dbias DB.npy] [--compute-dtype T]\n"
+"                          [--dbias DB.npy] [--dsinks DS.npy]\n"
+"                          [--compute-dtype T]\n"
 "                          [attention options]\n"
 "\n"
 "Gradients of O = softmax(scale * Q K^T + bias, masked) V given dO, the\n"
@@ -25,6 +26,7 @@ static void help(void) {
 "  --dk    DK  like K   (.., Lk, Dk)  f32\n"
 "  --dv    DV  like V   (.., Lk, Dv)  f32\n"
 "  --dbias DB  like the --bias file, summed over the axes it broadcasts\n"
+"  --dsinks DS gradient of the --sinks logits, (H,) f64\n"
 "  --compute-dtype f32|f16|bf16|f64\n"
 "              convert Q, K, V to this dtype first; f64 needs --impl ref\n"
 "              and writes f64 gradients\n"
@@ -45,6 +47,7 @@ int cmd_sdpa_backward(int argc, char **argv) {
     cli_tensor q, k, v, dout;
     attn_tensor out = {0}, dq = {0}, dk = {0}, dv = {0}, db = {0};
     float *lse = NULL;
+    double *dsinks = NULL;
     memset(&q, 0, sizeof q);
     memset(&k, 0, sizeof k);
     memset(&v, 0, sizeof v);
@@ -56,11 +59,11 @@ int cmd_sdpa_backward(int argc, char **argv) {
     if (rc) goto done;
 
     const char *qp = NULL, *kp = NULL, *vp = NULL, *dop = NULL, *dqp = NULL,
-               *dkp = NULL, *dvp = NULL, *dbp = NULL, *cd = NULL;
+               *dkp = NULL, *dvp = NULL, *dbp = NULL, *cd = NULL, *dsp = NULL;
     const cli_path_opt opts[] = {
         {"--q", &qp}, {"--k", &kp}, {"--v", &vp}, {"--dout", &dop},
         {"--dq", &dqp}, {"--dk", &dkp}, {"--dv", &dvp}, {"--dbias", &dbp},
-        {"--compute-dtype", &cd}};
+        {"--compute-dtype", &cd}, {"--dsinks", &dsp}};
     if ((rc = cli_parse_paths(cmd, argc, argv, opts,
                               sizeof opts / sizeof opts[0])))
         goto done;
@@ -71,13 +74,17 @@ int cmd_sdpa_backward(int argc, char **argv) {
         const char *in_names[9] = {"--q", "--k", "--v", "--dout"};
         const char *ins[9] = {qp, kp, vp, dop};
         for (int i = 0; i < 5; i++) in_names[4 + i] = a.file_opt[i], ins[4 + i] = a.files[i];
-        const char *out_names[4] = {"--dq", "--dk", "--dv", "--dbias"};
-        const char *outs[4] = {dqp, dkp, dvp, dbp};
-        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 9, out_names, outs, 4)))
+        const char *out_names[5] = {"--dq", "--dk", "--dv", "--dbias", "--dsinks"};
+        const char *outs[5] = {dqp, dkp, dvp, dbp, dsp};
+        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 9, out_names, outs, 5)))
             goto done;
     }
     if (dbp && !a.opts.mask.bias) {
         rc = cli_usage_error(cmd, "--dbias needs --bias");
+        goto done;
+    }
+    if (dsp && !a.sinks.data) {
+        rc = cli_usage_error(cmd, "--dsinks needs --sinks");
         goto done;
     }
     attn_dtype compute = ATTN_F32;
@@ -127,6 +134,14 @@ int cmd_sdpa_backward(int argc, char **argv) {
     if ((rc = cli_alloc_tensor(cmd, "lse", ATTN_F32, B, H, Lq, 1, &l)))
         goto done;
     lse = l.data;
+    if (dsp) {
+        dsinks = calloc((size_t)H, sizeof(double));
+        if (!dsinks) {
+            rc = cli_fail(cmd, ATTN_E_NOMEM, "dsinks");
+            goto done;
+        }
+        a.opts.mask.sinks_grad = dsinks;
+    }
     attn_status st = attn_sdpa_forward(&q.t, &k.t, &v.t, &a.opts, &out, NULL, lse);
     if (st) {
         rc = cli_fail(cmd, st, "forward");
@@ -144,7 +159,12 @@ int cmd_sdpa_backward(int argc, char **argv) {
         goto done;
     if (dbp) /* the bias file's own shape: the same elements, row-major */
         rc = cli_save_array(cmd, dbp, gdt, db.data, a.bias.ndim, a.bias.shape);
+    if (!rc && dsp) {
+        int64_t nh = H;
+        rc = cli_save_array(cmd, dsp, ATTN_F64, dsinks, 1, &nh);
+    }
 done:
+    free(dsinks);
     free(out.data);
     free(dq.data);
     free(dk.data);
