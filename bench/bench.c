@@ -43,7 +43,9 @@ static double sgemm_gflops(int n, int t) {
     float *a = malloc(nn * sizeof(float)), *b = malloc(nn * sizeof(float)),
           *c = malloc(nn * sizeof(float));
     if (!a || !b || !c) {
-        free(a); free(b); free(c);
+        free(a);
+        free(b);
+        free(c);
         return 0.0;
     }
     fill_random(a, nn, 1);
@@ -60,7 +62,9 @@ static double sgemm_gflops(int n, int t) {
         if (dt < best) best = dt;
     }
     openblas_set_num_threads(saved);
-    free(a); free(b); free(c);
+    free(a);
+    free(b);
+    free(c);
     return 2.0 * n * (double)n * n / best * 1e-9;
 }
 
@@ -78,8 +82,10 @@ int bench_parse_case(const char *spec, bench_case *c) {
         if (field < 2) {
             long long v = strtoll(tok, &end, 10);
             if (*end || v < 1 || v > (1ll << 24)) return -1;
-            if (field == 0) c->L = v;
-            else c->D = v;
+            if (field == 0)
+                c->L = v;
+            else
+                c->D = v;
         } else if (strcmp(tok, "causal") == 0) {
             c->causal = 1;
         } else if (strcmp(tok, "f32") == 0) {
@@ -119,34 +125,40 @@ static double pairs(const bench_case *c) {
 static void report(const runner *r, const bench_case *c, const char *impl,
                    double ms, size_t extra, double speedup, double err,
                    double bwd_ratio) {
-    double fl = (bwd_ratio > 0 ? 2.5 : 1.0) * 4.0 * c->B * c->H * c->D * pairs(c);
+    double fl =
+        (bwd_ratio > 0 ? 2.5 : 1.0) * 4.0 * c->B * c->H * c->D * pairs(c);
     double gf = fl / (ms * 1e-3) * 1e-9;
     if (r->o->json) {
-        fprintf(r->out,
-                "{\"impl\": \"%s\", \"B\": %lld, \"H\": %lld, \"Lq\": %lld, "
-                "\"Lk\": %lld, \"D\": %lld, \"causal\": %s, \"dtype\": \"%s\", "
-                "\"threads\": %d, \"ms\": %.3f, \"gflops\": %.2f, "
-                "\"ceiling_gflops\": %.2f, \"ratio\": %.3f, \"extra_bytes\": %zu",
-                bwd_ratio > 0 ? "flash_bwd" : impl, (long long)c->B, (long long)c->H, (long long)c->L,
-                (long long)c->L, (long long)c->D, c->causal ? "true" : "false",
-                attn_dtype_name((attn_dtype)c->dtype), r->threads, ms, gf,
-                r->ceiling, gf / r->ceiling, extra);
+        fprintf(
+            r->out,
+            "{\"impl\": \"%s\", \"B\": %lld, \"H\": %lld, \"Lq\": %lld, "
+            "\"Lk\": %lld, \"D\": %lld, \"causal\": %s, \"dtype\": \"%s\", "
+            "\"threads\": %d, \"ms\": %.3f, \"gflops\": %.2f, "
+            "\"ceiling_gflops\": %.2f, \"ratio\": %.3f, \"extra_bytes\": %zu",
+            bwd_ratio > 0 ? "flash_bwd" : impl, (long long)c->B,
+            (long long)c->H, (long long)c->L, (long long)c->L, (long long)c->D,
+            c->causal ? "true" : "false", attn_dtype_name((attn_dtype)c->dtype),
+            r->threads, ms, gf, r->ceiling, gf / r->ceiling, extra);
         if (speedup > 0) fprintf(r->out, ", \"speedup\": %.1f", speedup);
         if (err >= 0)
-            fprintf(r->out, bwd_ratio > 0 ? ", \"max_rel_err\": %.3g"
-                                          : ", \"max_err\": %.3g", err);
-        if (bwd_ratio > 0) fprintf(r->out, ", \"bwd_fwd_ratio\": %.3f", bwd_ratio);
+            fprintf(r->out,
+                    bwd_ratio > 0 ? ", \"max_rel_err\": %.3g"
+                                  : ", \"max_err\": %.3g",
+                    err);
+        if (bwd_ratio > 0)
+            fprintf(r->out, ", \"bwd_fwd_ratio\": %.3f", bwd_ratio);
         fprintf(r->out, "}\n");
     } else {
         char sp[32] = "", er[32] = "", bf[32] = "";
         if (speedup > 0) snprintf(sp, sizeof sp, "%.1fx", speedup);
         if (err >= 0) snprintf(er, sizeof er, "%.1e", err);
         if (bwd_ratio > 0) snprintf(bf, sizeof bf, "%.2f", bwd_ratio);
-        fprintf(r->out,
-                "%6lld %4lld %-6s %-4s %-5s %10.2f %8.1f %6.1f%% %8s %10.2f %9s %7s\n",
-                (long long)c->L, (long long)c->D, c->causal ? "causal" : "full",
-                attn_dtype_name((attn_dtype)c->dtype), impl, ms, gf,
-                100.0 * gf / r->ceiling, sp, (double)extra / 1048576.0, er, bf);
+        fprintf(
+            r->out,
+            "%6lld %4lld %-6s %-4s %-5s %10.2f %8.1f %6.1f%% %8s %10.2f %9s %7s\n",
+            (long long)c->L, (long long)c->D, c->causal ? "causal" : "full",
+            attn_dtype_name((attn_dtype)c->dtype), impl, ms, gf,
+            100.0 * gf / r->ceiling, sp, (double)extra / 1048576.0, er, bf);
     }
     fflush(r->out);
 }
@@ -161,7 +173,8 @@ static double run_once(const attn_tensor *q, const attn_tensor *k,
     attn_status st = attn_sdpa_forward(q, k, v, op, out, NULL, lse);
     double dt = now_s() - t0;
     if (st) {
-        fprintf(stderr, "attn bench: %s: %s\n", attn_strerror(st), attn_last_error());
+        fprintf(stderr, "attn bench: %s: %s\n", attn_strerror(st),
+                attn_last_error());
         return -1.0;
     }
     size_t peak = attn__alloc_peak();
@@ -175,14 +188,14 @@ static double check_rows(const attn_tensor *q, const attn_tensor *k,
                          const attn_tensor *v, const float *of,
                          const bench_case *c, int *failed) {
     const int64_t L = c->L, D = c->D;
-    int64_t rows[12] = {0, 1, 2, L / 7, L / 3, L / 2, (2 * L) / 3, L - 129,
-                        L - 128, L - 65, L - 2, L - 1};
+    int64_t rows[12] = {0,           1,       2,       L / 7,  L / 3, L / 2,
+                        (2 * L) / 3, L - 129, L - 128, L - 65, L - 2, L - 1};
     double *o = malloc((size_t)D * sizeof(double));
     double worst = 0.0;
     attn_sdpa_opts op;
     attn_sdpa_opts_init(&op);
     op.impl = ATTN_IMPL_REF;
-    for (int64_t h = 0; h < c->H; h += c->H - 1 > 0 ? c->H - 1 : 1)
+    for (int64_t h = 0; h<c->H; h += c->H - 1> 0 ? c->H - 1 : 1)
         for (int x = 0; x < 12; x++) {
             int64_t i = rows[x];
             if (i < 0 || i >= L) continue;
@@ -196,7 +209,8 @@ static double check_rows(const attn_tensor *q, const attn_tensor *k,
             qi.shape[2] = 1;
             ki.shape[2] = vi.shape[2] = c->causal ? i + 1 : L;
             attn_tensor ot = attn_tensor_4d(o, ATTN_F64, 1, 1, 1, D);
-            attn_status st = attn_sdpa_forward(&qi, &ki, &vi, &op, &ot, NULL, NULL);
+            attn_status st =
+                attn_sdpa_forward(&qi, &ki, &vi, &op, &ot, NULL, NULL);
             if (st) {
                 *failed = 1;
                 break;
@@ -230,7 +244,8 @@ static double run_bwd_once(const attn_tensor *q, const attn_tensor *k,
     size_t before = attn__alloc_current();
     attn__alloc_peak_reset();
     double t0 = now_s();
-    attn_status st = attn_sdpa_backward(q, k, v, o, lse, dout, op, dq, dk, dv, NULL);
+    attn_status st =
+        attn_sdpa_backward(q, k, v, o, lse, dout, op, dq, dk, dv, NULL);
     double dt = now_s() - t0;
     if (st) {
         fprintf(stderr, "attn bench: backward: %s: %s\n", attn_strerror(st),
@@ -276,9 +291,9 @@ static double rel_err(const float *a, const double *b, size_t n) {
  */
 static double check_bwd(const bench_case *c, const attn_tensor *q,
                         const attn_tensor *k, const attn_tensor *v,
-                        const attn_tensor *o, const float *lse,
-                        const float *gd, const attn_sdpa_opts *fop,
-                        float *dq, float *dk, float *dv, size_t *extra) {
+                        const attn_tensor *o, const float *lse, const float *gd,
+                        const attn_sdpa_opts *fop, float *dq, float *dk,
+                        float *dv, size_t *extra) {
     const int64_t B = c->B, H = c->H, L = c->L, D = c->D;
     const size_t n = (size_t)(B * H * L * D), nh = (size_t)(L * D);
     const int64_t nb = L < 16 ? L : 16;
@@ -293,7 +308,8 @@ static double check_bwd(const bench_case *c, const attn_tensor *q,
     for (int64_t bh = 0; bh < B * H; bh++)
         for (int64_t i = 0; i < L; i++)
             if (sel[i])
-                memcpy(gs + (size_t)((bh * L + i) * D), gd + (size_t)((bh * L + i) * D),
+                memcpy(gs + (size_t)((bh * L + i) * D),
+                       gd + (size_t)((bh * L + i) * D),
                        (size_t)D * sizeof(float));
     memset(dq, 0, n * sizeof(float));
     memset(dk, 0, n * sizeof(float));
@@ -308,9 +324,10 @@ static double check_bwd(const bench_case *c, const attn_tensor *q,
     attn_sdpa_opts_init(&op);
     op.impl = ATTN_IMPL_REF;
     op.mask.causal = c->causal;
-    op.mask.align = ATTN_ALIGN_BOTTOM_RIGHT; /* block rows see keys <= own row */
+    op.mask.align =
+        ATTN_ALIGN_BOTTOM_RIGHT; /* block rows see keys <= own row */
     worst = 0.0;
-    for (int64_t h = 0; h < H; h += H - 1 > 0 ? H - 1 : 1) {
+    for (int64_t h = 0; h<H; h += H - 1> 0 ? H - 1 : 1) {
         memset(rq, 0, nh * sizeof(double));
         memset(rk, 0, nh * sizeof(double));
         memset(rv, 0, nh * sizeof(double));
@@ -327,10 +344,12 @@ static double check_bwd(const bench_case *c, const attn_tensor *q,
             int64_t nk = c->causal ? i + m : L;
             attn_tensor qi = rows_view(q, h, i, m), ki = rows_view(k, h, 0, nk);
             attn_tensor vi = rows_view(v, h, 0, nk), oi = rows_view(o, h, i, m);
-            attn_tensor gi = rows_view(&gst, h, i, m), dqi = rows_view(&rqt, 0, i, m);
-            attn_tensor dki = rows_view(&rkt, 0, 0, nk), dvi = rows_view(&rvt, 0, 0, nk);
-            attn_status st = attn_sdpa_backward(&qi, &ki, &vi, &oi, NULL, &gi, &op,
-                                                &dqi, &dki, &dvi, NULL);
+            attn_tensor gi = rows_view(&gst, h, i, m),
+                        dqi = rows_view(&rqt, 0, i, m);
+            attn_tensor dki = rows_view(&rkt, 0, 0, nk),
+                        dvi = rows_view(&rvt, 0, 0, nk);
+            attn_status st = attn_sdpa_backward(&qi, &ki, &vi, &oi, NULL, &gi,
+                                                &op, &dqi, &dki, &dvi, NULL);
             if (st) {
                 fprintf(stderr, "attn bench: reference backward: %s: %s\n",
                         attn_strerror(st), attn_last_error());
@@ -340,7 +359,8 @@ static double check_bwd(const bench_case *c, const attn_tensor *q,
             i += m;
         }
         const size_t off = (size_t)(h * L * D);
-        double e[3] = {0.0, rel_err(dk + off, rk, nh), rel_err(dv + off, rv, nh)};
+        double e[3] = {0.0, rel_err(dk + off, rk, nh),
+                       rel_err(dv + off, rv, nh)};
         for (int s = 0; s < 3; s++) {
             double x = rel_err(dq + off + (size_t)(starts[s] * D),
                                rq + (size_t)(starts[s] * D), (size_t)(nb * D));
@@ -350,7 +370,11 @@ static double check_bwd(const bench_case *c, const attn_tensor *q,
             if (!(e[x] <= worst)) worst = e[x];
     }
 out:
-    free(gs); free(rq); free(rk); free(rv); free(sel);
+    free(gs);
+    free(rq);
+    free(rk);
+    free(rv);
+    free(sel);
     return worst;
 }
 
@@ -393,7 +417,8 @@ static int run_backward(const runner *r, const bench_case *c,
     double best = INFINITY, total = 0.0;
     for (int runs = 0; runs == 0 || ((total < 0.6 || runs < 2) && best < 1.5);
          runs++) {
-        double t = run_bwd_once(q, k, v, o, lse, &got, &op, &dqt, &dkt, &dvt, NULL);
+        double t =
+            run_bwd_once(q, k, v, o, lse, &got, &op, &dqt, &dkt, &dvt, NULL);
         if (t < 0) goto done;
         total += t;
         if (t < best) best = t;
@@ -401,8 +426,12 @@ static int run_backward(const runner *r, const bench_case *c,
     report(r, c, "bwd", best * 1e3, extra, 0.0, err, best * 1e3 / fwd_ms);
     rc = 0;
 done:
-    if (rc == 2) fprintf(stderr, "attn bench: out of memory or backward error\n");
-    free(gd); free(dq); free(dk); free(dv);
+    if (rc == 2)
+        fprintf(stderr, "attn bench: out of memory or backward error\n");
+    free(gd);
+    free(dq);
+    free(dk);
+    free(dv);
     return rc;
 }
 
@@ -504,15 +533,23 @@ static int run_case(const runner *r, const bench_case *c) {
         getrusage(RUSAGE_SELF, &ru);
         double io = 4.0 * 4 * n + 4.0 * (double)(B * H * L) +
                     (dt == ATTN_F32 ? 0.0 : 3.0 * 2 * n);
-        fprintf(r->out, "%6s peak RSS of the process %.0f MiB; inputs, outputs "
-                "and their f32 copies %.0f MiB\n", "", (double)ru.ru_maxrss / 1024.0,
-                io / 1048576.0);
+        fprintf(r->out,
+                "%6s peak RSS of the process %.0f MiB; inputs, outputs "
+                "and their f32 copies %.0f MiB\n",
+                "", (double)ru.ru_maxrss / 1024.0, io / 1048576.0);
     }
     rc = 0;
 done:
     if (rc == 2) fprintf(stderr, "attn bench: out of memory or kernel error\n");
-    free(qf); free(kf); free(vf); free(of); free(lse);
-    free(q16); free(k16); free(v16); free(oref);
+    free(qf);
+    free(kf);
+    free(vf);
+    free(of);
+    free(lse);
+    free(q16);
+    free(k16);
+    free(v16);
+    free(oref);
     return rc;
 }
 
@@ -527,41 +564,56 @@ int bench_run(const bench_opts *o, FILE *out) {
 
     /* the ceiling: this machine's sgemm on 1024^3 */
     double g1 = sgemm_gflops(1024, 1), g2 = sgemm_gflops(1024, 2);
-    double gt = r.threads == 1 ? g1 : r.threads == 2 ? g2 : sgemm_gflops(1024, r.threads);
+    double gt = r.threads == 1   ? g1
+                : r.threads == 2 ? g2
+                                 : sgemm_gflops(1024, r.threads);
     r.ceiling = gt;
     if (o->json) {
-        fprintf(out, "{\"impl\": \"sgemm\", \"M\": 1024, \"N\": 1024, \"K\": 1024, "
-                     "\"threads\": 1, \"gflops\": %.2f}\n", g1);
-        fprintf(out, "{\"impl\": \"sgemm\", \"M\": 1024, \"N\": 1024, \"K\": 1024, "
-                     "\"threads\": 2, \"gflops\": %.2f}\n", g2);
+        fprintf(out,
+                "{\"impl\": \"sgemm\", \"M\": 1024, \"N\": 1024, \"K\": 1024, "
+                "\"threads\": 1, \"gflops\": %.2f}\n",
+                g1);
+        fprintf(out,
+                "{\"impl\": \"sgemm\", \"M\": 1024, \"N\": 1024, \"K\": 1024, "
+                "\"threads\": 2, \"gflops\": %.2f}\n",
+                g2);
         if (r.threads > 2)
-            fprintf(out, "{\"impl\": \"sgemm\", \"M\": 1024, \"N\": 1024, "
-                         "\"K\": 1024, \"threads\": %d, \"gflops\": %.2f}\n",
+            fprintf(out,
+                    "{\"impl\": \"sgemm\", \"M\": 1024, \"N\": 1024, "
+                    "\"K\": 1024, \"threads\": %d, \"gflops\": %.2f}\n",
                     r.threads, gt);
     } else {
         int64_t bq = 0, bk = 0;
         attn__sdpa_dims d = {1, 1, 1, 1 << 20, 1 << 20, 64, 64, 1, 0.125};
         attn__flash_tile_sizes(&d, &bq, &bk);
-        fprintf(out, "attn bench: %d thread%s, vector level %d, flash tiles "
-                     "%lldx%lld (bands of %lld rows; D=64)\n", r.threads,
-                r.threads == 1 ? "" : "s", (int)attn__vec_best(), (long long)bq,
-                (long long)bk, (long long)attn__flash_split_rows(&d));
-        fprintf(out, "sgemm 1024^3 (the ceiling): 1 thread %.1f GFLOP/s, "
-                     "2 threads %.1f GFLOP/s", g1, g2);
-        if (r.threads > 2) fprintf(out, ", %d threads %.1f GFLOP/s", r.threads, gt);
-        fprintf(out, "\nB=1 H=8; GFLOP/s = 4 B H D x visible pairs / time (bwd: "
-                     "2.5x that); %% of the %d-thread sgemm ceiling; bwd rows: "
-                     "backward up to L=%lld, max err relative to the largest "
-                     "gradient\n\n", r.threads, (long long)o->bwd_max_l);
-        fprintf(out, "%6s %4s %-6s %-4s %-5s %10s %8s %7s %8s %10s %9s %7s\n", "L", "D",
-                "mask", "type", "impl", "ms", "GFLOP/s", "ceil", "speedup",
-                "extra MiB", "max err", "bwd/fwd");
+        fprintf(out,
+                "attn bench: %d thread%s, vector level %d, flash tiles "
+                "%lldx%lld (bands of %lld rows; D=64)\n",
+                r.threads, r.threads == 1 ? "" : "s", (int)attn__vec_best(),
+                (long long)bq, (long long)bk,
+                (long long)attn__flash_split_rows(&d));
+        fprintf(out,
+                "sgemm 1024^3 (the ceiling): 1 thread %.1f GFLOP/s, "
+                "2 threads %.1f GFLOP/s",
+                g1, g2);
+        if (r.threads > 2)
+            fprintf(out, ", %d threads %.1f GFLOP/s", r.threads, gt);
+        fprintf(out,
+                "\nB=1 H=8; GFLOP/s = 4 B H D x visible pairs / time (bwd: "
+                "2.5x that); %% of the %d-thread sgemm ceiling; bwd rows: "
+                "backward up to L=%lld, max err relative to the largest "
+                "gradient\n\n",
+                r.threads, (long long)o->bwd_max_l);
+        fprintf(out, "%6s %4s %-6s %-4s %-5s %10s %8s %7s %8s %10s %9s %7s\n",
+                "L", "D", "mask", "type", "impl", "ms", "GFLOP/s", "ceil",
+                "speedup", "extra MiB", "max err", "bwd/fwd");
     }
 
     bench_case list[64];
     int nlist = 0;
     if (o->cases) {
-        for (int i = 0; i < o->ncases && nlist < 64; i++) list[nlist++] = o->cases[i];
+        for (int i = 0; i < o->ncases && nlist < 64; i++)
+            list[nlist++] = o->cases[i];
     } else {
         static const int64_t Ls[] = {512, 1024, 2048, 4096, 16384};
         static const int64_t Lquick[] = {1024, 4096};
@@ -572,8 +624,8 @@ int bench_run(const bench_opts *o, FILE *out) {
                 for (int causal = 0; causal < 2; causal++)
                     for (int f16 = 0; f16 < 2; f16++) {
                         if (o->quick && f16 && D == 128) continue;
-                        bench_case c = {1, 8, ls[li], D, causal,
-                                        f16 ? ATTN_F16 : ATTN_F32};
+                        bench_case c = {1, 8,      ls[li],
+                                        D, causal, f16 ? ATTN_F16 : ATTN_F32};
                         list[nlist++] = c;
                     }
     }
@@ -590,13 +642,16 @@ int bench_run(const bench_opts *o, FILE *out) {
      * the run's ratios are not to be trusted */
     double again = sgemm_gflops(1024, r.threads);
     if (o->json)
-        fprintf(out, "{\"impl\": \"sgemm\", \"M\": 1024, \"N\": 1024, "
-                     "\"K\": 1024, \"threads\": %d, \"gflops\": %.2f, "
-                     "\"when\": \"end\"}\n", r.threads, again);
+        fprintf(out,
+                "{\"impl\": \"sgemm\", \"M\": 1024, \"N\": 1024, "
+                "\"K\": 1024, \"threads\": %d, \"gflops\": %.2f, "
+                "\"when\": \"end\"}\n",
+                r.threads, again);
     else
-        fprintf(out, "\nsgemm 1024^3 again at the end: %.1f GFLOP/s on %d "
-                     "thread%s (start: %.1f)\n", again, r.threads,
-                r.threads == 1 ? "" : "s", gt);
+        fprintf(out,
+                "\nsgemm 1024^3 again at the end: %.1f GFLOP/s on %d "
+                "thread%s (start: %.1f)\n",
+                again, r.threads, r.threads == 1 ? "" : "s", gt);
     attn__flash_bq_override = attn__flash_bk_override = 0;
     attn__flash_rc_override = 0;
     return rc;

@@ -16,12 +16,12 @@ typedef struct {
 } bench_case;
 
 typedef struct {
-    int quick;        /* a short list of cases                           */
-    int json;         /* one JSON object per line instead of the table   */
-    int threads;      /* 0: OpenMP's default                             */
-    int long_case;    /* add L = 65536, H = 8, D = 64 (flash only)       */
-    int64_t ref_max_l;/* run the reference up to this L (default 2048)   */
-    int64_t bwd_max_l;/* backward cases up to this L (0: none)           */
+    int quick;         /* a short list of cases                           */
+    int json;          /* one JSON object per line instead of the table   */
+    int threads;       /* 0: OpenMP's default                             */
+    int long_case;     /* add L = 65536, H = 8, D = 64 (flash only)       */
+    int64_t ref_max_l; /* run the reference up to this L (default 2048)   */
+    int64_t bwd_max_l; /* backward cases up to this L (0: none)           */
     int64_t tile_bq, tile_bk, tile_rc; /* tile overrides (0: default)     */
     const bench_case *cases; /* explicit cases (NULL: the default list) */
     int ncases;

@@ -78,7 +78,9 @@ typedef struct {
     double ms;
 } result;
 
-static void flush_llc(const runner *r) { sink ^= read_words(r->flush, r->flush_n, r->threads); }
+static void flush_llc(const runner *r) {
+    sink ^= read_words(r->flush, r->flush_n, r->threads);
+}
 
 /* Fills the cache with random K/V, 512 positions per append. */
 static int fill_cache(attn_kv_cache *c, int64_t B, int64_t Hkv, int64_t Lk,
@@ -111,7 +113,8 @@ typedef struct {
 } call_t;
 
 static attn_status call_once(const call_t *c) {
-    if (c->cache) return attn_sdpa_cached(c->q, c->cache, c->opts, c->out, NULL);
+    if (c->cache)
+        return attn_sdpa_cached(c->q, c->cache, c->opts, c->out, NULL);
     return attn_sdpa_forward(c->q, c->k, c->v, c->opts, c->out, NULL, NULL);
 }
 
@@ -144,10 +147,10 @@ static double flash_ms(const runner *r, const attn_kv_cache *c,
     if (k && v && q && o) {
         int ok = attn_convert(q32->data, ATTN_F32, q, td, nq) == ATTN_OK;
         for (int64_t b = 0; ok && b < B; b++) {
-            attn_tensor K = attn_tensor_4d((char *)k + (size_t)(b * Hkv * Lk * D) * es,
-                                           td, 1, Hkv, Lk, D);
-            attn_tensor V = attn_tensor_4d((char *)v + (size_t)(b * Hkv * Lk * D) * es,
-                                           td, 1, Hkv, Lk, D);
+            attn_tensor K = attn_tensor_4d(
+                (char *)k + (size_t)(b * Hkv * Lk * D) * es, td, 1, Hkv, Lk, D);
+            attn_tensor V = attn_tensor_4d(
+                (char *)v + (size_t)(b * Hkv * Lk * D) * es, td, 1, Hkv, Lk, D);
             ok = attn_kv_cache_read(c, b, 0, &K, &V) == ATTN_OK;
         }
         attn_tensor Q = attn_tensor_4d(q, td, B, H, Lq, D);
@@ -169,11 +172,12 @@ static double flash_ms(const runner *r, const attn_kv_cache *c,
 
 static void print_header(const runner *r) {
     if (r->o->json) return;
-    fprintf(r->out,
-            "\n| B | H | Hkv | Lq | Lk | D | kv | ms/step | GB/s | of bandwidth "
-            "| flash ms | flash/decode | max err |\n"
-            "| ---: | ---: | ---: | ---: | ---: | ---: | :--- | ---: | ---: | ---: "
-            "| ---: | ---: | ---: |\n");
+    fprintf(
+        r->out,
+        "\n| B | H | Hkv | Lq | Lk | D | kv | ms/step | GB/s | of bandwidth "
+        "| flash ms | flash/decode | max err |\n"
+        "| ---: | ---: | ---: | ---: | ---: | ---: | :--- | ---: | ---: | ---: "
+        "| ---: | ---: | ---: |\n");
 }
 
 /* One case; returns its step time in ms (-1: skipped or failed). */
@@ -191,11 +195,13 @@ static double run_case(runner *r, int64_t B, int64_t Hkv, int64_t Lk,
     if (attn_kv_cache_bytes(&cc, &bytes)) return -1.0;
     if ((double)bytes * 1e-9 > r->o->max_gb) {
         if (!r->o->json)
-            fprintf(r->out, "| %lld | %lld | %lld | %lld | %lld | %lld | %s | "
-                    "skipped: the cache needs %.1f GB (> --max-gb %.1f) |||||| \n",
-                    (long long)B, (long long)H, (long long)Hkv, (long long)Lq,
-                    (long long)Lk, (long long)D, attn_dtype_name(dt),
-                    (double)bytes * 1e-9, r->o->max_gb);
+            fprintf(
+                r->out,
+                "| %lld | %lld | %lld | %lld | %lld | %lld | %s | "
+                "skipped: the cache needs %.1f GB (> --max-gb %.1f) |||||| \n",
+                (long long)B, (long long)H, (long long)Hkv, (long long)Lq,
+                (long long)Lk, (long long)D, attn_dtype_name(dt),
+                (double)bytes * 1e-9, r->o->max_gb);
         return -1.0;
     }
     attn_kv_cache *c = NULL;
@@ -233,9 +239,11 @@ static double run_case(runner *r, int64_t B, int64_t Hkv, int64_t Lk,
         if (!(e <= err)) err = isnan(e) ? INFINITY : e;
     }
     if (s < 0 || err > CHECK_TOL) {
-        fprintf(stderr, "attn bench --decode: B=%lld Hkv=%lld Lk=%lld %s %s "
+        fprintf(stderr,
+                "attn bench --decode: B=%lld Hkv=%lld Lk=%lld %s %s "
                 "(max error %.3g against the reference, tolerance %g): not "
-                "reported\n", (long long)B, (long long)Hkv, (long long)Lk,
+                "reported\n",
+                (long long)B, (long long)Hkv, (long long)Lk,
                 attn_dtype_name(dt), s < 0 ? attn_last_error() : "is wrong",
                 err, CHECK_TOL);
         r->failed = 1;
@@ -250,7 +258,8 @@ static double run_case(runner *r, int64_t B, int64_t Hkv, int64_t Lk,
     char fjson[32] = "null";
     if (fms >= 0) snprintf(fjson, sizeof fjson, "%.4f", fms);
     if (r->o->json) {
-        fprintf(r->out, "{\"impl\": \"decode\", \"B\": %lld, \"H\": %lld, "
+        fprintf(r->out,
+                "{\"impl\": \"decode\", \"B\": %lld, \"H\": %lld, "
                 "\"Hkv\": %lld, \"Lq\": %lld, \"Lk\": %lld, \"D\": %lld, "
                 "\"kv_dtype\": \"%s\", \"threads\": %d, \"ms\": %.4f, "
                 "\"gbps\": %.3f, \"bandwidth_gbps\": %.3f, \"ratio\": %.4f, "
@@ -264,11 +273,12 @@ static double run_case(runner *r, int64_t B, int64_t Hkv, int64_t Lk,
             snprintf(fbuf, sizeof fbuf, "%.3f", fms);
             snprintf(sbuf, sizeof sbuf, "%.2fx", fms / ms);
         }
-        fprintf(r->out, "| %lld | %lld | %lld | %lld | %lld | %lld | %s | %.3f "
-                "| %.1f | %.0f%% | %s | %s | %.1e |\n", (long long)B,
-                (long long)H, (long long)Hkv, (long long)Lq, (long long)Lk,
-                (long long)D, attn_dtype_name(dt), ms, gbps, 100.0 * gbps / bw,
-                fbuf, sbuf, err);
+        fprintf(r->out,
+                "| %lld | %lld | %lld | %lld | %lld | %lld | %s | %.3f "
+                "| %.1f | %.0f%% | %s | %s | %.1e |\n",
+                (long long)B, (long long)H, (long long)Hkv, (long long)Lq,
+                (long long)Lk, (long long)D, attn_dtype_name(dt), ms, gbps,
+                100.0 * gbps / bw, fbuf, sbuf, err);
     }
     fflush(r->out);
 done:
@@ -298,12 +308,18 @@ static int parse_dtypes(const char *s, attn_dtype *v) {
     if (strlen(s) >= sizeof buf) return -1;
     strcpy(buf, s);
     char *save = NULL;
-    for (char *t = strtok_r(buf, ",", &save); t && n < 4; t = strtok_r(NULL, ",", &save)) {
-        if (strcmp(t, "f32") == 0) v[n++] = ATTN_F32;
-        else if (strcmp(t, "f16") == 0) v[n++] = ATTN_F16;
-        else if (strcmp(t, "bf16") == 0) v[n++] = ATTN_BF16;
-        else if (strcmp(t, "q8") == 0) v[n++] = ATTN_Q8;
-        else return -1;
+    for (char *t = strtok_r(buf, ",", &save); t && n < 4;
+         t = strtok_r(NULL, ",", &save)) {
+        if (strcmp(t, "f32") == 0)
+            v[n++] = ATTN_F32;
+        else if (strcmp(t, "f16") == 0)
+            v[n++] = ATTN_F16;
+        else if (strcmp(t, "bf16") == 0)
+            v[n++] = ATTN_BF16;
+        else if (strcmp(t, "q8") == 0)
+            v[n++] = ATTN_Q8;
+        else
+            return -1;
     }
     return n;
 }
@@ -314,7 +330,8 @@ int bench_decode_run(const bench_decode_opts *o, FILE *out) {
     r.o = o;
     r.out = out;
     r.threads = o->threads > 0 ? o->threads : omp_get_max_threads();
-    int64_t Bs[8] = {1, 4}, Hs[8] = {32, 8}, Ls[8] = {1024, 8192, 32768, 131072};
+    int64_t Bs[8] = {1, 4}, Hs[8] = {32, 8},
+            Ls[8] = {1024, 8192, 32768, 131072};
     int nB = 2, nH = 2, nL = 4, nD = 4;
     attn_dtype dts[4] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_Q8};
     if (o->quick) {
@@ -322,22 +339,28 @@ int bench_decode_run(const bench_decode_opts *o, FILE *out) {
         nL = 2;
     }
     if (o->batches && (nB = parse_list(o->batches, Bs, 8)) < 1) {
-        fprintf(stderr, "attn bench --decode: bad --batch list '%s'\n", o->batches);
+        fprintf(stderr, "attn bench --decode: bad --batch list '%s'\n",
+                o->batches);
         return 2;
     }
     if (o->kv_heads && (nH = parse_list(o->kv_heads, Hs, 8)) < 1) {
-        fprintf(stderr, "attn bench --decode: bad --kv-heads list '%s'\n", o->kv_heads);
+        fprintf(stderr, "attn bench --decode: bad --kv-heads list '%s'\n",
+                o->kv_heads);
         return 2;
     }
     for (int i = 0; i < nH; i++)
         if (32 % Hs[i] != 0) {
-            fprintf(stderr, "attn bench --decode: --kv-heads %lld does not divide "
-                    "H = 32\n", (long long)Hs[i]);
+            fprintf(stderr,
+                    "attn bench --decode: --kv-heads %lld does not divide "
+                    "H = 32\n",
+                    (long long)Hs[i]);
             return 2;
         }
     if (o->dtypes && (nD = parse_dtypes(o->dtypes, dts)) < 1) {
-        fprintf(stderr, "attn bench --decode: bad --kv-dtypes '%s' (f32, f16, "
-                "bf16, q8)\n", o->dtypes);
+        fprintf(stderr,
+                "attn bench --decode: bad --kv-dtypes '%s' (f32, f16, "
+                "bf16, q8)\n",
+                o->dtypes);
         return 2;
     }
     /* the bandwidth: 512 MB, far beyond any last-level cache */
@@ -345,7 +368,8 @@ int bench_decode_run(const bench_decode_opts *o, FILE *out) {
     size_t n = ((size_t)mb << 20) / sizeof(uint64_t);
     uint64_t *buf = malloc(n * sizeof(uint64_t));
     if (!buf) {
-        fprintf(stderr, "attn bench --decode: cannot allocate %lld MB\n", (long long)mb);
+        fprintf(stderr, "attn bench --decode: cannot allocate %lld MB\n",
+                (long long)mb);
         return 2;
     }
     for (size_t i = 0; i < n; i++) buf[i] = i * 0x9e3779b97f4a7c15ull;
@@ -355,12 +379,16 @@ int bench_decode_run(const bench_decode_opts *o, FILE *out) {
     r.flush_n = ((size_t)(mb < 64 ? mb : 64) << 20) / sizeof(uint64_t);
     if (o->json) {
         for (int t = 1; t <= 2; t++)
-            fprintf(out, "{\"impl\": \"stream\", \"threads\": %d, \"gbps\": "
-                    "%.3f, \"bytes\": %zu}\n", t, r.bw[t], n * sizeof(uint64_t));
+            fprintf(out,
+                    "{\"impl\": \"stream\", \"threads\": %d, \"gbps\": "
+                    "%.3f, \"bytes\": %zu}\n",
+                    t, r.bw[t], n * sizeof(uint64_t));
     } else {
-        fprintf(out, "memory bandwidth (read of %lld MB, best of 5): %.1f GB/s "
+        fprintf(out,
+                "memory bandwidth (read of %lld MB, best of 5): %.1f GB/s "
                 "on 1 thread, %.1f GB/s on 2; decode runs on %d thread%s\n",
-                (long long)mb, r.bw[1], r.bw[2], r.threads, r.threads == 1 ? "" : "s");
+                (long long)mb, r.bw[1], r.bw[2], r.threads,
+                r.threads == 1 ? "" : "s");
     }
     print_header(&r);
     result res[256];
@@ -372,7 +400,8 @@ int bench_decode_run(const bench_decode_opts *o, FILE *out) {
                 for (int di = 0; di < nD; di++) {
                     double ms = run_case(&r, Bs[bi], Hs[hi], Ls[li], dts[di]);
                     if (nres < 256)
-                        res[nres++] = (result){Bs[bi], Hs[hi], Ls[li], dts[di], ms};
+                        res[nres++] =
+                            (result){Bs[bi], Hs[hi], Ls[li], dts[di], ms};
                 }
             }
     /* the targets' ratios, from this run */
@@ -384,12 +413,16 @@ int bench_decode_run(const bench_decode_opts *o, FILE *out) {
                 if (a->ms <= 0 || b->ms <= 0 || a->B != b->B || a->Lk != b->Lk)
                     continue;
                 if (a->Hkv == b->Hkv && a->dt == ATTN_Q8 && b->dt == ATTN_F16)
-                    fprintf(out, "q8 / f16 step time, B=%lld Hkv=%lld Lk=%lld: "
-                            "%.2f\n", (long long)a->B, (long long)a->Hkv,
+                    fprintf(out,
+                            "q8 / f16 step time, B=%lld Hkv=%lld Lk=%lld: "
+                            "%.2f\n",
+                            (long long)a->B, (long long)a->Hkv,
                             (long long)a->Lk, a->ms / b->ms);
                 if (a->dt == b->dt && a->Hkv == 8 && b->Hkv == 32)
-                    fprintf(out, "Hkv 8 / Hkv 32 step time, B=%lld Lk=%lld %s: "
-                            "%.2f\n", (long long)a->B, (long long)a->Lk,
+                    fprintf(out,
+                            "Hkv 8 / Hkv 32 step time, B=%lld Lk=%lld %s: "
+                            "%.2f\n",
+                            (long long)a->B, (long long)a->Lk,
                             attn_dtype_name(a->dt), a->ms / b->ms);
             }
     }

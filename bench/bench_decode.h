@@ -8,16 +8,16 @@
 #include <stdio.h>
 
 typedef struct {
-    int quick;          /* Lk in {1024, 8192}, B = 1: a short run        */
-    int json;           /* one JSON object per case                       */
-    int threads;        /* 0: OpenMP's default                            */
-    int64_t lq;         /* new queries per step (default 1)               */
-    int64_t max_lk;     /* skip Lk above it (0: no limit)                 */
-    double max_gb;      /* skip a case whose cache needs more (GB)        */
+    int quick;            /* Lk in {1024, 8192}, B = 1: a short run        */
+    int json;             /* one JSON object per case                       */
+    int threads;          /* 0: OpenMP's default                            */
+    int64_t lq;           /* new queries per step (default 1)               */
+    int64_t max_lk;       /* skip Lk above it (0: no limit)                 */
+    double max_gb;        /* skip a case whose cache needs more (GB)        */
     int64_t flash_max_lk; /* time the flash forward up to this Lk          */
-    const char *dtypes; /* comma list of kv dtypes (NULL: all four)       */
-    const char *batches;/* comma list of B (NULL: 1,4)                    */
-    const char *kv_heads;/* comma list of Hkv (NULL: 32,8)                */
+    const char *dtypes;   /* comma list of kv dtypes (NULL: all four)       */
+    const char *batches;  /* comma list of B (NULL: 1,4)                    */
+    const char *kv_heads; /* comma list of Hkv (NULL: 32,8)                */
     int64_t bandwidth_mb; /* size of the bandwidth read (0: 512 MB)        */
 } bench_decode_opts;
 

@@ -25,7 +25,8 @@ typedef struct {
 static int bufs_make(bufs *b, int64_t L) {
     size_t n = (size_t)(H * L * D);
     memset(b, 0, sizeof *b);
-    float **all[9] = {&b->q, &b->k, &b->v, &b->o, &b->g, &b->dq, &b->dk, &b->dv, &b->lse};
+    float **all[9] = {&b->q,  &b->k,  &b->v,  &b->o,  &b->g,
+                      &b->dq, &b->dk, &b->dv, &b->lse};
     for (int i = 0; i < 9; i++)
         if (!(*all[i] = calloc(n, sizeof(float)))) return 0;
     uint64_t s = 12345;
@@ -41,8 +42,15 @@ static int bufs_make(bufs *b, int64_t L) {
 }
 
 static void bufs_free(bufs *b) {
-    free(b->q); free(b->k); free(b->v); free(b->o); free(b->g);
-    free(b->dq); free(b->dk); free(b->dv); free(b->lse);
+    free(b->q);
+    free(b->k);
+    free(b->v);
+    free(b->o);
+    free(b->g);
+    free(b->dq);
+    free(b->dk);
+    free(b->dv);
+    free(b->lse);
 }
 
 /* One call on rows [r0, r0 + L) of the (H, Ltot, D) buffers: forward, and
@@ -64,12 +72,14 @@ static attn_status call(const bufs *b, int64_t Ltot, int64_t r0, int64_t L,
     float *lse = b->lse + r0 * H;
     attn_status st = attn_sdpa_forward(&Q, &K, &V, op, &O, NULL, lse);
     if (!st && back)
-        st = attn_sdpa_backward(&Q, &K, &V, &O, lse, &G, op, &dQ, &dK, &dV, NULL);
+        st = attn_sdpa_backward(&Q, &K, &V, &O, lse, &G, op, &dQ, &dK, &dV,
+                                NULL);
     return st;
 }
 
 static int fail(FILE *out, attn_status st) {
-    fprintf(out, "bench --score-mods: %s: %s\n", attn_strerror(st), attn_last_error());
+    fprintf(out, "bench --score-mods: %s: %s\n", attn_strerror(st),
+            attn_last_error());
     return 1;
 }
 
@@ -86,10 +96,14 @@ int bench_score_mods_run(FILE *out, const bench_score_mods_opts *o) {
         fprintf(out, "bench --score-mods: out of memory\n");
         return 1;
     }
-    fprintf(out, "B=1, H=%d, D=%d, f32, causal, flash, %d threads%s; best of %d\n\n",
-            H, D, o->threads, o->threads ? "" : " (0: OpenMP's default)", o->reps);
-    fprintf(out, "| L = %lld | forward ms | / plain | fwd + bwd ms | / plain |\n"
-            "| --- | --- | --- | --- | --- |\n", (long long)L);
+    fprintf(out,
+            "B=1, H=%d, D=%d, f32, causal, flash, %d threads%s; best of %d\n\n",
+            H, D, o->threads, o->threads ? "" : " (0: OpenMP's default)",
+            o->reps);
+    fprintf(out,
+            "| L = %lld | forward ms | / plain | fwd + bwd ms | / plain |\n"
+            "| --- | --- | --- | --- | --- |\n",
+            (long long)L);
     static const char *const names[5] = {"plain", "softcap 30", "ALiBi",
                                          "softcap + ALiBi", "sinks"};
     attn_sdpa_opts op5[5];
@@ -144,7 +158,9 @@ int bench_score_mods_run(FILE *out, const bench_score_mods_opts *o) {
     float *ref = malloc(sizeof(float) * (size_t)(H * Lp * D));
     int rc = 0;
     if (!ids || !ref) {
-        free(ids); free(ref); bufs_free(&b);
+        free(ids);
+        free(ref);
+        bufs_free(&b);
         fprintf(out, "bench --score-mods: out of memory\n");
         return 1;
     }
@@ -184,12 +200,19 @@ int bench_score_mods_run(FILE *out, const bench_score_mods_opts *o) {
             double x = fabs((double)ref[i] - b.o[i]);
             if (!(x <= e)) e = x;
         }
-        fprintf(out, "\n| %lld positions, 16 documents (%lld .. ) | forward ms | fwd + bwd ms |\n"
-                "| --- | --- | --- |\n", (long long)Lp, (long long)len[0]);
-        fprintf(out, "| one by one (sum) | %.2f | %.2f |\n", 1e3 * one[0], 1e3 * one[1]);
-        fprintf(out, "| packed, doc ids | %.2f | %.2f |\n", 1e3 * pk[0], 1e3 * pk[1]);
-        fprintf(out, "| packed / sum | %.2f | %.2f |\n", pk[0] / one[0], pk[1] / one[1]);
-        fprintf(out, "\npacked vs one by one: max |diff| of the output %.3g\n", e);
+        fprintf(
+            out,
+            "\n| %lld positions, 16 documents (%lld .. ) | forward ms | fwd + bwd ms |\n"
+            "| --- | --- | --- |\n",
+            (long long)Lp, (long long)len[0]);
+        fprintf(out, "| one by one (sum) | %.2f | %.2f |\n", 1e3 * one[0],
+                1e3 * one[1]);
+        fprintf(out, "| packed, doc ids | %.2f | %.2f |\n", 1e3 * pk[0],
+                1e3 * pk[1]);
+        fprintf(out, "| packed / sum | %.2f | %.2f |\n", pk[0] / one[0],
+                pk[1] / one[1]);
+        fprintf(out, "\npacked vs one by one: max |diff| of the output %.3g\n",
+                e);
         if (!(e <= 1e-5)) {
             fprintf(out, "bench --score-mods: the packed output differs\n");
             rc = 1;

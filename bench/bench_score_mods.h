@@ -10,9 +10,9 @@
 #include <stdio.h>
 
 typedef struct {
-    int quick;   /* L = 1024 and 4096 packed instead of 2048 and 16384 */
-    int threads; /* 0: OpenMP's default                                */
-    int reps;    /* timed repetitions (best is reported), >= 1         */
+    int quick;     /* L = 1024 and 4096 packed instead of 2048 and 16384 */
+    int threads;   /* 0: OpenMP's default                                */
+    int reps;      /* timed repetitions (best is reported), >= 1         */
     int64_t l, lp; /* override the lengths (0: the defaults); lp >= 16 */
 } bench_score_mods_opts;
 

@@ -137,7 +137,7 @@ typedef enum {
     ATTN_U8 = 4,   /* boolean masks: nonzero = true                */
     ATTN_I32 = 5,
     ATTN_I64 = 6,
-    ATTN_Q8 = 7    /* KV cache storage only: 8-bit blocks with a scale
+    ATTN_Q8 = 7 /* KV cache storage only: 8-bit blocks with a scale
                       (attn_cache.h); no tensor view has this dtype     */
 } attn_dtype;
 
@@ -157,8 +157,8 @@ ATTN_API float attn_bf16_to_f32(uint16_t h);
 ATTN_API uint16_t attn_f32_to_bf16(float f);
 
 /* Converts n elements between any two of f32, f16, bf16, f64. */
-ATTN_API attn_status attn_convert(const void *src, attn_dtype src_dtype, void *dst,
-                         attn_dtype dst_dtype, size_t n);
+ATTN_API attn_status attn_convert(const void *src, attn_dtype src_dtype,
+                                  void *dst, attn_dtype dst_dtype, size_t n);
 
 /* A view of a rank-4 array. shape is (B, H, L, D) for attention inputs.
  * stride[i] is the distance in elements between neighbours along axis i;
@@ -175,12 +175,12 @@ typedef struct {
  * address gives a view that attn_tensor_check (and every function taking
  * it) refuses. */
 ATTN_API attn_tensor attn_tensor_4d(void *data, attn_dtype dtype, int64_t d0,
-                           int64_t d1, int64_t d2, int64_t d3);
+                                    int64_t d1, int64_t d2, int64_t d3);
 
 /* A view of a batch-first (B, L, H, D) contiguous buffer, presented as
  * (B, H, L, D) through its strides: no copy. */
 ATTN_API attn_tensor attn_tensor_bthd(void *data, attn_dtype dtype, int64_t b,
-                             int64_t l, int64_t h, int64_t d);
+                                      int64_t l, int64_t h, int64_t d);
 
 /* Checks a view: data not NULL, shape entries >= 1, strides >= 0, and that
  * the largest element offset and byte size fit in int64/size_t. name is used
@@ -192,7 +192,7 @@ ATTN_API int64_t attn_tensor_numel(const attn_tensor *t);
 
 /* Reads element (i0,i1,i2,i3) as double, whatever its dtype. No checks. */
 ATTN_API double attn_tensor_get(const attn_tensor *t, int64_t i0, int64_t i1,
-                       int64_t i2, int64_t i3);
+                                int64_t i2, int64_t i3);
 
 /* ===================================================================== */
 /* Masks                                                                 */
@@ -224,13 +224,14 @@ typedef enum {
  *   - random blocks: block (h, i / rb, j / rb) drawn as kept
  */
 typedef struct {
-    int causal;          /* 0 or 1                                          */
-    attn_align align;    /* alignment of causal and window                 */
-    int64_t window_left; /* < 0: unbounded (default -1); at most 2^61      */
-    int64_t window_right;/* < 0: unbounded (default -1); at most 2^61      */
+    int causal;           /* 0 or 1                                          */
+    attn_align align;     /* alignment of causal and window                 */
+    int64_t window_left;  /* < 0: unbounded (default -1); at most 2^61      */
+    int64_t window_right; /* < 0: unbounded (default -1); at most 2^61      */
 
-    const int64_t *key_lengths;   /* [B] valid keys per batch entry, or NULL   */
-    const int64_t *query_lengths; /* [B] valid queries per entry, or NULL      */
+    const int64_t *key_lengths; /* [B] valid keys per batch entry, or NULL   */
+    const int64_t
+        *query_lengths; /* [B] valid queries per entry, or NULL      */
 
     /* Boolean keep-mask of shape (B, H, Lq, Lk) where any axis may instead
      * have size 1 (or stride 0) to broadcast, e.g. a key-padding mask
@@ -282,16 +283,16 @@ typedef struct {
      * not NULL. The flash backward refuses a dbias with softcap (use
      * IMPL_REF); the KV-cache kernels and additive attention refuse all of
      * these (ATTN_E_UNSUPPORTED) except documents in additive attention. */
-    double softcap;               /* > 0: cap; 0: off; < 0 or NaN refused   */
-    int alibi;                    /* attn_alibi: 0 off, CAUSAL, SYMMETRIC   */
-    const double *alibi_slopes;   /* [H] or NULL (geometric from H)         */
+    double softcap;             /* > 0: cap; 0: off; < 0 or NaN refused   */
+    int alibi;                  /* attn_alibi: 0 off, CAUSAL, SYMMETRIC   */
+    const double *alibi_slopes; /* [H] or NULL (geometric from H)         */
     int64_t n_alibi_slopes;
-    const double *sinks;          /* [H] per-head sink logit, or NULL       */
+    const double *sinks; /* [H] per-head sink logit, or NULL       */
     int64_t n_sinks;
-    double *sinks_grad;           /* [n_sinks] added into by backward, or NULL */
-    const int64_t *doc_q;         /* [B * Lq] document of each query, or NULL */
+    double *sinks_grad;   /* [n_sinks] added into by backward, or NULL */
+    const int64_t *doc_q; /* [B * Lq] document of each query, or NULL */
     int64_t n_doc_q;
-    const int64_t *doc_k;         /* [B * Lk], or NULL: doc_q (Lq == Lk)    */
+    const int64_t *doc_k; /* [B * Lk], or NULL: doc_q (Lq == Lk)    */
     int64_t n_doc_k;
 } attn_mask;
 
@@ -308,17 +309,17 @@ ATTN_API attn_status attn_alibi_slopes(int64_t H, double *slopes);
 ATTN_API void attn_mask_init(attn_mask *mask);
 
 /* Checks a mask against the attention shapes (B, H, Lq, Lk). */
-ATTN_API attn_status attn_mask_check(const attn_mask *mask, int64_t B, int64_t H,
-                            int64_t Lq, int64_t Lk);
+ATTN_API attn_status attn_mask_check(const attn_mask *mask, int64_t B,
+                                     int64_t H, int64_t Lq, int64_t Lk);
 
 /* 1 if key j is visible from query i of (b, h) under mask, else 0 (the
  * bias is not looked at). Bounds are not checked: call attn_mask_check. */
 ATTN_API int attn_mask_visible(const attn_mask *mask, int64_t b, int64_t h,
-                      int64_t i, int64_t j, int64_t Lq, int64_t Lk);
+                               int64_t i, int64_t j, int64_t Lq, int64_t Lk);
 
 /* Whether the random-block pattern keeps block (h, bi, bj). */
 ATTN_API int attn_random_block_kept(uint64_t seed, double keep_p, int64_t h,
-                           int64_t bi, int64_t bj);
+                                    int64_t bi, int64_t bj);
 
 /* --- Builders for the tutorials' conventions (all write u8, 1 = attend) */
 
@@ -326,8 +327,8 @@ ATTN_API int attn_random_block_kept(uint64_t seed, double keep_p, int64_t h,
  * shape (B, L) row-major. The result is (B, L) u8: view it as a keep tensor
  * of shape (B, 1, Lq, L) with strides (L, 0, 0, 1). */
 ATTN_API attn_status attn_mask_padding_from_ids(const int64_t *ids, int64_t B,
-                                       int64_t L, int64_t pad_id,
-                                       uint8_t *keep);
+                                                int64_t L, int64_t pad_id,
+                                                uint8_t *keep);
 
 /* Look-ahead mask (Lq, Lk) u8 with top-left alignment: keep[i, j] = j <= i. */
 ATTN_API attn_status attn_mask_lookahead(int64_t Lq, int64_t Lk, uint8_t *keep);
@@ -335,31 +336,31 @@ ATTN_API attn_status attn_mask_lookahead(int64_t Lq, int64_t Lk, uint8_t *keep);
 /* Keras/TF convention (1 = masked, added as -1e9 there) to keep: n elements
  * of src (dtype u8, i32, i64, f32 or f64; others are ATTN_E_DTYPE),
  * keep = (src == 0). */
-ATTN_API attn_status attn_mask_from_keras(const void *src, attn_dtype dtype, size_t n,
-                                 uint8_t *keep);
+ATTN_API attn_status attn_mask_from_keras(const void *src, attn_dtype dtype,
+                                          size_t n, uint8_t *keep);
 
 /* PyTorch nn.MultiheadAttention convention (True = blocked) to keep, with
  * the dtypes of attn_mask_from_keras. */
 ATTN_API attn_status attn_mask_from_torch_mha(const void *src, attn_dtype dtype,
-                                     size_t n, uint8_t *keep);
+                                              size_t n, uint8_t *keep);
 
 /* ===================================================================== */
 /* Scaled dot-product attention                                          */
 /* ===================================================================== */
 
 typedef enum {
-    ATTN_IMPL_AUTO = 0,  /* the fastest correct kernel (flash)          */
-    ATTN_IMPL_REF = 1,   /* the exact reference, double accumulation    */
-    ATTN_IMPL_FLASH = 2  /* the tiled, multithreaded online-softmax one */
+    ATTN_IMPL_AUTO = 0, /* the fastest correct kernel (flash)          */
+    ATTN_IMPL_REF = 1,  /* the exact reference, double accumulation    */
+    ATTN_IMPL_FLASH = 2 /* the tiled, multithreaded online-softmax one */
 } attn_impl;
 
 typedef struct {
-    double scale;     /* multiplier of q.k; 0 means 1/sqrt(Dk)            */
+    double scale; /* multiplier of q.k; 0 means 1/sqrt(Dk)            */
     attn_mask mask;
     double dropout_p; /* probability of dropping a weight, in [0, 1)     */
     uint64_t seed;    /* dropout seed                                    */
     attn_impl impl;
-    int threads;      /* 0: OpenMP's default                             */
+    int threads; /* 0: OpenMP's default                             */
 } attn_sdpa_opts;
 
 /* Defaults: scale 1/sqrt(Dk), no mask, no dropout, AUTO, default threads. */
@@ -385,10 +386,12 @@ ATTN_API void attn_sdpa_opts_init(attn_sdpa_opts *opts);
  * ATTN_E_UNSUPPORTED (f64 tensors without IMPL_REF; Dk or Dv beyond what
  * the flash kernel's BLAS calls take).
  */
-ATTN_API attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k,
-                              const attn_tensor *v, const attn_sdpa_opts *opts,
-                              attn_tensor *out, attn_tensor *weights,
-                              float *lse);
+ATTN_API attn_status attn_sdpa_forward(const attn_tensor *q,
+                                       const attn_tensor *k,
+                                       const attn_tensor *v,
+                                       const attn_sdpa_opts *opts,
+                                       attn_tensor *out, attn_tensor *weights,
+                                       float *lse);
 
 /* Gradients of attn_sdpa_forward. out and lse are those forward produced
  * with the same q, k, v and opts (the same dropout seed gives the same
@@ -407,21 +410,20 @@ ATTN_API attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *
  * The gradient buffers must not overlap the inputs.
  * Errors: as attn_sdpa_forward, and ATTN_E_INVALID for a missing lse or a
  * dbias without mask.bias, ATTN_E_NONFINITE for NaN/Inf in dout. */
-ATTN_API attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k,
-                               const attn_tensor *v, const attn_tensor *out,
-                               const float *lse, const attn_tensor *dout,
-                               const attn_sdpa_opts *opts, attn_tensor *dq,
-                               attn_tensor *dk, attn_tensor *dv,
-                               attn_tensor *dbias);
+ATTN_API attn_status attn_sdpa_backward(
+    const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+    const attn_tensor *out, const float *lse, const attn_tensor *dout,
+    const attn_sdpa_opts *opts, attn_tensor *dq, attn_tensor *dk,
+    attn_tensor *dv, attn_tensor *dbias);
 
 /* Receives one tile of normalized attention weights (before dropout): rows
  * q0 .. q0+nq-1, columns k0 .. k0+nk-1 of head (b, h); w[r * ldw + c].
  * Masked entries are 0. Return nonzero to stop early (the call then
  * returns ATTN_OK). Tiles of one (b, h) arrive in row-major tile order; the
  * callback is called from one thread at a time. */
-typedef int (*attn_weight_tile_fn)(void *user, int64_t b, int64_t h,
-                                   int64_t q0, int64_t nq, int64_t k0,
-                                   int64_t nk, const float *w, int64_t ldw);
+typedef int (*attn_weight_tile_fn)(void *user, int64_t b, int64_t h, int64_t q0,
+                                   int64_t nq, int64_t k0, int64_t nk,
+                                   const float *w, int64_t ldw);
 
 /* Streams the weights of attention through fn without the Lq x Lk matrix,
  * using lse saved by attn_sdpa_forward with the same q, k, opts. Every
@@ -431,14 +433,16 @@ typedef int (*attn_weight_tile_fn)(void *user, int64_t b, int64_t h,
  * does not). q and k are f32, f16 or bf16 (f64 is ATTN_E_DTYPE); opts.impl
  * and the dropout options are not used. Errors: those of
  * attn_sdpa_forward; ATTN_E_INVALID for a NULL lse or fn. */
-ATTN_API attn_status attn_sdpa_weight_tiles(const attn_tensor *q, const attn_tensor *k,
-                                   const float *lse, const attn_sdpa_opts *opts,
-                                   attn_weight_tile_fn fn, void *user);
+ATTN_API attn_status attn_sdpa_weight_tiles(const attn_tensor *q,
+                                            const attn_tensor *k,
+                                            const float *lse,
+                                            const attn_sdpa_opts *opts,
+                                            attn_weight_tile_fn fn, void *user);
 
 /* Dropout keep decision for weight (b, h, i, j): Philox4x32-10 keyed by
  * seed. 1 = kept. Exposed so tests and users can reproduce the mask. */
 ATTN_API int attn_dropout_kept(uint64_t seed, double p, int64_t b, int64_t h,
-                      int64_t i, int64_t j);
+                               int64_t i, int64_t j);
 
 /* ===================================================================== */
 /* .npy files                                                            */

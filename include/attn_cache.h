@@ -167,9 +167,9 @@ ATTN_API attn_status attn_kv_cache_reorder(attn_kv_cache *cache,
  * f32, f64, f16 or bf16 views, overwritten; either may be NULL.
  * start + n <= lengths[b]. Errors: ATTN_E_INVALID, ATTN_E_SHAPE,
  * ATTN_E_DTYPE. */
-ATTN_API attn_status attn_kv_cache_read(const attn_kv_cache *cache,
-                                        int64_t b, int64_t start,
-                                        attn_tensor *k, attn_tensor *v);
+ATTN_API attn_status attn_kv_cache_read(const attn_kv_cache *cache, int64_t b,
+                                        int64_t start, attn_tensor *k,
+                                        attn_tensor *v);
 
 /*
  * Attention of new queries over the cache:

@@ -115,14 +115,10 @@ typedef struct {
  * communicator's error handler is not changed: the ring works on a
  * duplicate that returns errors).
  */
-ATTN_API attn_status attn_ring_sdpa_forward(MPI_Comm comm,
-                                            attn_ring_layout layout,
-                                            const attn_tensor *q,
-                                            const attn_tensor *k,
-                                            const attn_tensor *v,
-                                            const attn_sdpa_opts *opts,
-                                            attn_tensor *out, float *lse,
-                                            attn_ring_stats *stats);
+ATTN_API attn_status attn_ring_sdpa_forward(
+    MPI_Comm comm, attn_ring_layout layout, const attn_tensor *q,
+    const attn_tensor *k, const attn_tensor *v, const attn_sdpa_opts *opts,
+    attn_tensor *out, float *lse, attn_ring_stats *stats);
 
 /*
  * Ring backward of attn_sdpa_backward: the K/V blocks travel around the

@@ -108,8 +108,9 @@ typedef struct {
  * drawn from a counter-based generator keyed by (seed, slice index,
  * element), zeros, ones. The same seed gives the same block on any thread
  * count and whatever other slices exist. */
-ATTN_API attn_status attn_params_init(const attn_param_slice *slices, int64_t nslices,
-                             float *block, uint64_t seed);
+ATTN_API attn_status attn_params_init(const attn_param_slice *slices,
+                                      int64_t nslices, float *block,
+                                      uint64_t seed);
 
 /* --- Additive (Bahdanau) attention ----------------------------------- */
 /*
@@ -145,22 +146,24 @@ ATTN_API int64_t attn_additive_param_count(const attn_additive_config *cfg);
 /* Named pointers into block (params or gradients) in the layout order
  * w_q, w_k, v, b_q, b_k. */
 ATTN_API attn_status attn_additive_params_view(const attn_additive_config *cfg,
-                                      float *block, attn_additive_params *p);
+                                               float *block,
+                                               attn_additive_params *p);
 /* Slice table: writes at most cap entries, *count = the number needed.
  * prefix ("" or e.g. "layers.0.attn.") is prepended to names. */
 ATTN_API attn_status attn_additive_param_slices(const attn_additive_config *cfg,
-                                       const char *prefix, int64_t offset,
-                                       attn_param_slice *slices, int64_t cap,
-                                       int64_t *count);
+                                                const char *prefix,
+                                                int64_t offset,
+                                                attn_param_slice *slices,
+                                                int64_t cap, int64_t *count);
 /* Xavier init of the whole block (biases 0) from seed. */
-ATTN_API attn_status attn_additive_init(const attn_additive_config *cfg, float *params,
-                               uint64_t seed);
+ATTN_API attn_status attn_additive_init(const attn_additive_config *cfg,
+                                        float *params, uint64_t seed);
 /* Floats of the workspace of one forward + backward with these shapes
  * (B, Lq, Lk >= 1, else ATTN_E_SHAPE; ATTN_E_NOMEM if the size overflows;
  * ATTN_E_INVALID for a bad config or NULL floats). */
-ATTN_API attn_status attn_additive_workspace_size(const attn_additive_config *cfg,
-                                         int64_t B, int64_t Lq, int64_t Lk,
-                                         size_t *floats);
+ATTN_API attn_status
+attn_additive_workspace_size(const attn_additive_config *cfg, int64_t B,
+                             int64_t Lq, int64_t Lk, size_t *floats);
 /*
  *   q (B, Lq, Dq), k (B, Lk, Dk), v (B, Lk, Dv) (NULL if context_from_keys)
  *   out     (B, Lq, out_dim)  overwritten
@@ -168,19 +171,17 @@ ATTN_API attn_status attn_additive_workspace_size(const attn_additive_config *cf
  *   ws      workspace_size floats: saved for backward
  * A query row with no visible key gives context 0 and weights 0.
  */
-ATTN_API attn_status attn_additive_forward(const attn_additive_config *cfg,
-                                  const float *params, int64_t B, int64_t Lq,
-                                  int64_t Lk, const float *q, const float *k,
-                                  const float *v, const attn_layer_opts *opts,
-                                  float *out, float *weights, float *ws);
+ATTN_API attn_status attn_additive_forward(
+    const attn_additive_config *cfg, const float *params, int64_t B, int64_t Lq,
+    int64_t Lk, const float *q, const float *k, const float *v,
+    const attn_layer_opts *opts, float *out, float *weights, float *ws);
 /* dout (B, Lq, out_dim). grads (param_count floats), dq, dk, dv: ADDED
  * INTO; any may be NULL. */
-ATTN_API attn_status attn_additive_backward(const attn_additive_config *cfg,
-                                   const float *params, int64_t B, int64_t Lq,
-                                   int64_t Lk, const float *q, const float *k,
-                                   const float *v, const attn_layer_opts *opts,
-                                   const float *dout, float *ws, float *grads,
-                                   float *dq, float *dk, float *dv);
+ATTN_API attn_status attn_additive_backward(
+    const attn_additive_config *cfg, const float *params, int64_t B, int64_t Lq,
+    int64_t Lk, const float *q, const float *k, const float *v,
+    const attn_layer_opts *opts, const float *dout, float *ws, float *grads,
+    float *dq, float *dk, float *dv);
 
 /* --- Multi-head attention -------------------------------------------- */
 /*
@@ -222,71 +223,70 @@ ATTN_API int64_t attn_mha_param_count(const attn_mha_config *cfg);
  * attn_mha_param_count floats) in the layout order w_q, w_k, w_v, w_o,
  * b_q, b_k, b_v, b_o (biases NULL if !bias). ATTN_E_INVALID for a bad
  * config or NULL pointers. */
-ATTN_API attn_status attn_mha_params_view(const attn_mha_config *cfg, float *block,
-                                 attn_mha_params *p);
+ATTN_API attn_status attn_mha_params_view(const attn_mha_config *cfg,
+                                          float *block, attn_mha_params *p);
 /* Slice table: writes at most cap entries (slices may be NULL with cap 0),
  * *count = the number needed; names get prefix, offsets start at offset. */
 ATTN_API attn_status attn_mha_param_slices(const attn_mha_config *cfg,
-                                  const char *prefix, int64_t offset,
-                                  attn_param_slice *slices, int64_t cap,
-                                  int64_t *count);
+                                           const char *prefix, int64_t offset,
+                                           attn_param_slice *slices,
+                                           int64_t cap, int64_t *count);
 /* Xavier init of the whole block (biases 0) from seed; overwrites params. */
 ATTN_API attn_status attn_mha_init(const attn_mha_config *cfg, float *params,
-                          uint64_t seed);
+                                   uint64_t seed);
 /* Floats of the workspace of one forward + backward with these shapes
  * (B, Lq, Lk >= 1, else ATTN_E_SHAPE; ATTN_E_NOMEM if it overflows). */
-ATTN_API attn_status attn_mha_workspace_size(const attn_mha_config *cfg, int64_t B,
-                                    int64_t Lq, int64_t Lk, size_t *floats);
+ATTN_API attn_status attn_mha_workspace_size(const attn_mha_config *cfg,
+                                             int64_t B, int64_t Lq, int64_t Lk,
+                                             size_t *floats);
 /*
  *   query (B, Lq, E), key (B, Lk, kdim), value (B, Lk, vdim); for
  *   self-attention pass the same pointer three times.
  *   out (B, Lq, E) overwritten; weights NULL or (see mode) overwritten,
  *   after dropout; ws: workspace_size floats, saved for backward.
  */
-ATTN_API attn_status attn_mha_forward(const attn_mha_config *cfg, const float *params,
-                             int64_t B, int64_t Lq, int64_t Lk,
-                             const float *query, const float *key,
-                             const float *value, const attn_layer_opts *opts,
-                             float *out, float *weights,
-                             attn_weights_mode mode, float *ws);
+ATTN_API attn_status
+attn_mha_forward(const attn_mha_config *cfg, const float *params, int64_t B,
+                 int64_t Lq, int64_t Lk, const float *query, const float *key,
+                 const float *value, const attn_layer_opts *opts, float *out,
+                 float *weights, attn_weights_mode mode, float *ws);
 /* dout (B, Lq, E); grads, dquery, dkey, dvalue ADDED INTO (NULL: skip). */
-ATTN_API attn_status attn_mha_backward(const attn_mha_config *cfg, const float *params,
-                              int64_t B, int64_t Lq, int64_t Lk,
-                              const float *query, const float *key,
-                              const float *value, const attn_layer_opts *opts,
-                              const float *dout, float *ws, float *grads,
-                              float *dquery, float *dkey, float *dvalue);
+ATTN_API attn_status attn_mha_backward(
+    const attn_mha_config *cfg, const float *params, int64_t B, int64_t Lq,
+    int64_t Lk, const float *query, const float *key, const float *value,
+    const attn_layer_opts *opts, const float *dout, float *ws, float *grads,
+    float *dquery, float *dkey, float *dvalue);
 
 /* --- Building blocks: linear, LayerNorm, positions -------------------- */
 
 /* y (n, out) = x (n, in) W^T (W is (out, in)) + b (out, or NULL);
  * overwritten. */
 ATTN_API attn_status attn_linear_forward(int64_t n, int64_t in, int64_t out,
-                                const float *x, const float *w,
-                                const float *b, float *y);
+                                         const float *x, const float *w,
+                                         const float *b, float *y);
 /* dW (out, in) += dy^T x; db (out) += column sums of dy; dx (n, in) +=
  * dy W. Any of dw, db, dx may be NULL. */
 ATTN_API attn_status attn_linear_backward(int64_t n, int64_t in, int64_t out,
-                                 const float *x, const float *w,
-                                 const float *dy, float *dw, float *db,
-                                 float *dx);
+                                          const float *x, const float *w,
+                                          const float *dy, float *dw, float *db,
+                                          float *dx);
 /* y = (x - mean) / sqrt(var + eps) * gamma + beta over the last axis of n
  * rows of d features; mean and rstd (n each) saved for backward. */
-ATTN_API attn_status attn_layernorm_forward(int64_t n, int64_t d, const float *x,
-                                   const float *gamma, const float *beta,
-                                   double eps, float *y, float *mean,
-                                   float *rstd);
+ATTN_API attn_status attn_layernorm_forward(int64_t n, int64_t d,
+                                            const float *x, const float *gamma,
+                                            const float *beta, double eps,
+                                            float *y, float *mean, float *rstd);
 /* dgamma, dbeta (d) and dx (n, d) ADDED INTO (NULL: skip). */
-ATTN_API attn_status attn_layernorm_backward(int64_t n, int64_t d, const float *x,
-                                    const float *gamma, const float *mean,
-                                    const float *rstd, const float *dy,
-                                    float *dgamma, float *dbeta, float *dx);
+ATTN_API attn_status attn_layernorm_backward(
+    int64_t n, int64_t d, const float *x, const float *gamma, const float *mean,
+    const float *rstd, const float *dy, float *dgamma, float *dbeta, float *dx);
 /* pe (L, d_model): pe[p, 2i] = sin(p / 10000^(2i / d_model)),
  * pe[p, 2i+1] = cos(same angle); overwritten. */
-ATTN_API attn_status attn_positional_encoding(int64_t L, int64_t d_model, float *pe);
+ATTN_API attn_status attn_positional_encoding(int64_t L, int64_t d_model,
+                                              float *pe);
 /* x (B, L, d_model) += pe, in place. */
 ATTN_API attn_status attn_add_positional_encoding(int64_t B, int64_t L,
-                                         int64_t d_model, float *x);
+                                                  int64_t d_model, float *x);
 
 /* --- Transformer encoder (a stack of N layers) ------------------------ */
 
@@ -315,17 +315,17 @@ typedef enum {
  * final_norm (usual with pre-norm).
  */
 typedef struct {
-    int64_t num_layers;          /* N >= 1                                  */
-    int64_t d_model;             /* E                                       */
-    int64_t num_heads;           /* H (dot); ignored for additive (1 head)  */
-    int64_t num_kv_heads;        /* 0 means H                               */
-    int64_t dim_feedforward;     /* F                                       */
+    int64_t num_layers;      /* N >= 1                                  */
+    int64_t d_model;         /* E                                       */
+    int64_t num_heads;       /* H (dot); ignored for additive (1 head)  */
+    int64_t num_kv_heads;    /* 0 means H                               */
+    int64_t dim_feedforward; /* F                                       */
     attn_attention_type attention;
-    int64_t additive_dim;        /* A for additive; 0 means E / 2           */
+    int64_t additive_dim; /* A for additive; 0 means E / 2           */
     attn_activation activation;
-    int norm_first;              /* 0 post-norm, 1 pre-norm                 */
-    int final_norm;              /* 1: LayerNorm after the last layer       */
-    double layer_norm_eps;       /* 0 means 1e-5                            */
+    int norm_first;        /* 0 post-norm, 1 pre-norm                 */
+    int final_norm;        /* 1: LayerNorm after the last layer       */
+    double layer_norm_eps; /* 0 means 1e-5                            */
 } attn_encoder_config;
 
 /* Defaults: 1 layer, E 512, 8 heads, F 2048, dot, ReLU, post-norm. */
@@ -353,27 +353,28 @@ ATTN_API int64_t attn_encoder_param_count(const attn_encoder_config *cfg);
  * ATTN_E_INVALID) into block (params or gradients, caller-owned, of
  * attn_encoder_param_count floats). */
 ATTN_API attn_status attn_encoder_layer_view(const attn_encoder_config *cfg,
-                                    float *block, int64_t layer,
-                                    attn_encoder_layer_params *p);
+                                             float *block, int64_t layer,
+                                             attn_encoder_layer_params *p);
 /* gamma, beta of the final norm (NULL if !final_norm). */
-ATTN_API attn_status attn_encoder_final_norm_view(const attn_encoder_config *cfg,
-                                         float *block, float **gamma,
-                                         float **beta);
+ATTN_API attn_status attn_encoder_final_norm_view(
+    const attn_encoder_config *cfg, float *block, float **gamma, float **beta);
 /* Slice table of the whole block ("layers.0.attn.w_q", ..., "norm_beta"):
  * writes at most cap entries (slices may be NULL with cap 0), *count = the
  * number needed; names get prefix, offsets start at offset. */
 ATTN_API attn_status attn_encoder_param_slices(const attn_encoder_config *cfg,
-                                      const char *prefix, int64_t offset,
-                                      attn_param_slice *slices, int64_t cap,
-                                      int64_t *count);
+                                               const char *prefix,
+                                               int64_t offset,
+                                               attn_param_slice *slices,
+                                               int64_t cap, int64_t *count);
 /* Xavier init of every matrix, biases 0, LayerNorm gamma 1 and beta 0,
  * from seed; overwrites params. */
-ATTN_API attn_status attn_encoder_init(const attn_encoder_config *cfg, float *params,
-                              uint64_t seed);
+ATTN_API attn_status attn_encoder_init(const attn_encoder_config *cfg,
+                                       float *params, uint64_t seed);
 /* Floats of the workspace of one forward + backward over (B, L) (>= 1,
  * else ATTN_E_SHAPE; ATTN_E_NOMEM if it overflows). */
 ATTN_API attn_status attn_encoder_workspace_size(const attn_encoder_config *cfg,
-                                        int64_t B, int64_t L, size_t *floats);
+                                                 int64_t B, int64_t L,
+                                                 size_t *floats);
 /* Heads of the attention weights per layer: H (dot) or 1 (additive). */
 ATTN_API int64_t attn_encoder_weight_heads(const attn_encoder_config *cfg);
 /*
@@ -384,23 +385,27 @@ ATTN_API int64_t attn_encoder_weight_heads(const attn_encoder_config *cfg);
  *   padding, causal for look-ahead. ws: workspace_size floats.
  */
 ATTN_API attn_status attn_encoder_forward(const attn_encoder_config *cfg,
-                                 const float *params, int64_t B, int64_t L,
-                                 const float *x, const attn_layer_opts *opts,
-                                 float *out, float *weights, float *ws);
+                                          const float *params, int64_t B,
+                                          int64_t L, const float *x,
+                                          const attn_layer_opts *opts,
+                                          float *out, float *weights,
+                                          float *ws);
 /* The attention weights (B, Hw, L, L) of one layer, recomputed from what
  * the last forward saved in ws (dropout not applied). Overwritten. */
 ATTN_API attn_status attn_encoder_layer_weights(const attn_encoder_config *cfg,
-                                       const float *params, int64_t B,
-                                       int64_t L, const attn_layer_opts *opts,
-                                       const float *ws, int64_t layer,
-                                       float *weights);
+                                                const float *params, int64_t B,
+                                                int64_t L,
+                                                const attn_layer_opts *opts,
+                                                const float *ws, int64_t layer,
+                                                float *weights);
 /* dout (B, L, E); grads (param_count floats) and dx (B, L, E, or NULL)
  * ADDED INTO. */
 ATTN_API attn_status attn_encoder_backward(const attn_encoder_config *cfg,
-                                  const float *params, int64_t B, int64_t L,
-                                  const float *x, const attn_layer_opts *opts,
-                                  const float *dout, float *ws, float *grads,
-                                  float *dx);
+                                           const float *params, int64_t B,
+                                           int64_t L, const float *x,
+                                           const attn_layer_opts *opts,
+                                           const float *dout, float *ws,
+                                           float *grads, float *dx);
 
 /* --- Parameter files -------------------------------------------------- */
 /*
@@ -422,31 +427,37 @@ typedef struct {
 } attn_params_header;
 
 /* Generic: writes header, slices and count floats of block. */
-ATTN_API attn_status attn_params_save(const char *path, const attn_params_header *hdr,
-                             const attn_param_slice *slices, int64_t nslices,
-                             const float *block, int64_t count);
+ATTN_API attn_status attn_params_save(const char *path,
+                                      const attn_params_header *hdr,
+                                      const attn_param_slice *slices,
+                                      int64_t nslices, const float *block,
+                                      int64_t count);
 /* Generic: reads a file; *block and *slices are allocated (free with
  * attn_params_free). */
 ATTN_API attn_status attn_params_load(const char *path, attn_params_header *hdr,
-                             attn_param_slice **slices, int64_t *nslices,
-                             float **block, int64_t *count);
+                                      attn_param_slice **slices,
+                                      int64_t *nslices, float **block,
+                                      int64_t *count);
 ATTN_API void attn_params_free(void *p);
 
 /* Typed: save a layer's block; load a file of that kind, returning its
  * config and a newly allocated block (attn_params_free). */
 ATTN_API attn_status attn_additive_save(const char *path,
-                               const attn_additive_config *cfg,
-                               const float *params);
-ATTN_API attn_status attn_additive_load(const char *path, attn_additive_config *cfg,
-                               float **params);
+                                        const attn_additive_config *cfg,
+                                        const float *params);
+ATTN_API attn_status attn_additive_load(const char *path,
+                                        attn_additive_config *cfg,
+                                        float **params);
 ATTN_API attn_status attn_mha_save(const char *path, const attn_mha_config *cfg,
-                          const float *params);
+                                   const float *params);
 ATTN_API attn_status attn_mha_load(const char *path, attn_mha_config *cfg,
-                          float **params);
-ATTN_API attn_status attn_encoder_save(const char *path, const attn_encoder_config *cfg,
-                              const float *params);
-ATTN_API attn_status attn_encoder_load(const char *path, attn_encoder_config *cfg,
-                              float **params);
+                                   float **params);
+ATTN_API attn_status attn_encoder_save(const char *path,
+                                       const attn_encoder_config *cfg,
+                                       const float *params);
+ATTN_API attn_status attn_encoder_load(const char *path,
+                                       attn_encoder_config *cfg,
+                                       float **params);
 
 #ifdef __cplusplus
 }

@@ -48,12 +48,12 @@ extern "C" {
 typedef struct attn_safetensors attn_safetensors;
 
 typedef struct {
-    const char *name;  /* owned by the file object, valid until close      */
+    const char *name; /* owned by the file object, valid until close      */
     attn_dtype dtype;
-    int ndim;          /* 0 (a scalar) .. ATTN_ST_MAX_DIMS                  */
+    int ndim; /* 0 (a scalar) .. ATTN_ST_MAX_DIMS                  */
     int64_t shape[ATTN_ST_MAX_DIMS];
-    int64_t numel;     /* product of shape (1 for a scalar)                 */
-    const void *data;  /* numel elements, little-endian, maybe unaligned    */
+    int64_t numel;    /* product of shape (1 for a scalar)                 */
+    const void *data; /* numel elements, little-endian, maybe unaligned    */
     size_t nbytes;
 } attn_st_tensor;
 
@@ -72,12 +72,11 @@ ATTN_API void attn_safetensors_close(attn_safetensors *st);
 /* Number of tensors (0 for NULL). */
 ATTN_API int64_t attn_safetensors_count(const attn_safetensors *st);
 /* Tensor i (0 <= i < count, in the order of their data offsets). */
-ATTN_API attn_status attn_safetensors_get(const attn_safetensors *st,
-                                          int64_t i, attn_st_tensor *t);
+ATTN_API attn_status attn_safetensors_get(const attn_safetensors *st, int64_t i,
+                                          attn_st_tensor *t);
 /* The tensor called name; ATTN_E_INVALID naming it when absent. */
 ATTN_API attn_status attn_safetensors_find(const attn_safetensors *st,
-                                           const char *name,
-                                           attn_st_tensor *t);
+                                           const char *name, attn_st_tensor *t);
 /* Converts a floating tensor (F32, F16, BF16, F64) to n = t->numel f32
  * values at dst (overwritten); ATTN_E_DTYPE for integer tensors,
  * ATTN_E_SHAPE when n differs. */
@@ -193,7 +192,7 @@ typedef struct {
     int64_t max_position;      /* P: the longest input                     */
     int64_t type_vocab_size;   /* T                                        */
     int64_t pad_token_id;
-    int64_t max_seq_length;    /* texts are cut to this many tokens        */
+    int64_t max_seq_length; /* texts are cut to this many tokens        */
     double layer_norm_eps;
     attn_activation activation;
     attn_wordpiece_opts tokenizer;

@@ -128,15 +128,16 @@ ATTN_API int64_t attn_task_vocab_out(const attn_task *task);
 
 /* B fresh examples drawn from rng: tokens and targets (B, L) int32 with
  * L = attn_task_seq_len, lengths [B] (valid tokens), all overwritten. */
-ATTN_API attn_status attn_task_batch(const attn_task *task, attn_rng *rng, int64_t B,
-                            int32_t *tokens, int32_t *targets,
-                            int64_t *lengths);
+ATTN_API attn_status attn_task_batch(const attn_task *task, attn_rng *rng,
+                                     int64_t B, int32_t *tokens,
+                                     int32_t *targets, int64_t *lengths);
 
 /* The answer for one given input: tokens[0 .. n) (n <= L, no PAD; add:
  * the full layout) -> targets[0 .. n) as attn_task_batch would give.
  * ATTN_E_INVALID if the input does not fit the task. */
-ATTN_API attn_status attn_task_solve(const attn_task *task, const int32_t *tokens,
-                            int64_t n, int32_t *targets);
+ATTN_API attn_status attn_task_solve(const attn_task *task,
+                                     const int32_t *tokens, int64_t n,
+                                     int32_t *targets);
 
 /* --- Model ------------------------------------------------------------ */
 
@@ -156,16 +157,17 @@ ATTN_API int64_t attn_model_param_count(const attn_model_config *cfg);
 /* Slice table: writes at most cap entries (slices may be NULL with cap 0),
  * *count = the number needed. */
 ATTN_API attn_status attn_model_param_slices(const attn_model_config *cfg,
-                                    attn_param_slice *slices, int64_t cap,
-                                    int64_t *count);
+                                             attn_param_slice *slices,
+                                             int64_t cap, int64_t *count);
 /* Xavier (matrices and the embedding), zeros (biases, betas), ones
  * (gammas), from seed. */
-ATTN_API attn_status attn_model_init(const attn_model_config *cfg, float *params,
-                            uint64_t seed);
+ATTN_API attn_status attn_model_init(const attn_model_config *cfg,
+                                     float *params, uint64_t seed);
 /* Floats of the workspace of one forward + backward over (B, L) (>= 1 and
  * L <= max_len, else ATTN_E_SHAPE; ATTN_E_NOMEM if it overflows). */
 ATTN_API attn_status attn_model_workspace_size(const attn_model_config *cfg,
-                                      int64_t B, int64_t L, size_t *floats);
+                                               int64_t B, int64_t L,
+                                               size_t *floats);
 /*
  *   tokens (B, L) int32 in [0, vocab_in); lengths [B] in [1, L] or NULL
  *   (all L): keys past lengths[b] are masked (opts->mask.key_lengths is
@@ -173,18 +175,16 @@ ATTN_API attn_status attn_model_workspace_size(const attn_model_config *cfg,
  *   logits (B, L, vocab_out) overwritten; weights NULL or
  *   (N, B, Hw, L, L) as attn_encoder_forward; ws saved for backward.
  */
-ATTN_API attn_status attn_model_forward(const attn_model_config *cfg,
-                               const float *params, int64_t B, int64_t L,
-                               const int32_t *tokens, const int64_t *lengths,
-                               const attn_layer_opts *opts, float *logits,
-                               float *weights, float *ws);
+ATTN_API attn_status attn_model_forward(
+    const attn_model_config *cfg, const float *params, int64_t B, int64_t L,
+    const int32_t *tokens, const int64_t *lengths, const attn_layer_opts *opts,
+    float *logits, float *weights, float *ws);
 /* dlogits (B, L, vocab_out); grads ADDED INTO. Same arguments as the
  * forward that filled ws. */
-ATTN_API attn_status attn_model_backward(const attn_model_config *cfg,
-                                const float *params, int64_t B, int64_t L,
-                                const int32_t *tokens, const int64_t *lengths,
-                                const attn_layer_opts *opts,
-                                const float *dlogits, float *ws, float *grads);
+ATTN_API attn_status attn_model_backward(
+    const attn_model_config *cfg, const float *params, int64_t B, int64_t L,
+    const int32_t *tokens, const int64_t *lengths, const attn_layer_opts *opts,
+    const float *dlogits, float *ws, float *grads);
 
 /* --- Loss and optimizer ----------------------------------------------- */
 
@@ -194,10 +194,12 @@ ATTN_API attn_status attn_model_backward(const attn_model_config *cfg,
  * OVERWRITTEN with d loss / d logits (zero rows for ignored targets);
  * counted, correct (or NULL): rows counted, rows whose argmax (first
  * maximum) is the target. NaN/Inf in logits: ATTN_E_NONFINITE. */
-ATTN_API attn_status attn_cross_entropy(int64_t n, int64_t classes, const float *logits,
-                               const int32_t *targets, int32_t ignore_index,
-                               double *loss, float *dlogits, int64_t *counted,
-                               int64_t *correct);
+ATTN_API attn_status attn_cross_entropy(int64_t n, int64_t classes,
+                                        const float *logits,
+                                        const int32_t *targets,
+                                        int32_t ignore_index, double *loss,
+                                        float *dlogits, int64_t *counted,
+                                        int64_t *correct);
 
 typedef struct {
     double lr;           /* peak learning rate                            */
@@ -220,15 +222,15 @@ ATTN_API double attn_adamw_lr(const attn_adamw_config *cfg, int64_t step);
 /* Global L2 norm of grads (summed in double, in order); if max_norm > 0 and
  * the norm exceeds it, grads are scaled by max_norm / norm. NaN/Inf in
  * grads: ATTN_E_NONFINITE (naming the first element), grads unchanged. */
-ATTN_API attn_status attn_clip_grad_norm(float *grads, int64_t n, double max_norm,
-                                double *norm);
+ATTN_API attn_status attn_clip_grad_norm(float *grads, int64_t n,
+                                         double max_norm, double *norm);
 /* One AdamW update of params with grads (not clipped here), moments m and
  * v (n each, zero at step 0) updated in place; step is 0-based. Weight
  * decay applies to the slices whose init is ATTN_INIT_XAVIER. */
 ATTN_API attn_status attn_adamw_step(const attn_adamw_config *cfg, int64_t step,
-                            const attn_param_slice *slices, int64_t nslices,
-                            int64_t n, float *params, const float *grads,
-                            float *m, float *v);
+                                     const attn_param_slice *slices,
+                                     int64_t nslices, int64_t n, float *params,
+                                     const float *grads, float *m, float *v);
 
 /* --- Trainer ---------------------------------------------------------- */
 
@@ -236,28 +238,29 @@ typedef struct {
     attn_task task;
     attn_model_config model; /* vocab_in/out, max_len follow the task    */
     attn_adamw_config optim;
-    int64_t batch;           /* sequences per step                        */
-    int64_t steps;           /* planned steps (the schedule's horizon)    */
-    uint64_t seed;           /* init, data and dropout                    */
-    double dropout;          /* encoder dropout in training               */
-    int threads;             /* OpenMP threads of the kernels (0: default);
+    int64_t batch;  /* sequences per step                        */
+    int64_t steps;  /* planned steps (the schedule's horizon)    */
+    uint64_t seed;  /* init, data and dropout                    */
+    double dropout; /* encoder dropout in training               */
+    int threads;    /* OpenMP threads of the kernels (0: default);
                                 not stored in checkpoints                 */
 } attn_train_config;
 
 /* Task defaults and the model and optimizer settings chosen by experiment
  * for that task (see the README's "Training"). */
-ATTN_API void attn_train_config_init(attn_train_config *cfg, attn_task_kind kind);
+ATTN_API void attn_train_config_init(attn_train_config *cfg,
+                                     attn_task_kind kind);
 /* Validates; sets the model's vocabularies and max_len from the task. */
 ATTN_API attn_status attn_train_config_check(attn_train_config *cfg);
 
 typedef struct {
-    int64_t step;      /* steps done after this one                      */
-    double loss;       /* mean cross-entropy of the batch                */
-    double token_acc;  /* of the batch's target tokens                   */
-    double seq_acc;    /* sequences with every target right              */
-    double grad_norm;  /* before clipping                                */
+    int64_t step;     /* steps done after this one                      */
+    double loss;      /* mean cross-entropy of the batch                */
+    double token_acc; /* of the batch's target tokens                   */
+    double seq_acc;   /* sequences with every target right              */
+    double grad_norm; /* before clipping                                */
     double lr;
-    int64_t tokens;    /* target tokens of the batch                     */
+    int64_t tokens; /* target tokens of the batch                     */
 } attn_train_stats;
 
 /* Opaque: model, gradients, optimizer moments, data RNG and step, with
@@ -269,11 +272,12 @@ typedef struct attn_trainer attn_trainer;
  * caller's, freed with attn_trainer_free. ATTN_E_INVALID for a bad config,
  * ATTN_E_NOMEM when its buffers cannot be allocated. */
 ATTN_API attn_status attn_trainer_create(const attn_train_config *cfg,
-                                attn_trainer **out);
+                                         attn_trainer **out);
 /* One step: a fresh batch, forward, loss, backward, clipping, AdamW.
  * A NaN/Inf loss or gradient returns ATTN_E_NONFINITE with the step in the
  * message and leaves the model as it was before the step. */
-ATTN_API attn_status attn_trainer_step(attn_trainer *tr, attn_train_stats *stats);
+ATTN_API attn_status attn_trainer_step(attn_trainer *tr,
+                                       attn_train_stats *stats);
 /* Steps done so far (0 for a new trainer; a loaded one continues). */
 ATTN_API int64_t attn_trainer_steps_done(const attn_trainer *tr);
 /* The trainer's own config (read-only, valid until it is freed). */
@@ -294,7 +298,8 @@ ATTN_API attn_status attn_trainer_set_steps(attn_trainer *tr, int64_t steps);
  * corrupted or foreign file is ATTN_E_FORMAT (ATTN_E_IO if unreadable).
  * A loaded trainer continues bitwise as the one that was saved.
  */
-ATTN_API attn_status attn_trainer_save(const attn_trainer *tr, const char *path);
+ATTN_API attn_status attn_trainer_save(const attn_trainer *tr,
+                                       const char *path);
 /* A new trainer from a checkpoint into *out (free with attn_trainer_free). */
 ATTN_API attn_status attn_trainer_load(const char *path, attn_trainer **out);
 /* Frees a trainer and its buffers; NULL is a no-op. */
@@ -311,9 +316,10 @@ typedef struct {
 /* Accuracy of a model on count fresh sequences of task drawn from seed
  * (a stream distinct from training's for any seed), no dropout. */
 ATTN_API attn_status attn_model_evaluate(const attn_model_config *cfg,
-                                const float *params, const attn_task *task,
-                                int64_t count, uint64_t seed, int threads,
-                                attn_eval_result *res);
+                                         const float *params,
+                                         const attn_task *task, int64_t count,
+                                         uint64_t seed, int threads,
+                                         attn_eval_result *res);
 
 #ifdef __cplusplus
 }

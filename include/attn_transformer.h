@@ -42,18 +42,18 @@ extern "C" {
  * cross = 0 gives the decoder-only stack (no CA, no LN of it).
  */
 typedef struct {
-    int64_t num_layers;       /* M >= 1                                   */
-    int64_t d_model;          /* E                                        */
-    int64_t num_heads;        /* H of SA (and of CA when dot)             */
-    int64_t num_kv_heads;     /* 0 means H                                */
-    int64_t dim_feedforward;  /* F                                        */
-    int cross;                /* 1: layers have cross-attention           */
+    int64_t num_layers;      /* M >= 1                                   */
+    int64_t d_model;         /* E                                        */
+    int64_t num_heads;       /* H of SA (and of CA when dot)             */
+    int64_t num_kv_heads;    /* 0 means H                                */
+    int64_t dim_feedforward; /* F                                        */
+    int cross;               /* 1: layers have cross-attention           */
     attn_attention_type cross_attention; /* DOT or ADDITIVE               */
-    int64_t additive_dim;     /* A of additive CA; 0 means E / 2          */
+    int64_t additive_dim; /* A of additive CA; 0 means E / 2          */
     attn_activation activation;
-    int norm_first;           /* 0 post-norm, 1 pre-norm                  */
-    int final_norm;           /* 1: LayerNorm after the last layer        */
-    double layer_norm_eps;    /* 0 means 1e-5                             */
+    int norm_first;        /* 0 post-norm, 1 pre-norm                  */
+    int final_norm;        /* 1: LayerNorm after the last layer        */
+    double layer_norm_eps; /* 0 means 1e-5                             */
 } attn_decoder_config;
 
 /* Defaults: 1 layer, E 512, 8 heads, F 2048, cross-attention (dot),
@@ -62,15 +62,15 @@ ATTN_API void attn_decoder_config_init(attn_decoder_config *cfg);
 ATTN_API attn_status attn_decoder_check(const attn_decoder_config *cfg);
 
 typedef struct {
-    attn_mha_params self_attn;       /* SA, with biases                   */
-    attn_mha_params cross_mha;       /* CA when dot, else NULLs           */
-    attn_additive_params cross_add;  /* CA when additive, else NULLs      */
-    float *cross_w_o, *cross_b_o;    /* (E, E), (E): additive CA only     */
-    float *ln1_gamma, *ln1_beta;     /* (E)                               */
-    float *ln2_gamma, *ln2_beta;     /* (E), NULL without cross           */
-    float *ln3_gamma, *ln3_beta;     /* (E)                               */
-    float *w_1, *b_1;                /* (F, E), (F)                       */
-    float *w_2, *b_2;                /* (E, F), (E)                       */
+    attn_mha_params self_attn;      /* SA, with biases                   */
+    attn_mha_params cross_mha;      /* CA when dot, else NULLs           */
+    attn_additive_params cross_add; /* CA when additive, else NULLs      */
+    float *cross_w_o, *cross_b_o;   /* (E, E), (E): additive CA only     */
+    float *ln1_gamma, *ln1_beta;    /* (E)                               */
+    float *ln2_gamma, *ln2_beta;    /* (E), NULL without cross           */
+    float *ln3_gamma, *ln3_beta;    /* (E)                               */
+    float *w_1, *b_1;               /* (F, E), (F)                       */
+    float *w_2, *b_2;               /* (E, F), (E)                       */
 } attn_decoder_layer_params;
 
 /* Block layout, per layer: "layers.l.self_attn." (MHA layout with bias),
@@ -96,9 +96,9 @@ ATTN_API attn_status attn_decoder_init(const attn_decoder_config *cfg,
 ATTN_API int64_t attn_decoder_cross_heads(const attn_decoder_config *cfg);
 /* Workspace for targets of length Lt and a memory of length Ls (Ls is
  * ignored without cross-attention; pass 1). */
-ATTN_API attn_status attn_decoder_workspace_size(
-    const attn_decoder_config *cfg, int64_t B, int64_t Lt, int64_t Ls,
-    size_t *floats);
+ATTN_API attn_status attn_decoder_workspace_size(const attn_decoder_config *cfg,
+                                                 int64_t B, int64_t Lt,
+                                                 int64_t Ls, size_t *floats);
 /*
  *   x (B, Lt, E): the target embeddings (positions added); memory
  *   (B, Ls, E) or NULL without cross; memory_lengths [B] in [1, Ls] or
@@ -109,16 +109,16 @@ ATTN_API attn_status attn_decoder_workspace_size(
  *   (M, B, Hc, Lt, Ls): every layer's weights after dropout, overwritten.
  */
 ATTN_API attn_status attn_decoder_forward(
-    const attn_decoder_config *cfg, const float *params, int64_t B,
-    int64_t Lt, int64_t Ls, const float *x, const float *memory,
+    const attn_decoder_config *cfg, const float *params, int64_t B, int64_t Lt,
+    int64_t Ls, const float *x, const float *memory,
     const int64_t *memory_lengths, const attn_layer_opts *opts, float *out,
     float *self_weights, float *cross_weights, float *ws);
 /* dout (B, Lt, E). grads (param_count floats), dx (B, Lt, E) and dmemory
  * (B, Ls, E) ADDED INTO (dx, dmemory may be NULL). The arguments are those
  * of the forward that filled ws. */
 ATTN_API attn_status attn_decoder_backward(
-    const attn_decoder_config *cfg, const float *params, int64_t B,
-    int64_t Lt, int64_t Ls, const float *x, const float *memory,
+    const attn_decoder_config *cfg, const float *params, int64_t B, int64_t Lt,
+    int64_t Ls, const float *x, const float *memory,
     const int64_t *memory_lengths, const attn_layer_opts *opts,
     const float *dout, float *ws, float *grads, float *dx, float *dmemory);
 
@@ -144,10 +144,7 @@ ATTN_API attn_status attn_decoder_load(const char *path,
  *   DECODER: h = Decoder(embed_tgt(tgt)) without cross-attention (a
  *            causal language model over one vocabulary).
  */
-typedef enum {
-    ATTN_MODEL_ENCDEC = 0,
-    ATTN_MODEL_DECODER = 1
-} attn_model_kind;
+typedef enum { ATTN_MODEL_ENCDEC = 0, ATTN_MODEL_DECODER = 1 } attn_model_kind;
 
 typedef struct {
     attn_model_kind kind;
@@ -172,15 +169,16 @@ ATTN_API const char *attn_model_kind_name(attn_model_kind kind);
 /* Block layout: embed.src (vocab_src, E) if ENCDEC and not shared,
  * embed.tgt (vocab_tgt, E), the encoder ("enc.") if ENCDEC, the decoder
  * ("dec."), head.w (vocab_tgt, E) unless tied, head.b (vocab_tgt). */
-ATTN_API int64_t attn_transformer_param_count(const attn_transformer_config *cfg);
+ATTN_API int64_t
+attn_transformer_param_count(const attn_transformer_config *cfg);
 ATTN_API attn_status attn_transformer_param_slices(
     const attn_transformer_config *cfg, attn_param_slice *slices, int64_t cap,
     int64_t *count);
 ATTN_API attn_status attn_transformer_init(const attn_transformer_config *cfg,
                                            float *params, uint64_t seed);
-ATTN_API attn_status attn_transformer_workspace_size(
-    const attn_transformer_config *cfg, int64_t B, int64_t Ls, int64_t Lt,
-    size_t *floats);
+ATTN_API attn_status
+attn_transformer_workspace_size(const attn_transformer_config *cfg, int64_t B,
+                                int64_t Ls, int64_t Lt, size_t *floats);
 /*
  * Teacher-forced forward.
  *   src (B, Ls) int32 ids in [0, vocab_src) and src_lengths [B] in [1, Ls]
@@ -303,8 +301,7 @@ ATTN_API attn_status attn_gen_sample(const attn_gen_task *task, attn_rng *rng,
 ATTN_API attn_status attn_gen_sample_fields(const attn_gen_task *task,
                                             attn_rng *rng, char *src,
                                             size_t src_cap, char *tgt,
-                                            size_t tgt_cap,
-                                            uint8_t *src_fields,
+                                            size_t tgt_cap, uint8_t *src_fields,
                                             uint8_t *tgt_fields);
 /* text -> ids[0 .. *n) of a side (no BOS/EOS added). Errors name the
  * position: ATTN_E_INVALID for a character outside the side's charset
@@ -366,8 +363,8 @@ typedef struct {
     int64_t steps;
     uint64_t seed;
     double dropout;
-    double label_smoothing;        /* in [0, 1)                            */
-    int threads;                   /* not stored in checkpoints            */
+    double label_smoothing; /* in [0, 1)                            */
+    int threads;            /* not stored in checkpoints            */
 } attn_gen_train_config;
 
 /* Task defaults and the model and optimizer settings chosen by experiment
@@ -388,8 +385,8 @@ ATTN_API attn_status attn_gen_trainer_create(const attn_gen_train_config *cfg,
 ATTN_API attn_status attn_gen_trainer_step(attn_gen_trainer *tr,
                                            attn_train_stats *stats);
 ATTN_API int64_t attn_gen_trainer_steps_done(const attn_gen_trainer *tr);
-ATTN_API const attn_gen_train_config *attn_gen_trainer_config(
-    const attn_gen_trainer *tr);
+ATTN_API const attn_gen_train_config *
+attn_gen_trainer_config(const attn_gen_trainer *tr);
 ATTN_API const float *attn_gen_trainer_params(const attn_gen_trainer *tr);
 ATTN_API attn_status attn_gen_trainer_set_threads(attn_gen_trainer *tr,
                                                   int threads);
@@ -422,23 +419,23 @@ ATTN_API void attn_gen_trainer_free(attn_gen_trainer *tr);
  * (their padding is masked in the encoder and the cross-attention).
  */
 typedef struct {
-    int64_t max_len;       /* most tokens per sequence, EOS not counted;
+    int64_t max_len;        /* most tokens per sequence, EOS not counted;
                               0 or more than the model allows: as many as
                               its max_tgt allows                          */
-    int64_t beam;          /* 1: greedy or sampling; > 1: beam width       */
-    double length_penalty; /* beam: score = log p / ((5 + n) / 6)^alpha,
+    int64_t beam;           /* 1: greedy or sampling; > 1: beam width       */
+    double length_penalty;  /* beam: score = log p / ((5 + n) / 6)^alpha,
                               n tokens with EOS (GNMT); 0: plain sum      */
-    int sample;            /* 1: sample (needs beam 1)                    */
-    double temperature;    /* > 0 (default 1)                             */
-    int64_t top_k;         /* keep the k most likely ids; 0: all          */
-    double top_p;          /* keep the fewest most likely ids whose mass
+    int sample;             /* 1: sample (needs beam 1)                    */
+    double temperature;     /* > 0 (default 1)                             */
+    int64_t top_k;          /* keep the k most likely ids; 0: all          */
+    double top_p;           /* keep the fewest most likely ids whose mass
                               reaches top_p, in (0, 1]; 1: all            */
-    uint64_t seed;         /* sampling                                    */
-    int threads;           /* kernels (0: default); results do not depend */
-    int recompute;         /* 1: no cache: every step runs the decoder over
+    uint64_t seed;          /* sampling                                    */
+    int threads;            /* kernels (0: default); results do not depend */
+    int recompute;          /* 1: no cache: every step runs the decoder over
                               the whole prefix (the reference of the tests
                               and the benchmark's baseline)               */
-    int32_t bos_id, eos_id;/* defaults ATTN_GEN_BOS, ATTN_GEN_EOS         */
+    int32_t bos_id, eos_id; /* defaults ATTN_GEN_BOS, ATTN_GEN_EOS         */
     /* NULL, or (B, max_len, vocab_tgt) f32: the logits each step of the
      * chosen path decided on (greedy and sampling only); rows past a
      * sequence's end are not written. */
@@ -464,23 +461,23 @@ ATTN_API attn_status attn_generate(const attn_transformer_config *cfg,
                                    const float *params, int64_t B, int64_t Ls,
                                    const int32_t *src,
                                    const int64_t *src_lengths,
-                                   const attn_generate_opts *opts,
-                                   int32_t *out, int64_t out_cap,
-                                   int64_t *out_lengths, double *scores);
+                                   const attn_generate_opts *opts, int32_t *out,
+                                   int64_t out_cap, int64_t *out_lengths,
+                                   double *scores);
 
 /* Exact-match accuracy of a trained model on count fresh examples of the
  * task drawn from seed (a stream distinct from training's), generated
  * with opts (NULL: greedy). */
 typedef struct {
     int64_t sequences, exact;
-    double exact_match;     /* exact / sequences                          */
-    double chars_correct;   /* fraction of target characters right        */
+    double exact_match;   /* exact / sequences                          */
+    double chars_correct; /* fraction of target characters right        */
 } attn_gen_eval_result;
 
 ATTN_API attn_status attn_gen_evaluate(const attn_transformer_config *cfg,
                                        const float *params,
-                                       const attn_gen_task *task,
-                                       int64_t count, uint64_t seed,
+                                       const attn_gen_task *task, int64_t count,
+                                       uint64_t seed,
                                        const attn_generate_opts *opts,
                                        attn_gen_eval_result *res);
 

@@ -55,10 +55,7 @@ extern "C" {
 
 /* Colour maps: viridis for weights, a blue-white-red diverging one for
  * differences (white at the middle of the scale). */
-typedef enum {
-    ATTN_CMAP_VIRIDIS = 0,
-    ATTN_CMAP_DIVERGING = 1
-} attn_colormap;
+typedef enum { ATTN_CMAP_VIRIDIS = 0, ATTN_CMAP_DIVERGING = 1 } attn_colormap;
 
 /* Colours of cells that are not values, as 0xRRGGBB. */
 #define ATTN_RGB_NAN 0xff00ffu    /* NaN or Inf: magenta               */
@@ -66,7 +63,8 @@ typedef enum {
 
 /* sRGB colour of t in [0, 1] (clamped) under cmap; a NaN t gives
  * ATTN_RGB_NAN. Errors: ATTN_E_INVALID (rgb NULL, unknown cmap). */
-ATTN_API attn_status attn_colormap_rgb(attn_colormap cmap, double t, uint8_t rgb[3]);
+ATTN_API attn_status attn_colormap_rgb(attn_colormap cmap, double t,
+                                       uint8_t rgb[3]);
 
 typedef struct {
     const char *title;   /* over the figure; NULL: none                    */
@@ -76,7 +74,7 @@ typedef struct {
      * rows, or NULL for position ticks. Long column labels are rotated. */
     const char *const *x_labels;
     const char *const *y_labels;
-    attn_colormap cmap;  /* default VIRIDIS                               */
+    attn_colormap cmap; /* default VIRIDIS                               */
     /* Colour scale. vmin >= vmax (the default 0, 0): from the data, with 0
      * as the low end for VIRIDIS when no value is negative, and symmetric
      * around 0 for DIVERGING. */
@@ -107,8 +105,8 @@ ATTN_API void attn_heatmap_opts_init(attn_heatmap_opts *opts);
  * shapes), ATTN_E_DTYPE, ATTN_E_IO (the file could not be written),
  * ATTN_E_NOMEM. */
 ATTN_API attn_status attn_heatmap_write(const char *path, const attn_tensor *w,
-                               int64_t b, int64_t h,
-                               const attn_heatmap_opts *opts);
+                                        int64_t b, int64_t h,
+                                        const attn_heatmap_opts *opts);
 
 /* Where attn_heatmap_write puts things, for overlays and tests: the
  * picture's size in pixels, the top-left corner of the map's first cell,
@@ -123,9 +121,10 @@ typedef struct {
 
 /* The geometry attn_heatmap_write would use for the same arguments; draws
  * nothing. Errors as attn_heatmap_write. */
-ATTN_API attn_status attn_heatmap_measure(const attn_tensor *w, int64_t b, int64_t h,
-                                 const attn_heatmap_opts *opts,
-                                 attn_heatmap_box *box);
+ATTN_API attn_status attn_heatmap_measure(const attn_tensor *w, int64_t b,
+                                          int64_t h,
+                                          const attn_heatmap_opts *opts,
+                                          attn_heatmap_box *box);
 
 /* One panel of a composite figure: the map w[b, h] with its own title
  * (NULL: none) and mask (NULL: opts->mask). */
@@ -140,30 +139,33 @@ typedef struct {
  * and one colour bar (scaled vs unscaled side by side, heads x layers).
  * opts->title heads the figure; its labels apply to every panel, which then
  * must all have the same Lq and Lk. */
-ATTN_API attn_status attn_figure_write(const char *path, const attn_panel *panels,
-                              int n, int ncols, const attn_heatmap_opts *opts);
+ATTN_API attn_status attn_figure_write(const char *path,
+                                       const attn_panel *panels, int n,
+                                       int ncols,
+                                       const attn_heatmap_opts *opts);
 
 /* Every map of w (N, H, Lq, Lk) as a grid: one row per entry of the first
  * axis, one column per head (a single row of more than 4 heads wraps onto
  * two rows), shared colour scale. Panels are titled "batch n, head h" (the
  * (B, H, Lq, Lk) of attention weights; "head h" when N = 1); to name the
  * axes otherwise (layers), draw the panels with attn_figure_write. */
-ATTN_API attn_status attn_heatmap_grid_write(const char *path, const attn_tensor *w,
-                                    const attn_heatmap_opts *opts);
+ATTN_API attn_status attn_heatmap_grid_write(const char *path,
+                                             const attn_tensor *w,
+                                             const attn_heatmap_opts *opts);
 
 /* The difference a - b of two weight tensors of the same shape, every
  * map in a grid as attn_heatmap_grid_write, in the DIVERGING colour map
  * with a scale symmetric around 0 (unless opts->vmin < opts->vmax). */
 ATTN_API attn_status attn_diff_write(const char *path, const attn_tensor *a,
-                            const attn_tensor *b,
-                            const attn_heatmap_opts *opts);
+                                     const attn_tensor *b,
+                                     const attn_heatmap_opts *opts);
 
 /* The geometry of a dot product in 2-D: arrows from the origin to a and b
  * on a grid, a legend with their names (NULL: "a", "b"), and the dot
  * product and cosine in the title. A zero vector has no cosine ("n/a"). */
 ATTN_API attn_status attn_geometry_write(const char *path, const double a[2],
-                                const double b[2], const char *a_name,
-                                const char *b_name);
+                                         const double b[2], const char *a_name,
+                                         const char *b_name);
 
 /* --- Long sequences: block averages of streamed weight tiles --------- */
 
@@ -176,36 +178,36 @@ typedef struct attn_blockavg attn_blockavg;
 /* Errors: ATTN_E_INVALID (NULL out, sizes < 1, max_cells < 1),
  * ATTN_E_NOMEM. */
 ATTN_API attn_status attn_blockavg_create(int64_t Lq, int64_t Lk, int64_t b,
-                                 int64_t h, int64_t max_cells,
-                                 attn_blockavg **out);
+                                          int64_t h, int64_t max_cells,
+                                          attn_blockavg **out);
 ATTN_API void attn_blockavg_free(attn_blockavg *acc);
 
 /* An attn_weight_tile_fn: adds the tile to the blocks if (b, h) is the
  * accumulator's map; tiles of other maps are ignored. Returns 0. */
 ATTN_API int attn_blockavg_tile(void *acc, int64_t b, int64_t h, int64_t q0,
-                       int64_t nq, int64_t k0, int64_t nk, const float *w,
-                       int64_t ldw);
+                                int64_t nq, int64_t k0, int64_t nk,
+                                const float *w, int64_t ldw);
 
 /* Size of the averaged map: rows x cols blocks of block_rows x block_cols
  * positions (the last block of an axis may be shorter). */
 ATTN_API attn_status attn_blockavg_size(const attn_blockavg *acc, int64_t *rows,
-                               int64_t *cols, int64_t *block_rows,
-                               int64_t *block_cols);
+                                        int64_t *cols, int64_t *block_rows,
+                                        int64_t *block_cols);
 
 /* Writes the averages (rows x cols f32, row-major) and, if seen is not
  * NULL, seen[r * cols + c] = 1 when any weight of the block was delivered
  * (blocks whose tiles the kernel skipped as fully masked get 0 and
  * average 0). Use seen as a keep mask to draw them as masked. */
 ATTN_API attn_status attn_blockavg_result(const attn_blockavg *acc, float *map,
-                                 uint8_t *seen);
+                                          uint8_t *seen);
 
 /* visible[r * cols + c] = 1 when the mask (checked against (B, H, Lq, Lk))
  * leaves any pair of block (r, c) of the accumulator's map visible, so that
  * blocks the mask removes entirely can be drawn as masked. Reads the mask
  * only (it stops at the first visible pair of a block). mask NULL: all 1. */
 ATTN_API attn_status attn_blockavg_visible(const attn_blockavg *acc,
-                                  const attn_mask *mask, int64_t B, int64_t H,
-                                  uint8_t *visible);
+                                           const attn_mask *mask, int64_t B,
+                                           int64_t H, uint8_t *visible);
 
 /* --- Terminal view ---------------------------------------------------- */
 
@@ -216,7 +218,7 @@ typedef enum {
 } attn_term_color;
 
 typedef struct {
-    attn_term_color color;       /* default TRUECOLOR                     */
+    attn_term_color color; /* default TRUECOLOR                     */
     /* Layout: 0 one cell = two columns x one line, with a label per row
      * and the column labels over the columns (labels longer than one
      * character: column numbers and a legend line of the keys under the
@@ -241,9 +243,9 @@ ATTN_API void attn_term_opts_init(attn_term_opts *opts);
  * (ATTN_OK, *len = length). Errors: ATTN_E_INVALID (cap too small: *len
  * still receives the length needed; NULL len), ATTN_E_SHAPE, ATTN_E_DTYPE,
  * ATTN_E_NOMEM. */
-ATTN_API attn_status attn_term_render(const attn_tensor *w, int64_t b, int64_t h,
-                             const attn_term_opts *opts, char *buf,
-                             size_t cap, size_t *len);
+ATTN_API attn_status attn_term_render(const attn_tensor *w, int64_t b,
+                                      int64_t h, const attn_term_opts *opts,
+                                      char *buf, size_t cap, size_t *len);
 
 /* --- Interactive HTML viewer ----------------------------------------- */
 
@@ -262,23 +264,24 @@ typedef struct {
  * Up to 1024 tokens per side. Errors: ATTN_E_INVALID, ATTN_E_SHAPE,
  * ATTN_E_DTYPE, ATTN_E_IO, ATTN_E_NOMEM. */
 ATTN_API attn_status attn_html_write(const char *path, const attn_tensor *w,
-                            const attn_html_opts *opts);
+                                     const attn_html_opts *opts);
 
 /* --- Diagnostics ------------------------------------------------------ */
 
 /* Verdict flags (combined by OR; 0 = nothing wrong seen). */
-#define ATTN_VERDICT_TOO_UNIFORM 1u      /* mean normalized entropy >= 0.95 */
-#define ATTN_VERDICT_TOO_CONCENTRATED 2u /* mean normalized entropy <= 0.01:
+#define ATTN_VERDICT_TOO_UNIFORM 1u /* mean normalized entropy >= 0.95 */
+#define ATTN_VERDICT_TOO_CONCENTRATED                                          \
+    2u                                 /* mean normalized entropy <= 0.01:
                                             saturated (one-hot); a sharp
                                             map (<= 0.10) is not flagged */
-#define ATTN_VERDICT_MASK_LEAK 4u        /* weight on masked keys > 0       */
-#define ATTN_VERDICT_NOT_NORMALIZED 8u   /* a row sum is off by > 1e-3      */
-#define ATTN_VERDICT_NONFINITE 16u       /* NaN or Inf weights              */
+#define ATTN_VERDICT_MASK_LEAK 4u      /* weight on masked keys > 0       */
+#define ATTN_VERDICT_NOT_NORMALIZED 8u /* a row sum is off by > 1e-3      */
+#define ATTN_VERDICT_NONFINITE 16u     /* NaN or Inf weights              */
 
 typedef struct {
-    int64_t rows;            /* query rows looked at                        */
-    int64_t rows_empty;      /* rows with no visible key (expected sum 0)   */
-    double row_sum_dev_max;  /* max |sum_j w[i,j] - expected| (1, or 0 for
+    int64_t rows;           /* query rows looked at                        */
+    int64_t rows_empty;     /* rows with no visible key (expected sum 0)   */
+    double row_sum_dev_max; /* max |sum_j w[i,j] - expected| (1, or 0 for
                                 an empty row)                               */
     double row_sum_dev_mean;
     /* Entropy of each row over its visible keys (renormalized to their
@@ -288,45 +291,48 @@ typedef struct {
      * the others. */
     int64_t entropy_rows;
     double entropy_min, entropy_mean, entropy_max;
-    double max_weight;       /* largest finite weight                       */
-    double leak_total;       /* sum of |w| on masked positions              */
-    double leak_max;         /* largest |w| on a masked position            */
-    int64_t leak_count;      /* masked positions with w != 0                */
+    double max_weight;  /* largest finite weight                       */
+    double leak_total;  /* sum of |w| on masked positions              */
+    double leak_max;    /* largest |w| on a masked position            */
+    int64_t leak_count; /* masked positions with w != 0                */
     int64_t nan_count, inf_count;
-    unsigned verdict;        /* ATTN_VERDICT_* flags                        */
+    unsigned verdict; /* ATTN_VERDICT_* flags                        */
 } attn_stats;
 
 /* Diagnostics of w (N, H, Lq, Lk) under mask (NULL: every key visible):
  * per_head[n * H + h] for each map (per_head may be NULL) and overall for
  * all of them. Errors: ATTN_E_INVALID, ATTN_E_SHAPE, ATTN_E_DTYPE. */
-ATTN_API attn_status attn_stats_compute(const attn_tensor *w, const attn_mask *mask,
-                               attn_stats *per_head, attn_stats *overall);
+ATTN_API attn_status attn_stats_compute(const attn_tensor *w,
+                                        const attn_mask *mask,
+                                        attn_stats *per_head,
+                                        attn_stats *overall);
 
 /* The verdict in plain words, one sentence per flag with the advice of the
  * tutorials, or "looks healthy: ..." when no flag is set. Truncates to cap
  * (always NUL-terminated); *len (if not NULL) gets the full length.
  * Errors: ATTN_E_INVALID (NULL s, NULL buf with cap > 0, flags that are
  * not ATTN_VERDICT_*). */
-ATTN_API attn_status attn_stats_verdict(const attn_stats *s, char *buf, size_t cap,
-                               size_t *len);
+ATTN_API attn_status attn_stats_verdict(const attn_stats *s, char *buf,
+                                        size_t cap, size_t *len);
 
 typedef struct {
-    double max_abs;   /* max |a - b|                                       */
-    double mean_abs;  /* mean |a - b| over the elements where both are
+    double max_abs;  /* max |a - b|                                       */
+    double mean_abs; /* mean |a - b| over the elements where both are
                          finite                                           */
     /* KL(a || b) of each row, sum_j a log(a / b) over a > 0 (natural log),
      * averaged over rows where a has mass: the distillation measure with a
      * as the teacher. A row with a > 0 where b = 0 is infinite. */
     double mean_kl;
     double max_kl;
-    int64_t rows;     /* rows in the KL mean                               */
-    int64_t nonfinite;/* elements where a or b is NaN or Inf (skipped)     */
+    int64_t rows;      /* rows in the KL mean                               */
+    int64_t nonfinite; /* elements where a or b is NaN or Inf (skipped)     */
 } attn_compare_result;
 
 /* Compares two weight tensors of the same shape. Errors: ATTN_E_INVALID,
  * ATTN_E_SHAPE, ATTN_E_DTYPE. */
-ATTN_API attn_status attn_compare_weights(const attn_tensor *a, const attn_tensor *b,
-                                 attn_compare_result *r);
+ATTN_API attn_status attn_compare_weights(const attn_tensor *a,
+                                          const attn_tensor *b,
+                                          attn_compare_result *r);
 
 #ifdef __cplusplus
 }

@@ -10,49 +10,49 @@
 static int check_failures = 0;
 static int check_count = 0;
 
-#define CHECK(cond)                                                          \
-    do {                                                                     \
-        check_count++;                                                       \
-        if (!(cond)) {                                                       \
-            check_failures++;                                                \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);  \
-        }                                                                    \
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        check_count++;                                                         \
+        if (!(cond)) {                                                         \
+            check_failures++;                                                  \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);    \
+        }                                                                      \
     } while (0)
 
-#define CHECK_MSG(cond, ...)                                                 \
-    do {                                                                     \
-        check_count++;                                                       \
-        if (!(cond)) {                                                       \
-            check_failures++;                                                \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
-            fprintf(stderr, __VA_ARGS__);                                    \
-            fputc('\n', stderr);                                             \
-        }                                                                    \
+#define CHECK_MSG(cond, ...)                                                   \
+    do {                                                                       \
+        check_count++;                                                         \
+        if (!(cond)) {                                                         \
+            check_failures++;                                                  \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);    \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fputc('\n', stderr);                                               \
+        }                                                                      \
     } while (0)
 
-#define CHECK_NEAR(a, b, tol)                                                \
-    do {                                                                     \
-        double check_a_ = (a), check_b_ = (b);                               \
-        check_count++;                                                       \
-        if (!(fabs(check_a_ - check_b_) <= (tol))) {                         \
-            check_failures++;                                                \
-            fprintf(stderr, "FAIL %s:%d: %s = %.9g, %s = %.9g (tol %g)\n",   \
-                    __FILE__, __LINE__, #a, check_a_, #b, check_b_,          \
-                    (double)(tol));                                          \
-        }                                                                    \
+#define CHECK_NEAR(a, b, tol)                                                  \
+    do {                                                                       \
+        double check_a_ = (a), check_b_ = (b);                                 \
+        check_count++;                                                         \
+        if (!(fabs(check_a_ - check_b_) <= (tol))) {                           \
+            check_failures++;                                                  \
+            fprintf(stderr, "FAIL %s:%d: %s = %.9g, %s = %.9g (tol %g)\n",     \
+                    __FILE__, __LINE__, #a, check_a_, #b, check_b_,            \
+                    (double)(tol));                                            \
+        }                                                                      \
     } while (0)
 
 /* Status check that prints the library's message on mismatch. */
-#define CHECK_STATUS(expr, want)                                             \
-    do {                                                                     \
-        attn_status check_st_ = (expr);                                      \
-        check_count++;                                                       \
-        if (check_st_ != (want)) {                                           \
-            check_failures++;                                                \
-            fprintf(stderr, "FAIL %s:%d: %s gave %s (%s), wanted %s\n",      \
-                    __FILE__, __LINE__, #expr, attn_strerror(check_st_),     \
-                    attn_last_error(), attn_strerror(want));                 \
-        }                                                                    \
+#define CHECK_STATUS(expr, want)                                               \
+    do {                                                                       \
+        attn_status check_st_ = (expr);                                        \
+        check_count++;                                                         \
+        if (check_st_ != (want)) {                                             \
+            check_failures++;                                                  \
+            fprintf(stderr, "FAIL %s:%d: %s gave %s (%s), wanted %s\n",        \
+                    __FILE__, __LINE__, #expr, attn_strerror(check_st_),       \
+                    attn_last_error(), attn_strerror(want));                   \
+        }                                                                      \
     } while (0)
 
 static inline int check_done(const char *name) {
@@ -70,8 +70,8 @@ static inline char *check_slurp(const char *path, size_t *n) {
     }
     long len = -1;
     if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
-    char *s = len >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)len + 1)
-                                                      : NULL;
+    char *s =
+        len >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)len + 1) : NULL;
     if (s) {
         *n = fread(s, 1, (size_t)len, f);
         s[*n] = 0;

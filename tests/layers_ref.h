@@ -15,8 +15,9 @@
 #include <string.h>
 
 /* y (n, out) = x (n, in) W^T + b  (b may be NULL) */
-static inline void ref_linear(int64_t n, int64_t in, int64_t out, const double *x,
-                       const double *w, const double *b, double *y) {
+static inline void ref_linear(int64_t n, int64_t in, int64_t out,
+                              const double *x, const double *w, const double *b,
+                              double *y) {
     for (int64_t r = 0; r < n; r++)
         for (int64_t o = 0; o < out; o++) {
             double s = b ? b[o] : 0.0;
@@ -27,8 +28,9 @@ static inline void ref_linear(int64_t n, int64_t in, int64_t out, const double *
 
 /* Softmax over visible entries of a row (s[j] = -inf: masked), dropout
  * applied after; w gets the weights. */
-static inline void ref_softmax_row(const double *s, int64_t n, const attn_layer_opts *o,
-                            int64_t b, int64_t h, int64_t i, double *w) {
+static inline void ref_softmax_row(const double *s, int64_t n,
+                                   const attn_layer_opts *o, int64_t b,
+                                   int64_t h, int64_t i, double *w) {
     double mx = -INFINITY, sum = 0.0;
     for (int64_t j = 0; j < n; j++)
         if (s[j] > mx) mx = s[j];
@@ -47,7 +49,7 @@ static inline void ref_softmax_row(const double *s, int64_t n, const attn_layer_
 
 /* Offset of the slice named name in a slice table (-1 if absent). */
 static inline int64_t ref_slice_off(const attn_param_slice *sl, int64_t n,
-                             const char *name) {
+                                    const char *name) {
     for (int64_t i = 0; i < n; i++)
         if (strcmp(sl[i].name, name) == 0) return sl[i].offset;
     return -1;
@@ -71,10 +73,11 @@ static inline const double *ref_slice_at(const attn_param_slice *sl, int64_t n,
 /* Additive attention. prm: the parameter block in double (layout of
  * attn_additive_param_slices). The tanh arguments (Lq, Lk, A) are
  * materialized per batch entry. */
-static inline void ref_additive(const attn_additive_config *c, const double *prm,
-                         int64_t B, int64_t Lq, int64_t Lk, const double *q,
-                         const double *k, const double *v,
-                         const attn_layer_opts *o, double *out, double *wts) {
+static inline void ref_additive(const attn_additive_config *c,
+                                const double *prm, int64_t B, int64_t Lq,
+                                int64_t Lk, const double *q, const double *k,
+                                const double *v, const attn_layer_opts *o,
+                                double *out, double *wts) {
     attn_param_slice sl[5];
     int64_t ns;
     attn_additive_param_slices(c, "", 0, sl, 5, &ns);
@@ -86,7 +89,8 @@ static inline void ref_additive(const attn_additive_config *c, const double *prm
     const double *bq = c->bias ? prm + ref_slice_off(sl, ns, "b_q") : NULL;
     const double *bk = c->bias ? prm + ref_slice_off(sl, ns, "b_k") : NULL;
     const double scale = o->scale > 0 ? o->scale : 1.0;
-    double *qp = malloc(sizeof(double) * Lq * A), *kp = malloc(sizeof(double) * Lk * A);
+    double *qp = malloc(sizeof(double) * Lq * A),
+           *kp = malloc(sizeof(double) * Lk * A);
     double *u = malloc(sizeof(double) * Lq * Lk * A);
     double *s = malloc(sizeof(double) * Lk), *w = malloc(sizeof(double) * Lk);
     for (int64_t b = 0; b < B; b++) {
@@ -95,28 +99,37 @@ static inline void ref_additive(const attn_additive_config *c, const double *prm
         for (int64_t i = 0; i < Lq; i++)
             for (int64_t j = 0; j < Lk; j++)
                 for (int64_t a = 0; a < A; a++)
-                    u[(i * Lk + j) * A + a] = tanh(qp[i * A + a] + kp[j * A + a]);
+                    u[(i * Lk + j) * A + a] =
+                        tanh(qp[i * A + a] + kp[j * A + a]);
         for (int64_t i = 0; i < Lq; i++) {
             for (int64_t j = 0; j < Lk; j++) {
                 double t = 0;
-                for (int64_t a = 0; a < A; a++) t += va[a] * u[(i * Lk + j) * A + a];
-                s[j] = attn_mask_visible(&o->mask, b, 0, i, j, Lq, Lk)
-                           ? scale * t + (o->mask.bias ? attn_tensor_get(o->mask.bias,
-                                  o->mask.bias->shape[0] == 1 ? 0 : b, 0,
-                                  o->mask.bias->shape[2] == 1 ? 0 : i,
-                                  o->mask.bias->shape[3] == 1 ? 0 : j) : 0.0)
-                           : -INFINITY;
+                for (int64_t a = 0; a < A; a++)
+                    t += va[a] * u[(i * Lk + j) * A + a];
+                s[j] =
+                    attn_mask_visible(&o->mask, b, 0, i, j, Lq, Lk)
+                        ? scale * t +
+                              (o->mask.bias
+                                   ? attn_tensor_get(
+                                         o->mask.bias,
+                                         o->mask.bias->shape[0] == 1 ? 0 : b, 0,
+                                         o->mask.bias->shape[2] == 1 ? 0 : i,
+                                         o->mask.bias->shape[3] == 1 ? 0 : j)
+                                   : 0.0)
+                        : -INFINITY;
             }
             ref_softmax_row(s, Lk, o, b, 0, i, w);
             for (int64_t d = 0; d < Dc; d++) {
                 double acc = 0;
                 for (int64_t j = 0; j < Lk; j++)
-                    acc += w[j] * (c->context_from_keys ? kp[j * A + d]
-                                                        : v[(b * Lk + j) * Dc + d]);
+                    acc += w[j] * (c->context_from_keys
+                                       ? kp[j * A + d]
+                                       : v[(b * Lk + j) * Dc + d]);
                 out[(b * Lq + i) * Dc + d] = acc;
             }
             if (wts)
-                for (int64_t j = 0; j < Lk; j++) wts[(b * Lq + i) * Lk + j] = w[j];
+                for (int64_t j = 0; j < Lk; j++)
+                    wts[(b * Lq + i) * Lk + j] = w[j];
         }
     }
     free(qp);
@@ -127,17 +140,20 @@ static inline void ref_additive(const attn_additive_config *c, const double *prm
 }
 
 /* Multi-head attention; weights per head (B, H, Lq, Lk) if wts. */
-static inline void ref_mha(const attn_mha_config *c, const double *prm, int64_t B,
-                    int64_t Lq, int64_t Lk, const double *query,
-                    const double *key, const double *value,
-                    const attn_layer_opts *o, double *out, double *wts) {
+static inline void ref_mha(const attn_mha_config *c, const double *prm,
+                           int64_t B, int64_t Lq, int64_t Lk,
+                           const double *query, const double *key,
+                           const double *value, const attn_layer_opts *o,
+                           double *out, double *wts) {
     attn_param_slice sl[8];
     int64_t ns;
     attn_mha_param_slices(c, "", 0, sl, 8, &ns);
     const int64_t E = c->d_model, H = c->num_heads;
     const int64_t Hkv = c->num_kv_heads ? c->num_kv_heads : H, hd = E / H;
     const int64_t kd = c->kdim ? c->kdim : E, vd = c->vdim ? c->vdim : E;
-#define P_(name) (ref_slice_off(sl, ns, name) >= 0 ? prm + ref_slice_off(sl, ns, name) : NULL)
+#define P_(name)                                                               \
+    (ref_slice_off(sl, ns, name) >= 0 ? prm + ref_slice_off(sl, ns, name)      \
+                                      : NULL)
     double *Q = malloc(sizeof(double) * B * Lq * E);
     double *K = malloc(sizeof(double) * B * Lk * Hkv * hd);
     double *V = malloc(sizeof(double) * B * Lk * Hkv * hd);
@@ -165,7 +181,8 @@ static inline void ref_mha(const attn_mha_config *c, const double *prm, int64_t 
                                                bt->shape[3] == 1 ? 0 : j);
                     }
                     s[j] = attn_mask_visible(&o->mask, b, h, i, j, Lq, Lk)
-                               ? scale * t + bias : -INFINITY;
+                               ? scale * t + bias
+                               : -INFINITY;
                 }
                 ref_softmax_row(s, Lk, o, b, h, i, w);
                 if (wts)
@@ -191,13 +208,14 @@ static inline void ref_mha(const attn_mha_config *c, const double *prm, int64_t 
 
 /* LayerNorm over the last axis, in place into y. */
 static inline void ref_layernorm(int64_t n, int64_t d, const double *x,
-                          const double *g, const double *be, double eps,
-                          double *y) {
+                                 const double *g, const double *be, double eps,
+                                 double *y) {
     for (int64_t r = 0; r < n; r++) {
         double mu = 0, var = 0;
         for (int64_t c = 0; c < d; c++) mu += x[r * d + c];
         mu /= (double)d;
-        for (int64_t c = 0; c < d; c++) var += (x[r * d + c] - mu) * (x[r * d + c] - mu);
+        for (int64_t c = 0; c < d; c++)
+            var += (x[r * d + c] - mu) * (x[r * d + c] - mu);
         var /= (double)d;
         for (int64_t c = 0; c < d; c++)
             y[r * d + c] = (x[r * d + c] - mu) / sqrt(var + eps) * g[c] + be[c];
@@ -205,14 +223,16 @@ static inline void ref_layernorm(int64_t n, int64_t d, const double *x,
 }
 
 /* Uniform random doubles in [-a, a) (xorshift64*). */
-static inline void ref_fill(double *x, int64_t n, double a, unsigned long long *st) {
+static inline void ref_fill(double *x, int64_t n, double a,
+                            unsigned long long *st) {
     for (int64_t i = 0; i < n; i++) {
         unsigned long long z = *st;
         z ^= z >> 12;
         z ^= z << 25;
         z ^= z >> 27;
         *st = z;
-        x[i] = a * ((double)((z * 2685821657736338717ull) >> 11) * 0x1p-52 - 1.0);
+        x[i] =
+            a * ((double)((z * 2685821657736338717ull) >> 11) * 0x1p-52 - 1.0);
     }
 }
 
@@ -241,11 +261,22 @@ static inline double ref_max_rel(const float *a, const double *b, int64_t n) {
 /* ---- mask kinds for the layer tests ---- */
 #include "check.h"
 
-enum { M_NONE, M_CAUSAL, M_CAUSAL_BR, M_WINDOW, M_KEYLEN, M_QLEN, M_KEEP,
-       M_BIAS, M_BLOCK, M_RANDOM, M_COUNT };
-static const char *const mask_name[M_COUNT] = {"none", "causal", "causal-br",
-    "window", "key-lengths", "query-lengths", "keep", "bias", "block",
-    "random"};
+enum {
+    M_NONE,
+    M_CAUSAL,
+    M_CAUSAL_BR,
+    M_WINDOW,
+    M_KEYLEN,
+    M_QLEN,
+    M_KEEP,
+    M_BIAS,
+    M_BLOCK,
+    M_RANDOM,
+    M_COUNT
+};
+static const char *const mask_name[M_COUNT] = {
+    "none",          "causal", "causal-br", "window", "key-lengths",
+    "query-lengths", "keep",   "bias",      "block",  "random"};
 
 typedef struct {
     int64_t kl[8], ql[8];
@@ -264,8 +295,14 @@ static inline void set_mask(attn_layer_opts *o, int k, mask_store *ms,
     attn_mask *m = &o->mask;
     switch (k) {
     case M_CAUSAL: m->causal = 1; break;
-    case M_CAUSAL_BR: m->causal = 1; m->align = ATTN_ALIGN_BOTTOM_RIGHT; break;
-    case M_WINDOW: m->window_left = 1; m->window_right = 2; break;
+    case M_CAUSAL_BR:
+        m->causal = 1;
+        m->align = ATTN_ALIGN_BOTTOM_RIGHT;
+        break;
+    case M_WINDOW:
+        m->window_left = 1;
+        m->window_right = 2;
+        break;
     case M_KEYLEN:
         for (int64_t b = 0; b < B; b++) ms->kl[b] = b == 1 ? 0 : Lk - b % Lk;
         m->key_lengths = ms->kl;
@@ -275,13 +312,15 @@ static inline void set_mask(attn_layer_opts *o, int k, mask_store *ms,
         m->query_lengths = ms->ql;
         break;
     case M_KEEP:
-        for (int64_t i = 0; i < B * H * Lq * Lk; i++) ms->keep[i] = test_rand(st) > -0.4;
+        for (int64_t i = 0; i < B * H * Lq * Lk; i++)
+            ms->keep[i] = test_rand(st) > -0.4;
         ms->keep_t = attn_tensor_4d(ms->keep, ATTN_U8, B, H, Lq, Lk);
         m->keep = &ms->keep_t;
         break;
     case M_BIAS: /* (1, H, Lq, Lk), broadcast over batch; some -inf */
         for (int64_t i = 0; i < H * Lq * Lk; i++)
-            ms->bias[i] = test_rand(st) > 0.8 ? -INFINITY : (float)test_rand(st);
+            ms->bias[i] =
+                test_rand(st) > 0.8 ? -INFINITY : (float)test_rand(st);
         ms->bias_t = attn_tensor_4d(ms->bias, ATTN_F32, 1, H, Lq, Lk);
         m->bias = &ms->bias_t;
         break;
@@ -330,8 +369,10 @@ static inline void ref_fd_check(const char *what, double *x, int64_t n,
             worst = fabs(g[i] - fd[i]);
             at = i;
         }
-    CHECK_MSG(worst <= tol * gmax, "%s: gradient[%lld] = %g but central "
-              "difference %g (max %g)", what, (long long)at, g[at], fd[at], gmax);
+    CHECK_MSG(worst <= tol * gmax,
+              "%s: gradient[%lld] = %g but central "
+              "difference %g (max %g)",
+              what, (long long)at, g[at], fd[at], gmax);
     free(fd);
 }
 #endif

@@ -15,18 +15,25 @@ typedef struct {
     attn_tensor Q, K, V;
 } test_qkv;
 
-static inline void test_qkv_make(test_qkv *t, int64_t B, int64_t H,
-                                 int64_t Hkv, int64_t Lq, int64_t Lk,
-                                 int64_t Dk, int64_t Dv,
+static inline void test_qkv_make(test_qkv *t, int64_t B, int64_t H, int64_t Hkv,
+                                 int64_t Lq, int64_t Lk, int64_t Dk, int64_t Dv,
                                  unsigned long long seed) {
-    t->B = B; t->H = H; t->Hkv = Hkv; t->Lq = Lq; t->Lk = Lk;
-    t->Dk = Dk; t->Dv = Dv;
+    t->B = B;
+    t->H = H;
+    t->Hkv = Hkv;
+    t->Lq = Lq;
+    t->Lk = Lk;
+    t->Dk = Dk;
+    t->Dv = Dv;
     t->q = malloc(sizeof(float) * (size_t)(B * H * Lq * Dk));
     t->k = malloc(sizeof(float) * (size_t)(B * Hkv * Lk * Dk));
     t->v = malloc(sizeof(float) * (size_t)(B * Hkv * Lk * Dv));
-    for (int64_t i = 0; i < B * H * Lq * Dk; i++) t->q[i] = (float)test_rand(&seed);
-    for (int64_t i = 0; i < B * Hkv * Lk * Dk; i++) t->k[i] = (float)test_rand(&seed);
-    for (int64_t i = 0; i < B * Hkv * Lk * Dv; i++) t->v[i] = (float)test_rand(&seed);
+    for (int64_t i = 0; i < B * H * Lq * Dk; i++)
+        t->q[i] = (float)test_rand(&seed);
+    for (int64_t i = 0; i < B * Hkv * Lk * Dk; i++)
+        t->k[i] = (float)test_rand(&seed);
+    for (int64_t i = 0; i < B * Hkv * Lk * Dv; i++)
+        t->v[i] = (float)test_rand(&seed);
     t->Q = attn_tensor_4d(t->q, ATTN_F32, B, H, Lq, Dk);
     t->K = attn_tensor_4d(t->k, ATTN_F32, B, Hkv, Lk, Dk);
     t->V = attn_tensor_4d(t->v, ATTN_F32, B, Hkv, Lk, Dv);

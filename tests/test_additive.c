@@ -30,10 +30,9 @@ static double loss_ref(const attn_additive_config *c, const double *prm,
 /* Central differences of sum(out * R) for entries of x (the params or an
  * input) against the library's gradient g. */
 static void fd_check(const char *what, double *x, int64_t n, const float *g,
-                     const attn_additive_config *c, double *prm,
-                     const acase *t, double *q, double *k, double *v,
-                     const attn_layer_opts *o, const double *R,
-                     double *scratch) {
+                     const attn_additive_config *c, double *prm, const acase *t,
+                     double *q, double *k, double *v, const attn_layer_opts *o,
+                     const double *R, double *scratch) {
     const double h = 1e-6;
     double *fd = malloc(sizeof(double) * n);
     double gmax = 1e-6;
@@ -55,15 +54,19 @@ static void fd_check(const char *what, double *x, int64_t n, const float *g,
             worst = fabs(g[i] - fd[i]);
             at = i;
         }
-    CHECK_MSG(worst <= 2e-4 * gmax, "%s: gradient[%lld] = %g but central "
-              "difference %g (max %g)", what, (long long)at, g[at], fd[at], gmax);
+    CHECK_MSG(worst <= 2e-4 * gmax,
+              "%s: gradient[%lld] = %g but central "
+              "difference %g (max %g)",
+              what, (long long)at, g[at], fd[at], gmax);
     free(fd);
 }
 
 static void run_case(const acase *t, int mk, int gradcheck) {
-    unsigned long long st = 1234 + (unsigned long long)mk * 77 + (unsigned long long)t->A;
+    unsigned long long st =
+        1234 + (unsigned long long)mk * 77 + (unsigned long long)t->A;
     attn_additive_config c = {t->Dq, t->Dk, t->Dv, t->A, t->bias, t->ctx_keys};
-    const int64_t np = attn_additive_param_count(&c), Dc = attn_additive_out_dim(&c);
+    const int64_t np = attn_additive_param_count(&c),
+                  Dc = attn_additive_out_dim(&c);
     const int64_t nq = t->B * t->Lq * t->Dq, nk = t->B * t->Lk * t->Dk;
     const int64_t nv = t->B * t->Lk * t->Dv, no = t->B * t->Lq * Dc;
     const int64_t nw = t->B * t->Lq * t->Lk;
@@ -92,7 +95,8 @@ static void run_case(const acase *t, int mk, int gradcheck) {
     ref_round(k, nk);
     ref_round(v, nv);
     ref_round(R, no);
-    float *qf = ref_to_f32(q, nq), *kf = ref_to_f32(k, nk), *vf = ref_to_f32(v, nv);
+    float *qf = ref_to_f32(q, nq), *kf = ref_to_f32(k, nk),
+          *vf = ref_to_f32(v, nv);
     float *Rf = ref_to_f32(R, no);
     attn_layer_opts o;
     attn_sdpa_opts_init(&o);
@@ -100,19 +104,23 @@ static void run_case(const acase *t, int mk, int gradcheck) {
     set_mask(&o, mk, ms, t->B, 1, t->Lq, t->Lk, &st);
     o.dropout_p = t->p;
     o.seed = 5;
-    double *outd = malloc(sizeof(double) * no), *wd = malloc(sizeof(double) * nw);
+    double *outd = malloc(sizeof(double) * no),
+           *wd = malloc(sizeof(double) * nw);
     ref_additive(&c, prmd, t->B, t->Lq, t->Lk, q, k, v, &o, outd, wd);
     size_t wsn;
-    CHECK_STATUS(attn_additive_workspace_size(&c, t->B, t->Lq, t->Lk, &wsn), ATTN_OK);
+    CHECK_STATUS(attn_additive_workspace_size(&c, t->B, t->Lq, t->Lk, &wsn),
+                 ATTN_OK);
     float *ws = malloc(sizeof(float) * wsn), *out = malloc(sizeof(float) * no);
     float *w = malloc(sizeof(float) * nw);
     const float *vin = t->ctx_keys ? NULL : vf;
     for (int impl = 0; impl < 2; impl++) {
         o.impl = impl ? ATTN_IMPL_REF : ATTN_IMPL_AUTO;
         CHECK_STATUS(attn_additive_forward(&c, prm, t->B, t->Lq, t->Lk, qf, kf,
-                                           vin, &o, out, w, ws), ATTN_OK);
+                                           vin, &o, out, w, ws),
+                     ATTN_OK);
         double eo = ref_max_rel(out, outd, no), ew = ref_max_rel(w, wd, nw);
-        CHECK_MSG(eo <= 2e-5 && ew <= 2e-5, "additive %s mask=%s B%lld Lq%lld "
+        CHECK_MSG(eo <= 2e-5 && ew <= 2e-5,
+                  "additive %s mask=%s B%lld Lq%lld "
                   "Lk%lld A%lld: out err %g, weights err %g",
                   impl ? "ref" : "fast", mask_name[mk], (long long)t->B,
                   (long long)t->Lq, (long long)t->Lk, (long long)t->A, eo, ew);
@@ -136,16 +144,17 @@ static void run_case(const acase *t, int mk, int gradcheck) {
         o.threads = pass ? 3 : 1;
         float *g = pass ? g3 : g1;
         CHECK_STATUS(attn_additive_forward(&c, prm, t->B, t->Lq, t->Lk, qf, kf,
-                                           vin, &o, pass ? out3 : out, NULL, ws),
+                                           vin, &o, pass ? out3 : out, NULL,
+                                           ws),
                      ATTN_OK);
-        CHECK_STATUS(attn_additive_backward(&c, prm, t->B, t->Lq, t->Lk, qf, kf,
-                                            vin, &o, Rf, ws, g, g + np,
-                                            g + np + nq,
-                                            t->ctx_keys ? NULL : g + np + nq + nk),
-                     ATTN_OK);
+        CHECK_STATUS(
+            attn_additive_backward(&c, prm, t->B, t->Lq, t->Lk, qf, kf, vin, &o,
+                                   Rf, ws, g, g + np, g + np + nq,
+                                   t->ctx_keys ? NULL : g + np + nq + nk),
+            ATTN_OK);
     }
     CHECK_MSG(memcmp(out, out3, sizeof(float) * no) == 0 &&
-              memcmp(g1, g3, sizeof(float) * (np + nq + nk + nv)) == 0,
+                  memcmp(g1, g3, sizeof(float) * (np + nq + nk + nv)) == 0,
               "mask=%s: 1 and 3 threads differ", mask_name[mk]);
     o.threads = 0;
     if (gradcheck) {
@@ -155,7 +164,8 @@ static void run_case(const acase *t, int mk, int gradcheck) {
         attn_additive_param_slices(&c, "", 0, sl, 5, &ns);
         char what[512];
         for (int64_t s = 0; s < ns; s++) {
-            snprintf(what, sizeof what, "mask=%s %.47s", mask_name[mk], sl[s].name);
+            snprintf(what, sizeof what, "mask=%s %.47s", mask_name[mk],
+                     sl[s].name);
             fd_check(what, prmd + sl[s].offset, sl[s].shape[0] * sl[s].shape[1],
                      g1 + sl[s].offset, &c, prmd, t, q, k, v, &o, R, scr);
         }
@@ -170,9 +180,25 @@ static void run_case(const acase *t, int mk, int gradcheck) {
         }
         free(scr);
     }
-    free(prm); free(prmd); free(q); free(k); free(v); free(R);
-    free(qf); free(kf); free(vf); free(Rf); free(ms); free(outd); free(wd);
-    free(ws); free(out); free(w); free(g1); free(g3); free(out3);
+    free(prm);
+    free(prmd);
+    free(q);
+    free(k);
+    free(v);
+    free(R);
+    free(qf);
+    free(kf);
+    free(vf);
+    free(Rf);
+    free(ms);
+    free(outd);
+    free(wd);
+    free(ws);
+    free(out);
+    free(w);
+    free(g1);
+    free(g3);
+    free(out3);
 }
 
 static void errors(void) {
@@ -185,21 +211,26 @@ static void errors(void) {
     CHECK(attn_additive_param_count(&c) == 0);
     c.attn_dim = 3;
     CHECK(attn_additive_param_count(&c) == 3 * 4 + 3 * 4 + 3 + 6);
-    CHECK_STATUS(attn_additive_forward(&c, NULL, 1, 2, 2, x, x, x, &o, out, NULL,
-                                       ws), ATTN_E_INVALID);
-    CHECK_STATUS(attn_additive_forward(&c, x, 1, 0, 2, x, x, x, &o, out, NULL,
-                                       ws), ATTN_E_SHAPE);
+    CHECK_STATUS(
+        attn_additive_forward(&c, NULL, 1, 2, 2, x, x, x, &o, out, NULL, ws),
+        ATTN_E_INVALID);
+    CHECK_STATUS(
+        attn_additive_forward(&c, x, 1, 0, 2, x, x, x, &o, out, NULL, ws),
+        ATTN_E_SHAPE);
     float bad[8] = {0, 0, 0, NAN, 0, 0, 0, 0};
-    CHECK_STATUS(attn_additive_forward(&c, x, 1, 2, 2, bad, x, x, &o, out, NULL,
-                                       ws), ATTN_E_NONFINITE);
+    CHECK_STATUS(
+        attn_additive_forward(&c, x, 1, 2, 2, bad, x, x, &o, out, NULL, ws),
+        ATTN_E_NONFINITE);
     o.dropout_p = 1.0;
-    CHECK_STATUS(attn_additive_forward(&c, x, 1, 2, 2, x, x, x, &o, out, NULL,
-                                       ws), ATTN_E_INVALID);
+    CHECK_STATUS(
+        attn_additive_forward(&c, x, 1, 2, 2, x, x, x, &o, out, NULL, ws),
+        ATTN_E_INVALID);
     o.dropout_p = 0;
     int64_t kl[1] = {3};
     o.mask.key_lengths = kl;
-    CHECK_STATUS(attn_additive_forward(&c, x, 1, 2, 2, x, x, x, &o, out, NULL,
-                                       ws), ATTN_E_SHAPE);
+    CHECK_STATUS(
+        attn_additive_forward(&c, x, 1, 2, 2, x, x, x, &o, out, NULL, ws),
+        ATTN_E_SHAPE);
 }
 
 int main(void) {

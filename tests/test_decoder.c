@@ -30,7 +30,8 @@ static void drop_mask(const attn_layer_opts *o, int64_t l, int site, double *x,
                       int64_t n) {
     float *m = malloc(sizeof(float) * n);
     for (int64_t i = 0; i < n; i++) m[i] = 1.0f;
-    attn__dropout_apply(o->seed, (uint32_t)(l * 8 + site), o->dropout_p, m, n, 1);
+    attn__dropout_apply(o->seed, (uint32_t)(l * 8 + site), o->dropout_p, m, n,
+                        1);
     for (int64_t i = 0; i < n; i++) x[i] *= m[i];
     free(m);
 }
@@ -62,7 +63,8 @@ static void body_ca(const dref *e, int64_t l, const double *in, double *a) {
                 in, e->mem, e->mem, &o, a, NULL);
         return;
     }
-    attn_additive_config ac = {E, E, E, c->additive_dim ? c->additive_dim : E / 2, 1, 0};
+    attn_additive_config ac = {
+        E, E, E, c->additive_dim ? c->additive_dim : E / 2, 1, 0};
     double *ctx = malloc(sizeof(double) * e->B * e->Lt * E);
     ref_additive(&ac, S(e, "layers.%lld.cross_attn.w_q", l), e->B, e->Lt, e->Ls,
                  in, e->mem, e->mem, &o, ctx, NULL);
@@ -75,17 +77,20 @@ static void body_ff(const dref *e, int64_t l, const double *in, double *a) {
     const attn_decoder_config *c = e->c;
     const int64_t n = e->B * e->Lt, E = c->d_model, F = c->dim_feedforward;
     double *h = malloc(sizeof(double) * n * F);
-    ref_linear(n, E, F, in, S(e, "layers.%lld.w_1", l), S(e, "layers.%lld.b_1", l), h);
+    ref_linear(n, E, F, in, S(e, "layers.%lld.w_1", l),
+               S(e, "layers.%lld.b_1", l), h);
     for (int64_t i = 0; i < n * F; i++)
-        h[i] = c->activation == ATTN_ACT_GELU ? 0.5 * h[i] * (1 + erf(h[i] / sqrt(2.0)))
-                                              : (h[i] > 0 ? h[i] : 0);
+        h[i] = c->activation == ATTN_ACT_GELU
+                   ? 0.5 * h[i] * (1 + erf(h[i] / sqrt(2.0)))
+                   : (h[i] > 0 ? h[i] : 0);
     drop_mask(e->o, l, 3, h, n * F);
-    ref_linear(n, F, E, h, S(e, "layers.%lld.w_2", l), S(e, "layers.%lld.b_2", l), a);
+    ref_linear(n, F, E, h, S(e, "layers.%lld.w_2", l),
+               S(e, "layers.%lld.b_2", l), a);
     free(h);
 }
 
-static void sub(const dref *e, int64_t l, body_fn body, int site, const char *ln,
-                double *cur) {
+static void sub(const dref *e, int64_t l, body_fn body, int site,
+                const char *ln, double *cur) {
     const int64_t n = e->B * e->Lt * e->c->d_model, rows = e->B * e->Lt;
     const double eps = e->c->layer_norm_eps > 0 ? e->c->layer_norm_eps : 1e-5;
     char g[32], b[32];
@@ -93,7 +98,8 @@ static void sub(const dref *e, int64_t l, body_fn body, int site, const char *ln
     snprintf(b, sizeof b, "layers.%%lld.%s_beta", ln);
     double *in = malloc(sizeof(double) * n), *a = malloc(sizeof(double) * n);
     if (e->c->norm_first)
-        ref_layernorm(rows, e->c->d_model, cur, S(e, g, l), S(e, b, l), eps, in);
+        ref_layernorm(rows, e->c->d_model, cur, S(e, g, l), S(e, b, l), eps,
+                      in);
     else
         memcpy(in, cur, sizeof(double) * n);
     body(e, l, in, a);
@@ -130,14 +136,16 @@ static double loss(void *p) {
     dref *e = p;
     ref_decoder(e);
     double s = 0;
-    for (int64_t i = 0; i < e->B * e->Lt * e->c->d_model; i++) s += e->out[i] * e->R[i];
+    for (int64_t i = 0; i < e->B * e->Lt * e->c->d_model; i++)
+        s += e->out[i] * e->R[i];
     return s;
 }
 
 static void run_case(attn_decoder_config c, int64_t B, int64_t Lt, int64_t Ls,
                      int pad, double p, int gradcheck) {
-    unsigned long long st = 7 + (unsigned long long)(c.norm_first * 3 + c.cross * 5 +
-                                                     (int)c.cross_attention * 11);
+    unsigned long long st =
+        7 + (unsigned long long)(c.norm_first * 3 + c.cross * 5 +
+                                 (int)c.cross_attention * 11);
     const int64_t E = c.d_model, n = B * Lt * E, nm = B * Ls * E;
     const int64_t np = attn_decoder_param_count(&c);
     CHECK(np > 0);
@@ -152,21 +160,24 @@ static void run_case(attn_decoder_config c, int64_t B, int64_t Lt, int64_t Ls,
     double *prmd = malloc(sizeof(double) * np);
     for (int64_t i = 0; i < np; i++) prmd[i] = prm[i];
     double *x = malloc(sizeof(double) * n), *R = malloc(sizeof(double) * n);
-    double *mem = malloc(sizeof(double) * nm), *outd = malloc(sizeof(double) * n);
+    double *mem = malloc(sizeof(double) * nm),
+           *outd = malloc(sizeof(double) * n);
     ref_fill(x, n, 1.0, &st);
     ref_fill(R, n, 1.0, &st);
     ref_fill(mem, nm, 1.0, &st);
     ref_round(x, n);
     ref_round(R, n);
     ref_round(mem, nm);
-    float *xf = ref_to_f32(x, n), *Rf = ref_to_f32(R, n), *mf = ref_to_f32(mem, nm);
+    float *xf = ref_to_f32(x, n), *Rf = ref_to_f32(R, n),
+          *mf = ref_to_f32(mem, nm);
     int64_t mlen[8];
     for (int64_t b = 0; b < B; b++) mlen[b] = pad ? Ls - (b * 2) % Ls : Ls;
     attn_layer_opts o;
     attn_sdpa_opts_init(&o);
     o.dropout_p = p;
     o.seed = 21;
-    dref e = {&c, B, Lt, Ls, ns, sl, prmd, x, mem, R, outd, pad ? mlen : NULL, &o};
+    dref e = {&c, B, Lt, Ls, ns, sl, prmd, x, mem, R, outd, pad ? mlen : NULL,
+              &o};
     ref_decoder(&e);
     size_t wsn;
     CHECK_STATUS(attn_decoder_workspace_size(&c, B, Lt, Ls, &wsn), ATTN_OK);
@@ -175,23 +186,28 @@ static void run_case(attn_decoder_config c, int64_t B, int64_t Lt, int64_t Ls,
     const int64_t ng = np + n + nm;
     float *g1 = calloc(ng, sizeof(float)), *g3 = calloc(ng, sizeof(float));
     const int64_t Hc = attn_decoder_cross_heads(&c);
-    float *cw = c.cross ? malloc(sizeof(float) * c.num_layers * B * Hc * Lt * Ls) : NULL;
+    float *cw = c.cross
+                    ? malloc(sizeof(float) * c.num_layers * B * Hc * Lt * Ls)
+                    : NULL;
     for (int pass = 0; pass < 2; pass++) {
         o.threads = pass ? 3 : 1;
         float *g = pass ? g3 : g1;
-        CHECK_STATUS(attn_decoder_forward(&c, prm, B, Lt, Ls, xf, mf, e.mlen, &o,
-                                          pass ? out3 : out, NULL, cw, ws), ATTN_OK);
-        CHECK_STATUS(attn_decoder_backward(&c, prm, B, Lt, Ls, xf, mf, e.mlen, &o,
-                                           Rf, ws, g, g + np, g + np + n), ATTN_OK);
+        CHECK_STATUS(attn_decoder_forward(&c, prm, B, Lt, Ls, xf, mf, e.mlen,
+                                          &o, pass ? out3 : out, NULL, cw, ws),
+                     ATTN_OK);
+        CHECK_STATUS(attn_decoder_backward(&c, prm, B, Lt, Ls, xf, mf, e.mlen,
+                                           &o, Rf, ws, g, g + np, g + np + n),
+                     ATTN_OK);
     }
     o.threads = 0;
     const char *kind = !c.cross ? "decoder-only"
-                       : c.cross_attention == ATTN_ATTENTION_DOT ? "dot" : "additive";
+                       : c.cross_attention == ATTN_ATTENTION_DOT ? "dot"
+                                                                 : "additive";
     double eo = ref_max_rel(out, outd, n);
     CHECK_MSG(eo <= 5e-5, "decoder %s nf=%d pad=%d p=%g: out err %g", kind,
               c.norm_first, pad, p, eo);
     CHECK_MSG(memcmp(out, out3, sizeof(float) * n) == 0 &&
-              memcmp(g1, g3, sizeof(float) * ng) == 0,
+                  memcmp(g1, g3, sizeof(float) * ng) == 0,
               "decoder %s: 1 and 3 threads differ", kind);
     if (cw && p == 0) { /* cross weights: rows sum to 1 over visible keys */
         double worst = 0;
@@ -204,33 +220,52 @@ static void run_case(attn_decoder_config c, int64_t B, int64_t Lt, int64_t Ls,
             }
             worst = fmax(worst, fabs(s - 1) + leak);
         }
-        CHECK_MSG(worst <= 1e-5, "decoder %s: cross weights off by %g", kind, worst);
+        CHECK_MSG(worst <= 1e-5, "decoder %s: cross weights off by %g", kind,
+                  worst);
     }
     if (gradcheck) {
         char what[160];
         for (int64_t s = 0; s < ns; s++) {
-            snprintf(what, sizeof what, "decoder %s nf=%d pad=%d p=%g %.47s", kind,
-                     c.norm_first, pad, p, sl[s].name);
-            ref_fd_check(what, prmd + sl[s].offset, sl[s].shape[0] * sl[s].shape[1],
-                         g1 + sl[s].offset, loss, &e, 5e-4);
+            snprintf(what, sizeof what, "decoder %s nf=%d pad=%d p=%g %.47s",
+                     kind, c.norm_first, pad, p, sl[s].name);
+            ref_fd_check(what, prmd + sl[s].offset,
+                         sl[s].shape[0] * sl[s].shape[1], g1 + sl[s].offset,
+                         loss, &e, 5e-4);
         }
         snprintf(what, sizeof what, "decoder %s nf=%d dx", kind, c.norm_first);
         ref_fd_check(what, x, n, g1 + np, loss, &e, 5e-4);
         if (c.cross) {
-            snprintf(what, sizeof what, "decoder %s nf=%d dmemory", kind, c.norm_first);
+            snprintf(what, sizeof what, "decoder %s nf=%d dmemory", kind,
+                     c.norm_first);
             ref_fd_check(what, mem, nm, g1 + np + n, loss, &e, 5e-4);
         }
     }
-    free(sl); free(prm); free(prmd); free(x); free(R); free(mem); free(outd);
-    free(xf); free(Rf); free(mf); free(ws); free(out); free(out3); free(g1);
-    free(g3); free(cw);
+    free(sl);
+    free(prm);
+    free(prmd);
+    free(x);
+    free(R);
+    free(mem);
+    free(outd);
+    free(xf);
+    free(Rf);
+    free(mf);
+    free(ws);
+    free(out);
+    free(out3);
+    free(g1);
+    free(g3);
+    free(cw);
 }
 
 /* Causality: changing target position t changes no output before t. */
 static void causal(void) {
     attn_decoder_config c;
     attn_decoder_config_init(&c);
-    c.num_layers = 2; c.d_model = 8; c.num_heads = 2; c.dim_feedforward = 9;
+    c.num_layers = 2;
+    c.d_model = 8;
+    c.num_heads = 2;
+    c.dim_feedforward = 9;
     const int64_t B = 1, Lt = 6, Ls = 4, E = 8;
     float *prm = malloc(sizeof(float) * attn_decoder_param_count(&c));
     attn_decoder_init(&c, prm, 3);
@@ -243,24 +278,30 @@ static void causal(void) {
     float *ws = malloc(sizeof(float) * wsn);
     attn_layer_opts o;
     attn_sdpa_opts_init(&o);
-    CHECK_STATUS(attn_decoder_forward(&c, prm, B, Lt, Ls, x, m, NULL, &o, o1, NULL,
-                                      NULL, ws), ATTN_OK);
+    CHECK_STATUS(attn_decoder_forward(&c, prm, B, Lt, Ls, x, m, NULL, &o, o1,
+                                      NULL, NULL, ws),
+                 ATTN_OK);
     x[4 * E + 1] += 1.0f;
-    CHECK_STATUS(attn_decoder_forward(&c, prm, B, Lt, Ls, x, m, NULL, &o, o2, NULL,
-                                      NULL, ws), ATTN_OK);
+    CHECK_STATUS(attn_decoder_forward(&c, prm, B, Lt, Ls, x, m, NULL, &o, o2,
+                                      NULL, NULL, ws),
+                 ATTN_OK);
     CHECK(memcmp(o1, o2, sizeof(float) * 4 * E) == 0);
     CHECK(memcmp(o1 + 4 * E, o2 + 4 * E, sizeof(float) * 2 * E) != 0);
     /* errors */
     int64_t bad = 5;
-    CHECK_STATUS(attn_decoder_forward(&c, prm, B, Lt, Ls, x, m, &bad, &o, o2, NULL,
-                                      NULL, ws), ATTN_E_SHAPE);
+    CHECK_STATUS(attn_decoder_forward(&c, prm, B, Lt, Ls, x, m, &bad, &o, o2,
+                                      NULL, NULL, ws),
+                 ATTN_E_SHAPE);
     CHECK_STATUS(attn_decoder_forward(&c, prm, B, Lt, Ls, x, NULL, NULL, &o, o2,
-                                      NULL, NULL, ws), ATTN_E_INVALID);
-    CHECK_STATUS(attn_decoder_forward(&c, prm, B, Lt, Ls, x, m, NULL, &o, x, NULL,
-                                      NULL, ws), ATTN_E_INVALID);
+                                      NULL, NULL, ws),
+                 ATTN_E_INVALID);
+    CHECK_STATUS(attn_decoder_forward(&c, prm, B, Lt, Ls, x, m, NULL, &o, x,
+                                      NULL, NULL, ws),
+                 ATTN_E_INVALID);
     x[3] = NAN;
-    CHECK_STATUS(attn_decoder_forward(&c, prm, B, Lt, Ls, x, m, NULL, &o, o2, NULL,
-                                      NULL, ws), ATTN_E_NONFINITE);
+    CHECK_STATUS(attn_decoder_forward(&c, prm, B, Lt, Ls, x, m, NULL, &o, o2,
+                                      NULL, NULL, ws),
+                 ATTN_E_NONFINITE);
     attn_decoder_config b = c;
     b.num_heads = 3;
     CHECK(attn_decoder_param_count(&b) == 0);
@@ -293,12 +334,16 @@ static void causal(void) {
 int main(void) {
     attn_decoder_config c;
     attn_decoder_config_init(&c);
-    c.num_layers = 2; c.d_model = 6; c.num_heads = 2; c.dim_feedforward = 7;
+    c.num_layers = 2;
+    c.d_model = 6;
+    c.num_heads = 2;
+    c.dim_feedforward = 7;
     for (int kind = 0; kind < 3; kind++)
         for (int nf = 0; nf < 2; nf++) {
             attn_decoder_config k = c;
             k.cross = kind < 2;
-            k.cross_attention = kind == 1 ? ATTN_ATTENTION_ADDITIVE : ATTN_ATTENTION_DOT;
+            k.cross_attention =
+                kind == 1 ? ATTN_ATTENTION_ADDITIVE : ATTN_ATTENTION_DOT;
             k.additive_dim = kind == 1 ? 5 : 0;
             k.norm_first = nf;
             k.final_norm = nf;
@@ -308,10 +353,15 @@ int main(void) {
             run_case(k, 3, 1, 1, 0, 0.0, nf == 0);
         }
     attn_decoder_config g = c;
-    g.num_layers = 1; g.num_kv_heads = 1; g.layer_norm_eps = 1e-3;
+    g.num_layers = 1;
+    g.num_kv_heads = 1;
+    g.layer_norm_eps = 1e-3;
     run_case(g, 1, 3, 7, 0, 0.0, 1);
     attn_decoder_config big = c;
-    big.num_layers = 1; big.d_model = 24; big.num_heads = 4; big.dim_feedforward = 33;
+    big.num_layers = 1;
+    big.d_model = 24;
+    big.num_heads = 4;
+    big.dim_feedforward = 33;
     run_case(big, 2, 17, 29, 1, 0.1, 0);
     big.cross_attention = ATTN_ATTENTION_ADDITIVE;
     run_case(big, 2, 17, 29, 1, 0.1, 0);

@@ -40,7 +40,8 @@ static void fraction_direct(void) {
           diff_s > 64);
     /* p = 0 keeps everything, whatever the seed */
     int all = 1;
-    for (int64_t j = 0; j < 1000; j++) all &= attn_dropout_kept(j * 7919, 0.0, 1, 1, j, j);
+    for (int64_t j = 0; j < 1000; j++)
+        all &= attn_dropout_kept(j * 7919, 0.0, 1, 1, j, j);
     CHECK(all);
 }
 
@@ -49,8 +50,10 @@ static void fraction_direct(void) {
 static void fraction_forward(void) {
     const int64_t L = 1000, D = 2; /* a million weights */
     const double p = 0.3;
-    double *q = malloc(sizeof(double) * L * D), *o = malloc(sizeof(double) * L * D);
-    double *w = malloc(sizeof(double) * L * L), *w0 = malloc(sizeof(double) * L * L);
+    double *q = malloc(sizeof(double) * L * D),
+           *o = malloc(sizeof(double) * L * D);
+    double *w = malloc(sizeof(double) * L * L),
+           *w0 = malloc(sizeof(double) * L * L);
     unsigned long long s = 9;
     for (int64_t i = 0; i < L * D; i++) q[i] = test_rand(&s);
     attn_tensor Q = attn_tensor_4d(q, ATTN_F64, 1, 1, L, D);
@@ -85,7 +88,10 @@ static void fraction_forward(void) {
     opts.seed = 31337;
     CHECK_STATUS(attn_sdpa_forward(&Q, &Q, &Q, &opts, &O, &W, NULL), ATTN_OK);
     CHECK(memcmp(w, w0, sizeof(double) * L * L) == 0);
-    free(q); free(o); free(w); free(w0);
+    free(q);
+    free(o);
+    free(w);
+    free(w0);
 }
 
 /* Backward sees the forward's mask: with dout = 1 on query row r only and
@@ -124,7 +130,8 @@ static void same_mask_fwd_bwd(void) {
         memset(dk, 0, sizeof dk);
         memset(dv, 0, sizeof dv);
         CHECK_STATUS(attn_sdpa_backward(&Q, &K, &V, &O, NULL, &G, &opts, &dQ,
-                                        &dK, &dV, NULL), ATTN_OK);
+                                        &dK, &dV, NULL),
+                     ATTN_OK);
         for (int bh = 0; bh < B * H; bh++)
             for (int j = 0; j < Lk; j++) {
                 double want = w[(bh * Lq + r) * Lk + j], got = dv[bh * Lk + j];
@@ -146,8 +153,10 @@ static void reruns_and_threads(attn_impl impl) {
     float *q = malloc(nq * 4), *k = malloc(nk * 4), *v = malloc(nk * 4);
     float *g = malloc(nq * 4);
     unsigned long long s = 8;
-    for (size_t i = 0; i < nq; i++) q[i] = (float)test_rand(&s), g[i] = (float)test_rand(&s);
-    for (size_t i = 0; i < nk; i++) k[i] = (float)test_rand(&s), v[i] = (float)test_rand(&s);
+    for (size_t i = 0; i < nq; i++)
+        q[i] = (float)test_rand(&s), g[i] = (float)test_rand(&s);
+    for (size_t i = 0; i < nk; i++)
+        k[i] = (float)test_rand(&s), v[i] = (float)test_rand(&s);
     attn_tensor Q = attn_tensor_4d(q, ATTN_F32, B, H, Lq, D);
     attn_tensor K = attn_tensor_4d(k, ATTN_F32, B, Hkv, Lk, D);
     attn_tensor V = attn_tensor_4d(v, ATTN_F32, B, Hkv, Lk, D);
@@ -169,20 +178,27 @@ static void reruns_and_threads(attn_impl impl) {
         attn_tensor dQ = attn_tensor_4d(res[r][1], ATTN_F32, B, H, Lq, D);
         attn_tensor dK = attn_tensor_4d(res[r][2], ATTN_F32, B, Hkv, Lk, D);
         attn_tensor dV = attn_tensor_4d(res[r][3], ATTN_F32, B, Hkv, Lk, D);
-        CHECK_STATUS(attn_sdpa_forward(&Q, &K, &V, &opts, &O, NULL, lse[r]), ATTN_OK);
+        CHECK_STATUS(attn_sdpa_forward(&Q, &K, &V, &opts, &O, NULL, lse[r]),
+                     ATTN_OK);
         CHECK_STATUS(attn_sdpa_backward(&Q, &K, &V, &O, lse[r], &G, &opts, &dQ,
-                                        &dK, &dV, NULL), ATTN_OK);
+                                        &dK, &dV, NULL),
+                     ATTN_OK);
     }
     for (int r = 1; r < 4; r++)
         for (int t = 0; t < 4; t++)
             CHECK_MSG(memcmp(res[r][t], res[0][t], sz[t] * 4) == 0,
-                      "impl %d run %d tensor %d differs from run 0", (int)impl, r, t);
+                      "impl %d run %d tensor %d differs from run 0", (int)impl,
+                      r, t);
     for (int t = 0; t < 4; t++)
         CHECK_MSG(memcmp(res[4][t], res[0][t], sz[t] * 4) != 0,
-                  "impl %d: another seed gives the same tensor %d", (int)impl, t);
+                  "impl %d: another seed gives the same tensor %d", (int)impl,
+                  t);
     for (int r = 0; r < 5; r++)
         for (int t = 0; t < 4; t++) free(res[r][t]);
-    free(q); free(k); free(v); free(g);
+    free(q);
+    free(k);
+    free(v);
+    free(g);
 }
 
 int main(void) {

@@ -36,8 +36,10 @@ int main(void) {
         if (fabs(bb - f) > fabs((double)f) * 0x1p-8) bad_bf++;
     }
     CHECK_MSG(bad_rt == 0, "%d f16 values do not round-trip", bad_rt);
-    CHECK_MSG(bad_round == 0, "%d f32 -> f16 conversions not nearest-even", bad_round);
-    CHECK_MSG(bad_bf == 0, "%d bf16 conversions off by more than half an ulp", bad_bf);
+    CHECK_MSG(bad_round == 0, "%d f32 -> f16 conversions not nearest-even",
+              bad_round);
+    CHECK_MSG(bad_bf == 0, "%d bf16 conversions off by more than half an ulp",
+              bad_bf);
     /* the array converter agrees with the scalar ones */
     float src[4] = {1.0f / 3, -2.5f, 65504.0f, 1e-7f};
     uint16_t h[4], bf[4];

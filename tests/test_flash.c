@@ -31,13 +31,13 @@ enum {
     M_WINDOW_NARROW = 1 << 3, /* (2, 1): narrower than any tile            */
     M_KEYLEN = 1 << 4,
     M_QLEN = 1 << 5,
-    M_KEEP_PAD = 1 << 6,      /* (B, 1, 1, Lk) key padding                 */
-    M_KEEP_FULL = 1 << 7,     /* (B, H, Lq, Lk), some rows all zero        */
-    M_BIAS = 1 << 8,          /* f32 (B, H, Lq, Lk) with a few -inf        */
-    M_BIAS_BC = 1 << 9,       /* f64 (1, H, 1, Lk): broadcast              */
+    M_KEEP_PAD = 1 << 6,  /* (B, 1, 1, Lk) key padding                 */
+    M_KEEP_FULL = 1 << 7, /* (B, H, Lq, Lk), some rows all zero        */
+    M_BIAS = 1 << 8,      /* f32 (B, H, Lq, Lk) with a few -inf        */
+    M_BIAS_BC = 1 << 9,   /* f64 (1, H, 1, Lk): broadcast              */
     M_BLOCK = 1 << 10,
     M_RANDOM = 1 << 11,
-    M_HOLE = 1 << 12,         /* keep: row r sees only the far keys (the
+    M_HOLE = 1 << 12, /* keep: row r sees only the far keys (the
                                  near key tiles are all masked for it)     */
 };
 
@@ -63,8 +63,8 @@ typedef struct {
     void *buf;
 } tbuf;
 
-static tbuf make_tensor(attn_dtype dt, int lay, int64_t B, int64_t H,
-                        int64_t L, int64_t D) {
+static tbuf make_tensor(attn_dtype dt, int lay, int64_t B, int64_t H, int64_t L,
+                        int64_t D) {
     tbuf r;
     size_t n = (size_t)(B * H * L * D) * (lay == LAY_PACKED ? 2 : 1);
     r.buf = calloc(n, attn_dtype_size(dt));
@@ -85,7 +85,9 @@ static void set_el(attn_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d,
     case ATTN_F32: ((float *)t->data)[o] = (float)x; break;
     case ATTN_F64: ((double *)t->data)[o] = x; break;
     case ATTN_F16: ((uint16_t *)t->data)[o] = attn_f32_to_f16((float)x); break;
-    case ATTN_BF16: ((uint16_t *)t->data)[o] = attn_f32_to_bf16((float)x); break;
+    case ATTN_BF16:
+        ((uint16_t *)t->data)[o] = attn_f32_to_bf16((float)x);
+        break;
     default: break;
     }
 }
@@ -116,7 +118,8 @@ static void build_mask(mbuild *mb, const tcase *c, unsigned long long *st) {
     int64_t B = c->B, H = c->H, Lq = c->Lq, Lk = c->Lk;
     if (f & (M_CAUSAL_TL | M_CAUSAL_BR)) {
         m->causal = 1;
-        m->align = (f & M_CAUSAL_BR) ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
+        m->align =
+            (f & M_CAUSAL_BR) ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
     }
     if (f & M_WINDOW) {
         m->window_left = Lk / 4 + 2;
@@ -142,34 +145,41 @@ static void build_mask(mbuild *mb, const tcase *c, unsigned long long *st) {
         /* the three keep dtypes in turn */
         const attn_dtype kd[3] = {ATTN_U8, ATTN_I32, ATTN_F32};
         attn_dtype kdt = kd[ncase % 3];
-        mb->keep = make_tensor(kdt, LAY_BHLD, B, full ? H : 1, full ? Lq : 1, Lk);
+        mb->keep =
+            make_tensor(kdt, LAY_BHLD, B, full ? H : 1, full ? Lq : 1, Lk);
         int64_t n = attn_tensor_numel(&mb->keep.t);
         for (int64_t x = 0; x < n; x++) {
             int64_t j = x % Lk, i = (x / Lk) % (full ? Lq : 1);
             int kv;
             if (f & M_HOLE) /* row i % 3 == 1 sees only the last quarter */
-                kv = i % 3 == 1 ? j >= Lk - Lk / 4 - 1 : (j < Lk / 2 || j % 5 == 0);
+                kv = i % 3 == 1 ? j >= Lk - Lk / 4 - 1
+                                : (j < Lk / 2 || j % 5 == 0);
             else if (full) /* random, with every 7th row fully masked */
                 kv = i % 7 == 3 ? 0 : test_rand(st) > -0.4;
             else /* padding: the last third of the keys */
                 kv = j < Lk - Lk / 3;
-            if (kdt == ATTN_U8) ((uint8_t *)mb->keep.buf)[x] = (uint8_t)kv;
-            else if (kdt == ATTN_I32) ((int32_t *)mb->keep.buf)[x] = kv ? -7 : 0;
-            else ((float *)mb->keep.buf)[x] = kv ? 0.5f : 0.0f;
+            if (kdt == ATTN_U8)
+                ((uint8_t *)mb->keep.buf)[x] = (uint8_t)kv;
+            else if (kdt == ATTN_I32)
+                ((int32_t *)mb->keep.buf)[x] = kv ? -7 : 0;
+            else
+                ((float *)mb->keep.buf)[x] = kv ? 0.5f : 0.0f;
         }
         mb->keep_t = mb->keep.t;
         m->keep = &mb->keep_t;
     }
     if (f & (M_BIAS | M_BIAS_BC)) {
         int bc = (f & M_BIAS_BC) != 0;
-        mb->bias = make_tensor(bc ? ATTN_F64 : ATTN_F32, LAY_BHLD, bc ? 1 : B, H,
-                               bc ? 1 : Lq, Lk);
+        mb->bias = make_tensor(bc ? ATTN_F64 : ATTN_F32, LAY_BHLD, bc ? 1 : B,
+                               H, bc ? 1 : Lq, Lk);
         int64_t n = attn_tensor_numel(&mb->bias.t);
         for (int64_t x = 0; x < n; x++) {
             double v = 2.0 * test_rand(st);
             if (!bc && x % 13 == 5) v = -INFINITY;
-            if (bc) ((double *)mb->bias.buf)[x] = v;
-            else ((float *)mb->bias.buf)[x] = (float)v;
+            if (bc)
+                ((double *)mb->bias.buf)[x] = v;
+            else
+                ((float *)mb->bias.buf)[x] = (float)v;
         }
         mb->bias_t = mb->bias.t;
         m->bias = &mb->bias_t;
@@ -213,7 +223,8 @@ static void plain_f32(const attn_tensor *q, const attn_tensor *k,
                 float mx = -INFINITY;
                 for (int64_t j = 0; j < c->Lk; j++) {
                     s[j] = -INFINITY;
-                    if (!attn_mask_visible(m, b, h, i, j, c->Lq, c->Lk)) continue;
+                    if (!attn_mask_visible(m, b, h, i, j, c->Lq, c->Lk))
+                        continue;
                     float acc = 0.0f;
                     for (int64_t d = 0; d < c->Dk; d++)
                         acc += (float)attn_tensor_get(q, b, h, i, d) *
@@ -241,7 +252,8 @@ static void plain_f32(const attn_tensor *q, const attn_tensor *k,
                     float acc = 0.0f;
                     for (int64_t j = 0; j < c->Lk; j++)
                         if (s[j] != 0.0f)
-                            acc += s[j] * (float)attn_tensor_get(v, b, h / g, j, d);
+                            acc += s[j] *
+                                   (float)attn_tensor_get(v, b, h / g, j, d);
                     out[row * c->Dv + d] = acc;
                 }
             }
@@ -264,8 +276,8 @@ static double max_err_lse(const float *a, const float *ref, int64_t n) {
     return e;
 }
 
-static double max_err_view(const attn_tensor *t, const double *ref,
-                           int64_t B, int64_t H, int64_t L, int64_t D) {
+static double max_err_view(const attn_tensor *t, const double *ref, int64_t B,
+                           int64_t H, int64_t L, int64_t D) {
     double e = 0.0;
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
@@ -316,7 +328,8 @@ static void run_case(const tcase *c) {
     attn_tensor Wref = attn_tensor_4d(wref, ATTN_F64, c->B, c->H, c->Lq, c->Lk);
     o.impl = ATTN_IMPL_REF;
     CHECK_STATUS(attn_sdpa_forward(&q.t, &k.t, &v.t, &o, &Oref,
-                                   wref ? &Wref : NULL, lref), ATTN_OK);
+                                   wref ? &Wref : NULL, lref),
+                 ATTN_OK);
 
     /* the plain f32 computation: the yardstick of the tolerance */
     float *o32 = malloc((size_t)(rows * c->Dv) * sizeof(float));
@@ -329,27 +342,31 @@ static void run_case(const tcase *c) {
 
     /* flash */
     tbuf of = make_tensor(ATTN_F32, c->out_lay, c->B, c->H, c->Lq, c->Dv);
-    tbuf wf = make_tensor(ATTN_F32, LAY_BHLD, c->B, c->H, c->Lq, c->weights ? c->Lk : 1);
+    tbuf wf = make_tensor(ATTN_F32, LAY_BHLD, c->B, c->H, c->Lq,
+                          c->weights ? c->Lk : 1);
     float *lf = malloc((size_t)rows * sizeof(float));
     o.impl = ATTN_IMPL_FLASH;
     o.threads = 2;
     CHECK_STATUS(attn_sdpa_forward(&q.t, &k.t, &v.t, &o, &of.t,
-                                   c->weights ? &wf.t : NULL, lf), ATTN_OK);
+                                   c->weights ? &wf.t : NULL, lf),
+                 ATTN_OK);
     double ef = max_err_view(&of.t, oref, c->B, c->H, c->Lq, c->Dv);
     double efl = max_err_lse(lf, lref, rows);
-    CHECK_MSG(ef <= 2.0 * e32 + 1e-6,
-              "case %d (Lq %lld Lk %lld D %lld/%lld %s mask %#x): flash O error "
-              "%.3g, plain f32 %.3g", ncase, (long long)c->Lq, (long long)c->Lk,
-              (long long)c->Dk, (long long)c->Dv, attn_dtype_name(c->dt), c->mask,
-              ef, e32);
+    CHECK_MSG(
+        ef <= 2.0 * e32 + 1e-6,
+        "case %d (Lq %lld Lk %lld D %lld/%lld %s mask %#x): flash O error "
+        "%.3g, plain f32 %.3g",
+        ncase, (long long)c->Lq, (long long)c->Lk, (long long)c->Dk,
+        (long long)c->Dv, attn_dtype_name(c->dt), c->mask, ef, e32);
     CHECK_MSG(efl <= 2.0 * e32l + 1e-6,
-              "case %d: flash lse error %.3g, plain f32 %.3g", ncase, efl, e32l);
+              "case %d: flash lse error %.3g, plain f32 %.3g", ncase, efl,
+              e32l);
     if (c->weights) {
         double efw = max_err_f32(wf.buf, wref, nw);
         CHECK_MSG(efw <= 2.0 * e32w + 1e-6,
                   "case %d (Lq %lld Lk %lld scale %g tiles %lldx%lld vec %d): "
-                  "flash weights error %.3g, plain f32 %.3g", ncase,
-                  (long long)c->Lq, (long long)c->Lk, c->scale,
+                  "flash weights error %.3g, plain f32 %.3g",
+                  ncase, (long long)c->Lq, (long long)c->Lk, c->scale,
                   (long long)attn__flash_bq_override,
                   (long long)attn__flash_bk_override, attn__vec_get()->level,
                   efw, e32w);
@@ -357,7 +374,8 @@ static void run_case(const tcase *c) {
     /* fully masked rows: exactly 0 and -inf (compared with the reference) */
     for (int64_t r = 0; r < rows; r++)
         if (lref[r] == -INFINITY) {
-            int64_t b = r / (c->H * c->Lq), h = (r / c->Lq) % c->H, i = r % c->Lq;
+            int64_t b = r / (c->H * c->Lq), h = (r / c->Lq) % c->H,
+                    i = r % c->Lq;
             int zero = 1;
             for (int64_t d = 0; d < c->Dv; d++)
                 zero &= attn_tensor_get(&of.t, b, h, i, d) == 0.0;
@@ -368,12 +386,15 @@ static void run_case(const tcase *c) {
     /* thread counts 1 and 3 give the same bits */
     if (c->threads_check) {
         for (int t = 1; t <= 3; t += 2) {
-            tbuf o2 = make_tensor(ATTN_F32, c->out_lay, c->B, c->H, c->Lq, c->Dv);
+            tbuf o2 =
+                make_tensor(ATTN_F32, c->out_lay, c->B, c->H, c->Lq, c->Dv);
             float *l2 = malloc((size_t)rows * sizeof(float));
             o.threads = t;
-            CHECK_STATUS(attn_sdpa_forward(&q.t, &k.t, &v.t, &o, &o2.t, NULL, l2),
-                         ATTN_OK);
-            size_t ob = (size_t)(rows * c->Dv) * (c->out_lay == LAY_PACKED ? 2 : 1);
+            CHECK_STATUS(
+                attn_sdpa_forward(&q.t, &k.t, &v.t, &o, &o2.t, NULL, l2),
+                ATTN_OK);
+            size_t ob =
+                (size_t)(rows * c->Dv) * (c->out_lay == LAY_PACKED ? 2 : 1);
             CHECK_MSG(memcmp(o2.buf, of.buf, ob * sizeof(float)) == 0 &&
                           memcmp(l2, lf, (size_t)rows * sizeof(float)) == 0,
                       "case %d: %d threads differ from 2", ncase, t);
@@ -381,8 +402,18 @@ static void run_case(const tcase *c) {
             free(l2);
         }
     }
-    free(q.buf); free(k.buf); free(v.buf); free(of.buf); free(wf.buf);
-    free(oref); free(wref); free(lref); free(o32); free(l32); free(w32); free(lf);
+    free(q.buf);
+    free(k.buf);
+    free(v.buf);
+    free(of.buf);
+    free(wf.buf);
+    free(oref);
+    free(wref);
+    free(lref);
+    free(o32);
+    free(l32);
+    free(w32);
+    free(lf);
     free_mask(&mb);
 }
 
@@ -390,8 +421,8 @@ static void run_case(const tcase *c) {
 
 typedef struct {
     int64_t B, H, Lq, Lk;
-    double *w;   /* collected weights */
-    int *seen;   /* how often each entry was delivered */
+    double *w; /* collected weights */
+    int *seen; /* how often each entry was delivered */
     int calls, stop_after;
     int64_t last_b, last_h, last_q0, last_k0;
     int ordered;
@@ -403,10 +434,14 @@ static int collect_tile(void *user, int64_t b, int64_t h, int64_t q0,
     collect *c = user;
     /* row-major tile order within (b, h), (b, h) in order */
     int64_t key = ((b * c->H + h) * c->Lq + q0) * c->Lk + k0;
-    int64_t last = ((c->last_b * c->H + c->last_h) * c->Lq + c->last_q0) * c->Lk +
-                   c->last_k0;
+    int64_t last =
+        ((c->last_b * c->H + c->last_h) * c->Lq + c->last_q0) * c->Lk +
+        c->last_k0;
     if (c->calls > 0 && key <= last) c->ordered = 0;
-    c->last_b = b; c->last_h = h; c->last_q0 = q0; c->last_k0 = k0;
+    c->last_b = b;
+    c->last_h = h;
+    c->last_q0 = q0;
+    c->last_k0 = k0;
     for (int64_t r = 0; r < nq; r++)
         for (int64_t j = 0; j < nk; j++) {
             int64_t x = ((b * c->H + h) * c->Lq + q0 + r) * c->Lk + k0 + j;
@@ -423,9 +458,26 @@ static void test_weight_tiles(void) {
     tbuf q = make_tensor(ATTN_F16, LAY_BLHD, B, H, Lq, D);
     tbuf k = make_tensor(ATTN_F16, LAY_BLHD, B, Hkv, Lk, D);
     tbuf v = make_tensor(ATTN_F16, LAY_BLHD, B, Hkv, Lk, D);
-    fill(&q.t, 1.0, &st); fill(&k.t, 1.0, &st); fill(&v.t, 1.0, &st);
-    tcase c = {B, H, Hkv, Lq, Lk, D, D, ATTN_F16, 0, 0,
-               M_CAUSAL_BR | M_BIAS | M_KEEP_FULL, 0, 0, 0, 1, 0, 0};
+    fill(&q.t, 1.0, &st);
+    fill(&k.t, 1.0, &st);
+    fill(&v.t, 1.0, &st);
+    tcase c = {B,
+               H,
+               Hkv,
+               Lq,
+               Lk,
+               D,
+               D,
+               ATTN_F16,
+               0,
+               0,
+               M_CAUSAL_BR | M_BIAS | M_KEEP_FULL,
+               0,
+               0,
+               0,
+               1,
+               0,
+               0};
     mbuild mb;
     build_mask(&mb, &c, &st);
     attn_sdpa_opts o;
@@ -434,21 +486,36 @@ static void test_weight_tiles(void) {
     int64_t rows = B * H * Lq, nw = rows * Lk;
     double *oref = malloc((size_t)(rows * D) * sizeof(double));
     double *wref = malloc((size_t)nw * sizeof(double));
-    float *lref = malloc((size_t)rows * sizeof(float)), *lf = malloc((size_t)rows * 4);
+    float *lref = malloc((size_t)rows * sizeof(float)),
+          *lf = malloc((size_t)rows * 4);
     float *of = malloc((size_t)(rows * D) * sizeof(float));
-    float *w32 = malloc((size_t)nw * sizeof(float)), *l32 = malloc((size_t)rows * 4);
+    float *w32 = malloc((size_t)nw * sizeof(float)),
+          *l32 = malloc((size_t)rows * 4);
     attn_tensor Oref = attn_tensor_4d(oref, ATTN_F64, B, H, Lq, D);
     attn_tensor Wref = attn_tensor_4d(wref, ATTN_F64, B, H, Lq, Lk);
     attn_tensor Of = attn_tensor_4d(of, ATTN_F32, B, H, Lq, D);
     o.impl = ATTN_IMPL_REF;
-    CHECK_STATUS(attn_sdpa_forward(&q.t, &k.t, &v.t, &o, &Oref, &Wref, lref), ATTN_OK);
+    CHECK_STATUS(attn_sdpa_forward(&q.t, &k.t, &v.t, &o, &Oref, &Wref, lref),
+                 ATTN_OK);
     o.impl = ATTN_IMPL_AUTO;
-    CHECK_STATUS(attn_sdpa_forward(&q.t, &k.t, &v.t, &o, &Of, NULL, lf), ATTN_OK);
+    CHECK_STATUS(attn_sdpa_forward(&q.t, &k.t, &v.t, &o, &Of, NULL, lf),
+                 ATTN_OK);
     plain_f32(&q.t, &k.t, &v.t, &o, &c, of, l32, w32); /* of reused: scratch */
     double e32w = max_err_f32(w32, wref, nw);
 
-    collect col = {B, H, Lq, Lk, calloc((size_t)nw, sizeof(double)),
-                   calloc((size_t)nw, sizeof(int)), 0, 0, 0, 0, 0, 0, 1};
+    collect col = {B,
+                   H,
+                   Lq,
+                   Lk,
+                   calloc((size_t)nw, sizeof(double)),
+                   calloc((size_t)nw, sizeof(int)),
+                   0,
+                   0,
+                   0,
+                   0,
+                   0,
+                   0,
+                   1};
     CHECK_STATUS(attn_sdpa_weight_tiles(&q.t, &k.t, lf, &o, collect_tile, &col),
                  ATTN_OK);
     int once = 1;
@@ -460,9 +527,9 @@ static void test_weight_tiles(void) {
     for (int64_t x = 0; x < nw; x++) {
         double d = fabs(col.w[x] - wref[x]);
         if (!(d <= ew)) ew = d;
-        if (wref[x] == 0.0 && !attn_mask_visible(&o.mask, x / (H * Lq * Lk),
-                                                 (x / (Lq * Lk)) % H,
-                                                 (x / Lk) % Lq, x % Lk, Lq, Lk))
+        if (wref[x] == 0.0 &&
+            !attn_mask_visible(&o.mask, x / (H * Lq * Lk), (x / (Lq * Lk)) % H,
+                               (x / Lk) % Lq, x % Lk, Lq, Lk))
             masked_zero &= col.w[x] == 0.0;
     }
     for (int64_t r = 0; r < rows; r++) {
@@ -471,27 +538,40 @@ static void test_weight_tiles(void) {
         double want = lref[r] == -INFINITY ? 0.0 : 1.0;
         if (fabs(s - want) > rowsum_err) rowsum_err = fabs(s - want);
     }
-    CHECK_MSG(ew <= 2.0 * e32w + 1e-6, "weight tiles error %.3g, plain f32 %.3g",
-              ew, e32w);
+    CHECK_MSG(ew <= 2.0 * e32w + 1e-6,
+              "weight tiles error %.3g, plain f32 %.3g", ew, e32w);
     CHECK(masked_zero);
-    CHECK_MSG(rowsum_err <= 1e-4, "weight rows sum to 1 (err %.3g)", rowsum_err);
+    CHECK_MSG(rowsum_err <= 1e-4, "weight rows sum to 1 (err %.3g)",
+              rowsum_err);
     /* stopping early: the call returns OK after the callback said stop */
     collect stop = col;
     stop.calls = 0;
     stop.stop_after = 3;
-    CHECK_STATUS(attn_sdpa_weight_tiles(&q.t, &k.t, lf, &o, collect_tile, &stop),
-                 ATTN_OK);
+    CHECK_STATUS(
+        attn_sdpa_weight_tiles(&q.t, &k.t, lf, &o, collect_tile, &stop),
+        ATTN_OK);
     CHECK(stop.calls == 3);
     /* argument errors */
-    CHECK_STATUS(attn_sdpa_weight_tiles(&q.t, &k.t, NULL, &o, collect_tile, &col),
-                 ATTN_E_INVALID);
+    CHECK_STATUS(
+        attn_sdpa_weight_tiles(&q.t, &k.t, NULL, &o, collect_tile, &col),
+        ATTN_E_INVALID);
     CHECK_STATUS(attn_sdpa_weight_tiles(&q.t, &k.t, lf, &o, NULL, &col),
                  ATTN_E_INVALID);
-    CHECK_STATUS(attn_sdpa_weight_tiles(&q.t, &k.t, lf, NULL, collect_tile, &col),
-                 ATTN_E_INVALID);
-    free(col.w); free(col.seen);
-    free(q.buf); free(k.buf); free(v.buf); free(oref); free(wref); free(lref);
-    free(lf); free(of); free(w32); free(l32);
+    CHECK_STATUS(
+        attn_sdpa_weight_tiles(&q.t, &k.t, lf, NULL, collect_tile, &col),
+        ATTN_E_INVALID);
+    free(col.w);
+    free(col.seen);
+    free(q.buf);
+    free(k.buf);
+    free(v.buf);
+    free(oref);
+    free(wref);
+    free(lref);
+    free(lf);
+    free(of);
+    free(w32);
+    free(l32);
     free_mask(&mb);
 }
 
@@ -504,7 +584,8 @@ static void test_errors(void) {
     attn_sdpa_opts op;
     attn_sdpa_opts_init(&op);
     op.impl = ATTN_IMPL_FLASH;
-    CHECK_STATUS(attn_sdpa_forward(&q, &q, &q, &op, &o, NULL, NULL), ATTN_E_UNSUPPORTED);
+    CHECK_STATUS(attn_sdpa_forward(&q, &q, &q, &op, &o, NULL, NULL),
+                 ATTN_E_UNSUPPORTED);
     /* non-finite inputs are refused, for each dtype and a strided view */
     const attn_dtype dts[3] = {ATTN_F32, ATTN_F16, ATTN_BF16};
     for (int t = 0; t < 3; t++)
@@ -512,13 +593,15 @@ static void test_errors(void) {
             tbuf in[3];
             unsigned long long st = 3;
             for (int a = 0; a < 3; a++) {
-                in[a] = make_tensor(dts[t], t == 2 ? LAY_PACKED : LAY_BLHD, 2, 2, 9, 5);
+                in[a] = make_tensor(dts[t], t == 2 ? LAY_PACKED : LAY_BLHD, 2,
+                                    2, 9, 5);
                 fill(&in[a].t, 1.0, &st);
             }
             set_el(&in[which].t, 1, 1, 7, 3, which == 1 ? INFINITY : NAN);
             tbuf ot = make_tensor(ATTN_F32, LAY_BHLD, 2, 2, 9, 5);
-            CHECK_STATUS(attn_sdpa_forward(&in[0].t, &in[1].t, &in[2].t, &op, &ot.t,
-                                           NULL, NULL), ATTN_E_NONFINITE);
+            CHECK_STATUS(attn_sdpa_forward(&in[0].t, &in[1].t, &in[2].t, &op,
+                                           &ot.t, NULL, NULL),
+                         ATTN_E_NONFINITE);
             CHECK(strstr(attn_last_error(), "[1, 1, 7, 3]") != NULL);
             for (int a = 0; a < 3; a++) free(in[a].buf);
             free(ot.buf);
@@ -535,34 +618,58 @@ int main(void) {
      * weights threads_check big */
     const tcase sweep[] = {
         {1, 2, 2, 1, 1, 1, 1, F32, LAY_BHLD, LAY_BHLD, 0, 0, 0, 0, 1, 1, 0},
-        {1, 2, 1, 3, 17, 7, 7, F16, LAY_BLHD, LAY_BHLD, M_CAUSAL_TL, 0, 0, 0, 1, 0, 0},
-        {2, 2, 2, 17, 3, 16, 7, BF16, LAY_PACKED, LAY_BLHD, M_CAUSAL_BR, 0, 0, 0, 0, 1, 0},
-        {1, 4, 2, 64, 64, 40, 40, F32, LAY_BLHD, LAY_BHLD, M_WINDOW, 0, 0, 0, 1, 1, 0},
-        {1, 2, 2, 127, 129, 64, 80, F32, LAY_BHLD, LAY_PACKED, M_KEEP_FULL | M_BIAS, 0, 0, 0, 1, 1, 0},
-        {2, 2, 1, 128, 127, 80, 64, F16, LAY_BHLD, LAY_BHLD, M_KEYLEN | M_QLEN, 0, 0, 0, 0, 1, 0},
-        {1, 3, 1, 129, 128, 128, 128, F32, LAY_PACKED, LAY_BHLD, M_BIAS_BC | M_CAUSAL_BR, 0, 0.05, 0, 0, 0, 0},
-        {1, 2, 2, 257, 64, 256, 256, BF16, LAY_BLHD, LAY_BLHD, M_BLOCK, 0, 0, 0, 0, 1, 0},
-        {1, 1, 1, 1000, 3, 7, 16, F32, LAY_BHLD, LAY_BHLD, M_CAUSAL_TL, 0, 0, 0, 1, 1, 0},
-        {1, 1, 1, 3, 1000, 16, 1, F16, LAY_BHLD, LAY_BHLD, M_WINDOW_NARROW | M_KEYLEN, 0, 0, 0, 1, 0, 0},
-        {1, 2, 2, 257, 257, 64, 64, F32, LAY_BHLD, LAY_BHLD, M_RANDOM, 0.2, 0, 0, 1, 1, 0},
-        {1, 2, 1, 1000, 1000, 64, 64, F32, LAY_BHLD, LAY_BLHD, M_CAUSAL_TL, 0, 0, 0, 0, 1, 1},
-        {1, 1, 1, 1000, 257, 128, 128, F16, LAY_BLHD, LAY_BHLD, M_KEEP_PAD, 0, 0, 0, 0, 0, 1},
-        {1, 2, 2, 17, 1000, 256, 40, BF16, LAY_BHLD, LAY_BHLD, M_CAUSAL_BR | M_BIAS, 0, 0, 0, 1, 0, 0},
-        {2, 2, 2, 129, 257, 1, 1, F32, LAY_BLHD, LAY_BHLD, M_KEEP_FULL, 0, 0, 0, 1, 1, 0},
-        {1, 2, 2, 64, 129, 80, 7, F16, LAY_PACKED, LAY_BHLD, M_CAUSAL_TL, 0.3, 0, 0, 1, 1, 0},
-        {1, 4, 1, 128, 128, 16, 64, BF16, LAY_BHLD, LAY_BLHD, M_WINDOW | M_BIAS | M_QLEN, 0.1, 0, 0, 1, 1, 0},
-        {1, 2, 2, 127, 1000, 40, 128, F32, LAY_BLHD, LAY_BHLD, M_BLOCK | M_KEEP_PAD | M_CAUSAL_BR, 0, 0, 0, 0, 1, 0},
-        {2, 4, 2, 257, 129, 64, 16, F16, LAY_BHLD, LAY_BHLD, M_RANDOM | M_KEEP_FULL | M_KEYLEN | M_BIAS_BC, 0, 0, 0, 1, 1, 0},
+        {1, 2, 1, 3, 17, 7, 7, F16, LAY_BLHD, LAY_BHLD, M_CAUSAL_TL, 0, 0, 0, 1,
+         0, 0},
+        {2, 2, 2, 17, 3, 16, 7, BF16, LAY_PACKED, LAY_BLHD, M_CAUSAL_BR, 0, 0,
+         0, 0, 1, 0},
+        {1, 4, 2, 64, 64, 40, 40, F32, LAY_BLHD, LAY_BHLD, M_WINDOW, 0, 0, 0, 1,
+         1, 0},
+        {1, 2, 2, 127, 129, 64, 80, F32, LAY_BHLD, LAY_PACKED,
+         M_KEEP_FULL | M_BIAS, 0, 0, 0, 1, 1, 0},
+        {2, 2, 1, 128, 127, 80, 64, F16, LAY_BHLD, LAY_BHLD, M_KEYLEN | M_QLEN,
+         0, 0, 0, 0, 1, 0},
+        {1, 3, 1, 129, 128, 128, 128, F32, LAY_PACKED, LAY_BHLD,
+         M_BIAS_BC | M_CAUSAL_BR, 0, 0.05, 0, 0, 0, 0},
+        {1, 2, 2, 257, 64, 256, 256, BF16, LAY_BLHD, LAY_BLHD, M_BLOCK, 0, 0, 0,
+         0, 1, 0},
+        {1, 1, 1, 1000, 3, 7, 16, F32, LAY_BHLD, LAY_BHLD, M_CAUSAL_TL, 0, 0, 0,
+         1, 1, 0},
+        {1, 1, 1, 3, 1000, 16, 1, F16, LAY_BHLD, LAY_BHLD,
+         M_WINDOW_NARROW | M_KEYLEN, 0, 0, 0, 1, 0, 0},
+        {1, 2, 2, 257, 257, 64, 64, F32, LAY_BHLD, LAY_BHLD, M_RANDOM, 0.2, 0,
+         0, 1, 1, 0},
+        {1, 2, 1, 1000, 1000, 64, 64, F32, LAY_BHLD, LAY_BLHD, M_CAUSAL_TL, 0,
+         0, 0, 0, 1, 1},
+        {1, 1, 1, 1000, 257, 128, 128, F16, LAY_BLHD, LAY_BHLD, M_KEEP_PAD, 0,
+         0, 0, 0, 0, 1},
+        {1, 2, 2, 17, 1000, 256, 40, BF16, LAY_BHLD, LAY_BHLD,
+         M_CAUSAL_BR | M_BIAS, 0, 0, 0, 1, 0, 0},
+        {2, 2, 2, 129, 257, 1, 1, F32, LAY_BLHD, LAY_BHLD, M_KEEP_FULL, 0, 0, 0,
+         1, 1, 0},
+        {1, 2, 2, 64, 129, 80, 7, F16, LAY_PACKED, LAY_BHLD, M_CAUSAL_TL, 0.3,
+         0, 0, 1, 1, 0},
+        {1, 4, 1, 128, 128, 16, 64, BF16, LAY_BHLD, LAY_BLHD,
+         M_WINDOW | M_BIAS | M_QLEN, 0.1, 0, 0, 1, 1, 0},
+        {1, 2, 2, 127, 1000, 40, 128, F32, LAY_BLHD, LAY_BHLD,
+         M_BLOCK | M_KEEP_PAD | M_CAUSAL_BR, 0, 0, 0, 0, 1, 0},
+        {2, 4, 2, 257, 129, 64, 16, F16, LAY_BHLD, LAY_BHLD,
+         M_RANDOM | M_KEEP_FULL | M_KEYLEN | M_BIAS_BC, 0, 0, 0, 1, 1, 0},
         /* regression: a key tile fully masked for rows that are not */
-        {1, 2, 2, 129, 700, 64, 64, F32, LAY_BHLD, LAY_BHLD, M_HOLE, 0, 0, 0, 1, 1, 0},
-        {1, 1, 1, 64, 700, 16, 16, F16, LAY_BHLD, LAY_BHLD, M_HOLE | M_CAUSAL_BR, 0, 0, 0, 1, 0, 0},
+        {1, 2, 2, 129, 700, 64, 64, F32, LAY_BHLD, LAY_BHLD, M_HOLE, 0, 0, 0, 1,
+         1, 0},
+        {1, 1, 1, 64, 700, 16, 16, F16, LAY_BHLD, LAY_BHLD,
+         M_HOLE | M_CAUSAL_BR, 0, 0, 0, 1, 0, 0},
         /* regression: fully masked rows (query lengths, keep rows, bias) */
-        {2, 2, 2, 129, 129, 64, 64, F32, LAY_BHLD, LAY_BHLD, M_QLEN | M_KEEP_FULL, 0, 0, 0, 1, 1, 0},
+        {2, 2, 2, 129, 129, 64, 64, F32, LAY_BHLD, LAY_BHLD,
+         M_QLEN | M_KEEP_FULL, 0, 0, 0, 1, 1, 0},
         /* regression: scores of magnitude 1e4 */
-        {1, 2, 2, 129, 257, 64, 64, F32, LAY_BHLD, LAY_BHLD, 0, 0, 2000.0, 0, 1, 1, 0},
-        {1, 2, 2, 64, 300, 64, 64, BF16, LAY_BHLD, LAY_BHLD, M_CAUSAL_TL, 0, 20.0, 13.0, 0, 0, 0},
+        {1, 2, 2, 129, 257, 64, 64, F32, LAY_BHLD, LAY_BHLD, 0, 0, 2000.0, 0, 1,
+         1, 0},
+        {1, 2, 2, 64, 300, 64, 64, BF16, LAY_BHLD, LAY_BHLD, M_CAUSAL_TL, 0,
+         20.0, 13.0, 0, 0, 0},
         /* regression: a window narrower than a tile */
-        {1, 2, 2, 300, 300, 40, 40, F32, LAY_BHLD, LAY_BHLD, M_WINDOW_NARROW, 0, 0, 0, 1, 1, 0},
+        {1, 2, 2, 300, 300, 40, 40, F32, LAY_BHLD, LAY_BHLD, M_WINDOW_NARROW, 0,
+         0, 0, 1, 1, 0},
     };
     const int nsweep = (int)(sizeof sweep / sizeof sweep[0]);
     for (int x = 0; x < nsweep; x++)
@@ -570,8 +677,8 @@ int main(void) {
 
     /* small and odd tile sizes: many tile boundaries, partial tiles, empty
      * key tiles in the middle of a row; the results stay within tolerance */
-    const int64_t tiles[][3] = {{16, 16, 4}, {33, 17, 5}, {1, 64, 1}, {8, 5, 64},
-                                {40, 24, 16}};
+    const int64_t tiles[][3] = {
+        {16, 16, 4}, {33, 17, 5}, {1, 64, 1}, {8, 5, 64}, {40, 24, 16}};
     for (int t = 0; t < 5; t++) {
         attn__flash_bq_override = tiles[t][0];
         attn__flash_bk_override = tiles[t][1];

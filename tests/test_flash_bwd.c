@@ -12,8 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { M_NONE, M_CAUSAL, M_CAUSAL_BR, M_WINDOW, M_LENGTHS, M_KEEP, M_BLOCK,
-       M_RANDOM, M_COMBO };
+enum {
+    M_NONE,
+    M_CAUSAL,
+    M_CAUSAL_BR,
+    M_WINDOW,
+    M_LENGTHS,
+    M_KEEP,
+    M_BLOCK,
+    M_RANDOM,
+    M_COMBO
+};
 /* bias shapes: none, full, (1,H,1,Lk), (B,1,Lq,Lk), (B,H,Lq,1),
  * full with stride 0 on the key axis, (1,1,1,1) */
 enum { B_NONE, B_FULL, B_HEADROW, B_BATCHQ, B_KEYCOL, B_KEYSTRIDE0, B_SCALAR };
@@ -32,8 +41,8 @@ static int sanitized;
 typedef struct {
     fcase c;
     attn_sdpa_opts opts;
-    attn_tensor q, k, v, g;        /* inputs in c.dtype (g: f32 dout)     */
-    attn_tensor qd, kd, vd, gd;    /* the same values in f64              */
+    attn_tensor q, k, v, g;     /* inputs in c.dtype (g: f32 dout)     */
+    attn_tensor qd, kd, vd, gd; /* the same values in f64              */
     void *bufs[16];
     int nb;
     attn_tensor keep_t, bias_t;
@@ -151,7 +160,8 @@ static void setup(problem *p, fcase c, unsigned long long seed) {
         p->bias = pbuf(p, n * sizeof(float));
         for (size_t i = 0; i < n; i++) p->bias[i] = (float)test_rand(&s);
         if (c.bias == B_FULL && n > 2) p->bias[2] = -INFINITY;
-        p->bias_t = attn_tensor_4d(p->bias, ATTN_F32, sh[0], sh[1], sh[2], sh[3]);
+        p->bias_t =
+            attn_tensor_4d(p->bias, ATTN_F32, sh[0], sh[1], sh[2], sh[3]);
         if (c.bias == B_KEYSTRIDE0) p->bias_t.stride[3] = 0;
         m->bias = &p->bias_t;
     }
@@ -169,7 +179,8 @@ static void plain_f32(const problem *p, float *dq, float *dk, float *dv,
     const attn_mask *m = &p->opts.mask;
     const float scale = 1.0f / sqrtf((float)c->Dk);
     const float ks = (float)(1.0 / (1.0 - c->dropout));
-    float *s = malloc(sizeof(float) * c->Lk), *dp = malloc(sizeof(float) * c->Lk);
+    float *s = malloc(sizeof(float) * c->Lk),
+          *dp = malloc(sizeof(float) * c->Lk);
     for (int b = 0; b < c->B; b++)
         for (int h = 0; h < c->H; h++) {
             int hk = h / (c->H / c->Hkv);
@@ -177,7 +188,8 @@ static void plain_f32(const problem *p, float *dq, float *dk, float *dv,
                 float mx = -INFINITY;
                 for (int j = 0; j < c->Lk; j++) {
                     s[j] = -INFINITY;
-                    if (!attn_mask_visible(m, b, h, i, j, c->Lq, c->Lk)) continue;
+                    if (!attn_mask_visible(m, b, h, i, j, c->Lq, c->Lk))
+                        continue;
                     float acc = 0;
                     for (int d = 0; d < c->Dk; d++)
                         acc += (float)attn_tensor_get(&p->qd, b, h, i, d) *
@@ -202,12 +214,16 @@ static void plain_f32(const problem *p, float *dq, float *dk, float *dv,
                     s[j] /= sum;
                     float z = 1;
                     if (c->dropout > 0)
-                        z = attn_dropout_kept(p->opts.seed, c->dropout, b, h, i, j) ? ks : 0;
+                        z = attn_dropout_kept(p->opts.seed, c->dropout, b, h, i,
+                                              j)
+                                ? ks
+                                : 0;
                     float acc = 0;
                     for (int d = 0; d < c->Dv; d++) {
                         float go = (float)attn_tensor_get(&p->gd, b, h, i, d);
                         acc += go * (float)attn_tensor_get(&p->vd, b, hk, j, d);
-                        dv[((b * c->Hkv + hk) * c->Lk + j) * c->Dv + d] += s[j] * z * go;
+                        dv[((b * c->Hkv + hk) * c->Lk + j) * c->Dv + d] +=
+                            s[j] * z * go;
                     }
                     dp[j] = acc * z;
                     dsum += s[j] * dp[j];
@@ -225,9 +241,11 @@ static void plain_f32(const problem *p, float *dq, float *dk, float *dv,
                     }
                     for (int d = 0; d < c->Dk; d++) {
                         dq[((b * c->H + h) * c->Lq + i) * c->Dk + d] +=
-                            scale * ds * (float)attn_tensor_get(&p->kd, b, hk, j, d);
+                            scale * ds *
+                            (float)attn_tensor_get(&p->kd, b, hk, j, d);
                         dk[((b * c->Hkv + hk) * c->Lk + j) * c->Dk + d] +=
-                            scale * ds * (float)attn_tensor_get(&p->qd, b, h, i, d);
+                            scale * ds *
+                            (float)attn_tensor_get(&p->qd, b, h, i, d);
                     }
                 }
             }
@@ -238,8 +256,9 @@ static void plain_f32(const problem *p, float *dq, float *dk, float *dv,
 
 /* ---- one case ---------------------------------------------------------- */
 
-static const char *mask_name[] = {"none", "causal", "causal-br", "window",
-                                  "lengths", "keep", "block", "random", "combo"};
+static const char *mask_name[] = {"none",   "causal",  "causal-br",
+                                  "window", "lengths", "keep",
+                                  "block",  "random",  "combo"};
 
 /* max |a - ref| over a view (a) against a contiguous f64 array (ref) */
 static double max_err_view(const attn_tensor *a, const double *ref) {
@@ -249,7 +268,8 @@ static double max_err_view(const attn_tensor *a, const double *ref) {
         for (int64_t x1 = 0; x1 < a->shape[1]; x1++)
             for (int64_t x2 = 0; x2 < a->shape[2]; x2++)
                 for (int64_t x3 = 0; x3 < a->shape[3]; x3++) {
-                    double d = fabs(attn_tensor_get(a, x0, x1, x2, x3) - ref[n++]);
+                    double d =
+                        fabs(attn_tensor_get(a, x0, x1, x2, x3) - ref[n++]);
                     if (!(d <= e)) e = d; /* NaN sticks */
                 }
     return e;
@@ -303,7 +323,8 @@ static attn_status flash_grads(problem *p, int threads, grads *g) {
     attn_sdpa_opts opts = p->opts;
     opts.threads = threads;
     opts.impl = ATTN_IMPL_AUTO;
-    attn_status st = attn_sdpa_forward(&p->q, &p->k, &p->v, &opts, &O, NULL, lse);
+    attn_status st =
+        attn_sdpa_forward(&p->q, &p->k, &p->v, &opts, &O, NULL, lse);
     if (st) return st;
     opts.impl = ATTN_IMPL_FLASH;
     return attn_sdpa_backward(&p->q, &p->k, &p->v, &O, lse, &p->g, &opts,
@@ -318,9 +339,12 @@ static void run_case(fcase c, unsigned long long seed) {
     CHECK_STATUS(flash_grads(&p, 0, &g), ATTN_OK);
 
     /* the reference in double, contiguous */
-    size_t nq = (size_t)(c.B * c.H * c.Lq * c.Dk), nk = (size_t)(c.B * c.Hkv * c.Lk * c.Dk);
-    size_t nv = (size_t)(c.B * c.Hkv * c.Lk * c.Dv), no = (size_t)(c.B * c.H * c.Lq * c.Dv);
-    size_t nbias = p.opts.mask.bias ? (size_t)attn_tensor_numel(p.opts.mask.bias) : 0;
+    size_t nq = (size_t)(c.B * c.H * c.Lq * c.Dk),
+           nk = (size_t)(c.B * c.Hkv * c.Lk * c.Dk);
+    size_t nv = (size_t)(c.B * c.Hkv * c.Lk * c.Dv),
+           no = (size_t)(c.B * c.H * c.Lq * c.Dv);
+    size_t nbias =
+        p.opts.mask.bias ? (size_t)attn_tensor_numel(p.opts.mask.bias) : 0;
     double *rq = calloc(nq, 8), *rk = calloc(nk, 8), *rv = calloc(nv, 8);
     double *ro = calloc(no, 8), *rb = calloc(nbias ? nbias : 1, 8);
     attn_tensor RQ = attn_tensor_4d(rq, ATTN_F64, c.B, c.H, c.Lq, c.Dk);
@@ -335,10 +359,12 @@ static void run_case(fcase c, unsigned long long seed) {
     }
     attn_sdpa_opts ro_opts = p.opts;
     ro_opts.impl = ATTN_IMPL_REF;
-    CHECK_STATUS(attn_sdpa_forward(&p.qd, &p.kd, &p.vd, &ro_opts, &RO, NULL, NULL),
-                 ATTN_OK);
-    CHECK_STATUS(attn_sdpa_backward(&p.qd, &p.kd, &p.vd, &RO, NULL, &p.gd, &ro_opts,
-                                    &RQ, &RK, &RV, nbias ? &RB : NULL),
+    CHECK_STATUS(
+        attn_sdpa_forward(&p.qd, &p.kd, &p.vd, &ro_opts, &RO, NULL, NULL),
+        ATTN_OK);
+    CHECK_STATUS(attn_sdpa_backward(&p.qd, &p.kd, &p.vd, &RO, NULL, &p.gd,
+                                    &ro_opts, &RQ, &RK, &RV,
+                                    nbias ? &RB : NULL),
                  ATTN_OK);
     /* the plain f32 computation; its bias gradient is reduced the same way
      * but stored compactly over the reduced axes: expand it to the shape */
@@ -365,8 +391,10 @@ static void run_case(fcase c, unsigned long long seed) {
     }
     const char *names[4] = {"dq", "dk", "dv", "dbias"};
     double ef[4] = {max_err_view(&g.dQ, rq), max_err_view(&g.dK, rk),
-                    max_err_view(&g.dV, rv), nbias ? max_err_view(&g.dB, rb) : 0};
-    double ep[4] = {max_err_flat(pq, rq, (int64_t)nq), max_err_flat(pk, rk, (int64_t)nk),
+                    max_err_view(&g.dV, rv),
+                    nbias ? max_err_view(&g.dB, rb) : 0};
+    double ep[4] = {max_err_flat(pq, rq, (int64_t)nq),
+                    max_err_flat(pk, rk, (int64_t)nk),
                     max_err_flat(pv, rv, (int64_t)nv),
                     nbias ? max_err_flat(pb, rb, (int64_t)nbias) : 0};
     /* the floor covers gradients that are zero in exact arithmetic, where
@@ -399,15 +427,23 @@ static void run_case(fcase c, unsigned long long seed) {
             for (int j = (int)p.klen[0]; j < c.Lk; j++)
                 for (int d = 0; d < c.Dv; d++)
                     bad += attn_tensor_get(&g.dV, 0, h, j, d) != 0.0;
-        CHECK_MSG(bad == 0, "%d gradients of masked rows/keys are not zero", bad);
+        CHECK_MSG(bad == 0, "%d gradients of masked rows/keys are not zero",
+                  bad);
     }
     int finite = 1;
     for (size_t i = 0; i < nq; i++) finite &= isfinite(g.dq[i]);
     for (size_t i = 0; i < nk; i++) finite &= isfinite(g.dk[i]);
     for (size_t i = 0; i < nv; i++) finite &= isfinite(g.dv[i]);
     CHECK(finite);
-    free(rq); free(rk); free(rv); free(ro); free(rb);
-    free(pq); free(pk); free(pv); free(pb);
+    free(rq);
+    free(rk);
+    free(rv);
+    free(ro);
+    free(rb);
+    free(pq);
+    free(pk);
+    free(pv);
+    free(pb);
     grads_free(&g);
     teardown(&p);
 }
@@ -426,19 +462,23 @@ static void sweep(void) {
      * length meets several head sizes, Lq != Lk */
     for (int a = 0; a < 9; a++)
         for (int t = 0; t < 2; t++) {
-            int Lq = Ls[a], Lk = Ls[(a + 3 + 4 * t) % 9], D = Ds[(a + 5 * t) % 8];
+            int Lq = Ls[a], Lk = Ls[(a + 3 + 4 * t) % 9],
+                D = Ds[(a + 5 * t) % 8];
             if (Lq * Lk * D > (sanitized ? 300000 : 3000000)) D = 16;
             if (sanitized && Lq * Lk > 40000) continue;
-            attn_dtype dt = (a + t) % 3 == 0 ? ATTN_F32
-                            : (a + t) % 3 == 1 ? ATTN_F16 : ATTN_BF16;
-            run_case(mk(1, 2, (a % 2) ? 1 : 2, Lq, Lk, D, dt, t, a % 9, B_NONE, 0),
-                     seed++);
+            attn_dtype dt = (a + t) % 3 == 0   ? ATTN_F32
+                            : (a + t) % 3 == 1 ? ATTN_F16
+                                               : ATTN_BF16;
+            run_case(
+                mk(1, 2, (a % 2) ? 1 : 2, Lq, Lk, D, dt, t, a % 9, B_NONE, 0),
+                seed++);
         }
     /* every mask kind, on both layouts and dtypes, GQA, some with dropout */
     for (int mk_ = 0; mk_ < 9; mk_++) {
         int Lq = sanitized ? 40 : 129, Lk = sanitized ? 67 : 257;
         run_case(mk(2, 4, 2, Lq, Lk, 40, mk_ % 2 ? ATTN_F16 : ATTN_F32, mk_ % 2,
-                    mk_, mk_ % 3 == 0 ? B_FULL : B_NONE, mk_ % 4 == 1 ? 0.2 : 0),
+                    mk_, mk_ % 3 == 0 ? B_FULL : B_NONE,
+                    mk_ % 4 == 1 ? 0.2 : 0),
                  seed++);
     }
     /* every bias broadcast (fused into the query pass or its own pass) */
@@ -449,14 +489,16 @@ static void sweep(void) {
                  seed++);
     /* Lq = Lk = 1000 at D = 64 with causal + bias + dropout */
     if (!sanitized)
-        run_case(mk(1, 1, 1, 1000, 1000, 64, ATTN_F32, 0, M_CAUSAL, B_FULL, 0.1),
-                 seed++);
+        run_case(
+            mk(1, 1, 1, 1000, 1000, 64, ATTN_F32, 0, M_CAUSAL, B_FULL, 0.1),
+            seed++);
 }
 
 /* 1, 2 and 3 threads: bitwise identical gradients */
 static void threads_bitwise(void) {
-    fcase cs[2] = {mk(2, 4, 2, 150, 300, 32, ATTN_F32, 1, M_COMBO, B_HEADROW, 0.25),
-                   mk(1, 3, 3, 257, 129, 24, ATTN_BF16, 0, M_WINDOW, B_FULL, 0)};
+    fcase cs[2] = {
+        mk(2, 4, 2, 150, 300, 32, ATTN_F32, 1, M_COMBO, B_HEADROW, 0.25),
+        mk(1, 3, 3, 257, 129, 24, ATTN_BF16, 0, M_WINDOW, B_FULL, 0)};
     for (int ci = 0; ci < 2; ci++) {
         grads g[3];
         for (int t = 0; t < 3; t++) {
@@ -471,10 +513,14 @@ static void threads_bitwise(void) {
         size_t nk = (size_t)(c->B * c->Hkv * c->Lk * c->Dk);
         size_t nb = (size_t)attn_tensor_numel(&g[0].dB);
         for (int t = 1; t < 3; t++) {
-            CHECK_MSG(memcmp(g[t].dq, g[0].dq, nq * 4) == 0, "dq differs on %d threads", t + 1);
-            CHECK_MSG(memcmp(g[t].dk, g[0].dk, nk * 4) == 0, "dk differs on %d threads", t + 1);
-            CHECK_MSG(memcmp(g[t].dv, g[0].dv, nk * 4) == 0, "dv differs on %d threads", t + 1);
-            CHECK_MSG(memcmp(g[t].db, g[0].db, nb * 4) == 0, "dbias differs on %d threads", t + 1);
+            CHECK_MSG(memcmp(g[t].dq, g[0].dq, nq * 4) == 0,
+                      "dq differs on %d threads", t + 1);
+            CHECK_MSG(memcmp(g[t].dk, g[0].dk, nk * 4) == 0,
+                      "dk differs on %d threads", t + 1);
+            CHECK_MSG(memcmp(g[t].dv, g[0].dv, nk * 4) == 0,
+                      "dv differs on %d threads", t + 1);
+            CHECK_MSG(memcmp(g[t].db, g[0].db, nb * 4) == 0,
+                      "dbias differs on %d threads", t + 1);
         }
         for (int t = 0; t < 3; t++) grads_free(&g[t]);
     }

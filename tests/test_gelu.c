@@ -24,8 +24,9 @@ int main(void) {
         }
         if (len == n) break;
     }
-    printf("GELU: max abs error / (1 + |x|) %.3g, max relative error in the tail %.3g\n",
-           worst, worst_rel);
+    printf(
+        "GELU: max abs error / (1 + |x|) %.3g, max relative error in the tail %.3g\n",
+        worst, worst_rel);
     CHECK(worst <= 1e-7);
     CHECK(worst_rel <= 1e-2);
     float z[3] = {0.0f, -0.0f, 3.0f}, o[3];

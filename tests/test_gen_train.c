@@ -13,7 +13,8 @@
 static int valid_iso(const char *s) {
     if (strlen(s) != 10 || s[4] != '-' || s[7] != '-') return 0;
     int y = atoi(s), m = atoi(s + 5), d = atoi(s + 8);
-    static const int mdays[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    static const int mdays[12] = {31, 29, 31, 30, 31, 30,
+                                  31, 31, 30, 31, 30, 31};
     int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
     return y >= 1950 && y <= 2049 && m >= 1 && m <= 12 && d >= 1 &&
            d <= mdays[m - 1] - (m == 2 && !leap);
@@ -28,7 +29,8 @@ static void tasks(void) {
     int slash = 0, comma = 0, dot = 0, the = 0, iso = 0, compact = 0, wd = 0;
     int64_t longest = 0;
     for (int i = 0; i < 3000; i++) {
-        CHECK_STATUS(attn_gen_sample(&t, &rng, s, sizeof s, y, sizeof y), ATTN_OK);
+        CHECK_STATUS(attn_gen_sample(&t, &rng, s, sizeof s, y, sizeof y),
+                     ATTN_OK);
         CHECK_MSG(valid_iso(y), "date target '%s'", y);
         longest = (int64_t)strlen(s) > longest ? (int64_t)strlen(s) : longest;
         slash += strchr(s, '/') != NULL;
@@ -44,7 +46,8 @@ static void tasks(void) {
         CHECK_MSG(strstr(s, yy) != NULL, "'%s' -> '%s'", s, y);
         int32_t ids[64];
         int64_t n;
-        CHECK_STATUS(attn_gen_encode(&t, ATTN_SIDE_SOURCE, s, ids, 64, &n), ATTN_OK);
+        CHECK_STATUS(attn_gen_encode(&t, ATTN_SIDE_SOURCE, s, ids, 64, &n),
+                     ATTN_OK);
         char back[64];
         attn_gen_decode(&t, ATTN_SIDE_SOURCE, ids, n, back, sizeof back);
         CHECK(strcmp(back, s) == 0);
@@ -55,17 +58,20 @@ static void tasks(void) {
     /* unknown characters and too long inputs */
     int32_t ids[64];
     int64_t n;
-    CHECK_STATUS(attn_gen_encode(&t, ATTN_SIDE_SOURCE, "March 3, 2026!", ids, 64, &n),
-                 ATTN_E_INVALID);
+    CHECK_STATUS(
+        attn_gen_encode(&t, ATTN_SIDE_SOURCE, "March 3, 2026!", ids, 64, &n),
+        ATTN_E_INVALID);
     CHECK(strstr(attn_last_error(), "'!' at position 13") != NULL);
     CHECK_STATUS(attn_gen_encode(&t, ATTN_SIDE_SOURCE, "3\001", ids, 64, &n),
                  ATTN_E_INVALID);
     CHECK(strstr(attn_last_error(), "\\x01") != NULL);
-    CHECK_STATUS(attn_gen_input(&t, ATTN_MODEL_ENCDEC, "wednesday, september 30, 20266",
-                                ids, 64, &n), ATTN_E_SHAPE);
+    CHECK_STATUS(attn_gen_input(&t, ATTN_MODEL_ENCDEC,
+                                "wednesday, september 30, 20266", ids, 64, &n),
+                 ATTN_E_SHAPE);
     CHECK(strstr(attn_last_error(), "at most 29") != NULL);
-    CHECK_STATUS(attn_gen_input(&t, ATTN_MODEL_ENCDEC, "MARCH 3, 2026", ids, 64, &n),
-                 ATTN_OK);
+    CHECK_STATUS(
+        attn_gen_input(&t, ATTN_MODEL_ENCDEC, "MARCH 3, 2026", ids, 64, &n),
+        ATTN_OK);
     CHECK(n == 13);
     /* add, reverse, sort */
     attn_gen_task_init(&t, ATTN_GEN_ADD);
@@ -74,8 +80,9 @@ static void tasks(void) {
         long a = atol(s), b = atol(strchr(s, '+') + 1);
         CHECK_MSG(atol(y) == a + b, "%s = %s", s, y);
     }
-    CHECK_STATUS(attn_gen_input(&t, ATTN_MODEL_DECODER, "123+456=", ids, 64, &n),
-                 ATTN_OK);
+    CHECK_STATUS(
+        attn_gen_input(&t, ATTN_MODEL_DECODER, "123+456=", ids, 64, &n),
+        ATTN_OK);
     CHECK(n == 9 && ids[0] == ATTN_GEN_BOS && ids[8] == ATTN_GEN_SEP);
     char text[32];
     attn_gen_decode(&t, ATTN_SIDE_JOINT, ids, n, text, sizeof text);
@@ -92,12 +99,14 @@ static void tasks(void) {
     /* batches: decoder-only targets start at the SEP */
     attn_gen_task_init(&t, ATTN_GEN_ADD);
     int64_t Ls, Lt;
-    CHECK_STATUS(attn_gen_batch_dims(&t, ATTN_MODEL_DECODER, &Ls, &Lt), ATTN_OK);
+    CHECK_STATUS(attn_gen_batch_dims(&t, ATTN_MODEL_DECODER, &Ls, &Lt),
+                 ATTN_OK);
     int32_t src[2 * 64], tin[2 * 64], tg[2 * 64];
     int64_t len[2];
     char ans[2 * 16];
-    CHECK_STATUS(attn_gen_batch(&t, ATTN_MODEL_DECODER, &rng, 2, src, len, tin, tg,
-                                ans, 16), ATTN_OK);
+    CHECK_STATUS(attn_gen_batch(&t, ATTN_MODEL_DECODER, &rng, 2, src, len, tin,
+                                tg, ans, 16),
+                 ATTN_OK);
     for (int64_t i = 0; i < len[0] - 1; i++) CHECK(tg[i] == ATTN_IGNORE_INDEX);
     CHECK(tin[len[0] - 1] == ATTN_GEN_SEP && tg[len[0] - 1] >= ATTN_GEN_FIRST);
 }
@@ -130,7 +139,8 @@ static float *train(attn_gen_train_config *c, int64_t steps, int resume,
     return p;
 }
 
-static void small(attn_gen_train_config *c, attn_gen_kind task, attn_model_kind kind) {
+static void small(attn_gen_train_config *c, attn_gen_kind task,
+                  attn_model_kind kind) {
     attn_gen_train_config_init(c, task, kind);
     attn_transformer_config *m = &c->model;
     m->enc.num_layers = m->dec.num_layers = 1;
@@ -150,8 +160,8 @@ static void resume(attn_model_kind kind) {
     int64_t n1, n2;
     float *a = train(&c, 6, 0, &n1), *b = train(&c, 6, 1, &n2);
     CHECK(n1 == n2);
-    CHECK_MSG(memcmp(a, b, sizeof(float) * n1) == 0, "%s: resumed training differs",
-              attn_model_kind_name(kind));
+    CHECK_MSG(memcmp(a, b, sizeof(float) * n1) == 0,
+              "%s: resumed training differs", attn_model_kind_name(kind));
     free(a);
     free(b);
 }
@@ -165,14 +175,18 @@ static void short_run(void) {
     c.optim.decay_steps = c.steps;
     attn_gen_trainer *t;
     CHECK_STATUS(attn_gen_trainer_create(&c, &t), ATTN_OK);
-    for (int64_t s = 0; s < c.steps; s++) CHECK_STATUS(attn_gen_trainer_step(t, NULL), ATTN_OK);
+    for (int64_t s = 0; s < c.steps; s++)
+        CHECK_STATUS(attn_gen_trainer_step(t, NULL), ATTN_OK);
     attn_gen_eval_result r;
     const attn_gen_train_config *tc = attn_gen_trainer_config(t);
-    CHECK_STATUS(attn_gen_evaluate(&tc->model, attn_gen_trainer_params(t), &tc->task,
-                                   200, 3, NULL, &r), ATTN_OK);
-    printf("reverse 1..4 digits, %lld steps: exact match %.3f, characters %.3f\n",
-           (long long)c.steps, r.exact_match, r.chars_correct);
-    CHECK_MSG(r.exact_match >= (san ? 0.3 : 0.9), "exact match %.3f", r.exact_match);
+    CHECK_STATUS(attn_gen_evaluate(&tc->model, attn_gen_trainer_params(t),
+                                   &tc->task, 200, 3, NULL, &r),
+                 ATTN_OK);
+    printf(
+        "reverse 1..4 digits, %lld steps: exact match %.3f, characters %.3f\n",
+        (long long)c.steps, r.exact_match, r.chars_correct);
+    CHECK_MSG(r.exact_match >= (san ? 0.3 : 0.9), "exact match %.3f",
+              r.exact_match);
     attn_gen_trainer_free(t);
 }
 

@@ -25,9 +25,13 @@ static void make(model *m, attn_model_kind kind, int variant) {
     memset(m, 0, sizeof *m);
     attn_transformer_config *c = &m->c;
     attn_transformer_config_init(c, kind);
-    c->enc.num_layers = 1; c->enc.d_model = 16; c->enc.num_heads = 2;
+    c->enc.num_layers = 1;
+    c->enc.d_model = 16;
+    c->enc.num_heads = 2;
     c->enc.dim_feedforward = 24;
-    c->dec.num_layers = 2; c->dec.d_model = 16; c->dec.num_heads = 4;
+    c->dec.num_layers = 2;
+    c->dec.d_model = 16;
+    c->dec.num_heads = 4;
     c->dec.dim_feedforward = 24;
     if (variant == 1) {
         c->dec.cross_attention = ATTN_ATTENTION_ADDITIVE;
@@ -41,7 +45,8 @@ static void make(model *m, attn_model_kind kind, int variant) {
     c->max_tgt = 14;
     c->tie_output = variant == 2;
     m->prm = malloc(sizeof(float) * attn_transformer_param_count(c));
-    CHECK_STATUS(attn_transformer_init(c, m->prm, 3 + (uint64_t)variant), ATTN_OK);
+    CHECK_STATUS(attn_transformer_init(c, m->prm, 3 + (uint64_t)variant),
+                 ATTN_OK);
     /* larger weights than Xavier so that the random model is not uniform */
     unsigned long long st = 5;
     for (int64_t i = 0; i < attn_transformer_param_count(c); i++)
@@ -55,10 +60,11 @@ static void make(model *m, attn_model_kind kind, int variant) {
     for (int64_t b = 0; b < m->B; b++) {
         m->len[b] = dec ? 3 + 2 * b : 12 - 4 * b;
         for (int64_t i = 0; i < m->Ls; i++)
-            m->src[b * m->Ls + i] = i < m->len[b]
-                ? (int32_t)(dec ? (i == 0 ? ATTN_GEN_BOS : 4 + (i * 3 + b) % 4)
-                                : 4 + (i * 5 + b) % 5)
-                : ATTN_GEN_PAD;
+            m->src[b * m->Ls + i] =
+                i < m->len[b] ? (int32_t)(dec ? (i == 0 ? ATTN_GEN_BOS
+                                                        : 4 + (i * 3 + b) % 4)
+                                              : 4 + (i * 5 + b) % 5)
+                              : ATTN_GEN_PAD;
         if (dec) m->src[b * m->Ls + m->len[b] - 1] = ATTN_GEN_SEP;
     }
 }
@@ -66,7 +72,8 @@ static void make(model *m, attn_model_kind kind, int variant) {
 static void gen(const model *m, const attn_generate_opts *o, int32_t *out,
                 int64_t *len, double *sc) {
     CHECK_STATUS(attn_generate(&m->c, m->prm, m->B, m->Ls, m->src, m->len, o,
-                               out, 16, len, sc), ATTN_OK);
+                               out, 16, len, sc),
+                 ATTN_OK);
 }
 
 /* Cached vs recomputed: logits per step, tokens; beam 1 == greedy; beam
@@ -94,16 +101,18 @@ static void cache_vs_full(attn_model_kind kind, int variant) {
         err = fmax(err, fabs(l1[i] - l2[i]));
         mx = fmax(mx, fabs(l2[i]));
     }
-    CHECK_MSG(err <= 1e-5 * fmax(mx, 1.0), "kind %d variant %d: cached logits "
-              "differ from the full forward by %g (max %g)", (int)kind, variant,
-              err, mx);
+    CHECK_MSG(err <= 1e-5 * fmax(mx, 1.0),
+              "kind %d variant %d: cached logits "
+              "differ from the full forward by %g (max %g)",
+              (int)kind, variant, err, mx);
     int same = 1, long_enough = 1;
     for (int64_t b = 0; b < B; b++) {
-        same &= n1[b] == n2[b] && memcmp(t1 + b * 16, t2 + b * 16, 4 * n1[b]) == 0;
+        same &=
+            n1[b] == n2[b] && memcmp(t1 + b * 16, t2 + b * 16, 4 * n1[b]) == 0;
         long_enough &= n1[b] >= 4;
     }
-    CHECK_MSG(same, "kind %d variant %d: cached greedy tokens differ", (int)kind,
-              variant);
+    CHECK_MSG(same, "kind %d variant %d: cached greedy tokens differ",
+              (int)kind, variant);
     CHECK(long_enough);
     /* sampled paths vary: the same comparison on them */
     o.sample = 1;
@@ -117,12 +126,16 @@ static void cache_vs_full(attn_model_kind kind, int variant) {
     gen(&m, &o, t2, n2, s2);
     err = 0;
     for (int64_t i = 0; i < n; i++) err = fmax(err, fabs(l1[i] - l2[i]));
-    CHECK_MSG(err <= 1e-5 * fmax(mx, 1.0), "kind %d variant %d: sampled path: "
-              "cached logits differ by %g", (int)kind, variant, err);
+    CHECK_MSG(err <= 1e-5 * fmax(mx, 1.0),
+              "kind %d variant %d: sampled path: "
+              "cached logits differ by %g",
+              (int)kind, variant, err);
     int varied = 0;
     for (int64_t b = 0; b < B; b++) {
-        CHECK(n1[b] == n2[b] && memcmp(t1 + b * 16, t2 + b * 16, 4 * n1[b]) == 0);
-        for (int64_t i = 1; i < n1[b]; i++) varied |= t1[b * 16 + i] != t1[b * 16];
+        CHECK(n1[b] == n2[b] &&
+              memcmp(t1 + b * 16, t2 + b * 16, 4 * n1[b]) == 0);
+        for (int64_t i = 1; i < n1[b]; i++)
+            varied |= t1[b * 16 + i] != t1[b * 16];
     }
     CHECK(varied);
     o.sample = 0;
@@ -131,12 +144,16 @@ static void cache_vs_full(attn_model_kind kind, int variant) {
     o.recompute = 0;
     gen(&m, &o, t1, n1, s1);
     attn_generate_opts ob = o;
-    CHECK_STATUS(attn__generate(&m.c, m.prm, m.B, m.Ls, m.src, m.len, &ob, t2, 16,
-                                n2, s2, 1), ATTN_OK);
+    CHECK_STATUS(attn__generate(&m.c, m.prm, m.B, m.Ls, m.src, m.len, &ob, t2,
+                                16, n2, s2, 1),
+                 ATTN_OK);
     for (int64_t b = 0; b < B; b++) {
-        CHECK_MSG(n1[b] == n2[b] && memcmp(t1 + b * 16, t2 + b * 16, 4 * n1[b]) == 0,
-                  "kind %d variant %d: beam 1 differs from greedy", (int)kind, variant);
-        CHECK_MSG(s1[b] == s2[b], "beam 1 score %.17g, greedy %.17g", s2[b], s1[b]);
+        CHECK_MSG(n1[b] == n2[b] &&
+                      memcmp(t1 + b * 16, t2 + b * 16, 4 * n1[b]) == 0,
+                  "kind %d variant %d: beam 1 differs from greedy", (int)kind,
+                  variant);
+        CHECK_MSG(s1[b] == s2[b], "beam 1 score %.17g, greedy %.17g", s2[b],
+                  s1[b]);
     }
     /* beam 3 with and without the cache (the cache is reordered) */
     ob.beam = 3;
@@ -145,7 +162,8 @@ static void cache_vs_full(attn_model_kind kind, int variant) {
     ob.recompute = 1;
     gen(&m, &ob, t3, n3, s3);
     for (int64_t b = 0; b < B; b++) {
-        CHECK_MSG(n2[b] == n3[b] && memcmp(t2 + b * 16, t3 + b * 16, 4 * n2[b]) == 0,
+        CHECK_MSG(n2[b] == n3[b] &&
+                      memcmp(t2 + b * 16, t3 + b * 16, 4 * n2[b]) == 0,
                   "kind %d variant %d: beam with cache differs from recompute",
                   (int)kind, variant);
         CHECK_NEAR(s2[b], s3[b], 1e-4 * fmax(1, fabs(s3[b])));
@@ -160,7 +178,8 @@ static void cache_vs_full(attn_model_kind kind, int variant) {
         int64_t nn;
         double sc;
         CHECK_STATUS(attn_generate(&one.c, one.prm, 1, one.Ls, one.src, one.len,
-                                   &o, t, 16, &nn, &sc), ATTN_OK);
+                                   &o, t, 16, &nn, &sc),
+                     ATTN_OK);
         CHECK(nn == n1[b] && memcmp(t, t1 + b * 16, 4 * nn) == 0);
     }
     free(l1);
@@ -200,7 +219,8 @@ static void sampling(void) {
     gen(&m, &o, u, nu, su);
     int differ = 0;
     for (int64_t b = 0; b < m.B; b++)
-        differ |= nu[b] != n[0][b] || memcmp(u + b * 16, t[0] + b * 16, 4 * nu[b]);
+        differ |=
+            nu[b] != n[0][b] || memcmp(u + b * 16, t[0] + b * 16, 4 * nu[b]);
     CHECK(differ);
     /* top_k 1 is greedy */
     attn_generate_opts og;
@@ -224,32 +244,39 @@ static void errors(void) {
     attn_generate_opts_init(&o);
     int32_t out[3 * 16];
     int64_t n[3];
-    CHECK_STATUS(attn_generate(&m.c, m.prm, 1, 13, m.src, NULL, &o, out, 16, n,
-                               NULL), ATTN_E_SHAPE); /* longer than max_src */
+    CHECK_STATUS(
+        attn_generate(&m.c, m.prm, 1, 13, m.src, NULL, &o, out, 16, n, NULL),
+        ATTN_E_SHAPE); /* longer than max_src */
     CHECK_STATUS(attn_generate(&m.c, m.prm, m.B, m.Ls, m.src, m.len, &o, out, 4,
-                               n, NULL), ATTN_E_SHAPE); /* out_cap */
+                               n, NULL),
+                 ATTN_E_SHAPE); /* out_cap */
     o.beam = 2;
     o.sample = 1;
-    CHECK_STATUS(attn_generate(&m.c, m.prm, m.B, m.Ls, m.src, m.len, &o, out, 16,
-                               n, NULL), ATTN_E_INVALID);
+    CHECK_STATUS(attn_generate(&m.c, m.prm, m.B, m.Ls, m.src, m.len, &o, out,
+                               16, n, NULL),
+                 ATTN_E_INVALID);
     attn_generate_opts_init(&o);
     o.top_p = 0;
-    CHECK_STATUS(attn_generate(&m.c, m.prm, m.B, m.Ls, m.src, m.len, &o, out, 16,
-                               n, NULL), ATTN_E_INVALID);
+    CHECK_STATUS(attn_generate(&m.c, m.prm, m.B, m.Ls, m.src, m.len, &o, out,
+                               16, n, NULL),
+                 ATTN_E_INVALID);
     attn_generate_opts_init(&o);
     m.src[3] = 9;
-    CHECK_STATUS(attn_generate(&m.c, m.prm, m.B, m.Ls, m.src, m.len, &o, out, 16,
-                               n, NULL), ATTN_E_INVALID);
+    CHECK_STATUS(attn_generate(&m.c, m.prm, m.B, m.Ls, m.src, m.len, &o, out,
+                               16, n, NULL),
+                 ATTN_E_INVALID);
     free(m.prm);
     make(&m, ATTN_MODEL_DECODER, 0);
     m.len[0] = 12;
     m.c.max_tgt = 12; /* a prompt of 12 leaves one step */
-    CHECK_STATUS(attn_generate(&m.c, m.prm, 1, m.Ls, m.src, m.len, &o, out, 16, n,
-                               NULL), ATTN_OK);
+    CHECK_STATUS(
+        attn_generate(&m.c, m.prm, 1, m.Ls, m.src, m.len, &o, out, 16, n, NULL),
+        ATTN_OK);
     CHECK(n[0] <= 1);
     m.c.max_tgt = 11;
-    CHECK_STATUS(attn_generate(&m.c, m.prm, 1, m.Ls, m.src, m.len, &o, out, 16, n,
-                               NULL), ATTN_E_SHAPE);
+    CHECK_STATUS(
+        attn_generate(&m.c, m.prm, 1, m.Ls, m.src, m.len, &o, out, 16, n, NULL),
+        ATTN_E_SHAPE);
     free(m.prm);
 }
 

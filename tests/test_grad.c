@@ -14,10 +14,10 @@ enum { BIAS_NONE, BIAS_FULL, BIAS_SIZE1, BIAS_STRIDE0 };
 
 typedef struct {
     int B, H, Hkv, Lq, Lk, Dk, Dv;
-    int strided;   /* batch-first (B, L, H, D) views for every tensor   */
+    int strided; /* batch-first (B, L, H, D) views for every tensor   */
     int bias_kind;
-    int keep;      /* key-padding keep tensor (B, 1, 1, Lk)             */
-    int block;     /* block-sparse layout with blocks of 2              */
+    int keep;  /* key-padding keep tensor (B, 1, 1, Lk)             */
+    int block; /* block-sparse layout with blocks of 2              */
     int64_t qlen_cut, klen_cut; /* query/key lengths Lq - cut (>= 0)   */
     attn_sdpa_opts opts;        /* scale, causal, window, dropout, random */
     const char *name;
@@ -26,8 +26,8 @@ typedef struct {
 static int sanitized;
 static int64_t ncases;
 
-static attn_tensor view(double *d, int strided, int64_t B, int64_t H,
-                        int64_t L, int64_t D) {
+static attn_tensor view(double *d, int strided, int64_t B, int64_t H, int64_t L,
+                        int64_t D) {
     return strided ? attn_tensor_bthd(d, ATTN_F64, B, L, H, D)
                    : attn_tensor_4d(d, ATTN_F64, B, H, L, D);
 }
@@ -107,8 +107,9 @@ static int check_tensor(const char *what, const gcase *gc, attn_tensor *X,
 }
 
 static void run_case(gcase gc) {
-    unsigned long long s = 0x9e3779b97f4a7c15ull ^ (unsigned long long)(
-        gc.Lq * 131 + gc.Lk * 17 + gc.bias_kind * 7 + ncases++);
+    unsigned long long s = 0x9e3779b97f4a7c15ull ^
+                           (unsigned long long)(gc.Lq * 131 + gc.Lk * 17 +
+                                                gc.bias_kind * 7 + ncases++);
     const int B = gc.B, H = gc.H, Hkv = gc.Hkv, Lq = gc.Lq, Lk = gc.Lk;
     const int Dk = gc.Dk, Dv = gc.Dv, st = gc.strided;
     size_t nq = (size_t)B * H * Lq * Dk, nk = (size_t)B * Hkv * Lk * Dk;
@@ -122,7 +123,8 @@ static void run_case(gcase gc) {
     attn_tensor Q = view(q, st, B, H, Lq, Dk), K = view(k, st, B, Hkv, Lk, Dk);
     attn_tensor V = view(v, st, B, Hkv, Lk, Dv), G = view(g, st, B, H, Lq, Dv);
     attn_tensor O = attn_tensor_4d(o, ATTN_F64, B, H, Lq, Dv);
-    attn_tensor dQ = view(dq, st, B, H, Lq, Dk), dK = view(dk, st, B, Hkv, Lk, Dk);
+    attn_tensor dQ = view(dq, st, B, H, Lq, Dk),
+                dK = view(dk, st, B, Hkv, Lk, Dk);
     attn_tensor dV = view(dv, st, B, Hkv, Lk, Dv);
     attn_sdpa_opts opts = gc.opts;
     opts.impl = ATTN_IMPL_REF;
@@ -169,18 +171,21 @@ static void run_case(gcase gc) {
     if (gc.block) {
         int rows = (Lq + 1) / 2, cols = (Lk + 1) / 2;
         layout = malloc((size_t)H * rows * cols);
-        for (int i = 0; i < H * rows * cols; i++) layout[i] = test_rand(&s) > -0.3;
+        for (int i = 0; i < H * rows * cols; i++)
+            layout[i] = test_rand(&s) > -0.3;
         opts.mask.block_size = 2;
         opts.mask.layout = layout;
         opts.mask.layout_heads = H;
     }
     int64_t qlen[8], klen[8];
     if (gc.qlen_cut) {
-        for (int b = 0; b < B; b++) qlen[b] = b == 0 ? Lq : (Lq > gc.qlen_cut ? Lq - gc.qlen_cut : 0);
+        for (int b = 0; b < B; b++)
+            qlen[b] = b == 0 ? Lq : (Lq > gc.qlen_cut ? Lq - gc.qlen_cut : 0);
         opts.mask.query_lengths = qlen;
     }
     if (gc.klen_cut) {
-        for (int b = 0; b < B; b++) klen[b] = b == 1 ? Lk : (Lk > gc.klen_cut ? Lk - gc.klen_cut : 0);
+        for (int b = 0; b < B; b++)
+            klen[b] = b == 1 ? Lk : (Lk > gc.klen_cut ? Lk - gc.klen_cut : 0);
         opts.mask.key_lengths = klen;
     }
 
@@ -193,7 +198,8 @@ static void run_case(gcase gc) {
     bad += check_tensor("k", &gc, &K, &dK, init, &Q, &K, &V, &opts, &O, &G);
     bad += check_tensor("v", &gc, &V, &dV, init, &Q, &K, &V, &opts, &O, &G);
     if (gc.bias_kind)
-        bad += check_tensor("bias", &gc, &Bi, &dB, init, &Q, &K, &V, &opts, &O, &G);
+        bad += check_tensor("bias", &gc, &Bi, &dB, init, &Q, &K, &V, &opts, &O,
+                            &G);
 
     /* rows no key is visible from get exactly nothing (and nothing NaN) */
     for (int b = 0; b < B; b++)
@@ -201,9 +207,12 @@ static void run_case(gcase gc) {
             for (int i = 0; i < Lq; i++) {
                 int any = 0;
                 for (int j = 0; j < Lk; j++)
-                    any |= attn_mask_visible(&opts.mask, b, h, i, j, Lq, Lk) &&
-                           !(bias && attn_tensor_get(&Bi, gc.bias_kind == BIAS_SIZE1 ? 0 : b, h,
-                                                     gc.bias_kind == BIAS_SIZE1 ? 0 : i, j) == -INFINITY);
+                    any |=
+                        attn_mask_visible(&opts.mask, b, h, i, j, Lq, Lk) &&
+                        !(bias && attn_tensor_get(
+                                      &Bi, gc.bias_kind == BIAS_SIZE1 ? 0 : b,
+                                      h, gc.bias_kind == BIAS_SIZE1 ? 0 : i,
+                                      j) == -INFINITY);
                 if (any) continue;
                 for (int d = 0; d < Dk; d++)
                     CHECK_MSG(attn_tensor_get(&dQ, b, h, i, d) == init,
@@ -211,16 +220,33 @@ static void run_case(gcase gc) {
                               h, i, attn_tensor_get(&dQ, b, h, i, d) - init);
             }
     for (size_t i = 0; i < nq; i++) CHECK(isfinite(dq[i]));
-    if (bad) fprintf(stderr, "  case %s: B=%d H=%d Hkv=%d Lq=%d Lk=%d\n", gc.name,
-                     B, H, Hkv, Lq, Lk);
-    free(q); free(k); free(v); free(g); free(o); free(dq); free(dk); free(dv);
-    free(bias); free(dbias); free(keep); free(layout);
+    if (bad)
+        fprintf(stderr, "  case %s: B=%d H=%d Hkv=%d Lq=%d Lk=%d\n", gc.name, B,
+                H, Hkv, Lq, Lk);
+    free(q);
+    free(k);
+    free(v);
+    free(g);
+    free(o);
+    free(dq);
+    free(dk);
+    free(dv);
+    free(bias);
+    free(dbias);
+    free(keep);
+    free(layout);
 }
 
 static gcase base(int Lq, int Lk, const char *name) {
     gcase gc;
     memset(&gc, 0, sizeof gc);
-    gc.B = 2; gc.H = 2; gc.Hkv = 2; gc.Lq = Lq; gc.Lk = Lk; gc.Dk = 16; gc.Dv = 16;
+    gc.B = 2;
+    gc.H = 2;
+    gc.Hkv = 2;
+    gc.Lq = Lq;
+    gc.Lk = Lk;
+    gc.Dk = 16;
+    gc.Dv = 16;
     attn_sdpa_opts_init(&gc.opts);
     gc.name = name;
     return gc;
@@ -337,8 +363,9 @@ static void f32_path(void) {
     attn_tensor dK = attn_tensor_4d(g32[1], ATTN_F32, B, Hkv, Lk, D);
     attn_tensor dV = attn_tensor_4d(g32[2], ATTN_F32, B, Hkv, Lk, D);
     CHECK_STATUS(attn_sdpa_forward(&Q, &K, &V, &opts, &O, NULL, lse), ATTN_OK);
-    CHECK_STATUS(attn_sdpa_backward(&Q, &K, &V, &O, lse, &G, &opts, &dQ, &dK,
-                                    &dV, NULL), ATTN_OK);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &K, &V, &O, lse, &G, &opts, &dQ, &dK, &dV, NULL),
+        ATTN_OK);
     attn_tensor Qd = attn_tensor_4d(dbuf[0], ATTN_F64, B, H, Lq, D);
     attn_tensor Kd = attn_tensor_4d(dbuf[1], ATTN_F64, B, Hkv, Lk, D);
     attn_tensor Vd = attn_tensor_4d(dbuf[2], ATTN_F64, B, Hkv, Lk, D);
@@ -348,9 +375,11 @@ static void f32_path(void) {
     attn_tensor dKd = attn_tensor_4d(g64[1], ATTN_F64, B, Hkv, Lk, D);
     attn_tensor dVd = attn_tensor_4d(g64[2], ATTN_F64, B, Hkv, Lk, D);
     opts.impl = ATTN_IMPL_REF;
-    CHECK_STATUS(attn_sdpa_forward(&Qd, &Kd, &Vd, &opts, &Od, NULL, NULL), ATTN_OK);
+    CHECK_STATUS(attn_sdpa_forward(&Qd, &Kd, &Vd, &opts, &Od, NULL, NULL),
+                 ATTN_OK);
     CHECK_STATUS(attn_sdpa_backward(&Qd, &Kd, &Vd, &Od, NULL, &Gd, &opts, &dQd,
-                                    &dKd, &dVd, NULL), ATTN_OK);
+                                    &dKd, &dVd, NULL),
+                 ATTN_OK);
     double worst = 0;
     for (int t = 0; t < 3; t++)
         for (size_t i = 0; i < gn[t]; i++) {
@@ -358,14 +387,22 @@ static void f32_path(void) {
             if (e > worst) worst = e;
         }
     CHECK_MSG(worst < 1e-5, "f32 gradients differ from f64 by %g", worst);
-    for (int t = 0; t < 5; t++) { free(buf[t]); free(dbuf[t]); }
-    for (int t = 0; t < 3; t++) { free(g32[t]); free(g64[t]); }
+    for (int t = 0; t < 5; t++) {
+        free(buf[t]);
+        free(dbuf[t]);
+    }
+    for (int t = 0; t < 3; t++) {
+        free(g32[t]);
+        free(g64[t]);
+    }
 }
 
 static void validation(void) {
     enum { B = 1, H = 2, L = 3, D = 4 };
-    float q[B * H * L * D] = {0}, o[B * H * L * D] = {0}, g[B * H * L * D] = {0};
-    float dq[B * H * L * D], dk[B * H * L * D], dv[B * H * L * D], lse[B * H * L];
+    float q[B * H * L * D] = {0}, o[B * H * L * D] = {0},
+                        g[B * H * L * D] = {0};
+    float dq[B * H * L * D], dk[B * H * L * D], dv[B * H * L * D],
+        lse[B * H * L];
     float bias[L * L] = {0}, db[L * L];
     double d64[B * H * L * D];
     uint16_t h16[B * H * L * D];
@@ -378,84 +415,109 @@ static void validation(void) {
     attn_sdpa_opts opts;
     attn_sdpa_opts_init(&opts);
     CHECK_STATUS(attn_sdpa_forward(&Q, &Q, &Q, &opts, &O, NULL, lse), ATTN_OK);
-    CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &dQ, &dK,
-                                    &dV, NULL), ATTN_OK);
-    CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, NULL, &dQ, &dK,
-                                    &dV, NULL), ATTN_E_INVALID);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &dQ, &dK, &dV, NULL),
+        ATTN_OK);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, NULL, &dQ, &dK, &dV, NULL),
+        ATTN_E_INVALID);
     CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, NULL, lse, &G, &opts, &dQ, &dK,
-                                    &dV, NULL), ATTN_E_INVALID);
+                                    &dV, NULL),
+                 ATTN_E_INVALID);
     CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, NULL, &opts, &dQ, &dK,
-                                    &dV, NULL), ATTN_E_INVALID);
+                                    &dV, NULL),
+                 ATTN_E_INVALID);
     CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, NULL, &dK,
-                                    &dV, NULL), ATTN_E_INVALID);
+                                    &dV, NULL),
+                 ATTN_E_INVALID);
     /* lse is needed except by the reference */
     CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, NULL, &G, &opts, &dQ, &dK,
-                                    &dV, NULL), ATTN_E_INVALID);
+                                    &dV, NULL),
+                 ATTN_E_INVALID);
     opts.impl = ATTN_IMPL_FLASH;
     CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, NULL, &G, &opts, &dQ, &dK,
-                                    &dV, NULL), ATTN_E_INVALID);
+                                    &dV, NULL),
+                 ATTN_E_INVALID);
     opts.impl = ATTN_IMPL_REF;
     CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, NULL, &G, &opts, &dQ, &dK,
-                                    &dV, NULL), ATTN_OK);
+                                    &dV, NULL),
+                 ATTN_OK);
     opts.impl = ATTN_IMPL_AUTO;
     /* shapes */
     attn_tensor bad = attn_tensor_4d(dq, ATTN_F32, B, H, L, D - 1);
     CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &bad, &dK,
-                                    &dV, NULL), ATTN_E_SHAPE);
+                                    &dV, NULL),
+                 ATTN_E_SHAPE);
     CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &dQ, &bad,
-                                    &dV, NULL), ATTN_E_SHAPE);
+                                    &dV, NULL),
+                 ATTN_E_SHAPE);
     CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &dQ, &dK,
-                                    &bad, NULL), ATTN_E_SHAPE);
+                                    &bad, NULL),
+                 ATTN_E_SHAPE);
     CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &bad, lse, &G, &opts, &dQ, &dK,
-                                    &dV, NULL), ATTN_E_SHAPE);
+                                    &dV, NULL),
+                 ATTN_E_SHAPE);
     CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &bad, &opts, &dQ, &dK,
-                                    &dV, NULL), ATTN_E_SHAPE);
+                                    &dV, NULL),
+                 ATTN_E_SHAPE);
     attn_tensor bcast = dQ;
     bcast.stride[1] = 0;
     CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &bcast, &dK,
-                                    &dV, NULL), ATTN_E_SHAPE);
+                                    &dV, NULL),
+                 ATTN_E_SHAPE);
     /* dtypes: f16 gradients never, f64 only with the reference (unsupported
      * elsewhere) */
     attn_tensor h = attn_tensor_4d(h16, ATTN_F16, B, H, L, D);
-    CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &h, &dK,
-                                    &dV, NULL), ATTN_E_DTYPE);
-    CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &h, &opts, &dQ, &dK,
-                                    &dV, NULL), ATTN_E_DTYPE);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &h, &dK, &dV, NULL),
+        ATTN_E_DTYPE);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &h, &opts, &dQ, &dK, &dV, NULL),
+        ATTN_E_DTYPE);
     attn_tensor d = attn_tensor_4d(d64, ATTN_F64, B, H, L, D);
-    CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &d, &dK,
-                                    &dV, NULL), ATTN_E_UNSUPPORTED);
-    CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &d, &opts, &dQ, &dK,
-                                    &dV, NULL), ATTN_E_UNSUPPORTED);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &d, &dK, &dV, NULL),
+        ATTN_E_UNSUPPORTED);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &d, &opts, &dQ, &dK, &dV, NULL),
+        ATTN_E_UNSUPPORTED);
     attn_tensor i32 = attn_tensor_4d(dq, ATTN_I32, B, H, L, D);
     CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &dQ, &i32,
-                                    &dV, NULL), ATTN_E_DTYPE);
+                                    &dV, NULL),
+                 ATTN_E_DTYPE);
     opts.impl = ATTN_IMPL_REF;
     memset(d64, 0, sizeof d64);
-    CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &d, &dK,
-                                    &dV, NULL), ATTN_OK);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &d, &dK, &dV, NULL),
+        ATTN_OK);
     opts.impl = ATTN_IMPL_AUTO;
     /* dbias needs a bias, of the bias's shape */
     attn_tensor Bi = attn_tensor_4d(bias, ATTN_F32, 1, 1, L, L);
     attn_tensor dB = attn_tensor_4d(db, ATTN_F32, 1, 1, L, L);
-    CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &dQ, &dK,
-                                    &dV, &dB), ATTN_E_INVALID);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &dQ, &dK, &dV, &dB),
+        ATTN_E_INVALID);
     opts.mask.bias = &Bi;
     memset(db, 0, sizeof db);
-    CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &dQ, &dK,
-                                    &dV, &dB), ATTN_OK);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &dQ, &dK, &dV, &dB),
+        ATTN_OK);
     attn_tensor dB2 = attn_tensor_4d(db, ATTN_F32, 1, 1, 1, L);
-    CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &dQ, &dK,
-                                    &dV, &dB2), ATTN_E_SHAPE);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &dQ, &dK, &dV, &dB2),
+        ATTN_E_SHAPE);
     opts.mask.bias = NULL;
     /* a NaN in dout */
     g[5] = NAN;
-    CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &dQ, &dK,
-                                    &dV, NULL), ATTN_E_NONFINITE);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &dQ, &dK, &dV, NULL),
+        ATTN_E_NONFINITE);
     g[5] = 0;
     /* bad options are refused as in forward */
     opts.dropout_p = 1.0;
-    CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &dQ, &dK,
-                                    &dV, NULL), ATTN_E_INVALID);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &Q, &Q, &O, lse, &G, &opts, &dQ, &dK, &dV, NULL),
+        ATTN_E_INVALID);
 }
 
 int main(void) {

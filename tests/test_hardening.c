@@ -238,7 +238,9 @@ static void reseal(unsigned char *b, size_t n) {
 }
 
 /* The checkpoint's configuration word i (docs/checkpoint-format.md). */
-static unsigned char *ckpt_word(unsigned char *b, int i) { return b + 16 + 8 * i; }
+static unsigned char *ckpt_word(unsigned char *b, int i) {
+    return b + 16 + 8 * i;
+}
 
 static void lying_checkpoints(void) {
     attn_train_config tc;
@@ -275,15 +277,20 @@ static void lying_checkpoints(void) {
     CHECK_STATUS(attn_trainer_load(path, &t), ATTN_E_FORMAT);
     CHECK(t == NULL);
     CHECK(strstr(attn_last_error(), "parameters") != NULL);
-    CHECK_MSG(attn__alloc_peak() < 4 * n + 65536, "peak %zu bytes for a %zu-byte "
-              "file", attn__alloc_peak(), n);
+    CHECK_MSG(attn__alloc_peak() < 4 * n + 65536,
+              "peak %zu bytes for a %zu-byte "
+              "file",
+              attn__alloc_peak(), n);
 
     /* garbage in the upper half of an enum or int word */
     static const struct {
         int word;
         const char *name;
-    } ints[] = {{0, "task.kind"}, {9, "attention"}, {11, "activation"},
-                {12, "norm_first"}, {13, "final_norm"}};
+    } ints[] = {{0, "task.kind"},
+                {9, "attention"},
+                {11, "activation"},
+                {12, "norm_first"},
+                {13, "final_norm"}};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
         memcpy(b, good, n);
         const uint64_t w = attn__get_u64(ckpt_word(b, ints[i].word));
@@ -346,8 +353,10 @@ static void lying_param_files(void) {
 
 static void npy_header(const char *shape, attn_status want) {
     char h[128];
-    int k = snprintf(h, sizeof h, "{'descr': '<f4', 'fortran_order': False, "
-                     "'shape': %s, }", shape);
+    int k = snprintf(h, sizeof h,
+                     "{'descr': '<f4', 'fortran_order': False, "
+                     "'shape': %s, }",
+                     shape);
     unsigned char file[256];
     memcpy(file, "\x93NUMPY\x01\x00", 8);
     size_t hl = (size_t)(k + 1 + 10 + 63) / 64 * 64 - 10;

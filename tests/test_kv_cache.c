@@ -33,13 +33,13 @@ static const attn_dtype DTYPES[4] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_Q8};
 typedef struct {
     int64_t B, H, Hkv, Lq, Lk, D, Dv;
     attn_dtype dt;
-    int causal;      /* bottom-right unless top_left */
+    int causal; /* bottom-right unless top_left */
     int top_left;
-    int64_t wl, wr;  /* window (< 0: none) */
-    int ragged_k;    /* entry b holds fewer keys */
-    int ragged_q;    /* entry b has fewer new queries */
-    int strided;     /* q and out batch-first (B, L, H, D) views */
-    int threads;     /* 1: compare 1, 2, 3 threads bitwise */
+    int64_t wl, wr; /* window (< 0: none) */
+    int ragged_k;   /* entry b holds fewer keys */
+    int ragged_q;   /* entry b has fewer new queries */
+    int strided;    /* q and out batch-first (B, L, H, D) views */
+    int threads;    /* 1: compare 1, 2, 3 threads bitwise */
 } tcase;
 
 typedef struct {
@@ -63,12 +63,14 @@ static void build(built *w, const tcase *c, unsigned long long seed) {
     fill(w->q, c->B * c->H * c->Lq * c->D, 1.5, &seed);
     w->K = attn_tensor_4d(w->k, ATTN_F32, c->B, c->Hkv, c->Lk, c->D);
     w->V = attn_tensor_4d(w->v, ATTN_F32, c->B, c->Hkv, c->Lk, c->Dv);
-    w->Q = c->strided ? attn_tensor_bthd(w->q, ATTN_F32, c->B, c->Lq, c->H, c->D)
-                      : attn_tensor_4d(w->q, ATTN_F32, c->B, c->H, c->Lq, c->D);
+    w->Q = c->strided
+               ? attn_tensor_bthd(w->q, ATTN_F32, c->B, c->Lq, c->H, c->D)
+               : attn_tensor_4d(w->q, ATTN_F32, c->B, c->H, c->Lq, c->D);
     w->klen = malloc(sizeof(int64_t) * (size_t)c->B);
     w->qlen = malloc(sizeof(int64_t) * (size_t)c->B);
     for (int64_t b = 0; b < c->B; b++) {
-        w->klen[b] = c->ragged_k ? c->Lk - (b * (c->Lk / 3 + 1)) % (c->Lk + 1) : c->Lk;
+        w->klen[b] =
+            c->ragged_k ? c->Lk - (b * (c->Lk / 3 + 1)) % (c->Lk + 1) : c->Lk;
         if (w->klen[b] < 0) w->klen[b] = 0;
         w->qlen[b] = c->ragged_q ? c->Lq - (b * 3) % c->Lq : c->Lq;
     }
@@ -82,7 +84,8 @@ static void build(built *w, const tcase *c, unsigned long long seed) {
     cc.dtype = c->dt;
     CHECK_STATUS(attn_kv_cache_create(&cc, &w->cache), ATTN_OK);
     if (w->cache)
-        CHECK_STATUS(attn_kv_cache_append(w->cache, &w->K, &w->V, w->klen), ATTN_OK);
+        CHECK_STATUS(attn_kv_cache_append(w->cache, &w->K, &w->V, w->klen),
+                     ATTN_OK);
 }
 
 static void unbuild(built *w) {
@@ -138,12 +141,15 @@ static void plain_f32(const tcase *c, const built *w, const attn_sdpa_opts *o,
                     mx = s[j] > mx ? s[j] : mx;
                 }
                 for (int64_t j = 0; j < n; j++)
-                    if (s[j] > -INFINITY) sum += (s[j] = expf(s[j] - mx));
-                    else s[j] = 0.0f;
+                    if (s[j] > -INFINITY)
+                        sum += (s[j] = expf(s[j] - mx));
+                    else
+                        s[j] = 0.0f;
                 float *orow = out + ((b * c->H + h) * c->Lq + i) * c->Dv;
                 for (int64_t d = 0; d < c->Dv; d++) {
                     float a = 0.0f;
-                    for (int64_t j = 0; j < n; j++) a += s[j] * vb[(hk * n + j) * c->Dv + d];
+                    for (int64_t j = 0; j < n; j++)
+                        a += s[j] * vb[(hk * n + j) * c->Dv + d];
                     orow[d] = sum > 0.0f ? a / sum : 0.0f;
                 }
             }
@@ -163,9 +169,11 @@ static obuf make_out(const tcase *c) {
     obuf o;
     size_t n = (size_t)(c->B * c->H * c->Lq * c->Dv);
     o.buf = malloc(sizeof(float) * n);
-    for (size_t i = 0; i < n; i++) o.buf[i] = 12345.0f; /* every one overwritten */
-    o.t = c->strided ? attn_tensor_bthd(o.buf, ATTN_F32, c->B, c->Lq, c->H, c->Dv)
-                     : attn_tensor_4d(o.buf, ATTN_F32, c->B, c->H, c->Lq, c->Dv);
+    for (size_t i = 0; i < n; i++)
+        o.buf[i] = 12345.0f; /* every one overwritten */
+    o.t = c->strided
+              ? attn_tensor_bthd(o.buf, ATTN_F32, c->B, c->Lq, c->H, c->Dv)
+              : attn_tensor_4d(o.buf, ATTN_F32, c->B, c->H, c->Lq, c->Dv);
     return o;
 }
 
@@ -206,7 +214,8 @@ static void run_case(const tcase *c) {
         for (int64_t h = 0; h < c->H; h++)
             for (int64_t i = 0; i < c->Lq; i++, r++)
                 for (int64_t d = 0; d < c->Dv; d++)
-                    dense[r * c->Dv + d] = (float)attn_tensor_get(&ref.t, b, h, i, d);
+                    dense[r * c->Dv + d] =
+                        (float)attn_tensor_get(&ref.t, b, h, i, d);
     float *p32 = malloc(sizeof(float) * (size_t)(rows * c->Dv));
     plain_f32(c, &w, &o, p32);
     double e32 = 0.0;
@@ -224,24 +233,28 @@ static void run_case(const tcase *c) {
         if (lref[r] == -INFINITY || lse[r] == -INFINITY)
             el = fmax(el, lref[r] == lse[r] ? 0.0 : INFINITY);
         else
-            el = fmax(el, fabs((double)lse[r] - lref[r]) / fmax(1.0, fabs(lref[r])));
+            el = fmax(el, fabs((double)lse[r] - lref[r]) /
+                              fmax(1.0, fabs(lref[r])));
     }
     CHECK_MSG(e <= 2.0 * e32 + 1e-6 && el <= 1e-5,
               "case %d (B %lld H %lld/%lld Lq %lld Lk %lld D %lld/%lld %s "
               "causal %d%s window %lld/%lld ragged %d/%d vec %d): error %.3g, "
-              "plain f32 %.3g, lse %.3g", ncase, (long long)c->B,
-              (long long)c->H, (long long)c->Hkv, (long long)c->Lq,
-              (long long)c->Lk, (long long)c->D, (long long)c->Dv,
-              attn_dtype_name(c->dt), c->causal, c->top_left ? " top-left" : "",
-              (long long)c->wl, (long long)c->wr, c->ragged_k, c->ragged_q,
-              (int)attn__vec_best(), e, e32, el);
+              "plain f32 %.3g, lse %.3g",
+              ncase, (long long)c->B, (long long)c->H, (long long)c->Hkv,
+              (long long)c->Lq, (long long)c->Lk, (long long)c->D,
+              (long long)c->Dv, attn_dtype_name(c->dt), c->causal,
+              c->top_left ? " top-left" : "", (long long)c->wl,
+              (long long)c->wr, c->ragged_k, c->ragged_q, (int)attn__vec_best(),
+              e, e32, el);
     if (c->threads) {
         for (int t = 1; t <= 3; t += 2) {
             obuf o2 = make_out(c);
             float *l2 = malloc(sizeof(float) * (size_t)rows);
             o.threads = t;
-            CHECK_STATUS(attn_sdpa_cached(&w.Q, w.cache, &o, &o2.t, l2), ATTN_OK);
-            CHECK_MSG(memcmp(o2.buf, out.buf, sizeof(float) * (size_t)(rows * c->Dv)) == 0 &&
+            CHECK_STATUS(attn_sdpa_cached(&w.Q, w.cache, &o, &o2.t, l2),
+                         ATTN_OK);
+            CHECK_MSG(memcmp(o2.buf, out.buf,
+                             sizeof(float) * (size_t)(rows * c->Dv)) == 0 &&
                           memcmp(l2, lse, sizeof(float) * (size_t)rows) == 0,
                       "case %d: %d threads differ from 2", ncase, t);
             free(o2.buf);
@@ -315,7 +328,8 @@ static void test_levels(void) {
     for (int lv = 0; lv <= (int)top; lv++) {
         attn__vec_set_max_level((attn__vec_level)lv);
         for (int t = 0; t < 4; t++) {
-            tcase c = base(lv == 0 ? 3 : 5, 300 + 37 * t, t % 2 ? 17 : 128, DTYPES[t]);
+            tcase c = base(lv == 0 ? 3 : 5, 300 + 37 * t, t % 2 ? 17 : 128,
+                           DTYPES[t]);
             c.H = 6;
             c.Hkv = 2;
             c.ragged_k = c.ragged_q = 1;
@@ -379,14 +393,16 @@ static void test_q8_error(void) {
     /* the plain reference on the f32 inputs (never quantized) */
     o.impl = ATTN_IMPL_REF;
     o.mask.key_lengths = w.klen;
-    CHECK_STATUS(attn_sdpa_forward(&w.Q, &w.K, &w.V, &o, &R, NULL, NULL), ATTN_OK);
+    CHECK_STATUS(attn_sdpa_forward(&w.Q, &w.K, &w.V, &o, &R, NULL, NULL),
+                 ATTN_OK);
     double emax = 0.0, omax = 0.0;
     for (int64_t i = 0; i < n; i++) {
         emax = fmax(emax, fabs(out[i] - ref[i]));
         omax = fmax(omax, fabs(ref[i]));
     }
-    printf("q8 cache: max error %.3g relative to the largest output %.3g: %.3g\n",
-           emax, omax, emax / omax);
+    printf(
+        "q8 cache: max error %.3g relative to the largest output %.3g: %.3g\n",
+        emax, omax, emax / omax);
     CHECK_MSG(emax / omax <= 2e-2, "q8 relative error %.3g", emax / omax);
     CHECK(emax > 0.0); /* it is quantized */
     free(out);
@@ -420,7 +436,8 @@ static void test_chunked_prefill(attn_dtype dt, int64_t L, int64_t T) {
     float *p32 = malloc(sizeof(float) * (size_t)(rows * c.Dv));
     plain_f32(&c, &w, &o, p32);
     double e32 = 0.0;
-    for (int64_t r = 0; r < rows * c.Dv; r++) e32 = fmax(e32, fabs(p32[r] - ref.buf[r]));
+    for (int64_t r = 0; r < rows * c.Dv; r++)
+        e32 = fmax(e32, fabs(p32[r] - ref.buf[r]));
     /* chunks through a fresh cache */
     attn_kv_cache_config cc;
     CHECK_STATUS(attn_kv_cache_config_get(w.cache, &cc), ATTN_OK);
@@ -449,10 +466,12 @@ static void test_chunked_prefill(attn_dtype dt, int64_t L, int64_t T) {
         CHECK_STATUS(attn_sdpa_cached(&Q, ch, &oc, &O, NULL), ATTN_OK);
     }
     double e = 0.0;
-    for (int64_t r = 0; r < rows * c.Dv; r++) e = fmax(e, fabs(out.buf[r] - ref.buf[r]));
-    CHECK_MSG(e <= 2.0 * e32 + 1e-6, "chunked prefill %s L %lld T %lld: error "
-              "%.3g, plain f32 %.3g", attn_dtype_name(dt), (long long)L,
-              (long long)T, e, e32);
+    for (int64_t r = 0; r < rows * c.Dv; r++)
+        e = fmax(e, fabs(out.buf[r] - ref.buf[r]));
+    CHECK_MSG(e <= 2.0 * e32 + 1e-6,
+              "chunked prefill %s L %lld T %lld: error "
+              "%.3g, plain f32 %.3g",
+              attn_dtype_name(dt), (long long)L, (long long)T, e, e32);
     attn_kv_cache_free(ch);
     free(p32);
     free(ref.buf);
@@ -485,8 +504,9 @@ static void same_answers(attn_kv_cache *a, attn_kv_cache *b, const tcase *c,
     attn_kv_cache_lengths(b, lb);
     CHECK_MSG(memcmp(la, lb, sizeof(int64_t) * (size_t)c->B) == 0,
               "%s: lengths differ", what);
-    CHECK_MSG(memcmp(o1, o2, sizeof(float) * (size_t)(c->B * c->H * 3 * c->Dv)) == 0,
-              "%s: answers differ", what);
+    CHECK_MSG(
+        memcmp(o1, o2, sizeof(float) * (size_t)(c->B * c->H * 3 * c->Dv)) == 0,
+        "%s: answers differ", what);
     free(q);
     free(o1);
     free(o2);
@@ -612,7 +632,8 @@ static void test_misuse(void) {
     cc.capacity = 8;
     cc.head_dim = 4;
     cc.value_dim = -1;
-    CHECK_ERR(attn_kv_cache_bytes(&cc, &bytes), ATTN_E_INVALID, "value_dim is -1");
+    CHECK_ERR(attn_kv_cache_bytes(&cc, &bytes), ATTN_E_INVALID,
+              "value_dim is -1");
     cc.value_dim = 0;
     cc.dtype = ATTN_I32;
     CHECK_ERR(attn_kv_cache_create(&cc, &c), ATTN_E_DTYPE, "i32");
@@ -634,35 +655,43 @@ static void test_misuse(void) {
     int64_t cnt[2] = {5, 2}, lens[2];
     CHECK_STATUS(attn_kv_cache_append(c, &K, &K, cnt), ATTN_OK);
     /* overflow: 5 + 5 > 8, nothing appended */
-    CHECK_ERR(attn_kv_cache_append(c, &K, &K, NULL), ATTN_E_SHAPE, "overflow: entry 0 holds 5 of 8");
+    CHECK_ERR(attn_kv_cache_append(c, &K, &K, NULL), ATTN_E_SHAPE,
+              "overflow: entry 0 holds 5 of 8");
     attn_kv_cache_lengths(c, lens);
     CHECK(lens[0] == 5 && lens[1] == 2);
     cnt[0] = -1;
-    CHECK_ERR(attn_kv_cache_append(c, &K, &K, cnt), ATTN_E_SHAPE, "counts[0] = -1");
+    CHECK_ERR(attn_kv_cache_append(c, &K, &K, cnt), ATTN_E_SHAPE,
+              "counts[0] = -1");
     cnt[0] = 6;
-    CHECK_ERR(attn_kv_cache_append(c, &K, &K, cnt), ATTN_E_SHAPE, "counts[0] = 6");
+    CHECK_ERR(attn_kv_cache_append(c, &K, &K, cnt), ATTN_E_SHAPE,
+              "counts[0] = 6");
     attn_tensor Kh = attn_tensor_4d(k, ATTN_F32, 2, 4, 2, 5);
-    CHECK_ERR(attn_kv_cache_append(c, &Kh, &Kh, NULL), ATTN_E_SHAPE, "(2, 2, T, 4)");
+    CHECK_ERR(attn_kv_cache_append(c, &Kh, &Kh, NULL), ATTN_E_SHAPE,
+              "(2, 2, T, 4)");
     attn_tensor Ks = attn_tensor_4d(k, ATTN_F32, 2, 2, 3, 4);
-    CHECK_ERR(attn_kv_cache_append(c, &K, &Ks, NULL), ATTN_E_SHAPE, "k has 5 new positions but v has 3");
+    CHECK_ERR(attn_kv_cache_append(c, &K, &Ks, NULL), ATTN_E_SHAPE,
+              "k has 5 new positions but v has 3");
     attn_tensor Ku = attn_tensor_4d(k, ATTN_U8, 2, 2, 5, 4);
     CHECK_ERR(attn_kv_cache_append(c, &Ku, &Ku, NULL), ATTN_E_DTYPE, "u8");
     attn_tensor Kd = attn_tensor_4d(k, ATTN_F16, 2, 2, 1, 4);
     attn_tensor K1 = attn_tensor_4d(k, ATTN_F32, 2, 2, 1, 4);
     CHECK_ERR(attn_kv_cache_append(c, &K1, &Kd, NULL), ATTN_E_DTYPE, "share");
     k[6] = NAN;
-    CHECK_ERR(attn_kv_cache_append(c, &K1, &K1, NULL), ATTN_E_NONFINITE, "k[0, 1, 0, 2]");
+    CHECK_ERR(attn_kv_cache_append(c, &K1, &K1, NULL), ATTN_E_NONFINITE,
+              "k[0, 1, 0, 2]");
     attn_kv_cache_lengths(c, lens);
     CHECK(lens[0] == 5 && lens[1] == 2); /* unchanged */
     k[6] = 1.0f;
     CHECK_ERR(attn_kv_cache_append(c, NULL, &K1, NULL), ATTN_E_INVALID, "k");
     /* truncate cannot grow; reorder indices in range */
     int64_t tl[2] = {5, 3};
-    CHECK_ERR(attn_kv_cache_truncate(c, tl), ATTN_E_SHAPE, "lengths[1] = 3 is outside [0, 2]");
+    CHECK_ERR(attn_kv_cache_truncate(c, tl), ATTN_E_SHAPE,
+              "lengths[1] = 3 is outside [0, 2]");
     tl[1] = -1;
     CHECK_ERR(attn_kv_cache_truncate(c, tl), ATTN_E_SHAPE, "lengths[1] = -1");
     int64_t ix[2] = {0, 2};
-    CHECK_ERR(attn_kv_cache_reorder(c, ix), ATTN_E_SHAPE, "index[1] = 2 is outside [0, 2)");
+    CHECK_ERR(attn_kv_cache_reorder(c, ix), ATTN_E_SHAPE,
+              "index[1] = 2 is outside [0, 2)");
     ix[1] = -1;
     CHECK_ERR(attn_kv_cache_reorder(c, ix), ATTN_E_SHAPE, "index[1] = -1");
     CHECK_ERR(attn_kv_cache_reorder(c, NULL), ATTN_E_INVALID, "index is NULL");
@@ -678,28 +707,36 @@ static void test_misuse(void) {
     attn_sdpa_opts_init(&op);
     CHECK_STATUS(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_OK);
     attn_tensor Qb = attn_tensor_4d(q, ATTN_F32, 1, 4, 1, 4);
-    CHECK_ERR(attn_sdpa_cached(&Qb, c, &op, &O, NULL), ATTN_E_SHAPE, "batch 1 but the cache has 2");
+    CHECK_ERR(attn_sdpa_cached(&Qb, c, &op, &O, NULL), ATTN_E_SHAPE,
+              "batch 1 but the cache has 2");
     attn_tensor Qh = attn_tensor_4d(q, ATTN_F32, 2, 3, 1, 4);
     CHECK_ERR(attn_sdpa_cached(&Qh, c, &op, &O, NULL), ATTN_E_SHAPE, "3 heads");
     attn_tensor Qd = attn_tensor_4d(q, ATTN_F32, 2, 2, 1, 8);
-    CHECK_ERR(attn_sdpa_cached(&Qd, c, &op, &O, NULL), ATTN_E_SHAPE, "8 features");
+    CHECK_ERR(attn_sdpa_cached(&Qd, c, &op, &O, NULL), ATTN_E_SHAPE,
+              "8 features");
     attn_tensor Q64 = attn_tensor_4d(q, ATTN_F64, 2, 2, 1, 4);
     CHECK_ERR(attn_sdpa_cached(&Q64, c, &op, &O, NULL), ATTN_E_DTYPE, "f64");
     attn_tensor Ob = attn_tensor_4d(o, ATTN_F32, 2, 4, 2, 2);
-    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &Ob, NULL), ATTN_E_SHAPE, "out has shape");
-    CHECK_ERR(attn_sdpa_cached(&Q, NULL, &op, &O, NULL), ATTN_E_INVALID, "cache is NULL");
+    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &Ob, NULL), ATTN_E_SHAPE,
+              "out has shape");
+    CHECK_ERR(attn_sdpa_cached(&Q, NULL, &op, &O, NULL), ATTN_E_INVALID,
+              "cache is NULL");
     op.dropout_p = 0.1;
-    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_E_UNSUPPORTED, "dropout");
+    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_E_UNSUPPORTED,
+              "dropout");
     op.dropout_p = 0.0;
     op.mask.key_lengths = lens;
-    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_E_UNSUPPORTED, "key_lengths");
+    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_E_UNSUPPORTED,
+              "key_lengths");
     op.mask.key_lengths = NULL;
     op.mask.bias = &K;
-    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_E_UNSUPPORTED, "bias");
+    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_E_UNSUPPORTED,
+              "bias");
     op.mask.bias = NULL;
     int64_t ql[2] = {1, 2};
     op.mask.query_lengths = ql;
-    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_E_SHAPE, "query_lengths[1] = 2");
+    CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_E_SHAPE,
+              "query_lengths[1] = 2");
     op.mask.query_lengths = NULL;
     op.scale = -1.0;
     CHECK_ERR(attn_sdpa_cached(&Q, c, &op, &O, NULL), ATTN_E_INVALID, "scale");
@@ -711,10 +748,12 @@ static void test_misuse(void) {
     cc.dtype = ATTN_F16;
     CHECK_STATUS(attn_kv_cache_create(&cc, &c), ATTN_OK);
     k[1] = 1e5f;
-    CHECK_ERR(attn_kv_cache_append(c, &K1, &K1, NULL), ATTN_E_NONFINITE, "= 100000 is not finite in the f16 cache");
+    CHECK_ERR(attn_kv_cache_append(c, &K1, &K1, NULL), ATTN_E_NONFINITE,
+              "= 100000 is not finite in the f16 cache");
     attn_kv_cache_free(c);
     attn_kv_cache_free(NULL);
-    CHECK(strcmp(attn_dtype_name(ATTN_Q8), "q8") == 0 && attn_dtype_size(ATTN_Q8) == 0);
+    CHECK(strcmp(attn_dtype_name(ATTN_Q8), "q8") == 0 &&
+          attn_dtype_size(ATTN_Q8) == 0);
 }
 
 int main(void) {

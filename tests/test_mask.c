@@ -23,7 +23,8 @@ static void check_against_mask(const test_qkv *t, const attn_sdpa_opts *o,
                 int any = 0;
                 double sum = 0;
                 for (int64_t j = 0; j < t->Lk; j++) {
-                    int vis = attn_mask_visible(&o->mask, b, h, i, j, t->Lq, t->Lk);
+                    int vis =
+                        attn_mask_visible(&o->mask, b, h, i, j, t->Lq, t->Lk);
                     if (vis && o->mask.bias &&
                         isinf(attn__bias_at(&o->mask, b, h, i, j)))
                         vis = 0;
@@ -36,20 +37,24 @@ static void check_against_mask(const test_qkv *t, const attn_sdpa_opts *o,
                     int nz = 0;
                     for (int64_t d = 0; d < t->Dv; d++)
                         nz |= r->o[row * t->Dv + d] != 0.0f;
-                    if (nz || !(isinf(r->lse[row]) && r->lse[row] < 0)) bad_row++;
+                    if (nz || !(isinf(r->lse[row]) && r->lse[row] < 0))
+                        bad_row++;
                 } else if (fabs(sum - 1) > 1e-5 || !isfinite(r->lse[row])) {
                     bad_sum++;
                 }
             }
-    CHECK_MSG(bad_zero == 0, "%s: %d masked weights not exactly 0", what, bad_zero);
-    CHECK_MSG(bad_row == 0, "%s: %d fully masked rows not zero/-inf", what, bad_row);
-    CHECK_MSG(bad_sum == 0, "%s: %d visible rows do not sum to 1", what, bad_sum);
+    CHECK_MSG(bad_zero == 0, "%s: %d masked weights not exactly 0", what,
+              bad_zero);
+    CHECK_MSG(bad_row == 0, "%s: %d fully masked rows not zero/-inf", what,
+              bad_row);
+    CHECK_MSG(bad_sum == 0, "%s: %d visible rows do not sum to 1", what,
+              bad_sum);
 }
 
 /* Runs one mask configuration through every kernel and compares them. */
-static void run_config(const char *what, const attn_sdpa_opts *base,
-                       int64_t B, int64_t H, int64_t Hkv, int64_t Lq,
-                       int64_t Lk, unsigned long long seed) {
+static void run_config(const char *what, const attn_sdpa_opts *base, int64_t B,
+                       int64_t H, int64_t Hkv, int64_t Lq, int64_t Lk,
+                       unsigned long long seed) {
     test_qkv t;
     test_qkv_make(&t, B, H, Hkv, Lq, Lk, 8, 5, seed);
     test_run runs[2];
@@ -57,7 +62,8 @@ static void run_config(const char *what, const attn_sdpa_opts *base,
         attn_sdpa_opts o = *base;
         o.impl = impls[m];
         test_run_sdpa(&runs[m], &t, &o);
-        CHECK_MSG(runs[m].st == ATTN_OK, "%s impl %d: %s", what, m, attn_last_error());
+        CHECK_MSG(runs[m].st == ATTN_OK, "%s impl %d: %s", what, m,
+                  attn_last_error());
         if (runs[m].st == ATTN_OK) check_against_mask(&t, &o, &runs[m], what);
     }
     double worst = 0;
@@ -72,7 +78,8 @@ static void run_config(const char *what, const attn_sdpa_opts *base,
 
 static void each_kind_alone_and_combined(void) {
     const int64_t B = 2, H = 4, Hkv = 2;
-    const int64_t shapes[][2] = {{1, 1}, {3, 17}, {17, 3}, {17, 17}, {33, 70}, {70, 33}};
+    const int64_t shapes[][2] = {{1, 1},   {3, 17},  {17, 3},
+                                 {17, 17}, {33, 70}, {70, 33}};
     int64_t kl[2] = {13, 0}, ql[2] = {2, 30};
     uint8_t layout[4 * 9 * 9];
     unsigned long long s = 7;
@@ -81,7 +88,8 @@ static void each_kind_alone_and_combined(void) {
     float *bias = malloc(sizeof(float) * 4 * 70 * 70);
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int64_t Lq = shapes[si][0], Lk = shapes[si][1];
-        for (int64_t i = 0; i < 2 * Lq * Lk; i++) keep[i] = test_rand(&s) > -0.3;
+        for (int64_t i = 0; i < 2 * Lq * Lk; i++)
+            keep[i] = test_rand(&s) > -0.3;
         for (int64_t i = 0; i < 4 * Lq * Lk; i++)
             bias[i] = test_rand(&s) > 0.9 ? -INFINITY : (float)test_rand(&s);
         /* keep (B, 1, Lq, Lk): broadcast over heads by a size-1 axis */
@@ -97,27 +105,63 @@ static void each_kind_alone_and_combined(void) {
             int64_t qls[2] = {ql[0] < Lq ? ql[0] : Lq, ql[1] < Lq ? ql[1] : Lq};
             switch (kind) {
             case 0: m->causal = 1; break;
-            case 1: m->causal = 1; m->align = ATTN_ALIGN_BOTTOM_RIGHT; break;
-            case 2: m->window_left = 2; m->window_right = 1; break;
-            case 3: m->window_left = 0; m->window_right = -1;
-                    m->align = ATTN_ALIGN_BOTTOM_RIGHT; break;
-            case 4: m->key_lengths = kls; m->query_lengths = qls; break;
+            case 1:
+                m->causal = 1;
+                m->align = ATTN_ALIGN_BOTTOM_RIGHT;
+                break;
+            case 2:
+                m->window_left = 2;
+                m->window_right = 1;
+                break;
+            case 3:
+                m->window_left = 0;
+                m->window_right = -1;
+                m->align = ATTN_ALIGN_BOTTOM_RIGHT;
+                break;
+            case 4:
+                m->key_lengths = kls;
+                m->query_lengths = qls;
+                break;
             case 5: m->keep = &K; break;
             case 6: m->bias = &Bi; break;
-            case 7: m->block_size = 8; m->layout = layout; m->layout_heads = 4; break;
-            case 8: m->random_block = 5; m->random_keep_p = 0.6; m->random_seed = 99; break;
+            case 7:
+                m->block_size = 8;
+                m->layout = layout;
+                m->layout_heads = 4;
+                break;
+            case 8:
+                m->random_block = 5;
+                m->random_keep_p = 0.6;
+                m->random_seed = 99;
+                break;
             case 9: /* everything at once */
-                m->causal = 1; m->align = ATTN_ALIGN_BOTTOM_RIGHT;
-                m->window_left = 9; m->key_lengths = kls; m->query_lengths = qls;
-                m->keep = &K; m->bias = &Bi;
-                m->block_size = 8; m->layout = layout; m->layout_heads = 1;
-                m->random_block = 3; m->random_keep_p = 0.8; m->random_seed = 5;
+                m->causal = 1;
+                m->align = ATTN_ALIGN_BOTTOM_RIGHT;
+                m->window_left = 9;
+                m->key_lengths = kls;
+                m->query_lengths = qls;
+                m->keep = &K;
+                m->bias = &Bi;
+                m->block_size = 8;
+                m->layout = layout;
+                m->layout_heads = 1;
+                m->random_block = 3;
+                m->random_keep_p = 0.8;
+                m->random_seed = 5;
                 break;
             case 10: /* causal + padding + window */
-                m->causal = 1; m->key_lengths = kls; m->window_left = 4; break;
+                m->causal = 1;
+                m->key_lengths = kls;
+                m->window_left = 4;
+                break;
             case 11: /* sparse + random + keep */
-                m->block_size = 4; m->layout = layout; m->layout_heads = 1;
-                m->random_block = 6; m->random_keep_p = 0.5; m->keep = &K; break;
+                m->block_size = 4;
+                m->layout = layout;
+                m->layout_heads = 1;
+                m->random_block = 6;
+                m->random_keep_p = 0.5;
+                m->keep = &K;
+                break;
             }
             char what[64];
             snprintf(what, sizeof what, "kind %d Lq %lld Lk %lld", kind,
@@ -141,7 +185,10 @@ static void truncated_equivalence(void) {
             attn_sdpa_opts_init(&o);
             o.impl = impls[mi];
             int64_t kl = 11;
-            if (mode == 0) o.mask.causal = 1; else o.mask.key_lengths = &kl;
+            if (mode == 0)
+                o.mask.causal = 1;
+            else
+                o.mask.key_lengths = &kl;
             test_run full;
             test_run_sdpa(&full, &t, &o);
             CHECK(full.st == ATTN_OK);
@@ -167,8 +214,10 @@ static void truncated_equivalence(void) {
                 }
                 test_run_free(&r);
             }
-            CHECK_MSG(worst <= 1e-6, "%s impl %zu: differs from truncated "
-                      "attention by %g", mode ? "padding" : "look-ahead", mi, worst);
+            CHECK_MSG(worst <= 1e-6,
+                      "%s impl %zu: differs from truncated "
+                      "attention by %g",
+                      mode ? "padding" : "look-ahead", mi, worst);
             test_run_free(&full);
         }
     test_qkv_free(&t);
@@ -199,8 +248,10 @@ static void alignments(void) {
     m.query_lengths = ql;
     for (int64_t i = 0; i < 2; i++)
         for (int64_t j = 0; j < 5; j++)
-            CHECK(attn_mask_visible(&m, 1, 0, i, j, 3, 5) == (j < 4 && j <= i + 2));
-    for (int64_t j = 0; j < 5; j++) CHECK(attn_mask_visible(&m, 1, 0, 2, j, 3, 5) == 0);
+            CHECK(attn_mask_visible(&m, 1, 0, i, j, 3, 5) ==
+                  (j < 4 && j <= i + 2));
+    for (int64_t j = 0; j < 5; j++)
+        CHECK(attn_mask_visible(&m, 1, 0, 2, j, 3, 5) == 0);
 }
 
 /* A keep mask given at full shape and the same mask broadcast give the
@@ -253,12 +304,21 @@ static void classifier_agrees(void) {
         attn_mask m;
         attn_mask_init(&m);
         m.causal = test_rand(&s) > 0;
-        m.align = test_rand(&s) > 0 ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
+        m.align =
+            test_rand(&s) > 0 ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
         if (test_rand(&s) > 0) m.window_left = (int64_t)(4 + 4 * test_rand(&s));
-        if (test_rand(&s) > 0) m.window_right = (int64_t)(4 + 4 * test_rand(&s));
-        if (test_rand(&s) > 0.3) { m.key_lengths = kl; m.query_lengths = ql; }
+        if (test_rand(&s) > 0)
+            m.window_right = (int64_t)(4 + 4 * test_rand(&s));
+        if (test_rand(&s) > 0.3) {
+            m.key_lengths = kl;
+            m.query_lengths = ql;
+        }
         if (test_rand(&s) > 0.5) m.keep = &K;
-        if (test_rand(&s) > 0.3) { m.block_size = 5; m.layout = layout; m.layout_heads = 3; }
+        if (test_rand(&s) > 0.3) {
+            m.block_size = 5;
+            m.layout = layout;
+            m.layout_heads = 3;
+        }
         if (test_rand(&s) > 0.3) {
             m.random_block = 3 + (int64_t)(2 * (1 + test_rand(&s)));
             m.random_keep_p = 0.7;
@@ -275,12 +335,13 @@ static void classifier_agrees(void) {
                         int any = 0, all = 1;
                         for (int64_t i = i0; i < i1; i++)
                             for (int64_t j = j0; j < j1; j++) {
-                                int v = attn_mask_visible(&m, b, h, i, j, 23, 29);
+                                int v =
+                                    attn_mask_visible(&m, b, h, i, j, 23, 29);
                                 any |= v;
                                 all &= v;
                             }
-                        attn__tile_class c =
-                            attn__mask_classify(&m, b, h, i0, i1, j0, j1, 23, 29);
+                        attn__tile_class c = attn__mask_classify(
+                            &m, b, h, i0, i1, j0, j1, 23, 29);
                         total++;
                         partial += c == ATTN__TILE_PARTIAL;
                         if ((c == ATTN__TILE_EMPTY && any) ||
@@ -313,7 +374,8 @@ static void builders(void) {
     CHECK(kk[0] == 0 && kk[1] == 1 && kk[2] == 0);
     CHECK_STATUS(attn_mask_from_keras(keras, ATTN_BF16, 4, kk), ATTN_E_DTYPE);
     CHECK_STATUS(attn_mask_lookahead(0, 4, la), ATTN_E_SHAPE);
-    CHECK_STATUS(attn_mask_padding_from_ids(NULL, 2, 4, 0, keep), ATTN_E_INVALID);
+    CHECK_STATUS(attn_mask_padding_from_ids(NULL, 2, 4, 0, keep),
+                 ATTN_E_INVALID);
 }
 
 /* The random-block pattern keeps about the requested fraction and depends
@@ -324,11 +386,14 @@ static void random_blocks(void) {
         for (int bi = 0; bi < 50; bi++)
             for (int bj = 0; bj < 50; bj++, n++)
                 kept += attn_random_block_kept(42, 0.3, h, bi, bj);
-    CHECK_MSG(fabs((double)kept / n - 0.3) < 0.02, "kept fraction %g", (double)kept / n);
-    CHECK(attn_random_block_kept(42, 0.3, 1, 2, 3) == attn_random_block_kept(42, 0.3, 1, 2, 3));
+    CHECK_MSG(fabs((double)kept / n - 0.3) < 0.02, "kept fraction %g",
+              (double)kept / n);
+    CHECK(attn_random_block_kept(42, 0.3, 1, 2, 3) ==
+          attn_random_block_kept(42, 0.3, 1, 2, 3));
     int differ = 0;
     for (int bj = 0; bj < 64; bj++)
-        differ += attn_random_block_kept(1, 0.5, 0, 0, bj) != attn_random_block_kept(2, 0.5, 0, 0, bj);
+        differ += attn_random_block_kept(1, 0.5, 0, 0, bj) !=
+                  attn_random_block_kept(2, 0.5, 0, 0, bj);
     CHECK(differ > 10);
     CHECK(attn_random_block_kept(3, 1.0, 0, 0, 0) == 1);
     CHECK(attn_random_block_kept(3, 0.0, 0, 0, 0) == 0);
@@ -345,7 +410,8 @@ static void huge_block_size(void) {
         o.mask.layout = layout;
         o.mask.layout_heads = 1;
         CHECK(attn_mask_visible(&o.mask, 0, 1, 16, 2, 17, 3) == keep);
-        run_config(keep ? "block_size INT64_MAX, kept" : "block_size INT64_MAX, dropped",
+        run_config(keep ? "block_size INT64_MAX, kept"
+                        : "block_size INT64_MAX, dropped",
                    &o, 1, 2, 2, 17, 3, 99);
     }
 }

@@ -14,9 +14,14 @@ static int clean(const char *s) {
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
         if (*p < 0x20 || *p == 0x7f) return 0;
-        if (*p < 0x80) { p++; continue; }
-        int n = (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3
-              : (*p & 0xf8) == 0xf0 ? 4 : 0;
+        if (*p < 0x80) {
+            p++;
+            continue;
+        }
+        int n = (*p & 0xe0) == 0xc0   ? 2
+                : (*p & 0xf0) == 0xe0 ? 3
+                : (*p & 0xf8) == 0xf0 ? 4
+                                      : 0;
         if (n == 0 || *p == 0xc0 || *p == 0xc1) return 0;
         for (int i = 1; i < n; i++)
             if ((p[i] & 0xc0) != 0x80) return 0;
@@ -31,7 +36,8 @@ int main(void) {
     char path[256];
     snprintf(path, sizeof path, "%s/bad.npy", dir);
     /* a v1.0 header with the key 'de\x1b[2J\xff\x01' instead of 'descr' */
-    const char hdr[] = "{'de\x1b[2J\xff\x01': '<f4', 'fortran_order': False, 'shape': (2,), }";
+    const char hdr[] =
+        "{'de\x1b[2J\xff\x01': '<f4', 'fortran_order': False, 'shape': (2,), }";
     char buf[128];
     size_t n = strlen(hdr);
     size_t total = 10 + n + 1;
@@ -61,12 +67,14 @@ int main(void) {
     snprintf(path, sizeof path, "%s/caf\xc3\xa9.npy", dir);
     CHECK(attn_npy_read(path, &a) == ATTN_E_IO);
     m = attn_last_error();
-    CHECK_MSG(strstr(m, "caf\xc3\xa9.npy") != NULL && clean(m), "UTF-8 kept: %s", m);
+    CHECK_MSG(strstr(m, "caf\xc3\xa9.npy") != NULL && clean(m),
+              "UTF-8 kept: %s", m);
     /* an overlong '/' and a lone continuation byte are not UTF-8 */
     snprintf(path, sizeof path, "%s/\xc0\xaf\x80.npy", dir);
     CHECK(attn_npy_read(path, &a) == ATTN_E_IO);
     m = attn_last_error();
-    CHECK_MSG(strstr(m, "\\xc0\\xaf\\x80.npy") != NULL && clean(m), "escaped: %s", m);
+    CHECK_MSG(strstr(m, "\\xc0\\xaf\\x80.npy") != NULL && clean(m),
+              "escaped: %s", m);
     snprintf(path, sizeof path, "%s/bad.npy", dir);
     unlink(path);
     rmdir(dir);

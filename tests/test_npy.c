@@ -38,7 +38,8 @@ static size_t build_npy(unsigned char *buf, int major, int minor,
     memcpy(buf, "\x93NUMPY", 6);
     buf[6] = (unsigned char)major;
     buf[7] = (unsigned char)minor;
-    for (size_t i = 0; i < pre - 8; i++) buf[8 + i] = (unsigned char)(hlen >> (8 * i));
+    for (size_t i = 0; i < pre - 8; i++)
+        buf[8 + i] = (unsigned char)(hlen >> (8 * i));
     memcpy(buf + pre, header, hl);
     memset(buf + pre + hl, ' ', hlen - hl - 1);
     buf[total - 1] = '\n';
@@ -60,7 +61,8 @@ static void expect_refused(const char *label, const void *bytes, size_t n,
     CHECK_MSG(st == want, "%s: got %s (%s), wanted %s", label,
               attn_strerror(st), attn_last_error(), attn_strerror(want));
     CHECK_MSG(attn_last_error()[0] != '\0', "%s: empty message", label);
-    if (getenv("ATTN_TEST_VERBOSE")) printf("%-28s %s\n", label, attn_last_error());
+    if (getenv("ATTN_TEST_VERBOSE"))
+        printf("%-28s %s\n", label, attn_last_error());
     CHECK_MSG(arr.data == NULL && arr.ndim == 0, "%s: arr not zeroed", label);
     attn_npy_free(&arr);
 }
@@ -125,7 +127,8 @@ static void exact_header(void) {
     FILE *f = fopen(path, "rb");
     size_t n = fread(got, 1, sizeof got, f);
     fclose(f);
-    const char *dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+    const char *dict =
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
     CHECK(n == 128 + 24);
     CHECK(memcmp(got, "\x93NUMPY\x01\x00\x76\x00", 10) == 0);
     CHECK(memcmp(got + 10, dict, strlen(dict)) == 0);
@@ -178,8 +181,9 @@ static void hand_written(void) {
             attn_npy_free(&arr);
         }
     const unsigned char bools[4] = {1, 0, 1, 1};
-    const char *bh[] = {"{'descr': '|b1', 'fortran_order': False, 'shape': (4,), }",
-                        "{'descr': '<u1', 'fortran_order': False, 'shape': (2, 2), }"};
+    const char *bh[] = {
+        "{'descr': '|b1', 'fortran_order': False, 'shape': (4,), }",
+        "{'descr': '<u1', 'fortran_order': False, 'shape': (2, 2), }"};
     for (int i = 0; i < 2; i++) {
         size_t n = build_npy(filebuf, 1, 0, bh[i], bools, 4);
         write_bytes(tmp_path("bool.npy"), filebuf, n);
@@ -205,7 +209,8 @@ static void hand_written(void) {
 }
 
 static void malformed(void) {
-    const char *ok_hdr = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+    const char *ok_hdr =
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
     float d[6] = {0};
     size_t n = build_npy(filebuf, 1, 0, ok_hdr, d, sizeof d);
 
@@ -254,43 +259,64 @@ static void malformed(void) {
     memcpy(bad, filebuf, n);
     bad[n] = 0;
     expect_refused("one trailing byte", bad, n + 1, ATTN_E_FORMAT);
-    expect_header_refused("lying shape (4, 3)", 1,
-                          "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }", 24);
-    expect_header_refused("lying shape (1,)", 1,
-                          "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", 24);
-    expect_header_refused("scalar with 2 elements", 1,
-                          "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 8);
+    expect_header_refused(
+        "lying shape (4, 3)", 1,
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (4, 3), }", 24);
+    expect_header_refused(
+        "lying shape (1,)", 1,
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", 24);
+    expect_header_refused(
+        "scalar with 2 elements", 1,
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 8);
 
     /* order, endianness, dtype */
-    expect_header_refused("fortran order", 1,
-                          "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 24);
-    expect_header_refused("big-endian f4", 1,
-                          "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", 24);
-    expect_header_refused("big-endian i8", 1,
-                          "{'descr': '>i8', 'fortran_order': False, 'shape': (3,), }", 24);
-    const char *descrs[] = {"<c8", "|O", "<U6", "|i1", "<u4", "<f16", "=f4", "f4", "", "<i2"};
+    expect_header_refused(
+        "fortran order", 1,
+        "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 24);
+    expect_header_refused(
+        "big-endian f4", 1,
+        "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", 24);
+    expect_header_refused(
+        "big-endian i8", 1,
+        "{'descr': '>i8', 'fortran_order': False, 'shape': (3,), }", 24);
+    const char *descrs[] = {"<c8",  "|O",  "<U6", "|i1", "<u4",
+                            "<f16", "=f4", "f4",  "",    "<i2"};
     for (size_t i = 0; i < sizeof descrs / sizeof descrs[0]; i++) {
         char h[128];
-        snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': (2,), }",
+        snprintf(h, sizeof h,
+                 "{'descr': '%s', 'fortran_order': False, 'shape': (2,), }",
                  descrs[i]);
         expect_header_refused(descrs[i], 1, h, 8);
     }
-    expect_header_refused("structured descr", 1,
-                          "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", 8);
+    expect_header_refused(
+        "structured descr", 1,
+        "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }",
+        8);
 
     /* absurd shapes */
-    expect_header_refused("element count overflow", 1,
-                          "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296), }", 0);
-    expect_header_refused("byte count overflow", 1,
-                          "{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952,), }", 0);
-    expect_header_refused("a trillion elements claimed", 3,
-                          "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000), }", 16);
-    expect_header_refused("negative dimension", 1,
-                          "{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 3), }", 0);
-    expect_header_refused("dimension over 64 bits", 1,
-                          "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }", 0);
-    expect_header_refused("9 dimensions", 1,
-                          "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 1), }", 4);
+    expect_header_refused(
+        "element count overflow", 1,
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296), }",
+        0);
+    expect_header_refused(
+        "byte count overflow", 1,
+        "{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952,), }",
+        0);
+    expect_header_refused(
+        "a trillion elements claimed", 3,
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000, 1000000), }",
+        16);
+    expect_header_refused(
+        "negative dimension", 1,
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 3), }", 0);
+    expect_header_refused(
+        "dimension over 64 bits", 1,
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }",
+        0);
+    expect_header_refused(
+        "9 dimensions", 1,
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 1), }",
+        4);
 
     /* malformed dict syntax */
     const char *dicts[] = {
@@ -330,7 +356,8 @@ static void malformed(void) {
 
 static void io_errors(void) {
     attn_npy arr;
-    CHECK_STATUS(attn_npy_read(tmp_path("does-not-exist.npy"), &arr), ATTN_E_IO);
+    CHECK_STATUS(attn_npy_read(tmp_path("does-not-exist.npy"), &arr),
+                 ATTN_E_IO);
     CHECK(strstr(attn_last_error(), "does-not-exist.npy") != NULL);
     CHECK_STATUS(attn_npy_read(tmpdir, &arr), ATTN_E_IO);
     CHECK(attn_last_error()[0] != '\0');
@@ -439,8 +466,8 @@ int main(void) {
     malformed();
     io_errors();
     conversions();
-    const char *names[] = {"rt.npy", "exact.npy", "empty.npy", "hand.npy",
-                           "bool.npy", "raw.npy", "bad.npy", "conv.npy"};
+    const char *names[] = {"rt.npy",   "exact.npy", "empty.npy", "hand.npy",
+                           "bool.npy", "raw.npy",   "bad.npy",   "conv.npy"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         remove(tmp_path(names[i]));
     rmdir(tmpdir);

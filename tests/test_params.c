@@ -16,7 +16,8 @@ static uint32_t crc_bitwise(const unsigned char *p, size_t n) {
     uint32_t c = 0xFFFFFFFFu;
     for (size_t i = 0; i < n; i++) {
         c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1)));
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1)));
     }
     return ~c;
 }
@@ -43,25 +44,33 @@ static void init_checks(void) {
             mx = fmax(mx, fabs(a[sl[s].offset + i]));
             mean += a[sl[s].offset + i];
         }
-        if (sl[s].init == ATTN_INIT_ZERO) CHECK(mx == 0);
+        if (sl[s].init == ATTN_INIT_ZERO)
+            CHECK(mx == 0);
         else {
             CHECK_MSG(mx <= bound && mx > 0.7 * bound, "%s: max %g, bound %g",
                       sl[s].name, mx, bound);
-            CHECK_MSG(fabs(mean / m) < 0.2 * bound, "%s mean %g", sl[s].name, mean / m);
+            CHECK_MSG(fabs(mean / m) < 0.2 * bound, "%s mean %g", sl[s].name,
+                      mean / m);
         }
     }
     attn_encoder_config e;
     attn_encoder_config_init(&e);
-    e.d_model = 8; e.num_heads = 2; e.dim_feedforward = 5; e.final_norm = 1;
+    e.d_model = 8;
+    e.num_heads = 2;
+    e.dim_feedforward = 5;
+    e.final_norm = 1;
     float *p = malloc(sizeof(float) * attn_encoder_param_count(&e));
     CHECK_STATUS(attn_encoder_init(&e, p, 1), ATTN_OK);
     attn_encoder_layer_params lp;
     attn_encoder_layer_view(&e, p, 0, &lp);
-    CHECK(lp.ln1_gamma[3] == 1.0f && lp.ln2_beta[0] == 0.0f && lp.b_1[4] == 0.0f);
+    CHECK(lp.ln1_gamma[3] == 1.0f && lp.ln2_beta[0] == 0.0f &&
+          lp.b_1[4] == 0.0f);
     float *g, *bb;
     attn_encoder_final_norm_view(&e, p, &g, &bb);
     CHECK(g[7] == 1.0f && bb[7] == 0.0f);
-    free(a); free(b); free(p);
+    free(a);
+    free(b);
+    free(p);
 }
 
 static void round_trips(const char *dir) {
@@ -76,7 +85,9 @@ static void round_trips(const char *dir) {
     CHECK_STATUS(attn_additive_load(path, &ac2, &q), ATTN_OK);
     CHECK(q && ac.query_dim == ac2.query_dim && ac.key_dim == ac2.key_dim &&
           ac.value_dim == ac2.value_dim && ac.attn_dim == ac2.attn_dim &&
-          ac.bias == ac2.bias && ac.context_from_keys == ac2.context_from_keys && memcmp(p, q, sizeof(float) * n) == 0);
+          ac.bias == ac2.bias &&
+          ac.context_from_keys == ac2.context_from_keys &&
+          memcmp(p, q, sizeof(float) * n) == 0);
     attn_params_free(q);
     /* the wrong typed loader refuses it */
     attn_mha_config mc;
@@ -94,32 +105,46 @@ static void round_trips(const char *dir) {
     CHECK_STATUS(attn_mha_load(path, &m2, &q), ATTN_OK);
     CHECK(q && m.d_model == m2.d_model && m.num_heads == m2.num_heads &&
           m.num_kv_heads == m2.num_kv_heads && m.kdim == m2.kdim &&
-          m.vdim == m2.vdim && m.bias == m2.bias && memcmp(p, q, sizeof(float) * n) == 0);
+          m.vdim == m2.vdim && m.bias == m2.bias &&
+          memcmp(p, q, sizeof(float) * n) == 0);
     attn_params_free(q);
     free(p);
 
     snprintf(path, sizeof path, "%s/encoder.bin", dir);
     attn_encoder_config e, e2;
     attn_encoder_config_init(&e);
-    e.num_layers = 2; e.d_model = 6; e.dim_feedforward = 5; e.num_heads = 3;
-    e.attention = ATTN_ATTENTION_ADDITIVE; e.additive_dim = 4; e.norm_first = 1;
-    e.final_norm = 1; e.activation = ATTN_ACT_GELU; e.layer_norm_eps = 1e-6;
+    e.num_layers = 2;
+    e.d_model = 6;
+    e.dim_feedforward = 5;
+    e.num_heads = 3;
+    e.attention = ATTN_ATTENTION_ADDITIVE;
+    e.additive_dim = 4;
+    e.norm_first = 1;
+    e.final_norm = 1;
+    e.activation = ATTN_ACT_GELU;
+    e.layer_norm_eps = 1e-6;
     n = attn_encoder_param_count(&e);
     p = malloc(sizeof(float) * n);
     attn_encoder_init(&e, p, 5);
     CHECK_STATUS(attn_encoder_save(path, &e, p), ATTN_OK);
     CHECK_STATUS(attn_encoder_load(path, &e2, &q), ATTN_OK);
     CHECK(q && e.num_layers == e2.num_layers && e.d_model == e2.d_model &&
-          e.num_heads == e2.num_heads && e.dim_feedforward == e2.dim_feedforward &&
+          e.num_heads == e2.num_heads &&
+          e.dim_feedforward == e2.dim_feedforward &&
           e.attention == e2.attention && e.additive_dim == e2.additive_dim &&
           e.activation == e2.activation && e.norm_first == e2.norm_first &&
-          e.final_norm == e2.final_norm && e.layer_norm_eps == e2.layer_norm_eps && memcmp(p, q, sizeof(float) * n) == 0);
+          e.final_norm == e2.final_norm &&
+          e.layer_norm_eps == e2.layer_norm_eps &&
+          memcmp(p, q, sizeof(float) * n) == 0);
     attn_params_free(q);
 
     /* the file's CRC is the standard CRC-32 of everything before it */
     size_t sz = 0;
     unsigned char *img = (unsigned char *)check_slurp(path, &sz);
-    if (!img || sz < 64) { CHECK(0); return; }
+    if (!img || sz < 64) {
+        CHECK(0);
+        return;
+    }
     CHECK(crc_bitwise((const unsigned char *)"123456789", 9) == 0xCBF43926u);
     uint32_t stored = img[sz - 4] | img[sz - 3] << 8 | img[sz - 2] << 16 |
                       (uint32_t)img[sz - 1] << 24;
@@ -139,8 +164,9 @@ static void round_trips(const char *dir) {
     /* bit flips anywhere, CRC included */
     unsigned long long st = 77;
     for (int t = 0; t < 40; t++) {
-        size_t at = t < 4 ? sz - 1 - (size_t)t
-                          : (size_t)((test_rand(&st) * 0.5 + 0.5) * (double)sz) % sz;
+        size_t at =
+            t < 4 ? sz - 1 - (size_t)t
+                  : (size_t)((test_rand(&st) * 0.5 + 0.5) * (double)sz) % sz;
         img[at] ^= (unsigned char)(1u << (t % 8));
         check_spit(bad, img, sz);
         CHECK_STATUS(attn_encoder_load(bad, &e2, &q), ATTN_E_FORMAT);
@@ -164,7 +190,9 @@ static void round_trips(const char *dir) {
     int64_t ns;
     attn_mha_param_slices(&m, "", 0, sl, 8, &ns);
     float *mp = calloc((size_t)attn_mha_param_count(&m), sizeof(float));
-    CHECK_STATUS(attn_params_save(bad, &h, sl, ns, mp, attn_mha_param_count(&m)), ATTN_OK);
+    CHECK_STATUS(
+        attn_params_save(bad, &h, sl, ns, mp, attn_mha_param_count(&m)),
+        ATTN_OK);
     CHECK_STATUS(attn_mha_load(bad, &m2, &q), ATTN_E_FORMAT);
     free(mp);
     /* a caller's own kind through the generic calls */
@@ -181,7 +209,8 @@ static void round_trips(const char *dir) {
     int64_t ns2, cnt;
     float *b2;
     CHECK_STATUS(attn_params_load(bad, &h2, &sl2, &ns2, &b2, &cnt), ATTN_OK);
-    CHECK(strcmp(h2.kind, "model") == 0 && h2.config_len == 2 && h2.config[1] == -3);
+    CHECK(strcmp(h2.kind, "model") == 0 && h2.config_len == 2 &&
+          h2.config[1] == -3);
     CHECK(ns2 == 2 && strcmp(sl2[1].name, "head.b") == 0 && sl2[1].offset == 6);
     CHECK(cnt == 8 && memcmp(b2, blk, sizeof blk) == 0);
     attn_params_free(sl2);

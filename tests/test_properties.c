@@ -26,8 +26,10 @@ static void permutation(attn_impl impl, int64_t Lq, int64_t Lk) {
     for (int64_t bh = 0; bh < 2 * 2; bh++)
         for (int64_t j = 0; j < Lk; j++) {
             int64_t pj = (Lk - 1 - j + 3) % Lk;
-            memcpy(p.k + (bh * Lk + pj) * 16, t.k + (bh * Lk + j) * 16, 16 * sizeof(float));
-            memcpy(p.v + (bh * Lk + pj) * 9, t.v + (bh * Lk + j) * 9, 9 * sizeof(float));
+            memcpy(p.k + (bh * Lk + pj) * 16, t.k + (bh * Lk + j) * 16,
+                   16 * sizeof(float));
+            memcpy(p.v + (bh * Lk + pj) * 9, t.v + (bh * Lk + j) * 9,
+                   9 * sizeof(float));
         }
     attn_sdpa_opts o;
     attn_sdpa_opts_init(&o);
@@ -75,7 +77,8 @@ static void constant_v_and_bounds(attn_impl impl, int64_t Lq, int64_t Lk) {
     test_run_free(&r);
     /* constant V */
     for (int64_t j = 0; j < Lk; j++)
-        for (int64_t d = 0; d < 4; d++) t.v[j * 4 + d] = (float)(0.25 * d - 0.3);
+        for (int64_t d = 0; d < 4; d++)
+            t.v[j * 4 + d] = (float)(0.25 * d - 0.3);
     test_run_sdpa(&r, &t, &o);
     double worst = 0;
     for (int64_t row = 0; row < 2 * Lq; row++) {
@@ -116,7 +119,8 @@ static void bias_row_constant(attn_impl impl) {
     CHECK(a.st == ATTN_OK && b.st == ATTN_OK);
     /* f32 rounding of b + c with |c| <= 50 moves scores by ~4e-6 */
     double d = max_diff(a.o, b.o, Lq * 8);
-    CHECK_MSG(d <= 2e-5, "impl %d: a per-row bias constant changes O by %g", impl, d);
+    CHECK_MSG(d <= 2e-5, "impl %d: a per-row bias constant changes O by %g",
+              impl, d);
     test_run_free(&a);
     test_run_free(&b);
     test_qkv_free(&t);

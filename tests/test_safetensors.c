@@ -22,7 +22,8 @@ static unsigned char buf[1 << 16];
 /* header text + data into buf; returns the size. */
 static size_t build(const char *header, const void *data, size_t nd) {
     size_t hl = strlen(header);
-    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)((uint64_t)hl >> (8 * i));
     memcpy(buf + 8, header, hl);
     if (nd) memcpy(buf + 8 + hl, data, nd);
     return 8 + hl + nd;
@@ -31,15 +32,19 @@ static size_t build(const char *header, const void *data, size_t nd) {
 static attn_status parse(size_t n) {
     attn_safetensors *st = NULL;
     attn_status s = attn_safetensors_parse(buf, n, "t.safetensors", &st);
-    if (s == ATTN_OK) CHECK(st != NULL);
-    else CHECK(st == NULL);
+    if (s == ATTN_OK)
+        CHECK(st != NULL);
+    else
+        CHECK(st == NULL);
     attn_safetensors_close(st);
     return s;
 }
 
 static int has(const char *needle) {
     int ok = strstr(attn_last_error(), needle) != NULL;
-    if (!ok) fprintf(stderr, "  message \"%s\" lacks \"%s\"\n", attn_last_error(), needle);
+    if (!ok)
+        fprintf(stderr, "  message \"%s\" lacks \"%s\"\n", attn_last_error(),
+                needle);
     return ok;
 }
 
@@ -47,15 +52,17 @@ static void good_file(void) {
     float a[4] = {1, -2, 3.5f, 4};
     unsigned char d[24];
     memcpy(d, a, 16);
-    uint16_t h[3] = {attn_f32_to_f16(0.5f), attn_f32_to_f16(-1), attn_f32_to_f16(2)};
+    uint16_t h[3] = {attn_f32_to_f16(0.5f), attn_f32_to_f16(-1),
+                     attn_f32_to_f16(2)};
     memcpy(d + 16, h, 6);
     uint16_t bf = attn_f32_to_bf16(1.0f);
     memcpy(d + 22, &bf, 2);
-    size_t n = build("{\"__metadata__\":{\"format\":\"pt\"},"
-                     "\"b\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[16,22]},"
-                     "\"a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
-                     "\"c\":{\"dtype\":\"BF16\",\"shape\":[],\"data_offsets\":[22,24]}}   ",
-                     d, sizeof d);
+    size_t n = build(
+        "{\"__metadata__\":{\"format\":\"pt\"},"
+        "\"b\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[16,22]},"
+        "\"a\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+        "\"c\":{\"dtype\":\"BF16\",\"shape\":[],\"data_offsets\":[22,24]}}   ",
+        d, sizeof d);
     attn_safetensors *st;
     CHECK_STATUS(attn_safetensors_parse(buf, n, "good", &st), ATTN_OK);
     if (!st) return;
@@ -63,7 +70,8 @@ static void good_file(void) {
     attn_st_tensor t;
     CHECK_STATUS(attn_safetensors_get(st, 0, &t), ATTN_OK);
     CHECK(strcmp(t.name, "a") == 0 && t.ndim == 2 && t.shape[0] == 2 &&
-          t.shape[1] == 2 && t.numel == 4 && t.dtype == ATTN_F32 && t.nbytes == 16);
+          t.shape[1] == 2 && t.numel == 4 && t.dtype == ATTN_F32 &&
+          t.nbytes == 16);
     float f[4];
     CHECK_STATUS(attn_st_tensor_to_f32(&t, f, 4), ATTN_OK);
     CHECK(f[0] == 1 && f[1] == -2 && f[2] == 3.5f && f[3] == 4);
@@ -97,7 +105,9 @@ static void good_file(void) {
     CHECK(refused == (int)n);
     /* integer tensors are not converted */
     int64_t iv = 5;
-    n = build("{\"i\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]}}", &iv, 8);
+    n = build(
+        "{\"i\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]}}", &iv,
+        8);
     CHECK_STATUS(attn_safetensors_parse(buf, n, "int", &st), ATTN_OK);
     if (st) {
         CHECK_STATUS(attn_safetensors_find(st, "i", &t), ATTN_OK);
@@ -122,61 +132,94 @@ static void hostile(void) {
     n = build("[]", NULL, 0);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
     CHECK(has("does not start with '{'"));
-    n = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,16]}}", d, 8);
+    n = build(
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,16]}}", d,
+        8);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
-    CHECK(has("tensor 'a': data_offsets [0, 16] reach past the 8 bytes of data"));
-    n = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,4]}}", d, 8);
+    CHECK(
+        has("tensor 'a': data_offsets [0, 16] reach past the 8 bytes of data"));
+    n = build(
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,4]}}", d,
+        8);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
     CHECK(has("end before they begin"));
-    n = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-              "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", d, 12);
+    n = build(
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+        "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+        d, 12);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
     CHECK(has("tensor 'b' (bytes 4..12) overlaps tensor 'a' (ending at 8)"));
-    n = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", d, 8);
+    n = build(
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", d,
+        8);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
     CHECK(has("data bytes 0..4 before tensor 'a' belong to no tensor"));
-    n = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", d, 8);
+    n = build(
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", d,
+        8);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
     CHECK(has("trailing bytes"));
-    n = build("{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", d, 4);
+    n = build(
+        "{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", d,
+        4);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
     CHECK(has("unknown dtype 'F33'"));
-    n = build("{\"a\":{\"dtype\":\"I8\",\"shape\":[4],\"data_offsets\":[0,4]}}", d, 4);
+    n = build("{\"a\":{\"dtype\":\"I8\",\"shape\":[4],\"data_offsets\":[0,4]}}",
+              d, 4);
     CHECK_STATUS(parse(n), ATTN_E_UNSUPPORTED);
     CHECK(has("dtype I8"));
-    n = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", d, 8);
+    n = build(
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", d,
+        8);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
-    CHECK(has("shape holds 3 elements of F32 (4 bytes each) but data_offsets [0, 8] give 8 bytes"));
-    n = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4],\"data_offsets\":[0,4]}}", d, 4);
+    CHECK(has(
+        "shape holds 3 elements of F32 (4 bytes each) but data_offsets [0, 8] give 8 bytes"));
+    n = build(
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4],\"data_offsets\":[0,4]}}",
+        d, 4);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
     CHECK(has("overflows"));
-    n = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,18446744073709551620]}}", d, 4);
+    n = build(
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,18446744073709551620]}}",
+        d, 4);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
-    n = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", d, 4);
+    n = build(
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", d,
+        4);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
-    n = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", d, 4);
+    n = build(
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", d,
+        4);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
-    n = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", d, 4);
+    n = build(
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}",
+        d, 4);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
     CHECK(has("9 dimensions"));
-    n = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}", d, 4);
+    n = build(
+        "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}",
+        d, 4);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
     CHECK(has("unknown key 'x'"));
     n = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", d, 4);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
     CHECK(has("lacks 'data_offsets'"));
     n = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-              "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", d, 8);
+              "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+              d, 8);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
     CHECK(has("tensor 'a' is given twice"));
-    n = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}", d, 4);
+    n = build("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}",
+              d, 4);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
     CHECK(has("malformed JSON"));
     n = build("{\"__metadata__\":{\"k\":1}}", NULL, 0);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
     CHECK(has("__metadata__ entry 'k' is not a string"));
     /* non-printable bytes of names and dtypes are escaped in messages */
-    n = build("{\"\\u0001a\\u007f\":{\"dtype\":\"X\\u0002\",\"shape\":[1],\"data_offsets\":[0,4]}}", d, 4);
+    n = build(
+        "{\"\\u0001a\\u007f\":{\"dtype\":\"X\\u0002\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+        d, 4);
     CHECK_STATUS(parse(n), ATTN_E_FORMAT);
     CHECK(has("tensor '\\x01a\\x7f': unknown dtype 'X\\x02'"));
     for (const char *m = attn_last_error(); *m; m++)
@@ -212,7 +255,9 @@ static void files(void) {
     char path[128];
     snprintf(path, sizeof path, "%s/m.safetensors", dir);
     float d[2] = {7, 8};
-    size_t n = build("{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", d, 8);
+    size_t n = build(
+        "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", d,
+        8);
     FILE *f = fopen(path, "wb");
     fwrite(buf, 1, n, f);
     fclose(f);
@@ -220,7 +265,8 @@ static void files(void) {
     CHECK_STATUS(attn_safetensors_open(path, &st), ATTN_OK);
     attn_st_tensor t;
     float got[2] = {0, 0};
-    if (st && !attn_safetensors_find(st, "w", &t)) attn_st_tensor_to_f32(&t, got, 2);
+    if (st && !attn_safetensors_find(st, "w", &t))
+        attn_st_tensor_to_f32(&t, got, 2);
     CHECK(got[0] == 7 && got[1] == 8);
     attn_safetensors_close(st);
     f = fopen(path, "wb");
@@ -249,8 +295,10 @@ static void corpus(void) {
         attn_safetensors *st;
         attn_status s = attn_safetensors_open(p, &st);
         int want_ok = strncmp(e->d_name, "good_", 5) == 0;
-        CHECK_MSG(want_ok ? s == ATTN_OK : (s == ATTN_E_FORMAT || s == ATTN_E_UNSUPPORTED),
-                  "%s: %s (%s)", e->d_name, attn_strerror(s), attn_last_error());
+        CHECK_MSG(want_ok ? s == ATTN_OK
+                          : (s == ATTN_E_FORMAT || s == ATTN_E_UNSUPPORTED),
+                  "%s: %s (%s)", e->d_name, attn_strerror(s),
+                  attn_last_error());
         attn_safetensors_close(st);
         seen++;
     }

@@ -26,7 +26,7 @@ typedef struct {
 
 typedef struct {
     mcase c;
-    double *q, *k, *v, *g;  /* f64 data */
+    double *q, *k, *v, *g; /* f64 data */
     float *qf, *kf, *vf, *gf;
     double slopes[16], sinks[16];
     int64_t *dq_ids, *dk_ids, qlen[4], klen[4];
@@ -54,18 +54,28 @@ static void prob_make(prob *p, const mcase *c, unsigned long long seed) {
     p->c = *c;
     size_t nq = (size_t)c->B * c->H * c->Lq * c->D;
     size_t nk = (size_t)c->B * c->Hkv * c->Lk * c->D;
-    p->q = zalloc(nq * 8); p->g = zalloc(nq * 8);
-    p->k = zalloc(nk * 8); p->v = zalloc(nk * 8);
-    p->qf = zalloc(nq * 4); p->gf = zalloc(nq * 4);
-    p->kf = zalloc(nk * 4); p->vf = zalloc(nk * 4);
+    p->q = zalloc(nq * 8);
+    p->g = zalloc(nq * 8);
+    p->k = zalloc(nk * 8);
+    p->v = zalloc(nk * 8);
+    p->qf = zalloc(nq * 4);
+    p->gf = zalloc(nq * 4);
+    p->kf = zalloc(nk * 4);
+    p->vf = zalloc(nk * 4);
     unsigned long long s = seed;
     /* scores of magnitude a few units so soft-capping at 1..3 bites */
     for (size_t i = 0; i < nq; i++) p->qf[i] = (float)(2.0 * test_rand(&s));
     for (size_t i = 0; i < nk; i++) p->kf[i] = (float)(2.0 * test_rand(&s));
     for (size_t i = 0; i < nk; i++) p->vf[i] = (float)test_rand(&s);
     for (size_t i = 0; i < nq; i++) p->gf[i] = (float)test_rand(&s);
-    for (size_t i = 0; i < nq; i++) { p->q[i] = p->qf[i]; p->g[i] = p->gf[i]; }
-    for (size_t i = 0; i < nk; i++) { p->k[i] = p->kf[i]; p->v[i] = p->vf[i]; }
+    for (size_t i = 0; i < nq; i++) {
+        p->q[i] = p->qf[i];
+        p->g[i] = p->gf[i];
+    }
+    for (size_t i = 0; i < nk; i++) {
+        p->k[i] = p->kf[i];
+        p->v[i] = p->vf[i];
+    }
     attn_sdpa_opts_init(&p->opts);
     attn_mask *m = &p->opts.mask;
     m->causal = c->causal;
@@ -108,9 +118,16 @@ static void prob_make(prob *p, const mcase *c, unsigned long long seed) {
 }
 
 static void prob_free(prob *p) {
-    free(p->q); free(p->k); free(p->v); free(p->g);
-    free(p->qf); free(p->kf); free(p->vf); free(p->gf);
-    free(p->dq_ids); free(p->dk_ids);
+    free(p->q);
+    free(p->k);
+    free(p->v);
+    free(p->g);
+    free(p->qf);
+    free(p->kf);
+    free(p->vf);
+    free(p->gf);
+    free(p->dq_ids);
+    free(p->dk_ids);
 }
 
 static double maxabs_diff_fd(const float *a, const double *b, size_t n,
@@ -130,7 +147,8 @@ static double maxabs_diff_fd(const float *a, const double *b, size_t n,
 static void compare(const mcase *c, unsigned long long seed) {
     prob p;
     prob_make(&p, c, seed);
-    const int B = c->B, H = c->H, Hkv = c->Hkv, Lq = c->Lq, Lk = c->Lk, D = c->D;
+    const int B = c->B, H = c->H, Hkv = c->Hkv, Lq = c->Lq, Lk = c->Lk,
+              D = c->D;
     size_t no = (size_t)B * H * Lq * D, nk = (size_t)B * Hkv * Lk * D;
     size_t nw = (size_t)B * H * Lq * Lk, nl = (size_t)B * H * Lq;
     double *od = zalloc(no * 8), *wd = zalloc(nw * 8);
@@ -168,13 +186,17 @@ static void compare(const mcase *c, unsigned long long seed) {
     CHECK_STATUS(attn_sdpa_forward(&Qd, &Kd, &Vd, &ro, &Od, &Wd, lr), ATTN_OK);
     CHECK_STATUS(attn_sdpa_forward(&Qf, &Kf, &Vf, &fo, &Of, &Wf, lf), ATTN_OK);
     CHECK_STATUS(attn_sdpa_backward(&Qd, &Kd, &Vd, &Od, NULL, &Gd, &ro, &dQd,
-                                    &dKd, &dVd, NULL), ATTN_OK);
+                                    &dKd, &dVd, NULL),
+                 ATTN_OK);
     CHECK_STATUS(attn_sdpa_backward(&Qf, &Kf, &Vf, &Of, lf, &Gf, &fo, &dQf,
-                                    &dKf, &dVf, NULL), ATTN_OK);
+                                    &dKf, &dVf, NULL),
+                 ATTN_OK);
     double sc, e;
     const double tol = 2e-5 * sqrt((double)Lk);
     e = maxabs_diff_fd(of, od, no, &sc);
-    CHECK_MSG(e <= tol * (1 + sc), "out err %g (case L %d/%d cap %g alibi %d sinks %d docs %d)", e, Lq, Lk, c->softcap, c->alibi, c->sinks, c->docs);
+    CHECK_MSG(e <= tol * (1 + sc),
+              "out err %g (case L %d/%d cap %g alibi %d sinks %d docs %d)", e,
+              Lq, Lk, c->softcap, c->alibi, c->sinks, c->docs);
     e = maxabs_diff_fd(wf, wd, nw, &sc);
     CHECK_MSG(e <= tol, "weights err %g", e);
     double el = 0;
@@ -190,37 +212,86 @@ static void compare(const mcase *c, unsigned long long seed) {
     e = maxabs_diff_fd(dvf, dvd, nk, &sc);
     CHECK_MSG(e <= 5 * tol * (1 + sc), "dv err %g (scale %g)", e, sc);
     for (int h = 0; h < H && c->sinks; h++)
-        CHECK_MSG(fabs(gs_ref[h] - gs_fl[h]) <= 1e-4 * (1 + fabs(gs_ref[h])) * sqrt((double)Lq * B),
+        CHECK_MSG(fabs(gs_ref[h] - gs_fl[h]) <=
+                      1e-4 * (1 + fabs(gs_ref[h])) * sqrt((double)Lq * B),
                   "dsink[%d] ref %g flash %g", h, gs_ref[h], gs_fl[h]);
-    free(od); free(wd); free(dqd); free(dkd); free(dvd);
-    free(of); free(wf); free(lf); free(lr); free(dqf); free(dkf); free(dvf);
+    free(od);
+    free(wd);
+    free(dqd);
+    free(dkd);
+    free(dvd);
+    free(of);
+    free(wf);
+    free(lf);
+    free(lr);
+    free(dqf);
+    free(dkf);
+    free(dvf);
     prob_free(&p);
 }
 
 static void test_sweep(void) {
-    static const int sizes[][2] = {{1, 1}, {3, 3}, {17, 17}, {17, 5},
+    static const int sizes[][2] = {{1, 1},  {3, 3},     {17, 17}, {17, 5},
                                    {5, 17}, {129, 129}, {33, 70}};
     unsigned long long seed = 11;
     int n = 0;
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (int combo = 0; combo < 10; combo++) {
-            mcase c = {.B = 2, .H = 4, .Hkv = combo % 3 == 0 ? 2 : 4,
-                       .Lq = sizes[s][0], .Lk = sizes[s][1], .D = combo % 2 ? 8 : 5};
+            mcase c = {.B = 2,
+                       .H = 4,
+                       .Hkv = combo % 3 == 0 ? 2 : 4,
+                       .Lq = sizes[s][0],
+                       .Lk = sizes[s][1],
+                       .D = combo % 2 ? 8 : 5};
             switch (combo) {
             case 0: c.softcap = 2.0; break;
-            case 1: c.alibi = ATTN_ALIBI_CAUSAL; c.causal = 1; break;
-            case 2: c.alibi = ATTN_ALIBI_SYMMETRIC; c.given_slopes = 1; break;
-            case 3: c.sinks = 1; break;
-            case 4: c.docs = 1; c.causal = 1; break;
-            case 5: c.docs = 2; c.window = 4; c.sinks = 1; break;
-            case 6: /* everything at once */
-                c.softcap = 1.5; c.alibi = ATTN_ALIBI_CAUSAL; c.sinks = 1;
-                c.docs = 1; c.causal = 1; c.window = 6; c.br = 1;
+            case 1:
+                c.alibi = ATTN_ALIBI_CAUSAL;
+                c.causal = 1;
                 break;
-            case 7: c.softcap = 3.0; c.sinks = 1; c.causal = 1; c.lengths = 1; break;
-            case 8: c.alibi = ATTN_ALIBI_SYMMETRIC; c.docs = 1; c.lengths = 1; break;
-            case 9: c.softcap = 1.0; c.alibi = ATTN_ALIBI_CAUSAL; c.br = 1;
-                c.causal = 1; c.H = 3; c.Hkv = 1; c.sinks = 1; break;
+            case 2:
+                c.alibi = ATTN_ALIBI_SYMMETRIC;
+                c.given_slopes = 1;
+                break;
+            case 3: c.sinks = 1; break;
+            case 4:
+                c.docs = 1;
+                c.causal = 1;
+                break;
+            case 5:
+                c.docs = 2;
+                c.window = 4;
+                c.sinks = 1;
+                break;
+            case 6: /* everything at once */
+                c.softcap = 1.5;
+                c.alibi = ATTN_ALIBI_CAUSAL;
+                c.sinks = 1;
+                c.docs = 1;
+                c.causal = 1;
+                c.window = 6;
+                c.br = 1;
+                break;
+            case 7:
+                c.softcap = 3.0;
+                c.sinks = 1;
+                c.causal = 1;
+                c.lengths = 1;
+                break;
+            case 8:
+                c.alibi = ATTN_ALIBI_SYMMETRIC;
+                c.docs = 1;
+                c.lengths = 1;
+                break;
+            case 9:
+                c.softcap = 1.0;
+                c.alibi = ATTN_ALIBI_CAUSAL;
+                c.br = 1;
+                c.causal = 1;
+                c.H = 3;
+                c.Hkv = 1;
+                c.sinks = 1;
+                break;
             }
             compare(&c, seed++);
             n++;
@@ -228,18 +299,41 @@ static void test_sweep(void) {
     /* small tiles: the classifier skips whole tiles across documents */
     attn__flash_bq_override = 16;
     attn__flash_bk_override = 16;
-    mcase t1 = {.B = 2, .H = 2, .Hkv = 1, .Lq = 100, .Lk = 100, .D = 8,
-                .docs = 1, .causal = 1, .softcap = 2, .sinks = 1};
+    mcase t1 = {.B = 2,
+                .H = 2,
+                .Hkv = 1,
+                .Lq = 100,
+                .Lk = 100,
+                .D = 8,
+                .docs = 1,
+                .causal = 1,
+                .softcap = 2,
+                .sinks = 1};
     compare(&t1, 99);
-    mcase t2 = {.B = 1, .H = 2, .Hkv = 2, .Lq = 70, .Lk = 90, .D = 4,
-                .docs = 1, .alibi = ATTN_ALIBI_SYMMETRIC};
+    mcase t2 = {.B = 1,
+                .H = 2,
+                .Hkv = 2,
+                .Lq = 70,
+                .Lk = 90,
+                .D = 4,
+                .docs = 1,
+                .alibi = ATTN_ALIBI_SYMMETRIC};
     compare(&t2, 98);
     attn__flash_bq_override = 0;
     attn__flash_bk_override = 0;
     /* several backward tiles (128) */
-    mcase t3 = {.B = 1, .H = 2, .Hkv = 1, .Lq = 300, .Lk = 260, .D = 8,
-                .docs = 1, .softcap = 2.5, .alibi = ATTN_ALIBI_CAUSAL,
-                .sinks = 1, .causal = 1, .br = 1};
+    mcase t3 = {.B = 1,
+                .H = 2,
+                .Hkv = 1,
+                .Lq = 300,
+                .Lk = 260,
+                .D = 8,
+                .docs = 1,
+                .softcap = 2.5,
+                .alibi = ATTN_ALIBI_CAUSAL,
+                .sinks = 1,
+                .causal = 1,
+                .br = 1};
     compare(&t3, 97);
     printf("sweep: %d cases\n", n + 3);
 }
@@ -292,15 +386,24 @@ static void test_formula(void) {
 /* loss = sum(g * out); central differences of q, k and the sinks against
  * the reference backward, all in f64. */
 static void test_gradcheck(int with_cap, int with_sinks) {
-    mcase c = {.B = 1, .H = 2, .Hkv = 1, .Lq = 5, .Lk = 7, .D = 3,
-               .softcap = with_cap ? 1.5 : 0, .sinks = with_sinks,
-               .alibi = ATTN_ALIBI_CAUSAL, .causal = 0, .docs = 1};
+    mcase c = {.B = 1,
+               .H = 2,
+               .Hkv = 1,
+               .Lq = 5,
+               .Lk = 7,
+               .D = 3,
+               .softcap = with_cap ? 1.5 : 0,
+               .sinks = with_sinks,
+               .alibi = ATTN_ALIBI_CAUSAL,
+               .causal = 0,
+               .docs = 1};
     prob p;
     prob_make(&p, &c, 1234 + with_cap * 2 + with_sinks);
     attn_sdpa_opts o = p.opts;
     o.impl = ATTN_IMPL_REF;
     const int nq = 2 * 5 * 3, nk = 7 * 3;
-    double out[2 * 5 * 3], dq[2 * 5 * 3] = {0}, dk[7 * 3] = {0}, dv[7 * 3] = {0};
+    double out[2 * 5 * 3], dq[2 * 5 * 3] = {0}, dk[7 * 3] = {0},
+                                      dv[7 * 3] = {0};
     double gs[2] = {0};
     attn_tensor Q = attn_tensor_4d(p.q, ATTN_F64, 1, 2, 5, 3);
     attn_tensor K = attn_tensor_4d(p.k, ATTN_F64, 1, 1, 7, 3);
@@ -312,14 +415,15 @@ static void test_gradcheck(int with_cap, int with_sinks) {
     attn_tensor dV = attn_tensor_4d(dv, ATTN_F64, 1, 1, 7, 3);
     if (with_sinks) o.mask.sinks_grad = gs;
     CHECK_STATUS(attn_sdpa_forward(&Q, &K, &V, &o, &O, NULL, NULL), ATTN_OK);
-    CHECK_STATUS(attn_sdpa_backward(&Q, &K, &V, &O, NULL, &G, &o, &dQ, &dK,
-                                    &dV, NULL), ATTN_OK);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &K, &V, &O, NULL, &G, &o, &dQ, &dK, &dV, NULL),
+        ATTN_OK);
     o.mask.sinks_grad = NULL;
-#define LOSS(res)                                                             \
-    do {                                                                      \
-        attn_sdpa_forward(&Q, &K, &V, &o, &O, NULL, NULL);                    \
-        res = 0;                                                              \
-        for (int t_ = 0; t_ < nq; t_++) res += p.g[t_] * out[t_];             \
+#define LOSS(res)                                                              \
+    do {                                                                       \
+        attn_sdpa_forward(&Q, &K, &V, &o, &O, NULL, NULL);                     \
+        res = 0;                                                               \
+        for (int t_ = 0; t_ < nq; t_++) res += p.g[t_] * out[t_];              \
     } while (0)
     const double h = 1e-6;
     double worst = 0;
@@ -336,11 +440,13 @@ static void test_gradcheck(int with_cap, int with_sinks) {
             xs[a][t] = keep;
             double fd = (lp - lm) / (2 * h), e = fabs(fd - gr[a][t]);
             if (e > worst) worst = e;
-            CHECK_MSG(e <= 1e-7 * (1 + fabs(fd)), "grad %d[%d]: fd %.10g analytic %.10g",
-                      a, t, fd, gr[a][t]);
+            CHECK_MSG(e <= 1e-7 * (1 + fabs(fd)),
+                      "grad %d[%d]: fd %.10g analytic %.10g", a, t, fd,
+                      gr[a][t]);
         }
 #undef LOSS
-    printf("gradcheck cap %d sinks %d: worst %.3g\n", with_cap, with_sinks, worst);
+    printf("gradcheck cap %d sinks %d: worst %.3g\n", with_cap, with_sinks,
+           worst);
     prob_free(&p);
 }
 
@@ -365,7 +471,8 @@ static void test_classify(void) {
         for (int t = 4; t <= 12; t += 4)
             for (int i0 = 0; i0 < Lq; i0 += t)
                 for (int j0 = 0; j0 < Lk; j0 += t) {
-                    int i1 = i0 + t < Lq ? i0 + t : Lq, j1 = j0 + t < Lk ? j0 + t : Lk;
+                    int i1 = i0 + t < Lq ? i0 + t : Lq,
+                        j1 = j0 + t < Lk ? j0 + t : Lk;
                     attn__tile_class cls =
                         attn__mask_classify(&m, 0, 0, i0, i1, j0, j1, Lq, Lk);
                     int any = 0, all = 1;
@@ -392,9 +499,18 @@ static void test_classify(void) {
 /* ---- threads ------------------------------------------------------------- */
 
 static void test_threads(void) {
-    mcase c = {.B = 2, .H = 4, .Hkv = 2, .Lq = 300, .Lk = 280, .D = 16,
-               .softcap = 2, .alibi = ATTN_ALIBI_CAUSAL, .sinks = 1, .docs = 1,
-               .causal = 1, .br = 1};
+    mcase c = {.B = 2,
+               .H = 4,
+               .Hkv = 2,
+               .Lq = 300,
+               .Lk = 280,
+               .D = 16,
+               .softcap = 2,
+               .alibi = ATTN_ALIBI_CAUSAL,
+               .sinks = 1,
+               .docs = 1,
+               .causal = 1,
+               .br = 1};
     prob p;
     prob_make(&p, &c, 77);
     size_t no = (size_t)2 * 4 * 300 * 16, nk = (size_t)2 * 2 * 280 * 16;
@@ -416,8 +532,9 @@ static void test_threads(void) {
         op.threads = nt;
         op.mask.sinks_grad = gs;
         CHECK_STATUS(attn_sdpa_forward(&Q, &K, &V, &op, &O, NULL, l), ATTN_OK);
-        CHECK_STATUS(attn_sdpa_backward(&Q, &K, &V, &O, l, &G, &op, &dQ, &dK,
-                                        &dV, NULL), ATTN_OK);
+        CHECK_STATUS(
+            attn_sdpa_backward(&Q, &K, &V, &O, l, &G, &op, &dQ, &dK, &dV, NULL),
+            ATTN_OK);
         float *now[5] = {o, l, dq, dk, dv};
         size_t sz[5] = {no, (size_t)2 * 4 * 300, no, nk, nk};
         if (nt == 1) {
@@ -442,36 +559,61 @@ static void test_errors(void) {
     int64_t ids[6] = {0, 0, 1, 1, 0, 2};
     attn_mask m;
 #define FRESH() attn_mask_init(&m)
-    FRESH(); m.softcap = -1;
+    FRESH();
+    m.softcap = -1;
     CHECK_STATUS(attn_mask_check(&m, 1, 2, 3, 3), ATTN_E_INVALID);
     CHECK(strstr(attn_last_error(), "softcap") != NULL);
-    FRESH(); m.softcap = NAN;
+    FRESH();
+    m.softcap = NAN;
     CHECK_STATUS(attn_mask_check(&m, 1, 2, 3, 3), ATTN_E_INVALID);
-    FRESH(); m.alibi = 7;
+    FRESH();
+    m.alibi = 7;
     CHECK_STATUS(attn_mask_check(&m, 1, 2, 3, 3), ATTN_E_INVALID);
-    FRESH(); m.alibi = ATTN_ALIBI_CAUSAL; m.alibi_slopes = sl; m.n_alibi_slopes = 3;
+    FRESH();
+    m.alibi = ATTN_ALIBI_CAUSAL;
+    m.alibi_slopes = sl;
+    m.n_alibi_slopes = 3;
     CHECK_STATUS(attn_mask_check(&m, 1, 2, 3, 3), ATTN_E_SHAPE);
     CHECK(strstr(attn_last_error(), "alibi_slopes has 3 entries") != NULL);
-    FRESH(); m.alibi_slopes = sl; m.n_alibi_slopes = 2;
+    FRESH();
+    m.alibi_slopes = sl;
+    m.n_alibi_slopes = 2;
     CHECK_STATUS(attn_mask_check(&m, 1, 2, 3, 3), ATTN_E_INVALID);
-    FRESH(); m.sinks = sl; m.n_sinks = 3;
+    FRESH();
+    m.sinks = sl;
+    m.n_sinks = 3;
     CHECK_STATUS(attn_mask_check(&m, 1, 2, 3, 3), ATTN_E_SHAPE);
     CHECK(strstr(attn_last_error(), "sinks has 3 entries") != NULL);
-    FRESH(); m.sinks = bad; m.n_sinks = 2;
+    FRESH();
+    m.sinks = bad;
+    m.n_sinks = 2;
     CHECK_STATUS(attn_mask_check(&m, 1, 2, 3, 3), ATTN_E_NONFINITE);
-    FRESH(); m.sinks_grad = sl;
+    FRESH();
+    m.sinks_grad = sl;
     CHECK_STATUS(attn_mask_check(&m, 1, 2, 3, 3), ATTN_E_INVALID);
-    FRESH(); m.doc_q = ids; m.n_doc_q = 6;
+    FRESH();
+    m.doc_q = ids;
+    m.n_doc_q = 6;
     CHECK_STATUS(attn_mask_check(&m, 1, 2, 6, 6), ATTN_E_INVALID);
     CHECK(strstr(attn_last_error(), "position 4 has id 0 after 1") != NULL);
-    FRESH(); m.doc_q = ids; m.n_doc_q = 4;
+    FRESH();
+    m.doc_q = ids;
+    m.n_doc_q = 4;
     CHECK_STATUS(attn_mask_check(&m, 1, 2, 3, 3), ATTN_E_SHAPE);
-    FRESH(); m.doc_q = ids; m.n_doc_q = 3;
+    FRESH();
+    m.doc_q = ids;
+    m.n_doc_q = 3;
     CHECK_STATUS(attn_mask_check(&m, 1, 2, 3, 4), ATTN_E_INVALID);
     CHECK(strstr(attn_last_error(), "doc_k") != NULL);
-    FRESH(); m.doc_k = ids; m.n_doc_k = 3;
+    FRESH();
+    m.doc_k = ids;
+    m.n_doc_k = 3;
     CHECK_STATUS(attn_mask_check(&m, 1, 2, 3, 3), ATTN_E_INVALID);
-    FRESH(); m.doc_q = ids; m.n_doc_q = 3; m.doc_k = ids + 2; m.n_doc_k = 4;
+    FRESH();
+    m.doc_q = ids;
+    m.n_doc_q = 3;
+    m.doc_k = ids + 2;
+    m.n_doc_k = 4;
     CHECK_STATUS(attn_mask_check(&m, 1, 2, 3, 4), ATTN_E_INVALID); /* 1,1,0 */
 #undef FRESH
     /* the flash backward refuses dbias with a cap; the reference serves it */
@@ -490,21 +632,26 @@ static void test_errors(void) {
     op.mask.softcap = 5;
     op.mask.bias = &Bt;
     CHECK_STATUS(attn_sdpa_forward(&Q, &Q, &Q, &op, &O, NULL, l), ATTN_OK);
-    CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, l, &G, &op, &dQ, &dK, &dV, &dB),
-                 ATTN_E_UNSUPPORTED);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &Q, &Q, &O, l, &G, &op, &dQ, &dK, &dV, &dB),
+        ATTN_E_UNSUPPORTED);
     /* a row that sees nothing: output 0; lse -inf, or the sink with sinks */
     int64_t dqi[3] = {0, 1, 5}, dki[3] = {0, 1, 2};
     double sk = 0.3;
     attn_sdpa_opts_init(&op);
-    op.mask.doc_q = dqi; op.mask.n_doc_q = 3;
-    op.mask.doc_k = dki; op.mask.n_doc_k = 3;
+    op.mask.doc_q = dqi;
+    op.mask.n_doc_q = 3;
+    op.mask.doc_k = dki;
+    op.mask.n_doc_k = 3;
     CHECK_STATUS(attn_sdpa_forward(&Q, &Q, &Q, &op, &O, NULL, l), ATTN_OK);
     CHECK(o[4] == 0 && o[5] == 0 && l[2] == -INFINITY && isfinite(l[1]));
-    op.mask.sinks = &sk; op.mask.n_sinks = 1;
+    op.mask.sinks = &sk;
+    op.mask.n_sinks = 1;
     CHECK_STATUS(attn_sdpa_forward(&Q, &Q, &Q, &op, &O, NULL, l), ATTN_OK);
     CHECK(o[4] == 0 && o[5] == 0 && fabsf(l[2] - 0.3f) < 1e-6f);
-    CHECK_STATUS(attn_sdpa_backward(&Q, &Q, &Q, &O, l, &G, &op, &dQ, &dK, &dV, NULL),
-                 ATTN_OK);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &Q, &Q, &O, l, &G, &op, &dQ, &dK, &dV, NULL),
+        ATTN_OK);
     for (int t = 0; t < 6; t++) CHECK(isfinite(dq[t]) && isfinite(dk[t]));
 }
 
@@ -515,8 +662,10 @@ static void test_errors(void) {
 static void test_decode(void) {
     enum { B = 2, HK = 2, H = 4, D = 8, CAP = 300, LQ = 3 };
     const int64_t lens[B] = {290, 37};
-    float *k = calloc((size_t)B * HK * CAP * D, 4), *v = calloc((size_t)B * HK * CAP * D, 4);
-    float q[B * H * LQ * D], o1[B * H * LQ * D], o2[B * H * LQ * D], o3[B * H * LQ * D];
+    float *k = calloc((size_t)B * HK * CAP * D, 4),
+          *v = calloc((size_t)B * HK * CAP * D, 4);
+    float q[B * H * LQ * D], o1[B * H * LQ * D], o2[B * H * LQ * D],
+        o3[B * H * LQ * D];
     float l1[B * H * LQ], l2[B * H * LQ], l3[B * H * LQ];
     unsigned long long s = 31;
     for (int i = 0; i < B * HK * CAP * D; i++) {
@@ -526,7 +675,10 @@ static void test_decode(void) {
     for (int i = 0; i < B * H * LQ * D; i++) q[i] = (float)(2 * test_rand(&s));
     attn_kv_cache_config cfg;
     attn_kv_cache_config_init(&cfg);
-    cfg.batch = B; cfg.kv_heads = HK; cfg.capacity = CAP; cfg.head_dim = D;
+    cfg.batch = B;
+    cfg.kv_heads = HK;
+    cfg.capacity = CAP;
+    cfg.head_dim = D;
     attn_kv_cache *cache = NULL;
     CHECK_STATUS(attn_kv_cache_create(&cfg, &cache), ATTN_OK);
     attn_tensor K = attn_tensor_4d(k, ATTN_F32, B, HK, CAP, D);
@@ -557,7 +709,8 @@ static void test_decode(void) {
         rf.impl = ATTN_IMPL_REF;
         CHECK_STATUS(attn_sdpa_cached(&Q, cache, &rf, &O2, l2), ATTN_OK);
         rf.mask.key_lengths = lens;
-        CHECK_STATUS(attn_sdpa_forward(&Q, &K, &V, &rf, &O3, NULL, l3), ATTN_OK);
+        CHECK_STATUS(attn_sdpa_forward(&Q, &K, &V, &rf, &O3, NULL, l3),
+                     ATTN_OK);
         double e1 = 0, e2 = 0, el = 0;
         for (int i = 0; i < B * H * LQ * D; i++) {
             e1 = fmax(e1, fabs(o1[i] - o3[i]));
@@ -566,7 +719,8 @@ static void test_decode(void) {
         for (int i = 0; i < B * H * LQ; i++)
             el = fmax(el, fmax(fabs(l1[i] - l3[i]), fabs(l2[i] - l3[i])));
         CHECK_MSG(e1 < 2e-5 && e2 < 1e-6 && el < 1e-4,
-                  "decode mode %d: kernel %g, reference %g, lse %g", mode, e1, e2, el);
+                  "decode mode %d: kernel %g, reference %g, lse %g", mode, e1,
+                  e2, el);
     }
     attn_sdpa_opts op;
     attn_sdpa_opts_init(&op);

@@ -34,16 +34,21 @@ static double ref_model_loss(void *p) {
     const int64_t B = m->B, L = m->L, E = c->d_model, F = c->dim_feedforward;
     const int64_t n = B * L, V = m->c->vocab_out;
     const double eps = c->layer_norm_eps > 0 ? c->layer_norm_eps : 1e-5;
-    double *cur = malloc(sizeof(double) * n * E), *ain = malloc(sizeof(double) * n * E);
-    double *a = malloc(sizeof(double) * n * E), *ctx = malloc(sizeof(double) * n * E);
-    double *r1 = malloc(sizeof(double) * n * E), *fin = malloc(sizeof(double) * n * E);
-    double *h = malloc(sizeof(double) * n * F), *f = malloc(sizeof(double) * n * E);
+    double *cur = malloc(sizeof(double) * n * E),
+           *ain = malloc(sizeof(double) * n * E);
+    double *a = malloc(sizeof(double) * n * E),
+           *ctx = malloc(sizeof(double) * n * E);
+    double *r1 = malloc(sizeof(double) * n * E),
+           *fin = malloc(sizeof(double) * n * E);
+    double *h = malloc(sizeof(double) * n * F),
+           *f = malloc(sizeof(double) * n * E);
     double *z = malloc(sizeof(double) * n * V);
     /* embedding times sqrt(E) plus sinusoidal positions */
     const double *emb = P(m, "embed", 0);
     for (int64_t r = 0; r < n; r++)
         for (int64_t k = 0; k < E; k++) {
-            double ang = (double)(r % L) / pow(10000.0, (double)(k & ~1LL) / (double)E);
+            double ang =
+                (double)(r % L) / pow(10000.0, (double)(k & ~1LL) / (double)E);
             cur[r * E + k] = emb[m->tok[r] * E + k] * sqrt((double)E) +
                              ((k & 1) ? cos(ang) : sin(ang));
         }
@@ -61,7 +66,8 @@ static double ref_model_loss(void *p) {
             ref_mha(&mc, P(m, "enc.layers.%lld.attn.w_q", l), B, L, L, ain, ain,
                     ain, &o, a, NULL);
         } else {
-            attn_additive_config ac = {E, E, E, c->additive_dim ? c->additive_dim : E / 2, 1, 0};
+            attn_additive_config ac = {
+                E, E, E, c->additive_dim ? c->additive_dim : E / 2, 1, 0};
             ref_additive(&ac, P(m, "enc.layers.%lld.attn.w_q", l), B, L, L, ain,
                          ain, ain, &o, ctx, NULL);
             ref_linear(n, E, E, ctx, P(m, "enc.layers.%lld.attn.w_o", l),
@@ -69,14 +75,23 @@ static double ref_model_loss(void *p) {
         }
         for (int64_t i = 0; i < n * E; i++) r1[i] = cur[i] + a[i];
         ref_layernorm(n, E, r1,
-                      P(m, c->norm_first ? "enc.layers.%lld.ln2_gamma" : "enc.layers.%lld.ln1_gamma", l),
-                      P(m, c->norm_first ? "enc.layers.%lld.ln2_beta" : "enc.layers.%lld.ln1_beta", l),
+                      P(m,
+                        c->norm_first ? "enc.layers.%lld.ln2_gamma"
+                                      : "enc.layers.%lld.ln1_gamma",
+                        l),
+                      P(m,
+                        c->norm_first ? "enc.layers.%lld.ln2_beta"
+                                      : "enc.layers.%lld.ln1_beta",
+                        l),
                       eps, fin);
-        ref_linear(n, E, F, fin, P(m, "enc.layers.%lld.w_1", l), P(m, "enc.layers.%lld.b_1", l), h);
+        ref_linear(n, E, F, fin, P(m, "enc.layers.%lld.w_1", l),
+                   P(m, "enc.layers.%lld.b_1", l), h);
         for (int64_t i = 0; i < n * F; i++)
-            h[i] = c->activation == ATTN_ACT_GELU ? 0.5 * h[i] * (1 + erf(h[i] / sqrt(2.0)))
-                                                  : (h[i] > 0 ? h[i] : 0);
-        ref_linear(n, F, E, h, P(m, "enc.layers.%lld.w_2", l), P(m, "enc.layers.%lld.b_2", l), f);
+            h[i] = c->activation == ATTN_ACT_GELU
+                       ? 0.5 * h[i] * (1 + erf(h[i] / sqrt(2.0)))
+                       : (h[i] > 0 ? h[i] : 0);
+        ref_linear(n, F, E, h, P(m, "enc.layers.%lld.w_2", l),
+                   P(m, "enc.layers.%lld.b_2", l), f);
         if (c->norm_first) {
             for (int64_t i = 0; i < n * E; i++) cur[i] = r1[i] + f[i];
         } else {
@@ -87,7 +102,8 @@ static double ref_model_loss(void *p) {
     }
     if (c->final_norm) {
         memcpy(a, cur, sizeof(double) * n * E);
-        ref_layernorm(n, E, a, P(m, "enc.norm_gamma", 0), P(m, "enc.norm_beta", 0), eps, cur);
+        ref_layernorm(n, E, a, P(m, "enc.norm_gamma", 0),
+                      P(m, "enc.norm_beta", 0), eps, cur);
     }
     ref_linear(n, E, V, cur, P(m, "head.w", 0), P(m, "head.b", 0), z);
     double loss = 0;
@@ -100,7 +116,15 @@ static double ref_model_loss(void *p) {
         loss += mx + log(s) - z[r * V + m->tgt[r]];
         cnt++;
     }
-    free(cur); free(ain); free(a); free(ctx); free(r1); free(fin); free(h); free(f); free(z);
+    free(cur);
+    free(ain);
+    free(a);
+    free(ctx);
+    free(r1);
+    free(fin);
+    free(h);
+    free(f);
+    free(z);
     return cnt ? loss / (double)cnt : 0.0;
 }
 
@@ -128,17 +152,20 @@ static void model_gradcheck(attn_attention_type at, int norm_first,
     c.vocab_in = attn_task_vocab_in(&task);
     c.vocab_out = attn_task_vocab_out(&task);
     c.max_len = attn_task_seq_len(&task);
-    const int64_t B = 3, L = c.max_len, V = c.vocab_out, np = attn_model_param_count(&c);
+    const int64_t B = 3, L = c.max_len, V = c.vocab_out,
+                  np = attn_model_param_count(&c);
     CHECK(np > 0);
     int64_t ns;
     CHECK_STATUS(attn_model_param_slices(&c, NULL, 0, &ns), ATTN_OK);
     attn_param_slice *sl = malloc(sizeof *sl * ns);
     CHECK_STATUS(attn_model_param_slices(&c, sl, ns, &ns), ATTN_OK);
-    CHECK(strcmp(sl[0].name, "embed") == 0 && strcmp(sl[ns - 1].name, "head.b") == 0);
+    CHECK(strcmp(sl[0].name, "embed") == 0 &&
+          strcmp(sl[ns - 1].name, "head.b") == 0);
     CHECK(sl[ns - 1].offset + sl[ns - 1].shape[0] == np);
     float *prm = malloc(sizeof(float) * np), *g = calloc(np, sizeof(float));
     CHECK_STATUS(attn_model_init(&c, prm, 5), ATTN_OK);
-    unsigned long long st = 77 + (unsigned long long)at * 3 + (unsigned long long)norm_first;
+    unsigned long long st =
+        77 + (unsigned long long)at * 3 + (unsigned long long)norm_first;
     for (int64_t i = 0; i < np; i++) prm[i] += (float)(0.1 * test_rand(&st));
     double *prmd = malloc(sizeof(double) * np);
     for (int64_t i = 0; i < np; i++) prmd[i] = prm[i];
@@ -152,16 +179,20 @@ static void model_gradcheck(attn_attention_type at, int norm_first,
     CHECK_STATUS(attn_task_solve(&task, tok, L, tgt), ATTN_OK);
     size_t wsn;
     CHECK_STATUS(attn_model_workspace_size(&c, B, L, &wsn), ATTN_OK);
-    float *ws = malloc(sizeof(float) * wsn), *z = malloc(sizeof(float) * B * L * V);
+    float *ws = malloc(sizeof(float) * wsn),
+          *z = malloc(sizeof(float) * B * L * V);
     float *dz = malloc(sizeof(float) * B * L * V);
     attn_layer_opts o;
     attn_sdpa_opts_init(&o);
     o.impl = ATTN_IMPL_REF;
-    CHECK_STATUS(attn_model_forward(&c, prm, B, L, tok, len, &o, z, NULL, ws), ATTN_OK);
+    CHECK_STATUS(attn_model_forward(&c, prm, B, L, tok, len, &o, z, NULL, ws),
+                 ATTN_OK);
     double loss;
-    CHECK_STATUS(attn_cross_entropy(B * L, V, z, tgt, ATTN_IGNORE_INDEX, &loss, dz,
-                                    NULL, NULL), ATTN_OK);
-    CHECK_STATUS(attn_model_backward(&c, prm, B, L, tok, len, &o, dz, ws, g), ATTN_OK);
+    CHECK_STATUS(attn_cross_entropy(B * L, V, z, tgt, ATTN_IGNORE_INDEX, &loss,
+                                    dz, NULL, NULL),
+                 ATTN_OK);
+    CHECK_STATUS(attn_model_backward(&c, prm, B, L, tok, len, &o, dz, ws, g),
+                 ATTN_OK);
     mctx m = {&c, B, L, ns, sl, prmd, tok, tgt, len};
     const double lref = ref_model_loss(&m);
     CHECK_MSG(fabs(loss - lref) <= 1e-5 * fmax(1, fabs(lref)),
@@ -181,7 +212,13 @@ static void model_gradcheck(attn_attention_type at, int norm_first,
      * carry no target: zero; the '+' row is never used by reverse: zero */
     const int64_t E = c.enc.d_model;
     for (int64_t k = 0; k < 2 * E; k++) CHECK(g[(task.vocab) * E + k] == 0.0f);
-    free(sl); free(prm); free(g); free(prmd); free(ws); free(z); free(dz);
+    free(sl);
+    free(prm);
+    free(g);
+    free(prmd);
+    free(ws);
+    free(z);
+    free(dz);
 }
 
 /* ---- loss ------------------------------------------------------------ */
@@ -193,8 +230,9 @@ static void loss_tests(void) {
     float dz[12];
     double loss;
     int64_t cnt, right;
-    CHECK_STATUS(attn_cross_entropy(n, C, z, t, ATTN_IGNORE_INDEX, &loss, dz, &cnt,
-                                    &right), ATTN_OK);
+    CHECK_STATUS(attn_cross_entropy(n, C, z, t, ATTN_IGNORE_INDEX, &loss, dz,
+                                    &cnt, &right),
+                 ATTN_OK);
     double want = 0;
     int64_t rows[3] = {0, 2, 3};
     for (int k = 0; k < 3; k++) {
@@ -202,28 +240,37 @@ static void loss_tests(void) {
         double s = exp(r[0]) + exp(r[1]) + exp(r[2]);
         want += log(s) - r[t[rows[k]]];
         for (int c = 0; c < C; c++)
-            CHECK_NEAR(dz[rows[k] * C + c], (exp(r[c]) / s - (c == t[rows[k]])) / 3, 1e-7);
+            CHECK_NEAR(dz[rows[k] * C + c],
+                       (exp(r[c]) / s - (c == t[rows[k]])) / 3, 1e-7);
     }
     CHECK_NEAR(loss, want / 3, 1e-12);
     CHECK(cnt == 3);
-    CHECK(right == 2); /* row 0 (argmax 2) and row 3 (argmax 0); row 2 ties -> 0 */
+    CHECK(right ==
+          2); /* row 0 (argmax 2) and row 3 (argmax 0); row 2 ties -> 0 */
     for (int c = 0; c < C; c++) CHECK(dz[C + c] == 0.0f);
     /* every row ignored: loss 0, zero gradient */
     int32_t none[4] = {-1, -1, -1, -1};
-    CHECK_STATUS(attn_cross_entropy(n, C, z, none, -1, &loss, dz, &cnt, NULL), ATTN_OK);
+    CHECK_STATUS(attn_cross_entropy(n, C, z, none, -1, &loss, dz, &cnt, NULL),
+                 ATTN_OK);
     CHECK(loss == 0 && cnt == 0 && dz[0] == 0 && dz[11] == 0);
     /* large logits do not overflow */
     float big[3] = {1000, 0, -1000};
     int32_t t0 = 0;
-    CHECK_STATUS(attn_cross_entropy(1, 3, big, &t0, -1, &loss, NULL, NULL, NULL), ATTN_OK);
+    CHECK_STATUS(
+        attn_cross_entropy(1, 3, big, &t0, -1, &loss, NULL, NULL, NULL),
+        ATTN_OK);
     CHECK(loss >= 0 && loss < 1e-30);
     int32_t bad[4] = {2, 3, 0, 0};
-    CHECK_STATUS(attn_cross_entropy(n, C, z, bad, -1, &loss, dz, NULL, NULL), ATTN_E_INVALID);
+    CHECK_STATUS(attn_cross_entropy(n, C, z, bad, -1, &loss, dz, NULL, NULL),
+                 ATTN_E_INVALID);
     z[7] = NAN;
-    CHECK_STATUS(attn_cross_entropy(n, C, z, t, -1, &loss, dz, NULL, NULL), ATTN_E_NONFINITE);
+    CHECK_STATUS(attn_cross_entropy(n, C, z, t, -1, &loss, dz, NULL, NULL),
+                 ATTN_E_NONFINITE);
     CHECK(strstr(attn_last_error(), "NaN") != NULL);
-    CHECK_STATUS(attn_cross_entropy(0, C, z, t, -1, &loss, dz, NULL, NULL), ATTN_E_SHAPE);
-    CHECK_STATUS(attn_cross_entropy(n, C, NULL, t, -1, &loss, dz, NULL, NULL), ATTN_E_INVALID);
+    CHECK_STATUS(attn_cross_entropy(0, C, z, t, -1, &loss, dz, NULL, NULL),
+                 ATTN_E_SHAPE);
+    CHECK_STATUS(attn_cross_entropy(n, C, NULL, t, -1, &loss, dz, NULL, NULL),
+                 ATTN_E_INVALID);
 }
 
 /* ---- clipping and AdamW ---------------------------------------------- */
@@ -261,19 +308,23 @@ static void optim_tests(void) {
     CHECK_NEAR(attn_adamw_lr(&c, 9), 0.055, 1e-12);
     CHECK_NEAR(attn_adamw_lr(&c, 14), 0.01, 1e-15);
     CHECK_NEAR(attn_adamw_lr(&c, 100), 0.01, 1e-15);
-    for (int64_t s = 4; s < 14; s++) CHECK(attn_adamw_lr(&c, s + 1) <= attn_adamw_lr(&c, s));
+    for (int64_t s = 4; s < 14; s++)
+        CHECK(attn_adamw_lr(&c, s + 1) <= attn_adamw_lr(&c, s));
 
     /* two steps of AdamW on a matrix slice (decayed) and a bias (not) */
     attn_param_slice sl[2];
     memset(sl, 0, sizeof sl);
     snprintf(sl[0].name, sizeof sl[0].name, "w");
-    sl[0].offset = 0, sl[0].shape[0] = 2, sl[0].shape[1] = 2, sl[0].init = ATTN_INIT_XAVIER;
+    sl[0].offset = 0, sl[0].shape[0] = 2, sl[0].shape[1] = 2,
+    sl[0].init = ATTN_INIT_XAVIER;
     snprintf(sl[1].name, sizeof sl[1].name, "b");
-    sl[1].offset = 4, sl[1].shape[0] = 2, sl[1].shape[1] = 1, sl[1].init = ATTN_INIT_ZERO;
+    sl[1].offset = 4, sl[1].shape[0] = 2, sl[1].shape[1] = 1,
+    sl[1].init = ATTN_INIT_ZERO;
     c.weight_decay = 0.5;
     float p[6] = {1, -2, 0.5f, 3, 1, -1}, m[6] = {0}, v[6] = {0};
     double pd[6] = {1, -2, 0.5, 3, 1, -1}, md[6] = {0}, vd[6] = {0};
-    const float gr[2][6] = {{0.1f, -0.2f, 0.3f, 0, 1, -0.5f}, {0.2f, 0.1f, -0.1f, 0.05f, 0, 2}};
+    const float gr[2][6] = {{0.1f, -0.2f, 0.3f, 0, 1, -0.5f},
+                            {0.2f, 0.1f, -0.1f, 0.05f, 0, 2}};
     for (int s = 0; s < 2; s++) {
         CHECK_STATUS(attn_adamw_step(&c, s, sl, 2, 6, p, gr[s], m, v), ATTN_OK);
         double lr = attn_adamw_lr(&c, s);
@@ -288,7 +339,8 @@ static void optim_tests(void) {
     }
     for (int i = 0; i < 6; i++) CHECK_NEAR(p[i], pd[i], 2e-6);
     sl[1].offset = 5; /* outside the 6 parameters */
-    CHECK_STATUS(attn_adamw_step(&c, 0, sl, 2, 6, p, gr[0], m, v), ATTN_E_INVALID);
+    CHECK_STATUS(attn_adamw_step(&c, 0, sl, 2, 6, p, gr[0], m, v),
+                 ATTN_E_INVALID);
     c.lr = -1;
     CHECK_STATUS(attn_adamw_check(&c), ATTN_E_INVALID);
     c.lr = 0.1;
@@ -309,14 +361,16 @@ static void task_tests(void) {
         attn_task t;
         attn_task_init(&t, (attn_task_kind)k);
         attn_task_kind back;
-        CHECK_STATUS(attn_task_parse(attn_task_name((attn_task_kind)k), &back), ATTN_OK);
+        CHECK_STATUS(attn_task_parse(attn_task_name((attn_task_kind)k), &back),
+                     ATTN_OK);
         CHECK(back == (attn_task_kind)k);
         t.min_len = 1;
         t.max_len = k == ATTN_TASK_ADD ? 4 : 17;
         if (k == ATTN_TASK_SORT) t.vocab = 300; /* the large-vocabulary sort */
         const int64_t B = 129, L = attn_task_seq_len(&t);
         CHECK(L == (k == ATTN_TASK_ADD ? 9 : 17));
-        CHECK(attn_task_vocab_in(&t) == t.vocab + 2 && attn_task_vocab_out(&t) == t.vocab);
+        CHECK(attn_task_vocab_in(&t) == t.vocab + 2 &&
+              attn_task_vocab_out(&t) == t.vocab);
         int32_t *x = malloc(sizeof(int32_t) * B * L * 4);
         int32_t *y = x + B * L, *x2 = y + B * L, *y2 = x2 + B * L;
         int64_t len[129], len2[129];
@@ -355,7 +409,8 @@ static void task_tests(void) {
                 int64_t a = digits_value(xb, m, t.vocab);
                 int64_t s = digits_value(xb + m + 1, m, t.vocab) + a;
                 CHECK(digits_value(yb, m + 1, t.vocab) == s);
-                for (int64_t i = m + 1; i < L; i++) CHECK(yb[i] == ATTN_IGNORE_INDEX);
+                for (int64_t i = m + 1; i < L; i++)
+                    CHECK(yb[i] == ATTN_IGNORE_INDEX);
             }
         }
         CHECK(seen_short > 0 && seen_long > 0);
@@ -366,7 +421,8 @@ static void task_tests(void) {
     attn_task_init(&t, ATTN_TASK_ADD);
     int32_t in[7] = {7, 8, 9, 11, 5, 4, 0}, out[7];
     CHECK_STATUS(attn_task_solve(&t, in, 7, out), ATTN_OK);
-    CHECK(out[0] == 2 && out[1] == 3 && out[2] == 0 && out[3] == 1 && out[4] == -1);
+    CHECK(out[0] == 2 && out[1] == 3 && out[2] == 0 && out[3] == 1 &&
+          out[4] == -1);
     in[3] = 5; /* no '+' */
     CHECK_STATUS(attn_task_solve(&t, in, 7, out), ATTN_E_INVALID);
     CHECK_STATUS(attn_task_solve(&t, in, 6, out), ATTN_E_INVALID);
@@ -405,7 +461,8 @@ static void padding_tests(void) {
     tc.model.enc.dim_feedforward = 24;
     CHECK_STATUS(attn_train_config_check(&tc), ATTN_OK);
     const attn_model_config *c = &tc.model;
-    const int64_t B = 5, L = 7, V = c->vocab_out, np = attn_model_param_count(c);
+    const int64_t B = 5, L = 7, V = c->vocab_out,
+                  np = attn_model_param_count(c);
     float *prm = malloc(sizeof(float) * np);
     CHECK_STATUS(attn_model_init(c, prm, 11), ATTN_OK);
     int32_t tok[35], tgt[35];
@@ -415,30 +472,41 @@ static void padding_tests(void) {
     CHECK_STATUS(attn_task_batch(&tc.task, &r, B, tok, tgt, len), ATTN_OK);
     size_t wsn;
     CHECK_STATUS(attn_model_workspace_size(c, B, L, &wsn), ATTN_OK);
-    float *ws = malloc(sizeof(float) * wsn), *z1 = malloc(sizeof(float) * B * L * V);
+    float *ws = malloc(sizeof(float) * wsn),
+          *z1 = malloc(sizeof(float) * B * L * V);
     float *z2 = malloc(sizeof(float) * B * L * V);
     attn_layer_opts o;
     attn_sdpa_opts_init(&o);
-    CHECK_STATUS(attn_model_forward(c, prm, B, L, tok, len, &o, z1, NULL, ws), ATTN_OK);
+    CHECK_STATUS(attn_model_forward(c, prm, B, L, tok, len, &o, z1, NULL, ws),
+                 ATTN_OK);
     for (int64_t b = 0; b < B; b++)
-        for (int64_t i = len[b]; i < L; i++) tok[b * L + i] = (int32_t)((b + i) % 10);
-    CHECK_STATUS(attn_model_forward(c, prm, B, L, tok, len, &o, z2, NULL, ws), ATTN_OK);
+        for (int64_t i = len[b]; i < L; i++)
+            tok[b * L + i] = (int32_t)((b + i) % 10);
+    CHECK_STATUS(attn_model_forward(c, prm, B, L, tok, len, &o, z2, NULL, ws),
+                 ATTN_OK);
     int same = 1;
     for (int64_t b = 0; b < B; b++)
-        for (int64_t i = 0; i < len[b] * V; i++) same &= z1[b * L * V + i] == z2[b * L * V + i];
-    CHECK_MSG(same, "logits of valid positions changed with the padding's content");
+        for (int64_t i = 0; i < len[b] * V; i++)
+            same &= z1[b * L * V + i] == z2[b * L * V + i];
+    CHECK_MSG(same,
+              "logits of valid positions changed with the padding's content");
     tok[3] = (int32_t)c->vocab_in;
-    CHECK_STATUS(attn_model_forward(c, prm, B, L, tok, len, &o, z2, NULL, ws), ATTN_E_INVALID);
+    CHECK_STATUS(attn_model_forward(c, prm, B, L, tok, len, &o, z2, NULL, ws),
+                 ATTN_E_INVALID);
     tok[3] = 0;
     len[2] = 0;
-    CHECK_STATUS(attn_model_forward(c, prm, B, L, tok, len, &o, z2, NULL, ws), ATTN_E_SHAPE);
+    CHECK_STATUS(attn_model_forward(c, prm, B, L, tok, len, &o, z2, NULL, ws),
+                 ATTN_E_SHAPE);
     len[2] = 3;
     CHECK_STATUS(attn_model_workspace_size(c, B, L + 1, &wsn), ATTN_E_SHAPE);
     attn_model_config bad = *c;
     bad.vocab_out = 0;
     CHECK_STATUS(attn_model_check(&bad), ATTN_E_INVALID);
     CHECK(attn_model_param_count(&bad) == 0);
-    free(prm); free(ws); free(z1); free(z2);
+    free(prm);
+    free(ws);
+    free(z1);
+    free(z2);
 }
 
 int main(void) {

@@ -95,27 +95,36 @@ static void learns_copy(int sanitized) {
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (!t) return;
     attn_eval_result r;
-    CHECK_STATUS(attn_model_evaluate(&attn_trainer_config(t)->model, attn_trainer_params(t), &c.task,
-                                     500, 99, 1, &r), ATTN_OK);
+    CHECK_STATUS(attn_model_evaluate(&attn_trainer_config(t)->model,
+                                     attn_trainer_params(t), &c.task, 500, 99,
+                                     1, &r),
+                 ATTN_OK);
     printf("copy: %lld steps in %.2f s, fresh token accuracy %.4f, sequence "
-           "accuracy %.4f\n", (long long)c.steps,
-           (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec),
+           "accuracy %.4f\n",
+           (long long)c.steps,
+           (double)(t1.tv_sec - t0.tv_sec) +
+               1e-9 * (double)(t1.tv_nsec - t0.tv_nsec),
            r.token_acc, r.seq_acc);
     CHECK(r.sequences == 500);
-    CHECK_MSG(r.token_acc >= 0.98, "copy reached only %.4f token accuracy", r.token_acc);
+    CHECK_MSG(r.token_acc >= 0.98, "copy reached only %.4f token accuracy",
+              r.token_acc);
     CHECK(r.seq_acc <= r.token_acc + 1e-12);
     /* an untrained model is near chance: the accuracy is the training's */
     attn_trainer *u = run(&c, 0);
-    CHECK_STATUS(attn_model_evaluate(&attn_trainer_config(u)->model, attn_trainer_params(u), &c.task,
-                                     500, 99, 1, &r), ATTN_OK);
-    CHECK_MSG(r.token_acc < 0.3, "untrained copy model scores %.4f", r.token_acc);
+    CHECK_STATUS(attn_model_evaluate(&attn_trainer_config(u)->model,
+                                     attn_trainer_params(u), &c.task, 500, 99,
+                                     1, &r),
+                 ATTN_OK);
+    CHECK_MSG(r.token_acc < 0.3, "untrained copy model scores %.4f",
+              r.token_acc);
     attn_trainer_free(u);
     attn_trainer_free(t);
 }
 
 /* Save at step k, load, continue: bitwise the run that never stopped
  * (parameters, moments, RNG and step: the saved files are identical). */
-static void resume_bitwise(attn_task_kind kind, attn_attention_type at, double p) {
+static void resume_bitwise(attn_task_kind kind, attn_attention_type at,
+                           double p) {
     attn_train_config c = small(kind, at);
     c.dropout = p;
     const int64_t total = 24, cut = 11;
@@ -131,16 +140,20 @@ static void resume_bitwise(attn_task_kind kind, attn_attention_type at, double p
     CHECK(attn_trainer_steps_done(b) == cut);
     CHECK(memcmp(attn_trainer_config(b), attn_trainer_config(a),
                  offsetof(attn_train_config, threads)) == 0);
-    for (int64_t s = cut; s < total; s++) CHECK_STATUS(attn_trainer_step(b, NULL), ATTN_OK);
+    for (int64_t s = cut; s < total; s++)
+        CHECK_STATUS(attn_trainer_step(b, NULL), ATTN_OK);
     const int64_t n = attn_model_param_count(&attn_trainer_config(a)->model);
-    CHECK_MSG(memcmp(attn_trainer_params(a), attn_trainer_params(b), sizeof(float) * n) == 0,
+    CHECK_MSG(memcmp(attn_trainer_params(a), attn_trainer_params(b),
+                     sizeof(float) * n) == 0,
               "%s resumed at step %lld differs from the uninterrupted run",
               attn_task_name(kind), (long long)cut);
     const char *fa = tmp_path("a.bin"), *fb = tmp_path("b.bin");
     CHECK_STATUS(attn_trainer_save(a, fa), ATTN_OK);
     CHECK_STATUS(attn_trainer_save(b, fb), ATTN_OK);
-    CHECK_MSG(same_file(fa, fb), "checkpoints of the resumed and uninterrupted "
-              "%s runs differ", attn_task_name(kind));
+    CHECK_MSG(same_file(fa, fb),
+              "checkpoints of the resumed and uninterrupted "
+              "%s runs differ",
+              attn_task_name(kind));
     attn_trainer_free(a);
     attn_trainer_free(b);
     remove(mid);
@@ -190,7 +203,8 @@ static void checkpoint_files(void) {
     /* a save cut short (file size limit: the disk filling up mid-write)
      * fails with ATTN_E_IO, leaves no temporary file, and the previous
      * checkpoint still loads and equals what it was */
-    for (int i = 0; i < 3; i++) CHECK_STATUS(attn_trainer_step(t, NULL), ATTN_OK);
+    for (int i = 0; i < 3; i++)
+        CHECK_STATUS(attn_trainer_step(t, NULL), ATTN_OK);
     struct rlimit old, lim;
     getrlimit(RLIMIT_FSIZE, &old);
     lim = old;
@@ -224,7 +238,8 @@ static void checkpoint_files(void) {
     CHECK_STATUS(attn_trainer_load(good, &r), ATTN_OK);
     CHECK(r && attn_trainer_steps_done(r) == 6);
     attn_trainer_free(r);
-    CHECK_STATUS(attn_trainer_save(t, tmp_path("no/such/dir/x.bin")), ATTN_E_IO);
+    CHECK_STATUS(attn_trainer_save(t, tmp_path("no/such/dir/x.bin")),
+                 ATTN_E_IO);
     free(img);
     attn_trainer_free(t);
     remove(good);

@@ -21,7 +21,7 @@ static void three_token(attn_impl impl) {
     opts.scale = 1.0 / sqrt(3.0);
     opts.impl = impl;
     CHECK_STATUS(attn_sdpa_forward(&Q, &K, &V, &opts, &O, &W, lse), ATTN_OK);
-    const double want_w[9] = {1.0 / 3, 1.0 / 3, 1.0 / 3, 0.264458, 0.471083,
+    const double want_w[9] = {1.0 / 3,  1.0 / 3,  1.0 / 3,  0.264458, 0.471083,
                               0.264458, 0.532897, 0.299160, 0.167943};
     const double want_o[6] = {1, 1, 1.206625, 0.793375, 0.766263, 0.868784};
     for (int i = 0; i < 9; i++) CHECK_NEAR(w[i], want_w[i], 1e-6);

@@ -22,16 +22,17 @@ static double ulp_err(float got, double want) {
 
 static void test_exp(const attn__vec_ops *ops) {
     /* special values */
-    const float sp[] = {-INFINITY, -1e30f, -1000.0f, -104.0f, -88.0f,
-                        -87.34f, 0.0f, -0.0f, 1e-10f, -1e-10f, 1.0f, -1.0f,
-                        88.7f, 88.73f, 89.0f, 1000.0f, INFINITY};
+    const float sp[] = {-INFINITY, -1e30f, -1000.0f, -104.0f, -88.0f,  -87.34f,
+                        0.0f,      -0.0f,  1e-10f,   -1e-10f, 1.0f,    -1.0f,
+                        88.7f,     88.73f, 89.0f,    1000.0f, INFINITY};
     const int nsp = (int)(sizeof sp / sizeof sp[0]);
     float y[32];
     ops->exp(sp, y, nsp);
     CHECK_MSG(y[0] == 0.0f, "level %d exp(-inf) = %g", ops->level, y[0]);
     CHECK(y[1] == 0.0f && y[2] == 0.0f && y[3] == 0.0f);
     CHECK(y[6] == 1.0f && y[7] == 1.0f);
-    CHECK(fabsf(y[8] - 1.0f) <= FLT_EPSILON && fabsf(y[9] - 1.0f) <= FLT_EPSILON);
+    CHECK(fabsf(y[8] - 1.0f) <= FLT_EPSILON &&
+          fabsf(y[9] - 1.0f) <= FLT_EPSILON);
     CHECK(isfinite(y[12]) && y[12] > 1e38f);
     CHECK(isinf(y[13]) && isinf(y[14]) && isinf(y[15]) && isinf(y[16]));
     /* just below ln(FLT_MIN): flushed to 0 or at most FLT_MIN */

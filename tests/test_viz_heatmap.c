@@ -46,7 +46,8 @@ static int png_load(const char *path, png *p) {
 }
 
 static void png_rgb(const png *p, int x, int y, int rgb[3]) {
-    uint32_t v = *(const uint32_t *)(const void *)(p->data + y * p->stride + 4 * x);
+    uint32_t v =
+        *(const uint32_t *)(const void *)(p->data + y * p->stride + 4 * x);
     rgb[0] = (v >> 16) & 255;
     rgb[1] = (v >> 8) & 255;
     rgb[2] = v & 255;
@@ -77,9 +78,11 @@ static void expect_cell(const png *p, const attn_heatmap_box *b, int64_t i,
     uint8_t want[3];
     cell_rgb(p, b, i, j, got);
     attn_colormap_rgb(cmap, (v - b->vmin) / (b->vmax - b->vmin), want);
-    CHECK_MSG(close_rgb(got, want, 1), "cell (%lld, %lld) value %g: got "
-              "(%d,%d,%d) want (%d,%d,%d)", (long long)i, (long long)j, v,
-              got[0], got[1], got[2], want[0], want[1], want[2]);
+    CHECK_MSG(close_rgb(got, want, 1),
+              "cell (%lld, %lld) value %g: got "
+              "(%d,%d,%d) want (%d,%d,%d)",
+              (long long)i, (long long)j, v, got[0], got[1], got[2], want[0],
+              want[1], want[2]);
 }
 
 static void colormap_anchors(void) {
@@ -93,15 +96,17 @@ static void colormap_anchors(void) {
     attn_colormap_rgb(ATTN_CMAP_VIRIDIS, 0.5, c);
     CHECK(c[0] == 33 && c[1] == 144 && c[2] == 140);
     /* viridis at 0, 0.1, ..., 1 as published (R's viridisLite::viridis(11)) */
-    const char *hex[11] = {"440154", "482576", "414487", "35608D", "2A788E",
-                           "21908C", "22A884", "43BF71", "7AD151", "BBDF27",
-                           "FDE725"};
+    const char *hex[11] = {"440154", "482576", "414487", "35608D",
+                           "2A788E", "21908C", "22A884", "43BF71",
+                           "7AD151", "BBDF27", "FDE725"};
     for (int i = 0; i <= 10; i++) {
         unsigned r, g, b;
         sscanf(hex[i], "%2x%2x%2x", &r, &g, &b);
         attn_colormap_rgb(ATTN_CMAP_VIRIDIS, i / 10.0, c);
-        CHECK_MSG(c[0] == r && c[1] == g && c[2] == b, "viridis(%d/10) = "
-                  "(%d,%d,%d), published #%s", i, c[0], c[1], c[2], hex[i]);
+        CHECK_MSG(c[0] == r && c[1] == g && c[2] == b,
+                  "viridis(%d/10) = "
+                  "(%d,%d,%d), published #%s",
+                  i, c[0], c[1], c[2], hex[i]);
     }
     attn_colormap_rgb(ATTN_CMAP_VIRIDIS, 2, c); /* clamped */
     CHECK(c[0] == 253 && c[1] == 231 && c[2] == 37);
@@ -114,11 +119,12 @@ static void colormap_anchors(void) {
     attn_colormap_rgb(ATTN_CMAP_VIRIDIS, NAN, c);
     CHECK(c[0] == 255 && c[1] == 0 && c[2] == 255);
     CHECK_STATUS(attn_colormap_rgb((attn_colormap)7, 0.5, c), ATTN_E_INVALID);
-    CHECK_STATUS(attn_colormap_rgb(ATTN_CMAP_VIRIDIS, 0.5, NULL), ATTN_E_INVALID);
+    CHECK_STATUS(attn_colormap_rgb(ATTN_CMAP_VIRIDIS, 0.5, NULL),
+                 ATTN_E_INVALID);
 }
 
 static void small_png(void) {
-    float w[9] = {1.0f / 3, 1.0f / 3, 1.0f / 3, 0.264458f, 0.471083f,
+    float w[9] = {1.0f / 3,  1.0f / 3,  1.0f / 3,  0.264458f, 0.471083f,
                   0.264458f, 0.532897f, 0.299160f, 0.167943f};
     attn_tensor W = attn_tensor_4d(w, ATTN_F32, 1, 1, 3, 3);
     const char *tok[3] = {"I", "like", "tea"};
@@ -140,7 +146,8 @@ static void small_png(void) {
     /* the map and its colour bar fit inside */
     CHECK(box.map_x + 3 * box.cell < p.w && box.map_y + 3 * box.cell < p.h);
     for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++) expect_cell(&p, &box, i, j, w[i * 3 + j], ATTN_CMAP_VIRIDIS);
+        for (int j = 0; j < 3; j++)
+            expect_cell(&p, &box, i, j, w[i * 3 + j], ATTN_CMAP_VIRIDIS);
     png_free(&p);
 
     /* a fixed scale and the diverging map */
@@ -154,7 +161,8 @@ static void small_png(void) {
     CHECK(png_load(tmp("h3d.png"), &p));
     if (!p.s) return;
     for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++) expect_cell(&p, &box, i, j, w[i * 3 + j], ATTN_CMAP_DIVERGING);
+        for (int j = 0; j < 3; j++)
+            expect_cell(&p, &box, i, j, w[i * 3 + j], ATTN_CMAP_DIVERGING);
     png_free(&p);
 }
 
@@ -179,16 +187,19 @@ static void nan_and_masked(void) {
     int rgb[3];
     const uint8_t nan_c[3] = {255, 0, 255}, grey[3] = {0x8c, 0x8c, 0x8c};
     cell_rgb(&p, &box, 3, 0, rgb);
-    CHECK_MSG(close_rgb(rgb, nan_c, 0), "NaN cell drawn (%d,%d,%d)", rgb[0], rgb[1], rgb[2]);
+    CHECK_MSG(close_rgb(rgb, nan_c, 0), "NaN cell drawn (%d,%d,%d)", rgb[0],
+              rgb[1], rgb[2]);
     cell_rgb(&p, &box, 0, 1, rgb);
-    CHECK_MSG(close_rgb(rgb, grey, 0), "masked cell drawn (%d,%d,%d)", rgb[0], rgb[1], rgb[2]);
+    CHECK_MSG(close_rgb(rgb, grey, 0), "masked cell drawn (%d,%d,%d)", rgb[0],
+              rgb[1], rgb[2]);
     cell_rgb(&p, &box, 1, 3, rgb);
     CHECK(close_rgb(rgb, grey, 0));
     /* the scale ignores masked cells: its top is the largest visible value */
     double top = 0;
     for (int i = 0; i < 5; i++)
         for (int j = 0; j <= i && j < 4; j++)
-            if (isfinite(w[i * 4 + j]) && w[i * 4 + j] > top) top = w[i * 4 + j];
+            if (isfinite(w[i * 4 + j]) && w[i * 4 + j] > top)
+                top = w[i * 4 + j];
     CHECK_NEAR(box.vmax, top, 1e-12);
     expect_cell(&p, &box, 4, 2, w[4 * 4 + 2], ATTN_CMAP_VIRIDIS);
     png_free(&p);
@@ -199,7 +210,8 @@ static void large_maps(void) {
     int L = 300;
     float *w = malloc(sizeof(float) * (size_t)(L * L));
     for (int i = 0; i < L; i++)
-        for (int j = 0; j < L; j++) w[i * L + j] = (float)((i * 31 + j * 17) % 97) / 96.0f;
+        for (int j = 0; j < L; j++)
+            w[i * L + j] = (float)((i * 31 + j * 17) % 97) / 96.0f;
     attn_tensor W = attn_tensor_4d(w, ATTN_F32, 1, 1, L, L);
     attn_heatmap_opts o;
     attn_heatmap_opts_init(&o);
@@ -213,7 +225,8 @@ static void large_maps(void) {
         CHECK(p.w == box.width && p.h == box.height);
         const int at[4][2] = {{0, 0}, {17, 129}, {299, 1}, {150, 299}};
         for (int k = 0; k < 4; k++)
-            expect_cell(&p, &box, at[k][0], at[k][1], w[at[k][0] * L + at[k][1]], ATTN_CMAP_VIRIDIS);
+            expect_cell(&p, &box, at[k][0], at[k][1],
+                        w[at[k][0] * L + at[k][1]], ATTN_CMAP_VIRIDIS);
         png_free(&p);
     }
     free(w);
@@ -222,20 +235,23 @@ static void large_maps(void) {
     int R = 1030, C = 517;
     w = malloc(sizeof(float) * (size_t)(R * C));
     for (int i = 0; i < R; i++)
-        for (int j = 0; j < C; j++) w[i * C + j] = (float)((i * 7 + j * 3) % 13) / 12.0f;
+        for (int j = 0; j < C; j++)
+            w[i * C + j] = (float)((i * 7 + j * 3) % 13) / 12.0f;
     W = attn_tensor_4d(w, ATTN_F32, 1, 1, R, C);
     CHECK_STATUS(attn_heatmap_measure(&W, 0, 0, &o, &box), ATTN_OK);
     CHECK(box.rows == (R + 2) / 3 && box.cols == (C + 1) / 2);
     CHECK_STATUS(attn_heatmap_write(tmp("hbig.png"), &W, 0, 0, &o), ATTN_OK);
     CHECK(png_load(tmp("hbig.png"), &p));
     if (p.s) {
-        const int at[3][2] = {{0, 0}, {100, 200}, {343, 258}}; /* last block: 1 row, 1 col */
+        const int at[3][2] = {
+            {0, 0}, {100, 200}, {343, 258}}; /* last block: 1 row, 1 col */
         for (int k = 0; k < 3; k++) {
             int r = at[k][0], c = at[k][1];
             double s = 0;
             int n = 0;
             for (int i = 3 * r; i < R && i < 3 * r + 3; i++)
-                for (int j = 2 * c; j < C && j < 2 * c + 2; j++, n++) s += w[i * C + j];
+                for (int j = 2 * c; j < C && j < 2 * c + 2; j++, n++)
+                    s += w[i * C + j];
             expect_cell(&p, &box, r, c, s / n, ATTN_CMAP_VIRIDIS);
         }
         png_free(&p);
@@ -270,11 +286,16 @@ static void vector_formats(void) {
     o.x_labels = k;
     o.y_labels = q;
     CHECK_STATUS(attn_heatmap_write(tmp("v.svg"), &W, 0, 0, &o), ATTN_OK);
-    const char *want[] = {">queen</text>", ">&lt;b&gt;&amp;</text>",
-                          ">caf\xc3\xa9</text>", ">extraordinarily</text>",
-                          ">vector</text>", ">cat</text>", "<svg"};
+    const char *want[] = {">queen</text>",
+                          ">&lt;b&gt;&amp;</text>",
+                          ">caf\xc3\xa9</text>",
+                          ">extraordinarily</text>",
+                          ">vector</text>",
+                          ">cat</text>",
+                          "<svg"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-        CHECK_MSG(file_contains(tmp("v.svg"), want[i]), "SVG lacks %s", want[i]);
+        CHECK_MSG(file_contains(tmp("v.svg"), want[i]), "SVG lacks %s",
+                  want[i]);
     /* the long column label is rotated */
     CHECK(file_contains(tmp("v.svg"), "rotate(-90"));
     CHECK_STATUS(attn_heatmap_write(tmp("v.PDF"), &W, 0, 0, &o), ATTN_OK);
@@ -285,7 +306,8 @@ static void composites(void) {
     enum { N = 2, H = 3, L = 7 };
     float w[N * H * L * L];
     unsigned long long s = 7;
-    for (int i = 0; i < N * H * L * L; i++) w[i] = (float)(test_rand(&s) * 0.5 + 0.5);
+    for (int i = 0; i < N * H * L * L; i++)
+        w[i] = (float)(test_rand(&s) * 0.5 + 0.5);
     attn_tensor W = attn_tensor_4d(w, ATTN_F32, N, H, L, L);
     attn_heatmap_opts o;
     attn_heatmap_opts_init(&o);
@@ -297,18 +319,23 @@ static void composites(void) {
         CHECK(p.w > 3 * L * 10 && p.h > 2 * L * 10);
         png_free(&p);
     }
-    attn_panel pan[2] = {{&W, 0, 0, "scaled", NULL}, {&W, 1, 2, "unscaled", NULL}};
+    attn_panel pan[2] = {{&W, 0, 0, "scaled", NULL},
+                         {&W, 1, 2, "unscaled", NULL}};
     CHECK_STATUS(attn_figure_write(tmp("pair.svg"), pan, 2, 2, &o), ATTN_OK);
     CHECK(file_contains(tmp("pair.svg"), ">unscaled</text>"));
     CHECK_STATUS(attn_diff_write(tmp("diff.png"), &W, &W, NULL), ATTN_OK);
     double a[2] = {2, 1}, b[2] = {1, 3};
-    CHECK_STATUS(attn_geometry_write(tmp("geo.svg"), a, b, "v1", "v2"), ATTN_OK);
+    CHECK_STATUS(attn_geometry_write(tmp("geo.svg"), a, b, "v1", "v2"),
+                 ATTN_OK);
     /* 2*1 + 1*3 = 5, cos = 5 / (sqrt(5) sqrt(10)) = 0.707 */
-    CHECK(file_contains(tmp("geo.svg"), "v1 \xc2\xb7 v2 = 5,  cos \xce\xb8 = 0.707"));
+    CHECK(file_contains(tmp("geo.svg"),
+                        "v1 \xc2\xb7 v2 = 5,  cos \xce\xb8 = 0.707"));
     double z[2] = {0, 0};
-    CHECK_STATUS(attn_geometry_write(tmp("geo0.png"), a, z, NULL, NULL), ATTN_OK);
+    CHECK_STATUS(attn_geometry_write(tmp("geo0.png"), a, z, NULL, NULL),
+                 ATTN_OK);
     double bad[2] = {NAN, 1};
-    CHECK_STATUS(attn_geometry_write(tmp("geo1.png"), bad, b, NULL, NULL), ATTN_E_INVALID);
+    CHECK_STATUS(attn_geometry_write(tmp("geo1.png"), bad, b, NULL, NULL),
+                 ATTN_E_INVALID);
     /* labels need equal shapes */
     float w2[4 * 5];
     for (int i = 0; i < 20; i++) w2[i] = 0.2f;
@@ -317,7 +344,8 @@ static void composites(void) {
     CHECK_STATUS(attn_figure_write(tmp("mixed.png"), mixed, 2, 2, &o), ATTN_OK);
     const char *lab[7] = {"a", "b", "c", "d", "e", "f", "g"};
     o.x_labels = lab;
-    CHECK_STATUS(attn_figure_write(tmp("mixed.png"), mixed, 2, 2, &o), ATTN_E_SHAPE);
+    CHECK_STATUS(attn_figure_write(tmp("mixed.png"), mixed, 2, 2, &o),
+                 ATTN_E_SHAPE);
 }
 
 /* Panel titles of a figure without an overall title: each one must be
@@ -345,8 +373,10 @@ static void panel_titles(void) {
     if (p.s) {
         /* no overall title: the panel titles sit in y 10 .. 32 */
         int third = (p.w - 60) / 3;
-        CHECK_MSG(dark_in(&p, 0, third, 10, 32) > 5, "first panel title is invisible");
-        CHECK_MSG(dark_in(&p, third, 2 * third, 10, 32) > 5, "second panel title is not black");
+        CHECK_MSG(dark_in(&p, 0, third, 10, 32) > 5,
+                  "first panel title is invisible");
+        CHECK_MSG(dark_in(&p, third, 2 * third, 10, 32) > 5,
+                  "second panel title is not black");
         png_free(&p);
     }
 }
@@ -366,15 +396,18 @@ static void text_sizes(void) {
     o.x_labels = o.y_labels = tok;
     CHECK_STATUS(attn_heatmap_write(tmp("sizes.svg"), &W, 0, 0, &o), ATTN_OK);
     CHECK(file_contains(tmp("sizes.svg"), "font-size=\"12.0\">like</text>"));
-    CHECK_MSG(file_contains(tmp("sizes.svg"), "font-size=\"12.0\">key</text>") &&
-              file_contains(tmp("sizes.svg"), "font-size=\"12.0\" transform=\"rotate(-90.0"),
-              "axis titles as large as the token labels");
+    CHECK_MSG(
+        file_contains(tmp("sizes.svg"), "font-size=\"12.0\">key</text>") &&
+            file_contains(tmp("sizes.svg"),
+                          "font-size=\"12.0\" transform=\"rotate(-90.0"),
+        "axis titles as large as the token labels");
     CHECK_MSG(file_contains(tmp("sizes.svg"), "font-size=\"12.0\">0.4</text>"),
               "colour bar labels as large as the token labels");
     o.annotate = 1;
     CHECK_STATUS(attn_diff_write(tmp("zero.svg"), &W, &V, &o), ATTN_OK);
     CHECK(file_contains(tmp("zero.svg"), ">0.00</text>"));
-    CHECK_MSG(!file_contains(tmp("zero.svg"), ">-0.00</text>"), "a cell shows -0.00");
+    CHECK_MSG(!file_contains(tmp("zero.svg"), ">-0.00</text>"),
+              "a cell shows -0.00");
 }
 
 static void errors(void) {
@@ -382,22 +415,29 @@ static void errors(void) {
     attn_tensor W = attn_tensor_4d(w, ATTN_F32, 1, 1, 2, 2);
     attn_heatmap_opts o;
     attn_heatmap_opts_init(&o);
-    CHECK_STATUS(attn_heatmap_write(tmp("x.jpg"), &W, 0, 0, &o), ATTN_E_INVALID);
+    CHECK_STATUS(attn_heatmap_write(tmp("x.jpg"), &W, 0, 0, &o),
+                 ATTN_E_INVALID);
     CHECK_STATUS(attn_heatmap_write(NULL, &W, 0, 0, &o), ATTN_E_INVALID);
-    CHECK_STATUS(attn_heatmap_write(tmp("x.png"), NULL, 0, 0, &o), ATTN_E_INVALID);
+    CHECK_STATUS(attn_heatmap_write(tmp("x.png"), NULL, 0, 0, &o),
+                 ATTN_E_INVALID);
     CHECK_STATUS(attn_heatmap_write(tmp("x.png"), &W, 1, 0, &o), ATTN_E_SHAPE);
     CHECK_STATUS(attn_heatmap_write(tmp("x.png"), &W, 0, -1, &o), ATTN_E_SHAPE);
-    CHECK_STATUS(attn_heatmap_write("/nonexistent-dir/x.png", &W, 0, 0, &o), ATTN_E_IO);
-    CHECK_STATUS(attn_heatmap_write("/nonexistent-dir/x.svg", &W, 0, 0, &o), ATTN_E_IO);
-    CHECK_STATUS(attn_heatmap_write("/nonexistent-dir/x.pdf", &W, 0, 0, &o), ATTN_E_IO);
+    CHECK_STATUS(attn_heatmap_write("/nonexistent-dir/x.png", &W, 0, 0, &o),
+                 ATTN_E_IO);
+    CHECK_STATUS(attn_heatmap_write("/nonexistent-dir/x.svg", &W, 0, 0, &o),
+                 ATTN_E_IO);
+    CHECK_STATUS(attn_heatmap_write("/nonexistent-dir/x.pdf", &W, 0, 0, &o),
+                 ATTN_E_IO);
     int32_t wi[4] = {0};
     attn_tensor WI = attn_tensor_4d(wi, ATTN_I32, 1, 1, 2, 2);
     CHECK_STATUS(attn_heatmap_write(tmp("x.png"), &WI, 0, 0, &o), ATTN_E_DTYPE);
     o.max_cells = 3;
-    CHECK_STATUS(attn_heatmap_write(tmp("x.png"), &W, 0, 0, &o), ATTN_E_INVALID);
+    CHECK_STATUS(attn_heatmap_write(tmp("x.png"), &W, 0, 0, &o),
+                 ATTN_E_INVALID);
     attn_heatmap_opts_init(&o);
     o.x_extent = 1; /* fewer positions than columns */
-    CHECK_STATUS(attn_heatmap_write(tmp("x.png"), &W, 0, 0, &o), ATTN_E_INVALID);
+    CHECK_STATUS(attn_heatmap_write(tmp("x.png"), &W, 0, 0, &o),
+                 ATTN_E_INVALID);
     attn_heatmap_opts_init(&o);
     attn_mask m;
     attn_mask_init(&m);
@@ -407,9 +447,11 @@ static void errors(void) {
     o.mask = &m;
     CHECK(attn_heatmap_write(tmp("x.png"), &W, 0, 0, &o) != ATTN_OK);
     CHECK(attn_last_error()[0] != '\0');
-    CHECK_STATUS(attn_figure_write(tmp("x.png"), NULL, 1, 1, NULL), ATTN_E_INVALID);
+    CHECK_STATUS(attn_figure_write(tmp("x.png"), NULL, 1, 1, NULL),
+                 ATTN_E_INVALID);
     attn_panel p = {&W, 0, 0, NULL, NULL};
-    CHECK_STATUS(attn_figure_write(tmp("x.png"), &p, 1, 0, NULL), ATTN_E_INVALID);
+    CHECK_STATUS(attn_figure_write(tmp("x.png"), &p, 1, 0, NULL),
+                 ATTN_E_INVALID);
     CHECK_STATUS(attn_heatmap_measure(&W, 0, 0, NULL, NULL), ATTN_E_INVALID);
 }
 
@@ -432,10 +474,12 @@ static void blockavg(void) {
     for (int64_t q0 = 0; q0 < Lq; q0 += 6)
         for (int64_t k0 = 0; k0 < Lk; k0 += 11) {
             if (q0 == 0 && k0 == 44) continue;
-            int64_t nq = Lq - q0 < 6 ? Lq - q0 : 6, nk = Lk - k0 < 11 ? Lk - k0 : 11;
+            int64_t nq = Lq - q0 < 6 ? Lq - q0 : 6,
+                    nk = Lk - k0 < 11 ? Lk - k0 : 11;
             float tile[6 * 12];
             for (int64_t r = 0; r < nq; r++)
-                for (int64_t c = 0; c < nk; c++) tile[r * 12 + c] = w[(q0 + r) * Lk + k0 + c];
+                for (int64_t c = 0; c < nk; c++)
+                    tile[r * 12 + c] = w[(q0 + r) * Lk + k0 + c];
             CHECK(attn_blockavg_tile(acc, 1, 2, q0, nq, k0, nk, tile, 12) == 0);
             /* another map's tiles are ignored */
             attn_blockavg_tile(acc, 0, 2, q0, nq, k0, nk, tile, 12);
@@ -503,10 +547,12 @@ static void blockavg(void) {
     /* rows x cols blocks overflows: refused, not a wrapped allocation */
     acc = NULL;
     CHECK_STATUS(attn_blockavg_create((int64_t)1 << 40, (int64_t)1 << 40, 0, 0,
-                                      (int64_t)1 << 40, &acc), ATTN_E_NOMEM);
+                                      (int64_t)1 << 40, &acc),
+                 ATTN_E_NOMEM);
     CHECK(acc == NULL);
-    CHECK_STATUS(attn_blockavg_create(INT64_MAX, INT64_MAX, 0, 0, INT64_MAX,
-                                      &acc), ATTN_E_NOMEM);
+    CHECK_STATUS(
+        attn_blockavg_create(INT64_MAX, INT64_MAX, 0, 0, INT64_MAX, &acc),
+        ATTN_E_NOMEM);
     CHECK(acc == NULL);
     free(w);
 }

@@ -44,8 +44,10 @@ int main(void) {
     unsigned long long s = 11;
     for (int r = 0; r < N * H * Lq; r++) {
         double sum = 0;
-        for (int j = 0; j < Lk; j++) sum += w[r * Lk + j] = (float)(test_rand(&s) + 1.2);
-        for (int j = 0; j < Lk; j++) w[r * Lk + j] = (float)(w[r * Lk + j] / sum);
+        for (int j = 0; j < Lk; j++)
+            sum += w[r * Lk + j] = (float)(test_rand(&s) + 1.2);
+        for (int j = 0; j < Lk; j++)
+            w[r * Lk + j] = (float)(w[r * Lk + j] / sum);
     }
     /* one tiny weight: no line is drawn for it */
     int tiny = ((1 * H + 2) * Lq + 3) * Lk + 4;
@@ -68,8 +70,9 @@ int main(void) {
     if (html) {
         /* self-contained: nothing fetched from elsewhere */
         CHECK(strstr(html, "src=") == NULL && strstr(html, "href=") == NULL);
-        CHECK(strstr(html, "http://") == NULL || count(html, "http://") ==
-              count(html, "http://www.w3.org/2000/svg"));
+        CHECK(strstr(html, "http://") == NULL ||
+              count(html, "http://") ==
+                  count(html, "http://www.w3.org/2000/svg"));
         CHECK(count(html, "</script>") == 1); /* the token is escaped */
         free(html);
     }
@@ -92,12 +95,17 @@ int main(void) {
         /* the heatmap is as informative as the PNG one: token labels on
          * both axes (the focused query marked), values in the cells, and a
          * colour bar with ticks */
-        CHECK_MSG(count(d, "class=\"lab\"") + count(d, "class=\"lab on\"") == Lq + Lk,
+        CHECK_MSG(count(d, "class=\"lab\"") + count(d, "class=\"lab on\"") ==
+                      Lq + Lk,
                   "heatmap labels: %d", count(d, "class=\"lab"));
-        CHECK(count(d, "class=\"lab on\"") == 1 && strstr(d, "px;\">on</div>") != NULL);
-        CHECK(strstr(d, ">tapis</div>") != NULL && strstr(d, ">cat</div>") != NULL);
-        CHECK_MSG(strstr(d, "data-values=\"30\"") != NULL, "values drawn in the cells");
-        CHECK(strstr(d, "id=\"cgrad\"") != NULL && strstr(d, "linear-gradient") != NULL);
+        CHECK(count(d, "class=\"lab on\"") == 1 &&
+              strstr(d, "px;\">on</div>") != NULL);
+        CHECK(strstr(d, ">tapis</div>") != NULL &&
+              strstr(d, ">cat</div>") != NULL);
+        CHECK_MSG(strstr(d, "data-values=\"30\"") != NULL,
+                  "values drawn in the cells");
+        CHECK(strstr(d, "id=\"cgrad\"") != NULL &&
+              strstr(d, "linear-gradient") != NULL);
         CHECK(count(d, "class=\"tick\"") == 5);
         CHECK(strstr(d, ">0.000</div>") != NULL);
     }
@@ -118,7 +126,8 @@ int main(void) {
 
     /* screenshot: not blank (many non-white pixels, many colours) */
     char flags[512];
-    snprintf(flags, sizeof flags, "--window-size=900,500 --screenshot='%s'", shot);
+    snprintf(flags, sizeof flags, "--window-size=900,500 --screenshot='%s'",
+             shot);
     rc = chromium(flags, url, dom, log);
     CHECK_MSG(rc == 0, "chromium --screenshot exited with %d", rc);
     cairo_surface_t *img = cairo_image_surface_create_from_png(shot);
@@ -131,14 +140,16 @@ int main(void) {
         long dark = 0, viridis_like = 0;
         for (int y = 0; y < ih; y++)
             for (int x = 0; x < iw; x++) {
-                uint32_t v = *(const uint32_t *)(const void *)(px + y * st + 4 * x);
+                uint32_t v =
+                    *(const uint32_t *)(const void *)(px + y * st + 4 * x);
                 int r = (v >> 16) & 255, g = (v >> 8) & 255, b = v & 255;
                 if (r + g + b < 600) dark++;
                 if (g > r + 40 && g > b - 20 && r < 150) viridis_like++;
             }
         CHECK(iw == 900 && ih == 500);
         CHECK_MSG(dark > 5000, "only %ld non-white pixels", dark);
-        CHECK_MSG(viridis_like > 1000, "only %ld heatmap-coloured pixels", viridis_like);
+        CHECK_MSG(viridis_like > 1000, "only %ld heatmap-coloured pixels",
+                  viridis_like);
     }
     cairo_surface_destroy(img);
 
@@ -152,7 +163,11 @@ int main(void) {
     CHECK_STATUS(attn_html_write(page, &Wn, NULL), ATTN_OK); /* positions */
     /* the default title says what is shown */
     html = check_slurp(page, &n);
-    CHECK(html && strstr(html, "<title>attention weights: 5 x 6 tokens, 1 layer x 1 head</title>"));
+    CHECK(
+        html &&
+        strstr(
+            html,
+            "<title>attention weights: 5 x 6 tokens, 1 layer x 1 head</title>"));
     free(html);
 
     int fails = check_done("test_viz_html");

@@ -64,7 +64,8 @@ static void uniform_and_onehot(void) {
     /* a verdict with flags this library does not know is refused */
     attn_stats odd = all;
     odd.verdict = 32u;
-    CHECK_STATUS(attn_stats_verdict(&odd, buf, sizeof buf, &len), ATTN_E_INVALID);
+    CHECK_STATUS(attn_stats_verdict(&odd, buf, sizeof buf, &len),
+                 ATTN_E_INVALID);
 
     /* a row with weights (0.5, 0.25, 0.25): entropy 1.5 ln 2 / ln 3 */
     double w3[3] = {0.5, 0.25, 0.25};
@@ -144,7 +145,8 @@ static void compare(void) {
     unsigned long long s = 3;
     for (int r = 0; r < 3 * L; r++) {
         double sum = 0;
-        for (int j = 0; j < L; j++) sum += a[r * L + j] = (float)exp(test_rand(&s) * 3);
+        for (int j = 0; j < L; j++)
+            sum += a[r * L + j] = (float)exp(test_rand(&s) * 3);
         for (int j = 0; j < L; j++) a[r * L + j] = (float)(a[r * L + j] / sum);
     }
     attn_tensor A = attn_tensor_4d(a, ATTN_F32, 1, 3, L, L);

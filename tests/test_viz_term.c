@@ -17,7 +17,7 @@ static char *read_file(const char *name, size_t *n) {
 }
 
 static void known_3x3(void) {
-    float w[9] = {1.0f / 3, 1.0f / 3, 1.0f / 3, 0.264458f, 0.471083f,
+    float w[9] = {1.0f / 3,  1.0f / 3,  1.0f / 3,  0.264458f, 0.471083f,
                   0.264458f, 0.532897f, 0.299160f, 0.167943f};
     attn_tensor W = attn_tensor_4d(w, ATTN_F32, 1, 1, 3, 3);
     const char *tok[3] = {"I", "like", "tea"};
@@ -32,7 +32,8 @@ static void known_3x3(void) {
         o.color = (attn_term_color)c;
         char buf[8192];
         size_t len = 0, want_len = 0;
-        CHECK_STATUS(attn_term_render(&W, 0, 0, &o, buf, sizeof buf, &len), ATTN_OK);
+        CHECK_STATUS(attn_term_render(&W, 0, 0, &o, buf, sizeof buf, &len),
+                     ATTN_OK);
         char *want = read_file(files[c], &want_len);
         CHECK(want != NULL);
         if (!want) continue;
@@ -43,7 +44,8 @@ static void known_3x3(void) {
         size_t need = 0;
         CHECK_STATUS(attn_term_render(&W, 0, 0, &o, NULL, 0, &need), ATTN_OK);
         CHECK(need == len);
-        CHECK_STATUS(attn_term_render(&W, 0, 0, &o, buf, len, &need), ATTN_E_INVALID);
+        CHECK_STATUS(attn_term_render(&W, 0, 0, &o, buf, len, &need),
+                     ATTN_E_INVALID);
         CHECK(need == len);
         free(want);
     }
@@ -91,8 +93,10 @@ static void dense_and_masked(void) {
     CHECK_STATUS(attn_term_render(&W, 0, 0, &o, buf, need + 1, &len), ATTN_OK);
     int longest = 0, cur = 0;
     for (size_t i = 0; i < len; i++) {
-        if (buf[i] == '\n') cur = 0;
-        else if (++cur > longest) longest = cur;
+        if (buf[i] == '\n')
+            cur = 0;
+        else if (++cur > longest)
+            longest = cur;
     }
     CHECK_MSG(longest <= 80, "plain line of %d columns", longest);
     CHECK(strchr(buf, 'x') != NULL && strchr(buf, '?') != NULL);
@@ -110,12 +114,15 @@ static void errors(void) {
     char buf[16];
     CHECK_STATUS(attn_term_render(&W, 0, 0, &o, NULL, 0, NULL), ATTN_E_INVALID);
     CHECK_STATUS(attn_term_render(&W, 0, 0, &o, NULL, 5, &len), ATTN_E_INVALID);
-    CHECK_STATUS(attn_term_render(&W, 0, 2, &o, buf, sizeof buf, &len), ATTN_E_SHAPE);
+    CHECK_STATUS(attn_term_render(&W, 0, 2, &o, buf, sizeof buf, &len),
+                 ATTN_E_SHAPE);
     o.width = 5;
-    CHECK_STATUS(attn_term_render(&W, 0, 0, &o, buf, sizeof buf, &len), ATTN_E_INVALID);
+    CHECK_STATUS(attn_term_render(&W, 0, 0, &o, buf, sizeof buf, &len),
+                 ATTN_E_INVALID);
     attn_term_opts_init(&o);
     o.color = (attn_term_color)9;
-    CHECK_STATUS(attn_term_render(&W, 0, 0, &o, buf, sizeof buf, &len), ATTN_E_INVALID);
+    CHECK_STATUS(attn_term_render(&W, 0, 0, &o, buf, sizeof buf, &len),
+                 ATTN_E_INVALID);
 }
 
 int main(void) {

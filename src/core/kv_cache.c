@@ -37,15 +37,18 @@ static attn_status plan(const attn_kv_cache_config *cfg, size_t part[4]) {
                {"head_dim", cfg->head_dim}};
     for (int i = 0; i < 4; i++)
         if (ext[i].v < 1)
-            return attn__fail(ATTN_E_INVALID, "cache config: %s is %lld; it "
-                              "must be at least 1", ext[i].name,
-                              (long long)ext[i].v);
+            return attn__fail(ATTN_E_INVALID,
+                              "cache config: %s is %lld; it "
+                              "must be at least 1",
+                              ext[i].name, (long long)ext[i].v);
     if (cfg->value_dim < 0)
-        return attn__fail(ATTN_E_INVALID, "cache config: value_dim is %lld; "
+        return attn__fail(ATTN_E_INVALID,
+                          "cache config: value_dim is %lld; "
                           "it must be >= 1 (or 0 for head_dim)",
                           (long long)cfg->value_dim);
     if (!storage_dtype(cfg->dtype))
-        return attn__fail(ATTN_E_DTYPE, "cache config: dtype %s (%d) cannot "
+        return attn__fail(ATTN_E_DTYPE,
+                          "cache config: dtype %s (%d) cannot "
                           "store a cache; use f32, f16, bf16 or q8",
                           attn_dtype_name(cfg->dtype), (int)cfg->dtype);
     int64_t dv = cfg->value_dim ? cfg->value_dim : cfg->head_dim, nbk, nbv;
@@ -62,11 +65,13 @@ static attn_status plan(const attn_kv_cache_config *cfg, size_t part[4]) {
         (r = part[0] + part[1]) < part[0] || r + part[2] < r ||
         r + part[2] + part[3] < r + part[2] ||
         (size_t)INT64_MAX < r + part[2] + part[3])
-        return attn__fail(ATTN_E_NOMEM, "cache config: %lld x %lld x %lld "
+        return attn__fail(ATTN_E_NOMEM,
+                          "cache config: %lld x %lld x %lld "
                           "positions of %lld + %lld values overflow the "
-                          "address space", (long long)cfg->batch,
-                          (long long)cfg->kv_heads, (long long)cfg->capacity,
-                          (long long)cfg->head_dim, (long long)dv);
+                          "address space",
+                          (long long)cfg->batch, (long long)cfg->kv_heads,
+                          (long long)cfg->capacity, (long long)cfg->head_dim,
+                          (long long)dv);
     return ATTN_OK;
 }
 
@@ -138,15 +143,16 @@ attn_status attn_kv_cache_config_get(const attn_kv_cache *c,
 
 attn_status attn_kv_cache_lengths(const attn_kv_cache *c, int64_t *lengths) {
     if (!c || !lengths)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", c ? "lengths" : "cache");
+        return attn__fail(ATTN_E_INVALID, "%s is NULL",
+                          c ? "lengths" : "cache");
     memcpy(lengths, c->len, (size_t)c->cfg.batch * sizeof(int64_t));
     return ATTN_OK;
 }
 
 /* ---- stored rows --------------------------------------------------------- */
 
-void attn__kv_row_to_f32(attn_dtype dtype, const void *row,
-                         const float *scales, int64_t n, float *dst) {
+void attn__kv_row_to_f32(attn_dtype dtype, const void *row, const float *scales,
+                         int64_t n, float *dst) {
     if (dtype != ATTN_Q8) {
         attn__load_f32(row, dtype, n, dst);
         return;
@@ -163,10 +169,12 @@ static void store_row(attn_dtype dtype, const float *x, int64_t n, void *row,
     switch (dtype) {
     case ATTN_F32: memcpy(row, x, (size_t)n * sizeof(float)); return;
     case ATTN_F16:
-        for (int64_t i = 0; i < n; i++) ((uint16_t *)row)[i] = attn_f32_to_f16(x[i]);
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)row)[i] = attn_f32_to_f16(x[i]);
         return;
     case ATTN_BF16:
-        for (int64_t i = 0; i < n; i++) ((uint16_t *)row)[i] = attn_f32_to_bf16(x[i]);
+        for (int64_t i = 0; i < n; i++)
+            ((uint16_t *)row)[i] = attn_f32_to_bf16(x[i]);
         return;
     default: break;
     }
@@ -192,7 +200,8 @@ static int64_t store_check(attn_dtype dtype, const float *x, int64_t n) {
         if (!isfinite(x[i])) return i;
         if (dtype == ATTN_F16 && (attn_f32_to_f16(x[i]) & 0x7c00u) == 0x7c00u)
             return i;
-        if (dtype == ATTN_BF16 && isinf(attn_bf16_to_f32(attn_f32_to_bf16(x[i]))))
+        if (dtype == ATTN_BF16 &&
+            isinf(attn_bf16_to_f32(attn_f32_to_bf16(x[i]))))
             return i;
     }
     return -1;
@@ -207,7 +216,8 @@ static void load_row(const attn_tensor *t, int64_t b, int64_t h, int64_t l,
                        dst);
         return;
     }
-    for (int64_t d = 0; d < n; d++) dst[d] = (float)attn_tensor_get(t, b, h, l, d);
+    for (int64_t d = 0; d < n; d++)
+        dst[d] = (float)attn_tensor_get(t, b, h, l, d);
 }
 
 static attn_status check_input(const attn_kv_cache *c, const attn_tensor *t,
@@ -215,15 +225,20 @@ static attn_status check_input(const attn_kv_cache *c, const attn_tensor *t,
     attn_status st = attn_tensor_check(t, name);
     if (st) return st;
     if (!attn__is_float_dtype(t->dtype))
-        return attn__fail(ATTN_E_DTYPE, "%s has dtype %s; f32, f16, bf16 or "
-                          "f64 is needed", name, attn_dtype_name(t->dtype));
+        return attn__fail(ATTN_E_DTYPE,
+                          "%s has dtype %s; f32, f16, bf16 or "
+                          "f64 is needed",
+                          name, attn_dtype_name(t->dtype));
     for (int a = 0; a < 4; a++)
         if (t->stride[a] == 0 && t->shape[a] > 1)
-            return attn__fail(ATTN_E_SHAPE, "%s may not broadcast (stride 0 "
-                              "on axis %d)", name, a);
+            return attn__fail(ATTN_E_SHAPE,
+                              "%s may not broadcast (stride 0 "
+                              "on axis %d)",
+                              name, a);
     if (t->shape[0] != c->cfg.batch || t->shape[1] != c->cfg.kv_heads ||
         t->shape[3] != dim)
-        return attn__fail(ATTN_E_SHAPE, "%s has shape (%lld, %lld, %lld, "
+        return attn__fail(ATTN_E_SHAPE,
+                          "%s has shape (%lld, %lld, %lld, "
                           "%lld) but the cache holds (%lld, %lld, T, %lld)",
                           name, (long long)t->shape[0], (long long)t->shape[1],
                           (long long)t->shape[2], (long long)t->shape[3],
@@ -275,27 +290,33 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, const attn_tensor *k,
         (st = check_input(c, v, "v", c->cfg.value_dim)))
         return st;
     if (k->dtype != v->dtype)
-        return attn__fail(ATTN_E_DTYPE, "k is %s but v is %s: they must share "
-                          "a dtype", attn_dtype_name(k->dtype),
-                          attn_dtype_name(v->dtype));
+        return attn__fail(ATTN_E_DTYPE,
+                          "k is %s but v is %s: they must share "
+                          "a dtype",
+                          attn_dtype_name(k->dtype), attn_dtype_name(v->dtype));
     const int64_t T = k->shape[2];
     if (v->shape[2] != T)
-        return attn__fail(ATTN_E_SHAPE, "k has %lld new positions but v has "
-                          "%lld", (long long)T, (long long)v->shape[2]);
+        return attn__fail(ATTN_E_SHAPE,
+                          "k has %lld new positions but v has "
+                          "%lld",
+                          (long long)T, (long long)v->shape[2]);
     for (int64_t b = 0; b < c->cfg.batch; b++) {
         int64_t cnt = counts ? counts[b] : T;
         if (cnt < 0 || cnt > T)
-            return attn__fail(ATTN_E_SHAPE, "counts[%lld] = %lld is outside "
+            return attn__fail(ATTN_E_SHAPE,
+                              "counts[%lld] = %lld is outside "
                               "[0, %lld] (the positions k and v hold)",
                               (long long)b, (long long)cnt, (long long)T);
         if (cnt > c->cfg.capacity - c->len[b])
-            return attn__fail(ATTN_E_SHAPE, "cache overflow: entry %lld holds "
+            return attn__fail(ATTN_E_SHAPE,
+                              "cache overflow: entry %lld holds "
                               "%lld of %lld positions and cannot take %lld "
-                              "more", (long long)b, (long long)c->len[b],
+                              "more",
+                              (long long)b, (long long)c->len[b],
                               (long long)c->cfg.capacity, (long long)cnt);
     }
-    int64_t dmax = c->cfg.head_dim > c->cfg.value_dim ? c->cfg.head_dim
-                                                       : c->cfg.value_dim;
+    int64_t dmax =
+        c->cfg.head_dim > c->cfg.value_dim ? c->cfg.head_dim : c->cfg.value_dim;
     float *buf = attn__alloc((size_t)dmax, sizeof(float), "append row");
     if (!buf) return ATTN_E_NOMEM;
     if (!(st = append_pass(c, k, "k", counts, 0, buf)) &&
@@ -311,14 +332,16 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, const attn_tensor *k,
 
 attn_status attn_kv_cache_truncate(attn_kv_cache *c, const int64_t *lengths) {
     if (!c || !lengths)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", c ? "lengths" : "cache");
+        return attn__fail(ATTN_E_INVALID, "%s is NULL",
+                          c ? "lengths" : "cache");
     for (int64_t b = 0; b < c->cfg.batch; b++)
         if (lengths[b] < 0 || lengths[b] > c->len[b])
-            return attn__fail(ATTN_E_SHAPE, "truncate: lengths[%lld] = %lld is "
+            return attn__fail(ATTN_E_SHAPE,
+                              "truncate: lengths[%lld] = %lld is "
                               "outside [0, %lld] (entry %lld's length; "
-                              "truncate cannot grow an entry)", (long long)b,
-                              (long long)lengths[b], (long long)c->len[b],
-                              (long long)b);
+                              "truncate cannot grow an entry)",
+                              (long long)b, (long long)lengths[b],
+                              (long long)c->len[b], (long long)b);
     memcpy(c->len, lengths, (size_t)c->cfg.batch * sizeof(int64_t));
     return ATTN_OK;
 }
@@ -333,9 +356,12 @@ attn_status attn_kv_cache_clear(attn_kv_cache *c) {
 static void copy_slot(attn_kv_cache *c, int64_t from, int64_t to, int64_t n) {
     const int64_t Hkv = c->cfg.kv_heads, cap = c->cfg.capacity;
     for (int64_t h = 0; h < Hkv; h++) {
-        size_t rf = (size_t)((from * Hkv + h) * cap), rt = (size_t)((to * Hkv + h) * cap);
-        memcpy(c->k + rt * c->row_k, c->k + rf * c->row_k, (size_t)n * c->row_k);
-        memcpy(c->v + rt * c->row_v, c->v + rf * c->row_v, (size_t)n * c->row_v);
+        size_t rf = (size_t)((from * Hkv + h) * cap),
+               rt = (size_t)((to * Hkv + h) * cap);
+        memcpy(c->k + rt * c->row_k, c->k + rf * c->row_k,
+               (size_t)n * c->row_k);
+        memcpy(c->v + rt * c->row_v, c->v + rf * c->row_v,
+               (size_t)n * c->row_v);
         if (c->ks) {
             memcpy(c->ks + rt * (size_t)c->nb_k, c->ks + rf * (size_t)c->nb_k,
                    (size_t)n * (size_t)c->nb_k * sizeof(float));
@@ -351,14 +377,17 @@ attn_status attn_kv_cache_reorder(attn_kv_cache *c, const int64_t *index) {
     const int64_t B = c->cfg.batch;
     for (int64_t b = 0; b < B; b++)
         if (index[b] < 0 || index[b] >= B)
-            return attn__fail(ATTN_E_SHAPE, "reorder: index[%lld] = %lld is "
-                              "outside [0, %lld)", (long long)b,
-                              (long long)index[b], (long long)B);
+            return attn__fail(ATTN_E_SHAPE,
+                              "reorder: index[%lld] = %lld is "
+                              "outside [0, %lld)",
+                              (long long)b, (long long)index[b], (long long)B);
     /* used[e]: entry e already handed its slot to a new entry; free slots
      * are those of entries nobody chose (as many as the repeated picks) */
-    int64_t *tmp = attn__alloc((size_t)(4 * B), sizeof(int64_t), "reorder table");
+    int64_t *tmp =
+        attn__alloc((size_t)(4 * B), sizeof(int64_t), "reorder table");
     if (!tmp) return ATTN_E_NOMEM;
-    int64_t *used = tmp, *nslot = tmp + B, *nlen = tmp + 2 * B, *freel = tmp + 3 * B;
+    int64_t *used = tmp, *nslot = tmp + B, *nlen = tmp + 2 * B,
+            *freel = tmp + 3 * B;
     memset(used, 0, (size_t)B * sizeof(int64_t));
     for (int64_t b = 0; b < B; b++) used[index[b]]++;
     int64_t nfree = 0;
@@ -390,18 +419,24 @@ static attn_status check_read(const attn_kv_cache *c, const attn_tensor *t,
     attn_status st = attn_tensor_check(t, name);
     if (st) return st;
     if (!attn__is_float_dtype(t->dtype))
-        return attn__fail(ATTN_E_DTYPE, "%s has dtype %s; f32, f64, f16 or "
-                          "bf16 is needed", name, attn_dtype_name(t->dtype));
-    if (t->shape[0] != 1 || t->shape[1] != c->cfg.kv_heads || t->shape[3] != dim)
-        return attn__fail(ATTN_E_SHAPE, "%s has shape (%lld, %lld, %lld, %lld) "
-                          "but (1, %lld, n, %lld) is needed", name,
-                          (long long)t->shape[0], (long long)t->shape[1],
+        return attn__fail(ATTN_E_DTYPE,
+                          "%s has dtype %s; f32, f64, f16 or "
+                          "bf16 is needed",
+                          name, attn_dtype_name(t->dtype));
+    if (t->shape[0] != 1 || t->shape[1] != c->cfg.kv_heads ||
+        t->shape[3] != dim)
+        return attn__fail(ATTN_E_SHAPE,
+                          "%s has shape (%lld, %lld, %lld, %lld) "
+                          "but (1, %lld, n, %lld) is needed",
+                          name, (long long)t->shape[0], (long long)t->shape[1],
                           (long long)t->shape[2], (long long)t->shape[3],
                           (long long)c->cfg.kv_heads, (long long)dim);
     for (int a = 1; a < 4; a++)
         if (t->stride[a] == 0 && t->shape[a] > 1)
-            return attn__fail(ATTN_E_SHAPE, "%s has stride 0 on axis %d: an "
-                              "output cannot broadcast", name, a);
+            return attn__fail(ATTN_E_SHAPE,
+                              "%s has stride 0 on axis %d: an "
+                              "output cannot broadcast",
+                              name, a);
     return ATTN_OK;
 }
 
@@ -414,8 +449,8 @@ static void store_elem(attn_tensor *t, int64_t off, float x) {
     }
 }
 
-attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b,
-                               int64_t start, attn_tensor *k, attn_tensor *v) {
+attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b, int64_t start,
+                               attn_tensor *k, attn_tensor *v) {
     if (!c) return attn__fail(ATTN_E_INVALID, "cache is NULL");
     if (b < 0 || b >= c->cfg.batch)
         return attn__fail(ATTN_E_SHAPE, "read: entry %lld is outside [0, %lld)",
@@ -429,13 +464,14 @@ attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b,
         if (!t) continue;
         int64_t n = t->shape[2];
         if (start < 0 || start > c->len[b] || n > c->len[b] - start)
-            return attn__fail(ATTN_E_SHAPE, "read: positions %lld .. %lld of "
+            return attn__fail(ATTN_E_SHAPE,
+                              "read: positions %lld .. %lld of "
                               "entry %lld are outside its length %lld",
                               (long long)start, (long long)(start + n - 1),
                               (long long)b, (long long)c->len[b]);
     }
-    int64_t dmax = c->cfg.head_dim > c->cfg.value_dim ? c->cfg.head_dim
-                                                       : c->cfg.value_dim;
+    int64_t dmax =
+        c->cfg.head_dim > c->cfg.value_dim ? c->cfg.head_dim : c->cfg.value_dim;
     float *buf = attn__alloc((size_t)dmax, sizeof(float), "read row");
     if (!buf) return ATTN_E_NOMEM;
     for (int w = 0; w < 2; w++) {

@@ -23,15 +23,13 @@ struct attn_kv_cache {
 };
 
 /* Row (b, hk, pos) of K or V of logical entry b: values and (q8) scales. */
-static inline const unsigned char *attn__kv_krow(const attn_kv_cache *c,
-                                                 int64_t b, int64_t hk,
-                                                 int64_t pos) {
+static inline const unsigned char *
+attn__kv_krow(const attn_kv_cache *c, int64_t b, int64_t hk, int64_t pos) {
     int64_t r = (c->slot[b] * c->cfg.kv_heads + hk) * c->cfg.capacity + pos;
     return c->k + (size_t)r * c->row_k;
 }
-static inline const unsigned char *attn__kv_vrow(const attn_kv_cache *c,
-                                                 int64_t b, int64_t hk,
-                                                 int64_t pos) {
+static inline const unsigned char *
+attn__kv_vrow(const attn_kv_cache *c, int64_t b, int64_t hk, int64_t pos) {
     int64_t r = (c->slot[b] * c->cfg.kv_heads + hk) * c->cfg.capacity + pos;
     return c->v + (size_t)r * c->row_v;
 }
@@ -48,7 +46,7 @@ static inline const float *attn__kv_vscale(const attn_kv_cache *c, int64_t b,
 
 /* n stored values of one row (dtype of the cache; scales for q8) as f32:
  * exactly the values attention sees. */
-void attn__kv_row_to_f32(attn_dtype dtype, const void *row,
-                         const float *scales, int64_t n, float *dst);
+void attn__kv_row_to_f32(attn_dtype dtype, const void *row, const float *scales,
+                         int64_t n, float *dst);
 
 #endif /* ATTN_KV_CACHE_INTERNAL_H */

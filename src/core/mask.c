@@ -65,7 +65,8 @@ attn_status attn_mask_check(const attn_mask *m, int64_t B, int64_t H,
         return attn__fail(ATTN_E_INVALID, "mask.causal must be 0 or 1, not %d",
                           m->causal);
     if (m->align != ATTN_ALIGN_TOP_LEFT && m->align != ATTN_ALIGN_BOTTOM_RIGHT)
-        return attn__fail(ATTN_E_INVALID, "mask.align is %d: use "
+        return attn__fail(ATTN_E_INVALID,
+                          "mask.align is %d: use "
                           "ATTN_ALIGN_TOP_LEFT or ATTN_ALIGN_BOTTOM_RIGHT",
                           (int)m->align);
     /* every kernel forms c + window + 1 and c - window (|c| < 2^62 for
@@ -80,23 +81,22 @@ attn_status attn_mask_check(const attn_mask *m, int64_t B, int64_t H,
                                           : m->window_right),
                           (long long)ATTN__MAX_WINDOW);
     for (int64_t b = 0; b < B; b++) {
-        if (m->key_lengths &&
-            (m->key_lengths[b] < 0 || m->key_lengths[b] > Lk))
-            return attn__fail(ATTN_E_SHAPE,
-                              "key_lengths[%lld] = %lld is outside [0, %lld]",
-                              (long long)b, (long long)m->key_lengths[b],
-                              (long long)Lk);
+        if (m->key_lengths && (m->key_lengths[b] < 0 || m->key_lengths[b] > Lk))
+            return attn__fail(
+                ATTN_E_SHAPE, "key_lengths[%lld] = %lld is outside [0, %lld]",
+                (long long)b, (long long)m->key_lengths[b], (long long)Lk);
         if (m->query_lengths &&
             (m->query_lengths[b] < 0 || m->query_lengths[b] > Lq))
-            return attn__fail(ATTN_E_SHAPE,
-                              "query_lengths[%lld] = %lld is outside [0, %lld]",
-                              (long long)b, (long long)m->query_lengths[b],
-                              (long long)Lq);
+            return attn__fail(
+                ATTN_E_SHAPE, "query_lengths[%lld] = %lld is outside [0, %lld]",
+                (long long)b, (long long)m->query_lengths[b], (long long)Lq);
     }
     attn_status st;
-    if (m->keep && (st = check_mask_tensor(m->keep, "mask.keep", B, H, Lq, Lk, 0)))
+    if (m->keep &&
+        (st = check_mask_tensor(m->keep, "mask.keep", B, H, Lq, Lk, 0)))
         return st;
-    if (m->bias && (st = check_mask_tensor(m->bias, "mask.bias", B, H, Lq, Lk, 1)))
+    if (m->bias &&
+        (st = check_mask_tensor(m->bias, "mask.bias", B, H, Lq, Lk, 1)))
         return st;
     if (m->block_size < 0)
         return attn__fail(ATTN_E_INVALID, "mask.block_size is %lld (< 0)",
@@ -128,8 +128,8 @@ static uint64_t mix64(uint64_t x) {
     return attn__splitmix64_final(x + 0x9e3779b97f4a7c15ull);
 }
 
-int attn_random_block_kept(uint64_t seed, double keep_p, int64_t h,
-                           int64_t bi, int64_t bj) {
+int attn_random_block_kept(uint64_t seed, double keep_p, int64_t h, int64_t bi,
+                           int64_t bj) {
     if (keep_p >= 1.0) return 1;
     if (keep_p <= 0.0) return 0;
     uint64_t x = mix64(seed ^ 0x5f3759dfull);
@@ -153,7 +153,8 @@ int attn_mask_visible(const attn_mask *m, int64_t b, int64_t h, int64_t i,
         !attn_random_block_kept(m->random_seed, m->random_keep_p, h,
                                 i / m->random_block, j / m->random_block))
         return 0;
-    if (m->doc_q && attn__doc_q_row(m, b, Lq)[i] != attn__doc_k_row(m, b, Lk)[j])
+    if (m->doc_q &&
+        attn__doc_q_row(m, b, Lq)[i] != attn__doc_k_row(m, b, Lk)[j])
         return 0;
     return 1;
 }
@@ -212,8 +213,8 @@ attn__tile_class attn__mask_classify(const attn_mask *m, int64_t b, int64_t h,
                     !attn__layout_row(m, h, i, Lq, Lk)[j / m->block_size])
                     kept = 0;
                 if (kept && m->random_block > 0 &&
-                    !attn_random_block_kept(m->random_seed, m->random_keep_p,
-                                            h, i / m->random_block,
+                    !attn_random_block_kept(m->random_seed, m->random_keep_p, h,
+                                            i / m->random_block,
                                             j / m->random_block))
                     kept = 0;
                 any |= kept;
@@ -243,9 +244,8 @@ attn__tile_class attn__mask_classify(const attn_mask *m, int64_t b, int64_t h,
 
 /* ---- builders for other conventions ---------------------------------- */
 
-attn_status attn_mask_padding_from_ids(const int64_t *ids, int64_t B,
-                                       int64_t L, int64_t pad_id,
-                                       uint8_t *keep) {
+attn_status attn_mask_padding_from_ids(const int64_t *ids, int64_t B, int64_t L,
+                                       int64_t pad_id, uint8_t *keep) {
     int64_t n;
     if (!ids || !keep)
         return attn__fail(ATTN_E_INVALID, "padding mask: %s is NULL",
@@ -259,9 +259,11 @@ attn_status attn_mask_padding_from_ids(const int64_t *ids, int64_t B,
 
 attn_status attn_mask_lookahead(int64_t Lq, int64_t Lk, uint8_t *keep) {
     int64_t n;
-    if (!keep) return attn__fail(ATTN_E_INVALID, "look-ahead mask: keep is NULL");
+    if (!keep)
+        return attn__fail(ATTN_E_INVALID, "look-ahead mask: keep is NULL");
     if (Lq < 1 || Lk < 1 || !attn__mul_i64(Lq, Lk, &n))
-        return attn__fail(ATTN_E_SHAPE, "look-ahead mask: bad shape (%lld, %lld)",
+        return attn__fail(ATTN_E_SHAPE,
+                          "look-ahead mask: bad shape (%lld, %lld)",
                           (long long)Lq, (long long)Lk);
     for (int64_t i = 0; i < Lq; i++)
         for (int64_t j = 0; j < Lk; j++) keep[i * Lk + j] = j <= i;

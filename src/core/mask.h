@@ -40,10 +40,11 @@ static inline void attn__mask_row_range(const attn_mask *m, int64_t b,
 
 /* Element (b, h, i, j) of a mask-shaped tensor (keep, bias) whose axes of
  * size 1 broadcast. */
-static inline double attn__bcast_get(const attn_tensor *t, int64_t b,
-                                     int64_t h, int64_t i, int64_t j) {
-    return attn_tensor_get(t, t->shape[0] == 1 ? 0 : b, t->shape[1] == 1 ? 0 : h,
-                           t->shape[2] == 1 ? 0 : i, t->shape[3] == 1 ? 0 : j);
+static inline double attn__bcast_get(const attn_tensor *t, int64_t b, int64_t h,
+                                     int64_t i, int64_t j) {
+    return attn_tensor_get(t, t->shape[0] == 1 ? 0 : b,
+                           t->shape[1] == 1 ? 0 : h, t->shape[2] == 1 ? 0 : i,
+                           t->shape[3] == 1 ? 0 : j);
 }
 
 /* Byte address of element offset off of t's data. */
@@ -96,8 +97,8 @@ static inline double attn__bias_at(const attn_mask *m, int64_t b, int64_t h,
  * The tile is the mask's question over a box: the flash kernels skip EMPTY
  * tiles and mask only PARTIAL ones, and additive attention does the same. */
 typedef enum {
-    ATTN__TILE_EMPTY = 0, /* no visible pair: skip                          */
-    ATTN__TILE_FULL = 1,  /* every pair visible (bias may still apply)       */
+    ATTN__TILE_EMPTY = 0,  /* no visible pair: skip                          */
+    ATTN__TILE_FULL = 1,   /* every pair visible (bias may still apply)       */
     ATTN__TILE_PARTIAL = 2 /* check each pair with attn_mask_visible         */
 } attn__tile_class;
 

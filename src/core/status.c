@@ -43,10 +43,14 @@ static size_t utf8_len(const unsigned char *s) {
     size_t n;
     unsigned min;
     if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) n = 2, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef) n = 3, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4) n = 4, min = 0x10000;
-    else return 0;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2, min = 0x80;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3, min = 0x800;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4, min = 0x10000;
+    else
+        return 0;
     unsigned cp = c & (0x3fu >> (n - 1));
     for (size_t i = 1; i < n; i++) {
         if ((s[i] & 0xc0) != 0x80) return 0;
@@ -126,8 +130,10 @@ void *attn__alloc(size_t n, size_t sz, const char *what) {
     bytes = (bytes + 63) & ~(size_t)63;
     if (bytes == 0) bytes = 64;
     void *p = aligned_alloc(64, bytes);
-    if (!p) attn__fail(ATTN_E_NOMEM, "%s: cannot allocate %zu bytes", what, bytes);
-    else count_alloc(p);
+    if (!p)
+        attn__fail(ATTN_E_NOMEM, "%s: cannot allocate %zu bytes", what, bytes);
+    else
+        count_alloc(p);
     return p;
 }
 
@@ -141,4 +147,6 @@ void attn__free(void *p) {
 
 size_t attn__alloc_peak(void) { return atomic_load(&alloc_peak); }
 size_t attn__alloc_current(void) { return atomic_load(&alloc_now); }
-void attn__alloc_peak_reset(void) { atomic_store(&alloc_peak, atomic_load(&alloc_now)); }
+void attn__alloc_peak_reset(void) {
+    atomic_store(&alloc_peak, atomic_load(&alloc_now));
+}

@@ -117,10 +117,9 @@ attn_status attn_convert(const void *src, attn_dtype src_dtype, void *dst,
         return attn__fail(ATTN_E_INVALID, "attn_convert: %s is NULL",
                           src ? "dst" : "src");
     if (!attn__is_float_dtype(src_dtype) || !attn__is_float_dtype(dst_dtype))
-        return attn__fail(ATTN_E_DTYPE,
-                          "attn_convert: %s -> %s is not a float conversion",
-                          attn_dtype_name(src_dtype),
-                          attn_dtype_name(dst_dtype));
+        return attn__fail(
+            ATTN_E_DTYPE, "attn_convert: %s -> %s is not a float conversion",
+            attn_dtype_name(src_dtype), attn_dtype_name(dst_dtype));
     attn__convert_to_float(src, src_dtype, dst, dst_dtype, n);
     return ATTN_OK;
 }
@@ -133,7 +132,9 @@ void attn__convert_to_float(const void *src, attn_dtype src_dtype, void *dst,
         case ATTN_F32: ((float *)dst)[i] = (float)x; break;
         case ATTN_F64: ((double *)dst)[i] = x; break;
         case ATTN_F16: ((uint16_t *)dst)[i] = attn_f32_to_f16((float)x); break;
-        case ATTN_BF16: ((uint16_t *)dst)[i] = attn_f32_to_bf16((float)x); break;
+        case ATTN_BF16:
+            ((uint16_t *)dst)[i] = attn_f32_to_bf16((float)x);
+            break;
         default: break;
         }
     }
@@ -151,7 +152,8 @@ void attn__load_f32(const void *src, attn_dtype dtype, int64_t n, float *dst) {
             dst[i] = attn_bf16_to_f32(((const uint16_t *)src)[i]);
         return;
     default:
-        for (int64_t i = 0; i < n; i++) dst[i] = (float)attn__load_one(src, dtype, (size_t)i);
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = (float)attn__load_one(src, dtype, (size_t)i);
         return;
     }
 }
@@ -164,8 +166,8 @@ static int64_t wrap_mul(int64_t a, int64_t b) {
     return (int64_t)((uint64_t)a * (uint64_t)b);
 }
 
-attn_tensor attn_tensor_4d(void *data, attn_dtype dtype, int64_t d0,
-                           int64_t d1, int64_t d2, int64_t d3) {
+attn_tensor attn_tensor_4d(void *data, attn_dtype dtype, int64_t d0, int64_t d1,
+                           int64_t d2, int64_t d3) {
     attn_tensor t;
     t.data = data;
     t.dtype = dtype;
@@ -180,8 +182,8 @@ attn_tensor attn_tensor_4d(void *data, attn_dtype dtype, int64_t d0,
     return t;
 }
 
-attn_tensor attn_tensor_bthd(void *data, attn_dtype dtype, int64_t b,
-                             int64_t l, int64_t h, int64_t d) {
+attn_tensor attn_tensor_bthd(void *data, attn_dtype dtype, int64_t b, int64_t l,
+                             int64_t h, int64_t d) {
     attn_tensor t;
     t.data = data;
     t.dtype = dtype;
@@ -212,10 +214,11 @@ attn_status attn_tensor_check(const attn_tensor *t, const char *name) {
                           (int)t->dtype);
     for (int i = 0; i < 4; i++) {
         if (t->shape[i] < 1)
-            return attn__fail(ATTN_E_SHAPE,
-                              "%s has shape[%d] = %lld; every dimension must be "
-                              ">= 1",
-                              name, i, (long long)t->shape[i]);
+            return attn__fail(
+                ATTN_E_SHAPE,
+                "%s has shape[%d] = %lld; every dimension must be "
+                ">= 1",
+                name, i, (long long)t->shape[i]);
         if (t->stride[i] < 0)
             return attn__fail(ATTN_E_SHAPE,
                               "%s has stride[%d] = %lld; strides must be >= 0",
@@ -243,14 +246,14 @@ attn_status attn_tensor_check(const attn_tensor *t, const char *name) {
                           "address",
                           name, (long long)t->shape[0], (long long)t->shape[1],
                           (long long)t->shape[2], (long long)t->shape[3]);
-    if (!t->data)
-        return attn__fail(ATTN_E_INVALID, "%s has NULL data", name);
+    if (!t->data) return attn__fail(ATTN_E_INVALID, "%s has NULL data", name);
     return ATTN_OK;
 }
 
-double attn_tensor_get(const attn_tensor *t, int64_t i0, int64_t i1,
-                       int64_t i2, int64_t i3) {
-    return attn__load_one(t->data, t->dtype, (size_t)attn__off(t, i0, i1, i2, i3));
+double attn_tensor_get(const attn_tensor *t, int64_t i0, int64_t i1, int64_t i2,
+                       int64_t i3) {
+    return attn__load_one(t->data, t->dtype,
+                          (size_t)attn__off(t, i0, i1, i2, i3));
 }
 
 /* 1 if n elements at p (stride st) are all finite; the largest |x| of the
@@ -321,8 +324,8 @@ attn_status attn__check_finite_max(const attn_tensor *t, const char *name,
     for (int64_t a = 0; a < t->shape[0]; a++)
         for (int64_t b = 0; b < t->shape[1]; b++)
             for (int64_t c = 0; c < t->shape[2]; c++) {
-                const char *row =
-                    (const char *)t->data + (size_t)attn__off(t, a, b, c, 0) * es;
+                const char *row = (const char *)t->data +
+                                  (size_t)attn__off(t, a, b, c, 0) * es;
                 if (row_finite(row, t->dtype, t->shape[3], t->stride[3], &m))
                     continue;
                 for (int64_t d = 0; d < t->shape[3]; d++) {

@@ -17,12 +17,12 @@ typedef struct {
     MPI_Comm comm;           /* a duplicate of the caller's, errors return */
     int P, rank, next, prev; /* ring neighbours: send to next, recv from prev */
     attn_ring_layout layout;
-    attn__sdpa_dims d;       /* this rank's shapes (Lq = nq[rank], ...)      */
-    int64_t Lq, Lk;          /* the full sequence                           */
-    int64_t *nq, *nk;        /* rows of every rank [P] each                 */
-    int64_t *qoff, *koff;    /* contiguous layout: start of every rank [P]  */
-    int64_t maxnk;           /* the longest key block                      */
-    size_t es;               /* bytes of one q/k/v element                 */
+    attn__sdpa_dims d;    /* this rank's shapes (Lq = nq[rank], ...)      */
+    int64_t Lq, Lk;       /* the full sequence                           */
+    int64_t *nq, *nk;     /* rows of every rank [P] each                 */
+    int64_t *qoff, *koff; /* contiguous layout: start of every rank [P]  */
+    int64_t maxnk;        /* the longest key block                      */
+    size_t es;            /* bytes of one q/k/v element                 */
     attn_dtype dt;
 } attn__ring;
 
@@ -37,8 +37,9 @@ int attn__ring_kruns(const attn__ring *c, int r, int64_t start[2],
  * of 0 rows is left to the collective check, which can name the sequence
  * length), opts (the ring's subset of masks), layout. Fills *d with this
  * rank's dims. */
-attn_status attn__ring_local_check(attn_ring_layout layout, const attn_tensor *q,
-                                   const attn_tensor *k, const attn_tensor *v,
+attn_status attn__ring_local_check(attn_ring_layout layout,
+                                   const attn_tensor *q, const attn_tensor *k,
+                                   const attn_tensor *v,
                                    const attn_sdpa_opts *opts,
                                    attn__sdpa_dims *d);
 

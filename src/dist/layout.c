@@ -21,7 +21,8 @@ attn_status attn_ring_runs(attn_ring_layout layout, int64_t L, int P, int rank,
     if (!start || !len || !n)
         return attn__fail(ATTN_E_INVALID, "ring runs: an output is NULL");
     if (layout != ATTN_RING_CONTIGUOUS && layout != ATTN_RING_ZIGZAG)
-        return attn__fail(ATTN_E_INVALID, "ring layout is %d: use "
+        return attn__fail(ATTN_E_INVALID,
+                          "ring layout is %d: use "
                           "ATTN_RING_CONTIGUOUS or ATTN_RING_ZIGZAG",
                           (int)layout);
     if (P < 1 || rank < 0 || rank >= P)
@@ -55,7 +56,8 @@ attn_status attn_ring_shard_length(attn_ring_layout layout, int64_t L, int P,
                                    int rank, int64_t *rows) {
     int64_t s[2], l[2];
     int n;
-    if (!rows) return attn__fail(ATTN_E_INVALID, "ring shard length: rows is NULL");
+    if (!rows)
+        return attn__fail(ATTN_E_INVALID, "ring shard length: rows is NULL");
     attn_status st = attn_ring_runs(layout, L, P, rank, s, l, &n);
     if (st) return st;
     *rows = n == 2 ? l[0] + l[1] : l[0];
@@ -68,8 +70,8 @@ static void copy_row(const attn_tensor *src, int64_t b, int64_t h, int64_t i,
     const int64_t D = src->shape[3];
     for (int64_t c = 0; c < D; c++) {
         double x = attn_tensor_get(src, b, h, i, c);
-        char *p = (char *)dst->data +
-                  attn__off(dst, b, h, j, c) * (int64_t)attn_dtype_size(dst->dtype);
+        char *p = (char *)dst->data + attn__off(dst, b, h, j, c) *
+                                          (int64_t)attn_dtype_size(dst->dtype);
         attn__convert_to_float(&x, ATTN_F64, p, dst->dtype, 1);
     }
 }
@@ -82,32 +84,36 @@ static attn_status shard_copy(attn_ring_layout layout, int P, int rank,
     if ((st = attn_tensor_check(full, "full")) ||
         (st = attn_tensor_check(shard, "shard")))
         return st;
-    if (!attn__is_float_dtype(full->dtype) || !attn__is_float_dtype(shard->dtype))
-        return attn__fail(ATTN_E_DTYPE, "%s: full is %s and shard is %s; both "
-                          "must be f32, f16, bf16 or f64", who,
-                          attn_dtype_name(full->dtype),
+    if (!attn__is_float_dtype(full->dtype) ||
+        !attn__is_float_dtype(shard->dtype))
+        return attn__fail(ATTN_E_DTYPE,
+                          "%s: full is %s and shard is %s; both "
+                          "must be f32, f16, bf16 or f64",
+                          who, attn_dtype_name(full->dtype),
                           attn_dtype_name(shard->dtype));
     int64_t s[2], l[2], rows;
     int n;
     if ((st = attn_ring_runs(layout, full->shape[2], P, rank, s, l, &n)))
         return st;
     rows = n == 2 ? l[0] + l[1] : l[0];
-    if (shard->shape[0] != full->shape[0] || shard->shape[1] != full->shape[1] ||
-        shard->shape[2] != rows || shard->shape[3] != full->shape[3])
-        return attn__fail(ATTN_E_SHAPE,
-                          "%s: shard has shape (%lld, %lld, %lld, %lld) but rank "
-                          "%d of %d holds (%lld, %lld, %lld, %lld) of full",
-                          who, (long long)shard->shape[0],
-                          (long long)shard->shape[1], (long long)shard->shape[2],
-                          (long long)shard->shape[3], rank, P,
-                          (long long)full->shape[0], (long long)full->shape[1],
-                          (long long)rows, (long long)full->shape[3]);
+    if (shard->shape[0] != full->shape[0] ||
+        shard->shape[1] != full->shape[1] || shard->shape[2] != rows ||
+        shard->shape[3] != full->shape[3])
+        return attn__fail(
+            ATTN_E_SHAPE,
+            "%s: shard has shape (%lld, %lld, %lld, %lld) but rank "
+            "%d of %d holds (%lld, %lld, %lld, %lld) of full",
+            who, (long long)shard->shape[0], (long long)shard->shape[1],
+            (long long)shard->shape[2], (long long)shard->shape[3], rank, P,
+            (long long)full->shape[0], (long long)full->shape[1],
+            (long long)rows, (long long)full->shape[3]);
     const attn_tensor *dst = to_full ? full : shard;
     for (int a = 0; a < 4; a++)
         if (dst->stride[a] == 0 && dst->shape[a] > 1)
-            return attn__fail(ATTN_E_SHAPE, "%s: the %s has stride 0 on axis "
-                              "%d: an output cannot broadcast", who,
-                              to_full ? "full tensor" : "shard", a);
+            return attn__fail(ATTN_E_SHAPE,
+                              "%s: the %s has stride 0 on axis "
+                              "%d: an output cannot broadcast",
+                              who, to_full ? "full tensor" : "shard", a);
     for (int64_t b = 0; b < full->shape[0]; b++)
         for (int64_t h = 0; h < full->shape[1]; h++) {
             int64_t j = 0;

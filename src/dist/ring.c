@@ -23,8 +23,8 @@ enum { TAG_KV = 7001 };
 /* The running result of this rank's query rows: o (B, H, nq, Dv) and lse
  * (B * H * nq), both f32, with temporaries for one run's block result. */
 typedef struct {
-    float *o, *lse;     /* running result                              */
-    float *ot, *lt;     /* one (query run, key run) pair's result       */
+    float *o, *lse; /* running result                              */
+    float *ot, *lt; /* one (query run, key run) pair's result       */
 } acc;
 
 /* Merges the pair result (rows [0, n) of ot / lt, (B, H, n, Dv)) into rows
@@ -35,7 +35,8 @@ static void merge(const attn__ring *c, acc *a, int64_t r0, int64_t n) {
     for (int64_t bh = 0; bh < d->B * d->H; bh++)
         for (int64_t i = 0; i < n; i++) {
             const float lb = a->lt[bh * n + i];
-            if (lb == -INFINITY) continue; /* the block shows this row nothing */
+            if (lb == -INFINITY)
+                continue; /* the block shows this row nothing */
             float *o = a->o + (bh * nq + r0 + i) * Dv;
             const float *ob = a->ot + (bh * n + i) * Dv;
             float *l = a->lse + bh * nq + r0 + i;
@@ -64,10 +65,12 @@ static attn_status step(const attn__ring *c, const attn_tensor *q,
     for (int x = 0; x < nqr; qro += ql[x], x++) {
         int64_t kro = 0;
         for (int y = 0; y < nkr; kro += kl[y], y++) {
-            if (attn__ring_pair_empty(c, &opts->mask, qs[x], ql[x], ks[y], kl[y]))
+            if (attn__ring_pair_empty(c, &opts->mask, qs[x], ql[x], ks[y],
+                                      kl[y]))
                 continue;
             attn_tensor K, V;
-            attn__ring_block_views(c, buf, c->dt, c->nk[src], kro, kl[y], &K, &V);
+            attn__ring_block_views(c, buf, c->dt, c->nk[src], kro, kl[y], &K,
+                                   &V);
             /* in slices of query rows, letting MPI move the next block
              * between them */
             const int64_t sl = attn__ring_slice(c, opts, ql[x]);
@@ -79,9 +82,10 @@ static attn_status step(const attn__ring *c, const attn_tensor *q,
                 attn_tensor Q = attn__ring_rows(q, qro + r0, nr);
                 attn__sdpa_dims pd = attn__ring_pair_dims(c, nr, kl[y]);
                 attn__flash_pos pos = {qs[x] + r0, ks[y], c->Lq, c->Lk};
-                attn_tensor O = attn_tensor_4d(a->ot, ATTN_F32, pd.B, pd.H, nr, pd.Dv);
-                attn_status st = attn__flash_forward_at(&Q, &K, &V, opts, &pd, &pos,
-                                                        &O, a->lt, NULL, NULL);
+                attn_tensor O =
+                    attn_tensor_4d(a->ot, ATTN_F32, pd.B, pd.H, nr, pd.Dv);
+                attn_status st = attn__flash_forward_at(
+                    &Q, &K, &V, opts, &pd, &pos, &O, a->lt, NULL, NULL);
                 if (st) return st;
                 merge(c, a, qro + r0, nr);
                 attn__ring_progress(rq, NULL);
@@ -103,14 +107,16 @@ static attn_status ring_forward(const attn__ring *c, const attn_tensor *q,
     for (int x = 0, n = attn__ring_qruns(c, c->rank, s2, l2); x < n; x++)
         if (attn__ring_slice(c, opts, l2[x]) > maxrun)
             maxrun = attn__ring_slice(c, opts, l2[x]);
-    const size_t kvb = (size_t)(d->B * d->Hkv * c->maxnk * (d->Dk + d->Dv)) * c->es;
+    const size_t kvb =
+        (size_t)(d->B * d->Hkv * c->maxnk * (d->Dk + d->Dv)) * c->es;
     acc a;
     char *kv = attn__alloc(2 * kvb, 1, "ring K/V buffers");
     a.o = attn__alloc((size_t)(rows * d->Dv), sizeof(float), "ring output");
     a.lse = attn__alloc((size_t)rows, sizeof(float), "ring lse");
     a.ot = attn__alloc((size_t)(d->B * d->H * maxrun * d->Dv), sizeof(float),
                        "ring block output");
-    a.lt = attn__alloc((size_t)(d->B * d->H * maxrun), sizeof(float), "ring block lse");
+    a.lt = attn__alloc((size_t)(d->B * d->H * maxrun), sizeof(float),
+                       "ring block lse");
     attn_status st = ATTN_OK;
     if (!kv || !a.o || !a.lse || !a.ot || !a.lt) st = ATTN_E_NOMEM;
     st = attn__ring_agree(c, st);
@@ -125,12 +131,13 @@ static attn_status ring_forward(const attn__ring *c, const attn_tensor *q,
     attn_status mpi = ATTN_OK;
     for (int s = 0; s < c->P && !mpi; s++) {
         const int src = (c->rank - s + c->P) % c->P;
-        char *cur = kv + (size_t)(s % 2) * kvb, *nxt = kv + (size_t)((s + 1) % 2) * kvb;
+        char *cur = kv + (size_t)(s % 2) * kvb,
+             *nxt = kv + (size_t)((s + 1) % 2) * kvb;
         attn__ring_reqs rq = {.n = 0};
         if (s + 1 < c->P) {
             const int after = (c->rank - s - 1 + 2 * c->P) % c->P;
-            mpi = attn__ring_irecv(c, nxt, attn__ring_kv_bytes(c, after), c->prev,
-                                   TAG_KV, &rq);
+            mpi = attn__ring_irecv(c, nxt, attn__ring_kv_bytes(c, after),
+                                   c->prev, TAG_KV, &rq);
             if (!mpi)
                 mpi = attn__ring_isend(c, cur, attn__ring_kv_bytes(c, src),
                                        c->next, TAG_KV, &rq);
@@ -161,9 +168,11 @@ static attn_status ring_forward(const attn__ring *c, const attn_tensor *q,
         for (int64_t b = 0; b < d->B; b++)
             for (int64_t h = 0; h < d->H; h++)
                 for (int64_t i = 0; i < d->Lq; i++) {
-                    const float *src = a.o + ((b * d->H + h) * d->Lq + i) * d->Dv;
+                    const float *src =
+                        a.o + ((b * d->H + h) * d->Lq + i) * d->Dv;
                     float *dst = od + attn__off(out, b, h, i, 0);
-                    for (int64_t e = 0; e < d->Dv; e++) dst[e * out->stride[3]] = src[e];
+                    for (int64_t e = 0; e < d->Dv; e++)
+                        dst[e * out->stride[3]] = src[e];
                 }
         if (lse) memcpy(lse, a.lse, (size_t)rows * sizeof(float));
     }
@@ -187,16 +196,19 @@ static attn_status check_out(const attn_tensor *out, const attn__sdpa_dims *d) {
     const int64_t want[4] = {d->B, d->H, d->Lq, d->Dv};
     for (int x = 0; x < 4; x++) {
         if (out->shape[x] != want[x])
-            return attn__fail(ATTN_E_SHAPE,
-                              "out has shape (%lld, %lld, %lld, %lld) but "
-                              "(%lld, %lld, %lld, %lld) is needed",
-                              (long long)out->shape[0], (long long)out->shape[1],
-                              (long long)out->shape[2], (long long)out->shape[3],
-                              (long long)want[0], (long long)want[1],
-                              (long long)want[2], (long long)want[3]);
+            return attn__fail(
+                ATTN_E_SHAPE,
+                "out has shape (%lld, %lld, %lld, %lld) but "
+                "(%lld, %lld, %lld, %lld) is needed",
+                (long long)out->shape[0], (long long)out->shape[1],
+                (long long)out->shape[2], (long long)out->shape[3],
+                (long long)want[0], (long long)want[1], (long long)want[2],
+                (long long)want[3]);
         if (out->stride[x] == 0 && out->shape[x] > 1)
-            return attn__fail(ATTN_E_SHAPE, "out has stride 0 on axis %d: an "
-                              "output cannot broadcast", x);
+            return attn__fail(ATTN_E_SHAPE,
+                              "out has stride 0 on axis %d: an "
+                              "output cannot broadcast",
+                              x);
     }
     return ATTN_OK;
 }

@@ -51,11 +51,14 @@ static attn_status step(const attn__ring *c, const bwd_in *in,
         int64_t kro = 0;
         const int64_t sl = attn__ring_slice(c, opts, ql[x]);
         for (int y = 0; y < nkr; kro += kl[y], y++) {
-            if (attn__ring_pair_empty(c, &opts->mask, qs[x], ql[x], ks[y], kl[y]))
+            if (attn__ring_pair_empty(c, &opts->mask, qs[x], ql[x], ks[y],
+                                      kl[y]))
                 continue;
             attn_tensor K, V, dK, dV;
-            attn__ring_block_views(c, kv, c->dt, c->nk[src], kro, kl[y], &K, &V);
-            attn__ring_block_views(c, acc, ATTN_F32, c->nk[src], kro, kl[y], &dK, &dV);
+            attn__ring_block_views(c, kv, c->dt, c->nk[src], kro, kl[y], &K,
+                                   &V);
+            attn__ring_block_views(c, acc, ATTN_F32, c->nk[src], kro, kl[y],
+                                   &dK, &dV);
             /* in slices of query rows, letting MPI move the blocks between */
             for (int64_t r0 = 0; r0 < ql[x]; r0 += sl) {
                 const int64_t nr = ql[x] - r0 < sl ? ql[x] - r0 : sl;
@@ -72,9 +75,9 @@ static attn_status step(const attn__ring *c, const bwd_in *in,
                 attn_tensor dQ = attn__ring_rows(in->dq, qro + r0, nr);
                 attn__sdpa_dims pd = attn__ring_pair_dims(c, nr, kl[y]);
                 attn__flash_pos pos = {qs[x] + r0, ks[y], c->Lq, c->Lk};
-                attn_status st = attn__flash_backward_at(&Q, &K, &V, &O, in->lt, &dO,
-                                                         opts, &pd, &pos, &dQ, &dK,
-                                                         &dV);
+                attn_status st =
+                    attn__flash_backward_at(&Q, &K, &V, &O, in->lt, &dO, opts,
+                                            &pd, &pos, &dQ, &dK, &dV);
                 if (st) return st;
                 attn__ring_progress(rq, ra);
                 *computed = 1;
@@ -98,7 +101,8 @@ static void add_into(const attn__ring *c, const float *acc, attn_tensor *dk,
             for (int64_t h = 0; h < d->Hkv; h++)
                 for (int64_t i = 0; i < nk; i++, a += D) {
                     float *row = base + attn__off(t, b, h, i, 0);
-                    for (int64_t e = 0; e < D; e++) row[e * t->stride[3]] += a[e];
+                    for (int64_t e = 0; e < D; e++)
+                        row[e * t->stride[3]] += a[e];
                 }
     }
 }
@@ -116,13 +120,16 @@ static attn_status ring_backward(const attn__ring *c, const bwd_in *in,
     for (int x = 0, n = attn__ring_qruns(c, c->rank, s2, l2); x < n; x++)
         if (attn__ring_slice(c, opts, l2[x]) > maxrun)
             maxrun = attn__ring_slice(c, opts, l2[x]);
-    const size_t kvb = (size_t)(d->B * d->Hkv * c->maxnk * (d->Dk + d->Dv)) * c->es;
-    const size_t accb = (size_t)(d->B * d->Hkv * c->maxnk * (d->Dk + d->Dv)) * sizeof(float);
+    const size_t kvb =
+        (size_t)(d->B * d->Hkv * c->maxnk * (d->Dk + d->Dv)) * c->es;
+    const size_t accb =
+        (size_t)(d->B * d->Hkv * c->maxnk * (d->Dk + d->Dv)) * sizeof(float);
     char *kv = attn__alloc(2 * kvb, 1, "ring K/V buffers");
     /* two accumulators being sent (one step of slack) and one arriving */
     char *accs = attn__alloc(3 * accb, 1, "ring dK/dV accumulators");
     bwd_in io = *in;
-    io.lt = attn__alloc((size_t)(d->B * d->H * maxrun), sizeof(float), "ring lse rows");
+    io.lt = attn__alloc((size_t)(d->B * d->H * maxrun), sizeof(float),
+                        "ring lse rows");
     attn_status st = (!kv || !accs || !io.lt) ? ATTN_E_NOMEM : ATTN_OK;
     st = attn__ring_agree(c, st);
     if (st) goto done;
@@ -132,7 +139,8 @@ static attn_status ring_backward(const attn__ring *c, const bwd_in *in,
     attn__ring_reqs acc_sent[2] = {{.n = 0}, {.n = 0}};
     for (int s = 0; s < c->P && !mpi; s++) {
         const int src = (c->rank - s + c->P) % c->P;
-        char *cur = kv + (size_t)(s % 2) * kvb, *nxt = kv + (size_t)((s + 1) % 2) * kvb;
+        char *cur = kv + (size_t)(s % 2) * kvb,
+             *nxt = kv + (size_t)((s + 1) % 2) * kvb;
         float *mine = (float *)(void *)(accs + (size_t)(s % 2) * accb);
         const size_t nacc = acc_bytes(c, src) / sizeof(float);
         attn__ring_reqs rq = {.n = 0}, ra = {.n = 0};
@@ -141,18 +149,20 @@ static attn_status ring_backward(const attn__ring *c, const bwd_in *in,
         mpi = attn__ring_wait(&acc_sent[s % 2], &waited);
         if (!mpi && s + 1 < c->P) {
             const int after = (c->rank - s - 1 + 2 * c->P) % c->P;
-            mpi = attn__ring_irecv(c, nxt, attn__ring_kv_bytes(c, after), c->prev,
-                                   TAG_KV, &rq);
+            mpi = attn__ring_irecv(c, nxt, attn__ring_kv_bytes(c, after),
+                                   c->prev, TAG_KV, &rq);
             if (!mpi)
                 mpi = attn__ring_isend(c, cur, attn__ring_kv_bytes(c, src),
                                        c->next, TAG_KV, &rq);
         }
         if (!mpi && s > 0)
-            mpi = attn__ring_irecv(c, arrive, acc_bytes(c, src), c->prev, TAG_ACC, &ra);
+            mpi = attn__ring_irecv(c, arrive, acc_bytes(c, src), c->prev,
+                                   TAG_ACC, &ra);
         double t0 = MPI_Wtime();
         int computed = 0;
         memset(mine, 0, nacc * sizeof(float));
-        if (!st && !mpi) st = step(c, &io, opts, src, cur, mine, &rq, &ra, &computed);
+        if (!st && !mpi)
+            st = step(c, &io, opts, src, cur, mine, &rq, &ra, &computed);
         double t1 = MPI_Wtime();
         if (!mpi) mpi = attn__ring_wait(&ra, &waited);
         if (!mpi && s > 0) add_acc(mine, arrive, nacc);
@@ -175,7 +185,8 @@ static attn_status ring_backward(const attn__ring *c, const bwd_in *in,
     if (!mpi && c->P > 1) {
         attn__ring_reqs ra = {.n = 0};
         double waited = 0;
-        mpi = attn__ring_irecv(c, arrive, acc_bytes(c, c->rank), c->prev, TAG_ACC, &ra);
+        mpi = attn__ring_irecv(c, arrive, acc_bytes(c, c->rank), c->prev,
+                               TAG_ACC, &ra);
         if (!mpi) mpi = attn__ring_wait(&ra, &waited);
         if (stats) stats->wait_s += waited;
         own = arrive;
@@ -212,13 +223,15 @@ static attn_status check_f32(const attn_tensor *t, const char *name, int64_t d0,
             return attn__fail(ATTN_E_SHAPE,
                               "%s has shape (%lld, %lld, %lld, %lld) but "
                               "(%lld, %lld, %lld, %lld) is needed",
-                              name, (long long)t->shape[0], (long long)t->shape[1],
-                              (long long)t->shape[2], (long long)t->shape[3],
-                              (long long)d0, (long long)d1, (long long)d2,
-                              (long long)d3);
+                              name, (long long)t->shape[0],
+                              (long long)t->shape[1], (long long)t->shape[2],
+                              (long long)t->shape[3], (long long)d0,
+                              (long long)d1, (long long)d2, (long long)d3);
         if (written && t->stride[a] == 0 && t->shape[a] > 1)
-            return attn__fail(ATTN_E_SHAPE, "%s has stride 0 on axis %d: an "
-                              "output cannot broadcast", name, a);
+            return attn__fail(ATTN_E_SHAPE,
+                              "%s has stride 0 on axis %d: an "
+                              "output cannot broadcast",
+                              name, a);
     }
     return ATTN_OK;
 }
@@ -240,8 +253,10 @@ attn_status attn_ring_sdpa_backward(
     attn_status local = attn__ring_local_check(layout, q, k, v, opts, &d);
     if (!local && d.Lq > 0 && d.Lk > 0) {
         if (!lse)
-            local = attn__fail(ATTN_E_INVALID, "lse is NULL: the ring backward "
-                               "needs the log-sum-exp of attn_ring_sdpa_forward");
+            local =
+                attn__fail(ATTN_E_INVALID,
+                           "lse is NULL: the ring backward "
+                           "needs the log-sum-exp of attn_ring_sdpa_forward");
         if (!local) local = check_f32(out, "out", d.B, d.H, d.Lq, d.Dv, 0);
         if (!local) local = check_f32(dout, "dout", d.B, d.H, d.Lq, d.Dv, 0);
         if (!local) local = check_f32(dq, "dq", d.B, d.H, d.Lq, d.Dk, 1);

@@ -17,33 +17,40 @@ static attn_tensor with_rows(const attn_tensor *t, int64_t n) {
     return x;
 }
 
-attn_status attn__ring_local_check(attn_ring_layout layout, const attn_tensor *q,
-                                   const attn_tensor *k, const attn_tensor *v,
+attn_status attn__ring_local_check(attn_ring_layout layout,
+                                   const attn_tensor *q, const attn_tensor *k,
+                                   const attn_tensor *v,
                                    const attn_sdpa_opts *opts,
                                    attn__sdpa_dims *d) {
     if (layout != ATTN_RING_CONTIGUOUS && layout != ATTN_RING_ZIGZAG)
-        return attn__fail(ATTN_E_INVALID, "ring layout is %d: use "
+        return attn__fail(ATTN_E_INVALID,
+                          "ring layout is %d: use "
                           "ATTN_RING_CONTIGUOUS or ATTN_RING_ZIGZAG",
                           (int)layout);
     if (!opts) return attn__fail(ATTN_E_INVALID, "opts is NULL");
     if (!q || !k || !v)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", !q ? "q" : !k ? "k" : "v");
+        return attn__fail(ATTN_E_INVALID, "%s is NULL",
+                          !q   ? "q"
+                          : !k ? "k"
+                               : "v");
     const attn_mask *m = &opts->mask;
     if (m->keep || m->bias || m->block_size || m->random_block)
         return attn__fail(ATTN_E_UNSUPPORTED,
                           "ring attention serves causal, window and length "
                           "masks; mask.%s is set",
-                          m->keep ? "keep" : m->bias ? "bias"
-                          : m->block_size ? "block_size" : "random_block");
+                          m->keep         ? "keep"
+                          : m->bias       ? "bias"
+                          : m->block_size ? "block_size"
+                                          : "random_block");
     /* each step would add the sink to its partial; documents and ALiBi
      * index the whole sequence: not served over a ring yet (issue 17) */
     if (m->doc_q || attn__has_score_mod(m))
-        return attn__fail(ATTN_E_UNSUPPORTED,
-                          "ring attention does not serve %s yet",
-                          m->doc_q ? "document ids"
-                                   : "soft-capping, ALiBi or sinks");
+        return attn__fail(
+            ATTN_E_UNSUPPORTED, "ring attention does not serve %s yet",
+            m->doc_q ? "document ids" : "soft-capping, ALiBi or sinks");
     if (opts->impl == ATTN_IMPL_REF)
-        return attn__fail(ATTN_E_UNSUPPORTED, "ring attention runs the flash "
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "ring attention runs the flash "
                           "kernel: impl must be AUTO or FLASH, not REF");
     /* the lengths are positions of the full sequence: checked collectively;
      * a shard of 0 rows passes here and is named there */
@@ -56,11 +63,13 @@ attn_status attn__ring_local_check(attn_ring_layout layout, const attn_tensor *q
     if (q->shape[2] == 0 || k->shape[2] == 0) {
         /* no data to read: check the shapes only */
         attn_status st;
-        if ((st = attn_tensor_check(&q1, "q")) || (st = attn_tensor_check(&k1, "k")) ||
+        if ((st = attn_tensor_check(&q1, "q")) ||
+            (st = attn_tensor_check(&k1, "k")) ||
             (st = attn_tensor_check(&v1, "v")))
             return st;
         if (v->shape[2] != k->shape[2])
-            return attn__fail(ATTN_E_SHAPE, "v has %lld positions but k has %lld",
+            return attn__fail(ATTN_E_SHAPE,
+                              "v has %lld positions but k has %lld",
                               (long long)v->shape[2], (long long)k->shape[2]);
         memset(d, 0, sizeof *d);
         d->B = q->shape[0];
@@ -81,18 +90,47 @@ attn_status attn__ring_local_check(attn_ring_layout layout, const attn_tensor *q
 
 /* What every rank tells the others. */
 enum {
-    F_STATUS, F_B, F_H, F_HKV, F_DK, F_DV, F_DTYPE, F_CAUSAL, F_ALIGN, F_WL,
-    F_WR, F_DROPOUT, F_SEED, F_SCALE, F_LAYOUT, F_KLEN, F_QLEN, F_NQ, F_NK,
+    F_STATUS,
+    F_B,
+    F_H,
+    F_HKV,
+    F_DK,
+    F_DV,
+    F_DTYPE,
+    F_CAUSAL,
+    F_ALIGN,
+    F_WL,
+    F_WR,
+    F_DROPOUT,
+    F_SEED,
+    F_SCALE,
+    F_LAYOUT,
+    F_KLEN,
+    F_QLEN,
+    F_NQ,
+    F_NK,
     F_COUNT
 };
 /* The fields that must agree, from F_B to F_QLEN, in words. */
-static const char *const field_name[F_COUNT] = {
-    "", "the batch size", "the number of query heads",
-    "the number of key/value heads", "Dk (q and k features)",
-    "Dv (v features)", "the dtype", "opts.mask.causal", "opts.mask.align",
-    "opts.mask.window_left", "opts.mask.window_right", "opts.dropout_p",
-    "opts.seed", "opts.scale", "the layout", "opts.mask.key_lengths",
-    "opts.mask.query_lengths", "", ""};
+static const char *const field_name[F_COUNT] = {"",
+                                                "the batch size",
+                                                "the number of query heads",
+                                                "the number of key/value heads",
+                                                "Dk (q and k features)",
+                                                "Dv (v features)",
+                                                "the dtype",
+                                                "opts.mask.causal",
+                                                "opts.mask.align",
+                                                "opts.mask.window_left",
+                                                "opts.mask.window_right",
+                                                "opts.dropout_p",
+                                                "opts.seed",
+                                                "opts.scale",
+                                                "the layout",
+                                                "opts.mask.key_lengths",
+                                                "opts.mask.query_lengths",
+                                                "",
+                                                ""};
 
 static int64_t bits_of(double x) {
     int64_t b;
@@ -130,7 +168,8 @@ static attn_status spread_error(MPI_Comm comm, int root, attn_status st) {
 
 attn_status attn__ring_agree(const attn__ring *c, attn_status st) {
     int mine = st ? c->rank : c->P, first = c->P;
-    if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, c->comm) != MPI_SUCCESS)
+    if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, c->comm) !=
+        MPI_SUCCESS)
         return attn__fail(ATTN_E_IO, "ring: MPI_Allreduce failed");
     if (first == c->P) return ATTN_OK;
     int code = (int)st;
@@ -156,17 +195,21 @@ static attn_status check_table(attn__ring *c, const int64_t *tab,
         for (int f = F_B; f <= F_QLEN; f++)
             if (tab[r * F_COUNT + f] != tab[f]) {
                 if (f >= F_DROPOUT && f <= F_SCALE)
-                    return attn__fail(ATTN_E_SHAPE, "ring: rank %d and rank 0 "
-                                      "differ in %s", r, field_name[f]);
+                    return attn__fail(ATTN_E_SHAPE,
+                                      "ring: rank %d and rank 0 "
+                                      "differ in %s",
+                                      r, field_name[f]);
                 if (f == F_KLEN || f == F_QLEN)
-                    return attn__fail(ATTN_E_SHAPE, "ring: rank %d and rank 0 "
+                    return attn__fail(ATTN_E_SHAPE,
+                                      "ring: rank %d and rank 0 "
                                       "pass different %s (every rank passes "
-                                      "the full sequence's lengths)", r,
-                                      field_name[f]);
-                return attn__fail(ATTN_E_SHAPE, "ring: rank %d has %lld for %s "
-                                  "but rank 0 has %lld", r,
-                                  (long long)tab[r * F_COUNT + f], field_name[f],
-                                  (long long)tab[f]);
+                                      "the full sequence's lengths)",
+                                      r, field_name[f]);
+                return attn__fail(ATTN_E_SHAPE,
+                                  "ring: rank %d has %lld for %s "
+                                  "but rank 0 has %lld",
+                                  r, (long long)tab[r * F_COUNT + f],
+                                  field_name[f], (long long)tab[f]);
             }
     int64_t Lq = 0, Lk = 0;
     for (int r = 0; r < P; r++) {
@@ -192,7 +235,8 @@ static attn_status check_table(attn__ring *c, const int64_t *tab,
             const int64_t L = pass ? Lk : Lq, *n = pass ? c->nk : c->nq;
             for (int r = 0; r < P; r++) {
                 int64_t want;
-                attn_status st = attn_ring_shard_length(c->layout, L, P, r, &want);
+                attn_status st =
+                    attn_ring_shard_length(c->layout, L, P, r, &want);
                 if (st) return st;
                 if (n[r] != want)
                     return attn__fail(ATTN_E_SHAPE,
@@ -200,9 +244,9 @@ static attn_status check_table(attn__ring *c, const int64_t *tab,
                                       "but the layout gives it %lld of %lld "
                                       "(chunks %d and %d of %d; see "
                                       "attn_ring_shard)",
-                                      r, (long long)n[r], pass ? "key" : "query",
-                                      (long long)want, (long long)L, r,
-                                      2 * P - 1 - r, 2 * P);
+                                      r, (long long)n[r],
+                                      pass ? "key" : "query", (long long)want,
+                                      (long long)L, r, 2 * P - 1 - r, 2 * P);
             }
         }
     }
@@ -259,8 +303,10 @@ attn_status attn__ring_begin(MPI_Comm comm, attn_ring_layout layout,
     if (!all_ok) {
         free(tab);
         attn__ring_end(c);
-        return attn__fail(ATTN_E_NOMEM, "ring: the rank table (%d ranks) could "
-                          "not be allocated on some rank", c->P);
+        return attn__fail(ATTN_E_NOMEM,
+                          "ring: the rank table (%d ranks) could "
+                          "not be allocated on some rank",
+                          c->P);
     }
     c->nk = c->nq + c->P;
     c->qoff = c->nk + c->P;
@@ -341,7 +387,8 @@ attn__sdpa_dims attn__ring_pair_dims(const attn__ring *c, int64_t ql,
 
 attn_tensor attn__ring_rows(const attn_tensor *t, int64_t r0, int64_t n) {
     attn_tensor x = *t;
-    x.data = (char *)t->data + r0 * t->stride[2] * (int64_t)attn_dtype_size(t->dtype);
+    x.data = (char *)t->data +
+             r0 * t->stride[2] * (int64_t)attn_dtype_size(t->dtype);
     x.shape[2] = n;
     return x;
 }
@@ -355,7 +402,8 @@ size_t attn__ring_kv_bytes(const attn__ring *c, int r) {
 
 /* Copies t (B, Hkv, n, D) into dst contiguous, element bytes as they are. */
 static void pack(const attn_tensor *t, size_t es, char *dst) {
-    const int64_t B = t->shape[0], H = t->shape[1], n = t->shape[2], D = t->shape[3];
+    const int64_t B = t->shape[0], H = t->shape[1], n = t->shape[2],
+                  D = t->shape[3];
     const char *src = t->data;
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++)
@@ -366,7 +414,8 @@ static void pack(const attn_tensor *t, size_t es, char *dst) {
                     dst += (size_t)D * es;
                 } else {
                     for (int64_t e = 0; e < D; e++, dst += es)
-                        memcpy(dst, src + (size_t)(o + e * t->stride[3]) * es, es);
+                        memcpy(dst, src + (size_t)(o + e * t->stride[3]) * es,
+                               es);
                 }
             }
 }
@@ -375,7 +424,8 @@ void attn__ring_pack_kv(const attn__ring *c, const attn_tensor *k,
                         const attn_tensor *v, void *buf) {
     const attn__sdpa_dims *d = &c->d;
     pack(k, c->es, buf);
-    pack(v, c->es, (char *)buf + (size_t)(d->B * d->Hkv * k->shape[2] * d->Dk) * c->es);
+    pack(v, c->es,
+         (char *)buf + (size_t)(d->B * d->Hkv * k->shape[2] * d->Dk) * c->es);
 }
 
 void attn__ring_block_views(const attn__ring *c, void *buf, attn_dtype dt,
@@ -384,8 +434,9 @@ void attn__ring_block_views(const attn__ring *c, void *buf, attn_dtype dt,
     const attn__sdpa_dims *d = &c->d;
     const size_t es = attn_dtype_size(dt);
     attn_tensor k = attn_tensor_4d(buf, dt, d->B, d->Hkv, nk, d->Dk);
-    attn_tensor v = attn_tensor_4d((char *)buf + (size_t)(d->B * d->Hkv * nk * d->Dk) * es,
-                                   dt, d->B, d->Hkv, nk, d->Dv);
+    attn_tensor v =
+        attn_tensor_4d((char *)buf + (size_t)(d->B * d->Hkv * nk * d->Dk) * es,
+                       dt, d->B, d->Hkv, nk, d->Dv);
     *K = attn__ring_rows(&k, r0, n);
     *V = attn__ring_rows(&v, r0, n);
 }
@@ -398,15 +449,17 @@ static attn_status post(const attn__ring *c, void *buf, size_t bytes, int peer,
                         int tag, attn__ring_reqs *q, int is_send) {
     for (size_t at = 0; at < bytes || (bytes == 0 && at == 0); at += PIECE) {
         if (q->n == ATTN__RING_MAXREQ)
-            return attn__fail(ATTN_E_UNSUPPORTED, "ring: a block of %zu bytes "
-                              "is beyond %d messages of 1 GiB", bytes,
-                              ATTN__RING_MAXREQ);
+            return attn__fail(ATTN_E_UNSUPPORTED,
+                              "ring: a block of %zu bytes "
+                              "is beyond %d messages of 1 GiB",
+                              bytes, ATTN__RING_MAXREQ);
         int n = (int)(bytes - at < PIECE ? bytes - at : PIECE);
         int err = is_send ? MPI_Isend((char *)buf + at, n, MPI_BYTE, peer, tag,
                                       c->comm, &q->r[q->n])
                           : MPI_Irecv((char *)buf + at, n, MPI_BYTE, peer, tag,
                                       c->comm, &q->r[q->n]);
-        if (err != MPI_SUCCESS) return mpi_fail(err, is_send ? "MPI_Isend" : "MPI_Irecv");
+        if (err != MPI_SUCCESS)
+            return mpi_fail(err, is_send ? "MPI_Isend" : "MPI_Irecv");
         q->n++;
         if (bytes == 0) break;
     }

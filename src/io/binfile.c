@@ -36,7 +36,8 @@ uint32_t attn__crc32(const unsigned char *p, size_t n) {
     uint32_t table[256];
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
         table[i] = c;
     }
     uint32_t c = 0xFFFFFFFFu;
@@ -54,7 +55,8 @@ attn_status attn__read_file(const char *path, size_t min, const char *kind,
     *size = 0;
     FILE *f = fopen(path, "rb");
     if (!f)
-        return attn__fail(ATTN_E_IO, "cannot open %s: %s", path, strerror(errno));
+        return attn__fail(ATTN_E_IO, "cannot open %s: %s", path,
+                          strerror(errno));
     /* the size from fstat, as the .npy reader does: ftell of a folder
      * gives 2^63 - 1 on Linux, which became a huge allocation */
     struct stat sb;
@@ -131,8 +133,10 @@ static attn_status write_through(const char *path, const attn__piece *pc,
     int err = write_all(fd, pc, np);
     if (close(fd) != 0 && !err) err = errno;
     if (err)
-        return attn__fail(ATTN_E_IO, "cannot write %s: %s (nothing was "
-                          "removed)", path, strerror(err));
+        return attn__fail(ATTN_E_IO,
+                          "cannot write %s: %s (nothing was "
+                          "removed)",
+                          path, strerror(err));
     return ATTN_OK;
 }
 
@@ -155,8 +159,8 @@ static void remove_orphans(const char *dir, const char *base) {
                        (c >= '0' && c <= '9');
         }
         char full[PATH_MAX];
-        if (!letters ||
-            (size_t)snprintf(full, sizeof full, "%s/%s", dir, nm) >= sizeof full)
+        if (!letters || (size_t)snprintf(full, sizeof full, "%s/%s", dir, nm) >=
+                            sizeof full)
             continue;
         struct stat sb;
         if (lstat(full, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
@@ -194,8 +198,10 @@ static attn_status write_replace(const char *path, const attn__piece *pc,
     attn_status st = ATTN_OK;
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        st = attn__fail(ATTN_E_IO, "cannot create a temporary file next to "
-                        "%s: %s", path, strerror(errno));
+        st = attn__fail(ATTN_E_IO,
+                        "cannot create a temporary file next to "
+                        "%s: %s",
+                        path, strerror(errno));
         attn__free(tmp);
         return st;
     }
@@ -241,7 +247,8 @@ attn_status attn__write_pieces(const char *path, const attn__piece *pc,
          * rather than guessed at */
         char *real = realpath(path, NULL);
         if (!real)
-            return attn__fail(ATTN_E_IO, "cannot write %s: it is a symbolic "
+            return attn__fail(ATTN_E_IO,
+                              "cannot write %s: it is a symbolic "
                               "link whose target cannot be resolved: %s",
                               path, strerror(errno));
         attn_status st;
@@ -253,16 +260,20 @@ attn_status attn__write_pieces(const char *path, const attn__piece *pc,
         else if (S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode))
             st = write_through(real, pc, np);
         else
-            st = attn__fail(ATTN_E_IO, "cannot write %s: it links to %s, "
-                            "which is %s", path, real, file_type(sb.st_mode));
+            st = attn__fail(ATTN_E_IO,
+                            "cannot write %s: it links to %s, "
+                            "which is %s",
+                            path, real, file_type(sb.st_mode));
         free(real); /* realpath's malloc, not attn__alloc */
         return st;
     }
     if (S_ISREG(sb.st_mode)) return write_replace(path, pc, np);
     if (S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode))
         return write_through(path, pc, np);
-    return attn__fail(ATTN_E_IO, "cannot write %s: it is %s, not a regular "
-                      "file", path, file_type(sb.st_mode));
+    return attn__fail(ATTN_E_IO,
+                      "cannot write %s: it is %s, not a regular "
+                      "file",
+                      path, file_type(sb.st_mode));
 }
 
 attn_status attn__write_atomic(const char *path, const unsigned char *buf,

@@ -54,7 +54,8 @@ static int64_t new_node(jp *p, attn__json_kind kind) {
     attn__json *j = p->j;
     if (j->n == p->cap) {
         int64_t cap = p->cap ? p->cap * 2 : 64;
-        attn__json_node *nn = attn__alloc((size_t)cap, sizeof *nn, "JSON nodes");
+        attn__json_node *nn =
+            attn__alloc((size_t)cap, sizeof *nn, "JSON nodes");
         if (!nn) return -1;
         if (j->n) memcpy(nn, j->nodes, sizeof *nn * (size_t)j->n);
         attn__free(j->nodes);
@@ -76,10 +77,14 @@ static size_t utf8_len(const unsigned char *s, size_t avail) {
     size_t n;
     uint32_t cp;
     if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
-    else return 0;
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4, cp = c & 0x07;
+    else
+        return 0;
     if (avail < n) return 0;
     for (size_t i = 1; i < n; i++) {
         if ((s[i] & 0xc0) != 0x80) return 0;
@@ -95,17 +100,24 @@ static int hex4(const unsigned char *s, uint32_t *v) {
     *v = 0;
     for (int i = 0; i < 4; i++) {
         unsigned c = s[i], d;
-        if (c >= '0' && c <= '9') d = c - '0';
-        else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-        else return 0;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else
+            return 0;
         *v = (*v << 4) | d;
     }
     return 1;
 }
 
 static size_t put_utf8(char *o, uint32_t cp) {
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
     if (cp < 0x800) {
         o[0] = (char)(0xc0 | (cp >> 6));
         o[1] = (char)(0x80 | (cp & 0x3f));
@@ -183,7 +195,8 @@ static attn_status parse_number(jp *p, attn__json_node *n) {
     if (p->pos < p->len && p->s[p->pos] == '-') p->pos++;
     if (p->pos >= p->len || !is_digit(p->s[p->pos]))
         return jfail(p, "expected a digit");
-    if (p->s[p->pos] == '0') p->pos++;
+    if (p->s[p->pos] == '0')
+        p->pos++;
     else
         while (p->pos < p->len && is_digit(p->s[p->pos])) p->pos++;
     if (p->pos < p->len && p->s[p->pos] == '.') {
@@ -219,7 +232,10 @@ static attn_status parse_number(jp *p, attn__json_node *n) {
         int ok = 1;
         for (size_t i = (size_t)neg; i < len; i++) {
             unsigned d = (unsigned)(buf[i] - '0');
-            if (v > (UINT64_C(9223372036854775807) - d) / 10) { ok = 0; break; }
+            if (v > (UINT64_C(9223372036854775807) - d) / 10) {
+                ok = 0;
+                break;
+            }
             v = v * 10 + d;
         }
         n->is_int = ok;
@@ -256,12 +272,15 @@ static attn_status parse_container(jp *p, int depth, int64_t idx, int obj) {
         if ((st = parse_value(p, depth + 1, &c))) return st;
         attn__json_node *nodes = p->j->nodes; /* may have moved */
         nodes[c].key = key;
-        if (last < 0) nodes[idx].child = c;
-        else nodes[last].next = c;
+        if (last < 0)
+            nodes[idx].child = c;
+        else
+            nodes[last].next = c;
         last = c;
         nodes[idx].count++;
         skip_ws(p);
-        if (p->pos >= p->len) return jfail(p, obj ? "unterminated object" : "unterminated array");
+        if (p->pos >= p->len)
+            return jfail(p, obj ? "unterminated object" : "unterminated array");
         if (p->s[p->pos] == ',') {
             p->pos++;
             continue;
@@ -280,13 +299,20 @@ static attn_status parse_value(jp *p, int depth, int64_t *out) {
     if (p->pos >= p->len) return jfail(p, "expected a value");
     unsigned c = p->s[p->pos];
     attn__json_kind kind;
-    if (c == '{') kind = ATTN__JSON_OBJ;
-    else if (c == '[') kind = ATTN__JSON_ARR;
-    else if (c == '"') kind = ATTN__JSON_STR;
-    else if (c == 't' || c == 'f') kind = ATTN__JSON_BOOL;
-    else if (c == 'n') kind = ATTN__JSON_NULL;
-    else if (c == '-' || is_digit(c)) kind = ATTN__JSON_NUM;
-    else return jfail(p, "expected a value");
+    if (c == '{')
+        kind = ATTN__JSON_OBJ;
+    else if (c == '[')
+        kind = ATTN__JSON_ARR;
+    else if (c == '"')
+        kind = ATTN__JSON_STR;
+    else if (c == 't' || c == 'f')
+        kind = ATTN__JSON_BOOL;
+    else if (c == 'n')
+        kind = ATTN__JSON_NULL;
+    else if (c == '-' || is_digit(c))
+        kind = ATTN__JSON_NUM;
+    else
+        return jfail(p, "expected a value");
     int64_t idx = new_node(p, kind);
     if (idx < 0) return ATTN_E_NOMEM;
     *out = idx;
@@ -314,7 +340,8 @@ attn_status attn__json_parse(const char *text, size_t len, const char *label,
     memset(j, 0, sizeof *j);
     if (!text && len) return attn__fail(ATTN_E_INVALID, "text is NULL");
     if (len > SIZE_MAX - 1) return attn__fail(ATTN_E_NOMEM, "JSON too long");
-    jp p = {(const unsigned char *)text, len, 0, label ? label : "JSON", j, 0, 0};
+    jp p = {
+        (const unsigned char *)text, len, 0, label ? label : "JSON", j, 0, 0};
     j->arena = attn__alloc(len + 1, 1, "JSON strings");
     if (!j->arena) return ATTN_E_NOMEM;
     int64_t root;

@@ -21,21 +21,21 @@ typedef enum {
 
 typedef struct {
     attn__json_kind kind;
-    const char *key;  /* member name inside an object, else NULL          */
-    const char *str;  /* ATTN__JSON_STR: the decoded text                 */
-    double num;       /* ATTN__JSON_NUM (and BOOL: 0 or 1)                */
-    int is_int;       /* NUM written as an integer that fits in int64     */
-    int64_t i64;      /* its value when is_int                            */
-    int64_t child;    /* first child (ARR, OBJ), -1 if none               */
-    int64_t next;     /* next sibling, -1 if last                         */
-    int64_t count;    /* children of ARR / OBJ                            */
-    size_t pos;       /* byte offset of the value in the text             */
+    const char *key; /* member name inside an object, else NULL          */
+    const char *str; /* ATTN__JSON_STR: the decoded text                 */
+    double num;      /* ATTN__JSON_NUM (and BOOL: 0 or 1)                */
+    int is_int;      /* NUM written as an integer that fits in int64     */
+    int64_t i64;     /* its value when is_int                            */
+    int64_t child;   /* first child (ARR, OBJ), -1 if none               */
+    int64_t next;    /* next sibling, -1 if last                         */
+    int64_t count;   /* children of ARR / OBJ                            */
+    size_t pos;      /* byte offset of the value in the text             */
 } attn__json_node;
 
 typedef struct {
     attn__json_node *nodes; /* nodes[0] is the root                        */
     int64_t n;
-    char *arena;            /* the decoded strings                         */
+    char *arena; /* the decoded strings                         */
 } attn__json;
 
 #define ATTN__JSON_MAX_DEPTH 64

@@ -202,11 +202,10 @@ static attn_status parse_header(const char *text, const char *path,
     if (p.s[p.pos] != '\0')
         return hdr_error(&p, "unexpected text after the closing '}'");
     if (!have_descr || !have_fortran || !have_shape)
-        return attn__fail(ATTN_E_FORMAT,
-                          "%s: .npy header lacks the key '%s'", path,
-                          !have_descr ? "descr"
-                                      : (!have_fortran ? "fortran_order"
-                                                       : "shape"));
+        return attn__fail(
+            ATTN_E_FORMAT, "%s: .npy header lacks the key '%s'", path,
+            !have_descr ? "descr"
+                        : (!have_fortran ? "fortran_order" : "shape"));
     return ATTN_OK;
 }
 
@@ -367,8 +366,8 @@ attn_status attn_npy_read(const char *path, attn_npy *arr) {
     struct stat sb;
     attn_status st;
     if (fstat(fileno(f), &sb) != 0)
-        st = attn__fail(ATTN_E_IO, "%s: cannot stat: %s", path,
-                        strerror(errno));
+        st =
+            attn__fail(ATTN_E_IO, "%s: cannot stat: %s", path, strerror(errno));
     else if (!S_ISREG(sb.st_mode))
         st = attn__fail(ATTN_E_IO, "%s: not a regular file", path);
     else
@@ -408,8 +407,8 @@ static attn_status npy_numel(const attn_npy *arr, const char *what,
     int64_t n = 1;
     for (int i = 0; i < arr->ndim; i++) {
         if (arr->shape[i] < 0)
-            return attn__fail(ATTN_E_SHAPE, "%s: shape[%d] is %lld (< 0)",
-                              what, i, (long long)arr->shape[i]);
+            return attn__fail(ATTN_E_SHAPE, "%s: shape[%d] is %lld (< 0)", what,
+                              i, (long long)arr->shape[i]);
         if (!attn__mul_i64(n, arr->shape[i], &n))
             return attn__fail(ATTN_E_NOMEM,
                               "%s: the shape's element count overflows", what);
@@ -445,9 +444,9 @@ attn_status attn_npy_write(const char *path, const attn_npy *arr) {
     /* the dict, then spaces and '\n' so that the data starts at a multiple
      * of 64 bytes, as NumPy does */
     char dict[64 + ATTN_NPY_MAX_DIMS * 24];
-    int n = snprintf(dict, sizeof dict,
-                     "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                     descr);
+    int n =
+        snprintf(dict, sizeof dict,
+                 "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
     for (int i = 0; i < arr->ndim; i++)
         n += snprintf(dict + n, sizeof dict - (size_t)n, "%s%lld",
                       i ? ", " : "", (long long)arr->shape[i]);
@@ -474,7 +473,8 @@ attn_status attn_npy_write(const char *path, const attn_npy *arr) {
      * renamed, so a failed write (a full disk) leaves the old file; device
      * nodes are written in place, never removed */
     const attn__piece pc[2] = {
-        {head, total}, {arr->data, (size_t)numel * attn_dtype_size(arr->dtype)}};
+        {head, total},
+        {arr->data, (size_t)numel * attn_dtype_size(arr->dtype)}};
     return attn__write_pieces(path, pc, pc[1].n ? 2 : 1);
 }
 
@@ -510,9 +510,11 @@ static attn_status get_int(const attn_npy *arr, size_t i, int64_t lo,
 }
 
 attn_status attn_npy_convert(attn_npy *arr, attn_dtype dtype) {
-    if (!arr) return attn__fail(ATTN_E_INVALID, "attn_npy_convert: arr is NULL");
+    if (!arr)
+        return attn__fail(ATTN_E_INVALID, "attn_npy_convert: arr is NULL");
     if (attn_dtype_size(arr->dtype) == 0 || attn_dtype_size(dtype) == 0)
-        return attn__fail(ATTN_E_DTYPE, "attn_npy_convert: unknown dtype (%d -> %d)",
+        return attn__fail(ATTN_E_DTYPE,
+                          "attn_npy_convert: unknown dtype (%d -> %d)",
                           (int)arr->dtype, (int)dtype);
     int64_t numel;
     attn_status st = npy_numel(arr, "attn_npy_convert", &numel);
@@ -525,7 +527,8 @@ attn_status attn_npy_convert(attn_npy *arr, attn_dtype dtype) {
         attn__convert_to_float(arr->data, arr->dtype, dst, dtype, n);
     } else if (dtype == ATTN_U8) { /* a boolean: nonzero counts as one */
         for (size_t i = 0; i < n; i++)
-            ((uint8_t *)dst)[i] = attn__load_one(arr->data, arr->dtype, i) != 0.0;
+            ((uint8_t *)dst)[i] =
+                attn__load_one(arr->data, arr->dtype, i) != 0.0;
     } else { /* I32 or I64: exact integers only */
         int64_t lo = dtype == ATTN_I32 ? INT32_MIN : INT64_MIN;
         int64_t hi = dtype == ATTN_I32 ? INT32_MAX : INT64_MAX;
@@ -541,7 +544,8 @@ attn_status attn_npy_convert(attn_npy *arr, attn_dtype dtype) {
             char why[256]; /* the message buffer cannot be its own source */
             snprintf(why, sizeof why, "%s", attn_last_error());
             attn__fail(st, "cannot convert %s to %s: %s",
-                       attn_dtype_name(arr->dtype), attn_dtype_name(dtype), why);
+                       attn_dtype_name(arr->dtype), attn_dtype_name(dtype),
+                       why);
         }
     }
     if (st) {

@@ -32,12 +32,12 @@ typedef struct {
 } st_entry;
 
 struct attn_safetensors {
-    st_entry *t;       /* sorted by offset                              */
-    int64_t *by_name;  /* indices of t sorted by name                   */
+    st_entry *t;      /* sorted by offset                              */
+    int64_t *by_name; /* indices of t sorted by name                   */
     int64_t n;
-    char *names;       /* the names' storage                            */
+    char *names; /* the names' storage                            */
     const unsigned char *data; /* start of the data section              */
-    void *map;         /* the mapping (open), or NULL (parse)            */
+    void *map; /* the mapping (open), or NULL (parse)            */
     size_t map_size;
 };
 
@@ -47,13 +47,13 @@ static const struct {
     attn_dtype dtype;
     size_t size;
 } st_dtypes[] = {
-    {"F32", 1, ATTN_F32, 4},  {"F16", 1, ATTN_F16, 2},
-    {"BF16", 1, ATTN_BF16, 2}, {"F64", 1, ATTN_F64, 8},
-    {"I64", 1, ATTN_I64, 8},  {"I32", 1, ATTN_I32, 4},
-    {"U8", 1, ATTN_U8, 1},    {"BOOL", 1, ATTN_U8, 1},
-    {"I8", 0, ATTN_U8, 1},    {"I16", 0, ATTN_U8, 2},
-    {"U16", 0, ATTN_U8, 2},   {"U32", 0, ATTN_U8, 4},
-    {"U64", 0, ATTN_U8, 8},   {"F8_E4M3", 0, ATTN_U8, 1},
+    {"F32", 1, ATTN_F32, 4},    {"F16", 1, ATTN_F16, 2},
+    {"BF16", 1, ATTN_BF16, 2},  {"F64", 1, ATTN_F64, 8},
+    {"I64", 1, ATTN_I64, 8},    {"I32", 1, ATTN_I32, 4},
+    {"U8", 1, ATTN_U8, 1},      {"BOOL", 1, ATTN_U8, 1},
+    {"I8", 0, ATTN_U8, 1},      {"I16", 0, ATTN_U8, 2},
+    {"U16", 0, ATTN_U8, 2},     {"U32", 0, ATTN_U8, 4},
+    {"U64", 0, ATTN_U8, 8},     {"F8_E4M3", 0, ATTN_U8, 1},
     {"F8_E5M2", 0, ATTN_U8, 1},
 };
 
@@ -77,13 +77,16 @@ static attn_status parse_entry(const attn__json *j, const attn__json_node *v,
     const attn__json_node *dt = NULL, *sh = NULL, *off = NULL;
     for (int64_t c = v->child; c >= 0; c = j->nodes[c].next) {
         const attn__json_node *m = &j->nodes[c];
-        const attn__json_node **slot =
-            strcmp(m->key, "dtype") == 0 ? &dt :
-            strcmp(m->key, "shape") == 0 ? &sh :
-            strcmp(m->key, "data_offsets") == 0 ? &off : NULL;
+        const attn__json_node **slot = strcmp(m->key, "dtype") == 0   ? &dt
+                                       : strcmp(m->key, "shape") == 0 ? &sh
+                                       : strcmp(m->key, "data_offsets") == 0
+                                           ? &off
+                                           : NULL;
         if (!slot) {
-            snprintf(msg, sizeof msg, "unknown key '%s' (dtype, shape and "
-                     "data_offsets only)", esc(m->key, eb, sizeof eb));
+            snprintf(msg, sizeof msg,
+                     "unknown key '%s' (dtype, shape and "
+                     "data_offsets only)",
+                     esc(m->key, eb, sizeof eb));
             return bad(label, name, msg);
         }
         if (*slot) {
@@ -93,9 +96,12 @@ static attn_status parse_entry(const attn__json *j, const attn__json_node *v,
         *slot = m;
     }
     if (!dt || !sh || !off)
-        return bad(label, name, !dt ? "lacks 'dtype'" : !sh ? "lacks 'shape'"
-                                                        : "lacks 'data_offsets'");
-    if (dt->kind != ATTN__JSON_STR) return bad(label, name, "dtype is not a string");
+        return bad(label, name,
+                   !dt   ? "lacks 'dtype'"
+                   : !sh ? "lacks 'shape'"
+                         : "lacks 'data_offsets'");
+    if (dt->kind != ATTN__JSON_STR)
+        return bad(label, name, "dtype is not a string");
     size_t esize = 0;
     int found = 0;
     for (size_t k = 0; k < sizeof st_dtypes / sizeof st_dtypes[0]; k++)
@@ -103,18 +109,22 @@ static attn_status parse_entry(const attn__json *j, const attn__json_node *v,
             found = 1;
             if (!st_dtypes[k].known) {
                 char nb[96];
-                return attn__fail(ATTN_E_UNSUPPORTED, "%s: tensor '%s' has "
-                                  "dtype %s, which attn does not read", label,
-                                  esc(name, nb, sizeof nb), st_dtypes[k].name);
+                return attn__fail(ATTN_E_UNSUPPORTED,
+                                  "%s: tensor '%s' has "
+                                  "dtype %s, which attn does not read",
+                                  label, esc(name, nb, sizeof nb),
+                                  st_dtypes[k].name);
             }
             e->dtype = st_dtypes[k].dtype;
             esize = st_dtypes[k].size;
         }
     if (!found) {
-        snprintf(msg, sizeof msg, "unknown dtype '%s'", esc(dt->str, eb, sizeof eb));
+        snprintf(msg, sizeof msg, "unknown dtype '%s'",
+                 esc(dt->str, eb, sizeof eb));
         return bad(label, name, msg);
     }
-    if (sh->kind != ATTN__JSON_ARR) return bad(label, name, "shape is not an array");
+    if (sh->kind != ATTN__JSON_ARR)
+        return bad(label, name, "shape is not an array");
     if (sh->count > ATTN_ST_MAX_DIMS) {
         snprintf(msg, sizeof msg, "shape has %lld dimensions (at most %d)",
                  (long long)sh->count, ATTN_ST_MAX_DIMS);
@@ -126,8 +136,9 @@ static attn_status parse_entry(const attn__json *j, const attn__json_node *v,
     for (int64_t c = sh->child; c >= 0; c = j->nodes[c].next, k++) {
         const attn__json_node *d = &j->nodes[c];
         if (d->kind != ATTN__JSON_NUM || !d->is_int || d->i64 < 0)
-            return bad(label, name, "shape holds something other than a "
-                                    "non-negative integer");
+            return bad(label, name,
+                       "shape holds something other than a "
+                       "non-negative integer");
         e->shape[k] = d->i64;
         if (!attn__mul_i64(e->numel, d->i64, &e->numel))
             return bad(label, name, "shape's element count overflows");
@@ -141,20 +152,25 @@ static attn_status parse_entry(const attn__json *j, const attn__json_node *v,
     e->begin = (uint64_t)b->i64;
     e->end = (uint64_t)en->i64;
     if (e->end < e->begin) {
-        snprintf(msg, sizeof msg, "data_offsets [%llu, %llu] end before they "
-                 "begin", (unsigned long long)e->begin, (unsigned long long)e->end);
+        snprintf(msg, sizeof msg,
+                 "data_offsets [%llu, %llu] end before they "
+                 "begin",
+                 (unsigned long long)e->begin, (unsigned long long)e->end);
         return bad(label, name, msg);
     }
     if (e->end > data_size) {
-        snprintf(msg, sizeof msg, "data_offsets [%llu, %llu] reach past the "
-                 "%llu bytes of data", (unsigned long long)e->begin,
-                 (unsigned long long)e->end, (unsigned long long)data_size);
+        snprintf(msg, sizeof msg,
+                 "data_offsets [%llu, %llu] reach past the "
+                 "%llu bytes of data",
+                 (unsigned long long)e->begin, (unsigned long long)e->end,
+                 (unsigned long long)data_size);
         return bad(label, name, msg);
     }
     int64_t nbytes;
     if (!attn__mul_i64(e->numel, (int64_t)esize, &nbytes) ||
         (uint64_t)nbytes != e->end - e->begin) {
-        snprintf(msg, sizeof msg, "shape holds %lld elements of %s (%zu bytes "
+        snprintf(msg, sizeof msg,
+                 "shape holds %lld elements of %s (%zu bytes "
                  "each) but data_offsets [%llu, %llu] give %llu bytes",
                  (long long)e->numel, dt->str, esize,
                  (unsigned long long)e->begin, (unsigned long long)e->end,
@@ -168,7 +184,8 @@ static attn_status parse_entry(const attn__json *j, const attn__json_node *v,
 typedef int (*cmp_fn)(const attn_safetensors *s, int64_t a, int64_t b);
 
 static int by_offset(const attn_safetensors *s, int64_t a, int64_t b) {
-    if (s->t[a].begin != s->t[b].begin) return s->t[a].begin < s->t[b].begin ? -1 : 1;
+    if (s->t[a].begin != s->t[b].begin)
+        return s->t[a].begin < s->t[b].begin ? -1 : 1;
     return s->t[a].end < s->t[b].end ? -1 : s->t[a].end > s->t[b].end;
 }
 
@@ -204,7 +221,8 @@ static attn_status order_and_check(attn_safetensors *s, const char *label,
     int64_t *ord = attn__alloc((size_t)s->n + 1, sizeof *ord, "tensor order");
     int64_t *tmp = attn__alloc((size_t)s->n + 1, sizeof *tmp, "tensor order");
     st_entry *t2 = attn__alloc((size_t)s->n + 1, sizeof *t2, "tensor table");
-    s->by_name = attn__alloc((size_t)s->n + 1, sizeof *s->by_name, "tensor names");
+    s->by_name =
+        attn__alloc((size_t)s->n + 1, sizeof *s->by_name, "tensor names");
     attn_status st = ATTN_OK;
     if (!ord || !tmp || !t2 || !s->by_name) {
         st = ATTN_E_NOMEM;
@@ -221,28 +239,32 @@ static attn_status order_and_check(attn_safetensors *s, const char *label,
     for (int64_t i = 0; i < s->n; i++) {
         const st_entry *e = &s->t[i];
         if (e->begin < at) {
-            st = attn__fail(ATTN_E_FORMAT, "%s: tensor '%s' (bytes %llu..%llu) "
-                            "overlaps tensor '%s' (ending at %llu)", label,
-                            esc(e->name, e1, sizeof e1),
-                            (unsigned long long)e->begin,
-                            (unsigned long long)e->end,
-                            esc(s->t[i - 1].name, e2, sizeof e2),
-                            (unsigned long long)at);
+            st = attn__fail(
+                ATTN_E_FORMAT,
+                "%s: tensor '%s' (bytes %llu..%llu) "
+                "overlaps tensor '%s' (ending at %llu)",
+                label, esc(e->name, e1, sizeof e1),
+                (unsigned long long)e->begin, (unsigned long long)e->end,
+                esc(s->t[i - 1].name, e2, sizeof e2), (unsigned long long)at);
             goto done;
         }
         if (e->begin > at) {
-            st = attn__fail(ATTN_E_FORMAT, "%s: data bytes %llu..%llu before "
-                            "tensor '%s' belong to no tensor", label,
-                            (unsigned long long)at, (unsigned long long)e->begin,
+            st = attn__fail(ATTN_E_FORMAT,
+                            "%s: data bytes %llu..%llu before "
+                            "tensor '%s' belong to no tensor",
+                            label, (unsigned long long)at,
+                            (unsigned long long)e->begin,
                             esc(e->name, e1, sizeof e1));
             goto done;
         }
         at = e->end;
     }
     if (at != data_size) {
-        st = attn__fail(ATTN_E_FORMAT, "%s: the tensors end at data byte %llu "
+        st = attn__fail(ATTN_E_FORMAT,
+                        "%s: the tensors end at data byte %llu "
                         "but the file holds %llu bytes of data (trailing "
-                        "bytes)", label, (unsigned long long)at,
+                        "bytes)",
+                        label, (unsigned long long)at,
                         (unsigned long long)data_size);
         goto done;
     }
@@ -250,8 +272,9 @@ static attn_status order_and_check(attn_safetensors *s, const char *label,
     merge_sort(s, s->by_name, tmp, s->n, by_name);
     for (int64_t i = 1; i < s->n; i++)
         if (!by_name(s, s->by_name[i - 1], s->by_name[i])) {
-            st = attn__fail(ATTN_E_FORMAT, "%s: tensor '%s' is given twice",
-                            label, esc(s->t[s->by_name[i]].name, e1, sizeof e1));
+            st =
+                attn__fail(ATTN_E_FORMAT, "%s: tensor '%s' is given twice",
+                           label, esc(s->t[s->by_name[i]].name, e1, sizeof e1));
             goto done;
         }
 done:
@@ -264,27 +287,35 @@ done:
 static attn_status parse_body(attn_safetensors *s, const unsigned char *buf,
                               size_t size, const char *label) {
     if (size < 8)
-        return attn__fail(ATTN_E_FORMAT, "%s: %zu bytes: too short to be a "
-                          "safetensors file (8-byte header length)", label, size);
+        return attn__fail(ATTN_E_FORMAT,
+                          "%s: %zu bytes: too short to be a "
+                          "safetensors file (8-byte header length)",
+                          label, size);
     uint64_t hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)buf[i] << (8 * i);
     if (hl > size - 8)
-        return attn__fail(ATTN_E_FORMAT, "%s: header length %llu reaches past "
-                          "the end of the file (%zu bytes; truncated?)", label,
-                          (unsigned long long)hl, size);
+        return attn__fail(ATTN_E_FORMAT,
+                          "%s: header length %llu reaches past "
+                          "the end of the file (%zu bytes; truncated?)",
+                          label, (unsigned long long)hl, size);
     if (hl > ST_MAX_HEADER)
-        return attn__fail(ATTN_E_FORMAT, "%s: header length %llu is above the "
-                          "limit of %llu bytes", label, (unsigned long long)hl,
+        return attn__fail(ATTN_E_FORMAT,
+                          "%s: header length %llu is above the "
+                          "limit of %llu bytes",
+                          label, (unsigned long long)hl,
                           (unsigned long long)ST_MAX_HEADER);
     if (hl < 2 || buf[8] != '{')
-        return attn__fail(ATTN_E_FORMAT, "%s: the header does not start with "
-                          "'{'", label);
+        return attn__fail(ATTN_E_FORMAT,
+                          "%s: the header does not start with "
+                          "'{'",
+                          label);
     const uint64_t data_size = size - 8 - hl;
     s->data = buf + 8 + hl;
     char jl[160];
     snprintf(jl, sizeof jl, "%s header", label);
     attn__json j;
-    attn_status st = attn__json_parse((const char *)buf + 8, (size_t)hl, jl, &j);
+    attn_status st =
+        attn__json_parse((const char *)buf + 8, (size_t)hl, jl, &j);
     if (st) return st;
     const attn__json_node *root = &j.nodes[0];
     if (root->kind != ATTN__JSON_OBJ) {
@@ -304,21 +335,26 @@ static attn_status parse_body(attn_safetensors *s, const unsigned char *buf,
         const attn__json_node *v = &j.nodes[c];
         if (strcmp(v->key, "__metadata__") == 0) {
             if (meta++) {
-                st = attn__fail(ATTN_E_FORMAT, "%s: __metadata__ is given "
-                                "twice", label);
+                st = attn__fail(ATTN_E_FORMAT,
+                                "%s: __metadata__ is given "
+                                "twice",
+                                label);
                 break;
             }
             if (v->kind != ATTN__JSON_OBJ) {
-                st = attn__fail(ATTN_E_FORMAT, "%s: __metadata__ is not an "
-                                "object", label);
+                st = attn__fail(ATTN_E_FORMAT,
+                                "%s: __metadata__ is not an "
+                                "object",
+                                label);
                 break;
             }
             for (int64_t m = v->child; m >= 0; m = j.nodes[m].next)
                 if (j.nodes[m].kind != ATTN__JSON_STR) {
                     char eb[64];
-                    st = attn__fail(ATTN_E_FORMAT, "%s: __metadata__ entry "
-                                    "'%s' is not a string", label,
-                                    esc(j.nodes[m].key, eb, sizeof eb));
+                    st = attn__fail(ATTN_E_FORMAT,
+                                    "%s: __metadata__ entry "
+                                    "'%s' is not a string",
+                                    label, esc(j.nodes[m].key, eb, sizeof eb));
                     break;
                 }
             continue;
@@ -360,7 +396,8 @@ attn_status attn_safetensors_open(const char *path, attn_safetensors **out) {
     if (!path) return attn__fail(ATTN_E_INVALID, "path is NULL");
     int fd = open(path, O_RDONLY);
     if (fd < 0)
-        return attn__fail(ATTN_E_IO, "%s: cannot open: %s", path, strerror(errno));
+        return attn__fail(ATTN_E_IO, "%s: cannot open: %s", path,
+                          strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
@@ -389,7 +426,9 @@ attn_status attn_safetensors_open(const char *path, attn_safetensors **out) {
     return ATTN_OK;
 }
 
-int64_t attn_safetensors_count(const attn_safetensors *s) { return s ? s->n : 0; }
+int64_t attn_safetensors_count(const attn_safetensors *s) {
+    return s ? s->n : 0;
+}
 
 static void fill(const attn_safetensors *s, int64_t i, attn_st_tensor *t) {
     const st_entry *e = &s->t[i];
@@ -405,10 +444,13 @@ static void fill(const attn_safetensors *s, int64_t i, attn_st_tensor *t) {
 
 attn_status attn_safetensors_get(const attn_safetensors *s, int64_t i,
                                  attn_st_tensor *t) {
-    if (!s || !t) return attn__fail(ATTN_E_INVALID, "%s is NULL", s ? "t" : "st");
+    if (!s || !t)
+        return attn__fail(ATTN_E_INVALID, "%s is NULL", s ? "t" : "st");
     if (i < 0 || i >= s->n)
-        return attn__fail(ATTN_E_INVALID, "tensor index %lld is outside [0, "
-                          "%lld)", (long long)i, (long long)s->n);
+        return attn__fail(ATTN_E_INVALID,
+                          "tensor index %lld is outside [0, "
+                          "%lld)",
+                          (long long)i, (long long)s->n);
     fill(s, i, t);
     return ATTN_OK;
 }
@@ -416,7 +458,10 @@ attn_status attn_safetensors_get(const attn_safetensors *s, int64_t i,
 attn_status attn_safetensors_find(const attn_safetensors *s, const char *name,
                                   attn_st_tensor *t) {
     if (!s || !t || !name)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", !s ? "st" : !t ? "t" : "name");
+        return attn__fail(ATTN_E_INVALID, "%s is NULL",
+                          !s   ? "st"
+                          : !t ? "t"
+                               : "name");
     int64_t lo = 0, hi = s->n;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
@@ -425,21 +470,28 @@ attn_status attn_safetensors_find(const attn_safetensors *s, const char *name,
             fill(s, s->by_name[mid], t);
             return ATTN_OK;
         }
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     char e[96];
-    return attn__fail(ATTN_E_INVALID, "no tensor named '%s'", esc(name, e, sizeof e));
+    return attn__fail(ATTN_E_INVALID, "no tensor named '%s'",
+                      esc(name, e, sizeof e));
 }
 
-attn_status attn_st_tensor_to_f32(const attn_st_tensor *t, float *dst, int64_t n) {
-    if (!t || !dst) return attn__fail(ATTN_E_INVALID, "%s is NULL", t ? "dst" : "t");
+attn_status attn_st_tensor_to_f32(const attn_st_tensor *t, float *dst,
+                                  int64_t n) {
+    if (!t || !dst)
+        return attn__fail(ATTN_E_INVALID, "%s is NULL", t ? "dst" : "t");
     if (!attn__is_float_dtype(t->dtype))
         return attn__fail(ATTN_E_DTYPE, "tensor '%s' is %s, not a float dtype",
                           t->name ? t->name : "?", attn_dtype_name(t->dtype));
     if (n != t->numel)
-        return attn__fail(ATTN_E_SHAPE, "tensor '%s' has %lld elements, not "
-                          "%lld", t->name ? t->name : "?", (long long)t->numel,
+        return attn__fail(ATTN_E_SHAPE,
+                          "tensor '%s' has %lld elements, not "
+                          "%lld",
+                          t->name ? t->name : "?", (long long)t->numel,
                           (long long)n);
     /* the data may be unaligned: convert through aligned chunks */
     const size_t es = attn_dtype_size(t->dtype);

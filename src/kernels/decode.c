@@ -41,48 +41,67 @@ static attn_status check_args(const attn_tensor *q, const attn_kv_cache *c,
                               dims_t *dm) {
     if (!q || !c || !o || !out)
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !q ? "q" : !c ? "cache" : !o ? "opts" : "out");
+                          !q   ? "q"
+                          : !c ? "cache"
+                          : !o ? "opts"
+                               : "out");
     attn_status st;
-    if ((st = attn_tensor_check(q, "q")) || (st = attn_tensor_check(out, "out")))
+    if ((st = attn_tensor_check(q, "q")) ||
+        (st = attn_tensor_check(out, "out")))
         return st;
     if (q->dtype != ATTN_F32 && q->dtype != ATTN_F16 && q->dtype != ATTN_BF16)
-        return attn__fail(ATTN_E_DTYPE, "q has dtype %s; f32, f16 or bf16 is "
-                          "needed", attn_dtype_name(q->dtype));
+        return attn__fail(ATTN_E_DTYPE,
+                          "q has dtype %s; f32, f16 or bf16 is "
+                          "needed",
+                          attn_dtype_name(q->dtype));
     if (out->dtype != ATTN_F32)
         return attn__fail(ATTN_E_DTYPE, "out must be f32, not %s",
                           attn_dtype_name(out->dtype));
     const attn_kv_cache_config *cc = &c->cfg;
     int64_t B = q->shape[0], H = q->shape[1], Lq = q->shape[2], D = q->shape[3];
     if (B != cc->batch)
-        return attn__fail(ATTN_E_SHAPE, "q has batch %lld but the cache has "
-                          "%lld entries", (long long)B, (long long)cc->batch);
+        return attn__fail(ATTN_E_SHAPE,
+                          "q has batch %lld but the cache has "
+                          "%lld entries",
+                          (long long)B, (long long)cc->batch);
     if (D != cc->head_dim)
-        return attn__fail(ATTN_E_SHAPE, "q has %lld features but the cache's "
-                          "keys have %lld", (long long)D, (long long)cc->head_dim);
+        return attn__fail(ATTN_E_SHAPE,
+                          "q has %lld features but the cache's "
+                          "keys have %lld",
+                          (long long)D, (long long)cc->head_dim);
     if (H % cc->kv_heads != 0)
-        return attn__fail(ATTN_E_SHAPE, "q has %lld heads, not a multiple of "
-                          "the cache's %lld KV heads", (long long)H,
-                          (long long)cc->kv_heads);
+        return attn__fail(ATTN_E_SHAPE,
+                          "q has %lld heads, not a multiple of "
+                          "the cache's %lld KV heads",
+                          (long long)H, (long long)cc->kv_heads);
     const int64_t want[4] = {B, H, Lq, cc->value_dim};
     for (int a = 0; a < 4; a++)
         if (out->shape[a] != want[a])
-            return attn__fail(ATTN_E_SHAPE, "out has shape (%lld, %lld, %lld, "
-                              "%lld) but (%lld, %lld, %lld, %lld) is needed",
-                              (long long)out->shape[0], (long long)out->shape[1],
-                              (long long)out->shape[2], (long long)out->shape[3],
-                              (long long)B, (long long)H, (long long)Lq,
-                              (long long)cc->value_dim);
+            return attn__fail(
+                ATTN_E_SHAPE,
+                "out has shape (%lld, %lld, %lld, "
+                "%lld) but (%lld, %lld, %lld, %lld) is needed",
+                (long long)out->shape[0], (long long)out->shape[1],
+                (long long)out->shape[2], (long long)out->shape[3],
+                (long long)B, (long long)H, (long long)Lq,
+                (long long)cc->value_dim);
     for (int a = 0; a < 4; a++) {
         if (q->stride[a] == 0 && q->shape[a] > 1)
-            return attn__fail(ATTN_E_SHAPE, "q may not broadcast (stride 0 on "
-                              "axis %d)", a);
+            return attn__fail(ATTN_E_SHAPE,
+                              "q may not broadcast (stride 0 on "
+                              "axis %d)",
+                              a);
         if (out->stride[a] == 0 && out->shape[a] > 1)
-            return attn__fail(ATTN_E_SHAPE, "out has stride 0 on axis %d: an "
-                              "output cannot broadcast", a);
+            return attn__fail(ATTN_E_SHAPE,
+                              "out has stride 0 on axis %d: an "
+                              "output cannot broadcast",
+                              a);
     }
     if (isnan(o->scale) || o->scale < 0 || isinf(o->scale))
-        return attn__fail(ATTN_E_INVALID, "scale is %g; it must be positive "
-                          "(or 0 for 1/sqrt(D))", o->scale);
+        return attn__fail(ATTN_E_INVALID,
+                          "scale is %g; it must be positive "
+                          "(or 0 for 1/sqrt(D))",
+                          o->scale);
     if (o->threads < 0)
         return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", o->threads);
     if (o->impl != ATTN_IMPL_AUTO && o->impl != ATTN_IMPL_REF &&
@@ -100,9 +119,11 @@ static attn_status check_args(const attn_tensor *q, const attn_kv_cache *c,
                      : m->doc_q          ? "document ids"
                                          : NULL;
     if (no)
-        return attn__fail(ATTN_E_UNSUPPORTED, "attention over a KV cache "
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "attention over a KV cache "
                           "takes causal, window and query lengths only, not "
-                          "%s", no);
+                          "%s",
+                          no);
     attn_mask mk = *m;
     mk.key_lengths = c->len;
     if ((st = attn_mask_check(&mk, B, H, Lq, cc->capacity))) return st;
@@ -151,11 +172,14 @@ static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
     const int64_t cap = c->cfg.capacity, R = G * Lq;
     const int64_t units = dm->B * dm->Hkv;
     int nt = attn__flash_team_size(o, units);
-    const size_t per = (size_t)(R * cap + D + Dv), rper = (size_t)(D > Dv ? D : Dv);
-    double *buf = attn__alloc((size_t)nt * per, sizeof(double), "reference scores");
+    const size_t per = (size_t)(R * cap + D + Dv),
+                 rper = (size_t)(D > Dv ? D : Dv);
+    double *buf =
+        attn__alloc((size_t)nt * per, sizeof(double), "reference scores");
     /* one stored row as f32, per thread (apart: floats are not doubles) */
-    float *rows = buf ? attn__alloc((size_t)nt * rper, sizeof(float), "reference rows")
-                      : NULL;
+    float *rows =
+        buf ? attn__alloc((size_t)nt * rper, sizeof(float), "reference rows")
+            : NULL;
     if (!rows) {
         attn__free(buf);
         return ATTN_E_NOMEM;
@@ -168,7 +192,8 @@ static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
         const int64_t b = u / dm->Hkv, hk = u % dm->Hkv, lk = c->len[b];
         for (int64_t r = 0; r < R; r++) {
             const int64_t h = hk * G + r / Lq, i = r % Lq;
-            for (int64_t d = 0; d < D; d++) qd[d] = attn_tensor_get(q, b, h, i, d);
+            for (int64_t d = 0; d < D; d++)
+                qd[d] = attn_tensor_get(q, b, h, i, d);
             double *sr = s + r * cap, mx = -INFINITY, sum = 0.0;
             for (int64_t j = 0; j < lk; j++) {
                 sr[j] = -INFINITY; /* visibility by the mask's own rule */
@@ -218,7 +243,7 @@ typedef struct {
     const dims_t *dm;
     const attn__decode_ops *ops;
     const attn__vec_ops *vec;
-    const float *qf;   /* (B, H, Lq, D) f32, contiguous */
+    const float *qf;        /* (B, H, Lq, D) f32, contiguous */
     const int64_t *lo, *hi; /* [B * Lq] visible key range of each query */
 } ctx_t;
 
@@ -234,11 +259,13 @@ static void score_mods(const ctx_t *x, int64_t b, int64_t h, int64_t i,
     if (m->alibi) {
         int64_t lq, lk; /* m's key lengths are the cache's */
         attn__lengths(m, b, x->dm->Lq, x->c->len[b], &lq, &lk);
-        const int64_t c = i + (m->align == ATTN_ALIGN_BOTTOM_RIGHT ? lk - lq : 0);
+        const int64_t c =
+            i + (m->align == ATTN_ALIGN_BOTTOM_RIGHT ? lk - lq : 0);
         const float slope = (float)attn__alibi_slope(m, x->dm->H, h);
         for (int64_t j = 0; j < n; j++) {
             float dist = (float)(c - (j0 + j));
-            s[j] -= slope * (m->alibi == ATTN_ALIBI_SYMMETRIC ? fabsf(dist) : dist);
+            s[j] -=
+                slope * (m->alibi == ATTN_ALIBI_SYMMETRIC ? fabsf(dist) : dist);
         }
     }
 }
@@ -288,9 +315,10 @@ static void run_unit(const ctx_t *x, const unit_t *u, float *part, float *s) {
             __builtin_prefetch(vb + off, 0, 3);
         for (int64_t g = 0; g < runs; g++) {
             int64_t r0 = g * Lq + ia;
-            x->ops->dot(q0 + r0 * dm->D, rlen, dm->D, krow + (size_t)j * c->row_k,
-                        c->row_k, ks ? ks + j * c->nb_k : NULL, c->nb_k, n,
-                        dm->D, s + r0 * CHUNK + j, CHUNK);
+            x->ops->dot(q0 + r0 * dm->D, rlen, dm->D,
+                        krow + (size_t)j * c->row_k, c->row_k,
+                        ks ? ks + j * c->nb_k : NULL, c->nb_k, n, dm->D,
+                        s + r0 * CHUNK + j, CHUNK);
         }
     }
     const float scale = (float)dm->scale;
@@ -371,10 +399,14 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
     if (per_round > nunits) per_round = nunits > 0 ? nunits : 1;
     const int nt = attn__flash_team_size(o, per_round);
     float *qf = attn__alloc((size_t)(rows * D), sizeof(float), "q as f32");
-    float *acc = attn__alloc((size_t)(rows * (Dv + 2)), sizeof(float), "accumulators");
-    float *part = attn__alloc((size_t)(per_round * pfl), sizeof(float), "partials");
-    float *sbuf = attn__alloc((size_t)nt * (size_t)(R * CHUNK), sizeof(float), "scores");
-    unit_t *units = attn__alloc((size_t)(nunits > 0 ? nunits : 1), sizeof(unit_t), "units");
+    float *acc =
+        attn__alloc((size_t)(rows * (Dv + 2)), sizeof(float), "accumulators");
+    float *part =
+        attn__alloc((size_t)(per_round * pfl), sizeof(float), "partials");
+    float *sbuf =
+        attn__alloc((size_t)nt * (size_t)(R * CHUNK), sizeof(float), "scores");
+    unit_t *units =
+        attn__alloc((size_t)(nunits > 0 ? nunits : 1), sizeof(unit_t), "units");
     attn_status st = ATTN_OK;
     if (!qf || !acc || !part || !sbuf || !units) {
         st = ATTN_E_NOMEM;
@@ -404,15 +436,21 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
                 units[n].hk = hk;
                 units[n].c = ch;
             }
-    ctx_t x = {c, &mk, dm, attn__decode_ops_get(c->cfg.dtype, attn__vec_best()),
-               attn__vec_get(), qf, lo, hi};
+    ctx_t x = {c,
+               &mk,
+               dm,
+               attn__decode_ops_get(c->cfg.dtype, attn__vec_best()),
+               attn__vec_get(),
+               qf,
+               lo,
+               hi};
     for (int64_t u0 = 0; u0 < nunits; u0 += per_round) {
         const int64_t nu = nunits - u0 < per_round ? nunits - u0 : per_round;
 #pragma omp parallel for num_threads(nt) schedule(dynamic)
         for (int64_t u = 0; u < nu; u++)
             run_unit(&x, &units[u0 + u], part + u * pfl,
                      sbuf + (size_t)omp_get_thread_num() * (size_t)(R * CHUNK));
-        /* fold each row's partials in unit (= chunk) order */
+            /* fold each row's partials in unit (= chunk) order */
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (int64_t u = 0; u < nu; u++) {
             const unit_t *un = &units[u0 + u];
@@ -420,7 +458,8 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
                 units[u0 + u - 1].hk == un->hk)
                 continue; /* not the first unit of its (b, hk) in the round */
             for (int64_t w = u; w < nu && units[u0 + w].b == un->b &&
-                                units[u0 + w].hk == un->hk; w++) {
+                                units[u0 + w].hk == un->hk;
+                 w++) {
                 const float *p = part + w * pfl, *pm = p + R * Dv, *pl = pm + R;
                 for (int64_t r = 0; r < R; r++) {
                     int64_t row = (un->b * H + un->hk * dm->G) * Lq + r;
@@ -443,7 +482,8 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
         float *orow = (float *)out->data + attn__off(out, b, h, i, 0);
         const float inv = am[r] > -INFINITY ? 1.0f / al[r] : 0.0f;
         for (int64_t d = 0; d < Dv; d++)
-            orow[d * out->stride[3]] = am[r] > -INFINITY ? acc[r * Dv + d] * inv : 0.0f;
+            orow[d * out->stride[3]] =
+                am[r] > -INFINITY ? acc[r * Dv + d] * inv : 0.0f;
         if (lse) lse[r] = am[r] > -INFINITY ? am[r] + logf(al[r]) : -INFINITY;
     }
 done:

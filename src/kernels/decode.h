@@ -16,26 +16,28 @@
 static inline float attn__decode_elem(attn_dtype dt, const unsigned char *row,
                                       const float *sc, int64_t d) {
     switch (dt) {
-    case ATTN_F16: return attn_f16_to_f32(((const uint16_t *)(const void *)row)[d]);
-    case ATTN_BF16: return attn_bf16_to_f32(((const uint16_t *)(const void *)row)[d]);
-    case ATTN_Q8: return (float)((const int8_t *)row)[d] * sc[d / ATTN_Q8_BLOCK];
+    case ATTN_F16:
+        return attn_f16_to_f32(((const uint16_t *)(const void *)row)[d]);
+    case ATTN_BF16:
+        return attn_bf16_to_f32(((const uint16_t *)(const void *)row)[d]);
+    case ATTN_Q8:
+        return (float)((const int8_t *)row)[d] * sc[d / ATTN_Q8_BLOCK];
     default: return ((const float *)(const void *)row)[d];
     }
 }
-
 
 typedef struct {
     /* s[r * lds + j] = q_r . k_j for r < nr, j < nk: q_r = q + r * ldq (D
      * floats), k_j the stored row at k + j * rowb (with the nb scales at
      * ks + j * nb for q8; ks is NULL otherwise). */
-    void (*dot)(const float *q, int64_t nr, int64_t ldq,
-                const unsigned char *k, size_t rowb, const float *ks,
-                int64_t nb, int64_t nk, int64_t D, float *s, int64_t lds);
+    void (*dot)(const float *q, int64_t nr, int64_t ldq, const unsigned char *k,
+                size_t rowb, const float *ks, int64_t nb, int64_t nk, int64_t D,
+                float *s, int64_t lds);
     /* o_r[d] += sum_j p[r * ldp + j] v_j[d] for r < nr, d < Dv, j < nk:
      * o_r = o + r * ldo, v_j as k_j above. */
-    void (*acc)(const float *p, int64_t nr, int64_t ldp,
-                const unsigned char *v, size_t rowb, const float *vs,
-                int64_t nb, int64_t nk, int64_t Dv, float *o, int64_t ldo);
+    void (*acc)(const float *p, int64_t nr, int64_t ldp, const unsigned char *v,
+                size_t rowb, const float *vs, int64_t nb, int64_t nk,
+                int64_t Dv, float *o, int64_t ldo);
 } attn__decode_ops;
 
 /* The table for a storage dtype (f32, f16, bf16, q8) at a vector level: a

@@ -35,7 +35,8 @@ static inline void acc_any(attn_dtype dt, const float *p, int64_t nr,
             const float w = p[r * ldp + j];
             if (w == 0.0f) continue; /* masked keys (exp(-inf) = 0) */
             float *orow = o + r * ldo;
-            for (int64_t d = 0; d < Dv; d++) orow[d] += w * elem(dt, row, sc, d);
+            for (int64_t d = 0; d < Dv; d++)
+                orow[d] += w * elem(dt, row, sc, d);
         }
     }
 }

@@ -23,17 +23,21 @@
 #define MUL(a, b) _mm256_mul_ps(a, b)
 #define ADD(a, b) _mm256_add_ps(a, b)
 #define FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
-#define CVT_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+#define CVT_F16(p)                                                             \
+    _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
 #define CVT_BF16(p)                                                            \
-    _mm256_castsi256_ps(_mm256_slli_epi32(                                     \
-        _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)(p))), 16))
+    _mm256_castsi256_ps(                                                       \
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(               \
+                              (const __m128i *)(const void *)(p))),            \
+                          16))
 #define CVT_Q8(p)                                                              \
     _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(                                   \
         _mm_loadl_epi64((const __m128i *)(const void *)(p))))
 #define HSUM(x) hsum_avx2(x)
 
 T static inline float hsum_avx2(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 s =
+        _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
@@ -70,10 +74,13 @@ T static inline float hsum_avx2(__m256 v) {
 #define MUL(a, b) _mm512_mul_ps(a, b)
 #define ADD(a, b) _mm512_add_ps(a, b)
 #define FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
-#define CVT_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
+#define CVT_F16(p)                                                             \
+    _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)))
 #define CVT_BF16(p)                                                            \
-    _mm512_castsi512_ps(_mm512_slli_epi32(                                     \
-        _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(p))), 16))
+    _mm512_castsi512_ps(                                                       \
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(            \
+                              (const __m256i *)(const void *)(p))),            \
+                          16))
 #define CVT_Q8(p)                                                              \
     _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(                                   \
         _mm_loadu_si128((const __m128i *)(const void *)(p))))
@@ -82,9 +89,11 @@ T static inline float hsum_avx2(__m256 v) {
 /* halves, then the AVX2 order: fixed, whatever the compiler's reduce is */
 T static inline float hsum_avx512(__m512 v) {
     __m256 lo = _mm512_castps512_ps256(v);
-    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    __m256 hi =
+        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
     __m256 h = _mm256_add_ps(lo, hi);
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+    __m128 s =
+        _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
@@ -95,9 +104,10 @@ T static inline float hsum_avx512(__m512 v) {
 /* F16C by CPUID (attn__cpu_has_f16c): the OS keeps the YMM state
  * whenever "avx2" holds. */
 static int cpu_has(attn__vec_level level) {
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               attn__cpu_has_f16c();
-    if (level == ATTN__VEC_AVX512) return avx2 && __builtin_cpu_supports("avx512f");
+    int avx2 = __builtin_cpu_supports("avx2") &&
+               __builtin_cpu_supports("fma") && attn__cpu_has_f16c();
+    if (level == ATTN__VEC_AVX512)
+        return avx2 && __builtin_cpu_supports("avx512f");
     return avx2;
 }
 

@@ -38,8 +38,8 @@ uint32_t attn__dropout_threshold(double p) {
     return t >= 4294967295.0 ? 0xffffffffu : (uint32_t)t;
 }
 
-int attn_dropout_kept(uint64_t seed, double p, int64_t b, int64_t h,
-                      int64_t i, int64_t j) {
+int attn_dropout_kept(uint64_t seed, double p, int64_t b, int64_t h, int64_t i,
+                      int64_t j) {
     if (!(p > 0.0)) return 1;
     /* one Philox call yields the decisions of 4 neighbouring keys */
     uint32_t ctr[4] = {(uint32_t)(j >> 2), (uint32_t)i, (uint32_t)h,

@@ -18,12 +18,13 @@
 /* ---- rows as f32 ----------------------------------------------------- */
 
 #if ATTN_X86
-__attribute__((target("avx,f16c"))) static void f16_rows_f16c(
-    const uint16_t *src, int64_t n, float *dst) {
+__attribute__((target("avx,f16c"))) static void
+f16_rows_f16c(const uint16_t *src, int64_t n, float *dst) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(
-                                      (const __m128i *)(const void *)(src + i))));
+        _mm256_storeu_ps(dst + i,
+                         _mm256_cvtph_ps(_mm_loadu_si128(
+                             (const __m128i *)(const void *)(src + i))));
     for (; i < n; i++) dst[i] = attn_f16_to_f32(src[i]);
 }
 #endif
@@ -168,7 +169,8 @@ void attn__flash_score_row(const attn_mask *m, const attn__sdpa_dims *d,
         /* tanh(y) = 1 - 2 / (exp(2y) + 1) with the vector exp (libm's
          * tanhf costs 5x the whole tile); exp's overflow to +inf and
          * underflow to 0 give exactly +-1. Absolute error ~1e-7. */
-        const float cap = (float)m->softcap, two_inv = (float)(2.0 / m->softcap);
+        const float cap = (float)m->softcap,
+                    two_inv = (float)(2.0 / m->softcap);
         for (int64_t j = 0; j < nj; j++) s[j] *= two_inv;
         attn__vec_get()->exp(s, s, nj);
         for (int64_t j = 0; j < nj; j++) {
@@ -181,7 +183,8 @@ void attn__flash_score_row(const attn_mask *m, const attn__sdpa_dims *d,
     if (m->alibi) {
         int64_t lq, lk;
         attn__lengths(m, b, d->Lq, d->Lk, &lq, &lk);
-        const int64_t c = i + (m->align == ATTN_ALIGN_BOTTOM_RIGHT ? lk - lq : 0);
+        const int64_t c =
+            i + (m->align == ATTN_ALIGN_BOTTOM_RIGHT ? lk - lq : 0);
         const float slope = (float)attn__alibi_slope(m, d->H, h);
         /* distances in float: exact below 2^24 positions; int columns so
          * the conversion vectorizes (nj is a tile's width) */
@@ -226,4 +229,3 @@ void attn__flash_frame(const attn__sdpa_dims *d, const attn__flash_pos *pos,
     *qpos = pos->qpos;
     *kpos = pos->kpos;
 }
-

@@ -18,8 +18,7 @@
 /* Query rows and key columns of one tile for these shapes. They depend on
  * the shapes only (never on the thread count), so results are bitwise the
  * same on any number of threads. */
-void attn__flash_tile_sizes(const attn__sdpa_dims *d, int64_t *bq,
-                            int64_t *bk);
+void attn__flash_tile_sizes(const attn__sdpa_dims *d, int64_t *bq, int64_t *bk);
 
 /* Overrides of the tile sizes for tuning runs (0 = the measured default).
  * Not thread-safe: set them while no kernel runs. */
@@ -181,9 +180,8 @@ attn_status attn__flash_backward_at(const attn_tensor *q, const attn_tensor *k,
                                     const attn_tensor *dout,
                                     const attn_sdpa_opts *opts,
                                     const attn__sdpa_dims *d,
-                                    const attn__flash_pos *pos,
-                                    attn_tensor *dq, attn_tensor *dk,
-                                    attn_tensor *dv);
+                                    const attn__flash_pos *pos, attn_tensor *dq,
+                                    attn_tensor *dk, attn_tensor *dv);
 
 /* ---- the weight pass (sdpa_weights.c) --------------------------------- */
 
@@ -192,7 +190,8 @@ attn_status attn__flash_backward_at(const attn_tensor *q, const attn_tensor *k,
  * Parallel over rows. */
 attn_status attn__flash_fill_weights(const attn_tensor *q, const attn_tensor *k,
                                      const attn_sdpa_opts *opts,
-                                     const attn__sdpa_dims *d, const float *mrow,
-                                     const float *lrow, attn_tensor *weights);
+                                     const attn__sdpa_dims *d,
+                                     const float *mrow, const float *lrow,
+                                     attn_tensor *weights);
 
 #endif /* ATTN_FLASH_H */

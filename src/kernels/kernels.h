@@ -50,14 +50,11 @@ attn_status attn__sdpa_ref_backward(const attn_tensor *q, const attn_tensor *k,
 
 /* Flash backward, kernels/sdpa_flash_bwd.c: f32/f16/bf16 inputs, f32
  * out, dout and gradients (added into), lse from the forward. */
-attn_status attn__sdpa_flash_backward(const attn_tensor *q, const attn_tensor *k,
-                                      const attn_tensor *v,
-                                      const attn_tensor *out, const float *lse,
-                                      const attn_tensor *dout,
-                                      const attn_sdpa_opts *opts,
-                                      const attn__sdpa_dims *dims,
-                                      attn_tensor *dq, attn_tensor *dk,
-                                      attn_tensor *dv, attn_tensor *dbias);
+attn_status attn__sdpa_flash_backward(
+    const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+    const attn_tensor *out, const float *lse, const attn_tensor *dout,
+    const attn_sdpa_opts *opts, const attn__sdpa_dims *dims, attn_tensor *dq,
+    attn_tensor *dk, attn_tensor *dv, attn_tensor *dbias);
 
 /* Flash forward, kernels/sdpa_flash.c. */
 attn_status attn__sdpa_flash_forward(const attn_tensor *q, const attn_tensor *k,

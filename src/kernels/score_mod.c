@@ -8,7 +8,8 @@
 #include <math.h>
 
 attn_status attn_alibi_slopes(int64_t H, double *slopes) {
-    if (!slopes) return attn__fail(ATTN_E_INVALID, "alibi slopes: slopes is NULL");
+    if (!slopes)
+        return attn__fail(ATTN_E_INVALID, "alibi slopes: slopes is NULL");
     if (H < 1)
         return attn__fail(ATTN_E_INVALID, "alibi slopes: H is %lld (< 1)",
                           (long long)H);
@@ -45,12 +46,12 @@ static attn_status check_heads(const double *x, int64_t n, int64_t H,
     if (n != H)
         return attn__fail(ATTN_E_SHAPE,
                           "mask.%s has %lld entries (n_%s) but the attention "
-                          "has %lld heads", name, (long long)n, name,
-                          (long long)H);
+                          "has %lld heads",
+                          name, (long long)n, name, (long long)H);
     for (int64_t h = 0; h < H; h++)
         if (!isfinite(x[h]))
-            return attn__fail(ATTN_E_NONFINITE, "mask.%s[%lld] is %g",
-                              name, (long long)h, x[h]);
+            return attn__fail(ATTN_E_NONFINITE, "mask.%s[%lld] is %g", name,
+                              (long long)h, x[h]);
     return ATTN_OK;
 }
 
@@ -60,8 +61,9 @@ static attn_status check_docs(const int64_t *ids, int64_t n, int64_t B,
     if (n != B * L)
         return attn__fail(ATTN_E_SHAPE,
                           "mask.%s has %lld entries (n_%s) but B x L = %lld x "
-                          "%lld = %lld are needed", name, (long long)n, name,
-                          (long long)B, (long long)L, (long long)(B * L));
+                          "%lld = %lld are needed",
+                          name, (long long)n, name, (long long)B, (long long)L,
+                          (long long)(B * L));
     for (int64_t b = 0; b < B; b++)
         for (int64_t i = 1; i < L; i++)
             if (ids[b * L + i] < ids[b * L + i - 1])
@@ -79,32 +81,37 @@ attn_status attn__score_mod_check(const attn_mask *m, int64_t B, int64_t H,
                                   int64_t Lq, int64_t Lk) {
     attn_status st;
     if (isnan(m->softcap) || m->softcap < 0 || isinf(m->softcap))
-        return attn__fail(ATTN_E_INVALID, "mask.softcap is %g; it must be a "
-                          "positive cap (or 0 for none)", m->softcap);
+        return attn__fail(ATTN_E_INVALID,
+                          "mask.softcap is %g; it must be a "
+                          "positive cap (or 0 for none)",
+                          m->softcap);
     if (m->alibi != ATTN_ALIBI_NONE && m->alibi != ATTN_ALIBI_CAUSAL &&
         m->alibi != ATTN_ALIBI_SYMMETRIC)
-        return attn__fail(ATTN_E_INVALID, "mask.alibi is %d: use "
-                          "ATTN_ALIBI_NONE, _CAUSAL or _SYMMETRIC", m->alibi);
+        return attn__fail(ATTN_E_INVALID,
+                          "mask.alibi is %d: use "
+                          "ATTN_ALIBI_NONE, _CAUSAL or _SYMMETRIC",
+                          m->alibi);
     if (m->alibi_slopes && !m->alibi)
         return attn__fail(ATTN_E_INVALID, "mask.alibi_slopes is given but "
-                          "mask.alibi is ATTN_ALIBI_NONE");
-    if (m->alibi_slopes &&
-        (st = check_heads(m->alibi_slopes, m->n_alibi_slopes, H, "alibi_slopes")))
+                                          "mask.alibi is ATTN_ALIBI_NONE");
+    if (m->alibi_slopes && (st = check_heads(m->alibi_slopes, m->n_alibi_slopes,
+                                             H, "alibi_slopes")))
         return st;
     if (m->sinks_grad && !m->sinks)
         return attn__fail(ATTN_E_INVALID, "mask.sinks_grad is given but "
-                          "mask.sinks is NULL");
+                                          "mask.sinks is NULL");
     if (m->sinks && (st = check_heads(m->sinks, m->n_sinks, H, "sinks")))
         return st;
     if (m->doc_k && !m->doc_q)
         return attn__fail(ATTN_E_INVALID, "mask.doc_k is given but mask.doc_q "
-                          "is NULL");
+                                          "is NULL");
     if (m->doc_q) {
         if (!m->doc_k && Lq != Lk)
-            return attn__fail(ATTN_E_INVALID,
-                              "mask.doc_q alone serves Lq == Lk; with Lq = %lld "
-                              "and Lk = %lld give mask.doc_k too",
-                              (long long)Lq, (long long)Lk);
+            return attn__fail(
+                ATTN_E_INVALID,
+                "mask.doc_q alone serves Lq == Lk; with Lq = %lld "
+                "and Lk = %lld give mask.doc_k too",
+                (long long)Lq, (long long)Lk);
         if ((st = check_docs(m->doc_q, m->n_doc_q, B, Lq, "doc_q"))) return st;
         if (m->doc_k && (st = check_docs(m->doc_k, m->n_doc_k, B, Lk, "doc_k")))
             return st;
@@ -138,7 +145,8 @@ void attn__doc_range(const attn_mask *m, int64_t b, int64_t i, int64_t Lq,
 void attn__doc_hull(const attn_mask *m, int64_t b, int64_t i0, int64_t i1,
                     int64_t Lq, int64_t Lk, int64_t *lo, int64_t *hi) {
     if (!m->doc_q || *hi <= *lo || i1 <= i0) return;
-    const int64_t *dq = attn__doc_q_row(m, b, Lq), *dk = attn__doc_k_row(m, b, Lk);
+    const int64_t *dq = attn__doc_q_row(m, b, Lq),
+                  *dk = attn__doc_k_row(m, b, Lk);
     int64_t a = bound(dk, *lo, *hi, dq[i0], 0);
     int64_t e = bound(dk, a, *hi, dq[i1 - 1], 1);
     *lo = a;
@@ -149,7 +157,8 @@ attn__tile_class attn__doc_classify(const attn_mask *m, int64_t b, int64_t i0,
                                     int64_t i1, int64_t j0, int64_t j1,
                                     int64_t Lq, int64_t Lk) {
     if (!m->doc_q) return ATTN__TILE_FULL;
-    const int64_t *dq = attn__doc_q_row(m, b, Lq), *dk = attn__doc_k_row(m, b, Lk);
+    const int64_t *dq = attn__doc_q_row(m, b, Lq),
+                  *dk = attn__doc_k_row(m, b, Lk);
     if (dq[i1 - 1] < dk[j0] || dk[j1 - 1] < dq[i0]) return ATTN__TILE_EMPTY;
     if (dq[i0] == dq[i1 - 1] && dk[j0] == dk[j1 - 1] && dq[i0] == dk[j0])
         return ATTN__TILE_FULL;

@@ -13,8 +13,8 @@ void attn_sdpa_opts_init(attn_sdpa_opts *opts) {
     opts->impl = ATTN_IMPL_AUTO;
 }
 
-static attn_status check_out(const attn_tensor *t, const char *name,
-                             int64_t d0, int64_t d1, int64_t d2, int64_t d3,
+static attn_status check_out(const attn_tensor *t, const char *name, int64_t d0,
+                             int64_t d1, int64_t d2, int64_t d3,
                              int allow_f64) {
     return attn__sdpa_check_view(t, name, d0, d1, d2, d3, allow_f64, 1);
 }
@@ -37,7 +37,8 @@ attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k,
         return attn__sdpa_ref_forward(q, k, v, opts, &dims, out, weights, lse);
     /* AUTO and FLASH: the flash kernel; weights, when asked, come from its
      * second pass, normalized with each row's max and sum. */
-    if (!weights) return attn__sdpa_flash_forward(q, k, v, opts, &dims, out, lse);
+    if (!weights)
+        return attn__sdpa_flash_forward(q, k, v, opts, &dims, out, lse);
     size_t n = (size_t)(dims.B * dims.H * dims.Lq);
     float *ml = attn__alloc(2 * n, sizeof(float), "row max and sum");
     if (!ml) return ATTN_E_NOMEM;
@@ -89,13 +90,14 @@ attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k,
                           "f64 tensors are served by the reference kernel "
                           "only (impl = ATTN_IMPL_REF)");
     if (!lse && opts->impl != ATTN_IMPL_REF)
-        return attn__fail(ATTN_E_INVALID, "lse is NULL: the flash backward "
+        return attn__fail(ATTN_E_INVALID,
+                          "lse is NULL: the flash backward "
                           "needs the log-sum-exp saved by attn_sdpa_forward "
                           "(only IMPL_REF recomputes it)");
     if ((st = attn__check_finite(dout, "dout"))) return st;
     if (opts->impl == ATTN_IMPL_REF)
         return attn__sdpa_ref_backward(q, k, v, dout, opts, &dm, dq, dk, dv,
                                        dbias);
-    return attn__sdpa_flash_backward(q, k, v, out, lse, dout, opts, &dm, dq,
-                                     dk, dv, dbias);
+    return attn__sdpa_flash_backward(q, k, v, out, lse, dout, opts, &dm, dq, dk,
+                                     dv, dbias);
 }

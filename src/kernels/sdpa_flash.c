@@ -83,8 +83,8 @@ static void fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
     for (int64_t r = 0; r < nr; r++) {
         float *s = S + r * lds;
         if (need_mask)
-            attn__flash_score_row(mask, &c->md, b, h, blk->r0 + r, blk->c0,
-                                  nc, blk->cls, s, NULL);
+            attn__flash_score_row(mask, &c->md, b, h, blk->r0 + r, blk->c0, nc,
+                                  blk->cls, s, NULL);
         float mx = vec->max(s, nc);
         float mnew = mx > M[r] ? mx : M[r];
         if (mnew == -INFINITY) {
@@ -139,15 +139,17 @@ static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
         const int64_t nj = d->Lk - j0 < c->bk ? d->Lk - j0 : c->bk;
         /* classify and split in the mask's frame (global positions) */
         const int64_t gi = i0 + c->qpos, gj = j0 + c->kpos;
-        attn__tile_class cls = attn__mask_classify(
-            mask, b, h, gi, gi + ni, gj, gj + nj, c->md.Lq, c->md.Lk);
+        attn__tile_class cls = attn__mask_classify(mask, b, h, gi, gi + ni, gj,
+                                                   gj + nj, c->md.Lq, c->md.Lk);
         int64_t nb = attn__flash_split_tile(mask, &c->md, b, h, gi, ni, gj, nj,
                                             cls, blocks);
         if (nb == 0) continue;
         if (!Q) Q = attn__flash_rows(c->q, b, h, i0, ni, ws + c->w.q, &ldq);
         int64_t ldk, ldv;
-        const float *K = attn__flash_rows(c->k, b, hk, j0, nj, ws + c->w.k, &ldk);
-        const float *V = attn__flash_rows(c->v, b, hk, j0, nj, ws + c->w.v, &ldv);
+        const float *K =
+            attn__flash_rows(c->k, b, hk, j0, nj, ws + c->w.k, &ldk);
+        const float *V =
+            attn__flash_rows(c->v, b, hk, j0, nj, ws + c->w.v, &ldv);
         for (int64_t x = 0; x < nb; x++)
             fwd_block(c, ws, b, h, gi, &blocks[x], gj, Q, ldq, K, ldk, V, ldv);
     }
@@ -171,7 +173,8 @@ static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
         if (out->stride[3] == 1)
             for (int64_t e = 0; e < Dv; e++) orow[e] = src[e] * inv;
         else
-            for (int64_t e = 0; e < Dv; e++) orow[e * out->stride[3]] = src[e] * inv;
+            for (int64_t e = 0; e < Dv; e++)
+                orow[e * out->stride[3]] = src[e] * inv;
         int64_t row = (b * d->H + h) * d->Lq + i;
         if (c->lse) c->lse[row] = L[r] > 0.0f ? M[r] + logf(L[r]) : -INFINITY;
         if (c->mrow) {
@@ -184,8 +187,8 @@ static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
 attn_status attn__sdpa_flash_forward(const attn_tensor *q, const attn_tensor *k,
                                      const attn_tensor *v,
                                      const attn_sdpa_opts *opts,
-                                     const attn__sdpa_dims *d,
-                                     attn_tensor *out, float *lse) {
+                                     const attn__sdpa_dims *d, attn_tensor *out,
+                                     float *lse) {
     return attn__flash_forward_ml(q, k, v, opts, d, out, lse, NULL, NULL);
 }
 

@@ -69,14 +69,14 @@ typedef struct {
      * the buffers *b when packed/converted), with their leading dims */
     const float *q, *dout, *k, *v;
     int64_t ldq, ldo, ldk, ldv;
-    float *qb, *ob, *kb, *vb;  /* bq x Dk, bq x Dv, bk x Dk, bk x Dv      */
-    const float *lse, *dd;     /* lse and D of the query tile's rows      */
-    float *p, *pd, *ds;        /* bq x bk: P, P after dropout, dP then dS */
-    float *acc;                /* dK|dV (bk x (Dk + Dv)) or dQ (bq x Dk)  */
-    float *z;                  /* bk: dropout factors of one row          */
-    float *capd;               /* bk: soft-cap derivatives of one row     */
-    attn__flash_block *blk;    /* the blocks of a split tile              */
-    double *bacc;              /* bq x bk: dBias sums (when dbias is asked) */
+    float *qb, *ob, *kb, *vb; /* bq x Dk, bq x Dv, bk x Dk, bk x Dv      */
+    const float *lse, *dd;    /* lse and D of the query tile's rows      */
+    float *p, *pd, *ds;       /* bq x bk: P, P after dropout, dP then dS */
+    float *acc;               /* dK|dV (bk x (Dk + Dv)) or dQ (bq x Dk)  */
+    float *z;                 /* bk: dropout factors of one row          */
+    float *capd;              /* bk: soft-cap derivatives of one row     */
+    attn__flash_block *blk;   /* the blocks of a split tile              */
+    double *bacc;             /* bq x bk: dBias sums (when dbias is asked) */
 } work;
 
 /* Next n floats of a workspace at f (64-byte steps); with f == NULL only
@@ -103,8 +103,8 @@ static size_t work_carve(work *w, float *f, int64_t bq, int64_t bk,
     w->acc = take(f, &at, (size_t)acc);
     w->z = take(f, &at, (size_t)bk);
     w->capd = take(f, &at, (size_t)bk);
-    w->blk = (attn__flash_block *)(void *)take(f, &at,
-                                               attn__flash_blocks_floats(d, bq));
+    w->blk = (attn__flash_block *)(void *)take(
+        f, &at, attn__flash_blocks_floats(d, bq));
     return at;
 }
 
@@ -147,10 +147,10 @@ static int64_t tile_blocks(const bwd_ctx *c, work *w, int64_t b, int64_t h,
     const attn_mask *m = &c->opts->mask;
     /* classified and split in the mask's frame, handed back in local rows */
     const int64_t gi = i0 + c->qpos, gj = j0 + c->kpos;
-    attn__tile_class cls = attn__mask_classify(m, b, h, gi, gi + nq, gj, gj + nk,
-                                               c->md.Lq, c->md.Lk);
-    int64_t n = attn__flash_split_tile(m, &c->md, b, h, gi, nq, gj, nk, cls,
-                                       w->blk);
+    attn__tile_class cls = attn__mask_classify(m, b, h, gi, gi + nq, gj,
+                                               gj + nk, c->md.Lq, c->md.Lk);
+    int64_t n =
+        attn__flash_split_tile(m, &c->md, b, h, gi, nq, gj, nk, cls, w->blk);
     for (int64_t x = 0; x < n; x++) {
         w->blk[x].r0 -= c->qpos;
         w->blk[x].c0 -= c->kpos;
@@ -231,7 +231,8 @@ static void add_dq(const bwd_ctx *c, const work *w, attn_tensor *dq, int64_t b,
 /* dBias += dS for a bias that broadcasts nowhere: each entry is fed by one
  * (b, h, i, j), so the task that computes it owns it. */
 static void add_dbias_block(const bwd_ctx *c, const work *w, attn_tensor *db,
-                            int64_t b, int64_t h, const attn__flash_block *blk) {
+                            int64_t b, int64_t h,
+                            const attn__flash_block *blk) {
     float *base = db->data;
     for (int64_t r = 0; r < blk->nr; r++)
         for (int64_t j = 0; j < blk->nc; j++)
@@ -249,7 +250,8 @@ static void pass_kv(const bwd_ctx *c, work *w, int64_t task, int64_t nkt_task,
                     attn_tensor *dbias) {
     const attn__sdpa_dims *d = c->d;
     const int64_t per = c->nkt / nkt_task; /* key tiles per task */
-    const int64_t kt0 = (task % nkt_task) * per, hk = (task / nkt_task) % d->Hkv;
+    const int64_t kt0 = (task % nkt_task) * per,
+                  hk = (task / nkt_task) % d->Hkv;
     const int64_t b = task / (nkt_task * d->Hkv);
     for (int64_t kt = kt0; kt < kt0 + per; kt++) {
         const int64_t j0 = kt * c->bk, nk = tile_len(j0, c->bk, d->Lk);
@@ -272,9 +274,10 @@ static void pass_kv(const bwd_ctx *c, work *w, int64_t task, int64_t nkt_task,
                     const float *pd = block_ds(c, w, b, h, i0, j0, blk);
                     /* dV += Pd^T dO, dK += scale dS^T Q (rows co.. of the tile) */
                     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
-                                (int)blk->nc, (int)d->Dv, (int)blk->nr, 1.0f, pd,
-                                (int)c->bk, w->dout + ro * w->ldo, (int)w->ldo,
-                                1.0f, dva + co * d->Dv, (int)d->Dv);
+                                (int)blk->nc, (int)d->Dv, (int)blk->nr, 1.0f,
+                                pd, (int)c->bk, w->dout + ro * w->ldo,
+                                (int)w->ldo, 1.0f, dva + co * d->Dv,
+                                (int)d->Dv);
                     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
                                 (int)blk->nc, (int)d->Dk, (int)blk->nr,
                                 (float)d->scale, w->ds, (int)c->bk,
@@ -330,7 +333,8 @@ static int bias_bcast(const attn_tensor *t, int a) {
 static void add_bias_sums(attn_tensor *db, const attn_tensor *bias, int64_t b,
                           int64_t h, int64_t i0, int64_t rows, int64_t j0,
                           int64_t cols, const double *acc) {
-    int64_t lo[4] = {b, h, i0, j0}, hi[4] = {b + 1, h + 1, i0 + rows, j0 + cols};
+    int64_t lo[4] = {b, h, i0, j0},
+            hi[4] = {b + 1, h + 1, i0 + rows, j0 + cols};
     for (int a = 0; a < 4; a++)
         if (bias_bcast(bias, a)) {
             lo[a] = 0;
@@ -386,7 +390,8 @@ static void pass_bias(const bwd_ctx *c, work *w, int64_t task,
     for (int64_t b = bb ? 0 : bb0; b < (bb ? d->B : bb0 + 1); b++)
         for (int64_t h = hb ? 0 : hh; h < (hb ? d->H : hh + 1); h++)
             for (int64_t q2 = ib ? 0 : qt; q2 < (ib ? c->nqt : qt + 1); q2++)
-                for (int64_t k2 = jb ? 0 : kt; k2 < (jb ? c->nkt : kt + 1); k2++) {
+                for (int64_t k2 = jb ? 0 : kt; k2 < (jb ? c->nkt : kt + 1);
+                     k2++) {
                     const int64_t i0 = q2 * c->bq, j0 = k2 * c->bk;
                     const int64_t nq = tile_len(i0, c->bq, d->Lq);
                     const int64_t nk = tile_len(j0, c->bk, d->Lk);
@@ -407,23 +412,21 @@ static void pass_bias(const bwd_ctx *c, work *w, int64_t task,
 
 /* ---- the call ---------------------------------------------------------- */
 
-static attn_status flash_backward_pos(
+static attn_status
+flash_backward_pos(const attn_tensor *q, const attn_tensor *k,
+                   const attn_tensor *v, const attn_tensor *out,
+                   const float *lse, const attn_tensor *dout,
+                   const attn_sdpa_opts *opts, const attn__sdpa_dims *d,
+                   const attn__flash_pos *pos, attn_tensor *dq, attn_tensor *dk,
+                   attn_tensor *dv, attn_tensor *dbias);
+
+attn_status attn__sdpa_flash_backward(
     const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
     const attn_tensor *out, const float *lse, const attn_tensor *dout,
-    const attn_sdpa_opts *opts, const attn__sdpa_dims *d,
-    const attn__flash_pos *pos, attn_tensor *dq, attn_tensor *dk,
-    attn_tensor *dv, attn_tensor *dbias);
-
-attn_status attn__sdpa_flash_backward(const attn_tensor *q, const attn_tensor *k,
-                                      const attn_tensor *v,
-                                      const attn_tensor *out, const float *lse,
-                                      const attn_tensor *dout,
-                                      const attn_sdpa_opts *opts,
-                                      const attn__sdpa_dims *d, attn_tensor *dq,
-                                      attn_tensor *dk, attn_tensor *dv,
-                                      attn_tensor *dbias) {
-    return flash_backward_pos(q, k, v, out, lse, dout, opts, d, NULL, dq,
-                                    dk, dv, dbias);
+    const attn_sdpa_opts *opts, const attn__sdpa_dims *d, attn_tensor *dq,
+    attn_tensor *dk, attn_tensor *dv, attn_tensor *dbias) {
+    return flash_backward_pos(q, k, v, out, lse, dout, opts, d, NULL, dq, dk,
+                              dv, dbias);
 }
 
 attn_status attn__flash_backward_at(const attn_tensor *q, const attn_tensor *k,
@@ -432,26 +435,33 @@ attn_status attn__flash_backward_at(const attn_tensor *q, const attn_tensor *k,
                                     const attn_tensor *dout,
                                     const attn_sdpa_opts *opts,
                                     const attn__sdpa_dims *d,
-                                    const attn__flash_pos *pos,
-                                    attn_tensor *dq, attn_tensor *dk,
-                                    attn_tensor *dv) {
-    return flash_backward_pos(q, k, v, out, lse, dout, opts, d, pos, dq,
-                                    dk, dv, NULL);
+                                    const attn__flash_pos *pos, attn_tensor *dq,
+                                    attn_tensor *dk, attn_tensor *dv) {
+    return flash_backward_pos(q, k, v, out, lse, dout, opts, d, pos, dq, dk, dv,
+                              NULL);
 }
 
-static attn_status flash_backward_pos(
-    const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
-    const attn_tensor *out, const float *lse, const attn_tensor *dout,
-    const attn_sdpa_opts *opts, const attn__sdpa_dims *d,
-    const attn__flash_pos *pos, attn_tensor *dq, attn_tensor *dk,
-    attn_tensor *dv, attn_tensor *dbias) {
+static attn_status
+flash_backward_pos(const attn_tensor *q, const attn_tensor *k,
+                   const attn_tensor *v, const attn_tensor *out,
+                   const float *lse, const attn_tensor *dout,
+                   const attn_sdpa_opts *opts, const attn__sdpa_dims *d,
+                   const attn__flash_pos *pos, attn_tensor *dq, attn_tensor *dk,
+                   attn_tensor *dv, attn_tensor *dbias) {
     attn_status st = attn__flash_check_dims(d, "flash backward");
     if (st) return st;
     if (dbias && opts->mask.softcap > 0)
-        return attn__fail(ATTN_E_UNSUPPORTED, "flash backward: dbias with "
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "flash backward: dbias with "
                           "mask.softcap is not served (use ATTN_IMPL_REF)");
-    bwd_ctx c = {.q = q, .k = k, .v = v, .dout = dout, .opts = opts, .d = d,
-                 .lse = lse, .vec = attn__vec_get()};
+    bwd_ctx c = {.q = q,
+                 .k = k,
+                 .v = v,
+                 .dout = dout,
+                 .opts = opts,
+                 .d = d,
+                 .lse = lse,
+                 .vec = attn__vec_get()};
     attn__flash_frame(d, pos, &c.md, &c.qpos, &c.kpos);
     bwd_tile_sizes(d, &c.bq, &c.bk);
     c.nqt = (d->Lq + c.bq - 1) / c.bq;
@@ -480,7 +490,8 @@ static attn_status flash_backward_pos(
     work w0;
     const size_t wf = work_carve(&w0, NULL, c.bq, c.bk, d);
     float *dvec = attn__alloc((size_t)rows, sizeof(float), "flash backward D");
-    float *ws = attn__alloc((size_t)nt * wf, sizeof(float), "flash backward tiles");
+    float *ws =
+        attn__alloc((size_t)nt * wf, sizeof(float), "flash backward tiles");
     double *wb = NULL;
     float *dqt = NULL;
     if (bias_pass)
@@ -558,7 +569,8 @@ static attn_status flash_backward_pos(
     if (!dq_direct)
         for (int64_t b = 0; b < d->B; b++)
             for (int64_t h = 0; h < d->H; h++)
-                add_rows(dq, b, h, 0, d->Lq, dqt + (b * d->H + h) * d->Lq * d->Dk);
+                add_rows(dq, b, h, 0, d->Lq,
+                         dqt + (b * d->H + h) * d->Lq * d->Dk);
     attn__free(dqt);
     attn__free(dvec);
     attn__free(ws);

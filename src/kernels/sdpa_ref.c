@@ -61,9 +61,8 @@ static double sink_term(const attn_mask *m, int64_t h, double mx) {
 attn_status attn__sdpa_ref_forward(const attn_tensor *q, const attn_tensor *k,
                                    const attn_tensor *v,
                                    const attn_sdpa_opts *opts,
-                                   const attn__sdpa_dims *dm,
-                                   attn_tensor *out, attn_tensor *weights,
-                                   float *lse) {
+                                   const attn__sdpa_dims *dm, attn_tensor *out,
+                                   attn_tensor *weights, float *lse) {
     const attn_mask *m = &opts->mask;
     const int64_t Lq = dm->Lq, Lk = dm->Lk, Dk = dm->Dk, Dv = dm->Dv;
     const double p = opts->dropout_p, keep_scale = 1.0 / (1.0 - p);
@@ -108,7 +107,8 @@ attn_status attn__sdpa_ref_forward(const attn_tensor *q, const attn_tensor *k,
                     }
                     if (weights) store(weights, b, h, i, j, w);
                     if (w != 0.0)
-                        for (int64_t d = 0; d < Dv; d++) o[d] += w * vd[j * Dv + d];
+                        for (int64_t d = 0; d < Dv; d++)
+                            o[d] += w * vd[j * Dv + d];
                 }
                 for (int64_t d = 0; d < Dv; d++) store(out, b, h, i, d, o[d]);
                 if (lse)
@@ -139,8 +139,8 @@ static void add_to(attn_tensor *t, int64_t i0, int64_t i1, int64_t i2,
 /* Cell of the dBias accumulator that score (b, h, i, j) feeds: axes the bias
  * broadcasts (size 1 or stride 0) collapse to index 0, so the accumulator
  * sums over them. Row-major over the bias's shape. */
-static int64_t bias_cell(const attn_tensor *t, int64_t b, int64_t h,
-                         int64_t i, int64_t j) {
+static int64_t bias_cell(const attn_tensor *t, int64_t b, int64_t h, int64_t i,
+                         int64_t j) {
     const int64_t x[4] = {b, h, i, j};
     int64_t c = 0;
     for (int a = 0; a < 4; a++) {
@@ -167,9 +167,9 @@ attn_status attn__sdpa_ref_backward(const attn_tensor *q, const attn_tensor *k,
                                     const attn_tensor *v,
                                     const attn_tensor *dout,
                                     const attn_sdpa_opts *opts,
-                                    const attn__sdpa_dims *dm,
-                                    attn_tensor *dq, attn_tensor *dk,
-                                    attn_tensor *dv, attn_tensor *dbias) {
+                                    const attn__sdpa_dims *dm, attn_tensor *dq,
+                                    attn_tensor *dk, attn_tensor *dv,
+                                    attn_tensor *dbias) {
     const attn_mask *m = &opts->mask;
     const int64_t Lq = dm->Lq, Lk = dm->Lk, Dk = dm->Dk, Dv = dm->Dv;
     const double p = opts->dropout_p, keep_scale = 1.0 / (1.0 - p);
@@ -177,8 +177,10 @@ attn_status attn__sdpa_ref_backward(const attn_tensor *q, const attn_tensor *k,
     size_t nbias = bias ? (size_t)attn_tensor_numel(bias) : 1;
     double *kd = attn__alloc((size_t)(Lk * Dk), sizeof(double), "reference k");
     double *vd = attn__alloc((size_t)(Lk * Dv), sizeof(double), "reference v");
-    double *dkd = attn__alloc((size_t)(Lk * Dk), sizeof(double), "reference dk");
-    double *dvd = attn__alloc((size_t)(Lk * Dv), sizeof(double), "reference dv");
+    double *dkd =
+        attn__alloc((size_t)(Lk * Dk), sizeof(double), "reference dk");
+    double *dvd =
+        attn__alloc((size_t)(Lk * Dv), sizeof(double), "reference dv");
     double *qd = attn__alloc((size_t)Dk, sizeof(double), "reference q row");
     double *dqd = attn__alloc((size_t)Dk, sizeof(double), "reference dq row");
     double *dod = attn__alloc((size_t)Dv, sizeof(double), "reference dout row");
@@ -207,7 +209,8 @@ attn_status attn__sdpa_ref_backward(const attn_tensor *q, const attn_tensor *k,
                     for (int64_t d = 0; d < Dk; d++)
                         qd[d] = attn_tensor_get(q, b, h, i, d);
                     double mx = score_row(m, dm, b, h, i, qd, kd, s, capd);
-                    if (mx == -INFINITY) continue; /* fully masked: no gradient */
+                    if (mx == -INFINITY)
+                        continue; /* fully masked: no gradient */
                     double sum = sink_term(m, h, mx);
                     for (int64_t j = 0; j < Lk; j++)
                         if (s[j] > -INFINITY) sum += exp(s[j] - mx);
@@ -250,11 +253,14 @@ attn_status attn__sdpa_ref_backward(const attn_tensor *q, const attn_tensor *k,
                             dkd[j * Dk + d] += ds * qd[d];
                         }
                     }
-                    for (int64_t d = 0; d < Dk; d++) add_to(dq, b, h, i, d, dqd[d]);
+                    for (int64_t d = 0; d < Dk; d++)
+                        add_to(dq, b, h, i, d, dqd[d]);
                 }
             for (int64_t j = 0; j < Lk; j++) {
-                for (int64_t d = 0; d < Dk; d++) add_to(dk, b, hk, j, d, dkd[j * Dk + d]);
-                for (int64_t d = 0; d < Dv; d++) add_to(dv, b, hk, j, d, dvd[j * Dv + d]);
+                for (int64_t d = 0; d < Dk; d++)
+                    add_to(dk, b, hk, j, d, dkd[j * Dk + d]);
+                for (int64_t d = 0; d < Dv; d++)
+                    add_to(dv, b, hk, j, d, dvd[j * Dv + d]);
             }
         }
     if (bias)
@@ -262,7 +268,8 @@ attn_status attn__sdpa_ref_backward(const attn_tensor *q, const attn_tensor *k,
             for (int64_t c = 0; c < bias->shape[1]; c++)
                 for (int64_t i = 0; i < bias->shape[2]; i++)
                     for (int64_t j = 0; j < bias->shape[3]; j++)
-                        add_to(dbias, a, c, i, j, gb[bias_cell(bias, a, c, i, j)]);
+                        add_to(dbias, a, c, i, j,
+                               gb[bias_cell(bias, a, c, i, j)]);
     if (m->sinks_grad)
         for (int64_t h = 0; h < dm->H; h++) m->sinks_grad[h] += gs[h];
 done:

@@ -19,7 +19,8 @@ typedef struct {
     const attn__sdpa_dims *d;
     const float *m, *l; /* per row: exp(s - m) / l; l NULL means 1 */
     int64_t bq, bk;
-    size_t s_off, q_off, k_off, b_off, total; /* floats of a thread's workspace */
+    size_t s_off, q_off, k_off, b_off,
+        total; /* floats of a thread's workspace */
     const attn__vec_ops *vec;
 } wctx;
 
@@ -58,7 +59,8 @@ static void weight_tile(const wctx *c, float *ws, int64_t b, int64_t h,
         memset(S + r * c->bk, 0, (size_t)nj * sizeof(float));
     attn__tile_class cls =
         attn__mask_classify(m, b, h, i0, i0 + ni, j0, j0 + nj, d->Lq, d->Lk);
-    int64_t nb = attn__flash_split_tile(m, d, b, h, i0, ni, j0, nj, cls, blocks);
+    int64_t nb =
+        attn__flash_split_tile(m, d, b, h, i0, ni, j0, nj, cls, blocks);
     if (nb == 0) return;
     int64_t ldk;
     const float *K =
@@ -95,7 +97,8 @@ attn_status attn_sdpa_weight_tiles(const attn_tensor *q, const attn_tensor *k,
     attn_status st = attn__sdpa_check(q, k, k, opts, NULL, NULL, 0, &d);
     if (st) return st;
     if (!lse) return attn__fail(ATTN_E_INVALID, "lse is NULL");
-    if (!fn) return attn__fail(ATTN_E_INVALID, "fn (the tile callback) is NULL");
+    if (!fn)
+        return attn__fail(ATTN_E_INVALID, "fn (the tile callback) is NULL");
     if ((st = attn__flash_check_dims(&d, "weight tiles"))) return st;
     wctx c;
     wctx_init(&c, q, k, opts, &d, lse, NULL);
@@ -107,11 +110,13 @@ attn_status attn_sdpa_weight_tiles(const attn_tensor *q, const attn_tensor *k,
         for (int64_t h = 0; h < d.H && !stop; h++)
             for (int64_t i0 = 0; i0 < d.Lq && !stop; i0 += c.bq) {
                 int64_t ni = d.Lq - i0 < c.bq ? d.Lq - i0 : c.bq, ldq;
-                const float *Q = attn__flash_rows(q, b, h, i0, ni, ws + c.q_off, &ldq);
+                const float *Q =
+                    attn__flash_rows(q, b, h, i0, ni, ws + c.q_off, &ldq);
                 for (int64_t j0 = 0; j0 < d.Lk && !stop; j0 += c.bk) {
                     int64_t nj = d.Lk - j0 < c.bk ? d.Lk - j0 : c.bk;
                     weight_tile(&c, ws, b, h, i0, ni, j0, nj, Q, ldq);
-                    stop = fn(user, b, h, i0, ni, j0, nj, ws + c.s_off, c.bk) != 0;
+                    stop =
+                        fn(user, b, h, i0, ni, j0, nj, ws + c.s_off, c.bk) != 0;
                 }
             }
     attn__blas_single_end(saved);
@@ -121,8 +126,9 @@ attn_status attn_sdpa_weight_tiles(const attn_tensor *q, const attn_tensor *k,
 
 attn_status attn__flash_fill_weights(const attn_tensor *q, const attn_tensor *k,
                                      const attn_sdpa_opts *opts,
-                                     const attn__sdpa_dims *d, const float *mrow,
-                                     const float *lrow, attn_tensor *weights) {
+                                     const attn__sdpa_dims *d,
+                                     const float *mrow, const float *lrow,
+                                     attn_tensor *weights) {
     wctx c;
     wctx_init(&c, q, k, opts, d, mrow, lrow);
     const int64_t nqt = (d->Lq + c.bq - 1) / c.bq, items = d->B * d->H * nqt;
@@ -152,7 +158,8 @@ attn_status attn__flash_fill_weights(const attn_tensor *q, const attn_tensor *k,
                                                 nj, s);
                     float *w = (float *)weights->data +
                                attn__off(weights, b, h, i0 + r, j0);
-                    for (int64_t j = 0; j < nj; j++) w[j * weights->stride[3]] = s[j];
+                    for (int64_t j = 0; j < nj; j++)
+                        w[j * weights->stride[3]] = s[j];
                 }
             }
         }

@@ -52,9 +52,8 @@ static void scale_scalar(float *x, int64_t n, float a) {
     for (int64_t i = 0; i < n; i++) x[i] *= a;
 }
 
-static const attn__vec_ops ops_scalar = {ATTN__VEC_SCALAR, exp_scalar,
-                                         max_scalar, exp_sub_sum_scalar,
-                                         scale_scalar};
+static const attn__vec_ops ops_scalar = {
+    ATTN__VEC_SCALAR, exp_scalar, max_scalar, exp_sub_sum_scalar, scale_scalar};
 
 #if ATTN_X86
 /* ------------------------------------------------------------ AVX2 + FMA */
@@ -66,9 +65,9 @@ T_AVX2 static inline __m256 exp8(__m256 x) {
     __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
     __m256 over = _mm256_cmp_ps(x, hi, _CMP_GT_OQ);
     __m256 xc = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
-    __m256 n = _mm256_round_ps(
-        _mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
-        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 n =
+        _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), xc);
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
     __m256 p = _mm256_set1_ps(1.9875691500e-4f);
@@ -83,10 +82,10 @@ T_AVX2 static inline __m256 exp8(__m256 x) {
     __m256i ni = _mm256_cvtps_epi32(n);
     __m256i a = _mm256_srai_epi32(ni, 1), b = _mm256_sub_epi32(ni, a);
     const __m256i bias = _mm256_set1_epi32(127);
-    __m256 sa = _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_add_epi32(a, bias), 23));
-    __m256 sb = _mm256_castsi256_ps(
-        _mm256_slli_epi32(_mm256_add_epi32(b, bias), 23));
+    __m256 sa =
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(a, bias), 23));
+    __m256 sb =
+        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(b, bias), 23));
     p = _mm256_mul_ps(_mm256_mul_ps(p, sa), sb);
     p = _mm256_andnot_ps(under, p); /* x < ln(FLT_MIN) or -inf: 0 */
     return _mm256_blendv_ps(p, _mm256_set1_ps(INFINITY), over);
@@ -107,14 +106,16 @@ T_AVX2 static inline void store_tail(float *y, __m256 v, int64_t n) {
 
 /* horizontal sum/max in a fixed lane order */
 T_AVX2 static inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 s =
+        _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
 }
 
 T_AVX2 static inline float hmax8(__m256 v) {
-    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    __m128 s =
+        _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_max_ps(s, _mm_movehl_ps(s, s));
     s = _mm_max_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
@@ -122,7 +123,8 @@ T_AVX2 static inline float hmax8(__m256 v) {
 
 T_AVX2 static void exp_avx2(const float *x, float *y, int64_t n) {
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
     if (i < n) store_tail(y + i, exp8(load_tail(x + i, n - i)), n - i);
 }
 
@@ -270,14 +272,13 @@ T_AVX512 static void scale_avx512(float *x, int64_t n, float a) {
         _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), av));
     if (i < n) {
         __mmask16 k = tail_mask(n - i);
-        _mm512_mask_storeu_ps(x + i, k,
-                              _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), av));
+        _mm512_mask_storeu_ps(
+            x + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), av));
     }
 }
 
-static const attn__vec_ops ops_avx512 = {ATTN__VEC_AVX512, exp_avx512,
-                                         max_avx512, exp_sub_sum_avx512,
-                                         scale_avx512};
+static const attn__vec_ops ops_avx512 = {
+    ATTN__VEC_AVX512, exp_avx512, max_avx512, exp_sub_sum_avx512, scale_avx512};
 #endif /* ATTN_X86 */
 
 /* ------------------------------------------------------------- dispatch */

@@ -16,8 +16,8 @@
 
 typedef enum {
     ATTN__VEC_SCALAR = 0,
-    ATTN__VEC_AVX2 = 1,   /* AVX2 + FMA                                  */
-    ATTN__VEC_AVX512 = 2  /* AVX-512F (+ the AVX2 ones for the rest)     */
+    ATTN__VEC_AVX2 = 1,  /* AVX2 + FMA                                  */
+    ATTN__VEC_AVX512 = 2 /* AVX-512F (+ the AVX2 ones for the rest)     */
 } attn__vec_level;
 
 typedef struct {

@@ -24,20 +24,22 @@ attn_status attn__additive_check_cfg(const attn_additive_config *c) {
     ATTN__NEED(c);
     if (c->query_dim < 1 || c->key_dim < 1 || c->attn_dim < 1 ||
         (!c->context_from_keys && c->value_dim < 1))
-        return attn__fail(ATTN_E_INVALID, "additive config: query_dim %lld, "
+        return attn__fail(ATTN_E_INVALID,
+                          "additive config: query_dim %lld, "
                           "key_dim %lld, value_dim %lld, attn_dim %lld must be "
-                          ">= 1", (long long)c->query_dim,
-                          (long long)c->key_dim, (long long)c->value_dim,
-                          (long long)c->attn_dim);
+                          ">= 1",
+                          (long long)c->query_dim, (long long)c->key_dim,
+                          (long long)c->value_dim, (long long)c->attn_dim);
     if (!attn__blas_ok(c->query_dim) || !attn__blas_ok(c->key_dim) ||
         !attn__blas_ok(c->attn_dim) || !attn__blas_ok(c->value_dim))
         return attn__fail(ATTN_E_INVALID, "additive config sizes exceed the "
-                          "BLAS int range");
+                                          "BLAS int range");
     if ((c->bias != 0 && c->bias != 1) ||
         (c->context_from_keys != 0 && c->context_from_keys != 1))
-        return attn__fail(ATTN_E_INVALID, "additive config: bias (%d) and "
-                          "context_from_keys (%d) must be 0 or 1", c->bias,
-                          c->context_from_keys);
+        return attn__fail(ATTN_E_INVALID,
+                          "additive config: bias (%d) and "
+                          "context_from_keys (%d) must be 0 or 1",
+                          c->bias, c->context_from_keys);
     return ATTN_OK;
 }
 
@@ -116,11 +118,11 @@ typedef struct {
 static size_t ws_layout(const attn_additive_config *c, int64_t B, int64_t Lq,
                         int64_t Lk, float *ws, ws_parts *w) {
     const int64_t A = c->attn_dim, Dc = attn_additive_out_dim(c);
-    size_t sz[8] = {attn__size3(B, Lq, A), attn__size3(B, Lk, A),
+    size_t sz[8] = {attn__size3(B, Lq, A),  attn__size3(B, Lk, A),
                     attn__size3(B, Lq, Dc), attn__size3(B, Lq, 1),
-                    attn__size3(B, Lq, A), attn__size3(B, Lk, A),
-                    attn__size3(B, A, 1), attn__size3(B, A, 1)};
-    float **const dst[8] = {&w->qp, &w->kp, &w->out, &w->lse,
+                    attn__size3(B, Lq, A),  attn__size3(B, Lk, A),
+                    attn__size3(B, A, 1),   attn__size3(B, A, 1)};
+    float **const dst[8] = {&w->qp,  &w->kp,  &w->out, &w->lse,
                             &w->dqp, &w->dkp, &w->dvb, &w->tb};
     return attn__ws_carve(ws, sz, dst, 8);
 }
@@ -147,29 +149,30 @@ attn_status attn_additive_workspace_size(const attn_additive_config *c,
  * beyond): max error 4e-7, branch-free so the loops vectorize. A macro, not
  * a function: a function of the default target cannot be inlined into the
  * AVX2 clones below, and a call would stop vectorization. */
-#define TANH_FAST(out, in)                                                    \
-    do {                                                                      \
-        const float c_ = 7.90531110763549805f;                                \
-        float x_ = (in);                                                      \
-        x_ = x_ > c_ ? c_ : (x_ < -c_ ? -c_ : x_);                            \
-        const float x2_ = x_ * x_;                                            \
-        float p_ = -2.76076847742355e-16f;                                    \
-        p_ = p_ * x2_ + 2.00018790482477e-13f;                                \
-        p_ = p_ * x2_ + -8.60467152213735e-11f;                               \
-        p_ = p_ * x2_ + 5.12229709037114e-08f;                                \
-        p_ = p_ * x2_ + 1.48572235717979e-05f;                                \
-        p_ = p_ * x2_ + 6.37261928875436e-04f;                                \
-        p_ = p_ * x2_ + 4.89352455891786e-03f;                                \
-        float q_ = 1.19825839466702e-06f;                                     \
-        q_ = q_ * x2_ + 1.18534705686654e-04f;                                \
-        q_ = q_ * x2_ + 2.26843463243900e-03f;                                \
-        q_ = q_ * x2_ + 4.89352518554385e-03f;                                \
-        (out) = p_ * x_ / q_;                                                 \
+#define TANH_FAST(out, in)                                                     \
+    do {                                                                       \
+        const float c_ = 7.90531110763549805f;                                 \
+        float x_ = (in);                                                       \
+        x_ = x_ > c_ ? c_ : (x_ < -c_ ? -c_ : x_);                             \
+        const float x2_ = x_ * x_;                                             \
+        float p_ = -2.76076847742355e-16f;                                     \
+        p_ = p_ * x2_ + 2.00018790482477e-13f;                                 \
+        p_ = p_ * x2_ + -8.60467152213735e-11f;                                \
+        p_ = p_ * x2_ + 5.12229709037114e-08f;                                 \
+        p_ = p_ * x2_ + 1.48572235717979e-05f;                                 \
+        p_ = p_ * x2_ + 6.37261928875436e-04f;                                 \
+        p_ = p_ * x2_ + 4.89352455891786e-03f;                                 \
+        float q_ = 1.19825839466702e-06f;                                      \
+        q_ = q_ * x2_ + 1.18534705686654e-04f;                                 \
+        q_ = q_ * x2_ + 2.26843463243900e-03f;                                 \
+        q_ = q_ * x2_ + 4.89352518554385e-03f;                                 \
+        (out) = p_ * x_ / q_;                                                  \
     } while (0)
 
 /* An AVX2+FMA clone picked at load time by ISA level (x86-64-v3), not by
  * CPU model ("arch=haswell" would only match Haswell itself). */
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && defined(__x86_64__)
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 &&              \
+    defined(__x86_64__)
 #define ATTN_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define ATTN_CLONES
@@ -177,8 +180,8 @@ attn_status attn_additive_workspace_size(const attn_additive_config *c,
 
 /* s[r * TK + c] = v . tanh(qp_r + kp_c) for a tile; the cost of the layer. */
 ATTN_CLONES
-static void score_tile(const float *qp, int64_t nq, const float *kp,
-                       int64_t nk, const float *v, int64_t A, float *s) {
+static void score_tile(const float *qp, int64_t nq, const float *kp, int64_t nk,
+                       const float *v, int64_t A, float *s) {
     for (int64_t r = 0; r < nq; r++)
         for (int64_t c = 0; c < nk; c++) {
             const float *x = qp + r * A, *y = kp + c * A;
@@ -221,10 +224,11 @@ static void pair_grad(float g, const float *t, const float *v, int64_t A,
 
 /* ---- forward ---------------------------------------------------------- */
 
-static attn_status check_call(const attn_additive_config *c, const float *params,
-                              int64_t B, int64_t Lq, int64_t Lk, const float *q,
-                              const float *k, const float *v,
-                              const attn_layer_opts *opts, float *ws) {
+static attn_status check_call(const attn_additive_config *c,
+                              const float *params, int64_t B, int64_t Lq,
+                              int64_t Lk, const float *q, const float *k,
+                              const float *v, const attn_layer_opts *opts,
+                              float *ws) {
     attn_status st = attn__additive_check_cfg(c);
     if (st) return st;
     ATTN__NEED(params);
@@ -233,7 +237,8 @@ static attn_status check_call(const attn_additive_config *c, const float *params
     if (!c->context_from_keys) ATTN__NEED(v);
     ATTN__NEED(ws);
     if (opts && attn__has_score_mod(&opts->mask))
-        return attn__fail(ATTN_E_UNSUPPORTED, "additive attention takes masks "
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "additive attention takes masks "
                           "and document ids, not soft-capping, ALiBi or sinks");
     if ((st = attn__layer_opts_check(opts, B, 1, Lq, Lk))) return st;
     size_t n;
@@ -306,7 +311,8 @@ static attn_status forward_ref(const attn_additive_config *c,
                     wt = exp(s[j] - mx) / sum;
                     if (p > 0)
                         wt = attn_dropout_kept(o->seed, p, b, 0, i, j)
-                                 ? wt * keep : 0.0;
+                                 ? wt * keep
+                                 : 0.0;
                 }
                 if (weights) weights[(b * Lq + i) * Lk + j] = (float)wt;
                 if (wt == 0.0) continue;
@@ -369,7 +375,8 @@ static attn_status forward_tiled(const attn_additive_config *c,
                 if (weights)
                     for (int64_t r = 0; r < nq; r++)
                         for (int64_t cc = 0; cc < nk; cc++)
-                            weights[(b * Lq + i0 + r) * Lk + j0 + cc] = -INFINITY;
+                            weights[(b * Lq + i0 + r) * Lk + j0 + cc] =
+                                -INFINITY;
                 continue;
             }
             score_tile(qp, nq, w->kp + (b * Lk + j0) * A, nk, P->v, A, s);
@@ -382,7 +389,8 @@ static attn_status forward_tiled(const attn_additive_config *c,
                         sr[cc] = -INFINITY;
                     } else {
                         sr[cc] *= scale;
-                        if (m->bias) sr[cc] += (float)attn__bias_at(m, b, 0, i, j);
+                        if (m->bias)
+                            sr[cc] += (float)attn__bias_at(m, b, 0, i, j);
                     }
                     if (weights) weights[(b * Lq + i) * Lk + j] = sr[cc];
                     if (sr[cc] > mt) mt = sr[cc];
@@ -398,8 +406,10 @@ static attn_status forward_tiled(const attn_additive_config *c,
                     float pj = expf(sr[cc] - mnew);
                     lsum += pj;
                     if (p > 0)
-                        pj = attn_dropout_kept(o->seed, p, b, 0, i0 + r, j0 + cc)
-                                 ? pj * keep : 0.0f;
+                        pj =
+                            attn_dropout_kept(o->seed, p, b, 0, i0 + r, j0 + cc)
+                                ? pj * keep
+                                : 0.0f;
                     if (pj == 0.0f) continue;
                     const float *vr = val + (b * Lk + j0 + cc) * Dc;
 #pragma omp simd
@@ -414,7 +424,8 @@ static attn_status forward_tiled(const attn_additive_config *c,
             float *orow = out + (b * Lq + i) * Dc;
             const float inv = lrow[r] > 0 ? 1.0f / lrow[r] : 0.0f;
             for (int64_t d = 0; d < Dc; d++) orow[d] = acc[r * Dc + d] * inv;
-            memcpy(w->out + (b * Lq + i) * Dc, orow, sizeof(float) * (size_t)Dc);
+            memcpy(w->out + (b * Lq + i) * Dc, orow,
+                   sizeof(float) * (size_t)Dc);
             w->lse[b * Lq + i] =
                 lrow[r] > 0 ? mrow[r] + logf(lrow[r]) : -INFINITY;
         }
@@ -426,11 +437,12 @@ static attn_status forward_tiled(const attn_additive_config *c,
             const float l = w->lse[r];
             for (int64_t j = 0; j < Lk; j++) {
                 float *x = &weights[r * Lk + j];
-                float wt = (l == -INFINITY || *x == -INFINITY) ? 0.0f
-                                                                : expf(*x - l);
+                float wt =
+                    (l == -INFINITY || *x == -INFINITY) ? 0.0f : expf(*x - l);
                 if (p > 0 && wt != 0.0f)
                     wt = attn_dropout_kept(o->seed, p, r / Lq, 0, r % Lq, j)
-                             ? wt * keep : 0.0f;
+                             ? wt * keep
+                             : 0.0f;
                 *x = wt;
             }
         }
@@ -438,14 +450,10 @@ static attn_status forward_tiled(const attn_additive_config *c,
     return ATTN_OK;
 }
 
-static attn_status additive_forward_body(const attn_additive_config *c,
-                                         const float *params, int64_t B,
-                                         int64_t Lq, int64_t Lk,
-                                         const float *q, const float *k,
-                                         const float *v,
-                                         const attn_layer_opts *opts,
-                                         float *out, float *weights,
-                                         float *ws) {
+static attn_status additive_forward_body(
+    const attn_additive_config *c, const float *params, int64_t B, int64_t Lq,
+    int64_t Lk, const float *q, const float *k, const float *v,
+    const attn_layer_opts *opts, float *out, float *weights, float *ws) {
     attn_status st = check_call(c, params, B, Lq, Lk, q, k, v, opts, ws);
     if (st) return st;
     ATTN__NEED(out);
@@ -455,13 +463,13 @@ static attn_status additive_forward_body(const attn_additive_config *c,
     ws_layout(c, B, Lq, Lk, ws, &w);
     const double scale = opts->scale > 0 ? opts->scale : 1.0;
     if (opts->impl == ATTN_IMPL_REF)
-        return forward_ref(c, &P, B, Lq, Lk, q, k, v, opts, scale, out,
-                           weights, &w);
+        return forward_ref(c, &P, B, Lq, Lk, q, k, v, opts, scale, out, weights,
+                           &w);
     const int64_t A = c->attn_dim;
     attn_linear_forward(B * Lq, c->query_dim, A, q, P.w_q, P.b_q, w.qp);
     attn_linear_forward(B * Lk, c->key_dim, A, k, P.w_k, P.b_k, w.kp);
-    return forward_tiled(c, &P, B, Lq, Lk, v, opts, (float)scale, out,
-                         weights, &w);
+    return forward_tiled(c, &P, B, Lq, Lk, v, opts, (float)scale, out, weights,
+                         &w);
 }
 
 attn_status attn_additive_forward(const attn_additive_config *cfg,
@@ -478,15 +486,11 @@ attn_status attn_additive_forward(const attn_additive_config *cfg,
 
 /* ---- backward --------------------------------------------------------- */
 
-static attn_status additive_backward_body(const attn_additive_config *c,
-                                          const float *params, int64_t B,
-                                          int64_t Lq, int64_t Lk,
-                                          const float *q, const float *k,
-                                          const float *v,
-                                          const attn_layer_opts *opts,
-                                          const float *dout, float *ws,
-                                          float *grads, float *dq, float *dk,
-                                          float *dv) {
+static attn_status additive_backward_body(
+    const attn_additive_config *c, const float *params, int64_t B, int64_t Lq,
+    int64_t Lk, const float *q, const float *k, const float *v,
+    const attn_layer_opts *opts, const float *dout, float *ws, float *grads,
+    float *dq, float *dk, float *dv) {
     attn_status st = check_call(c, params, B, Lq, Lk, q, k, v, opts, ws);
     if (st) return st;
     ATTN__NEED(dout);
@@ -508,7 +512,8 @@ static attn_status additive_backward_body(const attn_additive_config *c,
     memset(w.dvb, 0, sizeof(float) * (size_t)(B * A));
     /* One thread owns batch entry b: dkp rows gather from every query, so
      * this ownership keeps the sums in one order on any thread count. */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(attn__omp_threads(opts->threads))
+#pragma omp parallel for schedule(dynamic, 1)                                  \
+    num_threads(attn__omp_threads(opts->threads))
     for (int64_t b = 0; b < B; b++) {
         float *t = w.tb + b * A, *dvp = w.dvb + b * A;
         for (int64_t i = 0; i < Lq; i++) {
@@ -536,8 +541,9 @@ static attn_status additive_backward_body(const attn_additive_config *c,
                     const float Pij = expf(s - lse);
                     float fac = 1.0f;
                     if (p > 0)
-                        fac = attn_dropout_kept(opts->seed, p, b, 0, i, j) ? keep
-                                                                          : 0.0f;
+                        fac = attn_dropout_kept(opts->seed, p, b, 0, i, j)
+                                  ? keep
+                                  : 0.0f;
                     const float *vj = val + (b * Lk + j) * Dc;
                     float dPt = 0.0f;
                     if (fac != 0.0f) {
@@ -592,13 +598,15 @@ attn_status attn__additive_weights_from_ws(const attn_additive_config *c,
     ws_layout(c, B, Lq, Lk, (float *)ws, &w);
     const float scale = (float)(o->scale > 0 ? o->scale : 1.0);
     const int64_t A = c->attn_dim;
-#pragma omp parallel for schedule(static) num_threads(attn__omp_threads(o->threads))
+#pragma omp parallel for schedule(static)                                      \
+    num_threads(attn__omp_threads(o->threads))
     for (int64_t r = 0; r < B * Lq; r++) {
         const int64_t b = r / Lq, i = r % Lq;
         const float lse = w.lse[r];
         for (int64_t j = 0; j < Lk; j++) {
             float x = 0.0f;
-            if (lse != -INFINITY && attn_mask_visible(&o->mask, b, 0, i, j, Lq, Lk)) {
+            if (lse != -INFINITY &&
+                attn_mask_visible(&o->mask, b, 0, i, j, Lq, Lk)) {
                 float s;
                 score_tile(w.qp + r * A, 1, w.kp + (b * Lk + j) * A, 1, P.v, A,
                            &s);

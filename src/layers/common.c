@@ -23,8 +23,7 @@ size_t attn__size3(int64_t a, int64_t b, int64_t c) {
     return (size_t)abc;
 }
 
-size_t attn__ws_carve(float *ws, const size_t *sz, float **const *dst,
-                      int n) {
+size_t attn__ws_carve(float *ws, const size_t *sz, float **const *dst, int n) {
     size_t total = 0;
     for (int i = 0; i < n; i++) {
         if (!sz[i] || total > SIZE_MAX / sizeof(float) - sz[i]) return 0;
@@ -47,19 +46,19 @@ size_t attn__ws_carve(float *ws, const size_t *sz, float **const *dst,
 #define LINEAR_ROWS 64
 
 static void linear_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
-                        int k, const float *a, int lda, const float *b,
-                        int ldb, float beta, float *c, int ldc) {
+                        int k, const float *a, int lda, const float *b, int ldb,
+                        float beta, float *c, int ldc) {
     const int team = openblas_get_num_threads();
     const int blocks = (m + LINEAR_ROWS - 1) / LINEAR_ROWS;
     const int saved = attn__blas_single_begin();
-#pragma omp parallel for num_threads(team > 1 ? team : 1) schedule(static) \
-    if (team > 1 && blocks > 1)
+#pragma omp parallel for num_threads(team > 1 ? team : 1)                      \
+    schedule(static) if (team > 1 && blocks > 1)
     for (int blk = 0; blk < blocks; blk++) {
         const int r0 = blk * LINEAR_ROWS;
         const int rows = m - r0 < LINEAR_ROWS ? m - r0 : LINEAR_ROWS;
         /* row r of op(A) starts at row r of A, or at column r of A^T */
-        const float *ab = ta == CblasNoTrans ? a + (size_t)r0 * (size_t)lda
-                                             : a + r0;
+        const float *ab =
+            ta == CblasNoTrans ? a + (size_t)r0 * (size_t)lda : a + r0;
         cblas_sgemm(CblasRowMajor, ta, tb, rows, n, k, 1.0f, ab, lda, b, ldb,
                     beta, c + (size_t)r0 * (size_t)ldc, ldc);
     }
@@ -68,26 +67,28 @@ static void linear_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
 
 static attn_status linear_dims(int64_t n, int64_t in, int64_t out) {
     if (n < 1 || in < 1 || out < 1)
-        return attn__fail(ATTN_E_SHAPE, "linear sizes n=%lld in=%lld out=%lld "
-                          "must be >= 1", (long long)n, (long long)in,
-                          (long long)out);
+        return attn__fail(ATTN_E_SHAPE,
+                          "linear sizes n=%lld in=%lld out=%lld "
+                          "must be >= 1",
+                          (long long)n, (long long)in, (long long)out);
     if (!attn__blas_ok(n) || !attn__blas_ok(in) || !attn__blas_ok(out))
-        return attn__fail(ATTN_E_SHAPE, "linear sizes n=%lld in=%lld out=%lld "
-                          "exceed the BLAS int range", (long long)n,
-                          (long long)in, (long long)out);
+        return attn__fail(ATTN_E_SHAPE,
+                          "linear sizes n=%lld in=%lld out=%lld "
+                          "exceed the BLAS int range",
+                          (long long)n, (long long)in, (long long)out);
     return ATTN_OK;
 }
 
 attn_status attn_linear_forward(int64_t n, int64_t in, int64_t out,
-                                const float *x, const float *w,
-                                const float *b, float *y) {
+                                const float *x, const float *w, const float *b,
+                                float *y) {
     attn_status st = linear_dims(n, in, out);
     if (st) return st;
     ATTN__NEED(x);
     ATTN__NEED(w);
     ATTN__NEED(y);
-    linear_gemm(CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, x,
-                (int)in, w, (int)in, 0.0f, y, (int)out);
+    linear_gemm(CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, x, (int)in,
+                w, (int)in, 0.0f, y, (int)out);
     if (b)
         for (int64_t r = 0; r < n; r++)
             for (int64_t c = 0; c < out; c++) y[r * out + c] += b[c];
@@ -131,16 +132,21 @@ attn_status attn__layernorm_forward(int64_t n, int64_t d, const float *x,
                                     double eps, float *y, float *mean,
                                     float *rstd, int threads) {
     if (n < 1 || d < 1)
-        return attn__fail(ATTN_E_SHAPE, "layernorm sizes n=%lld d=%lld must "
-                          "be >= 1", (long long)n, (long long)d);
+        return attn__fail(ATTN_E_SHAPE,
+                          "layernorm sizes n=%lld d=%lld must "
+                          "be >= 1",
+                          (long long)n, (long long)d);
     ATTN__NEED(x);
     ATTN__NEED(gamma);
     ATTN__NEED(beta);
     ATTN__NEED(y);
     if (!(eps > 0) || isinf(eps))
-        return attn__fail(ATTN_E_INVALID, "layernorm eps is %g; it must be "
-                          "positive", eps);
-#pragma omp parallel for schedule(static) num_threads(attn__omp_threads(threads))
+        return attn__fail(ATTN_E_INVALID,
+                          "layernorm eps is %g; it must be "
+                          "positive",
+                          eps);
+#pragma omp parallel for schedule(static)                                      \
+    num_threads(attn__omp_threads(threads))
     for (int64_t r = 0; r < n; r++) {
         const float *xr = x + r * d;
         double s = 0, s2 = 0;
@@ -174,8 +180,10 @@ attn_status attn__layernorm_backward(int64_t n, int64_t d, const float *x,
                                      float *dgamma, float *dbeta, float *dx,
                                      int threads) {
     if (n < 1 || d < 1)
-        return attn__fail(ATTN_E_SHAPE, "layernorm sizes n=%lld d=%lld must "
-                          "be >= 1", (long long)n, (long long)d);
+        return attn__fail(ATTN_E_SHAPE,
+                          "layernorm sizes n=%lld d=%lld must "
+                          "be >= 1",
+                          (long long)n, (long long)d);
     ATTN__NEED(x);
     ATTN__NEED(gamma);
     ATTN__NEED(mean);
@@ -191,7 +199,8 @@ attn_status attn__layernorm_backward(int64_t n, int64_t d, const float *x,
             }
         }
     if (dx) {
-#pragma omp parallel for schedule(static) num_threads(attn__omp_threads(threads))
+#pragma omp parallel for schedule(static)                                      \
+    num_threads(attn__omp_threads(threads))
         for (int64_t r = 0; r < n; r++) {
             const float *xr = x + r * d, *g = dy + r * d;
             double mu = mean[r], rs = rstd[r], a = 0, bsum = 0;
@@ -231,31 +240,38 @@ static void gelu_chunk(const float *x, float *y, int64_t n,
     for (int64_t i = 0; i < n; i++) {
         /* cppcheck-suppress uninitvar ; the loop above wrote t[0..n) */
         float u = t[i];
-        float q = u * (0.254829592f + u * (-0.284496736f + u * (1.421413741f +
-                  u * (-1.453152027f + u * 1.061405429f)))) * e[i]; /* erfc(|z|) */
+        float q =
+            u *
+            (0.254829592f + u * (-0.284496736f +
+                                 u * (1.421413741f + u * (-1.453152027f +
+                                                          u * 1.061405429f)))) *
+            e[i]; /* erfc(|z|) */
         y[i] = 0.5f * x[i] * (x[i] < 0 ? q : 2.0f - q);
     }
 }
 
-void attn__act_forward(attn_activation act, const float *x, float *y,
-                       int64_t n, int threads) {
+void attn__act_forward(attn_activation act, const float *x, float *y, int64_t n,
+                       int threads) {
     if (act == ATTN_ACT_GELU) {
         const attn__vec_ops *vo = attn__vec_get();
         const int64_t chunks = (n + 255) / 256;
-#pragma omp parallel for schedule(static) num_threads(attn__omp_threads(threads))
+#pragma omp parallel for schedule(static)                                      \
+    num_threads(attn__omp_threads(threads))
         for (int64_t c = 0; c < chunks; c++) {
             const int64_t i0 = c * 256, k = n - i0 < 256 ? n - i0 : 256;
             gelu_chunk(x + i0, y + i0, k, vo);
         }
         return;
     }
-#pragma omp parallel for schedule(static) num_threads(attn__omp_threads(threads))
+#pragma omp parallel for schedule(static)                                      \
+    num_threads(attn__omp_threads(threads))
     for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0 ? x[i] : 0.0f;
 }
 
 void attn__act_backward(attn_activation act, const float *x, const float *dy,
                         float *dx, int64_t n, int threads) {
-#pragma omp parallel for schedule(static) num_threads(attn__omp_threads(threads))
+#pragma omp parallel for schedule(static)                                      \
+    num_threads(attn__omp_threads(threads))
     for (int64_t i = 0; i < n; i++) {
         double v = x[i], g;
         if (act == ATTN_ACT_GELU) /* Phi(x) + x phi(x) */
@@ -273,7 +289,8 @@ void attn__dropout_apply(uint64_t seed, uint32_t stream, double p, float *x,
     const uint32_t thr = attn__dropout_threshold(p);
     const float keep = (float)(1.0 / (1.0 - p));
     const int64_t groups = (n + 3) / 4;
-#pragma omp parallel for schedule(static) num_threads(attn__omp_threads(threads))
+#pragma omp parallel for schedule(static)                                      \
+    num_threads(attn__omp_threads(threads))
     for (int64_t g = 0; g < groups; g++) {
         /* counters differ from those of attention weights (b, h, i, j) by
          * the 0xA5D0 tag in the last word */
@@ -290,9 +307,10 @@ void attn__dropout_apply(uint64_t seed, uint32_t stream, double p, float *x,
 
 static attn_status pe_dims(int64_t L, int64_t d_model) {
     if (L < 1 || d_model < 1)
-        return attn__fail(ATTN_E_SHAPE, "positional encoding needs L >= 1 and "
-                          "d_model >= 1, not %lld and %lld", (long long)L,
-                          (long long)d_model);
+        return attn__fail(ATTN_E_SHAPE,
+                          "positional encoding needs L >= 1 and "
+                          "d_model >= 1, not %lld and %lld",
+                          (long long)L, (long long)d_model);
     if (!attn__size3(L, d_model, 1))
         return attn__fail(ATTN_E_NOMEM, "L * d_model overflows");
     return ATTN_OK;
@@ -304,8 +322,8 @@ attn_status attn_positional_encoding(int64_t L, int64_t d_model, float *pe) {
     ATTN__NEED(pe);
     /* column by column: one pow per column, not per element */
     for (int64_t c = 0; c < d_model; c++) {
-        const double freq = pow(10000.0, (double)(c & ~(int64_t)1) /
-                                             (double)d_model);
+        const double freq =
+            pow(10000.0, (double)(c & ~(int64_t)1) / (double)d_model);
         for (int64_t p = 0; p < L; p++) {
             double ang = (double)p / freq;
             pe[p * d_model + c] = (float)((c & 1) ? cos(ang) : sin(ang));
@@ -314,8 +332,8 @@ attn_status attn_positional_encoding(int64_t L, int64_t d_model, float *pe) {
     return ATTN_OK;
 }
 
-attn_status attn_add_positional_encoding(int64_t B, int64_t L,
-                                         int64_t d_model, float *x) {
+attn_status attn_add_positional_encoding(int64_t B, int64_t L, int64_t d_model,
+                                         float *x) {
     if (B < 1) return attn__fail(ATTN_E_SHAPE, "B is %lld (< 1)", (long long)B);
     attn_status st = pe_dims(L, d_model);
     if (st) return st;
@@ -356,16 +374,18 @@ attn_status attn_params_init(const attn_param_slice *slices, int64_t nslices,
     ATTN__NEED(slices);
     ATTN__NEED(block);
     if (nslices < 0)
-        return attn__fail(ATTN_E_INVALID, "nslices is %lld", (long long)nslices);
+        return attn__fail(ATTN_E_INVALID, "nslices is %lld",
+                          (long long)nslices);
     for (int64_t s = 0; s < nslices; s++) {
         const attn_param_slice *sl = &slices[s];
         int64_t n;
         if (sl->offset < 0 || sl->shape[0] < 1 || sl->shape[1] < 1 ||
             !attn__mul_i64(sl->shape[0], sl->shape[1], &n))
-            return attn__fail(ATTN_E_INVALID, "slice %lld (%s) has offset %lld "
-                              "and shape (%lld, %lld)", (long long)s, sl->name,
-                              (long long)sl->offset, (long long)sl->shape[0],
-                              (long long)sl->shape[1]);
+            return attn__fail(ATTN_E_INVALID,
+                              "slice %lld (%s) has offset %lld "
+                              "and shape (%lld, %lld)",
+                              (long long)s, sl->name, (long long)sl->offset,
+                              (long long)sl->shape[0], (long long)sl->shape[1]);
         float *dst = block + sl->offset;
         if (sl->init == ATTN_INIT_ZERO || sl->init == ATTN_INIT_ONE) {
             float val = sl->init == ATTN_INIT_ONE ? 1.0f : 0.0f;
@@ -377,8 +397,9 @@ attn_status attn_params_init(const attn_param_slice *slices, int64_t nslices,
                               sl->name, (int)sl->init);
         double bound = sqrt(6.0 / (double)(sl->shape[0] + sl->shape[1]));
         for (int64_t i = 0; i < n; i += 4) {
-            uint32_t ctr[4] = {(uint32_t)(i >> 2), (uint32_t)((uint64_t)i >> 34),
-                               (uint32_t)s, 0x1A17u};
+            uint32_t ctr[4] = {(uint32_t)(i >> 2),
+                               (uint32_t)((uint64_t)i >> 34), (uint32_t)s,
+                               0x1A17u};
             uint32_t r[4];
             attn__philox4x32(seed, ctr, r);
             for (int t = 0; t < 4 && i + t < n; t++) {
@@ -397,11 +418,15 @@ attn_status attn__layer_opts_check(const attn_layer_opts *o, int64_t B,
         return attn__fail(ATTN_E_SHAPE, "B=%lld Lq=%lld Lk=%lld must be >= 1",
                           (long long)B, (long long)Lq, (long long)Lk);
     if (isnan(o->scale) || o->scale < 0 || isinf(o->scale))
-        return attn__fail(ATTN_E_INVALID, "scale is %g; it must be positive "
-                          "(or 0 for the default)", o->scale);
+        return attn__fail(ATTN_E_INVALID,
+                          "scale is %g; it must be positive "
+                          "(or 0 for the default)",
+                          o->scale);
     if (!(o->dropout_p >= 0.0 && o->dropout_p < 1.0))
-        return attn__fail(ATTN_E_INVALID, "dropout_p is %g; it must be in "
-                          "[0, 1)", o->dropout_p);
+        return attn__fail(ATTN_E_INVALID,
+                          "dropout_p is %g; it must be in "
+                          "[0, 1)",
+                          o->dropout_p);
     if (o->threads < 0)
         return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", o->threads);
     if (o->impl != ATTN_IMPL_AUTO && o->impl != ATTN_IMPL_REF &&

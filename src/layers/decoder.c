@@ -32,8 +32,8 @@ static attn_mha_config sa_cfg(const attn_decoder_config *c) {
 
 static attn_additive_config add_cfg(const attn_decoder_config *c) {
     int64_t A = c->additive_dim ? c->additive_dim : c->d_model / 2;
-    attn_additive_config a = {c->d_model, c->d_model, c->d_model,
-                              A > 0 ? A : 1, 1, 0};
+    attn_additive_config a = {c->d_model,    c->d_model, c->d_model,
+                              A > 0 ? A : 1, 1,          0};
     return a;
 }
 
@@ -49,17 +49,21 @@ attn_status attn_decoder_check(const attn_decoder_config *c) {
     ATTN__NEED(c);
     if (c->num_layers < 1 || c->d_model < 1 || c->dim_feedforward < 1 ||
         c->additive_dim < 0)
-        return attn__fail(ATTN_E_INVALID, "decoder config: num_layers %lld, "
+        return attn__fail(ATTN_E_INVALID,
+                          "decoder config: num_layers %lld, "
                           "d_model %lld, dim_feedforward %lld must be >= 1 "
-                          "(additive_dim %lld >= 0)", (long long)c->num_layers,
-                          (long long)c->d_model, (long long)c->dim_feedforward,
+                          "(additive_dim %lld >= 0)",
+                          (long long)c->num_layers, (long long)c->d_model,
+                          (long long)c->dim_feedforward,
                           (long long)c->additive_dim);
     if (!attn__blas_ok(c->dim_feedforward) || c->num_layers > 100000 ||
         c->d_model > (1 << 20) || c->dim_feedforward > (1 << 22))
         return attn__fail(ATTN_E_INVALID, "decoder config sizes out of range");
     if (c->cross != 0 && c->cross != 1)
-        return attn__fail(ATTN_E_INVALID, "decoder cross must be 0 or 1, not "
-                          "%d", c->cross);
+        return attn__fail(ATTN_E_INVALID,
+                          "decoder cross must be 0 or 1, not "
+                          "%d",
+                          c->cross);
     if (c->cross_attention != ATTN_ATTENTION_DOT &&
         c->cross_attention != ATTN_ATTENTION_ADDITIVE)
         return attn__fail(ATTN_E_INVALID, "decoder cross_attention type is %d",
@@ -69,9 +73,10 @@ attn_status attn_decoder_check(const attn_decoder_config *c) {
                           (int)c->activation);
     if ((c->norm_first != 0 && c->norm_first != 1) ||
         (c->final_norm != 0 && c->final_norm != 1))
-        return attn__fail(ATTN_E_INVALID, "decoder norm_first (%d) and "
-                          "final_norm (%d) must be 0 or 1", c->norm_first,
-                          c->final_norm);
+        return attn__fail(ATTN_E_INVALID,
+                          "decoder norm_first (%d) and "
+                          "final_norm (%d) must be 0 or 1",
+                          c->norm_first, c->final_norm);
     if (isnan(c->layer_norm_eps) || c->layer_norm_eps < 0 ||
         isinf(c->layer_norm_eps))
         return attn__fail(ATTN_E_INVALID, "decoder layer_norm_eps is %g",
@@ -197,9 +202,11 @@ attn_status attn_decoder_param_slices(const attn_decoder_config *c,
     char pre[96];
     for (int64_t l = 0; l < c->num_layers; l++) {
         int64_t k = 0;
-        snprintf(pre, sizeof pre, "%.12slayers.%lld.self_attn.", px, (long long)l);
-        attn_mha_param_slices(&m, pre, offset, slices && n < cap ? slices + n
-                              : NULL, slices && n < cap ? cap - n : 0, &k);
+        snprintf(pre, sizeof pre, "%.12slayers.%lld.self_attn.", px,
+                 (long long)l);
+        attn_mha_param_slices(&m, pre, offset,
+                              slices && n < cap ? slices + n : NULL,
+                              slices && n < cap ? cap - n : 0, &k);
         offset += attn_mha_param_count(&m);
         n += k;
         if (c->cross) {
@@ -223,22 +230,34 @@ attn_status attn_decoder_param_slices(const attn_decoder_config *c,
             }
         }
         snprintf(pre, sizeof pre, "%.12slayers.%lld.", px, (long long)l);
-        attn__slice_add(slices, cap, &n, pre, "ln1_gamma", &offset, E, 1, ATTN_INIT_ONE);
-        attn__slice_add(slices, cap, &n, pre, "ln1_beta", &offset, E, 1, ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, pre, "ln1_gamma", &offset, E, 1,
+                        ATTN_INIT_ONE);
+        attn__slice_add(slices, cap, &n, pre, "ln1_beta", &offset, E, 1,
+                        ATTN_INIT_ZERO);
         if (c->cross) {
-            attn__slice_add(slices, cap, &n, pre, "ln2_gamma", &offset, E, 1, ATTN_INIT_ONE);
-            attn__slice_add(slices, cap, &n, pre, "ln2_beta", &offset, E, 1, ATTN_INIT_ZERO);
+            attn__slice_add(slices, cap, &n, pre, "ln2_gamma", &offset, E, 1,
+                            ATTN_INIT_ONE);
+            attn__slice_add(slices, cap, &n, pre, "ln2_beta", &offset, E, 1,
+                            ATTN_INIT_ZERO);
         }
-        attn__slice_add(slices, cap, &n, pre, "ln3_gamma", &offset, E, 1, ATTN_INIT_ONE);
-        attn__slice_add(slices, cap, &n, pre, "ln3_beta", &offset, E, 1, ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, pre, "w_1", &offset, F, E, ATTN_INIT_XAVIER);
-        attn__slice_add(slices, cap, &n, pre, "b_1", &offset, F, 1, ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, pre, "w_2", &offset, E, F, ATTN_INIT_XAVIER);
-        attn__slice_add(slices, cap, &n, pre, "b_2", &offset, E, 1, ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, pre, "ln3_gamma", &offset, E, 1,
+                        ATTN_INIT_ONE);
+        attn__slice_add(slices, cap, &n, pre, "ln3_beta", &offset, E, 1,
+                        ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, pre, "w_1", &offset, F, E,
+                        ATTN_INIT_XAVIER);
+        attn__slice_add(slices, cap, &n, pre, "b_1", &offset, F, 1,
+                        ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, pre, "w_2", &offset, E, F,
+                        ATTN_INIT_XAVIER);
+        attn__slice_add(slices, cap, &n, pre, "b_2", &offset, E, 1,
+                        ATTN_INIT_ZERO);
     }
     if (c->final_norm) {
-        attn__slice_add(slices, cap, &n, px, "norm_gamma", &offset, E, 1, ATTN_INIT_ONE);
-        attn__slice_add(slices, cap, &n, px, "norm_beta", &offset, E, 1, ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, px, "norm_gamma", &offset, E, 1,
+                        ATTN_INIT_ONE);
+        attn__slice_add(slices, cap, &n, px, "norm_beta", &offset, E, 1,
+                        ATTN_INIT_ZERO);
     }
     *count = n;
     return ATTN_OK;
@@ -268,7 +287,7 @@ typedef struct {
 } sub_ws;
 
 typedef struct {
-    sub_ws sub[3];             /* indexed by SUB_SA, SUB_CA, SUB_FF     */
+    sub_ws sub[3]; /* indexed by SUB_SA, SUB_CA, SUB_FF     */
     float *sa, *ca, *ctx, *hpre, *hact;
 } layer_ws;
 
@@ -310,34 +329,51 @@ static void ws_layer(const ws_sizes *z, float *ws, int64_t l, layer_ws *w) {
     float *x = ws + z->per * (size_t)l;
     for (int k = 0; k < 3; k++) {
         sub_ws *s = &w->sub[k];
-        s->xin = x; x += z->be;
-        s->lny = x; x += z->be;
-        s->r = x; x += z->be;
-        s->m = x; x += z->bl;
-        s->s = x; x += z->bl;
+        s->xin = x;
+        x += z->be;
+        s->lny = x;
+        x += z->be;
+        s->r = x;
+        x += z->be;
+        s->m = x;
+        x += z->bl;
+        s->s = x;
+        x += z->bl;
     }
-    w->sa = x; x += z->sa;
-    w->ca = x; x += z->ca;
-    w->ctx = x; x += z->be;
-    w->hpre = x; x += z->bf;
+    w->sa = x;
+    x += z->sa;
+    w->ca = x;
+    x += z->ca;
+    w->ctx = x;
+    x += z->be;
+    w->hpre = x;
+    x += z->bf;
     w->hact = x;
 }
 
 static void ws_shared(const ws_sizes *z, float *ws, int64_t M, shared_ws *s) {
     float *x = ws + z->per * (size_t)M;
-    s->xn = x; x += z->be;
-    s->mf = x; x += z->bl;
-    s->sf = x; x += z->bl;
-    s->a = x; x += z->be;
-    s->g = x; x += z->be;
-    s->t1 = x; x += z->be;
-    s->t2 = x; x += z->be;
-    s->dc = x; x += z->be;
+    s->xn = x;
+    x += z->be;
+    s->mf = x;
+    x += z->bl;
+    s->sf = x;
+    x += z->bl;
+    s->a = x;
+    x += z->be;
+    s->g = x;
+    x += z->be;
+    s->t1 = x;
+    x += z->be;
+    s->t2 = x;
+    x += z->be;
+    s->dc = x;
+    x += z->be;
     s->gh = x;
 }
 
-attn_status attn_decoder_workspace_size(const attn_decoder_config *c,
-                                        int64_t B, int64_t Lt, int64_t Ls,
+attn_status attn_decoder_workspace_size(const attn_decoder_config *c, int64_t B,
+                                        int64_t Lt, int64_t Ls,
                                         size_t *floats) {
     attn_status st = attn_decoder_check(c);
     if (st) return st;
@@ -378,7 +414,9 @@ typedef struct {
  * seeds derived from (seed, 2l) and (seed, 2l + 1); activation dropout at
  * site s (1 SA output, 2 CA output, 3 FFN hidden, 4 FFN output) stream
  * 8 l + s of the caller's seed. */
-static uint32_t dstream(int64_t l, int site) { return (uint32_t)(l * 8 + site); }
+static uint32_t dstream(int64_t l, int site) {
+    return (uint32_t)(l * 8 + site);
+}
 
 static void set_layer(dctx *d, int64_t l) {
     d->l = l;
@@ -405,23 +443,26 @@ static attn_status body_forward(dctx *d, int k, const float *in) {
     const int64_t B = d->B, Lt = d->Lt, Ls = d->Ls, E = d->E, F = d->F;
     attn_mha_config m = sa_cfg(c);
     if (k == SUB_SA) {
-        float *wl = d->self_weights ? d->self_weights +
-                    d->l * B * c->num_heads * Lt * Lt : NULL;
+        float *wl = d->self_weights
+                        ? d->self_weights + d->l * B * c->num_heads * Lt * Lt
+                        : NULL;
         return attn_mha_forward(&m, P->self_attn.w_q, B, Lt, Lt, in, in, in,
                                 &d->osa, d->sw.a, wl, ATTN_WEIGHTS_PER_HEAD,
                                 d->w.sa);
     }
     if (k == SUB_CA) {
-        float *wl = d->cross_weights ? d->cross_weights + d->l * B *
-                    attn_decoder_cross_heads(c) * Lt * Ls : NULL;
+        float *wl = d->cross_weights
+                        ? d->cross_weights +
+                              d->l * B * attn_decoder_cross_heads(c) * Lt * Ls
+                        : NULL;
         if (c->cross_attention == ATTN_ATTENTION_DOT)
-            return attn_mha_forward(&m, P->cross_mha.w_q, B, Lt, Ls, in,
-                                    d->mem, d->mem, &d->oca, d->sw.a, wl,
+            return attn_mha_forward(&m, P->cross_mha.w_q, B, Lt, Ls, in, d->mem,
+                                    d->mem, &d->oca, d->sw.a, wl,
                                     ATTN_WEIGHTS_PER_HEAD, d->w.ca);
         attn_additive_config a = add_cfg(c);
-        attn_status st = attn_additive_forward(&a, P->cross_add.w_q, B, Lt,
-                                               Ls, in, d->mem, d->mem, &d->oca,
-                                               d->w.ctx, wl, d->w.ca);
+        attn_status st =
+            attn_additive_forward(&a, P->cross_add.w_q, B, Lt, Ls, in, d->mem,
+                                  d->mem, &d->oca, d->w.ctx, wl, d->w.ca);
         if (st) return st;
         return attn_linear_forward(d->n, E, E, d->w.ctx, P->cross_w_o,
                                    P->cross_b_o, d->sw.a);
@@ -457,8 +498,8 @@ static attn_status body_backward(dctx *d, int k, const float *in,
                              d->sw.dc);
         return attn_additive_backward(&a, P->cross_add.w_q, B, Lt, Ls, in,
                                       d->mem, d->mem, &d->oca, d->sw.dc,
-                                      d->w.ca, G ? G->cross_add.w_q : NULL,
-                                      din, d->dmem, d->dmem);
+                                      d->w.ca, G ? G->cross_add.w_q : NULL, din,
+                                      d->dmem, d->dmem);
     }
     memset(d->sw.gh, 0, d->z.bf * sizeof(float));
     attn_linear_backward(d->n, F, E, d->w.hact, P->w_2, dy, G ? G->w_2 : NULL,
@@ -516,8 +557,8 @@ static attn_status sub_backward(dctx *d, int k) {
     if (d->c->norm_first) {
         /* out = xin + drop(body(LN(xin))): g passes the residual as is */
         memcpy(w->t1, w->g, be);
-        attn__dropout_apply(d->opts->seed, dstream(d->l, out_site(k)), p,
-                            w->t1, n * E, d->th);
+        attn__dropout_apply(d->opts->seed, dstream(d->l, out_site(k)), p, w->t1,
+                            n * E, d->th);
         memset(w->t2, 0, be);
         if ((st = body_backward(d, k, s->lny, w->t1, w->t2))) return st;
         attn__layernorm_backward(n, E, s->xin, g, s->m, s->s, w->t2, dg, db,
@@ -525,19 +566,19 @@ static attn_status sub_backward(dctx *d, int k) {
     } else {
         /* out = LN(xin + drop(body(xin))) */
         memset(w->t1, 0, be);
-        attn__layernorm_backward(n, E, s->r, g, s->m, s->s, w->g, dg, db,
-                                 w->t1, d->th);
+        attn__layernorm_backward(n, E, s->r, g, s->m, s->s, w->g, dg, db, w->t1,
+                                 d->th);
         memcpy(w->g, w->t1, be);
-        attn__dropout_apply(d->opts->seed, dstream(d->l, out_site(k)), p,
-                            w->t1, n * E, d->th);
+        attn__dropout_apply(d->opts->seed, dstream(d->l, out_site(k)), p, w->t1,
+                            n * E, d->th);
         if ((st = body_backward(d, k, s->xin, w->t1, w->g))) return st;
     }
     return ATTN_OK;
 }
 
 static attn_status setup(dctx *d, const attn_decoder_config *c,
-                         const float *params, int64_t B, int64_t Lt,
-                         int64_t Ls, const float *x, const float *memory,
+                         const float *params, int64_t B, int64_t Lt, int64_t Ls,
+                         const float *x, const float *memory,
                          const int64_t *memory_lengths,
                          const attn_layer_opts *opts, float *ws) {
     attn_status st = attn_decoder_check(c);
@@ -561,13 +602,14 @@ static attn_status setup(dctx *d, const attn_decoder_config *c,
         if (memory_lengths)
             for (int64_t b = 0; b < B; b++)
                 if (memory_lengths[b] < 1 || memory_lengths[b] > Ls)
-                    return attn__fail(ATTN_E_SHAPE, "memory_lengths[%lld] is "
+                    return attn__fail(ATTN_E_SHAPE,
+                                      "memory_lengths[%lld] is "
                                       "%lld; it must be in [1, Ls = %lld]",
                                       (long long)b,
                                       (long long)memory_lengths[b],
                                       (long long)Ls);
-        if ((st = attn__check_finite_f32(memory, B * Ls * c->d_model,
-                                         "memory")))
+        if ((st =
+                 attn__check_finite_f32(memory, B * Ls * c->d_model, "memory")))
             return st;
     }
     attn_sdpa_opts_init(&d->oca);
@@ -617,17 +659,15 @@ static attn_status decoder_forward_body(dctx *d, const float *x, float *out) {
     return ATTN_OK;
 }
 
-attn_status attn_decoder_forward(const attn_decoder_config *cfg,
-                                 const float *params, int64_t B, int64_t Lt,
-                                 int64_t Ls, const float *x,
-                                 const float *memory,
-                                 const int64_t *memory_lengths,
-                                 const attn_layer_opts *opts, float *out,
-                                 float *self_weights, float *cross_weights,
-                                 float *ws) {
+attn_status
+attn_decoder_forward(const attn_decoder_config *cfg, const float *params,
+                     int64_t B, int64_t Lt, int64_t Ls, const float *x,
+                     const float *memory, const int64_t *memory_lengths,
+                     const attn_layer_opts *opts, float *out,
+                     float *self_weights, float *cross_weights, float *ws) {
     dctx d;
-    attn_status st = setup(&d, cfg, params, B, Lt, Ls, x, memory,
-                           memory_lengths, opts, ws);
+    attn_status st =
+        setup(&d, cfg, params, B, Lt, Ls, x, memory, memory_lengths, opts, ws);
     if (st) return st;
     ATTN__NEED(out);
     if (out == x || (cfg->cross && out == memory))
@@ -668,17 +708,15 @@ static attn_status decoder_backward_body(dctx *d, const float *dout,
     return ATTN_OK;
 }
 
-attn_status attn_decoder_backward(const attn_decoder_config *cfg,
-                                  const float *params, int64_t B, int64_t Lt,
-                                  int64_t Ls, const float *x,
-                                  const float *memory,
-                                  const int64_t *memory_lengths,
-                                  const attn_layer_opts *opts,
-                                  const float *dout, float *ws, float *grads,
-                                  float *dx, float *dmemory) {
+attn_status
+attn_decoder_backward(const attn_decoder_config *cfg, const float *params,
+                      int64_t B, int64_t Lt, int64_t Ls, const float *x,
+                      const float *memory, const int64_t *memory_lengths,
+                      const attn_layer_opts *opts, const float *dout, float *ws,
+                      float *grads, float *dx, float *dmemory) {
     dctx d;
-    attn_status st = setup(&d, cfg, params, B, Lt, Ls, x, memory,
-                           memory_lengths, opts, ws);
+    attn_status st =
+        setup(&d, cfg, params, B, Lt, Ls, x, memory, memory_lengths, opts, ws);
     if (st) return st;
     ATTN__NEED(dout);
     if ((st = attn__check_finite_f32(dout, B * Lt * cfg->d_model, "dout")))
@@ -710,14 +748,23 @@ attn_status attn_decoder_save(const char *path, const attn_decoder_config *c,
     snprintf(h.kind, sizeof h.kind, "decoder");
     int64_t eps;
     memcpy(&eps, &c->layer_norm_eps, 8);
-    const int64_t v[DEC_NCFG] = {c->num_layers, c->d_model, c->num_heads,
-                                 c->num_kv_heads, c->dim_feedforward, c->cross,
-                                 (int64_t)c->cross_attention, c->additive_dim,
-                                 (int64_t)c->activation, c->norm_first,
-                                 c->final_norm, eps, 0};
+    const int64_t v[DEC_NCFG] = {c->num_layers,
+                                 c->d_model,
+                                 c->num_heads,
+                                 c->num_kv_heads,
+                                 c->dim_feedforward,
+                                 c->cross,
+                                 (int64_t)c->cross_attention,
+                                 c->additive_dim,
+                                 (int64_t)c->activation,
+                                 c->norm_first,
+                                 c->final_norm,
+                                 eps,
+                                 0};
     h.config_len = DEC_NCFG;
     memcpy(h.config, v, sizeof v);
-    st = attn_params_save(path, &h, sl, ns, params, attn_decoder_param_count(c));
+    st =
+        attn_params_save(path, &h, sl, ns, params, attn_decoder_param_count(c));
     attn__free(sl);
     return st;
 }
@@ -735,9 +782,10 @@ attn_status attn_decoder_load(const char *path, attn_decoder_config *cfg,
     attn_status st = attn_params_load(path, &h, &sl, &ns, &block, &count);
     if (st) return st;
     if (strcmp(h.kind, "decoder") != 0 || h.config_len != DEC_NCFG) {
-        st = attn__fail(ATTN_E_FORMAT, "%s holds a '%s' model (%d config "
-                        "values), not 'decoder'", path, h.kind,
-                        (int)h.config_len);
+        st = attn__fail(ATTN_E_FORMAT,
+                        "%s holds a '%s' model (%d config "
+                        "values), not 'decoder'",
+                        path, h.kind, (int)h.config_len);
         goto done;
     }
     attn_decoder_config c;
@@ -765,19 +813,22 @@ attn_status attn_decoder_load(const char *path, attn_decoder_config *cfg,
     }
     attn_decoder_param_slices(&c, "", 0, want, nw, &nw);
     if (nw != ns || count != attn_decoder_param_count(&c)) {
-        st = attn__fail(ATTN_E_FORMAT, "%s: %lld slices and %lld floats, but "
-                        "its config implies %lld and %lld", path,
-                        (long long)ns, (long long)count, (long long)nw,
+        st = attn__fail(ATTN_E_FORMAT,
+                        "%s: %lld slices and %lld floats, but "
+                        "its config implies %lld and %lld",
+                        path, (long long)ns, (long long)count, (long long)nw,
                         (long long)attn_decoder_param_count(&c));
         goto done;
     }
     for (int64_t i = 0; i < ns; i++)
-        if (strcmp(sl[i].name, want[i].name) || sl[i].offset != want[i].offset ||
+        if (strcmp(sl[i].name, want[i].name) ||
+            sl[i].offset != want[i].offset ||
             sl[i].shape[0] != want[i].shape[0] ||
             sl[i].shape[1] != want[i].shape[1]) {
-            st = attn__fail(ATTN_E_FORMAT, "%s: slice %lld is %.47s, its "
-                            "config implies %.47s", path, (long long)i,
-                            sl[i].name, want[i].name);
+            st = attn__fail(ATTN_E_FORMAT,
+                            "%s: slice %lld is %.47s, its "
+                            "config implies %.47s",
+                            path, (long long)i, sl[i].name, want[i].name);
             goto done;
         }
     *cfg = c;

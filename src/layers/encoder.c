@@ -26,8 +26,8 @@ static attn_mha_config mha_cfg(const attn_encoder_config *c) {
 
 static attn_additive_config add_cfg(const attn_encoder_config *c) {
     int64_t A = c->additive_dim ? c->additive_dim : c->d_model / 2;
-    attn_additive_config a = {c->d_model, c->d_model, c->d_model,
-                              A > 0 ? A : 1, 1, 0};
+    attn_additive_config a = {c->d_model,    c->d_model, c->d_model,
+                              A > 0 ? A : 1, 1,          0};
     return a;
 }
 
@@ -39,10 +39,12 @@ static attn_status check_cfg(const attn_encoder_config *c) {
     ATTN__NEED(c);
     if (c->num_layers < 1 || c->d_model < 1 || c->dim_feedforward < 1 ||
         c->additive_dim < 0)
-        return attn__fail(ATTN_E_INVALID, "encoder config: num_layers %lld, "
+        return attn__fail(ATTN_E_INVALID,
+                          "encoder config: num_layers %lld, "
                           "d_model %lld, dim_feedforward %lld must be >= 1 "
-                          "(additive_dim %lld >= 0)", (long long)c->num_layers,
-                          (long long)c->d_model, (long long)c->dim_feedforward,
+                          "(additive_dim %lld >= 0)",
+                          (long long)c->num_layers, (long long)c->d_model,
+                          (long long)c->dim_feedforward,
                           (long long)c->additive_dim);
     if (!attn__blas_ok(c->dim_feedforward) || c->num_layers > 100000)
         return attn__fail(ATTN_E_INVALID, "encoder config sizes out of range");
@@ -55,9 +57,10 @@ static attn_status check_cfg(const attn_encoder_config *c) {
                           (int)c->activation);
     if ((c->norm_first != 0 && c->norm_first != 1) ||
         (c->final_norm != 0 && c->final_norm != 1))
-        return attn__fail(ATTN_E_INVALID, "encoder norm_first (%d) and "
-                          "final_norm (%d) must be 0 or 1", c->norm_first,
-                          c->final_norm);
+        return attn__fail(ATTN_E_INVALID,
+                          "encoder norm_first (%d) and "
+                          "final_norm (%d) must be 0 or 1",
+                          c->norm_first, c->final_norm);
     if (isnan(c->layer_norm_eps) || c->layer_norm_eps < 0 ||
         isinf(c->layer_norm_eps))
         return attn__fail(ATTN_E_INVALID, "encoder layer_norm_eps is %g",
@@ -103,7 +106,8 @@ int64_t attn_encoder_param_count(const attn_encoder_config *c) {
 }
 
 attn_status attn_encoder_layer_view(const attn_encoder_config *c, float *block,
-                                    int64_t layer, attn_encoder_layer_params *p) {
+                                    int64_t layer,
+                                    attn_encoder_layer_params *p) {
     attn_status st = check_cfg(c);
     if (st) return st;
     ATTN__NEED(block);
@@ -169,8 +173,8 @@ attn_status attn_encoder_param_slices(const attn_encoder_config *c,
     char pre[96]; /* names longer than ATTN_SLICE_NAME_MAX - 1 are cut */
     for (int64_t l = 0; l < c->num_layers; l++) {
         int64_t k = 0;
-        snprintf(pre, sizeof pre, "%.16slayers.%lld.attn.", prefix ? prefix : "",
-                 (long long)l);
+        snprintf(pre, sizeof pre, "%.16slayers.%lld.attn.",
+                 prefix ? prefix : "", (long long)l);
         attn_param_slice *dst = slices && n < cap ? slices + n : NULL;
         int64_t room = slices && n < cap ? cap - n : 0;
         if (c->attention == ATTN_ATTENTION_DOT) {
@@ -190,19 +194,29 @@ attn_status attn_encoder_param_slices(const attn_encoder_config *c,
         }
         snprintf(pre, sizeof pre, "%.16slayers.%lld.", prefix ? prefix : "",
                  (long long)l);
-        attn__slice_add(slices, cap, &n, pre, "ln1_gamma", &offset, E, 1, ATTN_INIT_ONE);
-        attn__slice_add(slices, cap, &n, pre, "ln1_beta", &offset, E, 1, ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, pre, "w_1", &offset, F, E, ATTN_INIT_XAVIER);
-        attn__slice_add(slices, cap, &n, pre, "b_1", &offset, F, 1, ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, pre, "w_2", &offset, E, F, ATTN_INIT_XAVIER);
-        attn__slice_add(slices, cap, &n, pre, "b_2", &offset, E, 1, ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, pre, "ln2_gamma", &offset, E, 1, ATTN_INIT_ONE);
-        attn__slice_add(slices, cap, &n, pre, "ln2_beta", &offset, E, 1, ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, pre, "ln1_gamma", &offset, E, 1,
+                        ATTN_INIT_ONE);
+        attn__slice_add(slices, cap, &n, pre, "ln1_beta", &offset, E, 1,
+                        ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, pre, "w_1", &offset, F, E,
+                        ATTN_INIT_XAVIER);
+        attn__slice_add(slices, cap, &n, pre, "b_1", &offset, F, 1,
+                        ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, pre, "w_2", &offset, E, F,
+                        ATTN_INIT_XAVIER);
+        attn__slice_add(slices, cap, &n, pre, "b_2", &offset, E, 1,
+                        ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, pre, "ln2_gamma", &offset, E, 1,
+                        ATTN_INIT_ONE);
+        attn__slice_add(slices, cap, &n, pre, "ln2_beta", &offset, E, 1,
+                        ATTN_INIT_ZERO);
     }
     if (c->final_norm) {
         snprintf(pre, sizeof pre, "%.16s", prefix ? prefix : "");
-        attn__slice_add(slices, cap, &n, pre, "norm_gamma", &offset, E, 1, ATTN_INIT_ONE);
-        attn__slice_add(slices, cap, &n, pre, "norm_beta", &offset, E, 1, ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, pre, "norm_gamma", &offset, E, 1,
+                        ATTN_INIT_ONE);
+        attn__slice_add(slices, cap, &n, pre, "norm_beta", &offset, E, 1,
+                        ATTN_INIT_ZERO);
     }
     *count = n;
     return ATTN_OK;
@@ -237,7 +251,8 @@ typedef struct {
     float *xn, *mf, *sf, *a, *f, *g, *t1, *t2, *gh;
 } shared_ws;
 
-static size_t att_ws_floats(const attn_encoder_config *c, int64_t B, int64_t L) {
+static size_t att_ws_floats(const attn_encoder_config *c, int64_t B,
+                            int64_t L) {
     size_t n = 0;
     if (c->attention == ATTN_ATTENTION_DOT) {
         attn_mha_config m = mha_cfg(c);
@@ -264,37 +279,57 @@ static size_t ws_layout(const attn_encoder_config *c, int64_t B, int64_t L,
     size_t total = per * (size_t)c->num_layers;
     if (ws && lw) {
         float *x = ws + per * (size_t)l;
-        lw->xin = x; x += be;
-        lw->ln1y = x; x += be;
-        lw->r1 = x; x += be;
-        lw->ln2y = x; x += be;
-        lw->r2 = x; x += be;
-        lw->ctx = x; x += be;
-        lw->hpre = x; x += bf;
-        lw->hact = x; x += bf;
-        lw->m1 = x; x += bl;
-        lw->s1 = x; x += bl;
-        lw->m2 = x; x += bl;
-        lw->s2 = x; x += bl;
+        lw->xin = x;
+        x += be;
+        lw->ln1y = x;
+        x += be;
+        lw->r1 = x;
+        x += be;
+        lw->ln2y = x;
+        x += be;
+        lw->r2 = x;
+        x += be;
+        lw->ctx = x;
+        x += be;
+        lw->hpre = x;
+        x += bf;
+        lw->hact = x;
+        x += bf;
+        lw->m1 = x;
+        x += bl;
+        lw->s1 = x;
+        x += bl;
+        lw->m2 = x;
+        x += bl;
+        lw->s2 = x;
+        x += bl;
         lw->att = x;
     }
     if (ws && sw) {
         float *x = ws + total;
-        sw->xn = x; x += be;
-        sw->mf = x; x += bl;
-        sw->sf = x; x += bl;
-        sw->a = x; x += be;
-        sw->f = x; x += be;
-        sw->g = x; x += be;
-        sw->t1 = x; x += be;
-        sw->t2 = x; x += be;
+        sw->xn = x;
+        x += be;
+        sw->mf = x;
+        x += bl;
+        sw->sf = x;
+        x += bl;
+        sw->a = x;
+        x += be;
+        sw->f = x;
+        x += be;
+        sw->g = x;
+        x += be;
+        sw->t1 = x;
+        x += be;
+        sw->t2 = x;
+        x += be;
         sw->gh = x;
     }
     return total + 6 * be + 2 * bl + bf;
 }
 
-attn_status attn_encoder_workspace_size(const attn_encoder_config *c,
-                                        int64_t B, int64_t L, size_t *floats) {
+attn_status attn_encoder_workspace_size(const attn_encoder_config *c, int64_t B,
+                                        int64_t L, size_t *floats) {
     attn_status st = check_cfg(c);
     if (st) return st;
     ATTN__NEED(floats);
@@ -326,9 +361,8 @@ static attn_status check_call(const attn_encoder_config *c, const float *params,
 static attn_status encoder_forward_body(const attn_encoder_config *c,
                                         const float *params, int64_t B,
                                         int64_t L, const float *x,
-                                        const attn_layer_opts *opts,
-                                        float *out, float *weights,
-                                        float *ws) {
+                                        const attn_layer_opts *opts, float *out,
+                                        float *weights, float *ws) {
     attn_status st = check_call(c, params, B, L, x, opts, ws);
     if (st) return st;
     ATTN__NEED(out);
@@ -367,7 +401,8 @@ static attn_status encoder_forward_body(const attn_encoder_config *c,
             if (!st) attn_linear_forward(n, E, E, w.ctx, P.w_o, P.b_o, sw.a);
         }
         if (st) return st;
-        attn__dropout_apply(opts->seed, attn__enc_stream(l, 1), p, sw.a, n * E, th);
+        attn__dropout_apply(opts->seed, attn__enc_stream(l, 1), p, sw.a, n * E,
+                            th);
         for (int64_t i = 0; i < n * E; i++) w.r1[i] = w.xin[i] + sw.a[i];
         const float *fin;
         if (c->norm_first) {
@@ -381,9 +416,11 @@ static attn_status encoder_forward_body(const attn_encoder_config *c,
         }
         attn_linear_forward(n, E, F, fin, P.w_1, P.b_1, w.hpre);
         attn__act_forward(c->activation, w.hpre, w.hact, n * F, th);
-        attn__dropout_apply(opts->seed, attn__enc_stream(l, 2), p, w.hact, n * F, th);
+        attn__dropout_apply(opts->seed, attn__enc_stream(l, 2), p, w.hact,
+                            n * F, th);
         attn_linear_forward(n, F, E, w.hact, P.w_2, P.b_2, sw.f);
-        attn__dropout_apply(opts->seed, attn__enc_stream(l, 3), p, sw.f, n * E, th);
+        attn__dropout_apply(opts->seed, attn__enc_stream(l, 3), p, sw.f, n * E,
+                            th);
         const float *res = c->norm_first ? w.r1 : w.ln1y;
         for (int64_t i = 0; i < n * E; i++) w.r2[i] = res[i] + sw.f[i];
         if (c->norm_first) {
@@ -398,8 +435,7 @@ static attn_status encoder_forward_body(const attn_encoder_config *c,
     if (c->final_norm) {
         float *g, *b;
         attn_encoder_final_norm_view(c, (float *)params, &g, &b);
-        attn__layernorm_forward(n, E, sw.xn, g, b, eps, out, sw.mf, sw.sf,
-                                th);
+        attn__layernorm_forward(n, E, sw.xn, g, b, eps, out, sw.mf, sw.sf, th);
     } else {
         memcpy(out, sw.xn, be * sizeof(float));
     }
@@ -411,8 +447,8 @@ attn_status attn_encoder_forward(const attn_encoder_config *cfg,
                                  const float *x, const attn_layer_opts *opts,
                                  float *out, float *weights, float *ws) {
     const int blas = attn__layer_blas_begin(opts);
-    attn_status st = encoder_forward_body(cfg, params, B, L, x, opts, out,
-                                          weights, ws);
+    attn_status st =
+        encoder_forward_body(cfg, params, B, L, x, opts, out, weights, ws);
     attn__blas_single_end(blas);
     return st;
 }
@@ -429,7 +465,8 @@ attn_status attn_encoder_layer_weights(const attn_encoder_config *c,
     ATTN__NEED(weights);
     size_t n;
     if ((st = attn_encoder_workspace_size(c, B, L, &n))) return st;
-    if ((st = attn__layer_opts_check(opts, B, attn_encoder_weight_heads(c), L, L)))
+    if ((st = attn__layer_opts_check(opts, B, attn_encoder_weight_heads(c), L,
+                                     L)))
         return st;
     if (layer < 0 || layer >= c->num_layers)
         return attn__fail(ATTN_E_INVALID, "layer %lld is outside [0, %lld)",
@@ -471,8 +508,8 @@ static attn_status att_backward(const attn_encoder_config *c,
     attn_linear_backward(n, E, E, w->ctx, P->w_o, dy, G ? G->w_o : NULL,
                          G ? G->b_o : NULL, dctx);
     return attn_additive_backward(&ac, P->additive.w_q, B, L, L, ain, ain, ain,
-                                  oa, dctx, w->att,
-                                  G ? G->additive.w_q : NULL, dain, dain, dain);
+                                  oa, dctx, w->att, G ? G->additive.w_q : NULL,
+                                  dain, dain, dain);
 }
 
 static attn_status encoder_backward_body(const attn_encoder_config *c,
@@ -515,43 +552,56 @@ static attn_status encoder_backward_body(const attn_encoder_config *c,
         if (c->norm_first) {
             /* out = r1 + drop(FFN(LN2(r1))); r1 = xin + drop(SA(LN1(xin))) */
             memcpy(sw.t1, sw.g, be);
-            attn__dropout_apply(opts->seed, attn__enc_stream(l, 3), p, sw.t1, n * E, th);
+            attn__dropout_apply(opts->seed, attn__enc_stream(l, 3), p, sw.t1,
+                                n * E, th);
             memset(sw.gh, 0, sizeof(float) * (size_t)(n * F));
-            attn_linear_backward(n, F, E, w.hact, P.w_2, sw.t1, GP(w_2), GP(b_2), sw.gh);
-            attn__dropout_apply(opts->seed, attn__enc_stream(l, 2), p, sw.gh, n * F, th);
+            attn_linear_backward(n, F, E, w.hact, P.w_2, sw.t1, GP(w_2),
+                                 GP(b_2), sw.gh);
+            attn__dropout_apply(opts->seed, attn__enc_stream(l, 2), p, sw.gh,
+                                n * F, th);
             attn__act_backward(c->activation, w.hpre, sw.gh, sw.gh, n * F, th);
             memset(sw.t2, 0, be);
-            attn_linear_backward(n, E, F, w.ln2y, P.w_1, sw.gh, GP(w_1), GP(b_1), sw.t2);
+            attn_linear_backward(n, E, F, w.ln2y, P.w_1, sw.gh, GP(w_1),
+                                 GP(b_1), sw.t2);
             attn__layernorm_backward(n, E, w.r1, P.ln2_gamma, w.m2, w.s2, sw.t2,
                                      GP(ln2_gamma), GP(ln2_beta), sw.g, th);
             /* g = d r1 */
             memcpy(sw.t1, sw.g, be);
-            attn__dropout_apply(opts->seed, attn__enc_stream(l, 1), p, sw.t1, n * E, th);
+            attn__dropout_apply(opts->seed, attn__enc_stream(l, 1), p, sw.t1,
+                                n * E, th);
             memset(sw.t2, 0, be);
-            st = att_backward(c, &P, Gp, B, L, w.ln1y, &oa, &w, sw.t1, sw.a, sw.t2);
+            st = att_backward(c, &P, Gp, B, L, w.ln1y, &oa, &w, sw.t1, sw.a,
+                              sw.t2);
             if (st) return st;
-            attn__layernorm_backward(n, E, w.xin, P.ln1_gamma, w.m1, w.s1, sw.t2,
-                                     GP(ln1_gamma), GP(ln1_beta), sw.g, th);
+            attn__layernorm_backward(n, E, w.xin, P.ln1_gamma, w.m1, w.s1,
+                                     sw.t2, GP(ln1_gamma), GP(ln1_beta), sw.g,
+                                     th);
         } else {
             /* out = LN2(x1 + drop(FFN(x1))); x1 = LN1(xin + drop(SA(xin))) */
             memset(sw.t1, 0, be);
             attn__layernorm_backward(n, E, w.r2, P.ln2_gamma, w.m2, w.s2, sw.g,
                                      GP(ln2_gamma), GP(ln2_beta), sw.t1, th);
             memcpy(sw.t2, sw.t1, be);
-            attn__dropout_apply(opts->seed, attn__enc_stream(l, 3), p, sw.t2, n * E, th);
+            attn__dropout_apply(opts->seed, attn__enc_stream(l, 3), p, sw.t2,
+                                n * E, th);
             memset(sw.gh, 0, sizeof(float) * (size_t)(n * F));
-            attn_linear_backward(n, F, E, w.hact, P.w_2, sw.t2, GP(w_2), GP(b_2), sw.gh);
-            attn__dropout_apply(opts->seed, attn__enc_stream(l, 2), p, sw.gh, n * F, th);
+            attn_linear_backward(n, F, E, w.hact, P.w_2, sw.t2, GP(w_2),
+                                 GP(b_2), sw.gh);
+            attn__dropout_apply(opts->seed, attn__enc_stream(l, 2), p, sw.gh,
+                                n * F, th);
             attn__act_backward(c->activation, w.hpre, sw.gh, sw.gh, n * F, th);
-            attn_linear_backward(n, E, F, w.ln1y, P.w_1, sw.gh, GP(w_1), GP(b_1), sw.t1);
+            attn_linear_backward(n, E, F, w.ln1y, P.w_1, sw.gh, GP(w_1),
+                                 GP(b_1), sw.t1);
             /* t1 = d x1 */
             memset(sw.t2, 0, be);
             attn__layernorm_backward(n, E, w.r1, P.ln1_gamma, w.m1, w.s1, sw.t1,
                                      GP(ln1_gamma), GP(ln1_beta), sw.t2, th);
             /* t2 = d r1 = d xin (residual) + attention path */
             memcpy(sw.t1, sw.t2, be);
-            attn__dropout_apply(opts->seed, attn__enc_stream(l, 1), p, sw.t1, n * E, th);
-            st = att_backward(c, &P, Gp, B, L, w.xin, &oa, &w, sw.t1, sw.a, sw.t2);
+            attn__dropout_apply(opts->seed, attn__enc_stream(l, 1), p, sw.t1,
+                                n * E, th);
+            st = att_backward(c, &P, Gp, B, L, w.xin, &oa, &w, sw.t1, sw.a,
+                              sw.t2);
             if (st) return st;
             memcpy(sw.g, sw.t2, be);
         }
@@ -568,8 +618,8 @@ attn_status attn_encoder_backward(const attn_encoder_config *cfg,
                                   const float *dout, float *ws, float *grads,
                                   float *dx) {
     const int blas = attn__layer_blas_begin(opts);
-    attn_status st = encoder_backward_body(cfg, params, B, L, x, opts, dout,
-                                           ws, grads, dx);
+    attn_status st =
+        encoder_backward_body(cfg, params, B, L, x, opts, dout, ws, grads, dx);
     attn__blas_single_end(blas);
     return st;
 }

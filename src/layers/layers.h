@@ -10,9 +10,9 @@
 #include <omp.h>
 
 /* Checks a pointer argument: ATTN_E_INVALID naming it when NULL. */
-#define ATTN__NEED(ptr)                                                       \
-    do {                                                                      \
-        if (!(ptr)) return attn__fail(ATTN_E_INVALID, "%s is NULL", #ptr);    \
+#define ATTN__NEED(ptr)                                                        \
+    do {                                                                       \
+        if (!(ptr)) return attn__fail(ATTN_E_INVALID, "%s is NULL", #ptr);     \
     } while (0)
 
 /* n floats of x are finite, else ATTN_E_NONFINITE naming it. */
@@ -40,8 +40,8 @@ void attn__slice_add(attn_param_slice *slices, int64_t cap, int64_t *count,
 
 /* Activations of the FFN, elementwise: y = act(x); dx = dy * act'(x)
  * (overwritten; dx may be dy). */
-void attn__act_forward(attn_activation act, const float *x, float *y,
-                       int64_t n, int threads);
+void attn__act_forward(attn_activation act, const float *x, float *y, int64_t n,
+                       int threads);
 void attn__act_backward(attn_activation act, const float *x, const float *dy,
                         float *dx, int64_t n, int threads);
 

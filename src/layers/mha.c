@@ -11,34 +11,44 @@ attn_status attn__mha_check_cfg(const attn_mha_config *c, int64_t *hd,
     ATTN__NEED(c);
     if (c->d_model < 1 || c->num_heads < 1 || c->num_kv_heads < 0 ||
         c->kdim < 0 || c->vdim < 0)
-        return attn__fail(ATTN_E_INVALID, "mha config: d_model %lld, "
-                          "num_heads %lld (>= 1), num_kv_heads %lld, kdim %lld, "
-                          "vdim %lld (>= 0)", (long long)c->d_model,
-                          (long long)c->num_heads, (long long)c->num_kv_heads,
-                          (long long)c->kdim, (long long)c->vdim);
+        return attn__fail(
+            ATTN_E_INVALID,
+            "mha config: d_model %lld, "
+            "num_heads %lld (>= 1), num_kv_heads %lld, kdim %lld, "
+            "vdim %lld (>= 0)",
+            (long long)c->d_model, (long long)c->num_heads,
+            (long long)c->num_kv_heads, (long long)c->kdim, (long long)c->vdim);
     if (c->d_model % c->num_heads != 0)
-        return attn__fail(ATTN_E_INVALID, "mha config: d_model %lld is not a "
-                          "multiple of num_heads %lld", (long long)c->d_model,
-                          (long long)c->num_heads);
+        return attn__fail(ATTN_E_INVALID,
+                          "mha config: d_model %lld is not a "
+                          "multiple of num_heads %lld",
+                          (long long)c->d_model, (long long)c->num_heads);
     int64_t kv = c->num_kv_heads ? c->num_kv_heads : c->num_heads;
     if (c->num_heads % kv != 0)
-        return attn__fail(ATTN_E_INVALID, "mha config: num_heads %lld is not a "
+        return attn__fail(ATTN_E_INVALID,
+                          "mha config: num_heads %lld is not a "
                           "multiple of num_kv_heads %lld",
                           (long long)c->num_heads, (long long)kv);
     if (!attn__blas_ok(c->d_model) || !attn__blas_ok(c->kdim) ||
         !attn__blas_ok(c->vdim))
         return attn__fail(ATTN_E_INVALID, "mha config sizes exceed the BLAS "
-                          "int range");
+                                          "int range");
     if (c->bias != 0 && c->bias != 1)
-        return attn__fail(ATTN_E_INVALID, "mha config: bias must be 0 or 1, "
-                          "not %d", c->bias);
+        return attn__fail(ATTN_E_INVALID,
+                          "mha config: bias must be 0 or 1, "
+                          "not %d",
+                          c->bias);
     if (hd) *hd = c->d_model / c->num_heads;
     if (hkv) *hkv = kv;
     return ATTN_OK;
 }
 
-static int64_t kdim_of(const attn_mha_config *c) { return c->kdim ? c->kdim : c->d_model; }
-static int64_t vdim_of(const attn_mha_config *c) { return c->vdim ? c->vdim : c->d_model; }
+static int64_t kdim_of(const attn_mha_config *c) {
+    return c->kdim ? c->kdim : c->d_model;
+}
+static int64_t vdim_of(const attn_mha_config *c) {
+    return c->vdim ? c->vdim : c->d_model;
+}
 
 attn_status attn_mha_param_slices(const attn_mha_config *c, const char *prefix,
                                   int64_t offset, attn_param_slice *slices,
@@ -49,17 +59,23 @@ attn_status attn_mha_param_slices(const attn_mha_config *c, const char *prefix,
     ATTN__NEED(count);
     const int64_t E = c->d_model, KV = kv * hd;
     int64_t n = 0;
-    attn__slice_add(slices, cap, &n, prefix, "w_q", &offset, E, E, ATTN_INIT_XAVIER);
+    attn__slice_add(slices, cap, &n, prefix, "w_q", &offset, E, E,
+                    ATTN_INIT_XAVIER);
     attn__slice_add(slices, cap, &n, prefix, "w_k", &offset, KV, kdim_of(c),
                     ATTN_INIT_XAVIER);
     attn__slice_add(slices, cap, &n, prefix, "w_v", &offset, KV, vdim_of(c),
                     ATTN_INIT_XAVIER);
-    attn__slice_add(slices, cap, &n, prefix, "w_o", &offset, E, E, ATTN_INIT_XAVIER);
+    attn__slice_add(slices, cap, &n, prefix, "w_o", &offset, E, E,
+                    ATTN_INIT_XAVIER);
     if (c->bias) {
-        attn__slice_add(slices, cap, &n, prefix, "b_q", &offset, E, 1, ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, prefix, "b_k", &offset, KV, 1, ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, prefix, "b_v", &offset, KV, 1, ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, prefix, "b_o", &offset, E, 1, ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, prefix, "b_q", &offset, E, 1,
+                        ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, prefix, "b_k", &offset, KV, 1,
+                        ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, prefix, "b_v", &offset, KV, 1,
+                        ATTN_INIT_ZERO);
+        attn__slice_add(slices, cap, &n, prefix, "b_o", &offset, E, 1,
+                        ATTN_INIT_ZERO);
     }
     *count = n;
     return ATTN_OK;
@@ -120,12 +136,16 @@ static size_t ws_layout(const attn_mha_config *c, int64_t B, int64_t Lq,
     int64_t hd = 0, kv = 0; /* set by attn__mha_check_cfg */
     attn__mha_check_cfg(c, &hd, &kv);
     const int64_t E = c->d_model, KV = kv * hd;
-    size_t sz[9] = {attn__size3(B, Lq, E), attn__size3(B, Lk, KV),
-                    attn__size3(B, Lk, KV), attn__size3(B, Lq, E),
-                    attn__size3(B, c->num_heads, Lq), attn__size3(B, Lq, E),
-                    attn__size3(B, Lk, KV), attn__size3(B, Lk, KV),
+    size_t sz[9] = {attn__size3(B, Lq, E),
+                    attn__size3(B, Lk, KV),
+                    attn__size3(B, Lk, KV),
+                    attn__size3(B, Lq, E),
+                    attn__size3(B, c->num_heads, Lq),
+                    attn__size3(B, Lq, E),
+                    attn__size3(B, Lk, KV),
+                    attn__size3(B, Lk, KV),
                     attn__size3(B, Lq, E)};
-    float **const dst[9] = {&w->q, &w->k, &w->v, &w->c, &w->lse,
+    float **const dst[9] = {&w->q,  &w->k,  &w->v,  &w->c, &w->lse,
                             &w->dq, &w->dk, &w->dv, &w->dc};
     return attn__ws_carve(ws, sz, dst, 9);
 }
@@ -185,14 +205,13 @@ static attn_status check_call(const attn_mha_config *c, const float *params,
     return ATTN_OK;
 }
 
-static attn_status mha_forward_body(const attn_mha_config *c,
-                                    const float *params, int64_t B, int64_t Lq,
-                                    int64_t Lk, const float *query,
-                                    const float *key, const float *value,
-                                    const attn_layer_opts *opts, float *out,
-                                    float *weights, attn_weights_mode mode,
-                                    float *ws) {
-    attn_status st = check_call(c, params, B, Lq, Lk, query, key, value, opts, ws);
+static attn_status
+mha_forward_body(const attn_mha_config *c, const float *params, int64_t B,
+                 int64_t Lq, int64_t Lk, const float *query, const float *key,
+                 const float *value, const attn_layer_opts *opts, float *out,
+                 float *weights, attn_weights_mode mode, float *ws) {
+    attn_status st =
+        check_call(c, params, B, Lq, Lk, query, key, value, opts, ws);
     if (st) return st;
     ATTN__NEED(out);
     if (mode != ATTN_WEIGHTS_PER_HEAD && mode != ATTN_WEIGHTS_AVERAGED)
@@ -214,7 +233,8 @@ static attn_status mha_forward_body(const attn_mha_config *c,
         wbuf = weights;
         if (mode == ATTN_WEIGHTS_AVERAGED && H > 1) {
             size_t n = attn__size3(B * H, Lq, Lk);
-            if (!n || !(wbuf = attn__alloc(n, sizeof(float), "per-head weights")))
+            if (!n ||
+                !(wbuf = attn__alloc(n, sizeof(float), "per-head weights")))
                 return ATTN_E_NOMEM;
         }
         W = attn_tensor_4d(wbuf, ATTN_F32, B, H, Lq, Lk);
@@ -226,7 +246,8 @@ static attn_status mha_forward_body(const attn_mha_config *c,
         for (int64_t b = 0; b < B; b++)
             for (int64_t r = 0; r < Lq * Lk; r++) {
                 float s = 0.0f;
-                for (int64_t h = 0; h < H; h++) s += wbuf[(b * H + h) * Lq * Lk + r];
+                for (int64_t h = 0; h < H; h++)
+                    s += wbuf[(b * H + h) * Lq * Lk + r];
                 weights[b * Lq * Lk + r] = s / (float)H;
             }
     }
@@ -239,25 +260,23 @@ attn_status attn_mha_forward(const attn_mha_config *cfg, const float *params,
                              int64_t B, int64_t Lq, int64_t Lk,
                              const float *query, const float *key,
                              const float *value, const attn_layer_opts *opts,
-                             float *out, float *weights,
-                             attn_weights_mode mode, float *ws) {
+                             float *out, float *weights, attn_weights_mode mode,
+                             float *ws) {
     const int blas = attn__layer_blas_begin(opts);
-    attn_status st = mha_forward_body(cfg, params, B, Lq, Lk, query, key,
-                                      value, opts, out, weights, mode, ws);
+    attn_status st = mha_forward_body(cfg, params, B, Lq, Lk, query, key, value,
+                                      opts, out, weights, mode, ws);
     attn__blas_single_end(blas);
     return st;
 }
 
-static attn_status mha_backward_body(const attn_mha_config *c,
-                                     const float *params, int64_t B,
-                                     int64_t Lq, int64_t Lk,
-                                     const float *query, const float *key,
-                                     const float *value,
-                                     const attn_layer_opts *opts,
-                                     const float *dout, float *ws,
-                                     float *grads, float *dquery, float *dkey,
-                                     float *dvalue) {
-    attn_status st = check_call(c, params, B, Lq, Lk, query, key, value, opts, ws);
+static attn_status
+mha_backward_body(const attn_mha_config *c, const float *params, int64_t B,
+                  int64_t Lq, int64_t Lk, const float *query, const float *key,
+                  const float *value, const attn_layer_opts *opts,
+                  const float *dout, float *ws, float *grads, float *dquery,
+                  float *dkey, float *dvalue) {
+    attn_status st =
+        check_call(c, params, B, Lq, Lk, query, key, value, opts, ws);
     if (st) return st;
     ATTN__NEED(dout);
     int64_t hd = 0, kv = 0; /* set by attn__mha_check_cfg */
@@ -296,9 +315,9 @@ attn_status attn_mha_backward(const attn_mha_config *cfg, const float *params,
                               const float *dout, float *ws, float *grads,
                               float *dquery, float *dkey, float *dvalue) {
     const int blas = attn__layer_blas_begin(opts);
-    attn_status st = mha_backward_body(cfg, params, B, Lq, Lk, query, key,
-                                       value, opts, dout, ws, grads, dquery,
-                                       dkey, dvalue);
+    attn_status st =
+        mha_backward_body(cfg, params, B, Lq, Lk, query, key, value, opts, dout,
+                          ws, grads, dquery, dkey, dvalue);
     attn__blas_single_end(blas);
     return st;
 }
@@ -316,7 +335,8 @@ attn_status attn__mha_weights_from_ws(const attn_mha_config *c, int64_t B,
     attn_tensor W = attn_tensor_4d(weights, ATTN_F32, B, c->num_heads, Lq, Lk);
     attn_layer_opts o = *opts;
     o.dropout_p = 0.0;
-    attn_status st = attn_sdpa_forward(&hv.q, &hv.k, &hv.v, &o, &hv.c, &W, NULL);
+    attn_status st =
+        attn_sdpa_forward(&hv.q, &hv.k, &hv.v, &o, &hv.c, &W, NULL);
     attn__free(tmp);
     return st;
 }

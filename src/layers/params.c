@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <string.h>
 
-#define MAGIC "ATTNPRM"      /* 8 bytes with the NUL */
+#define MAGIC "ATTNPRM" /* 8 bytes with the NUL */
 #define VERSION 1u
 #define SLICE_BYTES (ATTN_SLICE_NAME_MAX + 8 + 8 + 8 + 4)
 #define HEAD_BYTES (8 + 4 + ATTN_PARAMS_KIND_MAX + 4)
@@ -49,7 +49,8 @@ attn_status attn_params_save(const char *path, const attn_params_header *hdr,
         if (!memchr(sl->name, 0, ATTN_SLICE_NAME_MAX) || sl->offset < 0 ||
             !attn__mul_i64(sl->shape[0], sl->shape[1], &n) || n < 1 ||
             sl->offset > count - n)
-            return attn__fail(ATTN_E_INVALID, "slice %lld (%.47s) at %lld of "
+            return attn__fail(ATTN_E_INVALID,
+                              "slice %lld (%.47s) at %lld of "
                               "shape (%lld, %lld) does not fit %lld floats",
                               (long long)s, sl->name, (long long)sl->offset,
                               (long long)sl->shape[0], (long long)sl->shape[1],
@@ -116,8 +117,10 @@ attn_status attn_params_load(const char *path, attn_params_header *hdr,
     }
     uint32_t ver = attn__get_u32(buf + 8);
     if (ver != VERSION) {
-        st = attn__fail(ATTN_E_FORMAT, "%s: format version %u; this library "
-                        "reads version %u", path, ver, VERSION);
+        st = attn__fail(ATTN_E_FORMAT,
+                        "%s: format version %u; this library "
+                        "reads version %u",
+                        path, ver, VERSION);
         goto done;
     }
     if (attn__get_u32(buf + n - 4) != attn__crc32(buf, n - 4)) {
@@ -159,7 +162,8 @@ attn_status attn_params_load(const char *path, attn_params_header *hdr,
                                   "size");
         goto done;
     }
-    *slices = attn__alloc(ns ? (size_t)ns : 1, sizeof(attn_param_slice), "slices");
+    *slices =
+        attn__alloc(ns ? (size_t)ns : 1, sizeof(attn_param_slice), "slices");
     *block = attn__alloc((size_t)cnt, sizeof(float), "parameters");
     if (!*slices || !*block) {
         st = ATTN_E_NOMEM;
@@ -170,21 +174,26 @@ attn_status attn_params_load(const char *path, attn_params_header *hdr,
         memset(sl, 0, sizeof *sl);
         memcpy(sl->name, buf + pos, ATTN_SLICE_NAME_MAX);
         sl->offset = (int64_t)attn__get_u64(buf + pos + ATTN_SLICE_NAME_MAX);
-        sl->shape[0] = (int64_t)attn__get_u64(buf + pos + ATTN_SLICE_NAME_MAX + 8);
-        sl->shape[1] = (int64_t)attn__get_u64(buf + pos + ATTN_SLICE_NAME_MAX + 16);
-        const uint32_t init = attn__get_u32(buf + pos + ATTN_SLICE_NAME_MAX + 24);
+        sl->shape[0] =
+            (int64_t)attn__get_u64(buf + pos + ATTN_SLICE_NAME_MAX + 8);
+        sl->shape[1] =
+            (int64_t)attn__get_u64(buf + pos + ATTN_SLICE_NAME_MAX + 16);
+        const uint32_t init =
+            attn__get_u32(buf + pos + ATTN_SLICE_NAME_MAX + 24);
         sl->init = (attn_init_kind)init;
         int64_t e;
         if (init > ATTN_INIT_ONE) {
-            st = attn__fail(ATTN_E_FORMAT, "%s: slice %llu has init kind %u "
-                            "(0, 1 or 2 exist)", path, (unsigned long long)s,
-                            init);
+            st = attn__fail(ATTN_E_FORMAT,
+                            "%s: slice %llu has init kind %u "
+                            "(0, 1 or 2 exist)",
+                            path, (unsigned long long)s, init);
             goto done;
         }
         if (!name_field_ok(buf + pos, ATTN_SLICE_NAME_MAX) || sl->offset < 0 ||
             !attn__mul_i64(sl->shape[0], sl->shape[1], &e) || e < 1 ||
             sl->offset > (int64_t)cnt - e) {
-            st = attn__bad_file(path, "a slice lies outside the parameter block");
+            st = attn__bad_file(path,
+                                "a slice lies outside the parameter block");
             goto done;
         }
     }
@@ -226,9 +235,10 @@ static attn_status load_typed(const char *path, const char *kind, int ncfg,
     attn_status st = attn_params_load(path, h, sl, ns, block, count);
     if (st) return st;
     if (strcmp(h->kind, kind) != 0 || h->config_len != ncfg) {
-        st = attn__fail(ATTN_E_FORMAT, "%s holds a '%s' model (%d config "
-                        "values), not '%s'", path, h->kind, (int)h->config_len,
-                        kind);
+        st = attn__fail(ATTN_E_FORMAT,
+                        "%s holds a '%s' model (%d config "
+                        "values), not '%s'",
+                        path, h->kind, (int)h->config_len, kind);
         attn__free(*sl);
         attn__free(*block);
         *block = NULL;
@@ -241,19 +251,21 @@ static attn_status same_slices(const char *path, const attn_param_slice *a,
                                int64_t na, const attn_param_slice *b,
                                int64_t nb, int64_t count, int64_t want) {
     if (na != nb || count != want)
-        return attn__fail(ATTN_E_FORMAT, "%s: %lld slices and %lld floats, but "
-                          "its config implies %lld and %lld", path,
-                          (long long)na, (long long)count, (long long)nb,
+        return attn__fail(ATTN_E_FORMAT,
+                          "%s: %lld slices and %lld floats, but "
+                          "its config implies %lld and %lld",
+                          path, (long long)na, (long long)count, (long long)nb,
                           (long long)want);
     for (int64_t i = 0; i < na; i++)
         if (strcmp(a[i].name, b[i].name) != 0 || a[i].offset != b[i].offset ||
             a[i].shape[0] != b[i].shape[0] || a[i].shape[1] != b[i].shape[1] ||
             a[i].init != b[i].init)
-            return attn__fail(ATTN_E_FORMAT, "%s: slice %lld is %.47s "
+            return attn__fail(ATTN_E_FORMAT,
+                              "%s: slice %lld is %.47s "
                               "(offset %lld, init %d), its config implies "
-                              "%.47s (offset %lld, init %d)", path,
-                              (long long)i, a[i].name, (long long)a[i].offset,
-                              (int)a[i].init, b[i].name,
+                              "%.47s (offset %lld, init %d)",
+                              path, (long long)i, a[i].name,
+                              (long long)a[i].offset, (int)a[i].init, b[i].name,
                               (long long)b[i].offset, (int)b[i].init);
     return ATTN_OK;
 }
@@ -268,7 +280,8 @@ typedef struct {
     size_t off;
     cfg_kind kind;
 } cfg_field;
-#define CFG(type, member, kind) {offsetof(type, member), kind}
+#define CFG(type, member, kind)                                                \
+    { offsetof(type, member), kind }
 
 /* enums are stored as int-sized words */
 _Static_assert(sizeof(attn_attention_type) == sizeof(int) &&
@@ -308,7 +321,10 @@ static void cfg_to_words(const cfg_field *f, int n, const void *cfg,
         const char *p = (const char *)cfg + f[i].off;
         int x;
         switch (f[i].kind) {
-        case CFG_INT: memcpy(&x, p, sizeof x); v[i] = x; break;
+        case CFG_INT:
+            memcpy(&x, p, sizeof x);
+            v[i] = x;
+            break;
         default: memcpy(&v[i], p, 8); break; /* int64, or a double's bits */
         }
     }
@@ -321,7 +337,10 @@ static void cfg_from_words(const cfg_field *f, int n, const int64_t *v,
         char *p = (char *)cfg + f[i].off;
         int x;
         switch (f[i].kind) {
-        case CFG_INT: x = (int)v[i]; memcpy(p, &x, sizeof x); break;
+        case CFG_INT:
+            x = (int)v[i];
+            memcpy(p, &x, sizeof x);
+            break;
         default: memcpy(p, &v[i], 8); break;
         }
     }
@@ -349,8 +368,8 @@ static attn_status load_kind(const typed_kind *k, const char *path, void *cfg,
     attn_param_slice *sl;
     int64_t ns, count;
     float *block;
-    attn_status st = load_typed(path, k->kind, k->nfields, &h, &sl, &ns,
-                                &block, &count);
+    attn_status st =
+        load_typed(path, k->kind, k->nfields, &h, &sl, &ns, &block, &count);
     if (st) return st;
     /* words that land in int (or enum) fields must be ints: a cast would
      * read garbage in the upper half (0x100000001) as a valid 1 */
@@ -359,9 +378,10 @@ static attn_status load_kind(const typed_kind *k, const char *path, void *cfg,
         if (k->fields[i].kind == CFG_INT && (v < INT_MIN || v > INT_MAX)) {
             attn__free(sl);
             attn__free(block);
-            return attn__fail(ATTN_E_FORMAT, "%s: '%s' config value %d is "
-                              "%lld, outside the range of an int", path,
-                              h.kind, i, (long long)v);
+            return attn__fail(ATTN_E_FORMAT,
+                              "%s: '%s' config value %d is "
+                              "%lld, outside the range of an int",
+                              path, h.kind, i, (long long)v);
         }
     }
     memset(cfg, 0, k->size);
@@ -395,8 +415,8 @@ static attn_status additive_slices(const void *c, attn_param_slice *sl,
 static int64_t additive_count(const void *c) {
     return attn_additive_param_count(c);
 }
-static attn_status mha_slices(const void *c, attn_param_slice *sl,
-                              int64_t cap, int64_t *n) {
+static attn_status mha_slices(const void *c, attn_param_slice *sl, int64_t cap,
+                              int64_t *n) {
     return attn_mha_param_slices(c, "", 0, sl, cap, n);
 }
 static int64_t mha_count(const void *c) { return attn_mha_param_count(c); }
@@ -409,13 +429,13 @@ static int64_t encoder_count(const void *c) {
 }
 
 static const typed_kind additive_kind = {
-    "additive", additive_cfg, 6, sizeof(attn_additive_config),
+    "additive",      additive_cfg,  6, sizeof(attn_additive_config),
     additive_slices, additive_count};
-static const typed_kind mha_kind = {"mha", mha_cfg, 6, sizeof(attn_mha_config),
-                                    mha_slices, mha_count};
+static const typed_kind mha_kind = {
+    "mha", mha_cfg, 6, sizeof(attn_mha_config), mha_slices, mha_count};
 static const typed_kind encoder_kind = {
-    "encoder", encoder_cfg, 11, sizeof(attn_encoder_config), encoder_slices,
-    encoder_count};
+    "encoder",      encoder_cfg,  11, sizeof(attn_encoder_config),
+    encoder_slices, encoder_count};
 
 attn_status attn_additive_save(const char *path, const attn_additive_config *c,
                                const float *params) {
@@ -442,7 +462,8 @@ attn_status attn_mha_save(const char *path, const attn_mha_config *c,
     if (st) return st;
     int64_t v[6];
     cfg_to_words(mha_cfg, 6, c, v);
-    return save_typed(path, "mha", v, 6, sl, ns, params, attn_mha_param_count(c));
+    return save_typed(path, "mha", v, 6, sl, ns, params,
+                      attn_mha_param_count(c));
 }
 
 attn_status attn_mha_load(const char *path, attn_mha_config *cfg,

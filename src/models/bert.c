@@ -14,26 +14,35 @@ static attn_status check_inputs(const attn_bert *m, int64_t B, int64_t L,
         return attn__fail(ATTN_E_INVALID, "%s is NULL", m ? "ids" : "m");
     const attn_bert_config *c = &m->cfg;
     if (B < 1 || L < 1 || L > c->max_position)
-        return attn__fail(ATTN_E_SHAPE, "B = %lld and L = %lld: B >= 1 and 1 <= "
+        return attn__fail(ATTN_E_SHAPE,
+                          "B = %lld and L = %lld: B >= 1 and 1 <= "
                           "L <= %lld (max_position_embeddings) needed",
-                          (long long)B, (long long)L, (long long)c->max_position);
-    if (!attn__size3(B, L, c->hidden_size) || !attn__size3(B, L, c->intermediate_size))
+                          (long long)B, (long long)L,
+                          (long long)c->max_position);
+    if (!attn__size3(B, L, c->hidden_size) ||
+        !attn__size3(B, L, c->intermediate_size))
         return attn__fail(ATTN_E_NOMEM, "B * L * features overflows");
     for (int64_t b = 0; b < B; b++) {
         if (lengths && (lengths[b] < 1 || lengths[b] > L))
-            return attn__fail(ATTN_E_INVALID, "lengths[%lld] is %lld; it must be "
-                              "in [1, %lld]", (long long)b, (long long)lengths[b],
+            return attn__fail(ATTN_E_INVALID,
+                              "lengths[%lld] is %lld; it must be "
+                              "in [1, %lld]",
+                              (long long)b, (long long)lengths[b],
                               (long long)L);
         for (int64_t i = 0; i < L; i++) {
             int64_t k = b * L + i;
             if (ids[k] < 0 || ids[k] >= c->vocab_size)
-                return attn__fail(ATTN_E_INVALID, "ids[%lld, %lld] is %d, outside "
-                                  "the vocabulary [0, %lld)", (long long)b,
-                                  (long long)i, ids[k], (long long)c->vocab_size);
+                return attn__fail(ATTN_E_INVALID,
+                                  "ids[%lld, %lld] is %d, outside "
+                                  "the vocabulary [0, %lld)",
+                                  (long long)b, (long long)i, ids[k],
+                                  (long long)c->vocab_size);
             if (types && (types[k] < 0 || types[k] >= c->type_vocab_size))
-                return attn__fail(ATTN_E_INVALID, "type_ids[%lld, %lld] is %d, "
-                                  "outside [0, %lld)", (long long)b, (long long)i,
-                                  types[k], (long long)c->type_vocab_size);
+                return attn__fail(ATTN_E_INVALID,
+                                  "type_ids[%lld, %lld] is %d, "
+                                  "outside [0, %lld)",
+                                  (long long)b, (long long)i, types[k],
+                                  (long long)c->type_vocab_size);
         }
     }
     return ATTN_OK;
@@ -46,7 +55,8 @@ attn_status attn_bert_forward(const attn_bert *m, int64_t B, int64_t L,
     attn_status st = check_inputs(m, B, L, ids, types, lengths);
     if (st) return st;
     if (!hidden) return attn__fail(ATTN_E_INVALID, "hidden is NULL");
-    if (threads < 0) return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", threads);
+    if (threads < 0)
+        return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", threads);
     const int64_t E = m->cfg.hidden_size, n = B * L;
     size_t wsn;
     if ((st = attn_encoder_workspace_size(&m->enc, B, L, &wsn))) return st;
@@ -60,21 +70,24 @@ attn_status attn_bert_forward(const attn_bert *m, int64_t B, int64_t L,
         return ATTN_E_NOMEM;
     }
     float *sum = x + n * E;
-#pragma omp parallel for schedule(static) num_threads(attn__omp_threads(threads))
+#pragma omp parallel for schedule(static)                                      \
+    num_threads(attn__omp_threads(threads))
     for (int64_t r = 0; r < n; r++) {
-        const float *w = m->word + (int64_t)ids[r] * E, *p = m->pos + (r % L) * E;
+        const float *w = m->word + (int64_t)ids[r] * E,
+                    *p = m->pos + (r % L) * E;
         const float *t = m->type + (types ? (int64_t)types[r] : 0) * E;
         for (int64_t c = 0; c < E; c++) sum[r * E + c] = w[c] + p[c] + t[c];
     }
-    st = attn__layernorm_forward(n, E, sum, m->ln_g, m->ln_b, m->cfg.layer_norm_eps,
-                                 x, NULL, NULL, threads);
+    st = attn__layernorm_forward(n, E, sum, m->ln_g, m->ln_b,
+                                 m->cfg.layer_norm_eps, x, NULL, NULL, threads);
     if (!st) {
         for (int64_t b = 0; b < B; b++) lens[b] = lengths ? lengths[b] : L;
         attn_layer_opts o;
         attn_sdpa_opts_init(&o);
         o.threads = threads;
         o.mask.key_lengths = lens;
-        st = attn_encoder_forward(&m->enc, m->params, B, L, x, &o, hidden, weights, ws);
+        st = attn_encoder_forward(&m->enc, m->params, B, L, x, &o, hidden,
+                                  weights, ws);
     }
     attn__free(x);
     attn__free(ws);
@@ -86,7 +99,10 @@ attn_status attn_bert_pool(const attn_bert *m, int64_t B, int64_t L,
                            const float *hidden, const int64_t *lengths,
                            float *emb) {
     if (!m || !hidden || !emb)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", !m ? "m" : !hidden ? "hidden" : "emb");
+        return attn__fail(ATTN_E_INVALID, "%s is NULL",
+                          !m        ? "m"
+                          : !hidden ? "hidden"
+                                    : "emb");
     if (B < 1 || L < 1)
         return attn__fail(ATTN_E_SHAPE, "B = %lld, L = %lld must be >= 1",
                           (long long)B, (long long)L);
@@ -94,8 +110,10 @@ attn_status attn_bert_pool(const attn_bert *m, int64_t B, int64_t L,
     for (int64_t b = 0; b < B; b++) {
         int64_t len = lengths ? lengths[b] : L;
         if (len < 1 || len > L)
-            return attn__fail(ATTN_E_INVALID, "lengths[%lld] is %lld; it must be "
-                              "in [1, %lld]", (long long)b, (long long)len, (long long)L);
+            return attn__fail(ATTN_E_INVALID,
+                              "lengths[%lld] is %lld; it must be "
+                              "in [1, %lld]",
+                              (long long)b, (long long)len, (long long)L);
         double norm = 0;
         for (int64_t c = 0; c < E; c++) {
             double s = 0;
@@ -106,7 +124,8 @@ attn_status attn_bert_pool(const attn_bert *m, int64_t B, int64_t L,
         }
         norm = sqrt(norm);
         if (norm < 1e-12) norm = 1e-12;
-        for (int64_t c = 0; c < E; c++) emb[b * E + c] = (float)(emb[b * E + c] / norm);
+        for (int64_t c = 0; c < E; c++)
+            emb[b * E + c] = (float)(emb[b * E + c] / norm);
     }
     return ATTN_OK;
 }
@@ -115,8 +134,8 @@ attn_status attn_bert_encode(const attn_bert *m, const char *a, const char *b,
                              int32_t *ids, int32_t *types, int64_t cap,
                              int64_t *n) {
     if (!m) return attn__fail(ATTN_E_INVALID, "m is NULL");
-    return attn_wordpiece_encode(m->tok, a, b, m->cfg.max_seq_length, ids, types,
-                                 cap, n);
+    return attn_wordpiece_encode(m->tok, a, b, m->cfg.max_seq_length, ids,
+                                 types, cap, n);
 }
 
 #define EMBED_BATCH 32
@@ -124,15 +143,21 @@ attn_status attn_bert_encode(const attn_bert *m, const char *a, const char *b,
 attn_status attn_bert_embed_texts(const attn_bert *m, const char *const *texts,
                                   int64_t n, int threads, float *emb) {
     if (!m || !texts || !emb)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", !m ? "m" : !texts ? "texts" : "emb");
+        return attn__fail(ATTN_E_INVALID, "%s is NULL",
+                          !m       ? "m"
+                          : !texts ? "texts"
+                                   : "emb");
     if (n < 1) return attn__fail(ATTN_E_SHAPE, "n is %lld (< 1)", (long long)n);
     for (int64_t i = 0; i < n; i++)
-        if (!texts[i]) return attn__fail(ATTN_E_INVALID, "texts[%lld] is NULL", (long long)i);
+        if (!texts[i])
+            return attn__fail(ATTN_E_INVALID, "texts[%lld] is NULL",
+                              (long long)i);
     const int64_t E = m->cfg.hidden_size, Lmax = m->cfg.max_seq_length;
     const size_t cells = (size_t)(EMBED_BATCH * Lmax);
     int32_t *ids = attn__alloc(cells, sizeof *ids, "token ids");
     int64_t *lens = attn__alloc(EMBED_BATCH, sizeof *lens, "lengths");
-    float *hidden = attn__alloc(cells * (size_t)E, sizeof(float), "hidden states");
+    float *hidden =
+        attn__alloc(cells * (size_t)E, sizeof(float), "hidden states");
     attn_status st = ids && lens && hidden ? ATTN_OK : ATTN_E_NOMEM;
     for (int64_t b0 = 0; b0 < n && !st; b0 += EMBED_BATCH) {
         const int64_t B = n - b0 < EMBED_BATCH ? n - b0 : EMBED_BATCH;
@@ -146,7 +171,8 @@ attn_status attn_bert_embed_texts(const attn_bert *m, const char *const *texts,
         /* repack rows of Lmax into rows of L, padded with [PAD] */
         for (int64_t b = 0; b < B; b++)
             for (int64_t i = 0; i < L; i++)
-                ids[b * L + i] = i < lens[b] ? ids[b * Lmax + i] : (int32_t)m->cfg.pad_token_id;
+                ids[b * L + i] = i < lens[b] ? ids[b * Lmax + i]
+                                             : (int32_t)m->cfg.pad_token_id;
         st = attn_bert_forward(m, B, L, ids, NULL, lens, threads, hidden, NULL);
         if (!st) st = attn_bert_pool(m, B, L, hidden, lens, emb + b0 * E);
     }

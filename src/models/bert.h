@@ -9,11 +9,11 @@ struct attn_bert {
     attn_bert_config cfg;
     attn_encoder_config enc; /* the encoder stack it runs on             */
     float *word, *pos, *type, *ln_g, *ln_b; /* embeddings                 */
-    float *params;           /* attn_encoder_param_count floats           */
+    float *params; /* attn_encoder_param_count floats           */
     attn_wordpiece *tok;
-    attn_bert_mapped *map;   /* one row per tensor of the file            */
+    attn_bert_mapped *map; /* one row per tensor of the file            */
     int64_t nmap;
-    char *names;             /* storage of the rows' names               */
+    char *names; /* storage of the rows' names               */
 };
 
 #endif

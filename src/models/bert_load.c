@@ -12,9 +12,27 @@
 
 /* Where a checkpoint tensor goes. */
 typedef enum {
-    DST_WORD, DST_POS, DST_TYPE, DST_LN_G, DST_LN_B, /* embeddings */
-    DST_WQ, DST_BQ, DST_WK, DST_BK, DST_WV, DST_BV, DST_WO, DST_BO,
-    DST_LN1_G, DST_LN1_B, DST_W1, DST_B1, DST_W2, DST_B2, DST_LN2_G, DST_LN2_B,
+    DST_WORD,
+    DST_POS,
+    DST_TYPE,
+    DST_LN_G,
+    DST_LN_B, /* embeddings */
+    DST_WQ,
+    DST_BQ,
+    DST_WK,
+    DST_BK,
+    DST_WV,
+    DST_BV,
+    DST_WO,
+    DST_BO,
+    DST_LN1_G,
+    DST_LN1_B,
+    DST_W1,
+    DST_B1,
+    DST_W2,
+    DST_B2,
+    DST_LN2_G,
+    DST_LN2_B,
     DST_UNUSED
 } dst_kind;
 
@@ -30,11 +48,16 @@ static const struct {
     const char *attn; /* per layer: after "layers.N." */
     size_kind rows, cols;
 } table[] = {
-    {"embeddings.word_embeddings.weight", 0, DST_WORD, "embeddings.word", SZ_V, SZ_E},
-    {"embeddings.position_embeddings.weight", 0, DST_POS, "embeddings.position", SZ_P, SZ_E},
-    {"embeddings.token_type_embeddings.weight", 0, DST_TYPE, "embeddings.token_type", SZ_T, SZ_E},
-    {"embeddings.LayerNorm.weight", 0, DST_LN_G, "embeddings.ln_gamma", SZ_E, SZ_ONE},
-    {"embeddings.LayerNorm.bias", 0, DST_LN_B, "embeddings.ln_beta", SZ_E, SZ_ONE},
+    {"embeddings.word_embeddings.weight", 0, DST_WORD, "embeddings.word", SZ_V,
+     SZ_E},
+    {"embeddings.position_embeddings.weight", 0, DST_POS, "embeddings.position",
+     SZ_P, SZ_E},
+    {"embeddings.token_type_embeddings.weight", 0, DST_TYPE,
+     "embeddings.token_type", SZ_T, SZ_E},
+    {"embeddings.LayerNorm.weight", 0, DST_LN_G, "embeddings.ln_gamma", SZ_E,
+     SZ_ONE},
+    {"embeddings.LayerNorm.bias", 0, DST_LN_B, "embeddings.ln_beta", SZ_E,
+     SZ_ONE},
     {"attention.self.query.weight", 1, DST_WQ, "attn.w_q", SZ_E, SZ_E},
     {"attention.self.query.bias", 1, DST_BQ, "attn.b_q", SZ_E, SZ_ONE},
     {"attention.self.key.weight", 1, DST_WK, "attn.w_k", SZ_E, SZ_E},
@@ -43,7 +66,8 @@ static const struct {
     {"attention.self.value.bias", 1, DST_BV, "attn.b_v", SZ_E, SZ_ONE},
     {"attention.output.dense.weight", 1, DST_WO, "attn.w_o", SZ_E, SZ_E},
     {"attention.output.dense.bias", 1, DST_BO, "attn.b_o", SZ_E, SZ_ONE},
-    {"attention.output.LayerNorm.weight", 1, DST_LN1_G, "ln1_gamma", SZ_E, SZ_ONE},
+    {"attention.output.LayerNorm.weight", 1, DST_LN1_G, "ln1_gamma", SZ_E,
+     SZ_ONE},
     {"attention.output.LayerNorm.bias", 1, DST_LN1_B, "ln1_beta", SZ_E, SZ_ONE},
     {"intermediate.dense.weight", 1, DST_W1, "w_1", SZ_F, SZ_E},
     {"intermediate.dense.bias", 1, DST_B1, "b_1", SZ_F, SZ_ONE},
@@ -54,8 +78,8 @@ static const struct {
 };
 #define NTABLE ((int)(sizeof table / sizeof table[0]))
 /* Known names that the model does not use. */
-static const char *const unused[] = {"embeddings.position_ids", "pooler.dense.weight",
-                                     "pooler.dense.bias"};
+static const char *const unused[] = {
+    "embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias"};
 
 static int64_t size_of(const attn_bert_config *c, size_kind k) {
     switch (k) {
@@ -78,15 +102,18 @@ static attn_status read_json(const char *dir, const char *file, int optional,
     FILE *f = fopen(path, "rb");
     if (!f) {
         if (optional) return ATTN_OK;
-        return attn__fail(ATTN_E_IO, "%s: cannot open (a model folder holds "
-                          "config.json, model.safetensors and vocab.txt)", path);
+        return attn__fail(ATTN_E_IO,
+                          "%s: cannot open (a model folder holds "
+                          "config.json, model.safetensors and vocab.txt)",
+                          path);
     }
     attn_status st = ATTN_OK;
     char *buf = NULL;
     long len = -1;
     if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
     if (len < 0 || len > (1 << 24))
-        st = attn__fail(ATTN_E_FORMAT, "%s: %ld bytes: not a config", path, len);
+        st =
+            attn__fail(ATTN_E_FORMAT, "%s: %ld bytes: not a config", path, len);
     else if (!(buf = attn__alloc((size_t)len + 1, 1, "config")))
         st = ATTN_E_NOMEM;
     else {
@@ -107,8 +134,8 @@ static attn_status read_json(const char *dir, const char *file, int optional,
 
 /* An integer member in [lo, hi], or def when absent (def < 0: required). */
 static attn_status get_int(const attn__json *j, const char *file,
-                           const char *key, int64_t def, int64_t lo,
-                           int64_t hi, int64_t *out) {
+                           const char *key, int64_t def, int64_t lo, int64_t hi,
+                           int64_t *out) {
     const attn__json_node *v = attn__json_get(j, &j->nodes[0], key);
     if (!v || v->kind == ATTN__JSON_NULL) {
         if (def < 0)
@@ -117,8 +144,10 @@ static attn_status get_int(const attn__json *j, const char *file,
         return ATTN_OK;
     }
     if (v->kind != ATTN__JSON_NUM || !v->is_int || v->i64 < lo || v->i64 > hi)
-        return attn__fail(ATTN_E_FORMAT, "%s: '%s' must be an integer in [%lld, "
-                          "%lld]", file, key, (long long)lo, (long long)hi);
+        return attn__fail(ATTN_E_FORMAT,
+                          "%s: '%s' must be an integer in [%lld, "
+                          "%lld]",
+                          file, key, (long long)lo, (long long)hi);
     *out = v->i64;
     return ATTN_OK;
 }
@@ -137,10 +166,12 @@ static attn_status check_str(const attn__json *j, const char *file,
         for (int i = 0; i < nok; i++)
             if (strcmp(v->str, ok[i]) == 0) return ATTN_OK;
     char eb[64];
-    return attn__fail(ATTN_E_UNSUPPORTED, "%s: %s '%s' is not supported (%s%s%s)",
-                      file, key, v->kind == ATTN__JSON_STR ?
-                      attn__escape_bytes(v->str, strlen(v->str), eb, sizeof eb) : "?",
-                      ok[0], nok > 1 ? " or " : "", nok > 1 ? ok[1] : "");
+    return attn__fail(
+        ATTN_E_UNSUPPORTED, "%s: %s '%s' is not supported (%s%s%s)", file, key,
+        v->kind == ATTN__JSON_STR
+            ? attn__escape_bytes(v->str, strlen(v->str), eb, sizeof eb)
+            : "?",
+        ok[0], nok > 1 ? " or " : "", nok > 1 ? ok[1] : "");
 }
 
 static attn_status read_config(const char *dir, attn_bert_config *c) {
@@ -149,7 +180,8 @@ static attn_status read_config(const char *dir, attn_bert_config *c) {
     attn_status st = read_json(dir, "config.json", 0, &j, &found);
     if (st) return st;
     const char *f = "config.json";
-    static const char *const bert[] = {"bert"}, *const acts[] = {"gelu", "relu"},
+    static const char *const bert[] = {"bert"},
+                             *const acts[] = {"gelu", "relu"},
                              *const absolute[] = {"absolute"};
     const int64_t big = 1 << 20;
     if ((st = check_str(&j, f, "model_type", bert, 1)) ||
@@ -157,33 +189,47 @@ static attn_status read_config(const char *dir, attn_bert_config *c) {
         (st = check_str(&j, f, "position_embedding_type", absolute, 1)) ||
         (st = get_int(&j, f, "vocab_size", -1, 1, 1 << 24, &c->vocab_size)) ||
         (st = get_int(&j, f, "hidden_size", -1, 1, 1 << 16, &c->hidden_size)) ||
-        (st = get_int(&j, f, "num_hidden_layers", -1, 1, 1024, &c->num_layers)) ||
-        (st = get_int(&j, f, "num_attention_heads", -1, 1, 1024, &c->num_heads)) ||
-        (st = get_int(&j, f, "intermediate_size", -1, 1, 1 << 18, &c->intermediate_size)) ||
-        (st = get_int(&j, f, "max_position_embeddings", -1, 1, big, &c->max_position)) ||
-        (st = get_int(&j, f, "type_vocab_size", 2, 1, 1024, &c->type_vocab_size)) ||
-        (st = get_int(&j, f, "pad_token_id", 0, 0, 1 << 24, &c->pad_token_id))) {
+        (st = get_int(&j, f, "num_hidden_layers", -1, 1, 1024,
+                      &c->num_layers)) ||
+        (st = get_int(&j, f, "num_attention_heads", -1, 1, 1024,
+                      &c->num_heads)) ||
+        (st = get_int(&j, f, "intermediate_size", -1, 1, 1 << 18,
+                      &c->intermediate_size)) ||
+        (st = get_int(&j, f, "max_position_embeddings", -1, 1, big,
+                      &c->max_position)) ||
+        (st = get_int(&j, f, "type_vocab_size", 2, 1, 1024,
+                      &c->type_vocab_size)) ||
+        (st =
+             get_int(&j, f, "pad_token_id", 0, 0, 1 << 24, &c->pad_token_id))) {
         attn__json_free(&j);
         return st;
     }
     const attn__json_node *act = attn__json_get(&j, &j.nodes[0], "hidden_act");
-    c->activation = act && strcmp(act->str, "relu") == 0 ? ATTN_ACT_RELU : ATTN_ACT_GELU;
-    const attn__json_node *eps = attn__json_get(&j, &j.nodes[0], "layer_norm_eps");
+    c->activation =
+        act && strcmp(act->str, "relu") == 0 ? ATTN_ACT_RELU : ATTN_ACT_GELU;
+    const attn__json_node *eps =
+        attn__json_get(&j, &j.nodes[0], "layer_norm_eps");
     c->layer_norm_eps = 1e-12;
-    if (eps && (eps->kind != ATTN__JSON_NUM || !(eps->num > 0) || eps->num > 1)) {
+    if (eps &&
+        (eps->kind != ATTN__JSON_NUM || !(eps->num > 0) || eps->num > 1)) {
         attn__json_free(&j);
-        return attn__fail(ATTN_E_FORMAT, "%s: layer_norm_eps must be a number "
-                          "in (0, 1]", f);
+        return attn__fail(ATTN_E_FORMAT,
+                          "%s: layer_norm_eps must be a number "
+                          "in (0, 1]",
+                          f);
     }
     if (eps) c->layer_norm_eps = eps->num;
     attn__json_free(&j);
     if (c->hidden_size % c->num_heads)
-        return attn__fail(ATTN_E_FORMAT, "%s: hidden_size %lld is not a multiple "
-                          "of num_attention_heads %lld", f,
-                          (long long)c->hidden_size, (long long)c->num_heads);
+        return attn__fail(ATTN_E_FORMAT,
+                          "%s: hidden_size %lld is not a multiple "
+                          "of num_attention_heads %lld",
+                          f, (long long)c->hidden_size,
+                          (long long)c->num_heads);
     /* the tokenizer's options (BERT uncased when absent) */
     attn_wordpiece_opts_init(&c->tokenizer);
-    if ((st = read_json(dir, "tokenizer_config.json", 1, &j, &found))) return st;
+    if ((st = read_json(dir, "tokenizer_config.json", 1, &j, &found)))
+        return st;
     if (found) {
         c->tokenizer.lowercase = get_bool(&j, "do_lower_case", 1);
         c->tokenizer.strip_accents = get_bool(&j, "strip_accents", -1);
@@ -191,20 +237,22 @@ static attn_status read_config(const char *dir, attn_bert_config *c) {
         attn__json_free(&j);
     }
     c->max_seq_length = c->max_position;
-    if ((st = read_json(dir, "sentence_bert_config.json", 1, &j, &found))) return st;
+    if ((st = read_json(dir, "sentence_bert_config.json", 1, &j, &found)))
+        return st;
     if (found) {
         st = get_int(&j, "sentence_bert_config.json", "max_seq_length",
                      c->max_position, 4, c->max_position, &c->max_seq_length);
         attn__json_free(&j);
         if (st) return st;
     }
-    if ((st = read_json(dir, "1_Pooling/config.json", 1, &j, &found))) return st;
+    if ((st = read_json(dir, "1_Pooling/config.json", 1, &j, &found)))
+        return st;
     if (found) {
         int mean = get_bool(&j, "pooling_mode_mean_tokens", 0);
         attn__json_free(&j);
         if (!mean)
             return attn__fail(ATTN_E_UNSUPPORTED, "1_Pooling/config.json: only "
-                              "mean pooling is supported");
+                                                  "mean pooling is supported");
     }
     return ATTN_OK;
 }
@@ -301,7 +349,8 @@ static attn_status load_weights(attn_bert *m, const char *dir) {
     for (int64_t i = 0; i < nt && !s; i++) {
         attn_st_tensor t;
         attn_safetensors_get(st, i, &t);
-        const char *name = strncmp(t.name, "bert.", 5) == 0 ? t.name + 5 : t.name;
+        const char *name =
+            strncmp(t.name, "bert.", 5) == 0 ? t.name + 5 : t.name;
         attn_bert_mapped *row = &m->map[m->nmap++];
         row->checkpoint = strcpy(m->names + used, t.name);
         used += strlen(t.name) + 1;
@@ -320,42 +369,53 @@ static attn_status load_weights(attn_bert *m, const char *dir) {
         }
         int64_t slot = (layer + 1) * NTABLE + k;
         if (seen[slot]++) continue; /* "bert.x" and "x" both: the first wins */
-        const int64_t rows = size_of(c, table[k].rows), cols = size_of(c, table[k].cols);
+        const int64_t rows = size_of(c, table[k].rows),
+                      cols = size_of(c, table[k].cols);
         int fits = cols == 1 ? (t.ndim == 1 && t.shape[0] == rows)
-                             : (t.ndim == 2 && t.shape[0] == rows && t.shape[1] == cols);
+                             : (t.ndim == 2 && t.shape[0] == rows &&
+                                t.shape[1] == cols);
         if (!fits || !attn__is_float_dtype(t.dtype)) {
             char what[160];
-            snprintf(what, sizeof what, "%s (%s, %lld elements; expected %lld x %lld)",
-                     t.name, attn_dtype_name(t.dtype), (long long)t.numel,
+            snprintf(what, sizeof what,
+                     "%s (%s, %lld elements; expected %lld x %lld)", t.name,
+                     attn_dtype_name(t.dtype), (long long)t.numel,
                      (long long)rows, (long long)cols);
             note(shapes, sizeof shapes, &nshape, what);
             continue;
         }
         char *an = m->names + used;
-        if (layer >= 0) snprintf(an, 64, "layers.%lld.%s", (long long)layer, table[k].attn);
-        else snprintf(an, 64, "%s", table[k].attn);
+        if (layer >= 0)
+            snprintf(an, 64, "layers.%lld.%s", (long long)layer, table[k].attn);
+        else
+            snprintf(an, 64, "%s", table[k].attn);
         row->attn = an;
         used += strlen(an) + 1;
-        s = attn_st_tensor_to_f32(&t, dst_of(m, table[k].dst, layer), rows * cols);
+        s = attn_st_tensor_to_f32(&t, dst_of(m, table[k].dst, layer),
+                                  rows * cols);
     }
     for (int64_t slot = 0; slot < nslots && !s; slot++) {
         int k = (int)(slot % NTABLE);
         int64_t layer = slot / NTABLE - 1;
         if ((layer >= 0) != table[k].per_layer || seen[slot]) continue;
         char nm[160];
-        if (layer >= 0) snprintf(nm, sizeof nm, "encoder.layer.%lld.%s", (long long)layer, table[k].name);
-        else snprintf(nm, sizeof nm, "%s", table[k].name);
+        if (layer >= 0)
+            snprintf(nm, sizeof nm, "encoder.layer.%lld.%s", (long long)layer,
+                     table[k].name);
+        else
+            snprintf(nm, sizeof nm, "%s", table[k].name);
         note(missing, sizeof missing, &nmiss, nm);
     }
     attn__free(seen);
     attn_safetensors_close(st);
     if (s) return s;
     if (nmiss || nun || nshape)
-        return attn__fail(ATTN_E_FORMAT, "%s does not fit config.json: %d missing "
-                          "[%s%s], %d unexpected [%s%s], %d of the wrong shape or "
-                          "dtype [%s%s]", path, nmiss, missing, nmiss > 4 ? ", ..." : "",
-                          nun, unexpected, nun > 4 ? ", ..." : "", nshape, shapes,
-                          nshape > 4 ? ", ..." : "");
+        return attn__fail(
+            ATTN_E_FORMAT,
+            "%s does not fit config.json: %d missing "
+            "[%s%s], %d unexpected [%s%s], %d of the wrong shape or "
+            "dtype [%s%s]",
+            path, nmiss, missing, nmiss > 4 ? ", ..." : "", nun, unexpected,
+            nun > 4 ? ", ..." : "", nshape, shapes, nshape > 4 ? ", ..." : "");
     return ATTN_OK;
 }
 
@@ -365,8 +425,10 @@ attn_status attn_bert_load(const char *dir, attn_bert **out) {
     if (!dir) return attn__fail(ATTN_E_INVALID, "dir is NULL");
     struct stat sb;
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return attn__fail(ATTN_E_IO, "%s: not a folder (a model folder holds "
-                          "config.json, model.safetensors and vocab.txt)", dir);
+        return attn__fail(ATTN_E_IO,
+                          "%s: not a folder (a model folder holds "
+                          "config.json, model.safetensors and vocab.txt)",
+                          dir);
     attn_bert *m = attn__alloc(1, sizeof *m, "model");
     if (!m) return ATTN_E_NOMEM;
     memset(m, 0, sizeof *m);
@@ -383,9 +445,12 @@ attn_status attn_bert_load(const char *dir, attn_bert **out) {
         m->enc.layer_norm_eps = c->layer_norm_eps;
         const int64_t E = c->hidden_size;
         int64_t np = attn_encoder_param_count(&m->enc);
-        size_t ne = attn__size3(c->vocab_size + c->max_position + c->type_vocab_size + 2, E, 1);
-        if (!np || !ne) st = attn__fail(ATTN_E_NOMEM, "model sizes overflow");
-        else if (!(m->params = attn__alloc((size_t)np, sizeof(float), "encoder parameters")) ||
+        size_t ne = attn__size3(
+            c->vocab_size + c->max_position + c->type_vocab_size + 2, E, 1);
+        if (!np || !ne)
+            st = attn__fail(ATTN_E_NOMEM, "model sizes overflow");
+        else if (!(m->params = attn__alloc((size_t)np, sizeof(float),
+                                           "encoder parameters")) ||
                  !(m->word = attn__alloc(ne, sizeof(float), "embeddings")))
             st = ATTN_E_NOMEM;
         else {
@@ -401,9 +466,10 @@ attn_status attn_bert_load(const char *dir, attn_bert **out) {
         snprintf(path, sizeof path, "%s/vocab.txt", dir);
         st = attn_wordpiece_load(path, &c->tokenizer, &m->tok);
         if (!st && attn_wordpiece_vocab_size(m->tok) > c->vocab_size)
-            st = attn__fail(ATTN_E_FORMAT, "%s holds %lld tokens but the model "
-                            "embeds %lld", path,
-                            (long long)attn_wordpiece_vocab_size(m->tok),
+            st = attn__fail(ATTN_E_FORMAT,
+                            "%s holds %lld tokens but the model "
+                            "embeds %lld",
+                            path, (long long)attn_wordpiece_vocab_size(m->tok),
                             (long long)c->vocab_size);
     }
     if (st) {
@@ -436,14 +502,16 @@ int64_t attn_bert_param_count(const attn_bert *m) {
     if (!m) return 0;
     const attn_bert_config *c = &m->cfg;
     return attn_encoder_param_count(&m->enc) +
-           (c->vocab_size + c->max_position + c->type_vocab_size + 2) * c->hidden_size;
+           (c->vocab_size + c->max_position + c->type_vocab_size + 2) *
+               c->hidden_size;
 }
 
 int64_t attn_bert_mapped_count(const attn_bert *m) { return m ? m->nmap : 0; }
 
 attn_status attn_bert_mapped_get(const attn_bert *m, int64_t i,
                                  attn_bert_mapped *row) {
-    if (!m || !row) return attn__fail(ATTN_E_INVALID, "%s is NULL", m ? "row" : "m");
+    if (!m || !row)
+        return attn__fail(ATTN_E_INVALID, "%s is NULL", m ? "row" : "m");
     if (i < 0 || i >= m->nmap)
         return attn__fail(ATTN_E_INVALID, "row %lld is outside [0, %lld)",
                           (long long)i, (long long)m->nmap);

@@ -14,18 +14,20 @@
 
 struct attn_wordpiece {
     attn_wordpiece_opts o;
-    char *text;        /* the vocabulary's tokens, NUL-separated       */
-    char **tok;        /* tok[id]                                      */
+    char *text; /* the vocabulary's tokens, NUL-separated       */
+    char **tok; /* tok[id]                                      */
     int64_t n;
-    int32_t *slot;     /* hash slots: id or -1                         */
+    int32_t *slot; /* hash slots: id or -1                         */
     uint64_t mask;
     int32_t unk, cls, sep;
-    int32_t special[5]; /* ids of [PAD] [UNK] [CLS] [SEP] [MASK], -1 if absent */
+    int32_t
+        special[5]; /* ids of [PAD] [UNK] [CLS] [SEP] [MASK], -1 if absent */
 };
 
 /* The special tokens are matched in the raw text before anything else,
  * as tokenizers does with its added tokens. */
-static const char *const specials[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+static const char *const specials[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]",
+                                        "[MASK]"};
 
 void attn_wordpiece_opts_init(attn_wordpiece_opts *o) {
     if (!o) return;
@@ -37,7 +39,8 @@ void attn_wordpiece_opts_init(attn_wordpiece_opts *o) {
 
 static uint64_t hash(const char *s, size_t n) {
     uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
     return h;
 }
 
@@ -46,7 +49,8 @@ static int32_t lookup(const attn_wordpiece *wp, const char *s, size_t n) {
     for (uint64_t i = hash(s, n) & wp->mask;; i = (i + 1) & wp->mask) {
         int32_t id = wp->slot[i];
         if (id < 0) return -1;
-        if (strncmp(wp->tok[id], s, n) == 0 && wp->tok[id][n] == '\0') return id;
+        if (strncmp(wp->tok[id], s, n) == 0 && wp->tok[id][n] == '\0')
+            return id;
     }
 }
 
@@ -80,8 +84,10 @@ static attn_status build(attn_wordpiece *wp, const char *path, size_t size) {
         *e = '\0';
         if (strlen(p) != (size_t)(e - p)) {
             char eb[64];
-            return attn__fail(ATTN_E_FORMAT, "%s: line %lld ('%s') holds a NUL "
-                              "byte", path, (long long)id + 1,
+            return attn__fail(ATTN_E_FORMAT,
+                              "%s: line %lld ('%s') holds a NUL "
+                              "byte",
+                              path, (long long)id + 1,
                               attn__escape_bytes(p, strlen(p), eb, sizeof eb));
         }
         wp->tok[id] = p;
@@ -99,14 +105,17 @@ static attn_status build(attn_wordpiece *wp, const char *path, size_t size) {
     int32_t *dst[3] = {&wp->unk, &wp->cls, &wp->sep};
     for (int k = 0; k < 3; k++)
         if ((*dst[k] = lookup(wp, need[k], strlen(need[k]))) < 0)
-            return attn__fail(ATTN_E_FORMAT, "%s: the vocabulary has no %s "
-                              "token", path, need[k]);
+            return attn__fail(ATTN_E_FORMAT,
+                              "%s: the vocabulary has no %s "
+                              "token",
+                              path, need[k]);
     for (int k = 0; k < 5; k++)
         wp->special[k] = lookup(wp, specials[k], strlen(specials[k]));
     return ATTN_OK;
 }
 
-attn_status attn_wordpiece_load(const char *path, const attn_wordpiece_opts *opts,
+attn_status attn_wordpiece_load(const char *path,
+                                const attn_wordpiece_opts *opts,
                                 attn_wordpiece **out) {
     if (!out) return attn__fail(ATTN_E_INVALID, "out is NULL");
     *out = NULL;
@@ -117,12 +126,16 @@ attn_status attn_wordpiece_load(const char *path, const attn_wordpiece_opts *opt
     if (o.max_chars_per_word == 0) o.max_chars_per_word = 100;
     if (o.strip_accents < 0) o.strip_accents = o.lowercase != 0;
     if (o.max_chars_per_word < 1 || o.max_chars_per_word > 1000000)
-        return attn__fail(ATTN_E_INVALID, "max_chars_per_word is %lld (1 .. "
-                          "1000000)", (long long)o.max_chars_per_word);
+        return attn__fail(ATTN_E_INVALID,
+                          "max_chars_per_word is %lld (1 .. "
+                          "1000000)",
+                          (long long)o.max_chars_per_word);
     if ((o.lowercase != 0) != (o.strip_accents != 0))
-        return attn__fail(ATTN_E_UNSUPPORTED, "lowercase %d with strip_accents "
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "lowercase %d with strip_accents "
                           "%d: attn lower-cases and strips accents together or "
-                          "not at all", o.lowercase, o.strip_accents);
+                          "not at all",
+                          o.lowercase, o.strip_accents);
     FILE *f = fopen(path, "rb");
     if (!f) return attn__fail(ATTN_E_IO, "%s: cannot open", path);
     attn_wordpiece *wp = attn__alloc(1, sizeof *wp, "tokenizer");
@@ -134,11 +147,14 @@ attn_status attn_wordpiece_load(const char *path, const attn_wordpiece_opts *opt
     wp->o = o;
     attn_status st = ATTN_OK;
     size_t size = 0;
-    if (fseek(f, 0, SEEK_END) != 0) st = attn__fail(ATTN_E_IO, "%s: cannot seek", path);
+    if (fseek(f, 0, SEEK_END) != 0)
+        st = attn__fail(ATTN_E_IO, "%s: cannot seek", path);
     long len = st ? -1 : ftell(f);
     if (!st && (len < 0 || (size_t)len > WP_MAX_VOCAB_BYTES))
-        st = attn__fail(ATTN_E_FORMAT, "%s: %ld bytes: not a vocabulary (at "
-                        "most %zu bytes)", path, len, WP_MAX_VOCAB_BYTES);
+        st = attn__fail(ATTN_E_FORMAT,
+                        "%s: %ld bytes: not a vocabulary (at "
+                        "most %zu bytes)",
+                        path, len, WP_MAX_VOCAB_BYTES);
     if (!st) {
         size = (size_t)len;
         rewind(f);
@@ -159,7 +175,9 @@ attn_status attn_wordpiece_load(const char *path, const attn_wordpiece_opts *opt
     return ATTN_OK;
 }
 
-int64_t attn_wordpiece_vocab_size(const attn_wordpiece *wp) { return wp ? wp->n : 0; }
+int64_t attn_wordpiece_vocab_size(const attn_wordpiece *wp) {
+    return wp ? wp->n : 0;
+}
 
 const char *attn_wordpiece_token(const attn_wordpiece *wp, int64_t id) {
     return wp && id >= 0 && id < wp->n ? wp->tok[id] : NULL;
@@ -168,7 +186,10 @@ const char *attn_wordpiece_token(const attn_wordpiece *wp, int64_t id) {
 attn_status attn_wordpiece_id(const attn_wordpiece *wp, const char *token,
                               int32_t *id) {
     if (!wp || !token || !id)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", !wp ? "wp" : !token ? "token" : "id");
+        return attn__fail(ATTN_E_INVALID, "%s is NULL",
+                          !wp      ? "wp"
+                          : !token ? "token"
+                                   : "id");
     *id = lookup(wp, token, strlen(token));
     if (*id >= 0) return ATTN_OK;
     char eb[96];
@@ -186,10 +207,14 @@ static uint32_t next_cp(const unsigned char *s, size_t n, size_t *used) {
     uint32_t cp;
     *used = 1;
     if (c < 0x80) return c;
-    if (c >= 0xc2 && c <= 0xdf) k = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef) k = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4) k = 4, cp = c & 0x07;
-    else return 0xfffd;
+    if (c >= 0xc2 && c <= 0xdf)
+        k = 2, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+        k = 3, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+        k = 4, cp = c & 0x07;
+    else
+        return 0xfffd;
     if (n < k) return 0xfffd;
     for (size_t i = 1; i < k; i++) {
         if ((s[i] & 0xc0) != 0x80) return 0xfffd;
@@ -206,8 +231,10 @@ static int cls_of(uint32_t cp) {
     int lo = 0, hi = attn__wp_nruns - 1;
     while (lo < hi) { /* last run with start <= cp */
         int mid = (lo + hi + 1) / 2;
-        if (attn__wp_runs[mid].start <= cp) lo = mid;
-        else hi = mid - 1;
+        if (attn__wp_runs[mid].start <= cp)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     return attn__wp_runs[lo].cls;
 }
@@ -217,14 +244,19 @@ static const attn__wp_map *map_of(uint32_t cp) {
     while (lo <= hi) {
         int mid = (lo + hi) / 2;
         if (attn__wp_maps[mid].cp == cp) return &attn__wp_maps[mid];
-        if (attn__wp_maps[mid].cp < cp) lo = mid + 1;
-        else hi = mid - 1;
+        if (attn__wp_maps[mid].cp < cp)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
     }
     return NULL;
 }
 
 static size_t put_utf8(char *o, uint32_t cp) {
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
     if (cp < 0x800) {
         o[0] = (char)(0xc0 | (cp >> 6));
         o[1] = (char)(0x80 | (cp & 0x3f));
@@ -262,12 +294,12 @@ static size_t normalize(const attn_wordpiece *wp, uint32_t cp, char *out) {
 /* The word being built and the ids being written. */
 typedef struct {
     const attn_wordpiece *wp;
-    char *w;          /* the word's bytes (cap wcap), "##" room in front */
+    char *w; /* the word's bytes (cap wcap), "##" room in front */
     size_t wlen, wcap;
-    int64_t nchars;   /* characters of the word, counted past wcap too   */
+    int64_t nchars; /* characters of the word, counted past wcap too   */
     int32_t *ids;
     int64_t cap, n;
-    char *cand;       /* scratch: "##" + a piece                        */
+    char *cand; /* scratch: "##" + a piece                        */
 } wp_run;
 
 static void emit(wp_run *r, int32_t id) {
@@ -341,15 +373,20 @@ static void add_normalized(wp_run *r, const char *u, size_t k) {
 attn_status attn_wordpiece_tokenize(const attn_wordpiece *wp, const char *text,
                                     int32_t *ids, int64_t cap, int64_t *n) {
     if (!wp || !text || !n)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", !wp ? "wp" : !text ? "text" : "n");
+        return attn__fail(ATTN_E_INVALID, "%s is NULL",
+                          !wp     ? "wp"
+                          : !text ? "text"
+                                  : "n");
     if (cap < 0 || (cap > 0 && !ids))
-        return attn__fail(ATTN_E_INVALID, "ids is NULL with cap %lld", (long long)cap);
+        return attn__fail(ATTN_E_INVALID, "ids is NULL with cap %lld",
+                          (long long)cap);
     wp_run r;
     memset(&r, 0, sizeof r);
     r.wp = wp;
     r.ids = ids;
     r.cap = cap;
-    r.wcap = (size_t)wp->o.max_chars_per_word * 16 + 16; /* 16 bytes a char at most */
+    r.wcap = (size_t)wp->o.max_chars_per_word * 16 +
+             16; /* 16 bytes a char at most */
     r.w = attn__alloc(r.wcap, 1, "word");
     r.cand = attn__alloc(r.wcap + 2, 1, "word piece");
     if (!r.w || !r.cand) {
@@ -363,8 +400,8 @@ attn_status attn_wordpiece_tokenize(const attn_wordpiece *wp, const char *text,
         size_t used;
         int special = -1;
         for (int k = 0; k < 5 && s[i] == '[' && special < 0; k++)
-            if (wp->special[k] >= 0 &&
-                strncmp((const char *)s + i, specials[k], strlen(specials[k])) == 0)
+            if (wp->special[k] >= 0 && strncmp((const char *)s + i, specials[k],
+                                               strlen(specials[k])) == 0)
                 special = k;
         if (special >= 0) {
             flush(&r);
@@ -401,12 +438,17 @@ attn_status attn_wordpiece_encode(const attn_wordpiece *wp, const char *a,
                                   const char *b, int64_t max_len, int32_t *ids,
                                   int32_t *type_ids, int64_t cap, int64_t *n) {
     if (!wp || !a || !n)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", !wp ? "wp" : !a ? "a" : "n");
+        return attn__fail(ATTN_E_INVALID, "%s is NULL",
+                          !wp  ? "wp"
+                          : !a ? "a"
+                               : "n");
     if (cap < 0 || (cap > 0 && !ids))
-        return attn__fail(ATTN_E_INVALID, "ids is NULL with cap %lld", (long long)cap);
+        return attn__fail(ATTN_E_INVALID, "ids is NULL with cap %lld",
+                          (long long)cap);
     const int64_t specials = b ? 3 : 2;
     if (max_len < 0 || (max_len > 0 && max_len <= specials))
-        return attn__fail(ATTN_E_INVALID, "max_len %lld leaves no room for a "
+        return attn__fail(ATTN_E_INVALID,
+                          "max_len %lld leaves no room for a "
                           "word piece beside %lld special tokens",
                           (long long)max_len, (long long)specials);
     int64_t na = 0, nb = 0;
@@ -429,13 +471,13 @@ attn_status attn_wordpiece_encode(const attn_wordpiece *wp, const char *a,
         }
     }
     int64_t k = 0;
-#define PUT(id, type)                                                         \
-    do {                                                                      \
-        if (k < cap) {                                                        \
-            ids[k] = (id);                                                    \
-            if (type_ids) type_ids[k] = (type);                               \
-        }                                                                     \
-        k++;                                                                  \
+#define PUT(id, type)                                                          \
+    do {                                                                       \
+        if (k < cap) {                                                         \
+            ids[k] = (id);                                                     \
+            if (type_ids) type_ids[k] = (type);                                \
+        }                                                                      \
+        k++;                                                                   \
     } while (0)
     PUT(wp->cls, 0);
     for (int64_t i = 0; i < na; i++) PUT(pa[i], 0);

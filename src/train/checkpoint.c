@@ -9,9 +9,9 @@
 #include <limits.h>
 #include <string.h>
 
-#define MAGIC "ATTNCKPT"   /* 8 bytes, no NUL */
+#define MAGIC "ATTNCKPT" /* 8 bytes, no NUL */
 #define VERSION 1u
-#define NFIELDS 28         /* configuration words, in the order below */
+#define NFIELDS 28 /* configuration words, in the order below */
 /* magic, version, nfields, fields, step, rng, n; then 3 n floats, CRC */
 #define HEAD_BYTES (8 + 4 + 4 + 8 * NFIELDS + 8 + 32 + 8)
 
@@ -41,14 +41,21 @@ static int fields(attn_train_config *c, uint64_t *w, int to_file) {
     attn_encoder_config *e = &c->model.enc;
     attn_adamw_config *o = &c->optim;
     int k = 0, bad = -1;
-#define I64(x) (to_file ? (void)(w[k] = (uint64_t)(int64_t)(x)) \
-                        : (void)((x) = (int64_t)w[k])), k++
+#define I64(x)                                                                 \
+    (to_file ? (void)(w[k] = (uint64_t)(int64_t)(x))                           \
+             : (void)((x) = (int64_t)w[k])),                                   \
+        k++
 #define NOTE_BAD (bad < 0 && !fits_int(w[k]) ? (void)(bad = k) : (void)0)
-#define ENUM(x, T) (to_file ? (void)(w[k] = (uint64_t)(int64_t)(x)) \
-                            : (NOTE_BAD, (void)((x) = (T)(int64_t)w[k]))), k++
-#define INT(x) (to_file ? (void)(w[k] = (uint64_t)(int64_t)(x)) \
-                        : (NOTE_BAD, (void)((x) = (int)(int64_t)w[k]))), k++
-#define DBL(x) (to_file ? (void)(w[k] = dbits(x)) : (void)((x) = bitsd(w[k]))), k++
+#define ENUM(x, T)                                                             \
+    (to_file ? (void)(w[k] = (uint64_t)(int64_t)(x))                           \
+             : (NOTE_BAD, (void)((x) = (T)(int64_t)w[k]))),                    \
+        k++
+#define INT(x)                                                                 \
+    (to_file ? (void)(w[k] = (uint64_t)(int64_t)(x))                           \
+             : (NOTE_BAD, (void)((x) = (int)(int64_t)w[k]))),                  \
+        k++
+#define DBL(x)                                                                 \
+    (to_file ? (void)(w[k] = dbits(x)) : (void)((x) = bitsd(w[k]))), k++
     ENUM(c->task.kind, attn_task_kind);
     I64(c->task.vocab);
     I64(c->task.min_len);
@@ -88,11 +95,15 @@ static int fields(attn_train_config *c, uint64_t *w, int to_file) {
 
 /* Names of the words, for messages. */
 static const char *const field_name[NFIELDS] = {
-    "task.kind", "task.vocab", "task.min_len", "task.max_len",
-    "num_layers", "d_model", "num_heads", "num_kv_heads", "dim_feedforward",
-    "attention", "additive_dim", "activation", "norm_first", "final_norm",
-    "layer_norm_eps", "lr", "beta1", "beta2", "eps", "weight_decay",
-    "warmup", "decay_steps", "min_lr", "clip_norm", "batch", "steps", "seed",
+    "task.kind",    "task.vocab",   "task.min_len",
+    "task.max_len", "num_layers",   "d_model",
+    "num_heads",    "num_kv_heads", "dim_feedforward",
+    "attention",    "additive_dim", "activation",
+    "norm_first",   "final_norm",   "layer_norm_eps",
+    "lr",           "beta1",        "beta2",
+    "eps",          "weight_decay", "warmup",
+    "decay_steps",  "min_lr",       "clip_norm",
+    "batch",        "steps",        "seed",
     "dropout"};
 
 /* Beyond the parameters (whose size the file's length bounds), the
@@ -139,28 +150,30 @@ attn_status attn_trainer_load(const char *path, attn_trainer **out) {
     *out = NULL;
     unsigned char *buf;
     size_t n;
-    attn_status st = attn__read_file(path, HEAD_BYTES + 4, "a checkpoint",
-                                     &buf, &n);
+    attn_status st =
+        attn__read_file(path, HEAD_BYTES + 4, "a checkpoint", &buf, &n);
     if (st) return st;
     attn_trainer *t = NULL;
     if (memcmp(buf, MAGIC, 8) != 0) {
-        st = attn__bad_file(path, "not an attn training checkpoint (bad magic)");
+        st =
+            attn__bad_file(path, "not an attn training checkpoint (bad magic)");
         goto done;
     }
     const uint32_t ver = attn__get_u32(buf + 8), nf = attn__get_u32(buf + 12);
     if (ver != VERSION || nf != NFIELDS) {
-        st = attn__fail(ATTN_E_FORMAT, "%s: checkpoint version %u with %u "
+        st = attn__fail(ATTN_E_FORMAT,
+                        "%s: checkpoint version %u with %u "
                         "fields; this library reads version %u with %u",
                         path, ver, nf, VERSION, NFIELDS);
         goto done;
     }
     const unsigned char *p = buf + 16;
     const uint64_t count = attn__get_u64(buf + HEAD_BYTES - 8);
-    if (count > (n - HEAD_BYTES - 4) / 12 ||
-        HEAD_BYTES + 12 * count + 4 != n) {
-        st = attn__fail(ATTN_E_FORMAT, "%s: %zu bytes, but a checkpoint of "
-                        "%llu parameters has %llu (truncated or padded)", path,
-                        n, (unsigned long long)count,
+    if (count > (n - HEAD_BYTES - 4) / 12 || HEAD_BYTES + 12 * count + 4 != n) {
+        st = attn__fail(ATTN_E_FORMAT,
+                        "%s: %zu bytes, but a checkpoint of "
+                        "%llu parameters has %llu (truncated or padded)",
+                        path, n, (unsigned long long)count,
                         (unsigned long long)(HEAD_BYTES + 12 * count + 4));
         goto done;
     }
@@ -174,9 +187,10 @@ attn_status attn_trainer_load(const char *path, attn_trainer **out) {
     memset(&c, 0, sizeof c);
     const int bad = fields(&c, w, 0);
     if (bad >= 0) {
-        st = attn__fail(ATTN_E_FORMAT, "%s: configuration word %d (%s) is "
-                        "%lld, outside the range of an int", path, bad,
-                        field_name[bad], (long long)(int64_t)w[bad]);
+        st = attn__fail(ATTN_E_FORMAT,
+                        "%s: configuration word %d (%s) is "
+                        "%lld, outside the range of an int",
+                        path, bad, field_name[bad], (long long)(int64_t)w[bad]);
         goto done;
     }
     /* everything the trainer would allocate is checked first: the file's
@@ -184,8 +198,8 @@ attn_status attn_trainer_load(const char *path, attn_trainer **out) {
     attn_train_config cc = c;
     size_t ws = 0;
     if ((st = attn_train_config_check(&cc)) ||
-        (st = attn_model_workspace_size(&cc.model, cc.batch,
-                                        cc.model.max_len, &ws))) {
+        (st = attn_model_workspace_size(&cc.model, cc.batch, cc.model.max_len,
+                                        &ws))) {
         char detail[256];
         snprintf(detail, sizeof detail, "%s", attn_last_error());
         st = attn__fail(ATTN_E_FORMAT, "%s: its configuration is invalid: %s",
@@ -194,9 +208,10 @@ attn_status attn_trainer_load(const char *path, attn_trainer **out) {
     }
     const int64_t need = attn_model_param_count(&cc.model);
     if (need < 1 || (uint64_t)need != count) {
-        st = attn__fail(ATTN_E_FORMAT, "%s: %llu parameters, but its "
-                        "configuration needs %lld", path,
-                        (unsigned long long)count, (long long)need);
+        st = attn__fail(ATTN_E_FORMAT,
+                        "%s: %llu parameters, but its "
+                        "configuration needs %lld",
+                        path, (unsigned long long)count, (long long)need);
         goto done;
     }
     /* logits and their gradient, tokens and targets, the workspace */
@@ -204,10 +219,11 @@ attn_status attn_trainer_load(const char *path, attn_trainer **out) {
         4.0 * ((double)ws + 2.0 * (double)cc.batch * (double)cc.model.max_len *
                                 (double)(cc.model.vocab_out + 1));
     if (work > (double)MAX_WORK_BYTES) {
-        st = attn__fail(ATTN_E_FORMAT, "%s: batch %lld of length %lld over a "
+        st = attn__fail(ATTN_E_FORMAT,
+                        "%s: batch %lld of length %lld over a "
                         "vocabulary of %lld needs %.0f bytes of training "
-                        "buffers, more than the limit of %llu", path,
-                        (long long)cc.batch, (long long)cc.model.max_len,
+                        "buffers, more than the limit of %llu",
+                        path, (long long)cc.batch, (long long)cc.model.max_len,
                         (long long)cc.model.vocab_out, work,
                         (unsigned long long)MAX_WORK_BYTES);
         goto done;

@@ -22,16 +22,16 @@ typedef struct {
     attn__tlayout m;
     int64_t R, E, H, Hkv, hd, KV, F, V, Ls, cap, M;
     int threads, recompute;
-    attn__hist *self;   /* [M]                                        */
-    float *ck, *cv;     /* cross keys / values (M, R, Ls, KV), dot     */
-    float *mem;         /* (R, Ls, E) the memory of each row           */
-    int64_t *klen;      /* [R] memory lengths                          */
-    float *add_ws;      /* additive cross-attention, (R, 1, Ls)        */
+    attn__hist *self; /* [M]                                        */
+    float *ck, *cv;   /* cross keys / values (M, R, Ls, KV), dot     */
+    float *mem;       /* (R, Ls, E) the memory of each row           */
+    int64_t *klen;    /* [R] memory lengths                          */
+    float *add_ws;    /* additive cross-attention, (R, 1, Ls)        */
     float *x, *y, *q, *kk, *vv, *ctx, *a, *h, *pe, *logits;
-    int32_t *toks;      /* (R, cap) tokens fed so far (recompute)      */
-    int64_t t;          /* steps done                                  */
+    int32_t *toks; /* (R, cap) tokens fed so far (recompute)      */
+    int64_t t;     /* steps done                                  */
     float *xt, *ht, *dws;
-    int32_t *scratch;  /* (R, cap) token reorder                    */
+    int32_t *scratch; /* (R, cap) token reorder                    */
 } attn__gen;
 
 /* Builds the state for R = B * K rows (row b * K + k reads source b),

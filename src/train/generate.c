@@ -14,8 +14,8 @@
 
 /* ---- the history seam ------------------------------------------------ */
 
-static attn_status hist_init(attn__hist *h, int64_t R, int64_t cap,
-                             int64_t Hkv, int64_t hd) {
+static attn_status hist_init(attn__hist *h, int64_t R, int64_t cap, int64_t Hkv,
+                             int64_t hd) {
     memset(h, 0, sizeof *h);
     attn_kv_cache_config cc;
     attn_kv_cache_config_init(&cc);
@@ -32,8 +32,10 @@ static attn_status hist_init(attn__hist *h, int64_t R, int64_t cap,
 
 /* k, v (R, KV): the new position of every row. */
 static attn_status hist_append(attn__hist *h, const float *k, const float *v) {
-    attn_tensor K = attn_tensor_bthd((void *)k, ATTN_F32, h->R, 1, h->Hkv, h->hd);
-    attn_tensor V = attn_tensor_bthd((void *)v, ATTN_F32, h->R, 1, h->Hkv, h->hd);
+    attn_tensor K =
+        attn_tensor_bthd((void *)k, ATTN_F32, h->R, 1, h->Hkv, h->hd);
+    attn_tensor V =
+        attn_tensor_bthd((void *)v, ATTN_F32, h->R, 1, h->Hkv, h->hd);
     attn_status st = attn_kv_cache_append(h->cache, &K, &V, NULL);
     if (!st) h->len++;
     return st;
@@ -102,8 +104,8 @@ void attn__gen_free(attn__gen *g) {
 
 static attn_additive_config add_of(const attn_decoder_config *d) {
     int64_t A = d->additive_dim ? d->additive_dim : d->d_model / 2;
-    attn_additive_config a = {d->d_model, d->d_model, d->d_model,
-                              A > 0 ? A : 1, 1, 0};
+    attn_additive_config a = {d->d_model,    d->d_model, d->d_model,
+                              A > 0 ? A : 1, 1,          0};
     return a;
 }
 
@@ -117,8 +119,8 @@ static attn_status encode(attn__gen *g, int64_t B, int64_t K,
     attn_status st = attn_encoder_workspace_size(&c->enc, B, Ls, &wsn);
     if (st) return st;
     const size_t be = attn__size3(B, Ls, E);
-    float *x = attn__alloc(2 * be + attn__size3(Ls, E, 1) + wsn,
-                           sizeof(float), "encoder buffers");
+    float *x = attn__alloc(2 * be + attn__size3(Ls, E, 1) + wsn, sizeof(float),
+                           "encoder buffers");
     if (!x) return ATTN_E_NOMEM;
     float *mem = x + be, *pe = mem + be, *ws = pe + Ls * E;
     attn_layer_opts o;
@@ -145,7 +147,8 @@ static void cross_kv(attn__gen *g) {
     const size_t per = (size_t)(g->R * g->Ls * g->KV);
     for (int64_t l = 0; l < g->M; l++) {
         attn_decoder_layer_params P;
-        attn_decoder_layer_view(&g->c->dec, (float *)g->params + g->m.dec, l, &P);
+        attn_decoder_layer_view(&g->c->dec, (float *)g->params + g->m.dec, l,
+                                &P);
         attn_linear_forward(g->R * g->Ls, g->E, g->KV, g->mem, P.cross_mha.w_k,
                             P.cross_mha.b_k, g->ck + l * per);
         attn_linear_forward(g->R * g->Ls, g->E, g->KV, g->mem, P.cross_mha.w_v,
@@ -185,7 +188,8 @@ attn_status attn__gen_create(const attn_transformer_config *c,
     const size_t re = attn__size3(R, E, 1), rf = attn__size3(R, F, 1);
     const size_t rv = attn__size3(R, g->V, 1), pe = attn__size3(cap, E, 1);
     if (!re || !rf || !rv || !pe) goto fail;
-    if (!(g->x = attn__alloc(7 * re + rf + rv + pe, sizeof(float), "step buffers")))
+    if (!(g->x = attn__alloc(7 * re + rf + rv + pe, sizeof(float),
+                             "step buffers")))
         goto fail;
     g->y = g->x + re;
     g->q = g->y + re;
@@ -198,20 +202,24 @@ attn_status attn__gen_create(const attn_transformer_config *c,
     g->pe = g->logits + rv;
     if ((st = attn_positional_encoding(cap, E, g->pe))) goto fail;
     st = ATTN_E_NOMEM;
-    if (!(g->toks = attn__alloc(attn__size3(R, cap, 1), sizeof(int32_t), "tokens")) ||
+    if (!(g->toks =
+              attn__alloc(attn__size3(R, cap, 1), sizeof(int32_t), "tokens")) ||
         !(g->scratch = attn__alloc(attn__size3(R, cap, 1), sizeof(int32_t),
                                    "reorder scratch")))
         goto fail;
     if (ed) {
-        if (!(g->mem = attn__alloc(attn__size3(R, g->Ls, E), sizeof(float), "memory")) ||
-            !(g->klen = attn__alloc((size_t)R, sizeof(int64_t), "memory lengths")))
+        if (!(g->mem = attn__alloc(attn__size3(R, g->Ls, E), sizeof(float),
+                                   "memory")) ||
+            !(g->klen =
+                  attn__alloc((size_t)R, sizeof(int64_t), "memory lengths")))
             goto fail;
         if ((st = encode(g, B, K, src, src_lengths))) goto fail;
         st = ATTN_E_NOMEM;
     }
     if (recompute) {
         size_t wsn;
-        if ((st = attn_decoder_workspace_size(d, R, cap, g->Ls, &wsn))) goto fail;
+        if ((st = attn_decoder_workspace_size(d, R, cap, g->Ls, &wsn)))
+            goto fail;
         st = ATTN_E_NOMEM;
         const size_t rce = attn__size3(R, cap, E);
         if (!(g->xt = attn__alloc(2 * rce, sizeof(float), "prefix")) ||
@@ -221,7 +229,8 @@ attn_status attn__gen_create(const attn_transformer_config *c,
         *out = g;
         return ATTN_OK;
     }
-    if (!(g->self = attn__alloc((size_t)g->M, sizeof *g->self, "caches"))) goto fail;
+    if (!(g->self = attn__alloc((size_t)g->M, sizeof *g->self, "caches")))
+        goto fail;
     memset(g->self, 0, sizeof *g->self * (size_t)g->M);
     for (int64_t l = 0; l < g->M; l++)
         if ((st = hist_init(&g->self[l], R, cap, g->Hkv, g->hd))) goto fail;
@@ -236,9 +245,11 @@ attn_status attn__gen_create(const attn_transformer_config *c,
     } else if (ed) {
         attn_additive_config a = add_of(d);
         size_t wsn;
-        if ((st = attn_additive_workspace_size(&a, R, 1, g->Ls, &wsn))) goto fail;
+        if ((st = attn_additive_workspace_size(&a, R, 1, g->Ls, &wsn)))
+            goto fail;
         st = ATTN_E_NOMEM;
-        if (!(g->add_ws = attn__alloc(wsn, sizeof(float), "additive workspace")))
+        if (!(g->add_ws =
+                  attn__alloc(wsn, sizeof(float), "additive workspace")))
             goto fail;
     }
     *out = g;
@@ -310,14 +321,12 @@ static attn_status layer_step(attn__gen *g, int64_t l) {
         in = sub_in(g, P.ln2_gamma, P.ln2_beta);
         if (d->cross_attention == ATTN_ATTENTION_DOT) {
             const size_t per = (size_t)(R * g->Ls * KV);
-            step_linear(R, E, E, in, P.cross_mha.w_q, P.cross_mha.b_q,
-                                g->q);
-            st = attend(g->q, g->ck + l * per, g->cv + l * per, R, g->H,
-                        g->Hkv, g->hd, g->Ls, g->Ls * KV, g->klen, g->threads,
-                        g->ctx);
+            step_linear(R, E, E, in, P.cross_mha.w_q, P.cross_mha.b_q, g->q);
+            st = attend(g->q, g->ck + l * per, g->cv + l * per, R, g->H, g->Hkv,
+                        g->hd, g->Ls, g->Ls * KV, g->klen, g->threads, g->ctx);
             if (st) return st;
-            step_linear(R, E, E, g->ctx, P.cross_mha.w_o,
-                                P.cross_mha.b_o, g->a);
+            step_linear(R, E, E, g->ctx, P.cross_mha.w_o, P.cross_mha.b_o,
+                        g->a);
         } else {
             attn_additive_config ac = add_of(d);
             attn_layer_opts o;
@@ -356,7 +365,8 @@ static attn_status recompute_step(attn__gen *g) {
                                           g->ht, NULL, NULL, g->dws);
     if (st) return st;
     for (int64_t r = 0; r < R; r++)
-        memcpy(g->y + r * E, g->ht + (r * L + L - 1) * E, sizeof(float) * (size_t)E);
+        memcpy(g->y + r * E, g->ht + (r * L + L - 1) * E,
+               sizeof(float) * (size_t)E);
     return ATTN_OK;
 }
 
@@ -368,9 +378,10 @@ attn_status attn__gen_step(attn__gen *g, const int32_t *tok) {
                           (long long)g->cap);
     for (int64_t r = 0; r < R; r++) {
         if (tok[r] < 0 || tok[r] >= g->V)
-            return attn__fail(ATTN_E_INVALID, "token %d of row %lld is not an "
-                              "id of the model (0..%lld)", tok[r], (long long)r,
-                              (long long)g->V - 1);
+            return attn__fail(ATTN_E_INVALID,
+                              "token %d of row %lld is not an "
+                              "id of the model (0..%lld)",
+                              tok[r], (long long)r, (long long)g->V - 1);
         g->toks[r * g->cap + g->t] = tok[r];
     }
     attn_status st;
@@ -409,7 +420,8 @@ attn_status attn__gen_reorder(attn__gen *g, const int64_t *parent) {
     int32_t *tmp = g->scratch;
     const size_t row = (size_t)g->t;
     for (int64_t r = 0; r < g->R; r++)
-        memcpy(tmp + r * row, g->toks + parent[r] * g->cap, sizeof(int32_t) * row);
+        memcpy(tmp + r * row, g->toks + parent[r] * g->cap,
+               sizeof(int32_t) * row);
     for (int64_t r = 0; r < g->R; r++)
         memcpy(g->toks + r * g->cap, tmp + r * row, sizeof(int32_t) * row);
     if (!g->recompute)

@@ -36,8 +36,10 @@ attn_status attn_gen_task_parse(const char *name, attn_gen_kind *kind) {
             *kind = (attn_gen_kind)i;
             return ATTN_OK;
         }
-    return attn__fail(ATTN_E_INVALID, "unknown generation task '%.40s' "
-                      "(tasks: date, reverse, sort, add)", name);
+    return attn__fail(ATTN_E_INVALID,
+                      "unknown generation task '%.40s' "
+                      "(tasks: date, reverse, sort, add)",
+                      name);
 }
 
 attn_status attn_gen_task_check(const attn_gen_task *t) {
@@ -48,7 +50,8 @@ attn_status attn_gen_task_check(const attn_gen_task *t) {
     if (t->kind != ATTN_GEN_DATE &&
         (t->min_len < 1 || t->max_len < t->min_len ||
          t->max_len > GEN_MAX_DIGITS))
-        return attn__fail(ATTN_E_INVALID, "task %s: lengths %lld..%lld must "
+        return attn__fail(ATTN_E_INVALID,
+                          "task %s: lengths %lld..%lld must "
                           "satisfy 1 <= min_len <= max_len <= %d",
                           names[t->kind], (long long)t->min_len,
                           (long long)t->max_len, GEN_MAX_DIGITS);
@@ -78,7 +81,8 @@ int64_t attn_gen_max_chars(const attn_gen_task *t, attn_gen_side side) {
     if (attn_gen_task_check(t)) return 0;
     const int64_t n = t->max_len;
     switch (t->kind) {
-    case ATTN_GEN_DATE: return side == ATTN_SIDE_TARGET ? DATE_TGT : DATE_MAX_SRC;
+    case ATTN_GEN_DATE:
+        return side == ATTN_SIDE_TARGET ? DATE_TGT : DATE_MAX_SRC;
     case ATTN_GEN_ADD: return side == ATTN_SIDE_TARGET ? n + 1 : 2 * n + 1;
     default: return n;
     }
@@ -110,9 +114,9 @@ static void civil_from_days(int64_t z, int *y, int *m, int *d) {
 }
 
 static const char *const months[12] = {
-    "january", "february", "march", "april", "may", "june", "july",
-    "august", "september", "october", "november", "december"};
-static const char *const weekdays[7] = {"sunday", "monday", "tuesday",
+    "january", "february", "march",     "april",   "may",      "june",
+    "july",    "august",   "september", "october", "november", "december"};
+static const char *const weekdays[7] = {"sunday",    "monday",   "tuesday",
                                         "wednesday", "thursday", "friday",
                                         "saturday"};
 
@@ -150,41 +154,91 @@ static void date_write(int f, int y, int m, int d, int wd, piece_buf *b) {
     const char *mn = months[m - 1], *wn = weekdays[wd];
     const int yy = y % 100;
     switch (f) {
-    case 0: put(b, F_NONE, "%.3s ", wn); put(b, F_DAY, "%d", d);
-            put(b, F_NONE, " "); put(b, F_MONTH, "%s", mn);
-            put(b, F_NONE, " "); put(b, F_YEAR, "%d", y); break;
-    case 1: put(b, F_DAY, "%02d", d); put(b, F_NONE, "/");
-            put(b, F_MONTH, "%02d", m); put(b, F_NONE, "/");
-            put(b, F_YEAR, "%02d", yy); break;
-    case 2: put(b, F_MONTH, "%s", mn); put(b, F_NONE, " ");
-            put(b, F_DAY, "%d", d); put(b, F_NONE, ", ");
-            put(b, F_YEAR, "%d", y); break;
-    case 3: put(b, F_DAY, "%d", d); put(b, F_NONE, ".");
-            put(b, F_MONTH, "%d", m); put(b, F_NONE, ".");
-            put(b, F_YEAR, "%d", y); break;
-    case 4: put(b, F_YEAR, "%04d", y); put(b, F_NONE, "-");
-            put(b, F_MONTH, "%02d", m); put(b, F_NONE, "-");
-            put(b, F_DAY, "%02d", d); break;
-    case 5: put(b, F_DAY, "%d", d); put(b, F_NONE, " ");
-            put(b, F_MONTH, "%.3s", mn); put(b, F_NONE, " ");
-            put(b, F_YEAR, "%d", y); break;
-    case 6: put(b, F_MONTH, "%.3s", mn); put(b, F_NONE, " ");
-            put(b, F_DAY, "%d", d); put(b, F_NONE, " ");
-            put(b, F_YEAR, "%d", y); break;
-    case 7: put(b, F_NONE, "%s, ", wn); put(b, F_MONTH, "%s", mn);
-            put(b, F_NONE, " "); put(b, F_DAY, "%d", d);
-            put(b, F_NONE, ", "); put(b, F_YEAR, "%d", y); break;
-    case 8: put(b, F_DAY, "%02d", d); put(b, F_NONE, "/");
-            put(b, F_MONTH, "%02d", m); put(b, F_NONE, "/");
-            put(b, F_YEAR, "%04d", y); break;
-    case 9: put(b, F_DAY, "%d", d); put(b, F_NONE, " ");
-            put(b, F_MONTH, "%s", mn); put(b, F_NONE, " ");
-            put(b, F_YEAR, "%02d", yy); break;
-    case 10: put(b, F_YEAR, "%04d", y); put(b, F_MONTH, "%02d", m);
-             put(b, F_DAY, "%02d", d); break;
-    default: put(b, F_NONE, "the "); put(b, F_DAY, "%d", d);
-             put(b, F_NONE, "%s of ", ordinal(d)); put(b, F_MONTH, "%s", mn);
-             put(b, F_NONE, " "); put(b, F_YEAR, "%d", y); break;
+    case 0:
+        put(b, F_NONE, "%.3s ", wn);
+        put(b, F_DAY, "%d", d);
+        put(b, F_NONE, " ");
+        put(b, F_MONTH, "%s", mn);
+        put(b, F_NONE, " ");
+        put(b, F_YEAR, "%d", y);
+        break;
+    case 1:
+        put(b, F_DAY, "%02d", d);
+        put(b, F_NONE, "/");
+        put(b, F_MONTH, "%02d", m);
+        put(b, F_NONE, "/");
+        put(b, F_YEAR, "%02d", yy);
+        break;
+    case 2:
+        put(b, F_MONTH, "%s", mn);
+        put(b, F_NONE, " ");
+        put(b, F_DAY, "%d", d);
+        put(b, F_NONE, ", ");
+        put(b, F_YEAR, "%d", y);
+        break;
+    case 3:
+        put(b, F_DAY, "%d", d);
+        put(b, F_NONE, ".");
+        put(b, F_MONTH, "%d", m);
+        put(b, F_NONE, ".");
+        put(b, F_YEAR, "%d", y);
+        break;
+    case 4:
+        put(b, F_YEAR, "%04d", y);
+        put(b, F_NONE, "-");
+        put(b, F_MONTH, "%02d", m);
+        put(b, F_NONE, "-");
+        put(b, F_DAY, "%02d", d);
+        break;
+    case 5:
+        put(b, F_DAY, "%d", d);
+        put(b, F_NONE, " ");
+        put(b, F_MONTH, "%.3s", mn);
+        put(b, F_NONE, " ");
+        put(b, F_YEAR, "%d", y);
+        break;
+    case 6:
+        put(b, F_MONTH, "%.3s", mn);
+        put(b, F_NONE, " ");
+        put(b, F_DAY, "%d", d);
+        put(b, F_NONE, " ");
+        put(b, F_YEAR, "%d", y);
+        break;
+    case 7:
+        put(b, F_NONE, "%s, ", wn);
+        put(b, F_MONTH, "%s", mn);
+        put(b, F_NONE, " ");
+        put(b, F_DAY, "%d", d);
+        put(b, F_NONE, ", ");
+        put(b, F_YEAR, "%d", y);
+        break;
+    case 8:
+        put(b, F_DAY, "%02d", d);
+        put(b, F_NONE, "/");
+        put(b, F_MONTH, "%02d", m);
+        put(b, F_NONE, "/");
+        put(b, F_YEAR, "%04d", y);
+        break;
+    case 9:
+        put(b, F_DAY, "%d", d);
+        put(b, F_NONE, " ");
+        put(b, F_MONTH, "%s", mn);
+        put(b, F_NONE, " ");
+        put(b, F_YEAR, "%02d", yy);
+        break;
+    case 10:
+        put(b, F_YEAR, "%04d", y);
+        put(b, F_MONTH, "%02d", m);
+        put(b, F_DAY, "%02d", d);
+        break;
+    default:
+        put(b, F_NONE, "the ");
+        put(b, F_DAY, "%d", d);
+        put(b, F_NONE, "%s of ", ordinal(d));
+        put(b, F_MONTH, "%s", mn);
+        put(b, F_NONE, " ");
+        put(b, F_YEAR, "%d", y);
+        break;
     }
 }
 
@@ -192,7 +246,8 @@ static void sample_date(attn_rng *rng, char *src, size_t sc, char *tgt,
                         size_t tc, uint8_t *sf, uint8_t *tf) {
     const int64_t lo = days_from_civil(1950, 1, 1);
     const int64_t hi = days_from_civil(2049, 12, 31);
-    const int64_t z = lo + (int64_t)attn_rng_below(rng, (uint64_t)(hi - lo + 1));
+    const int64_t z =
+        lo + (int64_t)attn_rng_below(rng, (uint64_t)(hi - lo + 1));
     int y, m, d;
     civil_from_days(z, &y, &m, &d);
     const int wd = (int)(((z % 7) + 11) % 7); /* 1970-01-01 was a Thursday */
@@ -249,25 +304,31 @@ attn_status attn_gen_sample_fields(const attn_gen_task *t, attn_rng *rng,
     if (st) return st;
     if (!rng || !src || !tgt)
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !rng ? "rng" : !src ? "src" : "tgt");
+                          !rng   ? "rng"
+                          : !src ? "src"
+                                 : "tgt");
     const int64_t ms = attn_gen_max_chars(t, ATTN_SIDE_SOURCE);
     const int64_t mt = attn_gen_max_chars(t, ATTN_SIDE_TARGET);
     if (src_cap < (size_t)ms + 1 || tgt_cap < (size_t)mt + 1)
-        return attn__fail(ATTN_E_INVALID, "buffers of %zu and %zu bytes; task "
-                          "%s needs %lld and %lld", src_cap, tgt_cap,
-                          names[t->kind], (long long)ms + 1, (long long)mt + 1);
+        return attn__fail(ATTN_E_INVALID,
+                          "buffers of %zu and %zu bytes; task "
+                          "%s needs %lld and %lld",
+                          src_cap, tgt_cap, names[t->kind], (long long)ms + 1,
+                          (long long)mt + 1);
     if (t->kind == ATTN_GEN_DATE) {
         sample_date(rng, src, src_cap, tgt, tgt_cap, src_fields, tgt_fields);
         return ATTN_OK;
     }
     if (src_fields) memset(src_fields, 0, (size_t)ms);
     if (tgt_fields) memset(tgt_fields, 0, (size_t)mt);
-    const int64_t n = t->min_len +
+    const int64_t n =
+        t->min_len +
         (int64_t)attn_rng_below(rng, (uint64_t)(t->max_len - t->min_len + 1));
     if (t->kind == ATTN_GEN_ADD) {
         char a[GEN_MAX_DIGITS + 1], b[GEN_MAX_DIGITS + 1];
-        const int64_t m = t->min_len +
-            (int64_t)attn_rng_below(rng, (uint64_t)(t->max_len - t->min_len + 1));
+        const int64_t m =
+            t->min_len + (int64_t)attn_rng_below(
+                             rng, (uint64_t)(t->max_len - t->min_len + 1));
         random_number(rng, n, a);
         random_number(rng, m, b);
         snprintf(src, src_cap, "%s+%s", a, b);
@@ -293,7 +354,9 @@ attn_status attn_gen_encode(const attn_gen_task *t, attn_gen_side side,
     if (st) return st;
     if (!text || !ids || !n)
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !text ? "text" : !ids ? "ids" : "n");
+                          !text  ? "text"
+                          : !ids ? "ids"
+                                 : "n");
     if ((unsigned)side > 2)
         return attn__fail(ATTN_E_INVALID, "side is %d", (int)side);
     const char *cs = charsets[t->kind][side];
@@ -303,15 +366,20 @@ attn_status attn_gen_encode(const attn_gen_task *t, attn_gen_side side,
         const char *at = c ? strchr(cs, c) : NULL;
         if (!at) {
             char shown[8];
-            if (isprint(*p) && *p < 128) snprintf(shown, sizeof shown, "'%c'", *p);
-            else snprintf(shown, sizeof shown, "\\x%02x", *p);
-            return attn__fail(ATTN_E_INVALID, "character %s at position %lld "
+            if (isprint(*p) && *p < 128)
+                snprintf(shown, sizeof shown, "'%c'", *p);
+            else
+                snprintf(shown, sizeof shown, "\\x%02x", *p);
+            return attn__fail(ATTN_E_INVALID,
+                              "character %s at position %lld "
                               "is not in the %s vocabulary of task %s (\"%s\")",
-                              shown, (long long)k, side == ATTN_SIDE_TARGET
-                              ? "target" : "source", names[t->kind], cs);
+                              shown, (long long)k,
+                              side == ATTN_SIDE_TARGET ? "target" : "source",
+                              names[t->kind], cs);
         }
         if (k >= cap)
-            return attn__fail(ATTN_E_SHAPE, "the text has more than %lld "
+            return attn__fail(ATTN_E_SHAPE,
+                              "the text has more than %lld "
                               "characters, the most this model takes",
                               (long long)cap);
         ids[k] = (int32_t)(ATTN_GEN_FIRST + (at - cs));
@@ -326,15 +394,18 @@ attn_status attn_gen_decode(const attn_gen_task *t, attn_gen_side side,
     attn_status st = attn_gen_task_check(t);
     if (st) return st;
     if (!ids || !text || cap < 1)
-        return attn__fail(ATTN_E_INVALID, "%s", !ids ? "ids is NULL"
-                          : !text ? "text is NULL" : "cap is 0");
+        return attn__fail(ATTN_E_INVALID, "%s",
+                          !ids    ? "ids is NULL"
+                          : !text ? "text is NULL"
+                                  : "cap is 0");
     if ((unsigned)side > 2)
         return attn__fail(ATTN_E_INVALID, "side is %d", (int)side);
     const char *cs = charsets[t->kind][side];
     const int64_t nc = (int64_t)strlen(cs);
     size_t k = 0;
     for (int64_t i = 0; i < n && ids[i] != ATTN_GEN_EOS && k + 1 < cap; i++) {
-        if (ids[i] == ATTN_GEN_SEP) text[k++] = '=';
+        if (ids[i] == ATTN_GEN_SEP)
+            text[k++] = '=';
         else if (ids[i] >= ATTN_GEN_FIRST && ids[i] < ATTN_GEN_FIRST + nc)
             text[k++] = cs[ids[i] - ATTN_GEN_FIRST];
     }
@@ -367,7 +438,8 @@ attn_status attn_gen_batch_dims(const attn_gen_task *t, attn_model_kind kind,
                                 int64_t *Ls, int64_t *Lt) {
     attn_status st = attn_gen_task_check(t);
     if (st) return st;
-    if (!Ls || !Lt) return attn__fail(ATTN_E_INVALID, "%s is NULL", Ls ? "Lt" : "Ls");
+    if (!Ls || !Lt)
+        return attn__fail(ATTN_E_INVALID, "%s is NULL", Ls ? "Lt" : "Ls");
     const int64_t S = attn_gen_max_chars(t, ATTN_SIDE_SOURCE);
     const int64_t T = attn_gen_max_chars(t, ATTN_SIDE_TARGET);
     *Ls = kind == ATTN_MODEL_ENCDEC ? S : S + 2;
@@ -382,28 +454,32 @@ attn_status attn_gen_input(const attn_gen_task *t, attn_model_kind kind,
     if (st) return st;
     if (!text || !ids || !n)
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !text ? "text" : !ids ? "ids" : "n");
+                          !text  ? "text"
+                          : !ids ? "ids"
+                                 : "n");
     const int64_t S = attn_gen_max_chars(t, ATTN_SIDE_SOURCE);
     char buf[256];
     size_t len = strlen(text);
     if (kind == ATTN_MODEL_DECODER && len > 0 && text[len - 1] == '=') len--;
     if (len > (size_t)S)
-        return attn__fail(ATTN_E_SHAPE, "the input has %zu characters; this %s "
-                          "model of task %s takes at most %lld", len,
-                          attn_model_kind_name(kind), names[t->kind],
+        return attn__fail(ATTN_E_SHAPE,
+                          "the input has %zu characters; this %s "
+                          "model of task %s takes at most %lld",
+                          len, attn_model_kind_name(kind), names[t->kind],
                           (long long)S);
     memcpy(buf, text, len);
     buf[len] = 0;
     const int dec = kind == ATTN_MODEL_DECODER;
     if (cap < S + 2 * dec)
-        return attn__fail(ATTN_E_INVALID, "cap %lld is below the %lld ids an "
-                          "input may take", (long long)cap, (long long)S + 2 * dec);
+        return attn__fail(ATTN_E_INVALID,
+                          "cap %lld is below the %lld ids an "
+                          "input may take",
+                          (long long)cap, (long long)S + 2 * dec);
     int64_t k;
     st = attn_gen_encode(t, dec ? ATTN_SIDE_JOINT : ATTN_SIDE_SOURCE, buf,
                          ids + dec, S, &k);
     if (st) return st;
-    if (k == 0)
-        return attn__fail(ATTN_E_SHAPE, "the input is empty");
+    if (k == 0) return attn__fail(ATTN_E_SHAPE, "the input is empty");
     if (dec) {
         ids[0] = ATTN_GEN_BOS;
         ids[k + 1] = ATTN_GEN_SEP;
@@ -416,13 +492,13 @@ attn_status attn_gen_input(const attn_gen_task *t, attn_model_kind kind,
 attn_status attn_gen_batch(const attn_gen_task *t, attn_model_kind kind,
                            attn_rng *rng, int64_t B, int32_t *src,
                            int64_t *src_lengths, int32_t *tgt_in,
-                           int32_t *targets, char *answers,
-                           size_t answer_cap) {
+                           int32_t *targets, char *answers, size_t answer_cap) {
     int64_t Ls, Lt;
     attn_status st = attn_gen_batch_dims(t, kind, &Ls, &Lt);
     if (st) return st;
     if (!rng || !src || !src_lengths || !tgt_in || !targets || B < 1)
-        return attn__fail(ATTN_E_INVALID, "rng, src, src_lengths, tgt_in and "
+        return attn__fail(ATTN_E_INVALID,
+                          "rng, src, src_lengths, tgt_in and "
                           "targets must not be NULL and B (%lld) >= 1",
                           (long long)B);
     const int64_t T = attn_gen_max_chars(t, ATTN_SIDE_TARGET);
@@ -442,7 +518,8 @@ attn_status attn_gen_batch(const attn_gen_task *t, attn_model_kind kind,
             return st;
         ATTN_ASSERT(ns <= Ls - 2 * dec && ny <= T);
         if (answers) snprintf(answers + b * answer_cap, answer_cap, "%s", y);
-        int32_t *sr = src + b * Ls, *ti = tgt_in + b * Lt, *tg = targets + b * Lt;
+        int32_t *sr = src + b * Ls, *ti = tgt_in + b * Lt,
+                *tg = targets + b * Lt;
         for (int64_t i = 0; i < Ls; i++) sr[i] = ATTN_GEN_PAD;
         for (int64_t i = 0; i < Lt; i++) {
             ti[i] = ATTN_GEN_PAD;

@@ -45,13 +45,16 @@ attn_status attn_gen_train_config_check(attn_gen_train_config *c) {
     if ((st = attn_transformer_check(&c->model))) return st;
     if ((st = attn_adamw_check(&c->optim))) return st;
     if (c->batch < 1 || c->batch > (1 << 20) || c->steps < 0)
-        return attn__fail(ATTN_E_INVALID, "batch %lld must be in [1, 2^20] and"
-                          " steps %lld >= 0", (long long)c->batch,
-                          (long long)c->steps);
+        return attn__fail(ATTN_E_INVALID,
+                          "batch %lld must be in [1, 2^20] and"
+                          " steps %lld >= 0",
+                          (long long)c->batch, (long long)c->steps);
     if (!(c->dropout >= 0 && c->dropout < 1) ||
         !(c->label_smoothing >= 0 && c->label_smoothing < 1))
-        return attn__fail(ATTN_E_INVALID, "dropout %g and label smoothing %g "
-                          "must be in [0, 1)", c->dropout, c->label_smoothing);
+        return attn__fail(ATTN_E_INVALID,
+                          "dropout %g and label smoothing %g "
+                          "must be in [0, 1)",
+                          c->dropout, c->label_smoothing);
     if (c->threads < 0)
         return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", c->threads);
     return ATTN_OK;
@@ -84,7 +87,8 @@ attn_status attn_gen_trainer_create(const attn_gen_train_config *cfg,
     t->V = c.model.vocab_tgt;
     t->n = attn_transformer_param_count(&c.model);
     size_t ws = 0, four;
-    const size_t bs = attn__size3(c.batch, t->Ls, 1), bt = attn__size3(c.batch, t->Lt, 1);
+    const size_t bs = attn__size3(c.batch, t->Ls, 1),
+                 bt = attn__size3(c.batch, t->Lt, 1);
     const size_t btv = attn__size3(c.batch, t->Lt, t->V);
     if ((st = attn_transformer_param_slices(&c.model, NULL, 0, &t->nslices)))
         goto fail;
@@ -94,9 +98,9 @@ attn_status attn_gen_trainer_create(const attn_gen_train_config *cfg,
         goto fail;
     }
     attn_transformer_param_slices(&c.model, t->slices, t->nslices, &t->nslices);
-    if ((st = attn_transformer_workspace_size(&c.model, c.batch,
-                                              c.model.kind == ATTN_MODEL_ENCDEC
-                                              ? t->Ls : 1, t->Lt, &ws)))
+    if ((st = attn_transformer_workspace_size(
+             &c.model, c.batch, c.model.kind == ATTN_MODEL_ENCDEC ? t->Ls : 1,
+             t->Lt, &ws)))
         goto fail;
     if (!bs || !bt || !btv || !attn__mul_size((size_t)t->n, 4, &four)) {
         st = attn__fail(ATTN_E_NOMEM, "trainer buffer sizes overflow");
@@ -134,7 +138,8 @@ static attn_status stopped(attn_status st, int64_t step, const char *what) {
                       (long long)step + 1, what, detail);
 }
 
-attn_status attn_gen_trainer_step(attn_gen_trainer *t, attn_train_stats *stats) {
+attn_status attn_gen_trainer_step(attn_gen_trainer *t,
+                                  attn_train_stats *stats) {
     if (!t) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
     const attn_gen_train_config *c = &t->cfg;
     const int64_t B = c->batch, Lt = t->Lt, V = t->V;
@@ -159,8 +164,10 @@ attn_status attn_gen_trainer_step(attn_gen_trainer *t, attn_train_stats *stats) 
                                      &loss, t->dlogits, &counted, &right);
     if (st) return stopped(st, t->step, "loss");
     if (!isfinite(loss))
-        return attn__fail(ATTN_E_NONFINITE, "training stopped at step %lld: "
-                          "the loss is %g", (long long)t->step + 1, loss);
+        return attn__fail(ATTN_E_NONFINITE,
+                          "training stopped at step %lld: "
+                          "the loss is %g",
+                          (long long)t->step + 1, loss);
     memset(t->grads, 0, (size_t)t->n * sizeof(float));
     st = attn_transformer_backward(&c->model, t->params, B, Ls,
                                    ed ? t->src : NULL, ed ? t->len : NULL, Lt,
@@ -191,7 +198,8 @@ attn_status attn_gen_trainer_step(attn_gen_trainer *t, attn_train_stats *stats) 
 int64_t attn_gen_trainer_steps_done(const attn_gen_trainer *t) {
     return t ? t->step : 0;
 }
-const attn_gen_train_config *attn_gen_trainer_config(const attn_gen_trainer *t) {
+const attn_gen_train_config *
+attn_gen_trainer_config(const attn_gen_trainer *t) {
     return t ? &t->cfg : NULL;
 }
 const float *attn_gen_trainer_params(const attn_gen_trainer *t) {
@@ -209,7 +217,8 @@ attn_status attn_gen_trainer_set_threads(attn_gen_trainer *t, int threads) {
 attn_status attn_gen_trainer_set_steps(attn_gen_trainer *t, int64_t steps) {
     if (!t) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
     if (steps < 0)
-        return attn__fail(ATTN_E_INVALID, "steps is %lld (< 0)", (long long)steps);
+        return attn__fail(ATTN_E_INVALID, "steps is %lld (< 0)",
+                          (long long)steps);
     t->cfg.steps = steps;
     t->cfg.optim.decay_steps = steps;
     return ATTN_OK;
@@ -239,13 +248,20 @@ static void fields(attn_gen_train_config *c, uint64_t *w, int to_file) {
     attn_decoder_config *d = &c->model.dec;
     attn_adamw_config *o = &c->optim;
     int k = 0;
-#define I64(x) (to_file ? (void)(w[k] = (uint64_t)(int64_t)(x)) \
-                        : (void)((x) = (int64_t)w[k])), k++
-#define ENUM(x, T) (to_file ? (void)(w[k] = (uint64_t)(int64_t)(x)) \
-                            : (void)((x) = (T)(int64_t)w[k])), k++
-#define INT(x) (to_file ? (void)(w[k] = (uint64_t)(int64_t)(x)) \
-                        : (void)((x) = (int)(int64_t)w[k])), k++
-#define DBL(x) (to_file ? (void)(w[k] = dbits(x)) : (void)((x) = bitsd(w[k]))), k++
+#define I64(x)                                                                 \
+    (to_file ? (void)(w[k] = (uint64_t)(int64_t)(x))                           \
+             : (void)((x) = (int64_t)w[k])),                                   \
+        k++
+#define ENUM(x, T)                                                             \
+    (to_file ? (void)(w[k] = (uint64_t)(int64_t)(x))                           \
+             : (void)((x) = (T)(int64_t)w[k])),                                \
+        k++
+#define INT(x)                                                                 \
+    (to_file ? (void)(w[k] = (uint64_t)(int64_t)(x))                           \
+             : (void)((x) = (int)(int64_t)w[k])),                              \
+        k++
+#define DBL(x)                                                                 \
+    (to_file ? (void)(w[k] = dbits(x)) : (void)((x) = bitsd(w[k]))), k++
     ENUM(c->task.kind, attn_gen_kind);
     I64(c->task.min_len);
     I64(c->task.max_len);
@@ -340,17 +356,19 @@ attn_status attn_gen_trainer_load(const char *path, attn_gen_trainer **out) {
     attn_gen_trainer *t = NULL;
     if (memcmp(buf, MAGIC, 8) != 0) {
         st = memcmp(buf, "ATTNCKPT", 8) == 0
-                 ? attn__bad_file(path, "an encoder tagger checkpoint (attn "
+                 ? attn__bad_file(path,
+                                  "an encoder tagger checkpoint (attn "
                                   "train reverse/copy/sort/add), not a "
                                   "generation model (attn train date, or a "
                                   "task with --model encdec|decoder)")
                  : attn__bad_file(path, "not an attn generation model "
-                                  "checkpoint (bad magic)");
+                                        "checkpoint (bad magic)");
         goto done;
     }
     const uint32_t ver = attn__get_u32(buf + 8), nf = attn__get_u32(buf + 12);
     if (ver != VERSION || nf != NFIELDS) {
-        st = attn__fail(ATTN_E_FORMAT, "%s: checkpoint version %u with %u "
+        st = attn__fail(ATTN_E_FORMAT,
+                        "%s: checkpoint version %u with %u "
                         "fields; this library reads version %u with %u",
                         path, ver, nf, VERSION, NFIELDS);
         goto done;
@@ -361,9 +379,10 @@ attn_status attn_gen_trainer_load(const char *path, attn_gen_trainer **out) {
     }
     const uint64_t count = attn__get_u64(buf + HEAD_BYTES - 8);
     if (count > (n - HEAD_BYTES - 4) / 12 || HEAD_BYTES + 12 * count + 4 != n) {
-        st = attn__fail(ATTN_E_FORMAT, "%s: %zu bytes, but a checkpoint of "
-                        "%llu parameters has %llu (truncated or padded)", path,
-                        n, (unsigned long long)count,
+        st = attn__fail(ATTN_E_FORMAT,
+                        "%s: %zu bytes, but a checkpoint of "
+                        "%llu parameters has %llu (truncated or padded)",
+                        path, n, (unsigned long long)count,
                         (unsigned long long)(HEAD_BYTES + 12 * count + 4));
         goto done;
     }
@@ -385,9 +404,10 @@ attn_status attn_gen_trainer_load(const char *path, attn_gen_trainer **out) {
         goto done;
     }
     if ((uint64_t)t->n != count) {
-        st = attn__fail(ATTN_E_FORMAT, "%s: %llu parameters, but its "
-                        "configuration needs %lld", path,
-                        (unsigned long long)count, (long long)t->n);
+        st = attn__fail(ATTN_E_FORMAT,
+                        "%s: %llu parameters, but its "
+                        "configuration needs %lld",
+                        path, (unsigned long long)count, (long long)t->n);
         goto done;
     }
     const int64_t step = (int64_t)attn__get_u64(p);

@@ -13,10 +13,12 @@ attn_status attn_model_check(const attn_model_config *c) {
     if (!c) return attn__fail(ATTN_E_INVALID, "model config is NULL");
     if (c->vocab_in < 1 || c->vocab_out < 1 || c->max_len < 1 ||
         c->vocab_in > INT32_MAX || c->vocab_out > INT32_MAX)
-        return attn__fail(ATTN_E_INVALID, "model vocab_in %lld, vocab_out %lld"
+        return attn__fail(ATTN_E_INVALID,
+                          "model vocab_in %lld, vocab_out %lld"
                           " and max_len %lld must be >= 1 (vocabularies "
-                          "within int32)", (long long)c->vocab_in,
-                          (long long)c->vocab_out, (long long)c->max_len);
+                          "within int32)",
+                          (long long)c->vocab_in, (long long)c->vocab_out,
+                          (long long)c->max_len);
     int64_t n;
     attn_status st = attn_encoder_param_slices(&c->enc, "enc.", 0, NULL, 0, &n);
     if (st) return st;
@@ -64,8 +66,8 @@ attn_status attn_model_param_slices(const attn_model_config *c,
     attn__slice_add(slices, cap, &n, "", "embed", &off, c->vocab_in, E,
                     ATTN_INIT_XAVIER);
     attn_param_slice *dst = slices && n < cap ? slices + n : NULL;
-    st = attn_encoder_param_slices(&c->enc, "enc.", off, dst,
-                                   dst ? cap - n : 0, &k);
+    st = attn_encoder_param_slices(&c->enc, "enc.", off, dst, dst ? cap - n : 0,
+                                   &k);
     if (st) return st;
     n += k;
     off = m.head_w;
@@ -133,9 +135,10 @@ attn_status attn_model_workspace_size(const attn_model_config *c, int64_t B,
     if (st) return st;
     if (!floats) return attn__fail(ATTN_E_INVALID, "floats is NULL");
     if (B < 1 || L < 1 || L > c->max_len)
-        return attn__fail(ATTN_E_SHAPE, "B=%lld L=%lld: B must be >= 1 and L "
-                          "in [1, max_len %lld]", (long long)B, (long long)L,
-                          (long long)c->max_len);
+        return attn__fail(ATTN_E_SHAPE,
+                          "B=%lld L=%lld: B must be >= 1 and L "
+                          "in [1, max_len %lld]",
+                          (long long)B, (long long)L, (long long)c->max_len);
     return ws_layout(c, B, L, NULL, NULL, floats);
 }
 
@@ -151,36 +154,40 @@ static attn_status check_call(const attn_model_config *c, const float *params,
     if (st) return st;
     if (!params || !tokens || !opts || !ws)
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !params ? "params" : !tokens ? "tokens"
-                                   : !opts ? "opts" : "ws");
+                          !params   ? "params"
+                          : !tokens ? "tokens"
+                          : !opts   ? "opts"
+                                    : "ws");
     for (int64_t i = 0; i < B * L; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_in)
-            return attn__fail(ATTN_E_INVALID, "tokens[%lld] is %d; ids are "
-                              "0..%lld", (long long)i, tokens[i],
+            return attn__fail(ATTN_E_INVALID,
+                              "tokens[%lld] is %d; ids are "
+                              "0..%lld",
+                              (long long)i, tokens[i],
                               (long long)c->vocab_in - 1);
     if (lengths)
         for (int64_t b = 0; b < B; b++)
             if (lengths[b] < 1 || lengths[b] > L)
-                return attn__fail(ATTN_E_SHAPE, "lengths[%lld] is %lld; it "
-                                  "must be in [1, %lld]", (long long)b,
-                                  (long long)lengths[b], (long long)L);
+                return attn__fail(ATTN_E_SHAPE,
+                                  "lengths[%lld] is %lld; it "
+                                  "must be in [1, %lld]",
+                                  (long long)b, (long long)lengths[b],
+                                  (long long)L);
     ws_layout(c, B, L, ws, w, &floats);
     *eo = *opts;
     eo->mask.key_lengths = lengths;
     return ATTN_OK;
 }
 
-static attn_status model_forward_body(const attn_model_config *c,
-                                      const float *params, int64_t B,
-                                      int64_t L, const int32_t *tokens,
-                                      const int64_t *lengths,
-                                      const attn_layer_opts *opts,
-                                      float *logits, float *weights,
-                                      float *ws) {
+static attn_status
+model_forward_body(const attn_model_config *c, const float *params, int64_t B,
+                   int64_t L, const int32_t *tokens, const int64_t *lengths,
+                   const attn_layer_opts *opts, float *logits, float *weights,
+                   float *ws) {
     model_ws w;
     attn_layer_opts eo;
-    attn_status st = check_call(c, params, B, L, tokens, lengths, opts, ws,
-                                &w, &eo);
+    attn_status st =
+        check_call(c, params, B, L, tokens, lengths, opts, ws, &w, &eo);
     if (st) return st;
     if (!logits) return attn__fail(ATTN_E_INVALID, "logits is NULL");
     const model_layout m = layout(c);
@@ -212,17 +219,15 @@ attn_status attn_model_forward(const attn_model_config *cfg,
     return st;
 }
 
-static attn_status model_backward_body(const attn_model_config *c,
-                                       const float *params, int64_t B,
-                                       int64_t L, const int32_t *tokens,
-                                       const int64_t *lengths,
-                                       const attn_layer_opts *opts,
-                                       const float *dlogits, float *ws,
-                                       float *grads) {
+static attn_status
+model_backward_body(const attn_model_config *c, const float *params, int64_t B,
+                    int64_t L, const int32_t *tokens, const int64_t *lengths,
+                    const attn_layer_opts *opts, const float *dlogits,
+                    float *ws, float *grads) {
     model_ws w;
     attn_layer_opts eo;
-    attn_status st = check_call(c, params, B, L, tokens, lengths, opts, ws,
-                                &w, &eo);
+    attn_status st =
+        check_call(c, params, B, L, tokens, lengths, opts, ws, &w, &eo);
     if (st) return st;
     if (!dlogits || !grads)
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
@@ -230,9 +235,9 @@ static attn_status model_backward_body(const attn_model_config *c,
     const model_layout m = layout(c);
     const int64_t E = c->enc.d_model, n = B * L;
     memset(w.dh, 0, (size_t)(n * E) * sizeof(float));
-    st = attn_linear_backward(n, E, c->vocab_out, w.h, params + m.head_w,
-                              dlogits, grads + m.head_w, grads + m.head_b,
-                              w.dh);
+    st =
+        attn_linear_backward(n, E, c->vocab_out, w.h, params + m.head_w,
+                             dlogits, grads + m.head_w, grads + m.head_b, w.dh);
     if (st) return st;
     memset(w.dx, 0, (size_t)(n * E) * sizeof(float));
     st = attn_encoder_backward(&c->enc, params + m.enc, B, L, w.x, &eo, w.dh,
@@ -253,8 +258,7 @@ attn_status attn_model_backward(const attn_model_config *cfg,
                                 const float *params, int64_t B, int64_t L,
                                 const int32_t *tokens, const int64_t *lengths,
                                 const attn_layer_opts *opts,
-                                const float *dlogits, float *ws,
-                                float *grads) {
+                                const float *dlogits, float *ws, float *grads) {
     const int blas = attn__layer_blas_begin(opts);
     attn_status st = model_backward_body(cfg, params, B, L, tokens, lengths,
                                          opts, dlogits, ws, grads);

@@ -13,11 +13,14 @@ attn_status attn_cross_entropy(int64_t n, int64_t classes, const float *logits,
                                int64_t *correct) {
     if (!logits || !targets || !loss)
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !logits ? "logits" : !targets ? "targets" : "loss");
+                          !logits    ? "logits"
+                          : !targets ? "targets"
+                                     : "loss");
     if (n < 1 || classes < 1)
-        return attn__fail(ATTN_E_SHAPE, "cross-entropy needs n >= 1 and "
-                          "classes >= 1, not %lld and %lld", (long long)n,
-                          (long long)classes);
+        return attn__fail(ATTN_E_SHAPE,
+                          "cross-entropy needs n >= 1 and "
+                          "classes >= 1, not %lld and %lld",
+                          (long long)n, (long long)classes);
     int64_t total;
     if (!attn__mul_i64(n, classes, &total))
         return attn__fail(ATTN_E_NOMEM, "n x classes overflows");
@@ -26,15 +29,19 @@ attn_status attn_cross_entropy(int64_t n, int64_t classes, const float *logits,
         const int32_t t = targets[r];
         if (t == ignore_index) continue;
         if (t < 0 || t >= classes)
-            return attn__fail(ATTN_E_INVALID, "targets[%lld] is %d; classes "
-                              "are 0..%lld (ignore index %d)", (long long)r, t,
-                              (long long)classes - 1, ignore_index);
+            return attn__fail(ATTN_E_INVALID,
+                              "targets[%lld] is %d; classes "
+                              "are 0..%lld (ignore index %d)",
+                              (long long)r, t, (long long)classes - 1,
+                              ignore_index);
         cnt++;
     }
     for (int64_t i = 0; i < total; i++)
         if (!isfinite(logits[i]))
-            return attn__fail(ATTN_E_NONFINITE, "logits[%lld] (row %lld) is "
-                              "%s", (long long)i, (long long)(i / classes),
+            return attn__fail(ATTN_E_NONFINITE,
+                              "logits[%lld] (row %lld) is "
+                              "%s",
+                              (long long)i, (long long)(i / classes),
                               isnan(logits[i]) ? "NaN" : "Inf");
     double sum = 0;
     int64_t good = 0;
@@ -89,20 +96,24 @@ attn_status attn_adamw_check(const attn_adamw_config *c) {
         return attn__fail(ATTN_E_INVALID, "lr is %g; it must be positive",
                           c->lr);
     if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1))
-        return attn__fail(ATTN_E_INVALID, "betas are %g, %g; each must be in "
-                          "[0, 1)", c->beta1, c->beta2);
+        return attn__fail(ATTN_E_INVALID,
+                          "betas are %g, %g; each must be in "
+                          "[0, 1)",
+                          c->beta1, c->beta2);
     if (!(isfinite(c->eps) && c->eps > 0))
         return attn__fail(ATTN_E_INVALID, "eps is %g; it must be positive",
                           c->eps);
     if (!finite_nonneg(c->weight_decay) || !finite_nonneg(c->min_lr) ||
         isnan(c->clip_norm) || isinf(c->clip_norm))
-        return attn__fail(ATTN_E_INVALID, "weight decay %g, min_lr %g and "
+        return attn__fail(ATTN_E_INVALID,
+                          "weight decay %g, min_lr %g and "
                           "clip_norm %g must be finite (the first two >= 0)",
                           c->weight_decay, c->min_lr, c->clip_norm);
     if (c->warmup < 0 || c->decay_steps < 0)
-        return attn__fail(ATTN_E_INVALID, "warmup %lld and decay_steps %lld "
-                          "must be >= 0", (long long)c->warmup,
-                          (long long)c->decay_steps);
+        return attn__fail(ATTN_E_INVALID,
+                          "warmup %lld and decay_steps %lld "
+                          "must be >= 0",
+                          (long long)c->warmup, (long long)c->decay_steps);
     return ATTN_OK;
 }
 
@@ -113,7 +124,8 @@ double attn_adamw_lr(const attn_adamw_config *c, int64_t step) {
     if (c->decay_steps <= c->warmup) return c->lr;
     if (step >= c->decay_steps) return c->min_lr < c->lr ? c->min_lr : c->lr;
     const double pi = 3.14159265358979323846;
-    double t = (double)(step - c->warmup) / (double)(c->decay_steps - c->warmup);
+    double t =
+        (double)(step - c->warmup) / (double)(c->decay_steps - c->warmup);
     double lo = c->min_lr < c->lr ? c->min_lr : c->lr;
     return lo + 0.5 * (c->lr - lo) * (1.0 + cos(pi * t));
 }
@@ -122,17 +134,17 @@ attn_status attn_clip_grad_norm(float *g, int64_t n, double max_norm,
                                 double *norm) {
     if (!g || !norm)
         return attn__fail(ATTN_E_INVALID, "%s is NULL", g ? "norm" : "grads");
-    if (n < 0)
-        return attn__fail(ATTN_E_SHAPE, "n is %lld (< 0)", (long long)n);
+    if (n < 0) return attn__fail(ATTN_E_SHAPE, "n is %lld (< 0)", (long long)n);
     double s = 0;
     for (int64_t i = 0; i < n; i++) s += (double)g[i] * g[i];
     if (!isfinite(s)) {
         *norm = s;
         for (int64_t i = 0; i < n; i++)
             if (!isfinite(g[i]))
-                return attn__fail(ATTN_E_NONFINITE, "gradient element %lld is "
-                                  "%s", (long long)i, isnan(g[i]) ? "NaN"
-                                                                  : "Inf");
+                return attn__fail(ATTN_E_NONFINITE,
+                                  "gradient element %lld is "
+                                  "%s",
+                                  (long long)i, isnan(g[i]) ? "NaN" : "Inf");
         return attn__fail(ATTN_E_NONFINITE, "the gradient norm overflows");
     }
     *norm = sqrt(s);
@@ -151,18 +163,23 @@ attn_status attn_adamw_step(const attn_adamw_config *c, int64_t step,
     if (st) return st;
     if (!p || !g || !m || !v || (nslices > 0 && !slices))
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !p ? "params" : !g ? "grads" : !m ? "m"
-                                        : !v ? "v" : "slices");
+                          !p   ? "params"
+                          : !g ? "grads"
+                          : !m ? "m"
+                          : !v ? "v"
+                               : "slices");
     if (n < 0 || nslices < 0 || step < 0)
-        return attn__fail(ATTN_E_INVALID, "n %lld, nslices %lld and step %lld "
-                          "must be >= 0", (long long)n, (long long)nslices,
-                          (long long)step);
+        return attn__fail(ATTN_E_INVALID,
+                          "n %lld, nslices %lld and step %lld "
+                          "must be >= 0",
+                          (long long)n, (long long)nslices, (long long)step);
     for (int64_t s = 0; s < nslices; s++) {
         int64_t len;
         if (slices[s].offset < 0 ||
             !attn__mul_i64(slices[s].shape[0], slices[s].shape[1], &len) ||
             slices[s].offset > n - len)
-            return attn__fail(ATTN_E_INVALID, "slice %s (offset %lld, shape "
+            return attn__fail(ATTN_E_INVALID,
+                              "slice %s (offset %lld, shape "
                               "%lld x %lld) lies outside the %lld parameters",
                               slices[s].name, (long long)slices[s].offset,
                               (long long)slices[s].shape[0],

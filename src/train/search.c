@@ -21,25 +21,32 @@ void attn_generate_opts_init(attn_generate_opts *o) {
 
 static attn_status check_opts(const attn_generate_opts *o, int64_t V) {
     if (o->beam < 1 || o->beam > 4096 || (o->sample != 0 && o->sample != 1))
-        return attn__fail(ATTN_E_INVALID, "beam %lld must be in [1, 4096] and "
-                          "sample (%d) 0 or 1", (long long)o->beam, o->sample);
+        return attn__fail(ATTN_E_INVALID,
+                          "beam %lld must be in [1, 4096] and "
+                          "sample (%d) 0 or 1",
+                          (long long)o->beam, o->sample);
     if (o->sample && o->beam > 1)
         return attn__fail(ATTN_E_INVALID, "sampling needs beam 1, not %lld",
                           (long long)o->beam);
     if (!(o->temperature > 0) || isinf(o->temperature) || o->top_k < 0 ||
         !(o->top_p > 0 && o->top_p <= 1) || !isfinite(o->length_penalty))
-        return attn__fail(ATTN_E_INVALID, "temperature %g must be > 0, top_k "
+        return attn__fail(ATTN_E_INVALID,
+                          "temperature %g must be > 0, top_k "
                           "%lld >= 0, top_p %g in (0, 1], length_penalty %g "
-                          "finite", o->temperature, (long long)o->top_k,
-                          o->top_p, o->length_penalty);
-    if (o->threads < 0 || o->max_len < 0 || (o->recompute != 0 && o->recompute != 1))
-        return attn__fail(ATTN_E_INVALID, "threads %d and max_len %lld must be "
-                          ">= 0, recompute 0 or 1", o->threads,
-                          (long long)o->max_len);
+                          "finite",
+                          o->temperature, (long long)o->top_k, o->top_p,
+                          o->length_penalty);
+    if (o->threads < 0 || o->max_len < 0 ||
+        (o->recompute != 0 && o->recompute != 1))
+        return attn__fail(ATTN_E_INVALID,
+                          "threads %d and max_len %lld must be "
+                          ">= 0, recompute 0 or 1",
+                          o->threads, (long long)o->max_len);
     if (o->bos_id < 0 || o->bos_id >= V || o->eos_id < 0 || o->eos_id >= V)
-        return attn__fail(ATTN_E_INVALID, "bos_id %d and eos_id %d must be ids "
-                          "of the model (0..%lld)", o->bos_id, o->eos_id,
-                          (long long)V - 1);
+        return attn__fail(ATTN_E_INVALID,
+                          "bos_id %d and eos_id %d must be ids "
+                          "of the model (0..%lld)",
+                          o->bos_id, o->eos_id, (long long)V - 1);
     if (o->step_logits && o->beam > 1)
         return attn__fail(ATTN_E_INVALID, "step_logits needs beam 1");
     return ATTN_OK;
@@ -166,8 +173,10 @@ static attn_status greedy(attn__gen *g, const feeder *f, int64_t B,
             const int32_t tok = pick(z, V, o, &rng[b], work, &lp);
             if (scores) scores[b] += lp;
             last[b] = tok;
-            if (tok == o->eos_id) done[b] = 1;
-            else out[b * out_cap + out_len[b]++] = tok;
+            if (tok == o->eos_id)
+                done[b] = 1;
+            else
+                out[b * out_cap + out_len[b]++] = tok;
             if (out_len[b] == maxn) done[b] = 1;
             all &= done[b];
         }
@@ -185,15 +194,15 @@ out:
 typedef struct {
     int64_t B, K, maxn;
     double alpha;
-    double *score;              /* [R] running log-probabilities        */
+    double *score; /* [R] running log-probabilities        */
     unsigned char *alive, *done;
-    int32_t *tok, *tmp;         /* (R, maxn) tokens of each beam        */
-    int64_t *len, *parent;      /* [R]                                  */
-    int32_t *last;              /* [R]                                  */
-    int32_t *ftok;              /* (B, K, maxn) finished hypotheses     */
+    int32_t *tok, *tmp;    /* (R, maxn) tokens of each beam        */
+    int64_t *len, *parent; /* [R]                                  */
+    int32_t *last;         /* [R]                                  */
+    int32_t *ftok;         /* (B, K, maxn) finished hypotheses     */
     int64_t *flen, *nfin;
     double *fscore;
-    cand *c;                    /* K * V                                 */
+    cand *c; /* K * V                                 */
 } beams;
 
 static double penalty(double alpha, int64_t n) {
@@ -213,7 +222,8 @@ static void finish(beams *s, int64_t b, const int32_t *toks, int64_t n,
     } else {
         s->nfin[b]++;
     }
-    memcpy(s->ftok + (b * s->K + at) * s->maxn, toks, sizeof(int32_t) * (size_t)n);
+    memcpy(s->ftok + (b * s->K + at) * s->maxn, toks,
+           sizeof(int32_t) * (size_t)n);
     s->flen[b * s->K + at] = n;
     s->fscore[b * s->K + at] = sc;
 }
@@ -246,7 +256,8 @@ static void beam_source(beams *s, const attn__gen *g, int64_t b, int32_t eos) {
     for (int64_t i = 0; i < nc && nb < K; i++) {
         const cand *c = &s->c[i];
         if (c->v == eos) {
-            if (i < K) finish(s, b, s->tok + (r0 + c->k) * s->maxn, j, j + 1, c->s);
+            if (i < K)
+                finish(s, b, s->tok + (r0 + c->k) * s->maxn, j, j + 1, c->s);
             continue;
         }
         nscore[nb] = c->s;
@@ -290,7 +301,8 @@ static void beam_source(beams *s, const attn__gen *g, int64_t b, int32_t eos) {
         for (int64_t i = 1; i < K; i++)
             worst = fmin(worst, s->fscore[b * K + i]);
         const double best = nscore[0]; /* candidates are sorted */
-        const double p1 = penalty(s->alpha, j + 2), p2 = penalty(s->alpha, s->maxn);
+        const double p1 = penalty(s->alpha, j + 2),
+                     p2 = penalty(s->alpha, s->maxn);
         done = fmax(best / p1, best / p2) <= worst;
     }
     if (done) s->done[b] = 1;
@@ -303,7 +315,8 @@ static attn_status beam_search(attn__gen *g, const feeder *f, int64_t B,
                                double *scores) {
     const int64_t K = o->beam, R = B * K, V = g->V;
     if (K > 64)
-        return attn__fail(ATTN_E_INVALID, "beam %lld: at most 64", (long long)K);
+        return attn__fail(ATTN_E_INVALID, "beam %lld: at most 64",
+                          (long long)K);
     beams s;
     memset(&s, 0, sizeof s);
     s.B = B;
@@ -316,7 +329,8 @@ static attn_status beam_search(attn__gen *g, const feeder *f, int64_t B,
     s.score = attn__alloc((size_t)(R + B * K), sizeof(double), "beam scores");
     s.alive = attn__alloc((size_t)(R + B), 1, "beam flags");
     s.tok = attn__alloc(3 * rm + (size_t)R, sizeof(int32_t), "beam tokens");
-    s.len = attn__alloc((size_t)(2 * R + B * K + B), sizeof(int64_t), "beam lengths");
+    s.len = attn__alloc((size_t)(2 * R + B * K + B), sizeof(int64_t),
+                        "beam lengths");
     s.c = attn__alloc((size_t)(K * V), sizeof *s.c, "candidates");
     if (!feed || !s.score || !s.alive || !s.tok || !s.len || !s.c) goto out;
     s.fscore = s.score + R;
@@ -337,7 +351,8 @@ static attn_status beam_search(attn__gen *g, const feeder *f, int64_t B,
     memset(s.nfin, 0, sizeof(int64_t) * (size_t)B);
     st = ATTN_OK;
     for (int64_t t = 0; t < steps; t++) {
-        for (int64_t r = 0; r < R; r++) feed[r] = feed_of(f, r / K, t, s.last[r]);
+        for (int64_t r = 0; r < R; r++)
+            feed[r] = feed_of(f, r / K, t, s.last[r]);
         if ((st = attn__gen_step(g, feed))) break;
         int all = 1;
         for (int64_t r = 0; r < R; r++) s.parent[r] = r;
@@ -388,8 +403,11 @@ attn_status attn__generate(const attn_transformer_config *cfg,
     if (st) return st;
     if (!params || !src || !opts || !out || !out_lengths)
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !params ? "params" : !src ? "src" : !opts ? "opts"
-                                   : !out ? "out" : "out_lengths");
+                          !params ? "params"
+                          : !src  ? "src"
+                          : !opts ? "opts"
+                          : !out  ? "out"
+                                  : "out_lengths");
     if ((st = check_opts(opts, cfg->vocab_tgt))) return st;
     if (B < 1 || Ls < 1 || B > (1 << 20))
         return attn__fail(ATTN_E_SHAPE, "B %lld and Ls %lld must be >= 1",
@@ -398,9 +416,10 @@ attn_status attn__generate(const attn_transformer_config *cfg,
     const int64_t vocab = ed ? cfg->vocab_src : cfg->vocab_tgt;
     for (int64_t i = 0; i < B * Ls; i++)
         if (src[i] < 0 || src[i] >= vocab)
-            return attn__fail(ATTN_E_INVALID, "src[%lld] is %d; ids are "
-                              "0..%lld", (long long)i, src[i],
-                              (long long)vocab - 1);
+            return attn__fail(ATTN_E_INVALID,
+                              "src[%lld] is %d; ids are "
+                              "0..%lld",
+                              (long long)i, src[i], (long long)vocab - 1);
     int64_t maxfirst = 0;
     int64_t *first = attn__alloc((size_t)B, sizeof(int64_t), "first steps");
     if (!first) return ATTN_E_NOMEM;
@@ -408,28 +427,31 @@ attn_status attn__generate(const attn_transformer_config *cfg,
         const int64_t n = src_lengths ? src_lengths[b] : Ls;
         if (n < 1 || n > Ls) {
             attn__free(first);
-            return attn__fail(ATTN_E_SHAPE, "src_lengths[%lld] is %lld; it "
-                              "must be in [1, %lld]", (long long)b,
-                              (long long)n, (long long)Ls);
+            return attn__fail(ATTN_E_SHAPE,
+                              "src_lengths[%lld] is %lld; it "
+                              "must be in [1, %lld]",
+                              (long long)b, (long long)n, (long long)Ls);
         }
         first[b] = ed ? 0 : n - 1;
         maxfirst = first[b] > maxfirst ? first[b] : maxfirst;
     }
     if (ed && Ls > cfg->max_src) {
         attn__free(first);
-        return attn__fail(ATTN_E_SHAPE, "the source has %lld tokens; the model "
-                          "takes at most %lld", (long long)Ls,
-                          (long long)cfg->max_src);
+        return attn__fail(ATTN_E_SHAPE,
+                          "the source has %lld tokens; the model "
+                          "takes at most %lld",
+                          (long long)Ls, (long long)cfg->max_src);
     }
     const int64_t room = cfg->max_tgt - maxfirst;
     if (room < 1) {
         attn__free(first);
-        return attn__fail(ATTN_E_SHAPE, "a prompt of %lld tokens leaves no room "
+        return attn__fail(ATTN_E_SHAPE,
+                          "a prompt of %lld tokens leaves no room "
                           "to generate: the model takes %lld positions",
                           (long long)maxfirst + 1, (long long)cfg->max_tgt);
     }
-    const int64_t maxn = opts->max_len > 0 && opts->max_len < room
-                             ? opts->max_len : room;
+    const int64_t maxn =
+        opts->max_len > 0 && opts->max_len < room ? opts->max_len : room;
     if (out_cap < maxn) {
         attn__free(first);
         return attn__fail(ATTN_E_SHAPE, "out_cap %lld is below max_len %lld",
@@ -475,53 +497,62 @@ attn_status attn_gen_evaluate(const attn_transformer_config *cfg,
     int64_t Ls, Lt;
     if ((st = attn_gen_batch_dims(task, cfg->kind, &Ls, &Lt))) return st;
     if (!params || !res || count < 1)
-        return attn__fail(ATTN_E_INVALID, "params and res must not be NULL and "
-                          "count (%lld) >= 1", (long long)count);
+        return attn__fail(ATTN_E_INVALID,
+                          "params and res must not be NULL and "
+                          "count (%lld) >= 1",
+                          (long long)count);
     attn_transformer_config fit = *cfg;
     if ((st = attn_gen_model_fit(task, &fit))) return st;
     if (fit.vocab_src != cfg->vocab_src || fit.vocab_tgt != cfg->vocab_tgt ||
         fit.max_src != cfg->max_src || fit.max_tgt != cfg->max_tgt)
-        return attn__fail(ATTN_E_INVALID, "task %s does not fit the model "
+        return attn__fail(ATTN_E_INVALID,
+                          "task %s does not fit the model "
                           "(vocabularies %lld/%lld, lengths %lld/%lld)",
                           attn_gen_task_name(task->kind),
                           (long long)cfg->vocab_src, (long long)cfg->vocab_tgt,
                           (long long)cfg->max_src, (long long)cfg->max_tgt);
     attn_generate_opts go;
-    if (opts) go = *opts;
-    else attn_generate_opts_init(&go);
+    if (opts)
+        go = *opts;
+    else
+        attn_generate_opts_init(&go);
     go.step_logits = NULL;
     const int64_t chunk = count < 250 ? count : 250, T = Lt;
     const size_t acap = 128;
-    int32_t *src = attn__alloc((size_t)(chunk * (Ls + 3 * Lt)), sizeof(int32_t), "ids");
+    int32_t *src =
+        attn__alloc((size_t)(chunk * (Ls + 3 * Lt)), sizeof(int32_t), "ids");
     int64_t *len = attn__alloc((size_t)(2 * chunk), sizeof(int64_t), "lengths");
     char *ans = attn__alloc((size_t)chunk * acap, 1, "answers");
     if (!src || !len || !ans) {
         st = ATTN_E_NOMEM;
         goto done;
     }
-    int32_t *tin = src + chunk * Ls, *y = tin + chunk * Lt, *gen = y + chunk * Lt;
+    int32_t *tin = src + chunk * Ls, *y = tin + chunk * Lt,
+            *gen = y + chunk * Lt;
     int64_t *glen = len + chunk;
     attn_rng rng;
     attn_rng_seed(&rng, attn__train_seed(seed, ATTN__STREAM_EVAL, 1));
     memset(res, 0, sizeof *res);
     int64_t chars = 0, right = 0;
-    const attn_gen_side side = cfg->kind == ATTN_MODEL_ENCDEC ? ATTN_SIDE_TARGET
-                                                              : ATTN_SIDE_JOINT;
+    const attn_gen_side side =
+        cfg->kind == ATTN_MODEL_ENCDEC ? ATTN_SIDE_TARGET : ATTN_SIDE_JOINT;
     for (int64_t doneN = 0; doneN < count; doneN += chunk) {
         const int64_t B = count - doneN < chunk ? count - doneN : chunk;
-        if ((st = attn_gen_batch(task, cfg->kind, &rng, B, src, len, tin, y, ans,
-                                 acap)))
+        if ((st = attn_gen_batch(task, cfg->kind, &rng, B, src, len, tin, y,
+                                 ans, acap)))
             break;
         if ((st = attn_generate(cfg, params, B, Ls, src, len, &go, gen, T, glen,
                                 NULL)))
             break;
         for (int64_t b = 0; b < B; b++) {
             char text[128];
-            attn_gen_decode(task, side, gen + b * T, glen[b], text, sizeof text);
+            attn_gen_decode(task, side, gen + b * T, glen[b], text,
+                            sizeof text);
             const char *want = ans + b * acap;
             res->exact += strcmp(text, want) == 0;
             const size_t n = strlen(want), nt = strlen(text);
-            for (size_t i = 0; i < n; i++) right += i < nt && text[i] == want[i];
+            for (size_t i = 0; i < n; i++)
+                right += i < nt && text[i] == want[i];
             chars += (int64_t)n;
         }
         res->sequences += B;

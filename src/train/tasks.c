@@ -31,8 +31,10 @@ attn_status attn_task_parse(const char *name, attn_task_kind *kind) {
             *kind = (attn_task_kind)i;
             return ATTN_OK;
         }
-    return attn__fail(ATTN_E_INVALID, "unknown task '%s' (tasks: reverse, "
-                      "copy, sort, add)", name);
+    return attn__fail(ATTN_E_INVALID,
+                      "unknown task '%s' (tasks: reverse, "
+                      "copy, sort, add)",
+                      name);
 }
 
 attn_status attn_task_check(const attn_task *t) {
@@ -42,14 +44,16 @@ attn_status attn_task_check(const attn_task *t) {
                           (int)t->kind);
     if (t->kind == ATTN_TASK_ADD ? (t->vocab < 2 || t->vocab > 36)
                                  : (t->vocab < 2 || t->vocab > TASK_MAX_VOCAB))
-        return attn__fail(ATTN_E_INVALID, "task %s has vocab %lld; it must be "
-                          "in [2, %d]", attn_task_name(t->kind),
-                          (long long)t->vocab,
+        return attn__fail(ATTN_E_INVALID,
+                          "task %s has vocab %lld; it must be "
+                          "in [2, %d]",
+                          attn_task_name(t->kind), (long long)t->vocab,
                           t->kind == ATTN_TASK_ADD ? 36 : TASK_MAX_VOCAB);
-    const int64_t cap = t->kind == ATTN_TASK_ADD ? (TASK_MAX_LEN - 1) / 2
-                                                 : TASK_MAX_LEN;
+    const int64_t cap =
+        t->kind == ATTN_TASK_ADD ? (TASK_MAX_LEN - 1) / 2 : TASK_MAX_LEN;
     if (t->min_len < 1 || t->max_len < t->min_len || t->max_len > cap)
-        return attn__fail(ATTN_E_INVALID, "task %s has lengths %lld..%lld; "
+        return attn__fail(ATTN_E_INVALID,
+                          "task %s has lengths %lld..%lld; "
                           "they must satisfy 1 <= min <= max <= %lld",
                           attn_task_name(t->kind), (long long)t->min_len,
                           (long long)t->max_len, (long long)cap);
@@ -100,12 +104,8 @@ static void answer(const attn_task *t, const int32_t *x, int64_t n,
     case ATTN_TASK_REVERSE:
         for (int64_t i = 0; i < n; i++) y[i] = x[n - 1 - i];
         break;
-    case ATTN_TASK_COPY:
-        memcpy(y, x, (size_t)n * sizeof *y);
-        break;
-    case ATTN_TASK_SORT:
-        sort_symbols(x, n, t->vocab, y);
-        break;
+    case ATTN_TASK_COPY: memcpy(y, x, (size_t)n * sizeof *y); break;
+    case ATTN_TASK_SORT: sort_symbols(x, n, t->vocab, y); break;
     case ATTN_TASK_ADD: {
         const int64_t d = (n - 1) / 2; /* digits per operand */
         int32_t carry = 0;
@@ -128,8 +128,10 @@ attn_status attn_task_batch(const attn_task *t, attn_rng *rng, int64_t B,
     if (st) return st;
     if (!rng || !tokens || !targets || !lengths)
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !rng ? "rng" : !tokens ? "tokens"
-                                 : !targets ? "targets" : "lengths");
+                          !rng       ? "rng"
+                          : !tokens  ? "tokens"
+                          : !targets ? "targets"
+                                     : "lengths");
     if (B < 1)
         return attn__fail(ATTN_E_SHAPE, "batch is %lld (< 1)", (long long)B);
     const int64_t L = attn_task_seq_len(t);
@@ -174,29 +176,37 @@ attn_status attn_task_solve(const attn_task *t, const int32_t *tokens,
                           tokens ? "targets" : "tokens");
     const int64_t L = attn_task_seq_len(t);
     if (n < 1 || n > L)
-        return attn__fail(ATTN_E_SHAPE, "the input has %lld tokens; task %s "
-                          "takes 1 to %lld", (long long)n,
-                          attn_task_name(t->kind), (long long)L);
+        return attn__fail(ATTN_E_SHAPE,
+                          "the input has %lld tokens; task %s "
+                          "takes 1 to %lld",
+                          (long long)n, attn_task_name(t->kind), (long long)L);
     const int32_t sep = (int32_t)t->vocab + 1;
     if (t->kind == ATTN_TASK_ADD) {
         const int64_t d = (n - 1) / 2;
         if (n % 2 == 0 || d < 1 || tokens[d] != sep)
-            return attn__fail(ATTN_E_INVALID, "an add input is n digits, '+', "
+            return attn__fail(ATTN_E_INVALID,
+                              "an add input is n digits, '+', "
                               "n digits (least significant first); got %lld "
-                              "tokens with %s in the middle", (long long)n,
-                              n % 2 == 0 ? "no single token"
-                              : tokens[d] == sep ? "'+'" : "no '+'");
+                              "tokens with %s in the middle",
+                              (long long)n,
+                              n % 2 == 0         ? "no single token"
+                              : tokens[d] == sep ? "'+'"
+                                                 : "no '+'");
         for (int64_t i = 0; i < n; i++)
             if (i != d && (tokens[i] < 0 || tokens[i] >= t->vocab))
-                return attn__fail(ATTN_E_INVALID, "add token %lld is %d; "
-                                  "digits are 0..%lld", (long long)i,
-                                  tokens[i], (long long)t->vocab - 1);
+                return attn__fail(ATTN_E_INVALID,
+                                  "add token %lld is %d; "
+                                  "digits are 0..%lld",
+                                  (long long)i, tokens[i],
+                                  (long long)t->vocab - 1);
     } else {
         for (int64_t i = 0; i < n; i++)
             if (tokens[i] < 0 || tokens[i] >= t->vocab)
-                return attn__fail(ATTN_E_INVALID, "token %lld is %d; task %s "
-                                  "takes symbols 0..%lld", (long long)i,
-                                  tokens[i], attn_task_name(t->kind),
+                return attn__fail(ATTN_E_INVALID,
+                                  "token %lld is %d; task %s "
+                                  "takes symbols 0..%lld",
+                                  (long long)i, tokens[i],
+                                  attn_task_name(t->kind),
                                   (long long)t->vocab - 1);
     }
     answer(t, tokens, n, targets);

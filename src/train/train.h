@@ -17,15 +17,15 @@ struct attn_trainer {
     attn_train_config cfg;
     attn_param_slice *slices;
     int64_t nslices;
-    int64_t n;                /* parameters                            */
+    int64_t n; /* parameters                            */
     float *params, *grads, *m, *v;
-    int64_t step;             /* steps done                            */
-    attn_rng rng;             /* draws the training batches            */
-    int64_t L, V;             /* sequence length, output classes       */
+    int64_t step;              /* steps done                            */
+    attn_rng rng;              /* draws the training batches            */
+    int64_t L, V;              /* sequence length, output classes       */
     int32_t *tokens, *targets; /* (batch, L)                           */
-    int64_t *lengths;         /* [batch]                               */
-    float *logits, *dlogits;  /* (batch, L, V)                         */
-    float *ws;                /* model workspace for (batch, L)        */
+    int64_t *lengths;          /* [batch]                               */
+    float *logits, *dlogits;   /* (batch, L, V)                         */
+    float *ws;                 /* model workspace for (batch, L)        */
 };
 
 /* Seeds of the independent streams derived from the user's seed. */

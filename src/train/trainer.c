@@ -51,9 +51,10 @@ attn_status attn_train_config_check(attn_train_config *c) {
     if ((st = attn_model_check(&c->model))) return st;
     if ((st = attn_adamw_check(&c->optim))) return st;
     if (c->batch < 1 || c->batch > (1 << 20) || c->steps < 0)
-        return attn__fail(ATTN_E_INVALID, "batch %lld must be in [1, 2^20] and"
-                          " steps %lld >= 0", (long long)c->batch,
-                          (long long)c->steps);
+        return attn__fail(ATTN_E_INVALID,
+                          "batch %lld must be in [1, 2^20] and"
+                          " steps %lld >= 0",
+                          (long long)c->batch, (long long)c->steps);
     if (!(c->dropout >= 0 && c->dropout < 1))
         return attn__fail(ATTN_E_INVALID, "dropout is %g; it must be in [0, 1)",
                           c->dropout);
@@ -100,8 +101,8 @@ attn_status attn_trainer_create(const attn_train_config *cfg,
     /* params, grads, m, v in one allocation; tokens and targets in one */
     if (!(t->params = attn__alloc(four, sizeof(float), "parameters")) ||
         !(t->tokens = attn__alloc(2 * bl, sizeof(int32_t), "batch tokens")) ||
-        !(t->lengths = attn__alloc((size_t)c.batch, sizeof(int64_t),
-                                   "batch lengths")) ||
+        !(t->lengths =
+              attn__alloc((size_t)c.batch, sizeof(int64_t), "batch lengths")) ||
         !(t->logits = attn__alloc(2 * blv, sizeof(float), "logits")) ||
         !(t->ws = attn__alloc(ws, sizeof(float), "model workspace"))) {
         st = ATTN_E_NOMEM;
@@ -136,8 +137,10 @@ void attn__batch_accuracy(const float *logits, const int32_t *targets,
             for (int64_t c = 1; c < V; c++)
                 if (z[c] > z[arg]) arg = c;
             (*tokens)++;
-            if (arg == y) (*tokens_right)++;
-            else all = 0;
+            if (arg == y)
+                (*tokens_right)++;
+            else
+                all = 0;
         }
         *seqs_right += all;
     }
@@ -172,8 +175,10 @@ attn_status attn_trainer_step(attn_trainer *t, attn_train_stats *stats) {
                             &loss, t->dlogits, &counted, &right);
     if (st) return stopped(st, t->step, "loss");
     if (!isfinite(loss))
-        return attn__fail(ATTN_E_NONFINITE, "training stopped at step %lld: "
-                          "the loss is %g", (long long)t->step + 1, loss);
+        return attn__fail(ATTN_E_NONFINITE,
+                          "training stopped at step %lld: "
+                          "the loss is %g",
+                          (long long)t->step + 1, loss);
     memset(t->grads, 0, (size_t)t->n * sizeof(float));
     st = attn_model_backward(&c->model, t->params, B, L, t->tokens, t->lengths,
                              &o, t->dlogits, t->ws, t->grads);
@@ -200,7 +205,9 @@ attn_status attn_trainer_step(attn_trainer *t, attn_train_stats *stats) {
     return ATTN_OK;
 }
 
-int64_t attn_trainer_steps_done(const attn_trainer *t) { return t ? t->step : 0; }
+int64_t attn_trainer_steps_done(const attn_trainer *t) {
+    return t ? t->step : 0;
+}
 
 const attn_train_config *attn_trainer_config(const attn_trainer *t) {
     return t ? &t->cfg : NULL;
@@ -221,7 +228,8 @@ attn_status attn_trainer_set_threads(attn_trainer *t, int threads) {
 attn_status attn_trainer_set_steps(attn_trainer *t, int64_t steps) {
     if (!t) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
     if (steps < 0)
-        return attn__fail(ATTN_E_INVALID, "steps is %lld (< 0)", (long long)steps);
+        return attn__fail(ATTN_E_INVALID, "steps is %lld (< 0)",
+                          (long long)steps);
     t->cfg.steps = steps;
     t->cfg.optim.decay_steps = steps; /* the cosine ends with the run */
     return ATTN_OK;
@@ -235,18 +243,22 @@ attn_status attn_model_evaluate(const attn_model_config *cfg,
     if (st) return st;
     if ((st = attn_task_check(task))) return st;
     if (!params || !res)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", params ? "res" : "params");
+        return attn__fail(ATTN_E_INVALID, "%s is NULL",
+                          params ? "res" : "params");
     if (count < 1 || threads < 0)
-        return attn__fail(ATTN_E_INVALID, "count %lld must be >= 1 and threads"
-                          " %d >= 0", (long long)count, threads);
+        return attn__fail(ATTN_E_INVALID,
+                          "count %lld must be >= 1 and threads"
+                          " %d >= 0",
+                          (long long)count, threads);
     const int64_t L = attn_task_seq_len(task), V = cfg->vocab_out;
     if (attn_task_vocab_in(task) > cfg->vocab_in ||
         attn_task_vocab_out(task) != V || L > cfg->max_len)
-        return attn__fail(ATTN_E_INVALID, "task %s (vocab %lld, length %lld) "
+        return attn__fail(ATTN_E_INVALID,
+                          "task %s (vocab %lld, length %lld) "
                           "does not fit the model (inputs %lld, classes %lld, "
-                          "max length %lld)", attn_task_name(task->kind),
-                          (long long)task->vocab, (long long)L,
-                          (long long)cfg->vocab_in, (long long)V,
+                          "max length %lld)",
+                          attn_task_name(task->kind), (long long)task->vocab,
+                          (long long)L, (long long)cfg->vocab_in, (long long)V,
                           (long long)cfg->max_len);
     const int64_t chunk = count < 250 ? count : 250;
     size_t ws = 0;
@@ -285,8 +297,9 @@ attn_status attn_model_evaluate(const attn_model_config *cfg,
         res->sequences += B;
     }
     if (!st) {
-        res->token_acc = res->tokens ? (double)res->tokens_correct /
-                                           (double)res->tokens : 1.0;
+        res->token_acc = res->tokens
+                             ? (double)res->tokens_correct / (double)res->tokens
+                             : 1.0;
         res->seq_acc = (double)res->sequences_correct / (double)res->sequences;
         res->loss = res->tokens ? loss_sum / (double)res->tokens : 0.0;
     }

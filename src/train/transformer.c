@@ -14,8 +14,9 @@
 #define DEC_SEED_MIX 0xD1CE5EEDF00DBA5Eull
 
 const char *attn_model_kind_name(attn_model_kind k) {
-    return k == ATTN_MODEL_ENCDEC ? "encdec" : k == ATTN_MODEL_DECODER
-                                                   ? "decoder" : "?";
+    return k == ATTN_MODEL_ENCDEC    ? "encdec"
+           : k == ATTN_MODEL_DECODER ? "decoder"
+                                     : "?";
 }
 
 void attn_transformer_config_init(attn_transformer_config *c,
@@ -49,23 +50,29 @@ static int is_encdec(const attn_transformer_config *c) {
 attn_status attn_transformer_check(const attn_transformer_config *c) {
     if (!c) return attn__fail(ATTN_E_INVALID, "model config is NULL");
     if (c->kind != ATTN_MODEL_ENCDEC && c->kind != ATTN_MODEL_DECODER)
-        return attn__fail(ATTN_E_INVALID, "model kind is %d (encdec 0, "
-                          "decoder 1)", (int)c->kind);
+        return attn__fail(ATTN_E_INVALID,
+                          "model kind is %d (encdec 0, "
+                          "decoder 1)",
+                          (int)c->kind);
     attn_status st = attn_decoder_check(&c->dec);
     if (st) return st;
     if (c->dec.cross != is_encdec(c))
-        return attn__fail(ATTN_E_INVALID, "a%s model needs dec.cross = %d, not "
-                          "%d", is_encdec(c) ? "n encdec" : " decoder-only",
+        return attn__fail(ATTN_E_INVALID,
+                          "a%s model needs dec.cross = %d, not "
+                          "%d",
+                          is_encdec(c) ? "n encdec" : " decoder-only",
                           is_encdec(c), c->dec.cross);
     if (c->vocab_tgt < 1 || c->vocab_tgt > INT32_MAX || c->max_tgt < 1 ||
         c->max_tgt > (1 << 24))
-        return attn__fail(ATTN_E_INVALID, "model vocab_tgt %lld and max_tgt "
+        return attn__fail(ATTN_E_INVALID,
+                          "model vocab_tgt %lld and max_tgt "
                           "%lld must be >= 1 (vocab within int32, length <= "
-                          "2^24)", (long long)c->vocab_tgt,
-                          (long long)c->max_tgt);
+                          "2^24)",
+                          (long long)c->vocab_tgt, (long long)c->max_tgt);
     if ((c->share_embeddings != 0 && c->share_embeddings != 1) ||
         (c->tie_output != 0 && c->tie_output != 1))
-        return attn__fail(ATTN_E_INVALID, "share_embeddings (%d) and "
+        return attn__fail(ATTN_E_INVALID,
+                          "share_embeddings (%d) and "
                           "tie_output (%d) must be 0 or 1",
                           c->share_embeddings, c->tie_output);
     if (is_encdec(c)) {
@@ -73,21 +80,25 @@ attn_status attn_transformer_check(const attn_transformer_config *c) {
         if ((st = attn_encoder_param_slices(&c->enc, "", 0, NULL, 0, &k)))
             return st;
         if (c->enc.d_model != c->dec.d_model)
-            return attn__fail(ATTN_E_INVALID, "enc.d_model %lld differs from "
-                              "dec.d_model %lld", (long long)c->enc.d_model,
+            return attn__fail(ATTN_E_INVALID,
+                              "enc.d_model %lld differs from "
+                              "dec.d_model %lld",
+                              (long long)c->enc.d_model,
                               (long long)c->dec.d_model);
         if (c->vocab_src < 1 || c->vocab_src > INT32_MAX || c->max_src < 1 ||
             c->max_src > (1 << 24))
-            return attn__fail(ATTN_E_INVALID, "model vocab_src %lld and "
+            return attn__fail(ATTN_E_INVALID,
+                              "model vocab_src %lld and "
                               "max_src %lld must be >= 1",
                               (long long)c->vocab_src, (long long)c->max_src);
         if (c->share_embeddings && c->vocab_src != c->vocab_tgt)
-            return attn__fail(ATTN_E_INVALID, "shared embeddings need "
+            return attn__fail(ATTN_E_INVALID,
+                              "shared embeddings need "
                               "vocab_src (%lld) == vocab_tgt (%lld)",
                               (long long)c->vocab_src, (long long)c->vocab_tgt);
     } else if (c->share_embeddings) {
         return attn__fail(ATTN_E_INVALID, "share_embeddings needs an encdec "
-                          "model");
+                                          "model");
     }
     if (!attn_transformer_param_count(c))
         return attn__fail(ATTN_E_NOMEM, "model parameter count overflows");
@@ -139,8 +150,8 @@ int64_t attn_transformer_param_count(const attn_transformer_config *c) {
 }
 
 attn_status attn_transformer_param_slices(const attn_transformer_config *c,
-                                          attn_param_slice *slices,
-                                          int64_t cap, int64_t *count) {
+                                          attn_param_slice *slices, int64_t cap,
+                                          int64_t *count) {
     attn_status st = attn_transformer_check(c);
     if (st) return st;
     if (!count) return attn__fail(ATTN_E_INVALID, "count is NULL");
@@ -148,8 +159,8 @@ attn_status attn_transformer_param_slices(const attn_transformer_config *c,
     const int64_t E = c->dec.d_model;
     int64_t n = 0, off = 0, k = 0;
     if (is_encdec(c) && !c->share_embeddings)
-        attn__slice_add(slices, cap, &n, "", "embed.src", &off, c->vocab_src,
-                        E, ATTN_INIT_XAVIER);
+        attn__slice_add(slices, cap, &n, "", "embed.src", &off, c->vocab_src, E,
+                        ATTN_INIT_XAVIER);
     attn__slice_add(slices, cap, &n, "", "embed.tgt", &off, c->vocab_tgt, E,
                     ATTN_INIT_XAVIER);
     if (is_encdec(c)) {
@@ -207,7 +218,8 @@ static attn_status ws_layout(const attn_transformer_config *c, int64_t B,
         return st;
     if ((st = attn_decoder_workspace_size(&c->dec, B, Lt, Ls, &dec))) return st;
     const int64_t E = c->dec.d_model, Lm = Ls > Lt ? Ls : Lt;
-    const size_t bs = ed ? attn__size3(B, Ls, E) : 0, bt = attn__size3(B, Lt, E);
+    const size_t bs = ed ? attn__size3(B, Ls, E) : 0,
+                 bt = attn__size3(B, Lt, E);
     const size_t pe = attn__size3(Lm, E, 1), lim = SIZE_MAX / 64;
     if ((ed && !bs) || !bt || !pe || bs > lim || bt > lim || pe > lim ||
         enc > lim || dec > lim)
@@ -215,16 +227,26 @@ static attn_status ws_layout(const attn_transformer_config *c, int64_t B,
     *floats = 4 * bs + 4 * bt + pe + enc + dec;
     if (ws && w) {
         float *x = ws;
-        w->xs = x; x += bs;
-        w->mem = x; x += bs;
-        w->dmem = x; x += bs;
-        w->dxs = x; x += bs;
-        w->xt = x; x += bt;
-        w->h = x; x += bt;
-        w->dh = x; x += bt;
-        w->dxt = x; x += bt;
-        w->pe = x; x += pe;
-        w->enc = x; x += enc;
+        w->xs = x;
+        x += bs;
+        w->mem = x;
+        x += bs;
+        w->dmem = x;
+        x += bs;
+        w->dxs = x;
+        x += bs;
+        w->xt = x;
+        x += bt;
+        w->h = x;
+        x += bt;
+        w->dh = x;
+        x += bt;
+        w->dxt = x;
+        x += bt;
+        w->pe = x;
+        x += pe;
+        w->enc = x;
+        x += enc;
         w->dec = x;
     }
     return ATTN_OK;
@@ -238,9 +260,11 @@ attn_status attn_transformer_workspace_size(const attn_transformer_config *c,
     if (!floats) return attn__fail(ATTN_E_INVALID, "floats is NULL");
     if (B < 1 || Lt < 1 || Lt > c->max_tgt ||
         (is_encdec(c) && (Ls < 1 || Ls > c->max_src)))
-        return attn__fail(ATTN_E_SHAPE, "B=%lld Ls=%lld Lt=%lld: B must be >= "
-                          "1, Lt in [1, max_tgt %lld]%s", (long long)B,
-                          (long long)Ls, (long long)Lt, (long long)c->max_tgt,
+        return attn__fail(ATTN_E_SHAPE,
+                          "B=%lld Ls=%lld Lt=%lld: B must be >= "
+                          "1, Lt in [1, max_tgt %lld]%s",
+                          (long long)B, (long long)Ls, (long long)Lt,
+                          (long long)c->max_tgt,
                           is_encdec(c) ? " and Ls in [1, max_src]" : "");
     return ws_layout(c, B, Ls, Lt, NULL, NULL, floats);
 }
@@ -264,15 +288,19 @@ static attn_status check_call(const attn_transformer_config *c,
     if (st) return st;
     if (!params || !tgt || !opts || !ws || (is_encdec(c) && !src))
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !params ? "params" : !tgt ? "tgt" : !opts ? "opts"
-                                   : !ws ? "ws" : "src");
+                          !params ? "params"
+                          : !tgt  ? "tgt"
+                          : !opts ? "opts"
+                          : !ws   ? "ws"
+                                  : "src");
     if ((st = check_ids(tgt, B * Lt, c->vocab_tgt, "tgt"))) return st;
     if (is_encdec(c)) {
         if ((st = check_ids(src, B * Ls, c->vocab_src, "src"))) return st;
         if (src_lengths)
             for (int64_t b = 0; b < B; b++)
                 if (src_lengths[b] < 1 || src_lengths[b] > Ls)
-                    return attn__fail(ATTN_E_SHAPE, "src_lengths[%lld] is "
+                    return attn__fail(ATTN_E_SHAPE,
+                                      "src_lengths[%lld] is "
                                       "%lld; it must be in [1, %lld]",
                                       (long long)b, (long long)src_lengths[b],
                                       (long long)Ls);
@@ -326,8 +354,8 @@ static attn_status forward_body(const attn_transformer_config *c,
                                 const attn_layer_opts *opts, float *logits,
                                 float *cross_weights, float *ws) {
     tws w;
-    attn_status st = check_call(c, params, B, Ls, src, src_lengths, Lt, tgt,
-                                opts, ws, &w);
+    attn_status st =
+        check_call(c, params, B, Ls, src, src_lengths, Lt, tgt, opts, ws, &w);
     if (st) return st;
     if (!logits) return attn__fail(ATTN_E_INVALID, "logits is NULL");
     const tlayout m = layout(c);
@@ -353,31 +381,27 @@ static attn_status forward_body(const attn_transformer_config *c,
 }
 
 attn_status attn_transformer_forward(const attn_transformer_config *cfg,
-                                     const float *params, int64_t B,
-                                     int64_t Ls, const int32_t *src,
+                                     const float *params, int64_t B, int64_t Ls,
+                                     const int32_t *src,
                                      const int64_t *src_lengths, int64_t Lt,
                                      const int32_t *tgt,
-                                     const attn_layer_opts *opts,
-                                     float *logits, float *cross_weights,
-                                     float *ws) {
+                                     const attn_layer_opts *opts, float *logits,
+                                     float *cross_weights, float *ws) {
     const int blas = attn__layer_blas_begin(opts);
-    attn_status st = forward_body(cfg, params, B, Ls, src, src_lengths, Lt,
-                                  tgt, opts, logits, cross_weights, ws);
+    attn_status st = forward_body(cfg, params, B, Ls, src, src_lengths, Lt, tgt,
+                                  opts, logits, cross_weights, ws);
     attn__blas_single_end(blas);
     return st;
 }
 
-static attn_status backward_body(const attn_transformer_config *c,
-                                 const float *params, int64_t B, int64_t Ls,
-                                 const int32_t *src,
-                                 const int64_t *src_lengths, int64_t Lt,
-                                 const int32_t *tgt,
-                                 const attn_layer_opts *opts,
-                                 const float *dlogits, float *ws,
-                                 float *grads) {
+static attn_status
+backward_body(const attn_transformer_config *c, const float *params, int64_t B,
+              int64_t Ls, const int32_t *src, const int64_t *src_lengths,
+              int64_t Lt, const int32_t *tgt, const attn_layer_opts *opts,
+              const float *dlogits, float *ws, float *grads) {
     tws w;
-    attn_status st = check_call(c, params, B, Ls, src, src_lengths, Lt, tgt,
-                                opts, ws, &w);
+    attn_status st =
+        check_call(c, params, B, Ls, src, src_lengths, Lt, tgt, opts, ws, &w);
     if (st) return st;
     if (!dlogits || !grads)
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
@@ -388,9 +412,9 @@ static attn_status backward_body(const attn_transformer_config *c,
     sub_opts(opts, src_lengths, opts->seed, &eo);
     sub_opts(opts, NULL, opts->seed ^ DEC_SEED_MIX, &dopt);
     memset(w.dh, 0, (size_t)(nt * E) * sizeof(float));
-    st = attn_linear_backward(nt, E, c->vocab_tgt, w.h, params + m.head_w,
-                              dlogits, grads + m.head_w, grads + m.head_b,
-                              w.dh);
+    st =
+        attn_linear_backward(nt, E, c->vocab_tgt, w.h, params + m.head_w,
+                             dlogits, grads + m.head_w, grads + m.head_b, w.dh);
     if (st) return st;
     memset(w.dxt, 0, (size_t)(nt * E) * sizeof(float));
     if (is_encdec(c)) memset(w.dmem, 0, (size_t)(B * Ls * E) * sizeof(float));
@@ -410,14 +434,11 @@ static attn_status backward_body(const attn_transformer_config *c,
     return ATTN_OK;
 }
 
-attn_status attn_transformer_backward(const attn_transformer_config *cfg,
-                                      const float *params, int64_t B,
-                                      int64_t Ls, const int32_t *src,
-                                      const int64_t *src_lengths, int64_t Lt,
-                                      const int32_t *tgt,
-                                      const attn_layer_opts *opts,
-                                      const float *dlogits, float *ws,
-                                      float *grads) {
+attn_status attn_transformer_backward(
+    const attn_transformer_config *cfg, const float *params, int64_t B,
+    int64_t Ls, const int32_t *src, const int64_t *src_lengths, int64_t Lt,
+    const int32_t *tgt, const attn_layer_opts *opts, const float *dlogits,
+    float *ws, float *grads) {
     const int blas = attn__layer_blas_begin(opts);
     attn_status st = backward_body(cfg, params, B, Ls, src, src_lengths, Lt,
                                    tgt, opts, dlogits, ws, grads);
@@ -434,13 +455,15 @@ attn_status attn_cross_entropy_smoothed(int64_t n, int64_t classes,
                                         double *loss, float *dlogits,
                                         int64_t *counted, int64_t *correct) {
     if (!(s >= 0 && s < 1))
-        return attn__fail(ATTN_E_INVALID, "label smoothing is %g; it must be "
-                          "in [0, 1)", s);
+        return attn__fail(ATTN_E_INVALID,
+                          "label smoothing is %g; it must be "
+                          "in [0, 1)",
+                          s);
     /* validation, the plain loss, argmax counts and the s = 0 gradient */
     int64_t cnt = 0;
-    attn_status st = attn_cross_entropy(n, classes, logits, targets,
-                                        ignore_index, loss, dlogits, &cnt,
-                                        correct);
+    attn_status st =
+        attn_cross_entropy(n, classes, logits, targets, ignore_index, loss,
+                           dlogits, &cnt, correct);
     if (st) return st;
     if (counted) *counted = cnt;
     if (s == 0 || cnt == 0) return ATTN_OK;
@@ -463,8 +486,9 @@ attn_status attn_cross_entropy_smoothed(int64_t n, int64_t classes,
         if (dlogits) {
             float *dz = dlogits + r * classes;
             for (int64_t k = 0; k < classes; k++)
-                dz[k] = (float)((exp((double)z[k] - lse) - (1 - s) * (k == t) -
-                                 u) * inv);
+                dz[k] =
+                    (float)((exp((double)z[k] - lse) - (1 - s) * (k == t) - u) *
+                            inv);
         }
     }
     *loss = sum * inv;
@@ -480,8 +504,10 @@ static void tr_words(attn_transformer_config *c, int64_t *w, int to_file) {
     attn_encoder_config *e = &c->enc;
     attn_decoder_config *d = &c->dec;
     int k = 0;
-#define W(x, T) (to_file ? (void)(w[k] = (int64_t)(x)) : (void)((x) = (T)w[k])), k++
-#define WD(x) (to_file ? (void)memcpy(&w[k], &(x), 8) : (void)memcpy(&(x), &w[k], 8)), k++
+#define W(x, T)                                                                \
+    (to_file ? (void)(w[k] = (int64_t)(x)) : (void)((x) = (T)w[k])), k++
+#define WD(x)                                                                  \
+    (to_file ? (void)memcpy(&w[k], &(x), 8) : (void)memcpy(&(x), &w[k], 8)), k++
     W(c->kind, attn_model_kind);
     W(e->num_layers, int64_t);
     W(e->d_model, int64_t);
@@ -525,7 +551,8 @@ attn_status attn_transformer_save(const char *path,
     attn_status st = attn_transformer_param_slices(cfg, NULL, 0, &ns);
     if (st) return st;
     if (!path || !params)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", path ? "params" : "path");
+        return attn__fail(ATTN_E_INVALID, "%s is NULL",
+                          path ? "params" : "path");
     attn_param_slice *sl = attn__alloc((size_t)ns, sizeof *sl, "slices");
     if (!sl) return ATTN_E_NOMEM;
     attn_transformer_param_slices(cfg, sl, ns, &ns);
@@ -541,11 +568,14 @@ attn_status attn_transformer_save(const char *path,
     return st;
 }
 
-attn_status attn_transformer_load(const char *path, attn_transformer_config *cfg,
+attn_status attn_transformer_load(const char *path,
+                                  attn_transformer_config *cfg,
                                   float **params) {
     if (!path || !cfg || !params)
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !path ? "path" : !cfg ? "cfg" : "params");
+                          !path  ? "path"
+                          : !cfg ? "cfg"
+                                 : "params");
     *params = NULL;
     attn_params_header h;
     attn_param_slice *sl = NULL, *want = NULL;
@@ -556,9 +586,10 @@ attn_status attn_transformer_load(const char *path, attn_transformer_config *cfg
     attn_transformer_config c;
     memset(&c, 0, sizeof c);
     if (strcmp(h.kind, "transformer") != 0 || h.config_len != TR_NCFG) {
-        st = attn__fail(ATTN_E_FORMAT, "%s holds a '%s' model (%d config "
-                        "values), not 'transformer'", path, h.kind,
-                        (int)h.config_len);
+        st = attn__fail(ATTN_E_FORMAT,
+                        "%s holds a '%s' model (%d config "
+                        "values), not 'transformer'",
+                        path, h.kind, (int)h.config_len);
         goto done;
     }
     tr_words(&c, h.config, 0);
@@ -574,19 +605,22 @@ attn_status attn_transformer_load(const char *path, attn_transformer_config *cfg
     }
     attn_transformer_param_slices(&c, want, nw, &nw);
     if (nw != ns || count != attn_transformer_param_count(&c)) {
-        st = attn__fail(ATTN_E_FORMAT, "%s: %lld slices and %lld floats, but "
-                        "its config implies %lld and %lld", path, (long long)ns,
-                        (long long)count, (long long)nw,
+        st = attn__fail(ATTN_E_FORMAT,
+                        "%s: %lld slices and %lld floats, but "
+                        "its config implies %lld and %lld",
+                        path, (long long)ns, (long long)count, (long long)nw,
                         (long long)attn_transformer_param_count(&c));
         goto done;
     }
     for (int64_t i = 0; i < ns; i++)
-        if (strcmp(sl[i].name, want[i].name) || sl[i].offset != want[i].offset ||
+        if (strcmp(sl[i].name, want[i].name) ||
+            sl[i].offset != want[i].offset ||
             sl[i].shape[0] != want[i].shape[0] ||
             sl[i].shape[1] != want[i].shape[1]) {
-            st = attn__fail(ATTN_E_FORMAT, "%s: slice %lld is %.47s, its "
-                            "config implies %.47s", path, (long long)i,
-                            sl[i].name, want[i].name);
+            st = attn__fail(ATTN_E_FORMAT,
+                            "%s: slice %lld is %.47s, its "
+                            "config implies %.47s",
+                            path, (long long)i, sl[i].name, want[i].name);
             goto done;
         }
     *cfg = c;

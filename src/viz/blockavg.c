@@ -13,23 +13,28 @@ struct attn_blockavg {
     int64_t *count;
 };
 
-attn_status attn_blockavg_create(int64_t Lq, int64_t Lk, int64_t b,
-                                 int64_t h, int64_t max_cells,
-                                 attn_blockavg **out) {
+attn_status attn_blockavg_create(int64_t Lq, int64_t Lk, int64_t b, int64_t h,
+                                 int64_t max_cells, attn_blockavg **out) {
     if (!out) return attn__fail(ATTN_E_INVALID, "out is NULL");
     *out = NULL;
     if (Lq < 1 || Lk < 1 || max_cells < 1 || b < 0 || h < 0)
-        return attn__fail(ATTN_E_INVALID, "blockavg needs Lq, Lk, max_cells "
-                          ">= 1 and b, h >= 0 (got %lld, %lld, %lld, %lld, %lld)",
-                          (long long)Lq, (long long)Lk, (long long)max_cells,
-                          (long long)b, (long long)h);
-    const int64_t fr = attn__viz_block(Lq, max_cells), fc = attn__viz_block(Lk, max_cells);
-    const int64_t rows = attn__viz_ceil_div(Lq, fr), cols = attn__viz_ceil_div(Lk, fc);
+        return attn__fail(
+            ATTN_E_INVALID,
+            "blockavg needs Lq, Lk, max_cells "
+            ">= 1 and b, h >= 0 (got %lld, %lld, %lld, %lld, %lld)",
+            (long long)Lq, (long long)Lk, (long long)max_cells, (long long)b,
+            (long long)h);
+    const int64_t fr = attn__viz_block(Lq, max_cells),
+                  fc = attn__viz_block(Lk, max_cells);
+    const int64_t rows = attn__viz_ceil_div(Lq, fr),
+                  cols = attn__viz_ceil_div(Lk, fc);
     int64_t cells;
     if (!attn__mul_i64(rows, cols, &cells) ||
         (uint64_t)cells > SIZE_MAX / sizeof(double))
-        return attn__fail(ATTN_E_NOMEM, "blockavg map of %lld x %lld blocks "
-                          "overflows", (long long)rows, (long long)cols);
+        return attn__fail(ATTN_E_NOMEM,
+                          "blockavg map of %lld x %lld blocks "
+                          "overflows",
+                          (long long)rows, (long long)cols);
     const size_t n = (size_t)cells;
     attn_blockavg *a = attn__alloc(1, sizeof *a, "blockavg");
     if (!a) return ATTN_E_NOMEM;
@@ -53,9 +58,8 @@ void attn_blockavg_free(attn_blockavg *a) {
     attn__free(a);
 }
 
-int attn_blockavg_tile(void *user, int64_t b, int64_t h, int64_t q0,
-                       int64_t nq, int64_t k0, int64_t nk, const float *w,
-                       int64_t ldw) {
+int attn_blockavg_tile(void *user, int64_t b, int64_t h, int64_t q0, int64_t nq,
+                       int64_t k0, int64_t nk, const float *w, int64_t ldw) {
     attn_blockavg *a = user;
     if (!a || !w || b != a->b || h != a->h) return 0;
     /* clip the tile to the map: a tile never writes outside the blocks */
@@ -96,7 +100,8 @@ attn_status attn_blockavg_size(const attn_blockavg *a, int64_t *rows,
 attn_status attn_blockavg_result(const attn_blockavg *a, float *map,
                                  uint8_t *seen) {
     if (!a || !map)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", a ? "map" : "accumulator");
+        return attn__fail(ATTN_E_INVALID, "%s is NULL",
+                          a ? "map" : "accumulator");
     for (int64_t i = 0; i < a->rows * a->cols; i++) {
         map[i] = a->count[i] ? (float)(a->sum[i] / (double)a->count[i]) : 0.0f;
         if (seen) seen[i] = a->count[i] > 0;
@@ -107,15 +112,18 @@ attn_status attn_blockavg_result(const attn_blockavg *a, float *map,
 attn_status attn_blockavg_visible(const attn_blockavg *a, const attn_mask *mask,
                                   int64_t B, int64_t H, uint8_t *visible) {
     if (!a || !visible)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", a ? "visible" : "accumulator");
+        return attn__fail(ATTN_E_INVALID, "%s is NULL",
+                          a ? "visible" : "accumulator");
     if (!mask) {
         memset(visible, 1, (size_t)(a->rows * a->cols));
         return ATTN_OK;
     }
     if (a->b >= B || a->h >= H)
-        return attn__fail(ATTN_E_SHAPE, "the accumulator's map (%lld, %lld) is "
-                          "outside (B, H) = (%lld, %lld)", (long long)a->b,
-                          (long long)a->h, (long long)B, (long long)H);
+        return attn__fail(ATTN_E_SHAPE,
+                          "the accumulator's map (%lld, %lld) is "
+                          "outside (B, H) = (%lld, %lld)",
+                          (long long)a->b, (long long)a->h, (long long)B,
+                          (long long)H);
     attn_status st = attn_mask_check(mask, B, H, a->Lq, a->Lk);
     if (st != ATTN_OK) return st;
     for (int64_t r = 0; r < a->rows; r++)
@@ -123,9 +131,12 @@ attn_status attn_blockavg_visible(const attn_blockavg *a, const attn_mask *mask,
             int any = 0;
             /* stops at the first visible pair: only fully masked blocks
              * are scanned to the end */
-            for (int64_t i = r * a->fr; !any && i < a->Lq && i < (r + 1) * a->fr; i++)
-                for (int64_t j = c * a->fc; j < a->Lk && j < (c + 1) * a->fc; j++)
-                    if (attn_mask_visible(mask, a->b, a->h, i, j, a->Lq, a->Lk)) {
+            for (int64_t i = r * a->fr;
+                 !any && i < a->Lq && i < (r + 1) * a->fr; i++)
+                for (int64_t j = c * a->fc; j < a->Lk && j < (c + 1) * a->fc;
+                     j++)
+                    if (attn_mask_visible(mask, a->b, a->h, i, j, a->Lq,
+                                          a->Lk)) {
                         any = 1;
                         break;
                     }

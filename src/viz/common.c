@@ -29,23 +29,26 @@ attn_status attn__viz_check_weights(const attn_tensor *w, const char *name) {
     if (st != ATTN_OK) return st;
     if (w->dtype != ATTN_F32 && w->dtype != ATTN_F64 && w->dtype != ATTN_F16 &&
         w->dtype != ATTN_BF16)
-        return attn__fail(ATTN_E_DTYPE, "%s has dtype %s; weights are f32, "
-                          "f64, f16 or bf16", name, attn_dtype_name(w->dtype));
+        return attn__fail(ATTN_E_DTYPE,
+                          "%s has dtype %s; weights are f32, "
+                          "f64, f16 or bf16",
+                          name, attn_dtype_name(w->dtype));
     return ATTN_OK;
 }
 
 attn_status attn__viz_map_load(const attn_tensor *w, int64_t b, int64_t h,
-                          const attn_mask *mask, const char *name,
-                          viz_map *out) {
+                               const attn_mask *mask, const char *name,
+                               viz_map *out) {
     if (!out) return attn__fail(ATTN_E_INVALID, "map output is NULL");
     memset(out, 0, sizeof *out);
     attn_status st = attn__viz_check_weights(w, name);
     if (st != ATTN_OK) return st;
     if (b < 0 || b >= w->shape[0] || h < 0 || h >= w->shape[1])
-        return attn__fail(ATTN_E_SHAPE, "map (%lld, %lld) is outside %s of "
-                          "shape (%lld, %lld, ...)", (long long)b,
-                          (long long)h, name, (long long)w->shape[0],
-                          (long long)w->shape[1]);
+        return attn__fail(ATTN_E_SHAPE,
+                          "map (%lld, %lld) is outside %s of "
+                          "shape (%lld, %lld, ...)",
+                          (long long)b, (long long)h, name,
+                          (long long)w->shape[0], (long long)w->shape[1]);
     int64_t R = w->shape[2], C = w->shape[3];
     if (mask) {
         st = attn_mask_check(mask, w->shape[0], w->shape[1], R, C);
@@ -85,7 +88,8 @@ attn_status attn__viz_map_shrink(viz_map *m, int64_t max_cells) {
     int64_t fr = attn__viz_block(m->rows, max_cells);
     int64_t fc = attn__viz_block(m->cols, max_cells);
     if (fr == 1 && fc == 1) return ATTN_OK;
-    int64_t R = attn__viz_ceil_div(m->rows, fr), C = attn__viz_ceil_div(m->cols, fc);
+    int64_t R = attn__viz_ceil_div(m->rows, fr),
+            C = attn__viz_ceil_div(m->cols, fc);
     double *v = attn__alloc((size_t)(R * C), sizeof(double), "block map");
     uint8_t *hid = attn__alloc((size_t)(R * C), 1, "block map mask");
     if (!v || !hid) {
@@ -176,7 +180,7 @@ attn_status attn_colormap_rgb(attn_colormap cmap, double t, uint8_t rgb[3]) {
 }
 
 void attn__viz_color(attn_colormap cmap, double v, int hidden, double lo,
-                double hi, double rgb[3]) {
+                     double hi, double rgb[3]) {
     if (hidden) {
         attn__viz_rgb_hex(ATTN_RGB_MASKED, rgb);
         return;
@@ -189,7 +193,7 @@ void attn__viz_color(attn_colormap cmap, double v, int hidden, double lo,
 }
 
 void attn__viz_auto_scale(const viz_map *maps, int n, attn_colormap cmap,
-                     double *lo, double *hi) {
+                          double *lo, double *hi) {
     double mn = INFINITY, mx = -INFINITY;
     for (int k = 0; k < n; k++) {
         int64_t cnt = maps[k].rows * maps[k].cols;
@@ -241,12 +245,17 @@ static int ends_with(const char *s, const char *suf) {
 
 attn_status attn__viz_kind_of(const char *path, viz_kind *kind) {
     if (!path || !path[0]) return attn__fail(ATTN_E_INVALID, "path is empty");
-    if (ends_with(path, ".png")) *kind = VIZ_PNG;
-    else if (ends_with(path, ".svg")) *kind = VIZ_SVG;
-    else if (ends_with(path, ".pdf")) *kind = VIZ_PDF;
+    if (ends_with(path, ".png"))
+        *kind = VIZ_PNG;
+    else if (ends_with(path, ".svg"))
+        *kind = VIZ_SVG;
+    else if (ends_with(path, ".pdf"))
+        *kind = VIZ_PDF;
     else
-        return attn__fail(ATTN_E_INVALID, "'%s': the extension must be .png, "
-                          ".svg or .pdf", path);
+        return attn__fail(ATTN_E_INVALID,
+                          "'%s': the extension must be .png, "
+                          ".svg or .pdf",
+                          path);
     return ATTN_OK;
 }
 
@@ -270,13 +279,15 @@ static cairo_status_t collect(void *closure, const unsigned char *data,
 }
 
 attn_status attn__viz_doc_begin(viz_doc *doc, const char *path, double width,
-                           double height) {
+                                double height) {
     memset(doc, 0, sizeof *doc);
     attn_status st = attn__viz_kind_of(path, &doc->kind);
     if (st != ATTN_OK) return st;
     if (!(width >= 1 && height >= 1 && width <= 32000 && height <= 32000))
-        return attn__fail(ATTN_E_INVALID, "picture of %.0f x %.0f pixels is "
-                          "out of range (1..32000)", width, height);
+        return attn__fail(ATTN_E_INVALID,
+                          "picture of %.0f x %.0f pixels is "
+                          "out of range (1..32000)",
+                          width, height);
     doc->path = path;
     doc->width = ceil(width);
     doc->height = ceil(height);
@@ -298,7 +309,8 @@ attn_status attn__viz_doc_begin(viz_doc *doc, const char *path, double width,
         break;
     }
     if (cairo_surface_status(doc->surface) != CAIRO_STATUS_SUCCESS) {
-        const char *why = cairo_status_to_string(cairo_surface_status(doc->surface));
+        const char *why =
+            cairo_status_to_string(cairo_surface_status(doc->surface));
         attn__viz_doc_abort(doc);
         return attn__fail(ATTN_E_NOMEM, "cannot create the surface of '%s': %s",
                           path, why);
@@ -324,12 +336,18 @@ void attn__viz_doc_abort(viz_doc *doc) {
 static void xml_escape(viz_buf *b, const char *s) {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '<') attn__viz_bput(b, "&lt;", 4);
-        else if (c == '>') attn__viz_bput(b, "&gt;", 4);
-        else if (c == '&') attn__viz_bput(b, "&amp;", 5);
-        else if (c == '"') attn__viz_bput(b, "&quot;", 6);
-        else if (c < 0x20) attn__viz_bput(b, " ", 1);
-        else attn__viz_bput(b, s, 1);
+        if (c == '<')
+            attn__viz_bput(b, "&lt;", 4);
+        else if (c == '>')
+            attn__viz_bput(b, "&gt;", 4);
+        else if (c == '&')
+            attn__viz_bput(b, "&amp;", 5);
+        else if (c == '"')
+            attn__viz_bput(b, "&quot;", 6);
+        else if (c < 0x20)
+            attn__viz_bput(b, " ", 1);
+        else
+            attn__viz_bput(b, s, 1);
     }
 }
 
@@ -346,14 +364,14 @@ static attn_status write_svg(viz_doc *doc) {
     memset(&b, 0, sizeof b);
     attn__viz_bput(&b, (const char *)doc->bytes, end);
     attn__viz_bprintf(&b, "<g id=\"attn-text\" fill-opacity=\"0\" "
-                 "font-family=\"DejaVu Sans\">\n");
+                          "font-family=\"DejaVu Sans\">\n");
     for (size_t i = 0; i < doc->n_items; i++) {
         const viz_text_item *t = &doc->items[i];
         attn__viz_bprintf(&b, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"%.1f\"",
-                     t->x, t->y, t->size);
+                          t->x, t->y, t->size);
         if (t->angle != 0)
-            attn__viz_bprintf(&b, " transform=\"rotate(%.1f %.2f %.2f)\"", t->angle,
-                         t->x, t->y);
+            attn__viz_bprintf(&b, " transform=\"rotate(%.1f %.2f %.2f)\"",
+                              t->angle, t->x, t->y);
         attn__viz_bput(&b, ">", 1);
         xml_escape(&b, t->s);
         attn__viz_bput(&b, "</text>\n", 8);
@@ -361,9 +379,10 @@ static attn_status write_svg(viz_doc *doc) {
     attn__viz_bput(&b, "</g>\n", 5);
     attn__viz_bput(&b, (const char *)doc->bytes + end, doc->len - end);
     attn_status st =
-        b.oom ? attn__fail(ATTN_E_NOMEM, "'%s': out of memory writing SVG",
-                           doc->path)
-              : attn__write_atomic(doc->path, (const unsigned char *)b.s, b.len);
+        b.oom
+            ? attn__fail(ATTN_E_NOMEM, "'%s': out of memory writing SVG",
+                         doc->path)
+            : attn__write_atomic(doc->path, (const unsigned char *)b.s, b.len);
     attn__viz_buf_free(&b);
     return st;
 }
@@ -415,8 +434,8 @@ double attn__viz_text_width(cairo_t *cr, const char *s) {
     return e.x_advance;
 }
 
-void attn__viz_text(viz_doc *doc, const char *s, double x, double y, double size,
-               int bold, double angle, double ax, double ay) {
+void attn__viz_text(viz_doc *doc, const char *s, double x, double y,
+                    double size, int bold, double angle, double ax, double ay) {
     cairo_t *cr = doc->cr;
     attn__viz_font(cr, size, bold);
     cairo_font_extents_t fe;
@@ -435,7 +454,7 @@ void attn__viz_text(viz_doc *doc, const char *s, double x, double y, double size
     if (doc->n_items == doc->cap_items) {
         size_t cap = doc->cap_items ? 2 * doc->cap_items : 64;
         if (!attn__viz_grow((void **)&doc->items, doc->n_items, cap,
-                       sizeof *doc->items)) {
+                            sizeof *doc->items)) {
             doc->items_oom = 1;
             return;
         }

@@ -33,19 +33,25 @@ attn_status attn_geometry_write(const char *path, const double a[2],
                                 const char *b_name) {
     if (!path || !a || !b)
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !path ? "path" : !a ? "a" : "b");
+                          !path ? "path"
+                          : !a  ? "a"
+                                : "b");
     for (int i = 0; i < 2; i++)
         if (!isfinite(a[i]) || !isfinite(b[i]) || fabs(a[i]) > 1e6 ||
             fabs(b[i]) > 1e6)
-            return attn__fail(ATTN_E_INVALID, "vector component %d (a %g, b %g) "
-                              "is not finite or beyond 1e6", i, a[i], b[i]);
+            return attn__fail(ATTN_E_INVALID,
+                              "vector component %d (a %g, b %g) "
+                              "is not finite or beyond 1e6",
+                              i, a[i], b[i]);
     if (!a_name) a_name = "a";
     if (!b_name) b_name = "b";
     double dot = a[0] * b[0] + a[1] * b[1];
     double na = hypot(a[0], a[1]), nb = hypot(b[0], b[1]);
     char title[160], cosb[32];
-    if (na > 0 && nb > 0) snprintf(cosb, sizeof cosb, "%.3f", dot / (na * nb));
-    else snprintf(cosb, sizeof cosb, "n/a");
+    if (na > 0 && nb > 0)
+        snprintf(cosb, sizeof cosb, "%.3f", dot / (na * nb));
+    else
+        snprintf(cosb, sizeof cosb, "n/a");
     snprintf(title, sizeof title, "%s \xc2\xb7 %s = %.3g,  cos \xce\xb8 = %s",
              a_name, b_name, dot, cosb);
 
@@ -61,8 +67,8 @@ attn_status attn_geometry_write(const char *path, const double a[2],
     attn_status st = attn__viz_doc_begin(&doc, path, W, H);
     if (st != ATTN_OK) return st;
     cairo_t *cr = doc.cr;
-#define PX(x) (margin + ((x) - lo) / (hi - lo) * side)
-#define PY(y) (top + side - ((y) - lo) / (hi - lo) * side)
+#define PX(x) (margin + ((x)-lo) / (hi - lo) * side)
+#define PY(y) (top + side - ((y)-lo) / (hi - lo) * side)
     char buf[32];
     cairo_set_line_width(cr, 1);
     for (double t = lo; t <= hi + step * 1e-9; t += step) {
@@ -89,7 +95,8 @@ attn_status attn_geometry_write(const char *path, const double a[2],
     snprintf(la, sizeof la, "%s = (%g, %g)", a_name, a[0], a[1]);
     snprintf(lb, sizeof lb, "%s = (%g, %g)", b_name, b[0], b[1]);
     attn__viz_font(cr, 12, 0);
-    double lw = fmax(attn__viz_text_width(cr, la), attn__viz_text_width(cr, lb)) + 40;
+    double lw =
+        fmax(attn__viz_text_width(cr, la), attn__viz_text_width(cr, lb)) + 40;
     double lx = PX(lo) + 8, ly = PY(hi) + 8;
     cairo_set_source_rgba(cr, 1, 1, 1, 0.9);
     cairo_rectangle(cr, lx, ly, lw, 46);

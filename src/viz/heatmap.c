@@ -21,8 +21,10 @@ static attn_status check_opts(const attn_heatmap_opts *o) {
         return attn__fail(ATTN_E_INVALID, "opts.cmap %d is not a colour map",
                           (int)o->cmap);
     if (o->max_cells < 8 || o->max_cells > 4096)
-        return attn__fail(ATTN_E_INVALID, "opts.max_cells %d is outside "
-                          "8..4096", o->max_cells);
+        return attn__fail(ATTN_E_INVALID,
+                          "opts.max_cells %d is outside "
+                          "8..4096",
+                          o->max_cells);
     if (o->cell_px < 0 || o->cell_px > 256)
         return attn__fail(ATTN_E_INVALID, "opts.cell_px %d is outside 0..256",
                           o->cell_px);
@@ -30,9 +32,10 @@ static attn_status check_opts(const attn_heatmap_opts *o) {
         return attn__fail(ATTN_E_INVALID, "opts.annotate %d is not -1, 0 or 1",
                           o->annotate);
     if (o->x_extent < 0 || o->y_extent < 0)
-        return attn__fail(ATTN_E_INVALID, "opts.x_extent %lld / y_extent %lld "
-                          "is negative", (long long)o->x_extent,
-                          (long long)o->y_extent);
+        return attn__fail(ATTN_E_INVALID,
+                          "opts.x_extent %lld / y_extent %lld "
+                          "is negative",
+                          (long long)o->x_extent, (long long)o->y_extent);
     if (isnan(o->vmin) || isnan(o->vmax) || isinf(o->vmin) || isinf(o->vmax))
         return attn__fail(ATTN_E_INVALID, "opts.vmin/vmax must be finite");
     return ATTN_OK;
@@ -91,8 +94,10 @@ static void measure_maps(const panel_data *pd, int n, layout *L) {
         if (pd[k].map.cols > L->max_c) L->max_c = pd[k].map.cols;
         int64_t cnt = pd[k].map.rows * pd[k].map.cols;
         for (int64_t i = 0; i < cnt; i++) {
-            if (pd[k].map.hidden[i]) L->any_hidden = 1;
-            else if (!isfinite(pd[k].map.v[i])) L->any_nan = 1;
+            if (pd[k].map.hidden[i])
+                L->any_hidden = 1;
+            else if (!isfinite(pd[k].map.v[i]))
+                L->any_nan = 1;
         }
     }
 }
@@ -131,7 +136,8 @@ static int measure_labels(cairo_t *cr, const panel_data *pd, int n,
     L->ylabels = o->y_labels && unshrunk_y && cell >= 8;
     /* one size for the texts around the map: ticks, axis titles and the
      * colour bar read as large as the token labels beside them */
-    if ((L->xlabels || L->ylabels) && L->lab_fs > L->tick_fs) L->tick_fs = L->lab_fs;
+    if ((L->xlabels || L->ylabels) && L->lab_fs > L->tick_fs)
+        L->tick_fs = L->lab_fs;
 
     attn__viz_font(cr, L->lab_fs, 0);
     cairo_font_extents_t fe;
@@ -186,7 +192,8 @@ static void measure_annotations(cairo_t *cr, const attn_heatmap_opts *o,
     if (o->annotate == 1)
         L->annotate = unshrunk && cell >= 14;
     else if (o->annotate == -1)
-        L->annotate = unshrunk && L->max_r <= 12 && L->max_c <= 12 && cell >= 24;
+        L->annotate =
+            unshrunk && L->max_r <= 12 && L->max_c <= 12 && cell >= 24;
     if (L->annotate) {
         L->ann_fs = fmin(13, fmax(6, cell * 0.28));
         attn__viz_font(cr, L->ann_fs, 0);
@@ -197,8 +204,7 @@ static void measure_annotations(cairo_t *cr, const attn_heatmap_opts *o,
 }
 
 /* One panel's slot: its map with labels, axis titles and panel title. */
-static void measure_slots(cairo_t *cr, const panel_data *pd, int n,
-                          layout *L) {
+static void measure_slots(cairo_t *cr, const panel_data *pd, int n, layout *L) {
     const double cell = L->cell;
     double ytitle_w = L->y_title[0] ? L->tick_fs + 10 : 0;
     double xtitle_h = L->x_title[0] ? L->tick_fs + 10 : 0;
@@ -221,8 +227,7 @@ static void measure_slots(cairo_t *cr, const panel_data *pd, int n,
 }
 
 /* The page: the grid of slots under the title, and the colour bar. */
-static void measure_page(cairo_t *cr, const attn_heatmap_opts *o,
-                         layout *L) {
+static void measure_page(cairo_t *cr, const attn_heatmap_opts *o, layout *L) {
     L->margin = 10;
     double title_w = 0;
     if (o->title && o->title[0]) {
@@ -257,9 +262,11 @@ static void measure_page(cairo_t *cr, const attn_heatmap_opts *o,
         if (o->colorbar_label && o->colorbar_label[0]) {
             /* written downwards beside the tick labels, centred on the bar */
             L->cb_label_x = L->cb_x + L->cb_w + 8 + lw + 6;
-            L->width = fmax(L->width, L->cb_label_x + L->tick_fs + 4 + L->margin);
+            L->width =
+                fmax(L->width, L->cb_label_x + L->tick_fs + 4 + L->margin);
             double lw2 = attn__viz_text_width(cr, o->colorbar_label);
-            L->height = fmax(L->height, L->cb_y + L->cb_h / 2 + lw2 / 2 + L->margin);
+            L->height =
+                fmax(L->height, L->cb_y + L->cb_h / 2 + lw2 / 2 + L->margin);
         }
         double bottom_cb = L->cb_y + L->cb_h + 10 +
                            (L->any_hidden + L->any_nan) * 18 + L->margin;
@@ -358,7 +365,8 @@ static void draw_panel(viz_doc *doc, const panel_data *p, double sx, double sy,
      * previous drawing (white paint, a grey border) would carry over */
     if (p->title && p->title[0]) {
         cairo_set_source_rgb(cr, 0, 0, 0);
-        attn__viz_text(doc, p->title, x0 + pw / 2, y0 - 5, L->ptitle_fs, 0, 0, 0.5, 1);
+        attn__viz_text(doc, p->title, x0 + pw / 2, y0 - 5, L->ptitle_fs, 0, 0,
+                       0.5, 1);
     }
     draw_cells(doc, m, x0, y0, L, o->cmap);
     cairo_set_source_rgb(cr, 0.3, 0.3, 0.3);
@@ -374,18 +382,24 @@ static void draw_panel(viz_doc *doc, const panel_data *p, double sx, double sy,
                 int64_t at = i * m->cols + j;
                 double v = m->v[at];
                 if (m->hidden[at]) continue;
-                if (isnan(v)) snprintf(buf, sizeof buf, "NaN");
-                else if (isinf(v)) snprintf(buf, sizeof buf, v > 0 ? "Inf" : "-Inf");
-                else snprintf(buf, sizeof buf, L->ann_fmt, v);
+                if (isnan(v))
+                    snprintf(buf, sizeof buf, "NaN");
+                else if (isinf(v))
+                    snprintf(buf, sizeof buf, v > 0 ? "Inf" : "-Inf");
+                else
+                    snprintf(buf, sizeof buf, L->ann_fmt, v);
                 /* a value that rounds to zero shows "0.00", not "-0.00" */
                 if (buf[0] == '-' && strspn(buf + 1, "0.") == strlen(buf + 1))
                     memmove(buf, buf + 1, strlen(buf));
                 attn__viz_color(o->cmap, v, 0, L->lo, L->hi, c);
                 double lum = 0.299 * c[0] + 0.587 * c[1] + 0.114 * c[2];
-                if (lum < 0.5) cairo_set_source_rgb(cr, 1, 1, 1);
-                else cairo_set_source_rgb(cr, 0, 0, 0);
-                attn__viz_text(doc, buf, x0 + (j + 0.5) * cell, y0 + (i + 0.5) * cell,
-                          L->ann_fs, 0, 0, 0.5, 0.5);
+                if (lum < 0.5)
+                    cairo_set_source_rgb(cr, 1, 1, 1);
+                else
+                    cairo_set_source_rgb(cr, 0, 0, 0);
+                attn__viz_text(doc, buf, x0 + (j + 0.5) * cell,
+                               y0 + (i + 0.5) * cell, L->ann_fs, 0, 0, 0.5,
+                               0.5);
             }
     }
 
@@ -396,8 +410,11 @@ static void draw_panel(viz_doc *doc, const panel_data *p, double sx, double sy,
         for (int64_t j = 0; j < m->cols; j++) {
             const char *s = o->x_labels[j] ? o->x_labels[j] : "";
             double x = x0 + (j + 0.5) * cell;
-            if (L->xrot) attn__viz_text(doc, s, x, y0 + ph + 4, L->lab_fs, 0, -90, 1, 0.5);
-            else attn__viz_text(doc, s, x, y0 + ph + 4, L->lab_fs, 0, 0, 0.5, 0);
+            if (L->xrot)
+                attn__viz_text(doc, s, x, y0 + ph + 4, L->lab_fs, 0, -90, 1,
+                               0.5);
+            else
+                attn__viz_text(doc, s, x, y0 + ph + 4, L->lab_fs, 0, 0, 0.5, 0);
         }
     } else {
         double step = attn__viz_nice_step((double)p->ext_x, pw < 200 ? 4 : 8);
@@ -415,7 +432,8 @@ static void draw_panel(viz_doc *doc, const panel_data *p, double sx, double sy,
     if (L->ylabels) {
         for (int64_t i = 0; i < m->rows; i++) {
             const char *s = o->y_labels[i] ? o->y_labels[i] : "";
-            attn__viz_text(doc, s, x0 - 4, y0 + (i + 0.5) * cell, L->lab_fs, 0, 0, 1, 0.5);
+            attn__viz_text(doc, s, x0 - 4, y0 + (i + 0.5) * cell, L->lab_fs, 0,
+                           0, 1, 0.5);
         }
     } else {
         double step = attn__viz_nice_step((double)p->ext_y, ph < 200 ? 4 : 8);
@@ -431,10 +449,11 @@ static void draw_panel(viz_doc *doc, const panel_data *p, double sx, double sy,
     }
     cairo_set_source_rgb(cr, 0, 0, 0);
     if (L->x_title[0])
-        attn__viz_text(doc, L->x_title, x0 + pw / 2, y0 + ph + 6 + L->xlab_h + 2,
-                  L->tick_fs, 0, 0, 0.5, 0);
+        attn__viz_text(doc, L->x_title, x0 + pw / 2,
+                       y0 + ph + 6 + L->xlab_h + 2, L->tick_fs, 0, 0, 0.5, 0);
     if (L->y_title[0])
-        attn__viz_text(doc, L->y_title, sx + 2, y0 + ph / 2, L->tick_fs, 0, -90, 0.5, 0);
+        attn__viz_text(doc, L->y_title, sx + 2, y0 + ph / 2, L->tick_fs, 0, -90,
+                       0.5, 0);
 }
 
 static void draw_colorbar(viz_doc *doc, const layout *L,
@@ -444,7 +463,8 @@ static void draw_colorbar(viz_doc *doc, const layout *L,
     cairo_pattern_t *g = cairo_pattern_create_linear(0, y + h, 0, y);
     for (int i = 0; i <= 32; i++) {
         double t = i / 32.0;
-        attn__viz_color(o->cmap, L->lo + t * (L->hi - L->lo), 0, L->lo, L->hi, c);
+        attn__viz_color(o->cmap, L->lo + t * (L->hi - L->lo), 0, L->lo, L->hi,
+                        c);
         cairo_pattern_add_color_stop_rgb(g, t, c[0], c[1], c[2]);
     }
     cairo_rectangle(cr, x, y, w, h);
@@ -468,8 +488,8 @@ static void draw_colorbar(viz_doc *doc, const layout *L,
         attn__viz_text(doc, buf, x + w + 6, ty, L->tick_fs, 0, 0, 0, 0.5);
     }
     if (L->cb_label_x > 0)
-        attn__viz_text(doc, o->colorbar_label, L->cb_label_x, y + h / 2, L->tick_fs,
-                  0, 90, 0.5, 1);
+        attn__viz_text(doc, o->colorbar_label, L->cb_label_x, y + h / 2,
+                       L->tick_fs, 0, 90, 0.5, 1);
     double ly = y + h + 12;
     for (int k = 0; k < 2; k++) {
         if (k == 0 && !L->any_hidden) continue;
@@ -480,7 +500,7 @@ static void draw_colorbar(viz_doc *doc, const layout *L,
         cairo_fill(cr);
         cairo_set_source_rgb(cr, 0, 0, 0);
         attn__viz_text(doc, k == 0 ? "masked" : "NaN", x + w + 6, ly + 6,
-                  L->tick_fs, 0, 0, 0, 0.5);
+                       L->tick_fs, 0, 0, 0, 0.5);
         ly += 18;
     }
 }
@@ -502,8 +522,10 @@ static attn_status figure(const char *path, const attn_panel *panels, int n,
         if (st != ATTN_OK) return st;
     }
     if (!panels || n < 1 || n > 4096)
-        return attn__fail(ATTN_E_INVALID, "a figure needs 1..4096 panels, got "
-                          "%d%s", n, panels ? "" : " (panels is NULL)");
+        return attn__fail(ATTN_E_INVALID,
+                          "a figure needs 1..4096 panels, got "
+                          "%d%s",
+                          n, panels ? "" : " (panels is NULL)");
     if (ncols < 1) return attn__fail(ATTN_E_INVALID, "ncols %d < 1", ncols);
     if (ncols > n) ncols = n;
     st = check_opts(opts);
@@ -515,22 +537,28 @@ static attn_status figure(const char *path, const attn_panel *panels, int n,
     for (int k = 0; k < n && st == ATTN_OK; k++) {
         const attn_panel *p = &panels[k];
         const attn_mask *mask = p->mask ? p->mask : opts->mask;
-        st = attn__viz_map_load(p->w, p->b, p->h, mask, "panel map", &pd[k].map);
+        st =
+            attn__viz_map_load(p->w, p->b, p->h, mask, "panel map", &pd[k].map);
         if (st != ATTN_OK) break;
         if (k > 0 && opts->x_labels && pd[k].map.cols != pd[0].map.cols)
-            st = attn__fail(ATTN_E_SHAPE, "panel %d has %lld keys but panel 0 "
-                            "has %lld: labels need equal shapes", k,
-                            (long long)pd[k].map.cols, (long long)pd[0].map.cols);
+            st = attn__fail(ATTN_E_SHAPE,
+                            "panel %d has %lld keys but panel 0 "
+                            "has %lld: labels need equal shapes",
+                            k, (long long)pd[k].map.cols,
+                            (long long)pd[0].map.cols);
         if (k > 0 && opts->y_labels && pd[k].map.rows != pd[0].map.rows)
-            st = attn__fail(ATTN_E_SHAPE, "panel %d has %lld queries but panel "
-                            "0 has %lld: labels need equal shapes", k,
-                            (long long)pd[k].map.rows, (long long)pd[0].map.rows);
+            st = attn__fail(ATTN_E_SHAPE,
+                            "panel %d has %lld queries but panel "
+                            "0 has %lld: labels need equal shapes",
+                            k, (long long)pd[k].map.rows,
+                            (long long)pd[0].map.rows);
         if (st != ATTN_OK) break;
         int64_t R = pd[k].map.rows, C = pd[k].map.cols;
         pd[k].ext_x = opts->x_extent > 0 ? opts->x_extent : C;
         pd[k].ext_y = opts->y_extent > 0 ? opts->y_extent : R;
         if (pd[k].ext_x < C || pd[k].ext_y < R) {
-            st = attn__fail(ATTN_E_INVALID, "opts.x_extent/y_extent (%lld, %lld) "
+            st = attn__fail(ATTN_E_INVALID,
+                            "opts.x_extent/y_extent (%lld, %lld) "
                             "is smaller than the map (%lld x %lld)",
                             (long long)pd[k].ext_x, (long long)pd[k].ext_y,
                             (long long)R, (long long)C);
@@ -560,8 +588,8 @@ static attn_status figure(const char *path, const attn_panel *panels, int n,
         if (path && st == ATTN_OK) {
             if (opts->title && opts->title[0]) {
                 cairo_set_source_rgb(doc.cr, 0, 0, 0);
-                attn__viz_text(&doc, opts->title, L.width / 2, L.margin, L.title_fs,
-                          1, 0, 0.5, 0);
+                attn__viz_text(&doc, opts->title, L.width / 2, L.margin,
+                               L.title_fs, 1, 0, 0.5, 0);
             }
             for (int k = 0; k < n; k++)
                 draw_panel(&doc, &pd[k], L.margin + (k % ncols) * L.slot_w,
@@ -575,8 +603,8 @@ static attn_status figure(const char *path, const attn_panel *panels, int n,
     return st;
 }
 
-attn_status attn_figure_write(const char *path, const attn_panel *panels,
-                              int n, int ncols, const attn_heatmap_opts *opts) {
+attn_status attn_figure_write(const char *path, const attn_panel *panels, int n,
+                              int ncols, const attn_heatmap_opts *opts) {
     if (!path) return attn__fail(ATTN_E_INVALID, "path is NULL");
     return figure(path, panels, n, ncols, opts, NULL);
 }
@@ -603,8 +631,10 @@ attn_status attn_heatmap_grid_write(const char *path, const attn_tensor *w,
     if (st != ATTN_OK) return st;
     int64_t N = w->shape[0], H = w->shape[1], n;
     if (!attn__mul_i64(N, H, &n) || n > 4096)
-        return attn__fail(ATTN_E_SHAPE, "w has %lld x %lld maps; a grid holds "
-                          "at most 4096", (long long)N, (long long)H);
+        return attn__fail(ATTN_E_SHAPE,
+                          "w has %lld x %lld maps; a grid holds "
+                          "at most 4096",
+                          (long long)N, (long long)H);
     attn_panel *p = attn__alloc((size_t)n, sizeof *p, "panels");
     char *titles = attn__alloc((size_t)n, 64, "titles");
     if (!p || !titles) {
@@ -615,8 +645,11 @@ attn_status attn_heatmap_grid_write(const char *path, const attn_tensor *w,
     for (int64_t i = 0; i < N; i++)
         for (int64_t j = 0; j < H; j++) {
             char *t = titles + (i * H + j) * 64;
-            if (N == 1) snprintf(t, 64, "head %lld", (long long)j);
-            else snprintf(t, 64, "batch %lld, head %lld", (long long)i, (long long)j);
+            if (N == 1)
+                snprintf(t, 64, "head %lld", (long long)j);
+            else
+                snprintf(t, 64, "batch %lld, head %lld", (long long)i,
+                         (long long)j);
             p[i * H + j] = (attn_panel){w, i, j, t, NULL};
         }
     /* one row of heads reads well up to 4; more heads of one layer wrap */
@@ -630,14 +663,17 @@ attn_status attn_heatmap_grid_write(const char *path, const attn_tensor *w,
 attn_status attn_diff_write(const char *path, const attn_tensor *a,
                             const attn_tensor *b,
                             const attn_heatmap_opts *opts) {
-    if (!a || !b) return attn__fail(ATTN_E_INVALID, "%s is NULL", a ? "b" : "a");
+    if (!a || !b)
+        return attn__fail(ATTN_E_INVALID, "%s is NULL", a ? "b" : "a");
     attn_status st = attn_tensor_check(a, "a");
     if (st == ATTN_OK) st = attn_tensor_check(b, "b");
     if (st != ATTN_OK) return st;
     for (int d = 0; d < 4; d++)
         if (a->shape[d] != b->shape[d])
-            return attn__fail(ATTN_E_SHAPE, "a and b differ on axis %d: %lld "
-                              "vs %lld", d, (long long)a->shape[d],
+            return attn__fail(ATTN_E_SHAPE,
+                              "a and b differ on axis %d: %lld "
+                              "vs %lld",
+                              d, (long long)a->shape[d],
                               (long long)b->shape[d]);
     int64_t n = attn_tensor_numel(a);
     if (n <= 0) return attn__fail(ATTN_E_SHAPE, "a has no elements");
@@ -651,13 +687,17 @@ attn_status attn_diff_write(const char *path, const attn_tensor *a,
                     d[at++] = attn_tensor_get(a, i0, i1, i2, i3) -
                               attn_tensor_get(b, i0, i1, i2, i3);
     attn_heatmap_opts o;
-    if (opts) o = *opts;
-    else attn_heatmap_opts_init(&o);
+    if (opts)
+        o = *opts;
+    else
+        attn_heatmap_opts_init(&o);
     o.cmap = ATTN_CMAP_DIVERGING;
     attn_tensor D = attn_tensor_4d(d, ATTN_F64, a->shape[0], a->shape[1],
                                    a->shape[2], a->shape[3]);
-    if (a->shape[0] * a->shape[1] == 1) st = attn_heatmap_write(path, &D, 0, 0, &o);
-    else st = attn_heatmap_grid_write(path, &D, &o);
+    if (a->shape[0] * a->shape[1] == 1)
+        st = attn_heatmap_write(path, &D, 0, 0, &o);
+    else
+        st = attn_heatmap_grid_write(path, &D, &o);
     attn__free(d);
     return st;
 }

@@ -144,20 +144,26 @@ static void json_str(viz_buf *b, const char *s) {
     attn__viz_bput(b, "\"", 1);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') attn__viz_bprintf(b, "\\%c", c);
+        if (c == '"' || c == '\\')
+            attn__viz_bprintf(b, "\\%c", c);
         else if (c < 0x20 || c == '<' || c == '>' || c == '&' || c == 0x7f)
             attn__viz_bprintf(b, "\\u%04x", c);
-        else attn__viz_bput(b, (const char *)&c, 1);
+        else
+            attn__viz_bput(b, (const char *)&c, 1);
     }
     attn__viz_bput(b, "\"", 1);
 }
 
 static void html_text(viz_buf *b, const char *s) {
     for (; *s; s++) {
-        if (*s == '<') attn__viz_bput(b, "&lt;", 4);
-        else if (*s == '>') attn__viz_bput(b, "&gt;", 4);
-        else if (*s == '&') attn__viz_bput(b, "&amp;", 5);
-        else attn__viz_bput(b, s, 1);
+        if (*s == '<')
+            attn__viz_bput(b, "&lt;", 4);
+        else if (*s == '>')
+            attn__viz_bput(b, "&gt;", 4);
+        else if (*s == '&')
+            attn__viz_bput(b, "&amp;", 5);
+        else
+            attn__viz_bput(b, s, 1);
     }
 }
 
@@ -181,20 +187,26 @@ attn_status attn_html_write(const char *path, const attn_tensor *w,
     if (!path || !path[0]) return attn__fail(ATTN_E_INVALID, "path is empty");
     attn_status st = attn__viz_check_weights(w, "w");
     if (st != ATTN_OK) return st;
-    int64_t N = w->shape[0], H = w->shape[1], Lq = w->shape[2], Lk = w->shape[3];
+    int64_t N = w->shape[0], H = w->shape[1], Lq = w->shape[2],
+            Lk = w->shape[3];
     if (Lq > HTML_MAX_TOKENS || Lk > HTML_MAX_TOKENS)
-        return attn__fail(ATTN_E_SHAPE, "the viewer shows up to %d tokens per "
+        return attn__fail(ATTN_E_SHAPE,
+                          "the viewer shows up to %d tokens per "
                           "side, w has %lld x %lld (draw a heatmap instead)",
                           HTML_MAX_TOKENS, (long long)Lq, (long long)Lk);
     int64_t total = attn_tensor_numel(w);
     if (total <= 0 || total > HTML_MAX_VALUES)
-        return attn__fail(ATTN_E_SHAPE, "w holds %lld weights; the viewer embeds "
-                          "at most %d", (long long)total, HTML_MAX_VALUES);
+        return attn__fail(ATTN_E_SHAPE,
+                          "w holds %lld weights; the viewer embeds "
+                          "at most %d",
+                          (long long)total, HTML_MAX_VALUES);
     /* a default title that says what is shown, as the PNG heatmap's */
     char deftitle[160];
-    snprintf(deftitle, sizeof deftitle, "attention weights: %lld x %lld "
-             "tokens, %lld layer%s x %lld head%s", (long long)Lq, (long long)Lk,
-             (long long)N, N == 1 ? "" : "s", (long long)H, H == 1 ? "" : "s");
+    snprintf(deftitle, sizeof deftitle,
+             "attention weights: %lld x %lld "
+             "tokens, %lld layer%s x %lld head%s",
+             (long long)Lq, (long long)Lk, (long long)N, N == 1 ? "" : "s",
+             (long long)H, H == 1 ? "" : "s");
     const char *title = opts && opts->title ? opts->title : deftitle;
     const char *const *qt = opts ? opts->q_tokens : NULL;
     const char *const *kt = opts ? opts->k_tokens : NULL;
@@ -207,9 +219,10 @@ attn_status attn_html_write(const char *path, const attn_tensor *w,
     attn__viz_bput(&b, page_style, sizeof page_style - 1);
     attn__viz_bput(&b, "{\"title\":", 9);
     json_str(&b, title);
-    attn__viz_bprintf(&b, ",\"layers\":%lld,\"heads\":%lld,\"lq\":%lld,\"lk\":%lld,"
-                 "\"q\":", (long long)N, (long long)H, (long long)Lq,
-                 (long long)Lk);
+    attn__viz_bprintf(&b,
+                      ",\"layers\":%lld,\"heads\":%lld,\"lq\":%lld,\"lk\":%lld,"
+                      "\"q\":",
+                      (long long)N, (long long)H, (long long)Lq, (long long)Lk);
     tokens(&b, qt, Lq);
     attn__viz_bput(&b, ",\"k\":", 5);
     tokens(&b, kt, Lk);
@@ -221,8 +234,10 @@ attn_status attn_html_write(const char *path, const attn_tensor *w,
                 for (int64_t j = 0; j < Lk; j++, at++) {
                     double v = attn_tensor_get(w, n, h, i, j);
                     if (at) attn__viz_bput(&b, ",", 1);
-                    if (!isfinite(v)) attn__viz_bput(&b, "null", 4);
-                    else attn__viz_bprintf(&b, "%.4g", v);
+                    if (!isfinite(v))
+                        attn__viz_bput(&b, "null", 4);
+                    else
+                        attn__viz_bprintf(&b, "%.4g", v);
                 }
     attn__viz_bput(&b, "]}", 2);
     attn__viz_bput(&b, page_script, sizeof page_script - 1);

@@ -62,7 +62,8 @@ static attn_stats acc_finish(const acc *a) {
     if (s.entropy_rows && s.entropy_mean <= SATURATED_AT)
         s.verdict |= ATTN_VERDICT_TOO_CONCENTRATED;
     if (s.leak_count) s.verdict |= ATTN_VERDICT_MASK_LEAK;
-    if (s.row_sum_dev_max > ROWSUM_TOL) s.verdict |= ATTN_VERDICT_NOT_NORMALIZED;
+    if (s.row_sum_dev_max > ROWSUM_TOL)
+        s.verdict |= ATTN_VERDICT_NOT_NORMALIZED;
     if (s.nan_count || s.inf_count) s.verdict |= ATTN_VERDICT_NONFINITE;
     return s;
 }
@@ -144,54 +145,69 @@ attn_status attn_stats_compute(const attn_tensor *w, const attn_mask *mask,
 attn_status attn_stats_verdict(const attn_stats *s, char *buf, size_t cap,
                                size_t *len) {
     if (!s) return attn__fail(ATTN_E_INVALID, "stats is NULL");
-    if (!buf && cap) return attn__fail(ATTN_E_INVALID, "buf is NULL but cap is %zu", cap);
-    const unsigned known = ATTN_VERDICT_TOO_UNIFORM | ATTN_VERDICT_TOO_CONCENTRATED |
-                           ATTN_VERDICT_MASK_LEAK | ATTN_VERDICT_NOT_NORMALIZED |
-                           ATTN_VERDICT_NONFINITE;
+    if (!buf && cap)
+        return attn__fail(ATTN_E_INVALID, "buf is NULL but cap is %zu", cap);
+    const unsigned known = ATTN_VERDICT_TOO_UNIFORM |
+                           ATTN_VERDICT_TOO_CONCENTRATED |
+                           ATTN_VERDICT_MASK_LEAK |
+                           ATTN_VERDICT_NOT_NORMALIZED | ATTN_VERDICT_NONFINITE;
     /* unknown flags alone would leave the text empty (and b.s NULL) */
     if (s->verdict & ~known)
-        return attn__fail(ATTN_E_INVALID, "stats verdict 0x%x has unknown flags "
-                          "0x%x", s->verdict, s->verdict & ~known);
+        return attn__fail(ATTN_E_INVALID,
+                          "stats verdict 0x%x has unknown flags "
+                          "0x%x",
+                          s->verdict, s->verdict & ~known);
     viz_buf b;
     memset(&b, 0, sizeof b);
     unsigned v = s->verdict;
     if (!v)
-        attn__viz_bprintf(&b, "looks healthy: rows sum to 1 (largest deviation "
-                     "%.2g), mean normalized entropy %.3f%s, no weight on "
-                     "masked keys, no NaN or Inf.", s->row_sum_dev_max,
-                     s->entropy_mean,
-                     s->entropy_rows && s->entropy_mean <= SHARP_AT
-                         ? " (sharp: most rows put nearly all their weight on "
-                           "one key, as a task that copies or aligns "
-                           "positions wants)"
-                         : "");
+        attn__viz_bprintf(
+            &b,
+            "looks healthy: rows sum to 1 (largest deviation "
+            "%.2g), mean normalized entropy %.3f%s, no weight on "
+            "masked keys, no NaN or Inf.",
+            s->row_sum_dev_max, s->entropy_mean,
+            s->entropy_rows && s->entropy_mean <= SHARP_AT
+                ? " (sharp: most rows put nearly all their weight on "
+                  "one key, as a task that copies or aligns "
+                  "positions wants)"
+                : "");
     if (v & ATTN_VERDICT_TOO_UNIFORM)
-        attn__viz_bprintf(&b, "too uniform: mean normalized entropy %.3f (>= %.2f), "
-                     "rows barely prefer any key; check that queries and keys "
-                     "carry information, the scale (1/sqrt(d) or a "
-                     "temperature) and the embedding size.", s->entropy_mean,
-                     UNIFORM_AT);
+        attn__viz_bprintf(
+            &b,
+            "too uniform: mean normalized entropy %.3f (>= %.2f), "
+            "rows barely prefer any key; check that queries and keys "
+            "carry information, the scale (1/sqrt(d) or a "
+            "temperature) and the embedding size.",
+            s->entropy_mean, UNIFORM_AT);
     if (v & ATTN_VERDICT_TOO_CONCENTRATED)
-        attn__viz_bprintf(&b, "%stoo concentrated: mean normalized entropy %.3f "
-                     "(<= %.2f), rows are one-hot to float precision, a "
-                     "saturated softmax (its gradients vanish); if the "
-                     "scores are not scaled by 1/sqrt(d), scale them (or "
-                     "raise the temperature).",
-                     b.len ? " " : "", s->entropy_mean, SATURATED_AT);
+        attn__viz_bprintf(&b,
+                          "%stoo concentrated: mean normalized entropy %.3f "
+                          "(<= %.2f), rows are one-hot to float precision, a "
+                          "saturated softmax (its gradients vanish); if the "
+                          "scores are not scaled by 1/sqrt(d), scale them (or "
+                          "raise the temperature).",
+                          b.len ? " " : "", s->entropy_mean, SATURATED_AT);
     if (v & ATTN_VERDICT_MASK_LEAK)
-        attn__viz_bprintf(&b, "%smasked leakage: %lld masked positions carry weight "
-                     "(total %.6g, largest %.6g); masked scores must be -inf "
-                     "before the softmax.", b.len ? " " : "",
-                     (long long)s->leak_count, s->leak_total, s->leak_max);
+        attn__viz_bprintf(
+            &b,
+            "%smasked leakage: %lld masked positions carry weight "
+            "(total %.6g, largest %.6g); masked scores must be -inf "
+            "before the softmax.",
+            b.len ? " " : "", (long long)s->leak_count, s->leak_total,
+            s->leak_max);
     if (v & ATTN_VERDICT_NOT_NORMALIZED)
-        attn__viz_bprintf(&b, "%snot normalized: a row sum is off by %.3g; the "
-                     "softmax must run over the key axis (the last one).",
-                     b.len ? " " : "", s->row_sum_dev_max);
+        attn__viz_bprintf(&b,
+                          "%snot normalized: a row sum is off by %.3g; the "
+                          "softmax must run over the key axis (the last one).",
+                          b.len ? " " : "", s->row_sum_dev_max);
     if (v & ATTN_VERDICT_NONFINITE)
-        attn__viz_bprintf(&b, "%snon-finite: %lld NaN and %lld Inf weights; "
-                     "subtract the row maximum before exp and look for rows "
-                     "with every key masked.", b.len ? " " : "",
-                     (long long)s->nan_count, (long long)s->inf_count);
+        attn__viz_bprintf(
+            &b,
+            "%snon-finite: %lld NaN and %lld Inf weights; "
+            "subtract the row maximum before exp and look for rows "
+            "with every key masked.",
+            b.len ? " " : "", (long long)s->nan_count, (long long)s->inf_count);
     if (b.oom) {
         attn__viz_buf_free(&b);
         return attn__fail(ATTN_E_NOMEM, "out of memory writing the verdict");
@@ -214,8 +230,10 @@ attn_status attn_compare_weights(const attn_tensor *a, const attn_tensor *b,
     if (!r) return attn__fail(ATTN_E_INVALID, "result is NULL");
     for (int d = 0; d < 4; d++)
         if (a->shape[d] != b->shape[d])
-            return attn__fail(ATTN_E_SHAPE, "a and b differ on axis %d: %lld "
-                              "vs %lld", d, (long long)a->shape[d],
+            return attn__fail(ATTN_E_SHAPE,
+                              "a and b differ on axis %d: %lld "
+                              "vs %lld",
+                              d, (long long)a->shape[d],
                               (long long)b->shape[d]);
     memset(r, 0, sizeof *r);
     double abs_sum = 0, kl_sum = 0;

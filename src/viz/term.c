@@ -16,8 +16,8 @@ void attn_term_opts_init(attn_term_opts *o) {
 }
 
 static const char shades[] = " .:-=+*#%@";
-#define FULL_BLOCK "\xe2\x96\x88"  /* U+2588 */
-#define UPPER_HALF "\xe2\x96\x80"  /* U+2580 */
+#define FULL_BLOCK "\xe2\x96\x88" /* U+2588 */
+#define UPPER_HALF "\xe2\x96\x80" /* U+2580 */
 
 /* nearest xterm-256 entry: the 6x6x6 cube or the 24 greys */
 static int xterm256(const uint8_t c[3]) {
@@ -55,7 +55,8 @@ static void rgb8(const term *t, double v, int hidden, uint8_t c[3]) {
 
 static void esc(term *t, int bg, const uint8_t c[3]) {
     if (t->color == ATTN_TERM_TRUECOLOR)
-        attn__viz_bprintf(&t->out, "\x1b[%d;2;%d;%d;%dm", bg ? 48 : 38, c[0], c[1], c[2]);
+        attn__viz_bprintf(&t->out, "\x1b[%d;2;%d;%d;%dm", bg ? 48 : 38, c[0],
+                          c[1], c[2]);
     else
         attn__viz_bprintf(&t->out, "\x1b[%d;5;%dm", bg ? 48 : 38, xterm256(c));
 }
@@ -103,8 +104,10 @@ static int put_u8(term *t, const char *s, int max) {
         const char *q = p + 1;
         while (*q && ((unsigned char)*q & 0xc0) == 0x80) q++;
         /* control characters would corrupt the terminal */
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) attn__viz_bput(&t->out, "?", 1);
-        else attn__viz_bput(&t->out, p, (size_t)(q - p));
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            attn__viz_bput(&t->out, "?", 1);
+        else
+            attn__viz_bput(&t->out, p, (size_t)(q - p));
         p = q;
         n++;
     }
@@ -123,7 +126,8 @@ static void scale_line(term *t, int any_hidden, int any_nan) {
     snprintf(lo, sizeof lo, "%.3g", t->lo);
     snprintf(hi, sizeof hi, "%.3g", t->hi);
     attn__viz_bprintf(&t->out, "scale %s ", lo);
-    for (int i = 0; i < 16; i++) cell(t, t->lo + (i + 0.5) / 16 * (t->hi - t->lo), 0, 1);
+    for (int i = 0; i < 16; i++)
+        cell(t, t->lo + (i + 0.5) / 16 * (t->hi - t->lo), 0, 1);
     reset(t);
     attn__viz_bprintf(&t->out, " %s", hi);
     if (any_hidden) {
@@ -142,14 +146,15 @@ static void scale_line(term *t, int any_hidden, int any_nan) {
 }
 
 static void render_cells(term *t, const viz_map *m, const attn_term_opts *o,
-                         int labels_x, int labels_y, int64_t fr,
-                         int64_t fc) {
+                         int labels_x, int labels_y, int64_t fr, int64_t fc) {
     int lw = 1;
     char num[32];
     for (int64_t i = 0; i < m->rows; i++) {
         int n;
-        if (labels_y) n = u8len(o->y_labels[i] ? o->y_labels[i] : "");
-        else n = snprintf(num, sizeof num, "%lld", (long long)(i * fr));
+        if (labels_y)
+            n = u8len(o->y_labels[i] ? o->y_labels[i] : "");
+        else
+            n = snprintf(num, sizeof num, "%lld", (long long)(i * fr));
         if (n > LABEL_MAX) n = LABEL_MAX;
         if (n > lw) lw = n;
     }
@@ -164,15 +169,17 @@ static void render_cells(term *t, const viz_map *m, const attn_term_opts *o,
     /* column numbers written downwards, one digit per line */
     int lines = 0;
     for (int64_t j = 0; j < m->cols; j++) {
-        int n = labels_x ? u8len(o->x_labels[j] ? o->x_labels[j] : "")
-                         : snprintf(num, sizeof num, "%lld", (long long)(j * fc));
+        int n = labels_x
+                    ? u8len(o->x_labels[j] ? o->x_labels[j] : "")
+                    : snprintf(num, sizeof num, "%lld", (long long)(j * fc));
         if (n > lines) lines = n;
     }
     if (lines > XLABEL_MAX) lines = XLABEL_MAX;
     for (int k = 0; k < lines; k++) {
         pad(t, lw + 1);
         for (int64_t j = 0; j < m->cols; j++) {
-            const char *s = labels_x ? (o->x_labels[j] ? o->x_labels[j] : "") : NULL;
+            const char *s =
+                labels_x ? (o->x_labels[j] ? o->x_labels[j] : "") : NULL;
             if (!s) {
                 snprintf(num, sizeof num, "%lld", (long long)(j * fc));
                 s = num;
@@ -183,8 +190,10 @@ static void render_cells(term *t, const viz_map *m, const attn_term_opts *o,
                 p++;
                 while (*p && ((unsigned char)*p & 0xc0) == 0x80) p++;
             }
-            if (*p) put_u8(t, p, 1);
-            else pad(t, 1);
+            if (*p)
+                put_u8(t, p, 1);
+            else
+                pad(t, 1);
             pad(t, 1);
         }
         attn__viz_bput(&t->out, "\n", 1);
@@ -284,8 +293,8 @@ static void render_half(term *t, const viz_map *m, int64_t fr, int64_t fc) {
 }
 
 attn_status attn_term_render(const attn_tensor *w, int64_t b, int64_t h,
-                             const attn_term_opts *opts, char *buf,
-                             size_t cap, size_t *len) {
+                             const attn_term_opts *opts, char *buf, size_t cap,
+                             size_t *len) {
     attn_term_opts def;
     if (!opts) {
         attn_term_opts_init(&def);
@@ -303,8 +312,10 @@ attn_status attn_term_render(const attn_tensor *w, int64_t b, int64_t h,
         return attn__fail(ATTN_E_INVALID, "opts.width %d is outside 20..4096",
                           opts->width);
     if (opts->half_blocks < -1 || opts->half_blocks > 1)
-        return attn__fail(ATTN_E_INVALID, "opts.half_blocks %d is not -1, 0 "
-                          "or 1", opts->half_blocks);
+        return attn__fail(ATTN_E_INVALID,
+                          "opts.half_blocks %d is not -1, 0 "
+                          "or 1",
+                          opts->half_blocks);
     if (!isfinite(opts->vmin) || !isfinite(opts->vmax))
         return attn__fail(ATTN_E_INVALID, "opts.vmin/vmax must be finite");
     viz_map m;
@@ -336,8 +347,10 @@ attn_status attn_term_render(const attn_tensor *w, int64_t b, int64_t h,
     }
     int any_hidden = 0, any_nan = 0;
     for (int64_t i = 0; i < m.rows * m.cols; i++) {
-        if (m.hidden[i]) any_hidden = 1;
-        else if (!isfinite(m.v[i])) any_nan = 1;
+        if (m.hidden[i])
+            any_hidden = 1;
+        else if (!isfinite(m.v[i]))
+            any_nan = 1;
     }
     if (opts->title) {
         put_u8(&t, opts->title, 1 << 20);
@@ -361,8 +374,10 @@ attn_status attn_term_render(const attn_tensor *w, int64_t b, int64_t h,
     }
     if (cap < t.out.len + 1) {
         attn__viz_buf_free(&t.out);
-        return attn__fail(ATTN_E_INVALID, "buffer of %zu bytes is too small: "
-                          "%zu needed", cap, *len + 1);
+        return attn__fail(ATTN_E_INVALID,
+                          "buffer of %zu bytes is too small: "
+                          "%zu needed",
+                          cap, *len + 1);
     }
     memcpy(buf, t.out.s, t.out.len + 1);
     attn__viz_buf_free(&t.out);

@@ -24,8 +24,8 @@ attn_status attn__viz_check_weights(const attn_tensor *w, const char *name);
 
 /* Checks w (attn__viz_check_weights), b, h and mask, and reads the map w[b, h]. */
 attn_status attn__viz_map_load(const attn_tensor *w, int64_t b, int64_t h,
-                          const attn_mask *mask, const char *name,
-                          viz_map *out);
+                               const attn_mask *mask, const char *name,
+                               viz_map *out);
 void attn__viz_map_free(viz_map *m);
 
 /* ceil(n / d) for n >= 0, d >= 1, without the overflow of n + d - 1. */
@@ -46,12 +46,12 @@ attn_status attn__viz_map_shrink(viz_map *m, int64_t max_cells);
 /* Colour of v on the scale [lo, hi]: hidden or non-finite get their
  * fixed colours. Components in [0, 1]. */
 void attn__viz_color(attn_colormap cmap, double v, int hidden, double lo,
-                double hi, double rgb[3]);
+                     double hi, double rgb[3]);
 void attn__viz_rgb_hex(uint32_t hex, double rgb[3]);
 
 /* Colour scale from the finite visible values of maps (see the header). */
 void attn__viz_auto_scale(const viz_map *maps, int n, attn_colormap cmap,
-                     double *lo, double *hi);
+                          double *lo, double *hi);
 
 /* "Nice" tick step for a range so that it holds at most max_ticks ticks. */
 double attn__viz_nice_step(double range, int max_ticks);
@@ -86,7 +86,7 @@ typedef struct {
 attn_status attn__viz_kind_of(const char *path, viz_kind *kind);
 /* Creates the surface and context of width x height points (pixels). */
 attn_status attn__viz_doc_begin(viz_doc *doc, const char *path, double width,
-                           double height);
+                                double height);
 /* Finishes and writes the file; frees everything (also on failure). */
 attn_status attn__viz_doc_end(viz_doc *doc);
 /* Frees without writing (after a failure while drawing). */
@@ -103,8 +103,8 @@ double attn__viz_text_width(cairo_t *cr, const char *s);
 /* Draws s so that its anchor (ax, ay in 0..1 of the text box: 0,0 = top
  * left, 0.5,0.5 = centre) lies at (x, y) after rotating by angle degrees
  * about that point; records it for the SVG text layer when doc is SVG. */
-void attn__viz_text(viz_doc *doc, const char *s, double x, double y, double size,
-               int bold, double angle, double ax, double ay);
+void attn__viz_text(viz_doc *doc, const char *s, double x, double y,
+                    double size, int bold, double angle, double ax, double ay);
 
 /* A growable string: attn__viz_bprintf / attn__viz_bput append; on allocation
  * failure oom is set, later appends do nothing and the caller reports

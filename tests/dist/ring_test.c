@@ -70,7 +70,9 @@ static int my_runs(const rcase *c, int64_t L, int64_t s[2], int64_t l[2]) {
     return 1;
 }
 
-static int64_t rows_of(const int64_t l[2], int n) { return n == 2 ? l[0] + l[1] : l[0]; }
+static int64_t rows_of(const int64_t l[2], int n) {
+    return n == 2 ? l[0] + l[1] : l[0];
+}
 
 /* Copies this rank's rows of full into shard (to_full = 0) or back. */
 static void copy_runs(float *full, float *shard, int64_t BH, int64_t L,
@@ -81,9 +83,12 @@ static void copy_runs(float *full, float *shard, int64_t BH, int64_t L,
         int64_t j = 0;
         for (int x = 0; x < n; x++)
             for (int64_t i = s[x]; i < s[x] + l[x]; i++, j++) {
-                float *f = full + (bh * L + i) * D, *sh = shard + (bh * rows + j) * D;
-                if (to_full) memcpy(f, sh, (size_t)D * sizeof(float));
-                else memcpy(sh, f, (size_t)D * sizeof(float));
+                float *f = full + (bh * L + i) * D,
+                      *sh = shard + (bh * rows + j) * D;
+                if (to_full)
+                    memcpy(f, sh, (size_t)D * sizeof(float));
+                else
+                    memcpy(sh, f, (size_t)D * sizeof(float));
             }
     }
 }
@@ -94,7 +99,8 @@ static float *gather(float *shard, int64_t BH, int64_t L, int64_t D,
     size_t sz = (size_t)(BH * L * D);
     float *full = calloc(sz, sizeof(float));
     copy_runs(full, shard, BH, L, D, s, l, n, 1);
-    MPI_Allreduce(MPI_IN_PLACE, full, (int)sz, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, full, (int)sz, MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
     return full;
 }
 
@@ -131,8 +137,10 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
     attn__ring_slice_override = idx % 2 ? 7 : 0;
     const int64_t B = c->B, H = c->H, Hkv = c->Hkv, Lq = c->Lq, Lk = c->Lk;
     const int64_t Dk = c->Dk, Dv = c->Dv;
-    const size_t nq = (size_t)(B * H * Lq * Dk), nk = (size_t)(B * Hkv * Lk * Dk);
-    const size_t nv = (size_t)(B * Hkv * Lk * Dv), no = (size_t)(B * H * Lq * Dv);
+    const size_t nq = (size_t)(B * H * Lq * Dk),
+                 nk = (size_t)(B * Hkv * Lk * Dk);
+    const size_t nv = (size_t)(B * Hkv * Lk * Dv),
+                 no = (size_t)(B * H * Lq * Dv);
     const size_t nl = (size_t)(B * H * Lq);
     float *q = frand(nq, &seed), *k = frand(nk, &seed), *v = frand(nv, &seed);
     float *dout = frand(no, &seed);
@@ -141,7 +149,8 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
     o.threads = 1;
     o.scale = c->scale;
     o.mask.causal = (c->mask & M_CAUSAL) != 0;
-    o.mask.align = (c->mask & M_BR) ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
+    o.mask.align =
+        (c->mask & M_BR) ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
     if (c->mask & M_WINDOW) {
         o.mask.window_left = Lk / 4 + 2;
         o.mask.window_right = 3;
@@ -155,13 +164,14 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
     o.dropout_p = c->dropout;
     o.seed = 99 + (uint64_t)idx;
     char what[200];
-    snprintf(what, sizeof what,
-             "P %d case %d: B%lld H%lld/%lld Lq %lld Lk %lld D %lld/%lld mask %#x "
-             "scale %g p %g %s%s %s", P, idx, (long long)B, (long long)H,
-             (long long)Hkv, (long long)Lq, (long long)Lk, (long long)Dk,
-             (long long)Dv, c->mask, c->scale, c->dropout,
-             c->layout == ATTN_RING_ZIGZAG ? "zigzag" : "contiguous",
-             c->uneven ? " uneven" : "", attn_dtype_name(c->dt));
+    snprintf(
+        what, sizeof what,
+        "P %d case %d: B%lld H%lld/%lld Lq %lld Lk %lld D %lld/%lld mask %#x "
+        "scale %g p %g %s%s %s",
+        P, idx, (long long)B, (long long)H, (long long)Hkv, (long long)Lq,
+        (long long)Lk, (long long)Dk, (long long)Dv, c->mask, c->scale,
+        c->dropout, c->layout == ATTN_RING_ZIGZAG ? "zigzag" : "contiguous",
+        c->uneven ? " uneven" : "", attn_dtype_name(c->dt));
 
     /* inputs in the case's dtype (f16: the one-process run sees the same
      * rounded values) */
@@ -224,7 +234,8 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
                                             &Vs, &o, &Os, lsh, &stats);
     CHECK_MSG(st == ATTN_OK, "%s: ring forward: %s", what, attn_last_error());
     CHECK(stats.steps == P);
-    if (c->mask == M_CAUSAL && c->layout == ATTN_RING_CONTIGUOUS && !c->uneven &&
+    if (c->mask == M_CAUSAL && c->layout == ATTN_RING_CONTIGUOUS &&
+        !c->uneven &&
         Lq == Lk) /* rank r's queries see nothing of ranks r + 1 .. P - 1 */
         CHECK_MSG(stats.skipped == P - 1 - R, "%s: rank %d skipped %d steps",
                   what, R, stats.skipped);
@@ -236,8 +247,8 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
     ef[0] = err_f32(of, oref, no);
     e[1] = err_f32(lring, lref64, nl);
     ef[1] = err_f32(lf, lref64, nl);
-    CHECK_MSG(e[0] <= 2 * ef[0] + 1e-6, "%s: ring O error %.3g, flash %.3g", what,
-              e[0], ef[0]);
+    CHECK_MSG(e[0] <= 2 * ef[0] + 1e-6, "%s: ring O error %.3g, flash %.3g",
+              what, e[0], ef[0]);
     CHECK_MSG(e[1] <= 2 * ef[1] + 1e-6, "%s: ring lse error %.3g, flash %.3g",
               what, e[1], ef[1]);
 
@@ -253,16 +264,19 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
     attn_tensor dVf = attn_tensor_4d(gf + nq + nk, ATTN_F32, B, Hkv, Lk, Dv);
     o.impl = ATTN_IMPL_REF;
     CHECK_STATUS(attn_sdpa_backward(&Q, &K, &V, &Of, lf, &dO, &o, &dQr, &dKr,
-                                    &dVr, NULL), ATTN_OK);
+                                    &dVr, NULL),
+                 ATTN_OK);
     o.impl = ATTN_IMPL_FLASH;
     CHECK_STATUS(attn_sdpa_backward(&Q, &K, &V, &Of, lf, &dO, &o, &dQf, &dKf,
-                                    &dVf, NULL), ATTN_OK);
+                                    &dVf, NULL),
+                 ATTN_OK);
     o.impl = ATTN_IMPL_AUTO;
     float *dosh = malloc((size_t)(B * H * mq * Dv) * sizeof(float));
     copy_runs(dout, dosh, B * H, Lq, Dv, qs, ql, nqr, 0);
     float *gsh = calloc((size_t)(B * H * mq * Dk + B * Hkv * mk * (Dk + Dv)),
                         sizeof(float));
-    float *dqs = gsh, *dks = gsh + B * H * mq * Dk, *dvs = dks + B * Hkv * mk * Dk;
+    float *dqs = gsh, *dks = gsh + B * H * mq * Dk,
+          *dvs = dks + B * Hkv * mk * Dk;
     attn_tensor dOs = attn_tensor_4d(dosh, ATTN_F32, B, H, mq, Dv);
     attn_tensor dQs = attn_tensor_4d(dqs, ATTN_F32, B, H, mq, Dk);
     attn_tensor dKs = attn_tensor_4d(dks, ATTN_F32, B, Hkv, mk, Dk);
@@ -289,10 +303,32 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
         if (e[x] > max_ring_err[x]) max_ring_err[x] = e[x];
         if (ef[x] > max_flash_err[x]) max_flash_err[x] = ef[x];
     }
-    free(dqr); free(dkr); free(dvr); free(gsh); free(dosh); free(gref); free(gf);
-    free(oring); free(lring); free(lref64); free(osh); free(lsh);
-    free(qsh); free(ksh); free(vsh); free(of); free(lf); free(oref); free(lref);
-    free(q); free(k); free(v); free(dout); free(qh); free(kh); free(vh);
+    free(dqr);
+    free(dkr);
+    free(dvr);
+    free(gsh);
+    free(dosh);
+    free(gref);
+    free(gf);
+    free(oring);
+    free(lring);
+    free(lref64);
+    free(osh);
+    free(lsh);
+    free(qsh);
+    free(ksh);
+    free(vsh);
+    free(of);
+    free(lf);
+    free(oref);
+    free(lref);
+    free(q);
+    free(k);
+    free(v);
+    free(dout);
+    free(qh);
+    free(kh);
+    free(vh);
 }
 
 /* ---- bad input ---------------------------------------------------------- */
@@ -302,8 +338,8 @@ static void expect_all(attn_status st, attn_status want, const char *frag,
                        const char *what) {
     int bad = st != want || (frag && !strstr(attn_last_error(), frag)), any = 0;
     if (bad)
-        fprintf(stderr, "rank %d: %s: status %d (want %d): %s\n", R, what, (int)st,
-                (int)want, attn_last_error());
+        fprintf(stderr, "rank %d: %s: status %d (want %d): %s\n", R, what,
+                (int)st, (int)want, attn_last_error());
     MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     CHECK_MSG(!any, "%s: not the same error on every rank", what);
 }
@@ -326,9 +362,10 @@ static void bad_inputs(void) {
         attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, H, m, D);
         attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, m, D);
         attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, m, D);
-        attn_status st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG,
-                                                &q, &kv, &kv, &o, &O, lse, NULL);
-        expect_all(st, ATTN_E_SHAPE, "ring zigzag: rank 0 holds", "zigzag lengths");
+        attn_status st = attn_ring_sdpa_forward(
+            MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv, &o, &O, lse, NULL);
+        expect_all(st, ATTN_E_SHAPE, "ring zigzag: rank 0 holds",
+                   "zigzag lengths");
     }
     /* the last rank has other heads */
     if (P >= 2) {
@@ -336,11 +373,13 @@ static void bad_inputs(void) {
         attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, h, n, D);
         attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, n, D);
         attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, h, n, D);
-        attn_status st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG,
-                                                &q, &kv, &kv, &o, &O, lse, NULL);
+        attn_status st = attn_ring_sdpa_forward(
+            MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv, &o, &O, lse, NULL);
         char frag[100];
-        snprintf(frag, sizeof frag, "rank %d has 4 for the number of query heads "
-                 "but rank 0 has 2", P - 1);
+        snprintf(frag, sizeof frag,
+                 "rank %d has 4 for the number of query heads "
+                 "but rank 0 has 2",
+                 P - 1);
         expect_all(st, ATTN_E_SHAPE, frag, "heads across ranks");
         /* and the backward */
         attn_tensor G = attn_tensor_4d(out, ATTN_F32, B, h, n, D);
@@ -358,20 +397,24 @@ static void bad_inputs(void) {
         kv.shape[2] = m;
         attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, 1, D);
         O.shape[2] = m;
-        attn_status st = attn_ring_sdpa_forward(MPI_COMM_WORLD,
-                                                ATTN_RING_CONTIGUOUS, &q, &kv, &kv,
-                                                &o, &O, lse, NULL);
+        attn_status st =
+            attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_CONTIGUOUS, &q,
+                                   &kv, &kv, &o, &O, lse, NULL);
         char frag[120];
-        snprintf(frag, sizeof frag, "rank %d holds no queries: %d ranks for a "
-                 "sequence of %d queries", P - 1, P, P - 1);
+        snprintf(frag, sizeof frag,
+                 "rank %d holds no queries: %d ranks for a "
+                 "sequence of %d queries",
+                 P - 1, P, P - 1);
         expect_all(st, ATTN_E_SHAPE, frag, "more ranks than positions");
         /* the layout helper says it too */
         int64_t s2[2], l2[2];
         int nr;
-        CHECK_STATUS(attn_ring_runs(ATTN_RING_CONTIGUOUS, P - 1, P, R, s2, l2, &nr),
-                     ATTN_E_SHAPE);
-        CHECK_STATUS(attn_ring_runs(ATTN_RING_ZIGZAG, 2 * P - 1, P, R, s2, l2, &nr),
-                     ATTN_E_SHAPE);
+        CHECK_STATUS(
+            attn_ring_runs(ATTN_RING_CONTIGUOUS, P - 1, P, R, s2, l2, &nr),
+            ATTN_E_SHAPE);
+        CHECK_STATUS(
+            attn_ring_runs(ATTN_RING_ZIGZAG, 2 * P - 1, P, R, s2, l2, &nr),
+            ATTN_E_SHAPE);
     }
     /* a NaN on the last rank only: every rank reports it, naming the rank */
     {
@@ -380,8 +423,8 @@ static void bad_inputs(void) {
         attn_tensor q = attn_tensor_4d(qb, ATTN_F32, B, H, n, D);
         attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, n, D);
         attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, n, D);
-        attn_status st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG,
-                                                &q, &kv, &kv, &o, &O, lse, NULL);
+        attn_status st = attn_ring_sdpa_forward(
+            MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv, &o, &O, lse, NULL);
         char frag[40];
         snprintf(frag, sizeof frag, "ring: rank %d: q[", P - 1);
         expect_all(st, ATTN_E_NONFINITE, frag, "NaN on one rank");
@@ -394,8 +437,8 @@ static void bad_inputs(void) {
         attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, H, n, D);
         attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, n, D);
         attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, n, D);
-        attn_status st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG,
-                                                &q, &kv, &kv, &o2, &O, lse, NULL);
+        attn_status st = attn_ring_sdpa_forward(
+            MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv, &o2, &O, lse, NULL);
         expect_all(st, ATTN_E_SHAPE, "opts.mask.causal", "causal on one rank");
     }
     /* what the ring does not serve: a bias, the reference kernel */
@@ -407,20 +450,20 @@ static void bad_inputs(void) {
         attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, H, n, D);
         attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, n, D);
         attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, n, D);
-        attn_status st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG,
-                                                &q, &kv, &kv, &o2, &O, lse, NULL);
+        attn_status st = attn_ring_sdpa_forward(
+            MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv, &o2, &O, lse, NULL);
         expect_all(st, ATTN_E_UNSUPPORTED, "mask.bias", "bias");
         o2 = o;
         o2.impl = ATTN_IMPL_REF;
-        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv,
-                                    &o2, &O, lse, NULL);
+        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
+                                    &kv, &o2, &O, lse, NULL);
         expect_all(st, ATTN_E_UNSUPPORTED, "impl", "IMPL_REF");
         /* key lengths beyond the full sequence (checked against it) */
         o2 = o;
         int64_t kl[1] = {L + 1};
         o2.mask.key_lengths = kl;
-        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv,
-                                    &o2, &O, lse, NULL);
+        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
+                                    &kv, &o2, &O, lse, NULL);
         expect_all(st, ATTN_E_SHAPE, "key_lengths[0]", "key lengths");
         /* backward without lse */
         st = attn_ring_sdpa_backward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
@@ -432,7 +475,8 @@ static void bad_inputs(void) {
         int64_t s2[2], l2[2], tot = 0;
         int nr;
         for (int r = 0; r < P; r++) {
-            CHECK_STATUS(attn_ring_runs(ATTN_RING_ZIGZAG, L, P, r, s2, l2, &nr), ATTN_OK);
+            CHECK_STATUS(attn_ring_runs(ATTN_RING_ZIGZAG, L, P, r, s2, l2, &nr),
+                         ATTN_OK);
             CHECK(nr == 2 && l2[0] >= 1 && l2[1] >= 1 && s2[0] < s2[1]);
             tot += l2[0] + l2[1];
         }
@@ -458,7 +502,8 @@ int main(int argc, char **argv) {
         {2, 4, 2, 50, 50, 7, 5, M_CAUSAL | M_KLEN, 0.3, 0, Z, 0, ATTN_F32},
         {2, 4, 1, 29, 45, 8, 8, M_CAUSAL | M_BR | M_KLEN, 0, 0, C, 0, ATTN_F32},
         {2, 2, 2, 45, 29, 8, 12, M_CAUSAL | M_BR, 0, 0, C, 1, ATTN_F32},
-        {1, 3, 3, 61, 61, 16, 16, M_CAUSAL | M_BR | M_KLEN | M_QLEN, 0, 0, Z, 0, ATTN_F32},
+        {1, 3, 3, 61, 61, 16, 16, M_CAUSAL | M_BR | M_KLEN | M_QLEN, 0, 0, Z, 0,
+         ATTN_F32},
         {1, 2, 1, 70, 70, 16, 16, M_WINDOW, 0, 0, C, 0, ATTN_F32},
         {1, 2, 2, 67, 67, 16, 16, M_CAUSAL | M_WINDOW, 0, 0, Z, 0, ATTN_F32},
         {2, 2, 2, 41, 33, 16, 16, M_KLEN | M_QLEN, 0, 0, C, 1, ATTN_F32},
@@ -478,8 +523,8 @@ int main(int argc, char **argv) {
         for (int x = 0; x < 5; x++)
             printf("ring P=%d: max %s error %.3g (one-process flash %.3g)\n", P,
                    nm[x], max_ring_err[x], max_flash_err[x]);
-        printf("ring_test P=%d: %d checks on rank 0, %d failed on all ranks\n", P,
-               check_count, all);
+        printf("ring_test P=%d: %d checks on rank 0, %d failed on all ranks\n",
+               P, check_count, all);
     }
     MPI_Finalize();
     return all ? 1 : 0;

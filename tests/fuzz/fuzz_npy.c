@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                memcmp(a.data, b.data, numel * attn_dtype_size(a.dtype)) == 0);
     attn_npy_free(&b);
     static const attn_dtype to[] = {ATTN_F32, ATTN_F16, ATTN_BF16, ATTN_F64,
-                                    ATTN_U8, ATTN_I32, ATTN_I64};
+                                    ATTN_U8,  ATTN_I32, ATTN_I64};
     for (size_t i = 0; i < sizeof to / sizeof to[0]; i++) {
         FUZZ_CHECK(attn_npy_read(out, &b) == ATTN_OK);
         st = attn_npy_convert(&b, to[i]);

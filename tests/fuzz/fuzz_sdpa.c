@@ -50,9 +50,12 @@ static void make(owned *o, attn_dtype dt, int layout, int64_t B, int64_t H,
                     const size_t off =
                         (size_t)(b * st[0] + h * st[1] + i * st[2] + d);
                     const float x = (float)(mag * unit(r));
-                    if (dt == ATTN_F32) ((float *)o->buf)[off] = x;
-                    else if (dt == ATTN_F16) ((uint16_t *)o->buf)[off] = attn_f32_to_f16(x);
-                    else ((uint16_t *)o->buf)[off] = attn_f32_to_bf16(x);
+                    if (dt == ATTN_F32)
+                        ((float *)o->buf)[off] = x;
+                    else if (dt == ATTN_F16)
+                        ((uint16_t *)o->buf)[off] = attn_f32_to_f16(x);
+                    else
+                        ((uint16_t *)o->buf)[off] = attn_f32_to_bf16(x);
                 }
 }
 
@@ -124,7 +127,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         bias = malloc(n * sizeof *bias);
         const double pinf = fuzz_u8(&in) / 255.0;
         for (size_t i = 0; i < n; i++) {
-            bias[i] = (unit(&r) + 1) / 2 < pinf ? -INFINITY : (float)(4 * unit(&r));
+            bias[i] =
+                (unit(&r) + 1) / 2 < pinf ? -INFINITY : (float)(4 * unit(&r));
             if (isfinite(bias[i]) && fabs(bias[i]) > bmax) bmax = fabs(bias[i]);
         }
         bias_t = attn_tensor_4d(bias, ATTN_F32, s[0], s[1], s[2], s[3]);
@@ -167,7 +171,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(memcmp(lse[1], lse[2], nl * sizeof(float)) == 0);
         FUZZ_CHECK(!want_w || memcmp(w[1], w[2], nw * sizeof(float)) == 0);
         const double scale = o.scale > 0 ? o.scale : 1.0 / sqrt((double)D);
-        const double smax = scale * (double)D * max_abs(&q.t) * max_abs(&k.t) + bmax;
+        const double smax =
+            scale * (double)D * max_abs(&q.t) * max_abs(&k.t) + bmax;
         const double vmax = max_abs(&v.t);
         const double tol = 1e-5 * (double)D * (smax > 1 ? smax : 1);
         for (int64_t b = 0; b < B; b++)
@@ -175,28 +180,36 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 for (int64_t i = 0; i < Lq; i++) {
                     int seen = 0;
                     for (int64_t j = 0; j < Lk && !seen; j++) {
-                        const double bj = m->bias ? attn_tensor_get(
-                            &bias_t, bias_t.shape[0] > 1 ? b : 0,
-                            bias_t.shape[1] > 1 ? h : 0,
-                            bias_t.shape[2] > 1 ? i : 0,
-                            bias_t.shape[3] > 1 ? j : 0) : 0.0;
+                        const double bj =
+                            m->bias
+                                ? attn_tensor_get(&bias_t,
+                                                  bias_t.shape[0] > 1 ? b : 0,
+                                                  bias_t.shape[1] > 1 ? h : 0,
+                                                  bias_t.shape[2] > 1 ? i : 0,
+                                                  bias_t.shape[3] > 1 ? j : 0)
+                                : 0.0;
                         seen = attn_mask_visible(m, b, h, i, j, Lq, Lk) &&
                                bj != -INFINITY;
                     }
                     const size_t row = (size_t)((b * H + h) * Lq + i);
                     for (int c = 0; c < 3; c++) {
-                        if (!seen) FUZZ_CHECK(isinf(lse[c][row]) && lse[c][row] < 0);
+                        if (!seen)
+                            FUZZ_CHECK(isinf(lse[c][row]) && lse[c][row] < 0);
                         for (int64_t d = 0; d < Dv; d++) {
-                            const float x = out[c][row * (size_t)Dv + (size_t)d];
+                            const float x =
+                                out[c][row * (size_t)Dv + (size_t)d];
                             if (!seen) FUZZ_CHECK(x == 0.0f);
-                            FUZZ_CHECK(fabs(x - out[0][row * (size_t)Dv + (size_t)d]) <=
-                                       tol * vmax + 1e-6);
+                            FUZZ_CHECK(
+                                fabs(x -
+                                     out[0][row * (size_t)Dv + (size_t)d]) <=
+                                tol * vmax + 1e-6);
                         }
                         for (int64_t j = 0; want_w && j < Lk; j++) {
                             const float x = w[c][row * (size_t)Lk + (size_t)j];
                             if (!seen) FUZZ_CHECK(x == 0.0f);
-                            FUZZ_CHECK(fabs(x - w[0][row * (size_t)Lk + (size_t)j]) <=
-                                       tol + 1e-6);
+                            FUZZ_CHECK(
+                                fabs(x - w[0][row * (size_t)Lk + (size_t)j]) <=
+                                tol + 1e-6);
                         }
                     }
                 }

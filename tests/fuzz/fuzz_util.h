@@ -17,13 +17,13 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define FUZZ_CHECK(cond)                                                     \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "fuzz property failed at %s:%d: %s (%s)\n",      \
-                    __FILE__, __LINE__, #cond, attn_last_error());           \
-            abort();                                                         \
-        }                                                                    \
+#define FUZZ_CHECK(cond)                                                       \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "fuzz property failed at %s:%d: %s (%s)\n",        \
+                    __FILE__, __LINE__, #cond, attn_last_error());             \
+            abort();                                                           \
+        }                                                                      \
     } while (0)
 
 /* A per-process scratch path in $TMPDIR (or /tmp) named after tag. */
@@ -32,13 +32,14 @@ static inline const char *fuzz_path(const char *tag) {
     static int n;
     const char *tmp = getenv("TMPDIR");
     char *b = buf[n++ % 4];
-    snprintf(b, sizeof buf[0], "%s/attn_fuzz_%ld_%s", tmp && *tmp ? tmp : "/tmp",
-             (long)getpid(), tag);
+    snprintf(b, sizeof buf[0], "%s/attn_fuzz_%ld_%s",
+             tmp && *tmp ? tmp : "/tmp", (long)getpid(), tag);
     return b;
 }
 
 /* Writes the input to path (the loaders read files). */
-static inline void fuzz_put(const char *path, const uint8_t *data, size_t size) {
+static inline void fuzz_put(const char *path, const uint8_t *data,
+                            size_t size) {
     FILE *f = fopen(path, "wb");
     FUZZ_CHECK(f != NULL);
     FUZZ_CHECK(size == 0 || fwrite(data, 1, size, f) == size);
@@ -63,7 +64,8 @@ static inline uint32_t fuzz_crc32(const uint8_t *p, size_t n) {
     uint32_t c = 0xFFFFFFFFu;
     for (size_t i = 0; i < n; i++) {
         c ^= p[i];
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
     }
     return c ^ 0xFFFFFFFFu;
 }

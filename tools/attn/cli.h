@@ -41,9 +41,9 @@ int cli_help_asked(int argc, char **argv, void (*help)(void));
  * to (B, H, L, D): rank 2 (L, D) is (1, 1, L, D), rank 3 (B, L, D) is
  * (B, 1, L, D), rank 4 is (B, H, L, D). */
 typedef struct {
-    attn_npy npy;  /* owns the data                 */
-    attn_tensor t; /* contiguous 4-d view of it     */
-    int rank;      /* 2, 3 or 4: the file's rank (5: weights only) */
+    attn_npy npy;          /* owns the data                 */
+    attn_tensor t;         /* contiguous 4-d view of it     */
+    int rank;              /* 2, 3 or 4: the file's rank (5: weights only) */
     int64_t layers, batch; /* rank-5 weights: t's first axis is layer * batch */
 } cli_tensor;
 
@@ -68,8 +68,8 @@ int cli_require(const char *cmd, const char *const *names,
  * exists, by its directory's real path and name where not. */
 int cli_distinct_outputs(const char *cmd, const char *const *in_names,
                          const char *const *ins, int nin,
-                         const char *const *out_names,
-                         const char *const *outs, int nout);
+                         const char *const *out_names, const char *const *outs,
+                         int nout);
 
 /* The dtype of the .npy file at path as NumPy names it ("bool", "int32"),
  * for messages; "?" if it cannot be read. */
@@ -133,15 +133,15 @@ int cli_parse_u64(const char *s, uint64_t *out);
 typedef struct {
     attn_sdpa_opts opts; /* complete after cli_sdpa_args_bind          */
     attn_npy key_lengths, query_lengths; /* i64, [B]                    */
-    attn_npy mask;       /* u8 keep-mask after the convention            */
-    attn_npy bias;       /* f32 or f64                                   */
-    attn_npy layout;     /* u8 block layout (nb_q, nb_k) or (H, nb_q, nb_k) */
-    attn_tensor keep_t, bias_t; /* 4-d views of mask and bias           */
+    attn_npy mask;   /* u8 keep-mask after the convention            */
+    attn_npy bias;   /* f32 or f64                                   */
+    attn_npy layout; /* u8 block layout (nb_q, nb_k) or (H, nb_q, nb_k) */
+    attn_tensor keep_t, bias_t;   /* 4-d views of mask and bias           */
     attn_npy sinks, alibi_slopes; /* f64 [H]: --sinks, --alibi-slopes    */
     attn_npy doc_q, doc_k;        /* i64 (B, L) or (L,): --doc-ids        */
     void *doc_buf;                /* doc ids of (L,) files repeated B times */
     int causal_set, align_set;
-    int mask_was_bias;   /* a float --mask became the bias (PyTorch rule) */
+    int mask_was_bias; /* a float --mask became the bias (PyTorch rule) */
     /* which options this command takes besides the mask (CLI_OPTS_*; set
      * after init; 0 = all): the others are refused as having no effect */
     unsigned kinds;
@@ -167,8 +167,8 @@ int cli_sdpa_args_parse(const char *cmd, int *argc, char **argv,
 /* Checks the options against the attention's (B, H, Lq, Lk): lengths have
  * B entries, the block layout covers ceil(Lq / block) x ceil(Lk / block);
  * then attn_mask_check. */
-int cli_sdpa_args_bind(const char *cmd, cli_sdpa_args *a, int64_t B,
-                       int64_t H, int64_t Lq, int64_t Lk);
+int cli_sdpa_args_bind(const char *cmd, cli_sdpa_args *a, int64_t B, int64_t H,
+                       int64_t Lq, int64_t Lk);
 
 void cli_sdpa_args_free(cli_sdpa_args *a);
 
@@ -181,12 +181,12 @@ void cli_args_help(FILE *f, unsigned kinds);
 
 /* Prints a rows x cols matrix (row stride ld) with a title, aligned
  * columns and `decimals` digits after the point. */
-void cli_print_matrix(FILE *f, const char *title, const float *m,
-                      int64_t rows, int64_t cols, int64_t ld, int decimals);
+void cli_print_matrix(FILE *f, const char *title, const float *m, int64_t rows,
+                      int64_t cols, int64_t ld, int decimals);
 
 /* Prints a rows x cols 0/1 mask as a grid ('1' attends, '.' masked). */
-void cli_print_mask(FILE *f, const char *title, const uint8_t *m,
-                    int64_t rows, int64_t cols, int64_t ld);
+void cli_print_mask(FILE *f, const char *title, const uint8_t *m, int64_t rows,
+                    int64_t cols, int64_t ld);
 
 /* OpenBLAS threads for the training commands when T > 1 (OpenMP follows
  * opts.threads; T = 1 keeps BLAS on the caller's thread inside the library;
@@ -229,16 +229,16 @@ void cli_param_help(FILE *f);
 
 /* What a layer subcommand holds from its options to its saved outputs. */
 typedef struct {
-    int qkv;                  /* inputs --query, --key, --value; else --x */
+    int qkv; /* inputs --query, --key, --value; else --x */
     cli_sdpa_args a;
     cli_param_src src;
-    const char *in[3];        /* their paths (--x in in[0])              */
+    const char *in[3]; /* their paths (--x in in[0])              */
     const char *out_path, *weights_path;
-    cli_seq q, k, v;          /* the inputs given (k, v may stay empty)  */
-    const cli_seq *K, *V;     /* key and value: k, v or else the query   */
-    float *prm;               /* the parameters                          */
-    int loaded;               /* prm came from attn_X_load               */
-    float *ws, *out, *w;      /* workspace, output, weights (--weights)  */
+    cli_seq q, k, v;      /* the inputs given (k, v may stay empty)  */
+    const cli_seq *K, *V; /* key and value: k, v or else the query   */
+    float *prm;           /* the parameters                          */
+    int loaded;           /* prm came from attn_X_load               */
+    float *ws, *out, *w;  /* workspace, output, weights (--weights)  */
 } cli_layer;
 
 void cli_layer_init(cli_layer *l, int qkv);
@@ -254,7 +254,7 @@ int cli_layer_opt(cli_layer *l, const char *arg, const char *val, int *used);
  * for an option it took, 1 for a bad value, -1 for no option of its. The
  * error messages of a bad value come in two wordings (msgs). */
 typedef enum {
-    CLI_MSG_TAKES = 0,    /* "--x takes a number / a positive integer, not 'v'" */
+    CLI_MSG_TAKES = 0, /* "--x takes a number / a positive integer, not 'v'" */
     CLI_MSG_BAD_VALUE = 1 /* "bad value 'v' for --x"                         */
 } cli_layer_msgs;
 typedef struct {
@@ -348,7 +348,7 @@ void cli_map_name(const cli_tensor *w, int64_t n, int64_t h, char *buf,
 #define GALLERY_MAX_SECTIONS 16
 
 typedef struct {
-    char file[128];    /* relative to the gallery directory */
+    char file[128]; /* relative to the gallery directory */
     char caption[512];
     int section;
 } demo_item;
@@ -359,7 +359,8 @@ typedef struct {
     struct {
         char title[160];
         char note[640]; /* e.g. how a part was measured */
-        char table[4096]; /* rows of tab-separated cells, the first the header */
+        char
+            table[4096]; /* rows of tab-separated cells, the first the header */
     } sec[GALLERY_MAX_SECTIONS];
     int nsec;
     demo_item item[GALLERY_MAX_ITEMS];

@@ -59,7 +59,8 @@ static int to_bhld(const char *cmd, const char *name, const attn_npy *a,
     char s[160];
     shape_str(s, sizeof s, a->ndim, a->shape);
     if (a->ndim < 2 || a->ndim > 4)
-        return cli_usage_error(cmd, "%s has shape %s: rank 2 (L, D), 3 "
+        return cli_usage_error(cmd,
+                               "%s has shape %s: rank 2 (L, D), 3 "
                                "(B, L, D) or 4 (B, H, L, D) is needed",
                                name, s);
     int64_t pad = 4 - a->ndim;
@@ -73,8 +74,10 @@ static int to_bhld(const char *cmd, const char *name, const attn_npy *a,
     }
     for (int i = 0; i < a->ndim; i++)
         if (a->shape[i] < 1)
-            return cli_usage_error(cmd, "%s has shape %s: attention needs "
-                                   "every extent >= 1", name, s);
+            return cli_usage_error(cmd,
+                                   "%s has shape %s: attention needs "
+                                   "every extent >= 1",
+                                   name, s);
     return 0;
 }
 
@@ -89,9 +92,10 @@ int cli_load_tensor(const char *cmd, const char *path, const char *name,
     if (dt != ATTN_F32 && dt != ATTN_F16 && dt != ATTN_F64) {
         cli_tensor_free(out);
         char d[32];
-        fprintf(stderr, "attn %s: %s (%s) has dtype %s; a float array (<f4, "
-                "<f2 or <f8) is needed\n", cmd, name, cli_esc(path),
-                cli_npy_descr(path, d, sizeof d));
+        fprintf(stderr,
+                "attn %s: %s (%s) has dtype %s; a float array (<f4, "
+                "<f2 or <f8) is needed\n",
+                cmd, name, cli_esc(path), cli_npy_descr(path, d, sizeof d));
         return 1;
     }
     int64_t s[4];
@@ -101,8 +105,8 @@ int cli_load_tensor(const char *cmd, const char *path, const char *name,
         return rc;
     }
     out->rank = out->npy.ndim;
-    out->t = attn_tensor_4d(out->npy.data, out->npy.dtype, s[0], s[1], s[2],
-                            s[3]);
+    out->t =
+        attn_tensor_4d(out->npy.data, out->npy.dtype, s[0], s[1], s[2], s[3]);
     return 0;
 }
 
@@ -118,7 +122,9 @@ int cli_compute_dtype(const char *cmd, const char *s, attn_dtype *dt) {
     static const struct {
         const char *name;
         attn_dtype dt;
-    } t[] = {{"f32", ATTN_F32}, {"f16", ATTN_F16}, {"bf16", ATTN_BF16},
+    } t[] = {{"f32", ATTN_F32},
+             {"f16", ATTN_F16},
+             {"bf16", ATTN_BF16},
              {"f64", ATTN_F64}};
     if (!s) return 0;
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
@@ -126,8 +132,10 @@ int cli_compute_dtype(const char *cmd, const char *s, attn_dtype *dt) {
             *dt = t[i].dt;
             return 0;
         }
-    return cli_usage_error(cmd, "--compute-dtype takes f32, f16, bf16 or "
-                           "f64, not '%s'", s);
+    return cli_usage_error(cmd,
+                           "--compute-dtype takes f32, f16, bf16 or "
+                           "f64, not '%s'",
+                           s);
 }
 
 int cli_qkv_convert(const char *cmd, int given, attn_dtype compute,
@@ -135,9 +143,9 @@ int cli_qkv_convert(const char *cmd, int given, attn_dtype compute,
     /* without --compute-dtype, f64 files are read as f32 (any kernel) */
     cli_tensor *in[3] = {q, k, v};
     for (int i = 0; i < 3; i++) {
-        attn_dtype to = given ? compute
-                              : (in[i]->t.dtype == ATTN_F64 ? ATTN_F32
-                                                            : in[i]->t.dtype);
+        attn_dtype to =
+            given ? compute
+                  : (in[i]->t.dtype == ATTN_F64 ? ATTN_F32 : in[i]->t.dtype);
         int rc = cli_tensor_convert(cmd, in[i], to);
         if (rc) return rc;
     }
@@ -150,7 +158,8 @@ int cli_parse_paths(const char *cmd, int argc, char **argv,
         const char **slot = NULL;
         for (size_t j = 0; j < n && !slot; j++)
             if (strcmp(argv[i], opts[j].name) == 0) slot = opts[j].slot;
-        if (!slot) return cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
+        if (!slot)
+            return cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
         if (i + 1 >= argc)
             return cli_usage_error(cmd, "%s needs a value", argv[i]);
         *slot = argv[i + 1];
@@ -171,7 +180,8 @@ int cli_require(const char *cmd, const char *const *names,
         if (values[i]) continue;
         seen++;
         const char *sep = seen == 1 ? "" : seen == k ? " and " : ", ";
-        len += (size_t)snprintf(miss + len, len < sizeof miss ? sizeof miss - len : 0,
+        len += (size_t)snprintf(miss + len,
+                                len < sizeof miss ? sizeof miss - len : 0,
                                 "%s%s", sep, names[i]);
         if (len >= sizeof miss) break;
     }
@@ -198,10 +208,11 @@ const char *cli_npy_descr(const char *path, char *buf, size_t cap) {
     if (!e || e - d > 8) return buf;
     static const struct {
         const char *code, *name;
-    } t[] = {{"b1", "bool"}, {"u1", "uint8"}, {"i1", "int8"}, {"i2", "int16"},
-             {"i4", "int32"}, {"i8", "int64"}, {"u2", "uint16"}, {"u4", "uint32"},
-             {"u8", "uint64"}, {"f2", "float16"}, {"f4", "float32"},
-             {"f8", "float64"}, {"c8", "complex64"}, {"c16", "complex128"}};
+    } t[] = {{"b1", "bool"},      {"u1", "uint8"},      {"i1", "int8"},
+             {"i2", "int16"},     {"i4", "int32"},      {"i8", "int64"},
+             {"u2", "uint16"},    {"u4", "uint32"},     {"u8", "uint64"},
+             {"f2", "float16"},   {"f4", "float32"},    {"f8", "float64"},
+             {"c8", "complex64"}, {"c16", "complex128"}};
     const char *code = d + (*d == '<' || *d == '|' || *d == '>' || *d == '=');
     size_t cl = (size_t)(e - code);
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
@@ -249,8 +260,8 @@ static int same_key(const path_key *a, const path_key *b) {
 
 int cli_distinct_outputs(const char *cmd, const char *const *in_names,
                          const char *const *ins, int nin,
-                         const char *const *out_names,
-                         const char *const *outs, int nout) {
+                         const char *const *out_names, const char *const *outs,
+                         int nout) {
     path_key ko, kx;
     for (int i = 0; i < nout; i++) {
         if (!outs[i]) continue;
@@ -259,17 +270,21 @@ int cli_distinct_outputs(const char *cmd, const char *const *in_names,
             if (!ins[j]) continue;
             key_of(ins[j], &kx);
             if (same_key(&ko, &kx))
-                return cli_usage_error(cmd, "%s %s is also the input %s %s: "
+                return cli_usage_error(cmd,
+                                       "%s %s is also the input %s %s: "
                                        "writing it would overwrite the input",
-                                       out_names[i], outs[i], in_names[j], ins[j]);
+                                       out_names[i], outs[i], in_names[j],
+                                       ins[j]);
         }
         for (int j = 0; j < i; j++) {
             if (!outs[j]) continue;
             key_of(outs[j], &kx);
             if (same_key(&ko, &kx))
-                return cli_usage_error(cmd, "%s %s and %s %s are the same file: "
+                return cli_usage_error(cmd,
+                                       "%s %s and %s %s are the same file: "
                                        "one output would overwrite the other",
-                                       out_names[j], outs[j], out_names[i], outs[i]);
+                                       out_names[j], outs[j], out_names[i],
+                                       outs[i]);
         }
     }
     return 0;
@@ -287,9 +302,11 @@ int cli_alloc_tensor(const char *cmd, const char *name, attn_dtype dtype,
     uint64_t n = attn_dtype_size(dtype);
     for (int i = 0; i < 4; i++) {
         if (d[i] < 1 || n > SIZE_MAX / (uint64_t)d[i]) {
-            fprintf(stderr, "attn %s: %s of shape (%lld, %lld, %lld, %lld) is "
-                    "too large\n", cmd, name, (long long)d0, (long long)d1,
-                    (long long)d2, (long long)d3);
+            fprintf(stderr,
+                    "attn %s: %s of shape (%lld, %lld, %lld, %lld) is "
+                    "too large\n",
+                    cmd, name, (long long)d0, (long long)d1, (long long)d2,
+                    (long long)d3);
             return 1;
         }
         n *= (uint64_t)d[i];
@@ -354,64 +371,69 @@ void cli_sdpa_args_help(FILE *f) { cli_args_help(f, CLI_OPTS_ALL); }
 
 void cli_args_help(FILE *f, unsigned kinds) {
     if ((kinds & CLI_OPTS_KERNEL) && (kinds & CLI_OPTS_SCALE))
-        fprintf(f, "attention options (shared by every attention subcommand):\n");
+        fprintf(f,
+                "attention options (shared by every attention subcommand):\n");
     else if (kinds & CLI_OPTS_KERNEL)
         fprintf(f, "attention options:\n");
     else
         fprintf(f, "mask options (the mask the weights were made with):\n");
     if (kinds & CLI_OPTS_SCALE)
-        fprintf(f,
-"  --scale S            multiplier of q.k (> 0); default 1/sqrt(Dk)\n");
-    fprintf(f,
-"  --causal ALIGN       look-ahead mask; ALIGN is top-left (query i sees keys\n"
-"                       0..i, PyTorch is_causal) or bottom-right (the last\n"
-"                       query sees the last key, FlashAttention / KV cache)\n"
-"  --align ALIGN        alignment of --window without --causal (top-left)\n"
-"  --window LEFT,RIGHT  local window: query i sees keys c-LEFT .. c+RIGHT\n"
-"                       around its diagonal c; -1 leaves a side unbounded\n"
-"  --key-lengths KL.npy    valid keys per batch entry, B ints (or whole floats)\n"
-"  --query-lengths QL.npy  valid queries per batch entry; rows past it are 0\n"
-"  --mask M.npy         mask, rank 2 (Lq, Lk), 3 (B, Lq, Lk) or\n"
-"                       4 (B|1, H|1, Lq|1, Lk|1); axes of size 1 broadcast.\n"
-"                       As in PyTorch: bool or integer M says which keys\n"
-"                       to keep, float M is added to the scores (0 / -inf)\n"
-"  --mask-convention C  how a bool/integer M reads: keep (nonzero attends,\n"
-"                       PyTorch SDPA; the default), masked (1 = masked,\n"
-"                       Keras/TF) or torch-mha (True = blocked,\n"
-"                       nn.MultiheadAttention); given, a float M of 0/1\n"
-"                       is read this way too\n"
-"  --bias BIAS.npy      additive float bias, same ranks as --mask; -inf masks\n"
-"  --block-sparse BLOCK,LAYOUT.npy\n"
-"                       block layout of 0/1, (ceil(Lq/BLOCK), ceil(Lk/BLOCK))\n"
-"                       shared by all heads, or (H, ...) per head\n"
-"  --random-blocks BLOCK,KEEP_P,SEED\n"
-"                       keep each BLOCK x BLOCK block with probability KEEP_P\n"
-"  --softcap C          soft-capping: scores become C tanh(s / C) after the\n"
-"                       scale, before mask and bias (Gemma 2); C > 0\n"
-"  --alibi causal|symmetric\n"
-"                       ALiBi bias -slope_h (c - j) (causal, the paper's and\n"
-"                       BLOOM's) or -slope_h |c - j| (symmetric, MPT's), c the\n"
-"                       aligned query position; standard slopes 2^(-8(h+1)/H)\n"
-"  --alibi-slopes S.npy one ALiBi slope per head (H floats) instead\n"
-"  --sinks S.npy        attention sinks: one logit per head (H floats) in each\n"
-"                       softmax's denominator, with no value (gpt-oss)\n"
-"  --doc-ids Q.npy[,K.npy]\n"
-"                       packed documents: non-decreasing ids per position,\n"
-"                       (B, L) or (L,); query i sees key j only when their\n"
-"                       ids match (K.npy: key ids when Lq != Lk)\n");
+        fprintf(
+            f,
+            "  --scale S            multiplier of q.k (> 0); default 1/sqrt(Dk)\n");
+    fprintf(
+        f,
+        "  --causal ALIGN       look-ahead mask; ALIGN is top-left (query i sees keys\n"
+        "                       0..i, PyTorch is_causal) or bottom-right (the last\n"
+        "                       query sees the last key, FlashAttention / KV cache)\n"
+        "  --align ALIGN        alignment of --window without --causal (top-left)\n"
+        "  --window LEFT,RIGHT  local window: query i sees keys c-LEFT .. c+RIGHT\n"
+        "                       around its diagonal c; -1 leaves a side unbounded\n"
+        "  --key-lengths KL.npy    valid keys per batch entry, B ints (or whole floats)\n"
+        "  --query-lengths QL.npy  valid queries per batch entry; rows past it are 0\n"
+        "  --mask M.npy         mask, rank 2 (Lq, Lk), 3 (B, Lq, Lk) or\n"
+        "                       4 (B|1, H|1, Lq|1, Lk|1); axes of size 1 broadcast.\n"
+        "                       As in PyTorch: bool or integer M says which keys\n"
+        "                       to keep, float M is added to the scores (0 / -inf)\n"
+        "  --mask-convention C  how a bool/integer M reads: keep (nonzero attends,\n"
+        "                       PyTorch SDPA; the default), masked (1 = masked,\n"
+        "                       Keras/TF) or torch-mha (True = blocked,\n"
+        "                       nn.MultiheadAttention); given, a float M of 0/1\n"
+        "                       is read this way too\n"
+        "  --bias BIAS.npy      additive float bias, same ranks as --mask; -inf masks\n"
+        "  --block-sparse BLOCK,LAYOUT.npy\n"
+        "                       block layout of 0/1, (ceil(Lq/BLOCK), ceil(Lk/BLOCK))\n"
+        "                       shared by all heads, or (H, ...) per head\n"
+        "  --random-blocks BLOCK,KEEP_P,SEED\n"
+        "                       keep each BLOCK x BLOCK block with probability KEEP_P\n"
+        "  --softcap C          soft-capping: scores become C tanh(s / C) after the\n"
+        "                       scale, before mask and bias (Gemma 2); C > 0\n"
+        "  --alibi causal|symmetric\n"
+        "                       ALiBi bias -slope_h (c - j) (causal, the paper's and\n"
+        "                       BLOOM's) or -slope_h |c - j| (symmetric, MPT's), c the\n"
+        "                       aligned query position; standard slopes 2^(-8(h+1)/H)\n"
+        "  --alibi-slopes S.npy one ALiBi slope per head (H floats) instead\n"
+        "  --sinks S.npy        attention sinks: one logit per head (H floats) in each\n"
+        "                       softmax's denominator, with no value (gpt-oss)\n"
+        "  --doc-ids Q.npy[,K.npy]\n"
+        "                       packed documents: non-decreasing ids per position,\n"
+        "                       (B, L) or (L,); query i sees key j only when their\n"
+        "                       ids match (K.npy: key ids when Lq != Lk)\n");
     if (kinds & CLI_OPTS_KERNEL)
-        fprintf(f,
-"  --impl auto|ref|flash   kernel (ref: exact reference, double sums)\n");
+        fprintf(
+            f,
+            "  --impl auto|ref|flash   kernel (ref: exact reference, double sums)\n");
     if (kinds & CLI_OPTS_THREADS)
-        fprintf(f,
-"  --threads N          threads (0: OpenMP's default)\n");
+        fprintf(f, "  --threads N          threads (0: OpenMP's default)\n");
     if (kinds & CLI_OPTS_KERNEL)
         fprintf(f,
-"  --dropout P          dropout on the weights, P in [0, 1)\n"
-"  --seed N             dropout seed (default 0)\n");
-    fprintf(f, "All mask parts combine by AND%s.\n", (kinds & CLI_OPTS_KERNEL)
-            ? "; a query row with no visible key gives\noutput 0 and "
-              "log-sum-exp -inf" : "");
+                "  --dropout P          dropout on the weights, P in [0, 1)\n"
+                "  --seed N             dropout seed (default 0)\n");
+    fprintf(f, "All mask parts combine by AND%s.\n",
+            (kinds & CLI_OPTS_KERNEL)
+                ? "; a query row with no visible key gives\noutput 0 and "
+                  "log-sum-exp -inf"
+                : "");
 }
 
 /* The file-valued options, recorded during the scan and loaded after it
@@ -429,8 +451,10 @@ static int parse_align(const char *cmd, const char *opt, const char *v,
     } else if (strcmp(v, "bottom-right") == 0) {
         *out = ATTN_ALIGN_BOTTOM_RIGHT;
     } else {
-        return cli_usage_error(cmd, "%s takes top-left or bottom-right, not "
-                               "'%s'", opt, v);
+        return cli_usage_error(cmd,
+                               "%s takes top-left or bottom-right, not "
+                               "'%s'",
+                               opt, v);
     }
     return 0;
 }
@@ -458,11 +482,13 @@ static int split_commas(const char *v, char *buf, size_t cap, char **parts,
 static int parse_one(const char *cmd, int argc, char **argv, int i,
                      cli_sdpa_args *a, pending_files *pf, int *used) {
     static const char *const with_value[] = {
-        "--scale", "--causal", "--align", "--window", "--key-lengths",
-        "--query-lengths", "--mask", "--mask-convention", "--bias",
-        "--block-sparse", "--random-blocks", "--impl", "--threads",
-        "--dropout", "--seed", "--softcap", "--alibi", "--alibi-slopes",
-        "--sinks", "--doc-ids"};
+        "--scale",        "--causal",          "--align",
+        "--window",       "--key-lengths",     "--query-lengths",
+        "--mask",         "--mask-convention", "--bias",
+        "--block-sparse", "--random-blocks",   "--impl",
+        "--threads",      "--dropout",         "--seed",
+        "--softcap",      "--alibi",           "--alibi-slopes",
+        "--sinks",        "--doc-ids"};
     const char *opt = argv[i];
     *used = 0;
     size_t k, nopts = sizeof with_value / sizeof with_value[0];
@@ -471,14 +497,18 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
     if (k == nopts) return 0;
     /* options of the kernel in a command that computes no attention */
     unsigned kinds = a->kinds ? a->kinds : CLI_OPTS_ALL;
-    unsigned need = strcmp(opt, "--scale") == 0     ? CLI_OPTS_SCALE
-                    : strcmp(opt, "--threads") == 0 ? CLI_OPTS_THREADS
-                    : (strcmp(opt, "--impl") == 0 || strcmp(opt, "--dropout") == 0 ||
-                       strcmp(opt, "--seed") == 0)  ? CLI_OPTS_KERNEL
-                                                    : 0;
+    unsigned need =
+        strcmp(opt, "--scale") == 0     ? CLI_OPTS_SCALE
+        : strcmp(opt, "--threads") == 0 ? CLI_OPTS_THREADS
+        : (strcmp(opt, "--impl") == 0 || strcmp(opt, "--dropout") == 0 ||
+           strcmp(opt, "--seed") == 0)
+            ? CLI_OPTS_KERNEL
+            : 0;
     if (need && !(kinds & need))
-        return cli_usage_error(cmd, "%s has no effect here: attn %s reads "
-                               "weights and computes no attention", opt, cmd);
+        return cli_usage_error(cmd,
+                               "%s has no effect here: attn %s reads "
+                               "weights and computes no attention",
+                               opt, cmd);
     if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", opt);
     const char *v = argv[i + 1];
     *used = 2;
@@ -488,8 +518,10 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
     if (strcmp(opt, "--scale") == 0) {
         if (cli_parse_double(v, &o->scale) || !(o->scale > 0) ||
             isinf(o->scale))
-            return cli_usage_error(cmd, "--scale must be a positive number, "
-                                   "not '%s'", v);
+            return cli_usage_error(cmd,
+                                   "--scale must be a positive number, "
+                                   "not '%s'",
+                                   v);
     } else if (strcmp(opt, "--causal") == 0) {
         attn_align al = ATTN_ALIGN_TOP_LEFT;
         if (parse_align(cmd, opt, v, &al)) return 2;
@@ -510,8 +542,10 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
         if (split_commas(v, buf, sizeof buf, parts, 2) != 2 ||
             cli_parse_i64(parts[0], &l) || cli_parse_i64(parts[1], &r) ||
             l < -1 || r < -1)
-            return cli_usage_error(cmd, "--window takes LEFT,RIGHT with each "
-                                   ">= 0 or -1 (unbounded), not '%s'", v);
+            return cli_usage_error(cmd,
+                                   "--window takes LEFT,RIGHT with each "
+                                   ">= 0 or -1 (unbounded), not '%s'",
+                                   v);
         o->mask.window_left = l;
         o->mask.window_right = r;
     } else if (strcmp(opt, "--key-lengths") == 0) {
@@ -523,8 +557,10 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
     } else if (strcmp(opt, "--mask-convention") == 0) {
         if (strcmp(v, "keep") != 0 && strcmp(v, "masked") != 0 &&
             strcmp(v, "torch-mha") != 0)
-            return cli_usage_error(cmd, "--mask-convention takes keep, masked "
-                                   "or torch-mha, not '%s'", v);
+            return cli_usage_error(cmd,
+                                   "--mask-convention takes keep, masked "
+                                   "or torch-mha, not '%s'",
+                                   v);
         pf->convention = v;
     } else if (strcmp(opt, "--bias") == 0) {
         pf->bias = v;
@@ -532,12 +568,16 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
         int64_t bs;
         const char *comma = strchr(v, ',');
         if (!comma || split_commas(v, buf, sizeof buf, parts, 1) < 1)
-            return cli_usage_error(cmd, "--block-sparse takes BLOCK,LAYOUT.npy, "
-                                   "not '%s'", v);
+            return cli_usage_error(cmd,
+                                   "--block-sparse takes BLOCK,LAYOUT.npy, "
+                                   "not '%s'",
+                                   v);
         buf[comma - v] = '\0'; /* the path may itself contain commas */
         if (cli_parse_i64(buf, &bs) || bs < 1)
-            return cli_usage_error(cmd, "--block-sparse: BLOCK must be a "
-                                   "positive integer, not '%s'", buf);
+            return cli_usage_error(cmd,
+                                   "--block-sparse: BLOCK must be a "
+                                   "positive integer, not '%s'",
+                                   buf);
         o->mask.block_size = bs;
         pf->layout = comma + 1;
     } else if (strcmp(opt, "--random-blocks") == 0) {
@@ -548,22 +588,31 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
             cli_parse_i64(parts[0], &bs) || bs < 1 ||
             cli_parse_double(parts[1], &p) || !(p >= 0.0 && p <= 1.0) ||
             cli_parse_u64(parts[2], &seed))
-            return cli_usage_error(cmd, "--random-blocks takes BLOCK,KEEP_P,SEED "
+            return cli_usage_error(cmd,
+                                   "--random-blocks takes BLOCK,KEEP_P,SEED "
                                    "(BLOCK >= 1, KEEP_P in [0, 1], SEED >= 0), "
-                                   "not '%s'", v);
+                                   "not '%s'",
+                                   v);
         o->mask.random_block = bs;
         o->mask.random_keep_p = p;
         o->mask.random_seed = seed;
     } else if (strcmp(opt, "--softcap") == 0) {
         if (cli_parse_double(v, &o->mask.softcap) || !(o->mask.softcap > 0) ||
             isinf(o->mask.softcap))
-            return cli_usage_error(cmd, "--softcap takes a positive cap, not "
-                                   "'%s'", v);
+            return cli_usage_error(cmd,
+                                   "--softcap takes a positive cap, not "
+                                   "'%s'",
+                                   v);
     } else if (strcmp(opt, "--alibi") == 0) {
-        if (strcmp(v, "causal") == 0) o->mask.alibi = ATTN_ALIBI_CAUSAL;
-        else if (strcmp(v, "symmetric") == 0) o->mask.alibi = ATTN_ALIBI_SYMMETRIC;
-        else return cli_usage_error(cmd, "--alibi takes causal or symmetric, "
-                                    "not '%s'", v);
+        if (strcmp(v, "causal") == 0)
+            o->mask.alibi = ATTN_ALIBI_CAUSAL;
+        else if (strcmp(v, "symmetric") == 0)
+            o->mask.alibi = ATTN_ALIBI_SYMMETRIC;
+        else
+            return cli_usage_error(cmd,
+                                   "--alibi takes causal or symmetric, "
+                                   "not '%s'",
+                                   v);
     } else if (strcmp(opt, "--alibi-slopes") == 0) {
         pf->alibi_slopes = v;
     } else if (strcmp(opt, "--sinks") == 0) {
@@ -571,16 +620,24 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
     } else if (strcmp(opt, "--doc-ids") == 0) {
         pf->doc_ids = v;
     } else if (strcmp(opt, "--impl") == 0) {
-        if (strcmp(v, "auto") == 0) o->impl = ATTN_IMPL_AUTO;
-        else if (strcmp(v, "ref") == 0) o->impl = ATTN_IMPL_REF;
-        else if (strcmp(v, "flash") == 0) o->impl = ATTN_IMPL_FLASH;
-        else return cli_usage_error(cmd, "--impl takes auto, ref or flash, not "
-                                    "'%s'", v);
+        if (strcmp(v, "auto") == 0)
+            o->impl = ATTN_IMPL_AUTO;
+        else if (strcmp(v, "ref") == 0)
+            o->impl = ATTN_IMPL_REF;
+        else if (strcmp(v, "flash") == 0)
+            o->impl = ATTN_IMPL_FLASH;
+        else
+            return cli_usage_error(cmd,
+                                   "--impl takes auto, ref or flash, not "
+                                   "'%s'",
+                                   v);
     } else if (strcmp(opt, "--threads") == 0) {
         int64_t t;
         if (cli_parse_i64(v, &t) || t < 0 || t > 4096)
-            return cli_usage_error(cmd, "--threads must be an integer in "
-                                   "[0, 4096], not '%s'", v);
+            return cli_usage_error(cmd,
+                                   "--threads must be an integer in "
+                                   "[0, 4096], not '%s'",
+                                   v);
         o->threads = (int)t;
     } else if (strcmp(opt, "--dropout") == 0) {
         if (cli_parse_double(v, &o->dropout_p) ||
@@ -589,8 +646,10 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
                                    v);
     } else { /* --seed */
         if (cli_parse_u64(v, &o->seed))
-            return cli_usage_error(cmd, "--seed must be an integer >= 0, not "
-                                   "'%s'", v);
+            return cli_usage_error(cmd,
+                                   "--seed must be an integer >= 0, not "
+                                   "'%s'",
+                                   v);
     }
     return 0;
 }
@@ -603,8 +662,10 @@ static int load_lengths(const char *cmd, const char *path, const char *opt,
     attn_status st = attn_npy_read(path, out);
     if (st) return cli_fail(cmd, st, what);
     if (out->ndim != 1) {
-        fprintf(stderr, "attn %s: %s (%s) must have rank 1 (one length per "
-                "batch entry), not %d\n", cmd, opt, cli_esc(path), out->ndim);
+        fprintf(stderr,
+                "attn %s: %s (%s) must have rank 1 (one length per "
+                "batch entry), not %d\n",
+                cmd, opt, cli_esc(path), out->ndim);
         return 1;
     }
     if ((st = attn_npy_convert(out, ATTN_I64))) return cli_fail(cmd, st, what);
@@ -687,9 +748,10 @@ static int bind_docs(const char *cmd, const attn_npy *ids, const char *what,
     if (!ok) {
         char sh[160];
         shape_str(sh, sizeof sh, ids->ndim, ids->shape);
-        fprintf(stderr, "attn %s: --doc-ids %s have shape %s but (B, L) = "
-                "(%lld, %lld) or (L,) = (%lld,) is needed\n", cmd, what, sh,
-                (long long)B, (long long)L, (long long)L);
+        fprintf(stderr,
+                "attn %s: --doc-ids %s have shape %s but (B, L) = "
+                "(%lld, %lld) or (L,) = (%lld,) is needed\n",
+                cmd, what, sh, (long long)B, (long long)L, (long long)L);
         return 1;
     }
     *n = B * L;
@@ -722,8 +784,8 @@ static int bind_score_files(const char *cmd, cli_sdpa_args *a, int64_t B,
         return 1;
     }
     int64_t *buf = a->doc_buf;
-    int rc = bind_docs(cmd, &a->doc_q, a->doc_k.data ? "(query ids)" : "ids",
-                       B, Lq, buf, &m->doc_q, &m->n_doc_q);
+    int rc = bind_docs(cmd, &a->doc_q, a->doc_k.data ? "(query ids)" : "ids", B,
+                       Lq, buf, &m->doc_q, &m->n_doc_q);
     if (!rc && a->doc_k.data)
         rc = bind_docs(cmd, &a->doc_k, "(key ids)", B, Lk, buf + B * Lq,
                        &m->doc_k, &m->n_doc_k);
@@ -738,14 +800,16 @@ static int load_files(const char *cmd, cli_sdpa_args *a,
     if (pf->convention && !pf->mask)
         return cli_usage_error(cmd, "--mask-convention needs --mask");
     if (pf->key_lengths &&
-        (rc = load_lengths(cmd, pf->key_lengths, "--key-lengths", &a->key_lengths)))
+        (rc = load_lengths(cmd, pf->key_lengths, "--key-lengths",
+                           &a->key_lengths)))
         return rc;
     if (pf->query_lengths &&
         (rc = load_lengths(cmd, pf->query_lengths, "--query-lengths",
                            &a->query_lengths)))
         return rc;
     if (pf->mask) {
-        if ((rc = load_mask_like(cmd, pf->mask, "--mask", &a->mask, &a->keep_t)))
+        if ((rc =
+                 load_mask_like(cmd, pf->mask, "--mask", &a->mask, &a->keep_t)))
             return rc;
         attn_dtype mdt = a->mask.dtype;
         int is_float = mdt == ATTN_F32 || mdt == ATTN_F64 || mdt == ATTN_F16 ||
@@ -755,10 +819,12 @@ static int load_files(const char *cmd, cli_sdpa_args *a,
              * float mask is added to the scores (0 / -inf), a bool or
              * integer one says which keys to keep */
             if (pf->bias)
-                return cli_usage_error(cmd, "--mask %s is float, which is an "
+                return cli_usage_error(cmd,
+                                       "--mask %s is float, which is an "
                                        "additive bias (as in PyTorch), and "
                                        "--bias is given too: add the two into "
-                                       "one --bias file", pf->mask);
+                                       "one --bias file",
+                                       pf->mask);
             attn_npy tmp = a->mask;
             a->mask = a->bias;
             a->bias = tmp;
@@ -776,18 +842,21 @@ static int load_files(const char *cmd, cli_sdpa_args *a,
             /* an explicit convention reads a float mask as 0/1; anything
              * else (-inf, 0.5) would be silently taken as nonzero */
             size_t n = 1;
-            for (int i = 0; i < a->mask.ndim; i++) n *= (size_t)a->mask.shape[i];
+            for (int i = 0; i < a->mask.ndim; i++)
+                n *= (size_t)a->mask.shape[i];
             for (size_t i = 0; i < n; i++) {
-                double x = mdt == ATTN_F64 ? ((const double *)a->mask.data)[i]
+                double x = mdt == ATTN_F64   ? ((const double *)a->mask.data)[i]
                            : mdt == ATTN_F32 ? ((const float *)a->mask.data)[i]
                                              : 0.0;
                 if (mdt == ATTN_F16 || mdt == ATTN_BF16) {
                     uint16_t u = ((const uint16_t *)a->mask.data)[i];
-                    x = (u & 0x7fff) == 0 ? 0.0
-                        : u == (mdt == ATTN_F16 ? 0x3c00 : 0x3f80) ? 1.0 : 0.5;
+                    x = (u & 0x7fff) == 0                          ? 0.0
+                        : u == (mdt == ATTN_F16 ? 0x3c00 : 0x3f80) ? 1.0
+                                                                   : 0.5;
                 }
                 if (x != 0.0 && x != 1.0)
-                    return cli_usage_error(cmd, "--mask %s is float with a value "
+                    return cli_usage_error(cmd,
+                                           "--mask %s is float with a value "
                                            "%g at flat index %zu: with "
                                            "--mask-convention %s it must hold "
                                            "only 0 and 1 (leave out "
@@ -803,7 +872,8 @@ static int load_files(const char *cmd, cli_sdpa_args *a,
         st = attn_npy_convert(&a->mask, ATTN_U8);
         if (!st && strcmp(conv, "keep") != 0) {
             size_t n = 1;
-            for (int i = 0; i < a->mask.ndim; i++) n *= (size_t)a->mask.shape[i];
+            for (int i = 0; i < a->mask.ndim; i++)
+                n *= (size_t)a->mask.shape[i];
             st = strcmp(conv, "masked") == 0
                      ? attn_mask_from_keras(a->mask.data, ATTN_U8, n,
                                             a->mask.data)
@@ -816,7 +886,8 @@ static int load_files(const char *cmd, cli_sdpa_args *a,
         m->keep = &a->keep_t;
     }
     if (pf->bias) {
-        if ((rc = load_mask_like(cmd, pf->bias, "--bias", &a->bias, &a->bias_t)))
+        if ((rc =
+                 load_mask_like(cmd, pf->bias, "--bias", &a->bias, &a->bias_t)))
             return rc;
         if (a->bias.dtype != ATTN_F32 && a->bias.dtype != ATTN_F64 &&
             (st = attn_npy_convert(&a->bias, ATTN_F64)))
@@ -843,8 +914,10 @@ int cli_sdpa_args_parse(const char *cmd, int *argc, char **argv,
     for (int i = 1; i < *argc;) {
         int used, rc = parse_one(cmd, *argc, argv, i, a, &pf, &used);
         if (rc) return rc;
-        if (used == 0) argv[out++] = argv[i++];
-        else i += used;
+        if (used == 0)
+            argv[out++] = argv[i++];
+        else
+            i += used;
     }
     *argc = out;
     a->file_opt[0] = "--key-lengths", a->files[0] = pf.key_lengths;
@@ -855,16 +928,17 @@ int cli_sdpa_args_parse(const char *cmd, int *argc, char **argv,
     return load_files(cmd, a, &pf);
 }
 
-int cli_sdpa_args_bind(const char *cmd, cli_sdpa_args *a, int64_t B,
-                       int64_t H, int64_t Lq, int64_t Lk) {
+int cli_sdpa_args_bind(const char *cmd, cli_sdpa_args *a, int64_t B, int64_t H,
+                       int64_t Lq, int64_t Lk) {
     attn_mask *m = &a->opts.mask;
     const attn_npy *len[2] = {&a->key_lengths, &a->query_lengths};
     const char *names[2] = {"--key-lengths", "--query-lengths"};
     for (int i = 0; i < 2; i++)
         if (len[i]->data && len[i]->shape[0] != B) {
-            fprintf(stderr, "attn %s: %s has %lld entries but the batch has "
-                    "%lld\n", cmd, names[i], (long long)len[i]->shape[0],
-                    (long long)B);
+            fprintf(stderr,
+                    "attn %s: %s has %lld entries but the batch has "
+                    "%lld\n",
+                    cmd, names[i], (long long)len[i]->shape[0], (long long)B);
             return 1;
         }
     m->key_lengths = a->key_lengths.data;
@@ -879,12 +953,14 @@ int cli_sdpa_args_bind(const char *cmd, cli_sdpa_args *a, int64_t B,
             l->shape[l->ndim - 1] != nk || (lh != 1 && lh != H)) {
             char s[160];
             shape_str(s, sizeof s, l->ndim, l->shape);
-            fprintf(stderr, "attn %s: the --block-sparse layout has shape %s; "
-                    "with block %lld, Lq = %lld, Lk = %lld and H = %lld it must "
-                    "be (%lld, %lld) or (1 or %lld, %lld, %lld)\n", cmd, s,
-                    (long long)bs, (long long)Lq, (long long)Lk, (long long)H,
-                    (long long)nq, (long long)nk, (long long)H, (long long)nq,
-                    (long long)nk);
+            fprintf(
+                stderr,
+                "attn %s: the --block-sparse layout has shape %s; "
+                "with block %lld, Lq = %lld, Lk = %lld and H = %lld it must "
+                "be (%lld, %lld) or (1 or %lld, %lld, %lld)\n",
+                cmd, s, (long long)bs, (long long)Lq, (long long)Lk,
+                (long long)H, (long long)nq, (long long)nk, (long long)H,
+                (long long)nq, (long long)nk);
             return 1;
         }
         m->layout = l->data;

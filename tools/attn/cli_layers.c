@@ -13,8 +13,10 @@ static int load_seq(const char *cmd, const char *path, const char *name,
     if (rc) return rc;
     if (s->t.rank == 4) {
         cli_tensor_free(&s->t);
-        return cli_usage_error(cmd, "--%s must have rank 2 (L, D) or 3 "
-                               "(B, L, D); %s has rank 4", name, path);
+        return cli_usage_error(cmd,
+                               "--%s must have rank 2 (L, D) or 3 "
+                               "(B, L, D); %s has rank 4",
+                               name, path);
     }
     if ((rc = cli_tensor_convert(cmd, &s->t, ATTN_F32))) {
         cli_tensor_free(&s->t);
@@ -44,18 +46,19 @@ int cli_save_seq(const char *cmd, const char *path, float *data, int rank,
 static int param_check(const char *cmd, const cli_param_src *p) {
     if (!p->load == !p->seeded)
         return cli_usage_error(cmd, "give either --params FILE or "
-                               "--init-seed N");
+                                    "--init-seed N");
     return 0;
 }
 
 void cli_param_help(FILE *f) {
-    fprintf(f,
-"parameters (one of):\n"
-"  --params FILE        a parameter file (docs/params-format.md); the\n"
-"                       layer's sizes come from it\n"
-"  --init-seed N        Xavier-uniform initialization from seed N (biases\n"
-"                       0, LayerNorm gamma 1), sizes from the options\n"
-"  --save-params FILE   also write the parameters used to FILE\n");
+    fprintf(
+        f,
+        "parameters (one of):\n"
+        "  --params FILE        a parameter file (docs/params-format.md); the\n"
+        "                       layer's sizes come from it\n"
+        "  --init-seed N        Xavier-uniform initialization from seed N (biases\n"
+        "                       0, LayerNorm gamma 1), sizes from the options\n"
+        "  --save-params FILE   also write the parameters used to FILE\n");
 }
 
 void cli_layer_init(cli_layer *l, int qkv) {
@@ -64,8 +67,7 @@ void cli_layer_init(cli_layer *l, int qkv) {
     cli_sdpa_args_init(&l->a);
 }
 
-int cli_layer_opt(cli_layer *l, const char *arg, const char *val,
-                  int *used) {
+int cli_layer_opt(cli_layer *l, const char *arg, const char *val, int *used) {
     static const char *const qkv_names[3] = {"--query", "--key", "--value"};
     *used = 1;
     for (int i = 0; i < (l->qkv ? 3 : 1); i++)
@@ -73,14 +75,19 @@ int cli_layer_opt(cli_layer *l, const char *arg, const char *val,
             l->in[i] = val;
             return 0;
         }
-    if (strcmp(arg, "--out") == 0) l->out_path = val;
-    else if (strcmp(arg, "--weights") == 0) l->weights_path = val;
-    else if (strcmp(arg, "--params") == 0) l->src.load = val;
-    else if (strcmp(arg, "--save-params") == 0) l->src.save = val;
+    if (strcmp(arg, "--out") == 0)
+        l->out_path = val;
+    else if (strcmp(arg, "--weights") == 0)
+        l->weights_path = val;
+    else if (strcmp(arg, "--params") == 0)
+        l->src.load = val;
+    else if (strcmp(arg, "--save-params") == 0)
+        l->src.save = val;
     else if (strcmp(arg, "--init-seed") == 0) {
         if (cli_parse_u64(val, &l->src.seed)) return 1;
         l->src.seeded = 1;
-    } else *used = 0;
+    } else
+        *used = 0;
     return 0;
 }
 
@@ -89,8 +96,9 @@ static int bad_value(const char *cmd, const cli_layer_own *o, int own,
                      const char *arg, const char *val) {
     if (o->msgs == CLI_MSG_BAD_VALUE)
         return cli_usage_error(cmd, "bad value '%s' for %s", val, arg);
-    return cli_usage_error(cmd, own ? "%s takes a positive integer, not '%s'"
-                                    : "%s takes a number, not '%s'",
+    return cli_usage_error(cmd,
+                           own ? "%s takes a positive integer, not '%s'"
+                               : "%s takes a number, not '%s'",
                            arg, val);
 }
 
@@ -100,14 +108,17 @@ int cli_layer_parse(const char *cmd, cli_layer *l, int argc, char **argv,
         const char *arg = argv[i];
         if (own->flag(own->ctx, arg)) continue;
         if (i + 1 >= argc)
-            return cli_usage_error(cmd, "unknown argument or missing value: "
-                                   "'%s'", arg);
+            return cli_usage_error(cmd,
+                                   "unknown argument or missing value: "
+                                   "'%s'",
+                                   arg);
         const char *val = argv[i + 1];
         int used, r;
         if (cli_layer_opt(l, arg, val, &used))
             return bad_value(cmd, own, 0, arg, val);
         if (!used && (r = own->opt(own->ctx, arg, val)) != 0) {
-            if (r < 0) return cli_usage_error(cmd, "unknown argument '%s'", arg);
+            if (r < 0)
+                return cli_usage_error(cmd, "unknown argument '%s'", arg);
             return bad_value(cmd, own, 1, arg, val);
         }
         i++;
@@ -148,7 +159,8 @@ int cli_layer_load(const char *cmd, cli_layer *l) {
     l->V = V;
     if (K->B != q->B || V->B != q->B || K->L != V->L ||
         K->t.rank != q->t.rank || V->t.rank != q->t.rank)
-        return cli_usage_error(cmd, "query, key and value must share the "
+        return cli_usage_error(cmd,
+                               "query, key and value must share the "
                                "rank and batch, and key and value the length");
     return 0;
 }
@@ -170,8 +182,10 @@ int cli_layer_alloc(const char *cmd, cli_layer *l, size_t wsn, int64_t nout,
 }
 
 void cli_layer_free(cli_layer *l) {
-    if (l->loaded) attn_params_free(l->prm);
-    else free(l->prm);
+    if (l->loaded)
+        attn_params_free(l->prm);
+    else
+        free(l->prm);
     free(l->ws);
     free(l->out);
     free(l->w);

@@ -2,9 +2,8 @@
  * subcommands that show their results. */
 #include "cli.h"
 
-
-void cli_print_matrix(FILE *f, const char *title, const float *m,
-                      int64_t rows, int64_t cols, int64_t ld, int decimals) {
+void cli_print_matrix(FILE *f, const char *title, const float *m, int64_t rows,
+                      int64_t cols, int64_t ld, int decimals) {
     /* one width for every column: the widest printed entry */
     int width = 1;
     char cell[64];
@@ -14,8 +13,9 @@ void cli_print_matrix(FILE *f, const char *title, const float *m,
                              (double)m[i * ld + j]);
             if (n > width) width = n;
         }
-    if (title) fprintf(f, "%s (%lld x %lld)\n", title, (long long)rows,
-                       (long long)cols);
+    if (title)
+        fprintf(f, "%s (%lld x %lld)\n", title, (long long)rows,
+                (long long)cols);
     for (int64_t i = 0; i < rows; i++) {
         fprintf(f, "  [");
         for (int64_t j = 0; j < cols; j++)
@@ -25,10 +25,11 @@ void cli_print_matrix(FILE *f, const char *title, const float *m,
     }
 }
 
-void cli_print_mask(FILE *f, const char *title, const uint8_t *m,
-                    int64_t rows, int64_t cols, int64_t ld) {
-    if (title) fprintf(f, "%s (%lld x %lld, 1 = attends)\n", title,
-                       (long long)rows, (long long)cols);
+void cli_print_mask(FILE *f, const char *title, const uint8_t *m, int64_t rows,
+                    int64_t cols, int64_t ld) {
+    if (title)
+        fprintf(f, "%s (%lld x %lld, 1 = attends)\n", title, (long long)rows,
+                (long long)cols);
     for (int64_t i = 0; i < rows; i++) {
         fprintf(f, "  ");
         for (int64_t j = 0; j < cols; j++)

@@ -10,21 +10,27 @@
 
 #ifndef ATTN_HAVE_MPI
 static int no_mpi(const char *cmd) {
-    return cli_usage_error(cmd, "--ring needs attn built with MPI (install "
+    return cli_usage_error(cmd,
+                           "--ring needs attn built with MPI (install "
                            "libopenmpi-dev and openmpi-bin, then rebuild)");
 }
 #endif
 
-int cli_ring_take(const char *cmd, int *argc, char **argv, const char **layout) {
+int cli_ring_take(const char *cmd, int *argc, char **argv,
+                  const char **layout) {
     *layout = NULL;
     for (int i = 1; i < *argc; i++) {
         if (strcmp(argv[i], "--ring") != 0) continue;
         if (i + 1 >= *argc)
-            return cli_usage_error(cmd, "--ring needs a layout: contiguous or zigzag");
+            return cli_usage_error(
+                cmd, "--ring needs a layout: contiguous or zigzag");
         *layout = argv[i + 1];
-        if (strcmp(*layout, "contiguous") != 0 && strcmp(*layout, "zigzag") != 0)
-            return cli_usage_error(cmd, "--ring: unknown layout '%s' (contiguous "
-                                   "or zigzag)", *layout);
+        if (strcmp(*layout, "contiguous") != 0 &&
+            strcmp(*layout, "zigzag") != 0)
+            return cli_usage_error(cmd,
+                                   "--ring: unknown layout '%s' (contiguous "
+                                   "or zigzag)",
+                                   *layout);
         for (int j = i; j + 2 <= *argc; j++) argv[j] = argv[j + 2];
         *argc -= 2;
 #ifndef ATTN_HAVE_MPI
@@ -41,7 +47,12 @@ int cli_ring_take(const char *cmd, int *argc, char **argv, const char **layout) 
 int cli_ring_sdpa(const char *cmd, const char *layout, cli_tensor *q,
                   cli_tensor *k, cli_tensor *v, const attn_sdpa_opts *opts,
                   const char *out_path, const char *lse_path) {
-    (void)layout; (void)q; (void)k; (void)v; (void)opts; (void)out_path;
+    (void)layout;
+    (void)q;
+    (void)k;
+    (void)v;
+    (void)opts;
+    (void)out_path;
     (void)lse_path;
     return no_mpi(cmd);
 }
@@ -50,13 +61,22 @@ int cli_ring_backward(const char *cmd, const char *layout, cli_tensor *q,
                       cli_tensor *k, cli_tensor *v, cli_tensor *dout,
                       const attn_sdpa_opts *opts, const char *dq_path,
                       const char *dk_path, const char *dv_path) {
-    (void)layout; (void)q; (void)k; (void)v; (void)dout; (void)opts;
-    (void)dq_path; (void)dk_path; (void)dv_path;
+    (void)layout;
+    (void)q;
+    (void)k;
+    (void)v;
+    (void)dout;
+    (void)opts;
+    (void)dq_path;
+    (void)dk_path;
+    (void)dv_path;
     return no_mpi(cmd);
 }
 
 int cli_ring_bench(const char *layout, int argc, char **argv) {
-    (void)layout; (void)argc; (void)argv;
+    (void)layout;
+    (void)argc;
+    (void)argv;
     return no_mpi("bench");
 }
 
@@ -89,8 +109,9 @@ static attn_status shard_of(attn_ring_layout lay, int P, int R,
     int64_t n;
     attn_status st = attn_ring_shard_length(lay, full->shape[2], P, R, &n);
     if (st) return st;
-    size_t bytes = (size_t)(full->shape[0] * full->shape[1] * n * full->shape[3]) *
-                   attn_dtype_size(full->dtype);
+    size_t bytes =
+        (size_t)(full->shape[0] * full->shape[1] * n * full->shape[3]) *
+        attn_dtype_size(full->dtype);
     void *p = malloc(bytes ? bytes : 1);
     if (!p) return ATTN_E_NOMEM;
     *sh = attn_tensor_4d(p, full->dtype, full->shape[0], full->shape[1], n,
@@ -108,8 +129,8 @@ static void reduce0(float *x, size_t n, int R) {
     const size_t step = (size_t)1 << 28;
     for (size_t at = 0; at < n; at += step) {
         int c = (int)(n - at < step ? n - at : step);
-        MPI_Reduce(R == 0 ? MPI_IN_PLACE : x + at, x + at, c, MPI_FLOAT, MPI_SUM, 0,
-                   MPI_COMM_WORLD);
+        MPI_Reduce(R == 0 ? MPI_IN_PLACE : x + at, x + at, c, MPI_FLOAT,
+                   MPI_SUM, 0, MPI_COMM_WORLD);
     }
 }
 
@@ -125,8 +146,8 @@ static float *gather0(attn_ring_layout lay, int P, int R, const attn_tensor *sh,
         free(full);
         return NULL;
     }
-    attn_tensor F = attn_tensor_4d(full, ATTN_F32, sh->shape[0], sh->shape[1], L,
-                                   sh->shape[3]);
+    attn_tensor F = attn_tensor_4d(full, ATTN_F32, sh->shape[0], sh->shape[1],
+                                   L, sh->shape[3]);
     attn_ring_unshard(lay, P, R, sh, &F);
     reduce0(full, n, R);
     return full;
@@ -152,19 +173,22 @@ int cli_ring_sdpa(const char *cmd, const char *layout, cli_tensor *q,
     attn_tensor Qs = {0}, Ks = {0}, Vs = {0};
     float *o = NULL, *l = NULL, *ofull = NULL, *lfull = NULL;
     attn_status st;
-    if ((st = shard_of(lay, P, R, &q->t, &Qs)) || (st = shard_of(lay, P, R, &k->t, &Ks)) ||
+    if ((st = shard_of(lay, P, R, &q->t, &Qs)) ||
+        (st = shard_of(lay, P, R, &k->t, &Ks)) ||
         (st = shard_of(lay, P, R, &v->t, &Vs))) {
         rc = ring_fail(cmd, R, st, "sharding");
         goto done;
     }
     const int64_t B = Qs.shape[0], H = Qs.shape[1], nq = Qs.shape[2];
     const int64_t Dv = Vs.shape[3], Lq = q->t.shape[2];
-    if (!alloc_f32(&o, (size_t)(B * H * nq * Dv)) || !alloc_f32(&l, (size_t)(B * H * nq))) {
+    if (!alloc_f32(&o, (size_t)(B * H * nq * Dv)) ||
+        !alloc_f32(&l, (size_t)(B * H * nq))) {
         rc = ring_fail(cmd, R, ATTN_E_NOMEM, "ring output");
         goto done;
     }
     attn_tensor O = attn_tensor_4d(o, ATTN_F32, B, H, nq, Dv);
-    st = attn_ring_sdpa_forward(MPI_COMM_WORLD, lay, &Qs, &Ks, &Vs, opts, &O, l, NULL);
+    st = attn_ring_sdpa_forward(MPI_COMM_WORLD, lay, &Qs, &Ks, &Vs, opts, &O, l,
+                                NULL);
     if (st) {
         rc = ring_fail(cmd, R, st, "ring attention");
         goto done;
@@ -183,8 +207,13 @@ int cli_ring_sdpa(const char *cmd, const char *layout, cli_tensor *q,
             rc = cli_save_like(cmd, lse_path, ATTN_F32, lfull, 3, ls, q->rank);
     }
 done:
-    free(Qs.data); free(Ks.data); free(Vs.data);
-    free(o); free(l); free(ofull); free(lfull);
+    free(Qs.data);
+    free(Ks.data);
+    free(Vs.data);
+    free(o);
+    free(l);
+    free(ofull);
+    free(lfull);
     ring_done();
     return rc;
 }
@@ -199,7 +228,8 @@ int cli_ring_backward(const char *cmd, const char *layout, cli_tensor *q,
     attn_tensor Qs = {0}, Ks = {0}, Vs = {0}, dOs = {0};
     float *o = NULL, *l = NULL, *g = NULL, *full[3] = {NULL, NULL, NULL};
     attn_status st;
-    if ((st = shard_of(lay, P, R, &q->t, &Qs)) || (st = shard_of(lay, P, R, &k->t, &Ks)) ||
+    if ((st = shard_of(lay, P, R, &q->t, &Qs)) ||
+        (st = shard_of(lay, P, R, &k->t, &Ks)) ||
         (st = shard_of(lay, P, R, &v->t, &Vs)) ||
         (st = shard_of(lay, P, R, &dout->t, &dOs))) {
         rc = ring_fail(cmd, R, st, "sharding");
@@ -208,8 +238,10 @@ int cli_ring_backward(const char *cmd, const char *layout, cli_tensor *q,
     const int64_t B = Qs.shape[0], H = Qs.shape[1], nq = Qs.shape[2];
     const int64_t Hkv = Ks.shape[1], nk = Ks.shape[2], Dk = Qs.shape[3];
     const int64_t Dv = Vs.shape[3];
-    const size_t nqg = (size_t)(B * H * nq * Dk), nkg = (size_t)(B * Hkv * nk * Dk);
-    if (!alloc_f32(&o, (size_t)(B * H * nq * Dv)) || !alloc_f32(&l, (size_t)(B * H * nq)) ||
+    const size_t nqg = (size_t)(B * H * nq * Dk),
+                 nkg = (size_t)(B * Hkv * nk * Dk);
+    if (!alloc_f32(&o, (size_t)(B * H * nq * Dv)) ||
+        !alloc_f32(&l, (size_t)(B * H * nq)) ||
         !alloc_f32(&g, nqg + nkg + (size_t)(B * Hkv * nk * Dv))) {
         rc = ring_fail(cmd, R, ATTN_E_NOMEM, "ring gradients");
         goto done;
@@ -218,13 +250,14 @@ int cli_ring_backward(const char *cmd, const char *layout, cli_tensor *q,
     attn_tensor dQ = attn_tensor_4d(g, ATTN_F32, B, H, nq, Dk);
     attn_tensor dK = attn_tensor_4d(g + nqg, ATTN_F32, B, Hkv, nk, Dk);
     attn_tensor dV = attn_tensor_4d(g + nqg + nkg, ATTN_F32, B, Hkv, nk, Dv);
-    st = attn_ring_sdpa_forward(MPI_COMM_WORLD, lay, &Qs, &Ks, &Vs, opts, &O, l, NULL);
+    st = attn_ring_sdpa_forward(MPI_COMM_WORLD, lay, &Qs, &Ks, &Vs, opts, &O, l,
+                                NULL);
     if (st) {
         rc = ring_fail(cmd, R, st, "ring forward");
         goto done;
     }
-    st = attn_ring_sdpa_backward(MPI_COMM_WORLD, lay, &Qs, &Ks, &Vs, &O, l, &dOs,
-                                 opts, &dQ, &dK, &dV, NULL);
+    st = attn_ring_sdpa_backward(MPI_COMM_WORLD, lay, &Qs, &Ks, &Vs, &O, l,
+                                 &dOs, opts, &dQ, &dK, &dV, NULL);
     if (st) {
         rc = ring_fail(cmd, R, st, "ring backward");
         goto done;
@@ -240,14 +273,21 @@ int cli_ring_backward(const char *cmd, const char *layout, cli_tensor *q,
         const int64_t qs[4] = {B, H, q->t.shape[2], Dk};
         const int64_t ks[4] = {B, Hkv, k->t.shape[2], Dk};
         const int64_t vs[4] = {B, Hkv, k->t.shape[2], Dv};
-        if ((rc = cli_save_like(cmd, dq_path, ATTN_F32, full[0], 4, qs, q->rank)) ||
-            (rc = cli_save_like(cmd, dk_path, ATTN_F32, full[1], 4, ks, k->rank)))
+        if ((rc = cli_save_like(cmd, dq_path, ATTN_F32, full[0], 4, qs,
+                                q->rank)) ||
+            (rc = cli_save_like(cmd, dk_path, ATTN_F32, full[1], 4, ks,
+                                k->rank)))
             goto done;
         rc = cli_save_like(cmd, dv_path, ATTN_F32, full[2], 4, vs, v->rank);
     }
 done:
-    free(Qs.data); free(Ks.data); free(Vs.data); free(dOs.data);
-    free(o); free(l); free(g);
+    free(Qs.data);
+    free(Ks.data);
+    free(Vs.data);
+    free(dOs.data);
+    free(o);
+    free(l);
+    free(g);
     for (int x = 0; x < 3; x++) free(full[x]);
     ring_done();
     return rc;

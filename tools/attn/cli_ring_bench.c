@@ -58,9 +58,10 @@ typedef struct {
 } rb_opts;
 
 /* This rank's queries against all keys, one flash call per query run. */
-static double compute_alone(attn_ring_layout lay, int P, int R, const attn_tensor *Qs,
-                            const attn_tensor *K, const attn_tensor *V,
-                            const attn_sdpa_opts *o, float *out, float *lse) {
+static double compute_alone(attn_ring_layout lay, int P, int R,
+                            const attn_tensor *Qs, const attn_tensor *K,
+                            const attn_tensor *V, const attn_sdpa_opts *o,
+                            float *out, float *lse) {
     int64_t s[2], l[2];
     int n;
     attn_ring_runs(lay, K->shape[2], P, R, s, l, &n);
@@ -74,7 +75,8 @@ static double compute_alone(attn_ring_layout lay, int P, int R, const attn_tenso
         if (attn__sdpa_check(&q, K, V, o, NULL, NULL, 0, &d)) return -1;
         attn__flash_pos pos = {s[x], 0, K->shape[2], K->shape[2]};
         attn_tensor O = attn_tensor_4d(out, ATTN_F32, 1, d.H, l[x], d.Dv);
-        if (attn__flash_forward_at(&q, K, V, o, &d, &pos, &O, lse, NULL, NULL)) return -1;
+        if (attn__flash_forward_at(&q, K, V, o, &d, &pos, &O, lse, NULL, NULL))
+            return -1;
     }
     return MPI_Wtime() - t0;
 }
@@ -109,18 +111,21 @@ static double vmean(const double *v, int P) {
 
 /* What run() measured, for report(). */
 typedef struct {
-    double *txa, *alone, *comp, *wait, *tot, *stepc, *stepw, *btot, *bcomp, *bwait;
+    double *txa, *alone, *comp, *wait, *tot, *stepc, *stepw, *btot, *bcomp,
+        *bwait;
     double t1, tb1;
     size_t kvb;
 } rb_res;
 
 /* Rank 0's summary of a run. */
-static void report(const rb_res *x, const rb_opts *b, const char *layout, int P) {
+static void report(const rb_res *x, const rb_opts *b, const char *layout,
+                   int P) {
     const int64_t L = b->L, H = b->H, D = b->D;
     const double mib = (double)x->kvb / (1 << 20);
     printf("ring bench: P=%d ranks x %d thread(s), B=1 H=%lld L=%lld D=%lld "
-           "%s, layout %s, f32\n", P, b->threads, (long long)H, (long long)L,
-           (long long)D, b->causal ? "causal" : "full", layout);
+           "%s, layout %s, f32\n",
+           P, b->threads, (long long)H, (long long)L, (long long)D,
+           b->causal ? "causal" : "full", layout);
     printf("  K/V block %.1f MiB; transfer alone %.2f ms (%.2f GB/s)\n", mib,
            vmax(x->txa, P) * 1e3, (double)x->kvb / vmax(x->txa, P) / 1e9);
     printf("  %-28s", "per rank (ms):");
@@ -134,7 +139,8 @@ static void report(const rb_res *x, const rb_opts *b, const char *layout, int P)
     for (int r = 0; r < P && r < 16; r++) {
         printf("    rank %2d:", r);
         for (int s = 0; s < P && s < 16; s++)
-            printf(" %7.1f/%.1f", x->stepc[r * P + s] * 1e3, x->stepw[r * P + s] * 1e3);
+            printf(" %7.1f/%.1f", x->stepc[r * P + s] * 1e3,
+                   x->stepw[r * P + s] * 1e3);
         printf("\n");
     }
     const double ring = vmax(x->tot, P), al = vmax(x->alone, P);
@@ -145,12 +151,14 @@ static void report(const rb_res *x, const rb_opts *b, const char *layout, int P)
     over = over < 0 ? 0 : over;
     printf("  ring / compute alone (slowest rank): %.3f\n", ring / al);
     printf("  balance: slowest rank's compute / mean: %.3f alone, %.3f in the "
-           "ring\n", vmax(x->alone, P) / vmean(x->alone, P),
+           "ring\n",
+           vmax(x->alone, P) / vmean(x->alone, P),
            vmax(x->comp, P) / vmean(x->comp, P));
     if (P > 1) {
         double ow = 1.0 - vmean(x->wait, P) / xfer;
         printf("  overlap: 1 - exposed wait / transfers alone: %.3f (mean wait "
-               "%.1f ms)\n", ow < 0 ? 0.0 : ow, vmean(x->wait, P) * 1e3);
+               "%.1f ms)\n",
+               ow < 0 ? 0.0 : ow, vmean(x->wait, P) * 1e3);
     }
     if (P > 1)
         printf("  by time: 1 - (ring - compute alone) / transfers alone: %.3f "
@@ -167,19 +175,21 @@ static void report(const rb_res *x, const rb_opts *b, const char *layout, int P)
                vmax(x->bwait, P) / vmax(x->btot, P));
         if (x->tb1 > 0)
             printf("  one process backward, %d threads: %.1f ms; efficiency "
-                   "%.3f\n", P * b->threads, x->tb1 * 1e3, x->tb1 / vmax(x->btot, P));
+                   "%.3f\n",
+                   P * b->threads, x->tb1 * 1e3, x->tb1 / vmax(x->btot, P));
     }
 }
 
-static int run(attn_ring_layout lay, const char *layout, const rb_opts *b, int P,
-               int R) {
+static int run(attn_ring_layout lay, const char *layout, const rb_opts *b,
+               int P, int R) {
     const int64_t L = b->L, H = b->H, D = b->D;
     unsigned long long seed = 42;
     const size_t n = (size_t)(H * L * D);
     float *q = rnd(n, &seed), *k = rnd(n, &seed), *v = rnd(n, &seed);
     int64_t nl;
     if (!q || !k || !v || attn_ring_shard_length(lay, L, P, R, &nl)) {
-        if (R == 0) fprintf(stderr, "attn bench: ring: %s\n", attn_last_error());
+        if (R == 0)
+            fprintf(stderr, "attn bench: ring: %s\n", attn_last_error());
         return 1;
     }
     const size_t ns = (size_t)(H * nl * D);
@@ -210,39 +220,49 @@ static int run(attn_ring_layout lay, const char *layout, const rb_opts *b, int P
     for (int rep = 0; rep < 3; rep++) {
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
-        MPI_Sendrecv(sb, (int)kvb, MPI_BYTE, (R + 1) % P, 1, rb, (int)kvb, MPI_BYTE,
-                     (R + P - 1) % P, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Sendrecv(sb, (int)kvb, MPI_BYTE, (R + 1) % P, 1, rb, (int)kvb,
+                     MPI_BYTE, (R + P - 1) % P, 1, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
         double t = MPI_Wtime() - t0;
         tx = t < tx ? t : tx;
     }
     free(sb);
     free(rb);
-    double *txa = malloc(sizeof(double) * (size_t)P), *alone = malloc(sizeof(double) * (size_t)P);
-    double *comp = malloc(sizeof(double) * (size_t)P), *wait = malloc(sizeof(double) * (size_t)P);
+    double *txa = malloc(sizeof(double) * (size_t)P),
+           *alone = malloc(sizeof(double) * (size_t)P);
+    double *comp = malloc(sizeof(double) * (size_t)P),
+           *wait = malloc(sizeof(double) * (size_t)P);
     double *tot = malloc(sizeof(double) * (size_t)P);
     all_of(tx, txa);
 
     /* each rank's compute alone (all ranks at once: they share the cores
      * as the ring's ranks do), then the ring; alternated --reps times, the
      * fastest of each kept (the ring's by its slowest rank) */
-    double *sc = calloc((size_t)P, sizeof(double)), *sw = calloc((size_t)P, sizeof(double));
-    double *sc1 = calloc((size_t)P, sizeof(double)), *sw1 = calloc((size_t)P, sizeof(double));
-    double *a1 = malloc(sizeof(double) * (size_t)P), *c1 = malloc(sizeof(double) * (size_t)P);
-    double *w1 = malloc(sizeof(double) * (size_t)P), *t1s = malloc(sizeof(double) * (size_t)P);
+    double *sc = calloc((size_t)P, sizeof(double)),
+           *sw = calloc((size_t)P, sizeof(double));
+    double *sc1 = calloc((size_t)P, sizeof(double)),
+           *sw1 = calloc((size_t)P, sizeof(double));
+    double *a1 = malloc(sizeof(double) * (size_t)P),
+           *c1 = malloc(sizeof(double) * (size_t)P);
+    double *w1 = malloc(sizeof(double) * (size_t)P),
+           *t1s = malloc(sizeof(double) * (size_t)P);
     attn_status s = ATTN_OK;
     for (int rep = 0; rep < b->reps; rep++) {
         quiet_barrier();
         double ta = compute_alone(lay, P, R, &Qs, &K, &V, &o, ot, lt);
         all_of(ta, a1);
-        if (rep == 0 || vmax(a1, P) < vmax(alone, P)) memcpy(alone, a1, sizeof(double) * (size_t)P);
+        if (rep == 0 || vmax(a1, P) < vmax(alone, P))
+            memcpy(alone, a1, sizeof(double) * (size_t)P);
         attn_ring_stats st;
         memset(&st, 0, sizeof st);
         st.step_compute_s = sc1;
         st.step_wait_s = sw1;
         quiet_barrier();
-        s = attn_ring_sdpa_forward(MPI_COMM_WORLD, lay, &Qs, &Ks, &Vs, &o, &Os, ls, &st);
+        s = attn_ring_sdpa_forward(MPI_COMM_WORLD, lay, &Qs, &Ks, &Vs, &o, &Os,
+                                   ls, &st);
         if (s) {
-            if (R == 0) fprintf(stderr, "attn bench: ring: %s\n", attn_last_error());
+            if (R == 0)
+                fprintf(stderr, "attn bench: ring: %s\n", attn_last_error());
             return 1;
         }
         all_of(st.compute_s, c1);
@@ -256,7 +276,12 @@ static int run(attn_ring_layout lay, const char *layout, const rb_opts *b, int P
             memcpy(sw, sw1, sizeof(double) * (size_t)P);
         }
     }
-    free(sc1); free(sw1); free(a1); free(c1); free(w1); free(t1s);
+    free(sc1);
+    free(sw1);
+    free(a1);
+    free(c1);
+    free(w1);
+    free(t1s);
     double *stepc = malloc(sizeof(double) * (size_t)P * (size_t)P);
     double *stepw = malloc(sizeof(double) * (size_t)P * (size_t)P);
     MPI_Gather(sc, P, MPI_DOUBLE, stepc, P, MPI_DOUBLE, 0, MPI_COMM_WORLD);
@@ -278,7 +303,8 @@ static int run(attn_ring_layout lay, const char *layout, const rb_opts *b, int P
     quiet_barrier();
 
     /* backward: ring, and compute alone is not repeated (see the docs) */
-    double *btot = malloc(sizeof(double) * (size_t)P), *bcomp = malloc(sizeof(double) * (size_t)P);
+    double *btot = malloc(sizeof(double) * (size_t)P),
+           *bcomp = malloc(sizeof(double) * (size_t)P);
     double *bwait = malloc(sizeof(double) * (size_t)P);
     double tb1 = -1;
     if (b->backward) {
@@ -290,9 +316,11 @@ static int run(attn_ring_layout lay, const char *layout, const rb_opts *b, int P
         attn_ring_stats bs;
         memset(&bs, 0, sizeof bs);
         quiet_barrier();
-        s = attn_ring_sdpa_backward(MPI_COMM_WORLD, lay, &Qs, &Ks, &Vs, &Os, ls, &dO,
-                                    &o, &dQ, &dK, &dV, &bs);
-        if (s && R == 0) fprintf(stderr, "attn bench: ring backward: %s\n", attn_last_error());
+        s = attn_ring_sdpa_backward(MPI_COMM_WORLD, lay, &Qs, &Ks, &Vs, &Os, ls,
+                                    &dO, &o, &dQ, &dK, &dV, &bs);
+        if (s && R == 0)
+            fprintf(stderr, "attn bench: ring backward: %s\n",
+                    attn_last_error());
         all_of(bs.total_s, btot);
         all_of(bs.compute_s, bcomp);
         all_of(bs.wait_s, bwait);
@@ -309,9 +337,13 @@ static int run(attn_ring_layout lay, const char *layout, const rb_opts *b, int P
             o1.threads = P * b->threads;
             attn_sdpa_forward(&Q, &K, &V, &o1, &Of, NULL, lf);
             double t0 = MPI_Wtime();
-            attn_sdpa_backward(&Q, &K, &V, &Of, lf, &dOf, &o1, &gq, &gk, &gv, NULL);
+            attn_sdpa_backward(&Q, &K, &V, &Of, lf, &dOf, &o1, &gq, &gk, &gv,
+                               NULL);
             tb1 = MPI_Wtime() - t0;
-            free(of); free(lf); free(dof); free(gf);
+            free(of);
+            free(lf);
+            free(dof);
+            free(gf);
         }
         quiet_barrier();
         free(dos);
@@ -319,13 +351,32 @@ static int run(attn_ring_layout lay, const char *layout, const rb_opts *b, int P
     }
 
     if (R == 0) {
-        rb_res x = {txa, alone, comp, wait, tot, stepc, stepw, btot, bcomp, bwait,
-                    t1, tb1, kvb};
+        rb_res x = {txa,  alone, comp,  wait, tot, stepc, stepw,
+                    btot, bcomp, bwait, t1,   tb1, kvb};
         report(&x, b, layout, P);
     }
-    free(q); free(k); free(v); free(qs); free(ks); free(vs); free(os); free(ls);
-    free(ot); free(lt); free(txa); free(alone); free(comp); free(wait); free(tot);
-    free(sc); free(sw); free(stepc); free(stepw); free(btot); free(bcomp); free(bwait);
+    free(q);
+    free(k);
+    free(v);
+    free(qs);
+    free(ks);
+    free(vs);
+    free(os);
+    free(ls);
+    free(ot);
+    free(lt);
+    free(txa);
+    free(alone);
+    free(comp);
+    free(wait);
+    free(tot);
+    free(sc);
+    free(sw);
+    free(stepc);
+    free(stepw);
+    free(btot);
+    free(bcomp);
+    free(bwait);
     return 0;
 }
 
@@ -335,19 +386,27 @@ int cli_ring_bench(const char *layout, int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int64_t x;
-        if (strcmp(a, "--causal") == 0) b.causal = 1;
-        else if (strcmp(a, "--backward") == 0) b.backward = 1;
-        else if (strcmp(a, "--no-single") == 0) b.single = 0;
+        if (strcmp(a, "--causal") == 0)
+            b.causal = 1;
+        else if (strcmp(a, "--backward") == 0)
+            b.backward = 1;
+        else if (strcmp(a, "--no-single") == 0)
+            b.single = 0;
         else if (strcmp(a, "--L") == 0 || strcmp(a, "--H") == 0 ||
                  strcmp(a, "--D") == 0 || strcmp(a, "--threads") == 0 ||
                  strcmp(a, "--reps") == 0) {
             if (!val || cli_parse_i64(val, &x) || x < 1 || x > (1 << 24))
                 return cli_usage_error(cmd, "%s wants a positive integer", a);
-            if (a[2] == 'L') b.L = x;
-            else if (a[2] == 'H') b.H = x;
-            else if (a[2] == 'D') b.D = x;
-            else if (a[2] == 'r') b.reps = (int)(x < 100 ? x : 100);
-            else b.threads = (int)x;
+            if (a[2] == 'L')
+                b.L = x;
+            else if (a[2] == 'H')
+                b.H = x;
+            else if (a[2] == 'D')
+                b.D = x;
+            else if (a[2] == 'r')
+                b.reps = (int)(x < 100 ? x : 100);
+            else
+                b.threads = (int)x;
             i++;
         } else {
             return cli_usage_error(cmd, "--ring: unknown option '%s'", a);

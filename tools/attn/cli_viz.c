@@ -33,9 +33,10 @@ int cli_tokens_parse(const char *cmd, const char *opt, const char *s,
 int cli_tokens_expect(const char *cmd, const char *opt, const cli_tokens *t,
                       int64_t n, const char *axis) {
     if (t->v && t->n != n)
-        return cli_usage_error(cmd, "%s has %lld tokens but the weights have "
-                               "%lld %s", opt, (long long)t->n, (long long)n,
-                               axis);
+        return cli_usage_error(cmd,
+                               "%s has %lld tokens but the weights have "
+                               "%lld %s",
+                               opt, (long long)t->n, (long long)n, axis);
     return 0;
 }
 
@@ -67,8 +68,8 @@ int cli_labels_axis(const char *cmd, const cli_labels *l, int x, int64_t n,
                     const char *axis, const char *const **labels) {
     const cli_tokens *own = x ? &l->x : &l->y;
     const cli_tokens *t = own->v ? own : &l->both;
-    int rc = cli_tokens_expect(cmd, own->v ? (x ? l->xopt : l->yopt)
-                                           : "--tokens", t, n, axis);
+    int rc = cli_tokens_expect(
+        cmd, own->v ? (x ? l->xopt : l->yopt) : "--tokens", t, n, axis);
     if (!rc) *labels = (const char *const *)t->v;
     return rc;
 }
@@ -90,17 +91,21 @@ int cli_weights_arg(const char *cmd, const char *arg, const char **path) {
 int cli_parse_map(const char *cmd, const char *s, int64_t m[3], int *count) {
     char tmp[96];
     if (strlen(s) >= sizeof tmp)
-        return cli_usage_error(cmd, "--map wants B,H (or L,B,H), got a value "
-                               "of %zu characters", strlen(s));
+        return cli_usage_error(cmd,
+                               "--map wants B,H (or L,B,H), got a value "
+                               "of %zu characters",
+                               strlen(s));
     strcpy(tmp, s);
     int n = 0;
     for (char *p = tmp;; n++) {
         char *c = strchr(p, ',');
         if (c) *c = '\0';
         if (n == 3 || cli_parse_i64(p, &m[n]) || m[n] < 0)
-            return cli_usage_error(cmd, "--map wants B,H (e.g. 0,3) or, for "
+            return cli_usage_error(cmd,
+                                   "--map wants B,H (e.g. 0,3) or, for "
                                    "(layer, batch, head, Lq, Lk) weights, "
-                                   "L,B,H: indices >= 0, got '%s'", s);
+                                   "L,B,H: indices >= 0, got '%s'",
+                                   s);
         if (!c) break;
         p = c + 1;
     }
@@ -121,9 +126,10 @@ int cli_load_weights(const char *cmd, const char *path, cli_tensor *w) {
     attn_dtype dt = a->dtype;
     if (dt != ATTN_F32 && dt != ATTN_F16 && dt != ATTN_F64) {
         char d[32];
-        fprintf(stderr, "attn %s: the weights (%s) have dtype %s; a float "
-                "array (<f4, <f2 or <f8) is needed\n", cmd, cli_esc(path),
-                cli_npy_descr(path, d, sizeof d));
+        fprintf(stderr,
+                "attn %s: the weights (%s) have dtype %s; a float "
+                "array (<f4, <f2 or <f8) is needed\n",
+                cmd, cli_esc(path), cli_npy_descr(path, d, sizeof d));
         cli_tensor_free(w);
         return 1;
     }
@@ -133,14 +139,16 @@ int cli_load_weights(const char *cmd, const char *path, cli_tensor *w) {
         char sh[160];
         size_t n = (size_t)snprintf(sh, sizeof sh, "(");
         for (int i = 0; i < a->ndim && n < sizeof sh; i++)
-            n += (size_t)snprintf(sh + n, sizeof sh - n, "%s%lld", i ? ", " : "",
-                                  (long long)a->shape[i]);
+            n += (size_t)snprintf(sh + n, sizeof sh - n, "%s%lld",
+                                  i ? ", " : "", (long long)a->shape[i]);
         if (n < sizeof sh) snprintf(sh + n, sizeof sh - n, ")");
         cli_tensor_free(w);
-        return cli_usage_error(cmd, "the weights have shape %s: (Lq, Lk), "
+        return cli_usage_error(cmd,
+                               "the weights have shape %s: (Lq, Lk), "
                                "(batch, Lq, Lk), (batch, head, Lq, Lk) or "
                                "(layer, batch, head, Lq, Lk) with every extent "
-                               ">= 1 is needed", sh);
+                               ">= 1 is needed",
+                               sh);
     }
     int64_t s4[4] = {1, 1, a->shape[a->ndim - 2], a->shape[a->ndim - 1]};
     if (a->ndim == 3) s4[0] = a->shape[0];
@@ -180,7 +188,8 @@ int cli_check_map(const char *cmd, const cli_tensor *w, const int64_t m[3],
     if (w->rank == 5) {
         if (count != 3 || m[0] >= w->layers || m[1] >= w->batch ||
             m[2] >= t->shape[1])
-            return cli_usage_error(cmd, "--map takes L,B,H for weights of "
+            return cli_usage_error(cmd,
+                                   "--map takes L,B,H for weights of "
                                    "(layer, batch, head) = (%lld, %lld, %lld)",
                                    (long long)w->layers, (long long)w->batch,
                                    (long long)t->shape[1]);
@@ -189,7 +198,8 @@ int cli_check_map(const char *cmd, const cli_tensor *w, const int64_t m[3],
         return 0;
     }
     if (count != 2 || m[0] >= t->shape[0] || m[1] >= t->shape[1])
-        return cli_usage_error(cmd, "--map takes B,H inside the weights' "
+        return cli_usage_error(cmd,
+                               "--map takes B,H inside the weights' "
                                "(batch, head) = (%lld, %lld)",
                                (long long)t->shape[0], (long long)t->shape[1]);
     *b = m[0];

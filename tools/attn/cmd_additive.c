@@ -6,27 +6,28 @@
 
 static void help(void) {
     printf(
-"usage: attn additive --query Q.npy [--key K.npy] [--value V.npy] --out O.npy\n"
-"                     (--params P.bin | --init-seed N --attn-dim A) [options]\n"
-"\n"
-"score(i, j) = scale * v . tanh(W_q q_i + b_q + W_k k_j + b_k) (+ mask),\n"
-"weights = softmax over visible keys, out_i = sum_j weights_ij value_j\n"
-"(or the projected keys W_k k_j + b_k with --context-keys).\n"
-"query is (Lq, Dq) or (B, Lq, Dq); key (.., Lk, Dk) and\n"
-"value (.., Lk, Dv) default to the query (self-attention).\n"
-"  --out O.npy          (.., Lq, Dv) f32 ((.., Lq, A) with --context-keys)\n"
-"  --weights W.npy      (.., Lq, Lk) f32, after dropout\n"
-"  --attn-dim A         hidden size of the score network (--init-seed)\n"
-"  --no-bias            no b_q, b_k (with --init-seed)\n"
-"  --context-keys       context from the projected keys (with --init-seed)\n");
+        "usage: attn additive --query Q.npy [--key K.npy] [--value V.npy] --out O.npy\n"
+        "                     (--params P.bin | --init-seed N --attn-dim A) [options]\n"
+        "\n"
+        "score(i, j) = scale * v . tanh(W_q q_i + b_q + W_k k_j + b_k) (+ mask),\n"
+        "weights = softmax over visible keys, out_i = sum_j weights_ij value_j\n"
+        "(or the projected keys W_k k_j + b_k with --context-keys).\n"
+        "query is (Lq, Dq) or (B, Lq, Dq); key (.., Lk, Dk) and\n"
+        "value (.., Lk, Dv) default to the query (self-attention).\n"
+        "  --out O.npy          (.., Lq, Dv) f32 ((.., Lq, A) with --context-keys)\n"
+        "  --weights W.npy      (.., Lq, Lk) f32, after dropout\n"
+        "  --attn-dim A         hidden size of the score network (--init-seed)\n"
+        "  --no-bias            no b_q, b_k (with --init-seed)\n"
+        "  --context-keys       context from the projected keys (with --init-seed)\n");
     cli_param_help(stdout);
-    printf("\nmasks are over (B, 1, Lq, Lk)\n"
-           "  --scale S            multiplier of the scores (> 0); default 1\n");
+    printf(
+        "\nmasks are over (B, 1, Lq, Lk)\n"
+        "  --scale S            multiplier of the scores (> 0); default 1\n");
     cli_args_help(stdout, CLI_OPTS_ALL & ~CLI_OPTS_SCALE);
     printf(
-"\nexample:\n"
-"  attn additive --query q.npy --key k.npy --value v.npy --out o.npy \\\n"
-"                --init-seed 1 --attn-dim 64 --weights w.npy\n");
+        "\nexample:\n"
+        "  attn additive --query q.npy --key k.npy --value v.npy --out o.npy \\\n"
+        "                --init-seed 1 --attn-dim 64 --weights w.npy\n");
 }
 
 /* The options of attn additive beside the shared ones. */
@@ -73,7 +74,8 @@ int cmd_additive(int argc, char **argv) {
         l.loaded = 1;
         if (c.query_dim != q->D || c.key_dim != K->D ||
             (!c.context_from_keys && c.value_dim != V->D)) {
-            rc = cli_usage_error(cmd, "%s is for Dq=%lld Dk=%lld Dv=%lld but "
+            rc = cli_usage_error(cmd,
+                                 "%s is for Dq=%lld Dk=%lld Dv=%lld but "
                                  "the inputs have %lld, %lld, %lld features",
                                  l.src.load, (long long)c.query_dim,
                                  (long long)c.key_dim, (long long)c.value_dim,
@@ -82,8 +84,8 @@ int cmd_additive(int argc, char **argv) {
             goto done;
         }
     } else {
-        c = (attn_additive_config){q->D, K->D, ctxkeys ? 0 : V->D, adim,
-                                   !nobias, ctxkeys};
+        c = (attn_additive_config){q->D, K->D,    ctxkeys ? 0 : V->D,
+                                   adim, !nobias, ctxkeys};
         int64_t n = attn_additive_param_count(&c);
         if (!n) {
             rc = cli_fail(cmd, ATTN_E_INVALID, "configuration");
@@ -99,7 +101,8 @@ int cmd_additive(int argc, char **argv) {
         rc = cli_fail(cmd, st, "saving parameters");
         goto done;
     }
-    const int64_t B = q->B, Lq = q->L, Lk = K->L, Dc = attn_additive_out_dim(&c);
+    const int64_t B = q->B, Lq = q->L, Lk = K->L,
+                  Dc = attn_additive_out_dim(&c);
     if ((rc = cli_sdpa_args_bind(cmd, &l.a, B, 1, Lq, Lk))) goto done;
     size_t wsn;
     if ((st = attn_additive_workspace_size(&c, B, Lq, Lk, &wsn))) {
@@ -116,7 +119,8 @@ int cmd_additive(int argc, char **argv) {
         goto done;
     }
     const char *wp = l.weights_path;
-    if ((rc = cli_save_seq(cmd, l.out_path, l.out, q->t.rank, 0, NULL, B, Lq, Dc)))
+    if ((rc = cli_save_seq(cmd, l.out_path, l.out, q->t.rank, 0, NULL, B, Lq,
+                           Dc)))
         goto done;
     if (wp) rc = cli_save_seq(cmd, wp, l.w, q->t.rank, 0, NULL, B, Lq, Lk);
 done:

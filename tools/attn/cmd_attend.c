@@ -10,22 +10,22 @@
 
 static void help(void) {
     printf(
-"usage: attn attend MODEL.bin --input \"3 1 4 1 5\" [--out DIR] [--print]\n"
-"                   [--threads T]\n"
-"\n"
-"Runs the model saved by attn train on one sequence and prints the input,\n"
-"the prediction, the expected answer and, for every layer and head, the\n"
-"key each query attends to most. Tokens are symbols 0..V-1 separated by\n"
-"spaces; for add, write the digits least significant first around '+'\n"
-"(\"3 2 1 + 6 5 4\" is 123 + 456; the sum comes out least significant\n"
-"first too, its last digit at the '+').\n"
-"\n"
-"  --out DIR      write DIR/weights.npy (layers, 1, heads, n, n) and\n"
-"                 DIR/layer<l>_head<h>.npy (n, n), f32, row = query; and\n"
-"                 the pictures DIR/attention.png (every map: a row per\n"
-"                 layer, a column per head) and DIR/layer<l>_head<h>.png\n"
-"  --print        print every map as a matrix\n"
-"  --threads T    threads of the kernels and BLAS               [1]\n");
+        "usage: attn attend MODEL.bin --input \"3 1 4 1 5\" [--out DIR] [--print]\n"
+        "                   [--threads T]\n"
+        "\n"
+        "Runs the model saved by attn train on one sequence and prints the input,\n"
+        "the prediction, the expected answer and, for every layer and head, the\n"
+        "key each query attends to most. Tokens are symbols 0..V-1 separated by\n"
+        "spaces; for add, write the digits least significant first around '+'\n"
+        "(\"3 2 1 + 6 5 4\" is 123 + 456; the sum comes out least significant\n"
+        "first too, its last digit at the '+').\n"
+        "\n"
+        "  --out DIR      write DIR/weights.npy (layers, 1, heads, n, n) and\n"
+        "                 DIR/layer<l>_head<h>.npy (n, n), f32, row = query; and\n"
+        "                 the pictures DIR/attention.png (every map: a row per\n"
+        "                 layer, a column per head) and DIR/layer<l>_head<h>.png\n"
+        "  --print        print every map as a matrix\n"
+        "  --threads T    threads of the kernels and BLAS               [1]\n");
 }
 
 /* Parses "3 1 4 + 5" into ids (SEP = vocab + 1 for '+'). */
@@ -36,8 +36,10 @@ static int parse_input(const char *cmd, const char *s, int64_t vocab,
         while (isspace((unsigned char)*s) || *s == ',') s++;
         if (!*s) break;
         if (*n >= maxn)
-            return cli_usage_error(cmd, "--input has more than %lld tokens, "
-                                   "the model's length", (long long)maxn);
+            return cli_usage_error(cmd,
+                                   "--input has more than %lld tokens, "
+                                   "the model's length",
+                                   (long long)maxn);
         if (*s == '+') {
             ids[(*n)++] = (int32_t)(vocab + 1);
             s++;
@@ -47,8 +49,10 @@ static int parse_input(const char *cmd, const char *s, int64_t vocab,
         errno = 0;
         long v = strtol(s, &end, 10);
         if (end == s || errno || v < 0 || v >= vocab)
-            return cli_usage_error(cmd, "--input token '%.*s' is not a symbol "
-                                   "0..%lld or '+'", (int)strcspn(s, " ,"), s,
+            return cli_usage_error(cmd,
+                                   "--input token '%.*s' is not a symbol "
+                                   "0..%lld or '+'",
+                                   (int)strcspn(s, " ,"), s,
                                    (long long)vocab - 1);
         ids[(*n)++] = (int32_t)v;
         s = end;
@@ -61,9 +65,12 @@ static void print_tokens(const char *title, const int32_t *t, int64_t n,
                          int64_t vocab) {
     printf("%-11s", title);
     for (int64_t i = 0; i < n; i++) {
-        if (t[i] == ATTN_IGNORE_INDEX) printf(" .");
-        else if (t[i] == vocab + 1) printf(" +");
-        else printf(" %d", t[i]);
+        if (t[i] == ATTN_IGNORE_INDEX)
+            printf(" .");
+        else if (t[i] == vocab + 1)
+            printf(" +");
+        else
+            printf(" %d", t[i]);
     }
     printf("\n");
 }
@@ -74,7 +81,8 @@ static int number_of(const int32_t *t, int64_t n, int64_t vocab,
                      unsigned long long *out) {
     unsigned long long v = 0;
     for (int64_t i = n - 1; i >= 0; i--) {
-        if (t[i] < 0 || t[i] >= vocab || v > (~0ull - (unsigned long long)t[i]) / (unsigned long long)vocab)
+        if (t[i] < 0 || t[i] >= vocab ||
+            v > (~0ull - (unsigned long long)t[i]) / (unsigned long long)vocab)
             return 0;
         v = v * (unsigned long long)vocab + (unsigned long long)t[i];
     }
@@ -89,14 +97,17 @@ static void print_sum(const int32_t *ids, const int32_t *pred,
     int64_t d = (n - 1) / 2;
     if (n != 2 * d + 1 || ids[d] != vocab + 1) return;
     unsigned long long a, b, want, got;
-    if (!number_of(ids, d, vocab, &a) || !number_of(ids + d + 1, d, vocab, &b) ||
+    if (!number_of(ids, d, vocab, &a) ||
+        !number_of(ids + d + 1, d, vocab, &b) ||
         !number_of(expect, d + 1, vocab, &want))
         return;
     int have = number_of(pred, d + 1, vocab, &got);
     printf("in ordinary digits%s: %llu + %llu = %llu; the model says ",
            vocab == 10 ? "" : " (base of the vocabulary)", a, b, want);
-    if (have) printf("%llu (%s)\n", got, got == want ? "right" : "wrong");
-    else printf("no number\n");
+    if (have)
+        printf("%llu (%s)\n", got, got == want ? "right" : "wrong");
+    else
+        printf("no number\n");
 }
 
 /* Heatmaps of every map, labelled with the input tokens (columns) and the
@@ -104,7 +115,7 @@ static void print_sum(const int32_t *ids, const int32_t *pred,
 static int pictures(const char *cmd, const char *dir,
                     const attn_train_config *c, float *w, const int32_t *ids,
                     const int32_t *pred, int64_t n, int64_t N, int64_t Hw) {
-    char (*xl)[16] = malloc(sizeof *xl * (size_t)(2 * n));
+    char(*xl)[16] = malloc(sizeof *xl * (size_t)(2 * n));
     const char **xp = malloc(sizeof *xp * (size_t)(2 * n));
     if (!xl || !xp) {
         free(xl);
@@ -114,17 +125,23 @@ static int pictures(const char *cmd, const char *dir,
     const int64_t V = c->task.vocab;
     for (int64_t i = 0; i < n; i++) {
         char tok[12];
-        if (ids[i] == V + 1) snprintf(tok, sizeof tok, "+");
-        else snprintf(tok, sizeof tok, "%d", ids[i]);
+        if (ids[i] == V + 1)
+            snprintf(tok, sizeof tok, "+");
+        else
+            snprintf(tok, sizeof tok, "%d", ids[i]);
         snprintf(xl[i], 16, "%s", tok);
-        if (pred[i] == ATTN_IGNORE_INDEX) snprintf(xl[n + i], 16, "%s", tok);
-        else snprintf(xl[n + i], 16, "%s\xe2\x86\x92%d", tok, pred[i]); /* → */
+        if (pred[i] == ATTN_IGNORE_INDEX)
+            snprintf(xl[n + i], 16, "%s", tok);
+        else
+            snprintf(xl[n + i], 16, "%s\xe2\x86\x92%d", tok, pred[i]); /* → */
         xp[i] = xl[i];
         xp[n + i] = xl[n + i];
     }
     char title[160], path[4096];
-    snprintf(title, sizeof title, "%s: attention of every layer (rows) and "
-             "head (columns)", attn_task_name(c->task.kind));
+    snprintf(title, sizeof title,
+             "%s: attention of every layer (rows) and "
+             "head (columns)",
+             attn_task_name(c->task.kind));
     attn_heatmap_opts ho;
     attn_heatmap_opts_init(&ho);
     ho.title = title;
@@ -138,7 +155,7 @@ static int pictures(const char *cmd, const char *dir,
     snprintf(path, sizeof path, "%s/attention.png", dir);
     /* one row per layer, one column per head, titled so */
     attn_panel *pan = malloc(sizeof *pan * (size_t)(N * Hw));
-    char (*pt)[64] = malloc(sizeof *pt * (size_t)(N * Hw));
+    char(*pt)[64] = malloc(sizeof *pt * (size_t)(N * Hw));
     attn_status st = pan && pt ? ATTN_OK : ATTN_E_NOMEM;
     for (int64_t i = 0; !st && i < N * Hw; i++) {
         snprintf(pt[i], sizeof pt[i], "layer %lld, head %lld",
@@ -172,7 +189,8 @@ int cmd_attend(int argc, char **argv) {
         struct stat sb;
         if (argv[i][0] != '-' && stat(argv[i], &sb) == 0 && S_ISDIR(sb.st_mode))
             return cli_attend_pretrained(argc, argv);
-        if (argv[i][0] == '-' && argv[i][1] == '-' && !cli_is_help(argv[i])) i++;
+        if (argv[i][0] == '-' && argv[i][1] == '-' && !cli_is_help(argv[i]))
+            i++;
     }
     if (cli_help_asked(argc, argv, help)) return 0;
     const char *model = NULL, *input = NULL, *out = NULL;
@@ -181,7 +199,8 @@ int cmd_attend(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || a[1] != '-') {
-            if (model) return cli_usage_error(cmd, "unexpected argument '%s'", a);
+            if (model)
+                return cli_usage_error(cmd, "unexpected argument '%s'", a);
             model = a;
             continue;
         }
@@ -191,12 +210,15 @@ int cmd_attend(int argc, char **argv) {
         }
         if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
         const char *v = argv[++i];
-        if (strcmp(a, "--input") == 0) input = v;
-        else if (strcmp(a, "--out") == 0) out = v;
+        if (strcmp(a, "--input") == 0)
+            input = v;
+        else if (strcmp(a, "--out") == 0)
+            out = v;
         else if (strcmp(a, "--threads") == 0) {
             if (cli_parse_i64(v, &threads) || threads < 0 || threads > 1024)
                 return cli_usage_error(cmd, "bad value '%s' for %s", v, a);
-        } else return cli_usage_error(cmd, "unknown option '%s'", a);
+        } else
+            return cli_usage_error(cmd, "unknown option '%s'", a);
     }
     if (!model) return cli_usage_error(cmd, "need MODEL.bin");
     if (!input) return cli_usage_error(cmd, "need --input \"TOKENS\"");
@@ -207,7 +229,8 @@ int cmd_attend(int argc, char **argv) {
     const attn_train_config *c = attn_trainer_config(tr);
     const attn_model_config *m = &c->model;
     const int64_t Lmax = m->max_len, V = m->vocab_out;
-    const int64_t N = m->enc.num_layers, Hw = attn_encoder_weight_heads(&m->enc);
+    const int64_t N = m->enc.num_layers,
+                  Hw = attn_encoder_weight_heads(&m->enc);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)(3 * Lmax));
     float *logits = NULL, *w = NULL, *work = NULL;
     int rc = 0;
@@ -255,21 +278,25 @@ int cmd_attend(int argc, char **argv) {
         total++;
         right += pred[i] == expect[i];
     }
-    printf("task %s, %lld tokens\n", attn_task_name(c->task.kind), (long long)n);
+    printf("task %s, %lld tokens\n", attn_task_name(c->task.kind),
+           (long long)n);
     print_tokens("input:", ids, n, c->task.vocab);
     print_tokens("prediction:", pred, n, c->task.vocab);
     print_tokens("expected:", expect, n, c->task.vocab);
     printf("%lld of %lld right\n", (long long)right, (long long)total);
-    if (c->task.kind == ATTN_TASK_ADD) print_sum(ids, pred, expect, n, c->task.vocab);
+    if (c->task.kind == ATTN_TASK_ADD)
+        print_sum(ids, pred, expect, n, c->task.vocab);
     /* a length the model never saw: its positions (and for add, its
      * digit alignment) are untrained, the answer is likely wrong */
     int64_t len = n;
     if (c->task.kind == ATTN_TASK_ADD) len = (n - 1) / 2;
     if (len < c->task.min_len || len > c->task.max_len)
-        fprintf(stderr, "attn %s: warning: the model was trained on %s of "
+        fprintf(stderr,
+                "attn %s: warning: the model was trained on %s of "
                 "%lld..%lld %s; this input has %lld, so the answer above may "
-                "well be wrong\n", cmd, attn_task_name(c->task.kind),
-                (long long)c->task.min_len, (long long)c->task.max_len,
+                "well be wrong\n",
+                cmd, attn_task_name(c->task.kind), (long long)c->task.min_len,
+                (long long)c->task.max_len,
                 c->task.kind == ATTN_TASK_ADD ? "digits per number" : "tokens",
                 (long long)len);
     for (int64_t l = 0; l < N; l++)
@@ -293,8 +320,8 @@ int cmd_attend(int argc, char **argv) {
         }
     if (out) {
         if (mkdir(out, 0755) != 0 && errno != EEXIST) {
-            fprintf(stderr, "attn %s: cannot create %s: %s\n", cmd, cli_esc(out),
-                    strerror(errno));
+            fprintf(stderr, "attn %s: cannot create %s: %s\n", cmd,
+                    cli_esc(out), strerror(errno));
             rc = 1;
             goto done;
         }
@@ -314,7 +341,8 @@ int cmd_attend(int argc, char **argv) {
         if (!rc) rc = pictures(cmd, out, c, w, ids, pred, n, N, Hw);
         if (!rc)
             printf("wrote %s/weights.npy, attention.png and %lld maps "
-                   "layer<l>_head<h>.npy/.png\n", out, (long long)(N * Hw));
+                   "layer<l>_head<h>.npy/.png\n",
+                   out, (long long)(N * Hw));
     }
 done:
     free(ids);

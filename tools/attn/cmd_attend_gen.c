@@ -14,21 +14,21 @@
 
 static void help(void) {
     printf(
-"usage: attn attend MODEL.bin --input TEXT --out DIR [--count N]\n"
-"                   [--threads T]     (encoder-decoder generation models)\n"
-"\n"
-"Generates the output for TEXT (greedy), runs the decoder over it once\n"
-"more with teacher forcing and writes its cross-attention (row: the\n"
-"decoder position that emits an output character, column: a source\n"
-"character):\n"
-"  DIR/cross_weights.npy            (layers, heads, out + 1, in) f32\n"
-"  DIR/cross_layer<l>_head<h>.npy   (out + 1, in)\n"
-"  DIR/cross_layer<l>_head<h>.png   each map, with character labels\n"
-"  DIR/cross_attention.png          every map: a row per layer\n"
-"  DIR/alignment.png                the best-aligned head, labelled\n"
-"For the date task it also prints, per layer and head, the mean weight\n"
-"that output characters of the year, month and day put on the source\n"
-"characters of the same field, over N fresh dates (--count, 200).\n");
+        "usage: attn attend MODEL.bin --input TEXT --out DIR [--count N]\n"
+        "                   [--threads T]     (encoder-decoder generation models)\n"
+        "\n"
+        "Generates the output for TEXT (greedy), runs the decoder over it once\n"
+        "more with teacher forcing and writes its cross-attention (row: the\n"
+        "decoder position that emits an output character, column: a source\n"
+        "character):\n"
+        "  DIR/cross_weights.npy            (layers, heads, out + 1, in) f32\n"
+        "  DIR/cross_layer<l>_head<h>.npy   (out + 1, in)\n"
+        "  DIR/cross_layer<l>_head<h>.png   each map, with character labels\n"
+        "  DIR/cross_attention.png          every map: a row per layer\n"
+        "  DIR/alignment.png                the best-aligned head, labelled\n"
+        "For the date task it also prints, per layer and head, the mean weight\n"
+        "that output characters of the year, month and day put on the source\n"
+        "characters of the same field, over N fresh dates (--count, 200).\n");
 }
 
 /* Same-field weight per (layer, head) over count fresh examples;
@@ -71,7 +71,8 @@ int cli_gen_alignment(const char *cmd, const attn_gen_train_config *c,
             int64_t ns, ny;
             attn_gen_sample_fields(&c->task, &rng, s, sizeof s, y, sizeof y,
                                    sf + b * Ls, tf + b * Lt);
-            attn_gen_encode(&c->task, ATTN_SIDE_SOURCE, s, src + b * Ls, Ls, &ns);
+            attn_gen_encode(&c->task, ATTN_SIDE_SOURCE, s, src + b * Ls, Ls,
+                            &ns);
             for (int64_t i = ns; i < Ls; i++) src[b * Ls + i] = ATTN_GEN_PAD;
             tin[b * Lt] = ATTN_GEN_BOS;
             attn_gen_encode(&c->task, ATTN_SIDE_TARGET, y, tin + b * Lt + 1,
@@ -90,7 +91,8 @@ int cli_gen_alignment(const char *cmd, const attn_gen_train_config *c,
                 rows++;
                 for (int64_t l = 0; l < M; l++)
                     for (int64_t h = 0; h < Hc; h++) {
-                        const float *r = w + ((((l * n + b) * Hc + h) * Lt) + i) * Ls;
+                        const float *r =
+                            w + ((((l * n + b) * Hc + h) * Lt) + i) * Ls;
                         double s = 0;
                         for (int64_t j = 0; j < len[b]; j++)
                             if (sf[b * Ls + j] == f) s += r[j];
@@ -98,7 +100,8 @@ int cli_gen_alignment(const char *cmd, const attn_gen_train_config *c,
                     }
             }
     }
-    for (int64_t k = 0; k < M * Hc; k++) score[k] = rows ? mass[k] / (double)rows : 0;
+    for (int64_t k = 0; k < M * Hc; k++)
+        score[k] = rows ? mass[k] / (double)rows : 0;
 done:
     free(src);
     free(len);
@@ -112,8 +115,10 @@ done:
 
 /* The visible label of a character (a space as an open box). */
 static void char_label(char c, char *buf, size_t n) {
-    if (c == ' ') snprintf(buf, n, "\xe2\x90\xa3");
-    else snprintf(buf, n, "%c", c);
+    if (c == ' ')
+        snprintf(buf, n, "\xe2\x90\xa3");
+    else
+        snprintf(buf, n, "%c", c);
 }
 
 int cmd_attend_gen(int argc, char **argv) {
@@ -124,23 +129,29 @@ int cmd_attend_gen(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || a[1] != '-') {
-            if (model) return cli_usage_error(cmd, "unexpected argument '%s'", a);
+            if (model)
+                return cli_usage_error(cmd, "unexpected argument '%s'", a);
             model = a;
             continue;
         }
         if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
         const char *v = argv[++i];
         int bad = 0;
-        if (strcmp(a, "--input") == 0) input = v;
-        else if (strcmp(a, "--out") == 0) out = v;
-        else if (strcmp(a, "--count") == 0) bad = cli_parse_i64(v, &count) || count < 1;
-        else if (strcmp(a, "--threads") == 0) bad = cli_parse_i64(v, &threads) || threads < 0 || threads > 1024;
-        else return cli_usage_error(cmd, "unknown option '%s'", a);
+        if (strcmp(a, "--input") == 0)
+            input = v;
+        else if (strcmp(a, "--out") == 0)
+            out = v;
+        else if (strcmp(a, "--count") == 0)
+            bad = cli_parse_i64(v, &count) || count < 1;
+        else if (strcmp(a, "--threads") == 0)
+            bad = cli_parse_i64(v, &threads) || threads < 0 || threads > 1024;
+        else
+            return cli_usage_error(cmd, "unknown option '%s'", a);
         if (bad) return cli_usage_error(cmd, "bad value '%s' for %s", v, a);
     }
     if (!model || !input || !out)
         return cli_usage_error(cmd, "MODEL.bin, --input TEXT and --out DIR are "
-                               "required");
+                                    "required");
     cli_train_threads(threads);
     attn_gen_trainer *tr;
     attn_status st = attn_gen_trainer_load(model, &tr);
@@ -149,8 +160,10 @@ int cmd_attend_gen(int argc, char **argv) {
     const attn_transformer_config *m = &c->model;
     const float *params = attn_gen_trainer_params(tr);
     if (m->kind != ATTN_MODEL_ENCDEC) {
-        fprintf(stderr, "attn attend: %s is a decoder-only model: it has no "
-                "cross-attention to show\n", model);
+        fprintf(stderr,
+                "attn attend: %s is a decoder-only model: it has no "
+                "cross-attention to show\n",
+                model);
         attn_gen_trainer_free(tr);
         return 1;
     }
@@ -174,7 +187,8 @@ int cmd_attend_gen(int argc, char **argv) {
     attn_generate_opts go;
     attn_generate_opts_init(&go);
     go.threads = (int)threads;
-    if ((st = attn_generate(m, params, 1, Ls, src, &Ls, &go, gen, Ltmax, &n, NULL))) {
+    if ((st = attn_generate(m, params, 1, Ls, src, &Ls, &go, gen, Ltmax, &n,
+                            NULL))) {
         rc = cli_fail(cmd, st, "generation");
         goto done;
     }
@@ -215,12 +229,15 @@ int cmd_attend_gen(int argc, char **argv) {
     for (int64_t j = 0; j < Ls; j++) {
         lab[j] = malloc(8);
         char_label(input[j] >= 'A' && input[j] <= 'Z' ? (char)(input[j] + 32)
-                                                      : input[j], lab[j], 8);
+                                                      : input[j],
+                   lab[j], 8);
     }
     for (int64_t i = 0; i < Lt; i++) {
         lab[Ls + i] = malloc(8);
-        if (i < n) char_label(text[i], lab[Ls + i], 8);
-        else snprintf(lab[Ls + i], 8, "EOS");
+        if (i < n)
+            char_label(text[i], lab[Ls + i], 8);
+        else
+            snprintf(lab[Ls + i], 8, "EOS");
     }
     char path[4096], title[320];
     int64_t shape[4] = {M, Hc, Lt, Ls};
@@ -242,8 +259,9 @@ int cmd_attend_gen(int argc, char **argv) {
             if ((rc = cli_save_array(cmd, path, ATTN_F32,
                                      w + (l * Hc + h) * Lt * Ls, 2, s2)))
                 break;
-            snprintf(title, sizeof title, "cross-attention, layer %lld head %lld",
-                     (long long)l, (long long)h);
+            snprintf(title, sizeof title,
+                     "cross-attention, layer %lld head %lld", (long long)l,
+                     (long long)h);
             ho.title = title;
             snprintf(path, sizeof path, "%s/cross_layer%lld_head%lld.png", out,
                      (long long)l, (long long)h);
@@ -251,7 +269,8 @@ int cmd_attend_gen(int argc, char **argv) {
                 rc = cli_fail(cmd, st, path);
         }
     if (rc) goto done;
-    snprintf(title, sizeof title, "cross-attention of every layer (rows) and "
+    snprintf(title, sizeof title,
+             "cross-attention of every layer (rows) and "
              "head (columns)");
     ho.title = title;
     snprintf(path, sizeof path, "%s/cross_attention.png", out);
@@ -262,10 +281,12 @@ int cmd_attend_gen(int argc, char **argv) {
     /* the best-aligned head (date: by the same-field weight) */
     int64_t best = M * Hc - 1;
     if (c->task.kind == ATTN_GEN_DATE) {
-        if ((rc = cli_gen_alignment(cmd, c, params, count, (int)threads, score)))
+        if ((rc =
+                 cli_gen_alignment(cmd, c, params, count, (int)threads, score)))
             goto done;
         printf("same-field cross-attention weight over %lld fresh dates "
-               "(year, month, day characters):\n", (long long)count);
+               "(year, month, day characters):\n",
+               (long long)count);
         for (int64_t l = 0; l < M; l++) {
             double avg = 0;
             printf("  layer %lld:", (long long)l);
@@ -278,14 +299,17 @@ int cmd_attend_gen(int argc, char **argv) {
         best = 0;
         for (int64_t k = 1; k < M * Hc; k++)
             if (score[k] > score[best]) best = k;
-        printf("best head: layer %lld head %lld, %.3f\n", (long long)(best / Hc),
-               (long long)(best % Hc), score[best]);
-        snprintf(title, sizeof title, "\"%.40s\" -> %.40s: layer %lld head %lld "
-                 "(same-field weight %.2f)", input, text, (long long)(best / Hc),
-                 (long long)(best % Hc), score[best]);
+        printf("best head: layer %lld head %lld, %.3f\n",
+               (long long)(best / Hc), (long long)(best % Hc), score[best]);
+        snprintf(title, sizeof title,
+                 "\"%.40s\" -> %.40s: layer %lld head %lld "
+                 "(same-field weight %.2f)",
+                 input, text, (long long)(best / Hc), (long long)(best % Hc),
+                 score[best]);
     } else {
-        snprintf(title, sizeof title, "\"%.40s\" -> %.40s: layer %lld head %lld",
-                 input, text, (long long)(best / Hc), (long long)(best % Hc));
+        snprintf(title, sizeof title,
+                 "\"%.40s\" -> %.40s: layer %lld head %lld", input, text,
+                 (long long)(best / Hc), (long long)(best % Hc));
     }
     ho.title = title;
     ho.annotate = 1;
@@ -294,7 +318,8 @@ int cmd_attend_gen(int argc, char **argv) {
         rc = cli_fail(cmd, st, path);
     else
         printf("wrote %s/cross_weights.npy, per-head .npy and .png, "
-               "cross_attention.png and alignment.png\n", out);
+               "cross_attention.png and alignment.png\n",
+               out);
 done:
     if (lab)
         for (int64_t i = 0; i < Lsmax + Ltmax; i++) free(lab[i]);

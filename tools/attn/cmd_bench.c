@@ -11,59 +11,59 @@
 
 static void help(void) {
     printf(
-"usage: attn bench [--quick] [--json] [--threads N] [--cases SPEC,...]\n"
-"                  [--long] [--ref-max L] [--backward-max L]\n"
-"                  [--tiles BQxBK[/RC]]\n"
-"\n"
-"Measures this machine's cblas_sgemm on 1024^3 with 1 and 2 threads (the\n"
-"ceiling), then for each case the reference and the flash kernel: time,\n"
-"GFLOP/s (4 B H D x visible query-key pairs), the ratio to the ceiling at\n"
-"the run's thread count, the speedup over the reference and the peak extra\n"
-"memory the library allocated. Each case is first checked against the\n"
-"reference (sampled rows beyond --ref-max); a wrong kernel is not reported\n"
-"and the command exits 1.\n"
-"\n"
-"Cases up to --backward-max (default 4096) also time the flash backward\n"
-"(row 'bwd'): FLOPs 2.5x the forward's, the backward/forward time ratio in\n"
-"column bwd/fwd, its extra memory. It is first checked against the reference\n"
-"backward: dO kept on three blocks of 16 query rows, dQ of those rows and dK,\n"
-"dV of heads 0 and H-1 compared (max error relative to the largest gradient\n"
-"<= 1e-5); a wrong backward is not reported and the command exits 1.\n"
-"\n"
-"Default cases: B=1, H=8, L in {512, 1024, 2048, 4096, 16384}, D in {64, 128},\n"
-"full and causal, f32 and f16; the reference up to L=2048.\n"
-"\n"
-"  --quick          L in {1024, 4096} only (f16 at D=64 only)\n"
-"  --json           one JSON object per line (keys impl, B, H, Lq, Lk, D,\n"
-"                   causal, dtype, threads, ms, gflops, ceiling_gflops,\n"
-"                   ratio, extra_bytes, speedup, max_err; backward lines:\n"
-"                   impl flash_bwd, max_rel_err, bwd_fwd_ratio)\n"
-"  --threads N      threads of the kernels (default: OpenMP's, OMP_NUM_THREADS)\n"
-"  --cases LIST     comma-separated cases L:D[:causal][:f16|:bf16|:f32][:hN]\n"
-"                   e.g. 1024:64,4096:128:causal:f16\n"
-"  --long           add L=65536, H=8, D=64 (flash only; shows extra memory)\n"
-"  --ref-max L      run the reference up to this L (default 2048)\n"
-"  --backward-max L time the backward for cases up to this L (default 4096:\n"
-"                   the default run takes ~3 minutes; 0: forward only, ~2)\n"
-"  --tiles BQxBK[/RC]\n"
-"                   flash tile sizes and the row band of partial tiles\n"
-"                   (tuning; default: the built-in ones)\n"
-"  --model DIR      instead: sentences/s of a pretrained model (attn\n"
-"                   bench --model DIR --help)\n"
-"  --layers         instead: additive vs dot-product layers (attn\n"
-"                   bench-layers; takes --quick, --threads N, --reps N)\n"
-"  --score-mods     instead: soft-capping, ALiBi and sinks against plain\n"
-"                   causal attention, packed documents against the documents\n"
-"                   one by one (takes --quick, --threads N, --reps N,\n"
-"                   --lengths L,LP)\n"
-"  --decode         instead: a decode step over a KV cache against the\n"
-"                   memory bandwidth (attn bench --decode --help)\n"
-"  --ring contiguous|zigzag\n"
-"                   instead, under mpirun -np P: the ring forward (and\n"
-"                   backward): per-step compute and wait, the K/V transfer\n"
-"                   alone, overlap, balance, efficiency against one process\n"
-"                   with P threads; takes --L N --H N --D N --causal\n"
-"                   --threads N (per rank) --backward --no-single --reps N\n");
+        "usage: attn bench [--quick] [--json] [--threads N] [--cases SPEC,...]\n"
+        "                  [--long] [--ref-max L] [--backward-max L]\n"
+        "                  [--tiles BQxBK[/RC]]\n"
+        "\n"
+        "Measures this machine's cblas_sgemm on 1024^3 with 1 and 2 threads (the\n"
+        "ceiling), then for each case the reference and the flash kernel: time,\n"
+        "GFLOP/s (4 B H D x visible query-key pairs), the ratio to the ceiling at\n"
+        "the run's thread count, the speedup over the reference and the peak extra\n"
+        "memory the library allocated. Each case is first checked against the\n"
+        "reference (sampled rows beyond --ref-max); a wrong kernel is not reported\n"
+        "and the command exits 1.\n"
+        "\n"
+        "Cases up to --backward-max (default 4096) also time the flash backward\n"
+        "(row 'bwd'): FLOPs 2.5x the forward's, the backward/forward time ratio in\n"
+        "column bwd/fwd, its extra memory. It is first checked against the reference\n"
+        "backward: dO kept on three blocks of 16 query rows, dQ of those rows and dK,\n"
+        "dV of heads 0 and H-1 compared (max error relative to the largest gradient\n"
+        "<= 1e-5); a wrong backward is not reported and the command exits 1.\n"
+        "\n"
+        "Default cases: B=1, H=8, L in {512, 1024, 2048, 4096, 16384}, D in {64, 128},\n"
+        "full and causal, f32 and f16; the reference up to L=2048.\n"
+        "\n"
+        "  --quick          L in {1024, 4096} only (f16 at D=64 only)\n"
+        "  --json           one JSON object per line (keys impl, B, H, Lq, Lk, D,\n"
+        "                   causal, dtype, threads, ms, gflops, ceiling_gflops,\n"
+        "                   ratio, extra_bytes, speedup, max_err; backward lines:\n"
+        "                   impl flash_bwd, max_rel_err, bwd_fwd_ratio)\n"
+        "  --threads N      threads of the kernels (default: OpenMP's, OMP_NUM_THREADS)\n"
+        "  --cases LIST     comma-separated cases L:D[:causal][:f16|:bf16|:f32][:hN]\n"
+        "                   e.g. 1024:64,4096:128:causal:f16\n"
+        "  --long           add L=65536, H=8, D=64 (flash only; shows extra memory)\n"
+        "  --ref-max L      run the reference up to this L (default 2048)\n"
+        "  --backward-max L time the backward for cases up to this L (default 4096:\n"
+        "                   the default run takes ~3 minutes; 0: forward only, ~2)\n"
+        "  --tiles BQxBK[/RC]\n"
+        "                   flash tile sizes and the row band of partial tiles\n"
+        "                   (tuning; default: the built-in ones)\n"
+        "  --model DIR      instead: sentences/s of a pretrained model (attn\n"
+        "                   bench --model DIR --help)\n"
+        "  --layers         instead: additive vs dot-product layers (attn\n"
+        "                   bench-layers; takes --quick, --threads N, --reps N)\n"
+        "  --score-mods     instead: soft-capping, ALiBi and sinks against plain\n"
+        "                   causal attention, packed documents against the documents\n"
+        "                   one by one (takes --quick, --threads N, --reps N,\n"
+        "                   --lengths L,LP)\n"
+        "  --decode         instead: a decode step over a KV cache against the\n"
+        "                   memory bandwidth (attn bench --decode --help)\n"
+        "  --ring contiguous|zigzag\n"
+        "                   instead, under mpirun -np P: the ring forward (and\n"
+        "                   backward): per-step compute and wait, the K/V transfer\n"
+        "                   alone, overlap, balance, efficiency against one process\n"
+        "                   with P threads; takes --L N --H N --D N --causal\n"
+        "                   --threads N (per rank) --backward --no-single --reps N\n");
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -89,7 +89,8 @@ int cmd_bench(int argc, char **argv) {
             bench_score_mods_opts so = {0, 0, 3, 0, 0};
             for (int j = 1; j < argc; j++) {
                 if (j == i) continue;
-                if (strcmp(argv[j], "--quick") == 0) so.quick = 1;
+                if (strcmp(argv[j], "--quick") == 0)
+                    so.quick = 1;
                 else if (j + 1 < argc && strcmp(argv[j], "--threads") == 0) {
                     int64_t t;
                     if (cli_parse_i64(argv[++j], &t) || t < 0 || t > 4096)
@@ -106,17 +107,20 @@ int cmd_bench(int argc, char **argv) {
                     long long a = strtoll(argv[++j], &e, 10), c2 = 0;
                     if (*e == ',') c2 = strtoll(e + 1, &e, 10);
                     if (*e || a < 1 || a > 65536 || c2 < 16 || c2 > 65536)
-                        return cli_usage_error(cmd, "--lengths takes L,LP with "
+                        return cli_usage_error(cmd,
+                                               "--lengths takes L,LP with "
                                                "1 <= L and 16 <= LP <= 65536");
                     so.l = a;
                     so.lp = c2;
                 } else
-                    return cli_usage_error(cmd, "--score-mods takes --quick, "
+                    return cli_usage_error(cmd,
+                                           "--score-mods takes --quick, "
                                            "--threads N, --reps N, not '%s'",
                                            argv[j]);
             }
             return bench_score_mods_run(stdout, &so);
-        } else if (strcmp(argv[i], "--decode") == 0) { /* bench/bench_decode.c */
+        } else if (strcmp(argv[i], "--decode") ==
+                   0) { /* bench/bench_decode.c */
             for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
             return cmd_bench_decode(argc - 1, argv);
         }
@@ -139,14 +143,19 @@ int cmd_bench(int argc, char **argv) {
             long long v = strtoll(val, &end, 10);
             if (*end || v < (a[2] == 't' ? 1 : 0) || v > (1ll << 24))
                 return cli_usage_error(cmd, "%s: bad value '%s'", a, val);
-            if (a[2] == 't') o.threads = (int)v;
-            else if (a[2] == 'r') o.ref_max_l = v;
-            else o.bwd_max_l = v;
+            if (a[2] == 't')
+                o.threads = (int)v;
+            else if (a[2] == 'r')
+                o.ref_max_l = v;
+            else
+                o.bwd_max_l = v;
             i++;
         } else if (strcmp(a, "--tiles") == 0) {
             long long bq, bk, rc = 0;
             char x, y;
-            int got = val ? sscanf(val, "%lld%c%lld%c%lld", &bq, &x, &bk, &y, &rc) : 0;
+            int got =
+                val ? sscanf(val, "%lld%c%lld%c%lld", &bq, &x, &bk, &y, &rc)
+                    : 0;
             if ((got != 3 && got != 5) || x != 'x' || (got == 5 && y != '/') ||
                 bq < 1 || bk < 1 || bq > 65536 || bk > 65536 ||
                 (got == 5 && (rc < 1 || rc > 65536)))
@@ -160,13 +169,15 @@ int cmd_bench(int argc, char **argv) {
             if (!val) return cli_usage_error(cmd, "--cases needs a list");
             char *list = strdup(val), *save = NULL;
             if (!list) return cli_usage_error(cmd, "out of memory");
-            for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            for (char *t = strtok_r(list, ",", &save); t;
+                 t = strtok_r(NULL, ",", &save)) {
                 if (o.ncases >= 64) {
                     free(list);
                     return cli_usage_error(cmd, "at most 64 cases");
                 }
                 if (bench_parse_case(t, &cases[o.ncases]) != 0) {
-                    int r = cli_usage_error(cmd, "bad case '%s' (want L:D[:causal][:f16])", t);
+                    int r = cli_usage_error(
+                        cmd, "bad case '%s' (want L:D[:causal][:f16])", t);
                     free(list);
                     return r;
                 }

@@ -32,7 +32,8 @@ static int timed(const char *cmd, const attn_transformer_config *m,
     *secs = 1e30;
     for (int r = 0; r < reps; r++) {
         const double t0 = now_s();
-        attn_status st = attn_generate(m, p, B, Ls, src, len, o, out, cap, n, NULL);
+        attn_status st =
+            attn_generate(m, p, B, Ls, src, len, o, out, cap, n, NULL);
         const double dt = now_s() - t0;
         if (st) {
             free(out);
@@ -70,15 +71,16 @@ static int naive(const char *cmd, const attn_transformer_config *m,
     for (int64_t t = 1; !rc && t <= steps; t++) {
         for (int64_t b = 0; b < B; b++)
             memcpy(tmp + b * t, tin + b * steps, sizeof(int32_t) * (size_t)t);
-        if ((st = attn_transformer_forward(m, p, B, Ls, src, len, t, tmp, &o, lg,
-                                           NULL, ws))) {
+        if ((st = attn_transformer_forward(m, p, B, Ls, src, len, t, tmp, &o,
+                                           lg, NULL, ws))) {
             rc = cli_fail(cmd, st, "forward");
             break;
         }
         for (int64_t b = 0; t < steps && b < B; b++) {
             const float *z = lg + (b * t + t - 1) * m->vocab_tgt;
             int64_t arg = 0;
-            for (int64_t v = 1; v < m->vocab_tgt; v++) arg = z[v] > z[arg] ? v : arg;
+            for (int64_t v = 1; v < m->vocab_tgt; v++)
+                arg = z[v] > z[arg] ? v : arg;
             tin[b * steps + t] = (int32_t)arg;
         }
     }
@@ -90,9 +92,10 @@ static int naive(const char *cmd, const attn_transformer_config *m,
     return rc;
 }
 
-static int row(const char *cmd, const char *name, const attn_transformer_config *m,
-               const float *p, int64_t B, int64_t Ls, const int32_t *src,
-               const int64_t *len, attn_generate_opts *o, int reps) {
+static int row(const char *cmd, const char *name,
+               const attn_transformer_config *m, const float *p, int64_t B,
+               int64_t Ls, const int32_t *src, const int64_t *len,
+               attn_generate_opts *o, int reps) {
     double tc, tr;
     int64_t nc, nr;
     o->recompute = 0;
@@ -106,14 +109,18 @@ static int row(const char *cmd, const char *name, const attn_transformer_config 
         (rc = naive(cmd, m, p, B, Ls, src, len, nc / B, &tn)))
         return rc;
     char nv[64] = "= recompute";
-    if (tn > 0) snprintf(nv, sizeof nv, "%.0f (%.1fx)", tn, ((double)nc / tc) / tn);
+    if (tn > 0)
+        snprintf(nv, sizeof nv, "%.0f (%.1fx)", tn, ((double)nc / tc) / tn);
     printf("| %s | %lld x %lld | %.0f | %.0f | %.1fx | %s |\n", name,
            (long long)B, (long long)(nc / B), (double)nc / tc, (double)nr / tr,
            ((double)nc / tc) / ((double)nr / tr), nv);
     fflush(stdout);
-    return nc == nr ? 0 : (fprintf(stderr, "attn %s: cache and recompute made "
-                                   "%lld and %lld tokens\n", cmd, (long long)nc,
-                                   (long long)nr), 1);
+    return nc == nr ? 0
+                    : (fprintf(stderr,
+                               "attn %s: cache and recompute made "
+                               "%lld and %lld tokens\n",
+                               cmd, (long long)nc, (long long)nr),
+                       1);
 }
 
 int cmd_bench_generate(int argc, char **argv) {
@@ -123,31 +130,37 @@ int cmd_bench_generate(int argc, char **argv) {
     int64_t threads = 1, tokens = 256;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
-            printf("usage: attn bench-generate [DATE_MODEL.bin] [--tokens N] "
-                   "[--quick] [--threads T]\n\n"
-                   "Tokens per second of greedy generation with the key/value "
-                   "cache and\nwhen recomputing the whole prefix at each step, "
-                   "and their ratio\n(recompute: the decoder over the prefix, the encoder's "
-                   "memory kept;\nwhole model: the model's forward over source "
-                   "and prefix each step):\n"
-                   "  date:    the date model (a trained checkpoint, or a fresh "
-                   "one of\n           the default shape), 64 dates of 10 "
-                   "characters\n"
-                   "  decoder: a decoder-only model, d_model 256, 4 layers, 4 "
-                   "heads,\n           F 1024, one sequence of N tokens "
-                   "(default 256)\n"
-                   "--quick: 8 dates and 64 tokens (a smoke run).\n");
+            printf(
+                "usage: attn bench-generate [DATE_MODEL.bin] [--tokens N] "
+                "[--quick] [--threads T]\n\n"
+                "Tokens per second of greedy generation with the key/value "
+                "cache and\nwhen recomputing the whole prefix at each step, "
+                "and their ratio\n(recompute: the decoder over the prefix, the encoder's "
+                "memory kept;\nwhole model: the model's forward over source "
+                "and prefix each step):\n"
+                "  date:    the date model (a trained checkpoint, or a fresh "
+                "one of\n           the default shape), 64 dates of 10 "
+                "characters\n"
+                "  decoder: a decoder-only model, d_model 256, 4 layers, 4 "
+                "heads,\n           F 1024, one sequence of N tokens "
+                "(default 256)\n"
+                "--quick: 8 dates and 64 tokens (a smoke run).\n");
             return 0;
         }
-        if (strcmp(argv[i], "--quick") == 0) quick = 1;
+        if (strcmp(argv[i], "--quick") == 0)
+            quick = 1;
         else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) {
-            if (cli_parse_i64(argv[++i], &threads) || threads < 0 || threads > 1024)
+            if (cli_parse_i64(argv[++i], &threads) || threads < 0 ||
+                threads > 1024)
                 return cli_usage_error(cmd, "--threads takes 0..1024");
         } else if (i + 1 < argc && strcmp(argv[i], "--tokens") == 0) {
-            if (cli_parse_i64(argv[++i], &tokens) || tokens < 1 || tokens > 4096)
+            if (cli_parse_i64(argv[++i], &tokens) || tokens < 1 ||
+                tokens > 4096)
                 return cli_usage_error(cmd, "--tokens takes 1..4096");
-        } else if (argv[i][0] != '-' && !model) model = argv[i];
-        else return cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
+        } else if (argv[i][0] != '-' && !model)
+            model = argv[i];
+        else
+            return cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
     }
     if (quick) tokens = tokens < 64 ? tokens : 64;
     cli_train_threads(threads);
@@ -175,8 +188,9 @@ int cmd_bench_generate(int argc, char **argv) {
     if (!src || !len) rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
     attn_rng rng;
     attn_rng_seed(&rng, 77);
-    if (!rc && (st = attn_gen_batch(&dc->task, dc->model.kind, &rng, B, src, len,
-                                    src + B * Ls, src + B * (Ls + Lt), NULL, 0)))
+    if (!rc &&
+        (st = attn_gen_batch(&dc->task, dc->model.kind, &rng, B, src, len,
+                             src + B * Ls, src + B * (Ls + Lt), NULL, 0)))
         rc = cli_fail(cmd, st, "batch");
     /* a fresh model would stop anywhere: let every sequence run 10 tokens */
     o.max_len = 10;

@@ -5,16 +5,16 @@
 
 static void help(void) {
     printf(
-"usage: attn compare A.npy B.npy [-o diff.png|svg|pdf]\n"
-"\n"
-"Compares two weight tensors of the same shape and prints:\n"
-"  max |A - B| and mean |A - B| over all elements;\n"
-"  the mean and largest KL(A || B) of a row, sum_j A log(A / B) (natural\n"
-"  log; A is the teacher, B the student, as in distillation). A row where\n"
-"  B is 0 but A is not has an infinite KL.\n"
-"With -o, draws A - B (every map in a grid) in a blue-white-red colour map\n"
-"symmetric around 0.\n"
-"\nexample:\n  attn compare w_ref.npy w_flash.npy -o diff.png\n");
+        "usage: attn compare A.npy B.npy [-o diff.png|svg|pdf]\n"
+        "\n"
+        "Compares two weight tensors of the same shape and prints:\n"
+        "  max |A - B| and mean |A - B| over all elements;\n"
+        "  the mean and largest KL(A || B) of a row, sum_j A log(A / B) (natural\n"
+        "  log; A is the teacher, B the student, as in distillation). A row where\n"
+        "  B is 0 but A is not has an infinite KL.\n"
+        "With -o, draws A - B (every map in a grid) in a blue-white-red colour map\n"
+        "symmetric around 0.\n"
+        "\nexample:\n  attn compare w_ref.npy w_flash.npy -o diff.png\n");
 }
 
 int cmd_compare(int argc, char **argv) {
@@ -24,7 +24,8 @@ int cmd_compare(int argc, char **argv) {
     int rc = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-o") == 0 || strcmp(argv[i], "--out") == 0) {
-            if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a path", argv[i]);
+            if (i + 1 >= argc)
+                return cli_usage_error(cmd, "%s needs a path", argv[i]);
             out = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return cli_usage_error(cmd, "unknown option '%s'", argv[i]);
@@ -33,7 +34,8 @@ int cmd_compare(int argc, char **argv) {
         } else if (!pb) {
             pb = argv[i];
         } else {
-            return cli_usage_error(cmd, "two weight files, got a third '%s'", argv[i]);
+            return cli_usage_error(cmd, "two weight files, got a third '%s'",
+                                   argv[i]);
         }
     }
     if (!pb) return cli_usage_error(cmd, "needs two weight files");
@@ -43,7 +45,8 @@ int cmd_compare(int argc, char **argv) {
     {
         const char *in_names[2] = {"A", "B"}, *out_names[1] = {"-o"};
         const char *ins[2] = {pa, pb}, *outs[1] = {out};
-        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 2, out_names, outs, 1)))
+        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 2, out_names, outs,
+                                       1)))
             return rc;
     }
     /* any weights file the project writes, rank 5 included */

@@ -10,29 +10,29 @@
 
 static void help(void) {
     printf(
-"usage: attn demo [--out DIR] [--quick]\n"
-"\n"
-"Runs the tutorial examples of scaled dot-product attention and prints\n"
-"what they show:\n"
-"  1. random Q, K, V of shape (64, 5, 64): the output shape and how far the\n"
-"     weight rows are from summing to 1;\n"
-"  2. the 3-token example: its weights and output;\n"
-"  3. a look-ahead mask combined with a padding mask from token ids.\n"
-"Then it draws the gallery of the tutorials' experiments into DIR (default\n"
-"demo-out), with fixed seeds, and an index.html that links every picture:\n"
-"  (1) the (64, 5, 64) run; (2) the 3-token example, annotated; (3) cross-\n"
-"  sentence attention with word labels; (4) scaled vs unscaled at d = 64\n"
-"  with their entropies; (5) the multi-head attention layer (d_model 512,\n"
-"  8 heads) on a sentence, one map per head and in the interactive viewer;\n"
-"  (6) padding, look-ahead, window, block-sparse and random masks, as masks\n"
-"  and as weights; (7) the dot-product geometry; (8) additive vs dot-product\n"
-"  speed, timed on B = 4, L = 100 and 256 (the full table: attn bench\n"
-"  --layers); (9) memory of the reference vs the flash kernel, and a map of\n"
-"  16384 positions; (10) a sequence-reversal model trained on the spot and\n"
-"  its learned attention. About 20 s on 2 cores.\n"
-"The 3-token example's inputs and results are also written there as .npy\n"
-"files, with the attn sdpa command that reproduces them.\n"
-"--quick times part 8 once on B = 2 (a smoke run, for slow builds).\n");
+        "usage: attn demo [--out DIR] [--quick]\n"
+        "\n"
+        "Runs the tutorial examples of scaled dot-product attention and prints\n"
+        "what they show:\n"
+        "  1. random Q, K, V of shape (64, 5, 64): the output shape and how far the\n"
+        "     weight rows are from summing to 1;\n"
+        "  2. the 3-token example: its weights and output;\n"
+        "  3. a look-ahead mask combined with a padding mask from token ids.\n"
+        "Then it draws the gallery of the tutorials' experiments into DIR (default\n"
+        "demo-out), with fixed seeds, and an index.html that links every picture:\n"
+        "  (1) the (64, 5, 64) run; (2) the 3-token example, annotated; (3) cross-\n"
+        "  sentence attention with word labels; (4) scaled vs unscaled at d = 64\n"
+        "  with their entropies; (5) the multi-head attention layer (d_model 512,\n"
+        "  8 heads) on a sentence, one map per head and in the interactive viewer;\n"
+        "  (6) padding, look-ahead, window, block-sparse and random masks, as masks\n"
+        "  and as weights; (7) the dot-product geometry; (8) additive vs dot-product\n"
+        "  speed, timed on B = 4, L = 100 and 256 (the full table: attn bench\n"
+        "  --layers); (9) memory of the reference vs the flash kernel, and a map of\n"
+        "  16384 positions; (10) a sequence-reversal model trained on the spot and\n"
+        "  its learned attention. About 20 s on 2 cores.\n"
+        "The 3-token example's inputs and results are also written there as .npy\n"
+        "files, with the attn sdpa command that reproduces them.\n"
+        "--quick times part 8 once on B = 2 (a smoke run, for slow builds).\n");
 }
 
 /* Deterministic uniform numbers in [0, 1) (xorshift64*). */
@@ -47,7 +47,8 @@ static int demo_batch(const char *cmd, demo_gallery *g) {
     enum { B = 64, L = 5, D = 64 };
     printf("== 1. A batch of %d sequences: Q, K, V of shape (%d, %d, %d)\n\n",
            B, B, L, D);
-    float *q = malloc(sizeof(float) * B * L * D * 3 + sizeof(float) * B * L * (D + L));
+    float *q =
+        malloc(sizeof(float) * B * L * D * 3 + sizeof(float) * B * L * (D + L));
     if (!q) {
         fprintf(stderr, "attn %s: out of memory\n", cmd);
         return 1;
@@ -76,21 +77,25 @@ static int demo_batch(const char *cmd, demo_gallery *g) {
         if (fabs(sum - 1) > worst) worst = fabs(sum - 1);
     }
     printf("output shape: (%d, %d, %d)\n", B, L, D);
-    printf("weights shape: (%d, %d, %d); every row sums to 1 within %.2g\n",
-           B, L, L, worst);
+    printf("weights shape: (%d, %d, %d); every row sums to 1 within %.2g\n", B,
+           L, L, worst);
     cli_print_matrix(stdout, "weights of sequence 0", w, L, L, L, 4);
     printf("\n");
-    gallery_section(g, "1. A batch of 64 sequences: Q, K, V of shape (64, 5, 64)");
+    gallery_section(g,
+                    "1. A batch of 64 sequences: Q, K, V of shape (64, 5, 64)");
     attn_heatmap_opts ho;
     attn_heatmap_opts_init(&ho);
     ho.title = "weights of sequence 0 of 64 (uniform random Q, K, V)";
-    st = attn_heatmap_write(gallery_path(g, "01_batch_seq0.png"), &W, 0, 0, &ho);
+    st =
+        attn_heatmap_write(gallery_path(g, "01_batch_seq0.png"), &W, 0, 0, &ho);
     free(q);
     if (st) return cli_fail(cmd, st, "drawing");
     char cap[256];
-    snprintf(cap, sizeof cap, "Output (64, 5, 64), weights (64, 5, 5); rows "
+    snprintf(cap, sizeof cap,
+             "Output (64, 5, 64), weights (64, 5, 5); rows "
              "sum to 1 within %.2g. Positive random vectors look alike, so "
-             "the rows are nearly uniform.", worst);
+             "the rows are nearly uniform.",
+             worst);
     gallery_add(g, "01_batch_seq0.png", cap);
     printf("\n");
     return 0;
@@ -124,7 +129,8 @@ static int demo_three_token(const char *cmd, const char *dir, demo_gallery *g) {
     cli_print_matrix(stdout, "Q", q, 3, 3, 3, 0);
     cli_print_matrix(stdout, "K", k, 3, 3, 3, 0);
     cli_print_matrix(stdout, "V", v, 3, 2, 2, 0);
-    cli_print_matrix(stdout, "weights = softmax(Q K^T / sqrt(3))", w, 3, 3, 3, 6);
+    cli_print_matrix(stdout, "weights = softmax(Q K^T / sqrt(3))", w, 3, 3, 3,
+                     6);
     cli_print_matrix(stdout, "output = weights V", o, 3, 2, 2, 6);
     printf("Token 0 scores every key alike (1, 1, 1), so it averages V. "
            "Token 1 matches\nkey 1 best (score 2) and leans towards its value "
@@ -136,13 +142,17 @@ static int demo_three_token(const char *cmd, const char *dir, demo_gallery *g) {
     ho.title = "softmax(Q K^T / sqrt(3))";
     ho.x_labels = tok;
     ho.y_labels = tok;
-    if ((st = attn_heatmap_write(gallery_path(g, "02_three_tokens.png"), &W, 0, 0, &ho)) ||
-        (st = attn_heatmap_write(gallery_path(g, "02_three_tokens.svg"), &W, 0, 0, &ho)))
+    if ((st = attn_heatmap_write(gallery_path(g, "02_three_tokens.png"), &W, 0,
+                                 0, &ho)) ||
+        (st = attn_heatmap_write(gallery_path(g, "02_three_tokens.svg"), &W, 0,
+                                 0, &ho)))
         return cli_fail(cmd, st, "drawing");
-    gallery_add(g, "02_three_tokens.png", "The tutorial's 3-token example with "
+    gallery_add(g, "02_three_tokens.png",
+                "The tutorial's 3-token example with "
                 "its values: token 0 scores every key alike; token 1 prefers "
                 "key 1 (score 2).");
-    gallery_add(g, "02_three_tokens.svg", "The same as SVG (vector; the labels "
+    gallery_add(g, "02_three_tokens.svg",
+                "The same as SVG (vector; the labels "
                 "are searchable text).");
     printf("\n");
     if (dir) {
@@ -155,7 +165,8 @@ static int demo_three_token(const char *cmd, const char *dir, demo_gallery *g) {
             return rc;
         printf("wrote %s/{q,k,v,out,weights}.npy; the same from the command "
                "line:\n  attn sdpa --q %s/q.npy --k %s/k.npy --v %s/v.npy "
-               "--out o.npy --weights w.npy\n\n", dir, dir, dir, dir);
+               "--out o.npy --weights w.npy\n\n",
+               dir, dir, dir, dir);
     }
     return 0;
 }
@@ -221,7 +232,8 @@ static int demo_lookahead_padding(const char *cmd) {
     for (int i = 0; i < B * L * L; i++)
         if (fabs(w1[i] - w2[i]) > diff) diff = fabs(w1[i] - w2[i]);
     printf("With --causal top-left and --key-lengths (3, 4) instead of the "
-           "mask tensor,\nthe weights differ by at most %g.\n", diff);
+           "mask tensor,\nthe weights differ by at most %g.\n",
+           diff);
 
     /* padding queries too: their rows see no key and become exactly 0 */
     opts.mask.query_lengths = lengths;

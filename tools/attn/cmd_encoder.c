@@ -6,30 +6,31 @@
 
 static void help(void) {
     printf(
-"usage: attn encoder --x X.npy --out O.npy\n"
-"                    (--params P.bin | --init-seed N [layer options]) [options]\n"
-"\n"
-"Post-norm layer (the default): x = LN1(x + SA(x)); x = LN2(x + FFN(x)).\n"
-"Pre-norm (--norm-first): x = x + SA(LN1(x)); x = x + FFN(LN2(x)).\n"
-"FFN(x) = W_2 act(W_1 x + b_1) + b_2. SA is multi-head dot-product\n"
-"attention, or additive attention followed by W_o (--attention additive).\n"
-"x is (L, E) or (B, L, E).\n"
-"  --out O.npy          (.., L, E) f32\n"
-"  --weights W.npy      every layer's weights (N, B, Hw, L, L) f32 (Hw = H\n"
-"                       for dot, 1 for additive; B dropped for rank 2)\n"
-"  --positions          add the sinusoidal positional encoding to x first\n"
-"layer options (with --init-seed; a parameter file carries its own):\n"
-"  --layers N (1)  --heads H (8)  --kv-heads G  --ff F (2048)\n"
-"  --attention dot|additive (dot)  --additive-dim A (E / 2)\n"
-"  --activation relu|gelu (relu)  --norm-first  --final-norm  --eps X (1e-5)\n");
+        "usage: attn encoder --x X.npy --out O.npy\n"
+        "                    (--params P.bin | --init-seed N [layer options]) [options]\n"
+        "\n"
+        "Post-norm layer (the default): x = LN1(x + SA(x)); x = LN2(x + FFN(x)).\n"
+        "Pre-norm (--norm-first): x = x + SA(LN1(x)); x = x + FFN(LN2(x)).\n"
+        "FFN(x) = W_2 act(W_1 x + b_1) + b_2. SA is multi-head dot-product\n"
+        "attention, or additive attention followed by W_o (--attention additive).\n"
+        "x is (L, E) or (B, L, E).\n"
+        "  --out O.npy          (.., L, E) f32\n"
+        "  --weights W.npy      every layer's weights (N, B, Hw, L, L) f32 (Hw = H\n"
+        "                       for dot, 1 for additive; B dropped for rank 2)\n"
+        "  --positions          add the sinusoidal positional encoding to x first\n"
+        "layer options (with --init-seed; a parameter file carries its own):\n"
+        "  --layers N (1)  --heads H (8)  --kv-heads G  --ff F (2048)\n"
+        "  --attention dot|additive (dot)  --additive-dim A (E / 2)\n"
+        "  --activation relu|gelu (relu)  --norm-first  --final-norm  --eps X (1e-5)\n");
     cli_param_help(stdout);
-    printf("\nmasks are over (B, Hw, L, L); --dropout applies to every dropout\n"
-           "site of the layers\n");
+    printf(
+        "\nmasks are over (B, Hw, L, L); --dropout applies to every dropout\n"
+        "site of the layers\n");
     cli_sdpa_args_help(stdout);
     printf(
-"\nexample:\n"
-"  attn encoder --x x.npy --out y.npy --init-seed 1 --layers 2 --heads 4 \\\n"
-"               --ff 128 --key-lengths lens.npy --save-params enc.bin\n");
+        "\nexample:\n"
+        "  attn encoder --x x.npy --out y.npy --init-seed 1 --layers 2 --heads 4 \\\n"
+        "               --ff 128 --key-lengths lens.npy --save-params enc.bin\n");
 }
 
 /* The options of attn encoder beside the shared ones: the config. */
@@ -52,22 +53,34 @@ static int encoder_opt(void *ctx, const char *o, const char *val) {
     attn_encoder_config *c = m->c;
     if (strcmp(o, "--heads") == 0 || strcmp(o, "--kv-heads") == 0)
         m->heads_given = 1;
-    if (strcmp(o, "--layers") == 0) return cli_parse_i64(val, &c->num_layers) != 0;
-    if (strcmp(o, "--heads") == 0) return cli_parse_i64(val, &c->num_heads) != 0;
-    if (strcmp(o, "--kv-heads") == 0) return cli_parse_i64(val, &c->num_kv_heads) != 0;
-    if (strcmp(o, "--ff") == 0) return cli_parse_i64(val, &c->dim_feedforward) != 0;
-    if (strcmp(o, "--additive-dim") == 0) return cli_parse_i64(val, &c->additive_dim) != 0;
-    if (strcmp(o, "--eps") == 0) return cli_parse_double(val, &c->layer_norm_eps) != 0;
+    if (strcmp(o, "--layers") == 0)
+        return cli_parse_i64(val, &c->num_layers) != 0;
+    if (strcmp(o, "--heads") == 0)
+        return cli_parse_i64(val, &c->num_heads) != 0;
+    if (strcmp(o, "--kv-heads") == 0)
+        return cli_parse_i64(val, &c->num_kv_heads) != 0;
+    if (strcmp(o, "--ff") == 0)
+        return cli_parse_i64(val, &c->dim_feedforward) != 0;
+    if (strcmp(o, "--additive-dim") == 0)
+        return cli_parse_i64(val, &c->additive_dim) != 0;
+    if (strcmp(o, "--eps") == 0)
+        return cli_parse_double(val, &c->layer_norm_eps) != 0;
     if (strcmp(o, "--attention") == 0) {
-        if (strcmp(val, "dot") == 0) c->attention = ATTN_ATTENTION_DOT;
-        else if (strcmp(val, "additive") == 0) c->attention = ATTN_ATTENTION_ADDITIVE;
-        else return 1;
+        if (strcmp(val, "dot") == 0)
+            c->attention = ATTN_ATTENTION_DOT;
+        else if (strcmp(val, "additive") == 0)
+            c->attention = ATTN_ATTENTION_ADDITIVE;
+        else
+            return 1;
         return 0;
     }
     if (strcmp(o, "--activation") == 0) {
-        if (strcmp(val, "relu") == 0) c->activation = ATTN_ACT_RELU;
-        else if (strcmp(val, "gelu") == 0) c->activation = ATTN_ACT_GELU;
-        else return 1;
+        if (strcmp(val, "relu") == 0)
+            c->activation = ATTN_ACT_RELU;
+        else if (strcmp(val, "gelu") == 0)
+            c->activation = ATTN_ACT_GELU;
+        else
+            return 1;
         return 0;
     }
     return -1;
@@ -83,14 +96,17 @@ int cmd_encoder(int argc, char **argv) {
     attn_encoder_config c;
     attn_encoder_config_init(&c);
     encoder_args m = {&c, 0, 0};
-    const cli_layer_own own = {encoder_flag, encoder_opt, &m, CLI_MSG_BAD_VALUE};
+    const cli_layer_own own = {encoder_flag, encoder_opt, &m,
+                               CLI_MSG_BAD_VALUE};
     if ((rc = cli_layer_parse(cmd, &l, argc, argv, &own))) goto done;
     const int positions = m.positions;
     if ((rc = cli_layer_check(cmd, &l, NULL, 0))) goto done;
     if (m.heads_given && c.attention == ATTN_ATTENTION_ADDITIVE)
-        fprintf(stderr, "attn %s: warning: --heads and --kv-heads have no "
+        fprintf(stderr,
+                "attn %s: warning: --heads and --kv-heads have no "
                 "effect with --attention additive (one score network, one "
-                "map per layer)\n", cmd);
+                "map per layer)\n",
+                cmd);
     if ((rc = cli_layer_load(cmd, &l))) goto done;
     const cli_seq *x = &l.q;
     attn_status st;
@@ -101,8 +117,10 @@ int cmd_encoder(int argc, char **argv) {
         }
         l.loaded = 1;
         if (c.d_model != x->D) {
-            rc = cli_usage_error(cmd, "%s is for d_model %lld but x has %lld "
-                                 "features", l.src.load, (long long)c.d_model,
+            rc = cli_usage_error(cmd,
+                                 "%s is for d_model %lld but x has %lld "
+                                 "features",
+                                 l.src.load, (long long)c.d_model,
                                  (long long)x->D);
             goto done;
         }
@@ -138,12 +156,13 @@ int cmd_encoder(int argc, char **argv) {
     }
     if ((rc = cli_layer_alloc(cmd, &l, wsn, B * L * E, N * B * Hw * L * L)))
         goto done;
-    if ((st = attn_encoder_forward(&c, l.prm, B, L, x->x, &l.a.opts, l.out,
-                                   l.w, l.ws))) {
+    if ((st = attn_encoder_forward(&c, l.prm, B, L, x->x, &l.a.opts, l.out, l.w,
+                                   l.ws))) {
         rc = cli_fail(cmd, st, "encoder");
         goto done;
     }
-    if ((rc = cli_save_seq(cmd, l.out_path, l.out, x->t.rank, 0, NULL, B, L, E)))
+    if ((rc =
+             cli_save_seq(cmd, l.out_path, l.out, x->t.rank, 0, NULL, B, L, E)))
         goto done;
     if (l.weights_path) { /* (N, B, Hw, L, L), or (N, Hw, L, L) for rank 2 */
         const int64_t sh[5] = {N, B, Hw, L, L}, sh2[4] = {N, Hw, L, L};

@@ -6,22 +6,22 @@
 
 static void help(void) {
     printf(
-"usage: attn eval MODEL.bin TASK [--count N] [--seed S] [--min-len N]\n"
-"                 [--threads T]\n"
-"\n"
-"Runs the model saved by attn train on N fresh sequences of TASK (drawn\n"
-"from a stream separate from training's) and prints\n"
-"  token accuracy: 0.9962       targets predicted right\n"
-"  sequence accuracy: 0.9410    sequences with every target right (for add:\n"
-"                               the whole sum)\n"
-"For reverse it also prints, for every layer and head, the mean attention\n"
-"weight that query i puts on its mirrored key n-1-i.\n"
-"\n"
-"  --count N      sequences                                  [1000]\n"
-"  --seed S       seed of the fresh data                      [12345]\n"
-"  --min-len N    evaluate lengths N..the trained length (the task's own\n"
-"                 range by default)\n"
-"  --threads T    threads of the kernels and BLAS             [1]\n");
+        "usage: attn eval MODEL.bin TASK [--count N] [--seed S] [--min-len N]\n"
+        "                 [--threads T]\n"
+        "\n"
+        "Runs the model saved by attn train on N fresh sequences of TASK (drawn\n"
+        "from a stream separate from training's) and prints\n"
+        "  token accuracy: 0.9962       targets predicted right\n"
+        "  sequence accuracy: 0.9410    sequences with every target right (for add:\n"
+        "                               the whole sum)\n"
+        "For reverse it also prints, for every layer and head, the mean attention\n"
+        "weight that query i puts on its mirrored key n-1-i.\n"
+        "\n"
+        "  --count N      sequences                                  [1000]\n"
+        "  --seed S       seed of the fresh data                      [12345]\n"
+        "  --min-len N    evaluate lengths N..the trained length (the task's own\n"
+        "                 range by default)\n"
+        "  --threads T    threads of the kernels and BLAS             [1]\n");
 }
 
 /* Mean weight on the mirrored key, per (layer, head), over count fresh
@@ -30,7 +30,8 @@ static int mirror_report(const char *cmd, const attn_train_config *c,
                          const float *params, const attn_task *task,
                          int64_t count, uint64_t seed, int threads) {
     const attn_model_config *m = &c->model;
-    const int64_t N = m->enc.num_layers, Hw = attn_encoder_weight_heads(&m->enc);
+    const int64_t N = m->enc.num_layers,
+                  Hw = attn_encoder_weight_heads(&m->enc);
     const int64_t L = attn_task_seq_len(task), B = count < 200 ? count : 200;
     size_t ws;
     attn_status st = attn_model_workspace_size(m, B, L, &ws);
@@ -56,8 +57,8 @@ static int mirror_report(const char *cmd, const attn_train_config *c,
     for (int64_t done = 0; done < count; done += B) {
         const int64_t b_n = count - done < B ? count - done : B;
         if ((st = attn_task_batch(task, &rng, b_n, tok, tok + B * L, len)) ||
-            (st = attn_model_forward(m, params, b_n, L, tok, len, &o, logits,
-                                     w, work))) {
+            (st = attn_model_forward(m, params, b_n, L, tok, len, &o, logits, w,
+                                     work))) {
             rc = cli_fail(cmd, st, "mirror attention");
             goto done;
         }
@@ -101,18 +102,24 @@ int cmd_eval(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || a[1] != '-') {
-            if (npos == 2) return cli_usage_error(cmd, "unexpected argument '%s'", a);
+            if (npos == 2)
+                return cli_usage_error(cmd, "unexpected argument '%s'", a);
             pos[npos++] = a;
             continue;
         }
         if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
         const char *v = argv[++i];
         int bad;
-        if (strcmp(a, "--count") == 0) bad = cli_parse_i64(v, &count) || count < 1;
-        else if (strcmp(a, "--seed") == 0) bad = cli_parse_u64(v, &seed);
-        else if (strcmp(a, "--min-len") == 0) bad = cli_parse_i64(v, &min_len) || min_len < 1;
-        else if (strcmp(a, "--threads") == 0) bad = cli_parse_i64(v, &threads) || threads < 0 || threads > 1024;
-        else return cli_usage_error(cmd, "unknown option '%s'", a);
+        if (strcmp(a, "--count") == 0)
+            bad = cli_parse_i64(v, &count) || count < 1;
+        else if (strcmp(a, "--seed") == 0)
+            bad = cli_parse_u64(v, &seed);
+        else if (strcmp(a, "--min-len") == 0)
+            bad = cli_parse_i64(v, &min_len) || min_len < 1;
+        else if (strcmp(a, "--threads") == 0)
+            bad = cli_parse_i64(v, &threads) || threads < 0 || threads > 1024;
+        else
+            return cli_usage_error(cmd, "unknown option '%s'", a);
         if (bad) return cli_usage_error(cmd, "bad value '%s' for %s", v, a);
     }
     if (npos < 2) return cli_usage_error(cmd, "need MODEL.bin and TASK");
@@ -130,7 +137,8 @@ int cmd_eval(int argc, char **argv) {
         /* add reads two numbers and a '+': another input format */
         const char *trained = attn_task_name(c->task.kind); /* static text */
         attn_trainer_free(tr);
-        return cli_usage_error(cmd, "the model was trained on %s, and %s has "
+        return cli_usage_error(cmd,
+                               "the model was trained on %s, and %s has "
                                "another input format (%s); evaluate it on %s, "
                                "or train one with attn train %s",
                                trained, pos[1],
@@ -144,9 +152,11 @@ int cmd_eval(int argc, char **argv) {
                 attn_task_name(c->task.kind));
     if (min_len > 0) {
         if (min_len > task.max_len)
-            return attn_trainer_free(tr), cli_usage_error(cmd, "--min-len %lld "
-                   "exceeds the trained length %lld", (long long)min_len,
-                   (long long)task.max_len);
+            return attn_trainer_free(tr),
+                   cli_usage_error(cmd,
+                                   "--min-len %lld "
+                                   "exceeds the trained length %lld",
+                                   (long long)min_len, (long long)task.max_len);
         task.min_len = min_len;
     }
     attn_eval_result r;

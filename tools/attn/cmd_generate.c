@@ -10,40 +10,43 @@
 
 static void help(void) {
     printf(
-"usage: attn generate MODEL.bin --input TEXT [--input TEXT ...] [options]\n"
-"\n"
-"Generates the output of a model trained by `attn train date` (or a task\n"
-"with --model encdec|decoder) for each input, and prints each generated\n"
-"sequence on its own line. Inputs of different lengths run as one batch.\n"
-"\n"
-"  --input TEXT        a source ('march 3, 2026'; decoder-only add:\n"
-"                      '123+456=' or '123+456'), repeatable\n"
-"  --beam N            beam search of width N               [1: greedy]\n"
-"  --length-penalty A  beam score = log p / ((5 + n) / 6)^A  [0.6]\n"
-"  --sample            sample instead of taking the most likely token\n"
-"  --temperature T                                          [1]\n"
-"  --top-k K           sample among the K most likely ids   [0: all]\n"
-"  --top-p P           ... among the fewest ids of mass P   [1: all]\n"
-"  --seed S            sampling seed (each input its own stream) [0]\n"
-"  --max-len N         most generated characters            [the model's]\n"
-"  --no-cache          recompute the whole prefix at every step (slower;\n"
-"                      the same tokens)\n"
-"  --threads T                                              [1]\n"
-"  --json              one JSON object: inputs, outputs, scores\n"
-"\n"
-"Errors (exit 1): a character outside the task's vocabulary, an input\n"
-"longer than the model takes, a checkpoint that is not a generation model.\n"
-"\n"
-"example:\n"
-"  attn generate date.bin --input 'tue 3 march 2026' --input 03/03/26\n");
+        "usage: attn generate MODEL.bin --input TEXT [--input TEXT ...] [options]\n"
+        "\n"
+        "Generates the output of a model trained by `attn train date` (or a task\n"
+        "with --model encdec|decoder) for each input, and prints each generated\n"
+        "sequence on its own line. Inputs of different lengths run as one batch.\n"
+        "\n"
+        "  --input TEXT        a source ('march 3, 2026'; decoder-only add:\n"
+        "                      '123+456=' or '123+456'), repeatable\n"
+        "  --beam N            beam search of width N               [1: greedy]\n"
+        "  --length-penalty A  beam score = log p / ((5 + n) / 6)^A  [0.6]\n"
+        "  --sample            sample instead of taking the most likely token\n"
+        "  --temperature T                                          [1]\n"
+        "  --top-k K           sample among the K most likely ids   [0: all]\n"
+        "  --top-p P           ... among the fewest ids of mass P   [1: all]\n"
+        "  --seed S            sampling seed (each input its own stream) [0]\n"
+        "  --max-len N         most generated characters            [the model's]\n"
+        "  --no-cache          recompute the whole prefix at every step (slower;\n"
+        "                      the same tokens)\n"
+        "  --threads T                                              [1]\n"
+        "  --json              one JSON object: inputs, outputs, scores\n"
+        "\n"
+        "Errors (exit 1): a character outside the task's vocabulary, an input\n"
+        "longer than the model takes, a checkpoint that is not a generation model.\n"
+        "\n"
+        "example:\n"
+        "  attn generate date.bin --input 'tue 3 march 2026' --input 03/03/26\n");
 }
 
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p < 0x20 || *p >= 0x7f) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20 || *p >= 0x7f)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
     }
     fputc('"', f);
 }
@@ -73,29 +76,52 @@ int cmd_generate(int argc, char **argv) {
             model = a;
             continue;
         }
-        if (strcmp(a, "--sample") == 0) { o.sample = 1; continue; }
-        if (strcmp(a, "--json") == 0) { json = 1; continue; }
-        if (strcmp(a, "--no-cache") == 0) { o.recompute = 1; continue; }
+        if (strcmp(a, "--sample") == 0) {
+            o.sample = 1;
+            continue;
+        }
+        if (strcmp(a, "--json") == 0) {
+            json = 1;
+            continue;
+        }
+        if (strcmp(a, "--no-cache") == 0) {
+            o.recompute = 1;
+            continue;
+        }
         if (i + 1 >= argc) {
             rc = cli_usage_error(cmd, "%s needs a value", a);
             break;
         }
         const char *v = argv[++i];
         int bad = 0;
-        if (strcmp(a, "--input") == 0) inputs[nin++] = v;
-        else if (strcmp(a, "--beam") == 0) bad = cli_parse_i64(v, &o.beam) || o.beam < 1 || o.beam > 64;
-        else if (strcmp(a, "--length-penalty") == 0) bad = cli_parse_double(v, &o.length_penalty) || !isfinite(o.length_penalty);
-        else if (strcmp(a, "--temperature") == 0) bad = cli_parse_double(v, &o.temperature) || !(o.temperature > 0) || isinf(o.temperature);
-        else if (strcmp(a, "--top-k") == 0) bad = cli_parse_i64(v, &o.top_k) || o.top_k < 0;
-        else if (strcmp(a, "--top-p") == 0) bad = cli_parse_double(v, &o.top_p) || !(o.top_p > 0 && o.top_p <= 1);
-        else if (strcmp(a, "--seed") == 0) bad = cli_parse_u64(v, &o.seed);
-        else if (strcmp(a, "--max-len") == 0) bad = cli_parse_i64(v, &o.max_len) || o.max_len < 1;
-        else if (strcmp(a, "--threads") == 0) bad = cli_parse_i64(v, &threads) || threads < 0 || threads > 1024;
-        else rc = cli_usage_error(cmd, "unknown option '%s'", a);
+        if (strcmp(a, "--input") == 0)
+            inputs[nin++] = v;
+        else if (strcmp(a, "--beam") == 0)
+            bad = cli_parse_i64(v, &o.beam) || o.beam < 1 || o.beam > 64;
+        else if (strcmp(a, "--length-penalty") == 0)
+            bad = cli_parse_double(v, &o.length_penalty) ||
+                  !isfinite(o.length_penalty);
+        else if (strcmp(a, "--temperature") == 0)
+            bad = cli_parse_double(v, &o.temperature) || !(o.temperature > 0) ||
+                  isinf(o.temperature);
+        else if (strcmp(a, "--top-k") == 0)
+            bad = cli_parse_i64(v, &o.top_k) || o.top_k < 0;
+        else if (strcmp(a, "--top-p") == 0)
+            bad =
+                cli_parse_double(v, &o.top_p) || !(o.top_p > 0 && o.top_p <= 1);
+        else if (strcmp(a, "--seed") == 0)
+            bad = cli_parse_u64(v, &o.seed);
+        else if (strcmp(a, "--max-len") == 0)
+            bad = cli_parse_i64(v, &o.max_len) || o.max_len < 1;
+        else if (strcmp(a, "--threads") == 0)
+            bad = cli_parse_i64(v, &threads) || threads < 0 || threads > 1024;
+        else
+            rc = cli_usage_error(cmd, "unknown option '%s'", a);
         if (bad) rc = cli_usage_error(cmd, "bad value '%s' for %s", v, a);
     }
     if (!rc && !model) rc = cli_usage_error(cmd, "MODEL.bin is required");
-    if (!rc && nin == 0) rc = cli_usage_error(cmd, "give at least one --input TEXT");
+    if (!rc && nin == 0)
+        rc = cli_usage_error(cmd, "give at least one --input TEXT");
     if (!rc && o.sample && o.beam > 1)
         rc = cli_usage_error(cmd, "--sample and --beam %lld do not combine",
                              (long long)o.beam);
@@ -145,20 +171,23 @@ int cmd_generate(int argc, char **argv) {
         rc = cli_fail(cmd, st, "generation");
         goto done;
     }
-    const attn_gen_side side = m->kind == ATTN_MODEL_ENCDEC ? ATTN_SIDE_TARGET
-                                                            : ATTN_SIDE_JOINT;
+    const attn_gen_side side =
+        m->kind == ATTN_MODEL_ENCDEC ? ATTN_SIDE_TARGET : ATTN_SIDE_JOINT;
     if (json) {
         printf("{\"model\": ");
         json_str(stdout, model);
         printf(", \"task\": \"%s\", \"kind\": \"%s\", \"decoding\": \"%s\", "
-               "\"beam\": %lld, \"outputs\": [", attn_gen_task_name(c->task.kind),
-               attn_model_kind_name(m->kind),
-               o.sample ? "sample" : o.beam > 1 ? "beam" : "greedy",
+               "\"beam\": %lld, \"outputs\": [",
+               attn_gen_task_name(c->task.kind), attn_model_kind_name(m->kind),
+               o.sample     ? "sample"
+               : o.beam > 1 ? "beam"
+                            : "greedy",
                (long long)o.beam);
     }
     for (int b = 0; b < nin; b++) {
         char text[256];
-        attn_gen_decode(&c->task, side, out + b * Lt, olen[b], text, sizeof text);
+        attn_gen_decode(&c->task, side, out + b * Lt, olen[b], text,
+                        sizeof text);
         if (json) {
             printf("%s\n  {\"input\": ", b ? "," : "");
             json_str(stdout, inputs[b]);
@@ -186,18 +215,18 @@ done:
 
 static void eval_help(void) {
     printf(
-"usage: attn eval MODEL.bin [TASK] [--count N] [--seed S] [--beam N]\n"
-"                 [--threads T]       (generation models)\n"
-"\n"
-"Generates the answers to N fresh examples of the model's task (drawn from\n"
-"a stream separate from training's) and prints\n"
-"  exact match: 0.9950     outputs equal to the answer\n"
-"  characters: 0.9991      answer characters right, position by position\n"
-"\n"
-"  --count N   examples                                     [1000]\n"
-"  --seed S                                                 [12345]\n"
-"  --beam N    beam search of width N (length penalty 0.6)  [1: greedy]\n"
-"  --threads T                                              [1]\n");
+        "usage: attn eval MODEL.bin [TASK] [--count N] [--seed S] [--beam N]\n"
+        "                 [--threads T]       (generation models)\n"
+        "\n"
+        "Generates the answers to N fresh examples of the model's task (drawn from\n"
+        "a stream separate from training's) and prints\n"
+        "  exact match: 0.9950     outputs equal to the answer\n"
+        "  characters: 0.9991      answer characters right, position by position\n"
+        "\n"
+        "  --count N   examples                                     [1000]\n"
+        "  --seed S                                                 [12345]\n"
+        "  --beam N    beam search of width N (length penalty 0.6)  [1: greedy]\n"
+        "  --threads T                                              [1]\n");
 }
 
 int cmd_eval_gen(int argc, char **argv) {
@@ -209,19 +238,27 @@ int cmd_eval_gen(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || a[1] != '-') {
-            if (!model) model = a;
-            else if (!task) task = a;
-            else return cli_usage_error(cmd, "unexpected argument '%s'", a);
+            if (!model)
+                model = a;
+            else if (!task)
+                task = a;
+            else
+                return cli_usage_error(cmd, "unexpected argument '%s'", a);
             continue;
         }
         if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
         const char *v = argv[++i];
         int bad = 0;
-        if (strcmp(a, "--count") == 0) bad = cli_parse_i64(v, &count) || count < 1;
-        else if (strcmp(a, "--seed") == 0) bad = cli_parse_u64(v, &seed);
-        else if (strcmp(a, "--beam") == 0) bad = cli_parse_i64(v, &beam) || beam < 1 || beam > 64;
-        else if (strcmp(a, "--threads") == 0) bad = cli_parse_i64(v, &threads) || threads < 0 || threads > 1024;
-        else return cli_usage_error(cmd, "unknown option '%s'", a);
+        if (strcmp(a, "--count") == 0)
+            bad = cli_parse_i64(v, &count) || count < 1;
+        else if (strcmp(a, "--seed") == 0)
+            bad = cli_parse_u64(v, &seed);
+        else if (strcmp(a, "--beam") == 0)
+            bad = cli_parse_i64(v, &beam) || beam < 1 || beam > 64;
+        else if (strcmp(a, "--threads") == 0)
+            bad = cli_parse_i64(v, &threads) || threads < 0 || threads > 1024;
+        else
+            return cli_usage_error(cmd, "unknown option '%s'", a);
         if (bad) return cli_usage_error(cmd, "bad value '%s' for %s", v, a);
     }
     if (!model) return cli_usage_error(cmd, "MODEL.bin is required");
@@ -244,9 +281,11 @@ int cmd_eval_gen(int argc, char **argv) {
     attn_gen_eval_result r;
     attn_status st = attn_gen_evaluate(&c->model, attn_gen_trainer_params(tr),
                                        &c->task, count, seed, &o, &r);
-    if (st) rc = cli_fail(cmd, st, "evaluation");
-    else printf("exact match: %.4f\ncharacters: %.4f\n", r.exact_match,
-                r.chars_correct);
+    if (st)
+        rc = cli_fail(cmd, st, "evaluation");
+    else
+        printf("exact match: %.4f\ncharacters: %.4f\n", r.exact_match,
+               r.chars_correct);
     attn_gen_trainer_free(tr);
     return rc;
 }

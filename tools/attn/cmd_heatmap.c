@@ -7,45 +7,46 @@
 
 static void help(void) {
     printf(
-"usage: attn heatmap W.npy -o out.png [--tokens ..] [--x-tokens ..]\n"
-"                    [--y-tokens ..] [--title T] [--annotate on|off|auto]\n"
-"                    [--map B,H | --grid] [--cmap viridis|diverging]\n"
-"                    [--vmin V --vmax V] [--max-cells N] [mask options]\n"
-"       attn heatmap --q Q.npy --k K.npy [--v V.npy] -o out.png [--map B,H]\n"
-"                    [--max-cells N] [--title T] [--save-blocks B.npy]\n"
-"                    [--vmin V --vmax V] [mask options]\n"
-"\n"
-"Draws the map W[B, H] (default 0,0), or with --grid every map (one row\n"
-"per batch entry, or layer and batch, one column per head, one colour\n"
-"scale, each titled by its axes). The\n"
-"extension of -o picks the format: .png, .svg or .pdf.\n"
-"W is (Lq, Lk), (batch, Lq, Lk), (batch, head, Lq, Lk) or (layer, batch,\n"
-"head, Lq, Lk) as attn encoder --weights writes (then --map L,B,H).\n"
-"  --tokens       labels of both axes (when Lq == Lk), whitespace-separated\n"
-"  --x-tokens     key labels (columns), --y-tokens query labels (rows)\n"
-"  --annotate     values in the cells: auto (maps up to 12 x 12), on, off\n"
-"  --max-cells N  longest axis drawn (default 512); longer axes are\n"
-"                 averaged in blocks\n"
-"  --vmin/--vmax  colour scale (default: 0 .. the largest weight; with\n"
-"                 --q/--k: 0 .. the 99th percentile of the blocks, so that\n"
-"                 a few sharp rows do not leave the rest one colour; the\n"
-"                 colour bar says so)\n"
-"  --x-title/--y-title  axis titles (default key, query)\n"
-"Mask options (--causal, --window, --mask, ...) draw masked cells grey;\n"
-"--scale and --threads are for the --q/--k form.\n"
-"\n"
-"With --q and --k (long sequences, e.g. L = 16384), the weights are never\n"
-"held: the flash kernel streams normalized weight tiles into block\n"
-"averages of at most --max-cells a side, and the map of those blocks is\n"
-"drawn (blocks the mask removes entirely are grey). Memory: the inputs,\n"
-"one output of (B, H, Lq, Dv) and max-cells^2 sums, never Lq x Lk.\n"
-"V defaults to K (only its shape matters for the weights). --save-blocks\n"
-"writes the block averages (rows, cols) as f32 .npy.\n"
-"\n");
+        "usage: attn heatmap W.npy -o out.png [--tokens ..] [--x-tokens ..]\n"
+        "                    [--y-tokens ..] [--title T] [--annotate on|off|auto]\n"
+        "                    [--map B,H | --grid] [--cmap viridis|diverging]\n"
+        "                    [--vmin V --vmax V] [--max-cells N] [mask options]\n"
+        "       attn heatmap --q Q.npy --k K.npy [--v V.npy] -o out.png [--map B,H]\n"
+        "                    [--max-cells N] [--title T] [--save-blocks B.npy]\n"
+        "                    [--vmin V --vmax V] [mask options]\n"
+        "\n"
+        "Draws the map W[B, H] (default 0,0), or with --grid every map (one row\n"
+        "per batch entry, or layer and batch, one column per head, one colour\n"
+        "scale, each titled by its axes). The\n"
+        "extension of -o picks the format: .png, .svg or .pdf.\n"
+        "W is (Lq, Lk), (batch, Lq, Lk), (batch, head, Lq, Lk) or (layer, batch,\n"
+        "head, Lq, Lk) as attn encoder --weights writes (then --map L,B,H).\n"
+        "  --tokens       labels of both axes (when Lq == Lk), whitespace-separated\n"
+        "  --x-tokens     key labels (columns), --y-tokens query labels (rows)\n"
+        "  --annotate     values in the cells: auto (maps up to 12 x 12), on, off\n"
+        "  --max-cells N  longest axis drawn (default 512); longer axes are\n"
+        "                 averaged in blocks\n"
+        "  --vmin/--vmax  colour scale (default: 0 .. the largest weight; with\n"
+        "                 --q/--k: 0 .. the 99th percentile of the blocks, so that\n"
+        "                 a few sharp rows do not leave the rest one colour; the\n"
+        "                 colour bar says so)\n"
+        "  --x-title/--y-title  axis titles (default key, query)\n"
+        "Mask options (--causal, --window, --mask, ...) draw masked cells grey;\n"
+        "--scale and --threads are for the --q/--k form.\n"
+        "\n"
+        "With --q and --k (long sequences, e.g. L = 16384), the weights are never\n"
+        "held: the flash kernel streams normalized weight tiles into block\n"
+        "averages of at most --max-cells a side, and the map of those blocks is\n"
+        "drawn (blocks the mask removes entirely are grey). Memory: the inputs,\n"
+        "one output of (B, H, Lq, Dv) and max-cells^2 sums, never Lq x Lk.\n"
+        "V defaults to K (only its shape matters for the weights). --save-blocks\n"
+        "writes the block averages (rows, cols) as f32 .npy.\n"
+        "\n");
     cli_args_help(stdout, CLI_OPTS_MASK | CLI_OPTS_SCALE | CLI_OPTS_THREADS);
-    printf("\nexamples:\n"
-"  attn heatmap w.npy --tokens \"The cat sat\" --title self-attention -o w.png\n"
-"  attn heatmap w.npy --grid -o heads.svg\n");
+    printf(
+        "\nexamples:\n"
+        "  attn heatmap w.npy --tokens \"The cat sat\" --title self-attention -o w.png\n"
+        "  attn heatmap w.npy --grid -o heads.svg\n");
 }
 
 static int cmp_float(const void *a, const void *b) {
@@ -98,15 +99,19 @@ static int from_qk(const char *cmd, const char *qp, const char *kp,
             (rc = cli_tensor_convert(cmd, all[i], ATTN_F32)))
             goto done;
     const attn_tensor *Q = &q.t, *K = &k.t, *V = vp ? &v.t : &k.t;
-    int64_t B = Q->shape[0], H = Q->shape[1], Lq = Q->shape[2], Lk = K->shape[2];
+    int64_t B = Q->shape[0], H = Q->shape[1], Lq = Q->shape[2],
+            Lk = K->shape[2];
     if (mb >= B || mh >= H) {
-        rc = cli_usage_error(cmd, "--map %lld,%lld is outside q's (B, H) = "
-                             "(%lld, %lld)", (long long)mb, (long long)mh,
-                             (long long)B, (long long)H);
+        rc = cli_usage_error(cmd,
+                             "--map %lld,%lld is outside q's (B, H) = "
+                             "(%lld, %lld)",
+                             (long long)mb, (long long)mh, (long long)B,
+                             (long long)H);
         goto done;
     }
     if ((rc = cli_sdpa_args_bind(cmd, a, B, H, Lq, Lk))) goto done;
-    if ((rc = cli_alloc_tensor(cmd, "out", ATTN_F32, B, H, Lq, V->shape[3], &O)))
+    if ((rc =
+             cli_alloc_tensor(cmd, "out", ATTN_F32, B, H, Lq, V->shape[3], &O)))
         goto done;
     int64_t nl = B * H * Lq;
     lse = malloc(sizeof(float) * (size_t)nl);
@@ -117,7 +122,9 @@ static int from_qk(const char *cmd, const char *qp, const char *kp,
     }
     attn_status st = attn_sdpa_forward(Q, K, V, &a->opts, &O, NULL, lse);
     if (!st) st = attn_blockavg_create(Lq, Lk, mb, mh, o->max_cells, &acc);
-    if (!st) st = attn_sdpa_weight_tiles(Q, K, lse, &a->opts, attn_blockavg_tile, acc);
+    if (!st)
+        st = attn_sdpa_weight_tiles(Q, K, lse, &a->opts, attn_blockavg_tile,
+                                    acc);
     if (st) {
         rc = cli_fail(cmd, st, "streaming the weights");
         goto done;
@@ -148,7 +155,8 @@ static int from_qk(const char *cmd, const char *qp, const char *kp,
     }
     if (save) {
         const int64_t shape[2] = {rows, cols};
-        if ((rc = cli_save_array(cmd, save, ATTN_F32, map, 2, shape))) goto done;
+        if ((rc = cli_save_array(cmd, save, ATTN_F32, map, 2, shape)))
+            goto done;
     }
     attn_tensor M = attn_tensor_4d(map, ATTN_F32, 1, 1, rows, cols);
     attn_tensor S = attn_tensor_4d(seen, ATTN_U8, 1, 1, rows, cols);
@@ -156,9 +164,10 @@ static int from_qk(const char *cmd, const char *qp, const char *kp,
     attn_mask_init(&unseen);
     unseen.keep = &S;
     char title[160];
-    snprintf(title, sizeof title, "attention weights, Lq = %lld, Lk = %lld "
-             "(blocks of %lld x %lld)", (long long)Lq, (long long)Lk,
-             (long long)br, (long long)bc);
+    snprintf(title, sizeof title,
+             "attention weights, Lq = %lld, Lk = %lld "
+             "(blocks of %lld x %lld)",
+             (long long)Lq, (long long)Lk, (long long)br, (long long)bc);
     /* a copy: the title, mask and colour bar label are this function's
      * locals */
     attn_heatmap_opts ho = *o;
@@ -171,8 +180,10 @@ static int from_qk(const char *cmd, const char *qp, const char *kp,
         if (p99 > 0 && p99 < top) {
             ho.vmin = 0;
             ho.vmax = p99;
-            snprintf(cbl, sizeof cbl, "clipped at the 99th percentile, %.3g "
-                     "(largest %.3g)", p99, top);
+            snprintf(cbl, sizeof cbl,
+                     "clipped at the 99th percentile, %.3g "
+                     "(largest %.3g)",
+                     p99, top);
             ho.colorbar_label = cbl;
         }
     }
@@ -185,9 +196,9 @@ static int from_qk(const char *cmd, const char *qp, const char *kp,
         goto done;
     }
     printf("wrote %s: map (%lld, %lld) of %lld x %lld weights as a %lld x %lld "
-           "map of blocks of %lld x %lld\n", out, (long long)mb, (long long)mh,
-           (long long)Lq, (long long)Lk, (long long)rows, (long long)cols,
-           (long long)br, (long long)bc);
+           "map of blocks of %lld x %lld\n",
+           out, (long long)mb, (long long)mh, (long long)Lq, (long long)Lk,
+           (long long)rows, (long long)cols, (long long)br, (long long)bc);
 done:
     attn_blockavg_free(acc);
     free(map);
@@ -219,8 +230,10 @@ static attn_status draw_grid(const char *out, const cli_tensor *w,
     for (int64_t i = 0; i < N; i++)
         for (int64_t j = 0; j < H; j++) {
             char *t = titles + (i * H + j) * 64;
-            if (N == 1) snprintf(t, 64, "head %lld", (long long)j);
-            else cli_map_name(w, i, j, t, 64);
+            if (N == 1)
+                snprintf(t, 64, "head %lld", (long long)j);
+            else
+                cli_map_name(w, i, j, t, 64);
             p[i * H + j] = (attn_panel){W, i, j, t, NULL};
         }
     /* as attn_heatmap_grid_write: more than 4 heads of one map wrap */
@@ -235,7 +248,7 @@ static int check_range(const char *cmd, const attn_heatmap_opts *o,
                        int64_t have_vmin, int64_t have_vmax) {
     if (have_vmin != have_vmax || (have_vmin && !(o->vmin < o->vmax)))
         return cli_usage_error(cmd, "--vmin and --vmax go together, with "
-                               "vmin < vmax");
+                                    "vmin < vmax");
     return 0;
 }
 
@@ -276,35 +289,57 @@ int cmd_heatmap(int argc, char **argv) {
         }
         i++;
         int64_t n;
-        if (strcmp(arg, "-o") == 0 || strcmp(arg, "--out") == 0) out = val;
-        else if (strcmp(arg, "--q") == 0) qp = val;
-        else if (strcmp(arg, "--k") == 0) kp = val;
-        else if (strcmp(arg, "--v") == 0) vp = val;
-        else if (strcmp(arg, "--save-blocks") == 0) save = val;
-        else if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {}
-        else if (strcmp(arg, "--map") == 0) rc = cli_parse_map(cmd, val, map, &map_n);
-        else if (strcmp(arg, "--title") == 0) o.title = val;
-        else if (strcmp(arg, "--x-title") == 0) o.x_title = val;
-        else if (strcmp(arg, "--y-title") == 0) o.y_title = val;
+        if (strcmp(arg, "-o") == 0 || strcmp(arg, "--out") == 0)
+            out = val;
+        else if (strcmp(arg, "--q") == 0)
+            qp = val;
+        else if (strcmp(arg, "--k") == 0)
+            kp = val;
+        else if (strcmp(arg, "--v") == 0)
+            vp = val;
+        else if (strcmp(arg, "--save-blocks") == 0)
+            save = val;
+        else if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {
+        } else if (strcmp(arg, "--map") == 0)
+            rc = cli_parse_map(cmd, val, map, &map_n);
+        else if (strcmp(arg, "--title") == 0)
+            o.title = val;
+        else if (strcmp(arg, "--x-title") == 0)
+            o.x_title = val;
+        else if (strcmp(arg, "--y-title") == 0)
+            o.y_title = val;
         else if (strcmp(arg, "--annotate") == 0) {
-            if (strcmp(val, "on") == 0) o.annotate = 1;
-            else if (strcmp(val, "off") == 0) o.annotate = 0;
-            else if (strcmp(val, "auto") == 0) o.annotate = -1;
-            else rc = cli_usage_error(cmd, "--annotate is on, off or auto, not '%s'", val);
+            if (strcmp(val, "on") == 0)
+                o.annotate = 1;
+            else if (strcmp(val, "off") == 0)
+                o.annotate = 0;
+            else if (strcmp(val, "auto") == 0)
+                o.annotate = -1;
+            else
+                rc = cli_usage_error(
+                    cmd, "--annotate is on, off or auto, not '%s'", val);
         } else if (strcmp(arg, "--cmap") == 0) {
-            if (strcmp(val, "viridis") == 0) o.cmap = ATTN_CMAP_VIRIDIS;
-            else if (strcmp(val, "diverging") == 0) o.cmap = ATTN_CMAP_DIVERGING;
-            else rc = cli_usage_error(cmd, "--cmap is viridis or diverging, not '%s'", val);
+            if (strcmp(val, "viridis") == 0)
+                o.cmap = ATTN_CMAP_VIRIDIS;
+            else if (strcmp(val, "diverging") == 0)
+                o.cmap = ATTN_CMAP_DIVERGING;
+            else
+                rc = cli_usage_error(
+                    cmd, "--cmap is viridis or diverging, not '%s'", val);
         } else if (strcmp(arg, "--vmin") == 0) {
-            if (cli_parse_double(val, &o.vmin)) rc = cli_usage_error(cmd, "--vmin '%s' is not a number", val);
+            if (cli_parse_double(val, &o.vmin))
+                rc = cli_usage_error(cmd, "--vmin '%s' is not a number", val);
             have_vmin = 1;
         } else if (strcmp(arg, "--vmax") == 0) {
-            if (cli_parse_double(val, &o.vmax)) rc = cli_usage_error(cmd, "--vmax '%s' is not a number", val);
+            if (cli_parse_double(val, &o.vmax))
+                rc = cli_usage_error(cmd, "--vmax '%s' is not a number", val);
             have_vmax = 1;
         } else if (strcmp(arg, "--max-cells") == 0) {
             if (cli_parse_i64(val, &n) || n < 8 || n > 4096)
-                rc = cli_usage_error(cmd, "--max-cells wants 8..4096, got '%s'", val);
-            else o.max_cells = (int)n;
+                rc = cli_usage_error(cmd, "--max-cells wants 8..4096, got '%s'",
+                                     val);
+            else
+                o.max_cells = (int)n;
         } else {
             rc = cli_usage_error(cmd, "unknown option '%s'", arg);
         }
@@ -313,9 +348,12 @@ int cmd_heatmap(int argc, char **argv) {
     {
         const char *in_names[9] = {"the weights file", "--q", "--k", "--v"};
         const char *ins[9] = {path, qp, kp, vp};
-        for (int i = 0; i < 5; i++) in_names[4 + i] = a.file_opt[i], ins[4 + i] = a.files[i];
-        const char *out_names[2] = {"-o", "--save-blocks"}, *outs[2] = {out, save};
-        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 9, out_names, outs, 2)))
+        for (int i = 0; i < 5; i++)
+            in_names[4 + i] = a.file_opt[i], ins[4 + i] = a.files[i];
+        const char *out_names[2] = {"-o", "--save-blocks"},
+                   *outs[2] = {out, save};
+        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 9, out_names, outs,
+                                       2)))
             goto done;
     }
     if (save && !qp) {
@@ -324,8 +362,9 @@ int cmd_heatmap(int argc, char **argv) {
     }
     if (qp || kp || vp) {
         if (!qp || !kp || path || grid || lb.x.v || lb.y.v || lb.both.v) {
-            rc = cli_usage_error(cmd, "the long-sequence form takes --q and --k "
-                                 "(and --v), no weights file, --grid or tokens");
+            rc = cli_usage_error(
+                cmd, "the long-sequence form takes --q and --k "
+                     "(and --v), no weights file, --grid or tokens");
             goto done;
         }
         if (!out) {
@@ -343,7 +382,8 @@ int cmd_heatmap(int argc, char **argv) {
         goto done;
     }
     if (!path || !out) {
-        rc = cli_usage_error(cmd, "missing %s", path ? "-o out.png" : "the weights file");
+        rc = cli_usage_error(cmd, "missing %s",
+                             path ? "-o out.png" : "the weights file");
         goto done;
     }
     if ((rc = check_range(cmd, &o, have_vmin, have_vmax))) goto done;
@@ -352,14 +392,15 @@ int cmd_heatmap(int argc, char **argv) {
     if (!map_n) map_n = w.rank == 5 ? 3 : 2;
     if (!grid && (rc = cli_check_map(cmd, &w, map, map_n, &mb, &mh))) goto done;
     if ((rc = cli_labels_axis(cmd, &lb, 1, W->shape[3], "keys", &o.x_labels)) ||
-        (rc = cli_labels_axis(cmd, &lb, 0, W->shape[2], "queries", &o.y_labels)))
+        (rc =
+             cli_labels_axis(cmd, &lb, 0, W->shape[2], "queries", &o.y_labels)))
         goto done;
     if ((rc = cli_sdpa_args_bind(cmd, &a, W->shape[0], W->shape[1], W->shape[2],
                                  W->shape[3])))
         goto done;
     o.mask = &a.opts.mask;
-    attn_status st = grid ? draw_grid(out, &w, &o)
-                          : attn_heatmap_write(out, W, mb, mh, &o);
+    attn_status st =
+        grid ? draw_grid(out, &w, &o) : attn_heatmap_write(out, W, mb, mh, &o);
     if (st) {
         rc = cli_fail(cmd, st, "drawing");
         goto done;

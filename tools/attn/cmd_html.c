@@ -5,20 +5,20 @@
 
 static void help(void) {
     printf(
-"usage: attn html W.npy -o view.html [--tokens \"t0 t1 ...\"]\n"
-"                 [--x-tokens ..] [--y-tokens ..] [--title T] [--batch N]\n"
-"\n"
-"Writes one HTML file with everything inline (no network, no external\n"
-"scripts): query tokens on the left, key tokens on the right, one line per\n"
-"pair whose opacity is the weight; hover a token to keep only its lines;\n"
-"layer and head selectors; the heatmap beside it (hover a cell for its\n"
-"value). A link may open a view: view.html#layer=1&head=2&focus=q3.\n"
-"W is rank 2 (Lq, Lk), 3 (layers, Lq, Lk), 4 (layers, heads, Lq, Lk) or\n"
-"5 (layer, batch, head, Lq, Lk) as attn encoder --weights writes, of which\n"
-"--batch N (default 0) is shown; up to 1024 tokens a side.\n"
-"  --tokens    labels of both sides (when Lq == Lk), whitespace-separated\n"
-"  --x-tokens  key labels, --y-tokens query labels (as heatmap and show)\n"
-"\nexample:\n  attn html w.npy --tokens \"The cat sat on the mat\" -o view.html\n");
+        "usage: attn html W.npy -o view.html [--tokens \"t0 t1 ...\"]\n"
+        "                 [--x-tokens ..] [--y-tokens ..] [--title T] [--batch N]\n"
+        "\n"
+        "Writes one HTML file with everything inline (no network, no external\n"
+        "scripts): query tokens on the left, key tokens on the right, one line per\n"
+        "pair whose opacity is the weight; hover a token to keep only its lines;\n"
+        "layer and head selectors; the heatmap beside it (hover a cell for its\n"
+        "value). A link may open a view: view.html#layer=1&head=2&focus=q3.\n"
+        "W is rank 2 (Lq, Lk), 3 (layers, Lq, Lk), 4 (layers, heads, Lq, Lk) or\n"
+        "5 (layer, batch, head, Lq, Lk) as attn encoder --weights writes, of which\n"
+        "--batch N (default 0) is shown; up to 1024 tokens a side.\n"
+        "  --tokens    labels of both sides (when Lq == Lk), whitespace-separated\n"
+        "  --x-tokens  key labels, --y-tokens query labels (as heatmap and show)\n"
+        "\nexample:\n  attn html w.npy --tokens \"The cat sat on the mat\" -o view.html\n");
 }
 
 int cmd_html(int argc, char **argv) {
@@ -45,8 +45,10 @@ int cmd_html(int argc, char **argv) {
             goto done;
         }
         i++;
-        if (strcmp(arg, "-o") == 0 || strcmp(arg, "--out") == 0) out = val;
-        else if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {}
+        if (strcmp(arg, "-o") == 0 || strcmp(arg, "--out") == 0)
+            out = val;
+        else if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {
+        }
         /* the names of the first version */
         else if (strcmp(arg, "--q-tokens") == 0) {
             cli_tokens_free(&lb.y); /* given twice: the last list counts */
@@ -54,45 +56,51 @@ int cmd_html(int argc, char **argv) {
         } else if (strcmp(arg, "--k-tokens") == 0) {
             cli_tokens_free(&lb.x);
             rc = cli_tokens_parse(cmd, arg, val, &lb.x);
-        }
-        else if (strcmp(arg, "--batch") == 0) {
+        } else if (strcmp(arg, "--batch") == 0) {
             if (cli_parse_i64(val, &batch) || batch < 0)
-                rc = cli_usage_error(cmd, "--batch wants an index >= 0, got '%s'", val);
+                rc = cli_usage_error(
+                    cmd, "--batch wants an index >= 0, got '%s'", val);
             batch_set = 1;
-        }
-        else if (strcmp(arg, "--title") == 0) o.title = val;
-        else rc = cli_usage_error(cmd, "unknown option '%s'", arg);
+        } else if (strcmp(arg, "--title") == 0)
+            o.title = val;
+        else
+            rc = cli_usage_error(cmd, "unknown option '%s'", arg);
         if (rc) goto done;
     }
     if (!path || !out) {
-        rc = cli_usage_error(cmd, "missing %s", path ? "-o view.html" : "the weights file");
+        rc = cli_usage_error(cmd, "missing %s",
+                             path ? "-o view.html" : "the weights file");
         goto done;
     }
     {
         const char *in_names[1] = {"the weights file"}, *out_names[1] = {"-o"};
         const char *ins[1] = {path}, *outs[1] = {out};
-        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 1, out_names, outs, 1)))
+        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 1, out_names, outs,
+                                       1)))
             goto done;
     }
     if ((rc = cli_load_weights(cmd, path, &w))) goto done;
     if (batch_set && w.rank != 5) {
-        rc = cli_usage_error(cmd, "--batch picks a batch entry of rank-5 "
+        rc = cli_usage_error(cmd,
+                             "--batch picks a batch entry of rank-5 "
                              "(layer, batch, head, Lq, Lk) weights; these "
-                             "have rank %d", w.rank);
+                             "have rank %d",
+                             w.rank);
         goto done;
     }
     if (w.rank == 5) {
         /* one batch entry: (layer, head, Lq, Lk), a strided view */
         if (batch >= w.batch) {
-            rc = cli_usage_error(cmd, "--batch %lld is outside the weights' "
-                                 "%lld batch entries", (long long)batch,
-                                 (long long)w.batch);
+            rc = cli_usage_error(cmd,
+                                 "--batch %lld is outside the weights' "
+                                 "%lld batch entries",
+                                 (long long)batch, (long long)w.batch);
             goto done;
         }
         attn_tensor *t = &w.t;
         int64_t map = t->shape[1] * t->shape[2] * t->shape[3];
-        t->data = (char *)t->data +
-                  (size_t)(batch * map) * attn_dtype_size(t->dtype);
+        t->data =
+            (char *)t->data + (size_t)(batch * map) * attn_dtype_size(t->dtype);
         t->shape[0] = w.layers;
         t->stride[0] = w.batch * map;
     }
@@ -107,8 +115,8 @@ int cmd_html(int argc, char **argv) {
     }
     printf("wrote %s (%lld layer%s x %lld head%s, %lld x %lld tokens)\n", out,
            (long long)w.t.shape[0], w.t.shape[0] == 1 ? "" : "s",
-           (long long)w.t.shape[1], w.t.shape[1] == 1 ? "" : "s",
-           (long long)Lq, (long long)Lk);
+           (long long)w.t.shape[1], w.t.shape[1] == 1 ? "" : "s", (long long)Lq,
+           (long long)Lk);
 done:
     cli_labels_free(&lb);
     cli_tensor_free(&w);

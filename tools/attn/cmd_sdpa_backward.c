@@ -9,35 +9,35 @@
 
 static void help(void) {
     printf(
-"usage: attn sdpa-backward --q Q.npy --k K.npy --v V.npy --dout DO.npy\n"
-"                          --dq DQ.npy --dk DK.npy --dv DV.npy\n"
-"                          [--dbias DB.npy] [--dsinks DS.npy]\n"
-"                          [--compute-dtype T]\n"
-"                          [attention options]\n"
-"\n"
-"Gradients of O = softmax(scale * Q K^T + bias, masked) V given dO, the\n"
-"gradient of a loss with respect to O. The forward is run first with the\n"
-"same options (the same --seed gives the same dropout mask).\n"
-"\n"
-"Ranks as in attn sdpa: (L, D), (B, L, D) or (B, H, L, D); K and V may\n"
-"have fewer heads than Q (grouped queries: dK and dV sum over the group).\n"
-"  --dout  DO  like O   (.., Lq, Dv), read as f32 (f64 with f64 compute)\n"
-"  --dq    DQ  like Q   (.., Lq, Dk)  f32\n"
-"  --dk    DK  like K   (.., Lk, Dk)  f32\n"
-"  --dv    DV  like V   (.., Lk, Dv)  f32\n"
-"  --dbias DB  like the --bias file, summed over the axes it broadcasts\n"
-"  --dsinks DS gradient of the --sinks logits, (H,) f64\n"
-"  --compute-dtype f32|f16|bf16|f64\n"
-"              convert Q, K, V to this dtype first; f64 needs --impl ref\n"
-"              and writes f64 gradients\n"
-"\n");
+        "usage: attn sdpa-backward --q Q.npy --k K.npy --v V.npy --dout DO.npy\n"
+        "                          --dq DQ.npy --dk DK.npy --dv DV.npy\n"
+        "                          [--dbias DB.npy] [--dsinks DS.npy]\n"
+        "                          [--compute-dtype T]\n"
+        "                          [attention options]\n"
+        "\n"
+        "Gradients of O = softmax(scale * Q K^T + bias, masked) V given dO, the\n"
+        "gradient of a loss with respect to O. The forward is run first with the\n"
+        "same options (the same --seed gives the same dropout mask).\n"
+        "\n"
+        "Ranks as in attn sdpa: (L, D), (B, L, D) or (B, H, L, D); K and V may\n"
+        "have fewer heads than Q (grouped queries: dK and dV sum over the group).\n"
+        "  --dout  DO  like O   (.., Lq, Dv), read as f32 (f64 with f64 compute)\n"
+        "  --dq    DQ  like Q   (.., Lq, Dk)  f32\n"
+        "  --dk    DK  like K   (.., Lk, Dk)  f32\n"
+        "  --dv    DV  like V   (.., Lk, Dv)  f32\n"
+        "  --dbias DB  like the --bias file, summed over the axes it broadcasts\n"
+        "  --dsinks DS gradient of the --sinks logits, (H,) f64\n"
+        "  --compute-dtype f32|f16|bf16|f64\n"
+        "              convert Q, K, V to this dtype first; f64 needs --impl ref\n"
+        "              and writes f64 gradients\n"
+        "\n");
     cli_sdpa_args_help(stdout);
     printf(
-"\n"
-"example:\n"
-"  attn sdpa-backward --q q.npy --k k.npy --v v.npy --dout do.npy \\\n"
-"      --dq dq.npy --dk dk.npy --dv dv.npy --causal top-left \\\n"
-"      --dropout 0.1 --seed 7\n");
+        "\n"
+        "example:\n"
+        "  attn sdpa-backward --q q.npy --k k.npy --v v.npy --dout do.npy \\\n"
+        "      --dq dq.npy --dk dk.npy --dv dv.npy --causal top-left \\\n"
+        "      --dropout 0.1 --seed 7\n");
 }
 
 int cmd_sdpa_backward(int argc, char **argv) {
@@ -61,22 +61,27 @@ int cmd_sdpa_backward(int argc, char **argv) {
     const char *qp = NULL, *kp = NULL, *vp = NULL, *dop = NULL, *dqp = NULL,
                *dkp = NULL, *dvp = NULL, *dbp = NULL, *cd = NULL, *dsp = NULL;
     const cli_path_opt opts[] = {
-        {"--q", &qp}, {"--k", &kp}, {"--v", &vp}, {"--dout", &dop},
-        {"--dq", &dqp}, {"--dk", &dkp}, {"--dv", &dvp}, {"--dbias", &dbp},
-        {"--compute-dtype", &cd}, {"--dsinks", &dsp}};
+        {"--q", &qp},      {"--k", &kp},      {"--v", &vp},
+        {"--dout", &dop},  {"--dq", &dqp},    {"--dk", &dkp},
+        {"--dv", &dvp},    {"--dbias", &dbp}, {"--compute-dtype", &cd},
+        {"--dsinks", &dsp}};
     if ((rc = cli_parse_paths(cmd, argc, argv, opts,
                               sizeof opts / sizeof opts[0])))
         goto done;
-    const char *const need[] = {"--q", "--k", "--v", "--dout", "--dq", "--dk", "--dv"};
+    const char *const need[] = {"--q",  "--k",  "--v", "--dout",
+                                "--dq", "--dk", "--dv"};
     const char *const have[] = {qp, kp, vp, dop, dqp, dkp, dvp};
     if ((rc = cli_require(cmd, need, have, 7))) goto done;
     {
         const char *in_names[9] = {"--q", "--k", "--v", "--dout"};
         const char *ins[9] = {qp, kp, vp, dop};
-        for (int i = 0; i < 5; i++) in_names[4 + i] = a.file_opt[i], ins[4 + i] = a.files[i];
-        const char *out_names[5] = {"--dq", "--dk", "--dv", "--dbias", "--dsinks"};
+        for (int i = 0; i < 5; i++)
+            in_names[4 + i] = a.file_opt[i], ins[4 + i] = a.files[i];
+        const char *out_names[5] = {"--dq", "--dk", "--dv", "--dbias",
+                                    "--dsinks"};
         const char *outs[5] = {dqp, dkp, dvp, dbp, dsp};
-        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 9, out_names, outs, 5)))
+        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 9, out_names, outs,
+                                       5)))
             goto done;
     }
     if (dbp && !a.opts.mask.bias) {
@@ -91,7 +96,7 @@ int cmd_sdpa_backward(int argc, char **argv) {
     if ((rc = cli_compute_dtype(cmd, cd, &compute))) goto done;
     if (compute == ATTN_F64 && a.opts.impl != ATTN_IMPL_REF) {
         rc = cli_usage_error(cmd, "--compute-dtype f64 runs on the reference "
-                             "kernel only: add --impl ref");
+                                  "kernel only: add --impl ref");
         goto done;
     }
     if ((rc = cli_load_tensor(cmd, qp, "q", &q)) ||
@@ -99,8 +104,7 @@ int cmd_sdpa_backward(int argc, char **argv) {
         (rc = cli_load_tensor(cmd, vp, "v", &v)) ||
         (rc = cli_load_tensor(cmd, dop, "dout", &dout)))
         goto done;
-    if ((rc = cli_qkv_convert(cmd, cd != NULL, compute, &q, &k, &v)))
-        goto done;
+    if ((rc = cli_qkv_convert(cmd, cd != NULL, compute, &q, &k, &v))) goto done;
     /* out, dout and the gradients: f64 for f64 compute, else f32 */
     const attn_dtype gdt = compute == ATTN_F64 ? ATTN_F64 : ATTN_F32;
     if ((rc = cli_tensor_convert(cmd, &dout, gdt))) goto done;
@@ -112,10 +116,11 @@ int cmd_sdpa_backward(int argc, char **argv) {
     if (ring) {
         if (dbp || gdt == ATTN_F64) {
             rc = cli_usage_error(cmd, "--ring computes in f32 without a bias: "
-                                 "no --dbias, no f64");
+                                      "no --dbias, no f64");
             goto done;
         }
-        rc = cli_ring_backward(cmd, ring, &q, &k, &v, &dout, &a.opts, dqp, dkp, dvp);
+        rc = cli_ring_backward(cmd, ring, &q, &k, &v, &dout, &a.opts, dqp, dkp,
+                               dvp);
         goto done;
     }
     if ((rc = cli_alloc_tensor(cmd, "out", gdt, B, H, Lq, Dv, &out)) ||
@@ -125,9 +130,9 @@ int cmd_sdpa_backward(int argc, char **argv) {
         goto done;
     if (dbp) {
         const attn_tensor *bt = a.opts.mask.bias;
-        if ((rc = cli_alloc_tensor(cmd, "dbias", gdt, bt->shape[0],
-                                   bt->shape[1], bt->shape[2], bt->shape[3],
-                                   &db)))
+        if ((rc =
+                 cli_alloc_tensor(cmd, "dbias", gdt, bt->shape[0], bt->shape[1],
+                                  bt->shape[2], bt->shape[3], &db)))
             goto done;
     }
     attn_tensor l;
@@ -142,7 +147,8 @@ int cmd_sdpa_backward(int argc, char **argv) {
         }
         a.opts.mask.sinks_grad = dsinks;
     }
-    attn_status st = attn_sdpa_forward(&q.t, &k.t, &v.t, &a.opts, &out, NULL, lse);
+    attn_status st =
+        attn_sdpa_forward(&q.t, &k.t, &v.t, &a.opts, &out, NULL, lse);
     if (st) {
         rc = cli_fail(cmd, st, "forward");
         goto done;

@@ -7,28 +7,29 @@
 
 static void help(void) {
     printf(
-"usage: attn show W.npy [--tokens \"t0 t1 ...\"] [--x-tokens ..] [--y-tokens ..]\n"
-"                 [--map B,H] [--color true|256|plain] [--width N]\n"
-"                 [--half-blocks on|off|auto] [--title T] [mask options]\n"
-"\n"
-"Prints the map W[B, H] (default 0,0) with Unicode blocks: one cell is two\n"
-"columns with a label per row and the key labels over the columns (longer\n"
-"than one character: column numbers and a legend of the keys), or,\n"
-"for maps over 40 tokens, a half block per cell (two rows a line). Wider\n"
-"maps are averaged in blocks to fit. A scale line closes the picture.\n"
-"W is (Lq, Lk), (batch, Lq, Lk), (batch, head, Lq, Lk) or (layer, batch,\n"
-"head, Lq, Lk) as attn encoder --weights writes (then --map L,B,H).\n"
-"  --tokens     labels of both axes (when Lq == Lk), whitespace-separated\n"
-"  --x-tokens   key labels, --y-tokens query labels\n"
-"  --color      true (24-bit), 256 (xterm palette) or plain (shades, no\n"
-"               escapes). Default: plain if NO_COLOR is set or the\n"
-"               output is not a terminal, true if COLORTERM is truecolor\n"
-"               or 24bit, else 256\n"
-"  --width      terminal columns (default: COLUMNS, else 80)\n"
-"Mask options (--causal, --window, --mask, ...) grey out masked cells.\n"
-"\n");
+        "usage: attn show W.npy [--tokens \"t0 t1 ...\"] [--x-tokens ..] [--y-tokens ..]\n"
+        "                 [--map B,H] [--color true|256|plain] [--width N]\n"
+        "                 [--half-blocks on|off|auto] [--title T] [mask options]\n"
+        "\n"
+        "Prints the map W[B, H] (default 0,0) with Unicode blocks: one cell is two\n"
+        "columns with a label per row and the key labels over the columns (longer\n"
+        "than one character: column numbers and a legend of the keys), or,\n"
+        "for maps over 40 tokens, a half block per cell (two rows a line). Wider\n"
+        "maps are averaged in blocks to fit. A scale line closes the picture.\n"
+        "W is (Lq, Lk), (batch, Lq, Lk), (batch, head, Lq, Lk) or (layer, batch,\n"
+        "head, Lq, Lk) as attn encoder --weights writes (then --map L,B,H).\n"
+        "  --tokens     labels of both axes (when Lq == Lk), whitespace-separated\n"
+        "  --x-tokens   key labels, --y-tokens query labels\n"
+        "  --color      true (24-bit), 256 (xterm palette) or plain (shades, no\n"
+        "               escapes). Default: plain if NO_COLOR is set or the\n"
+        "               output is not a terminal, true if COLORTERM is truecolor\n"
+        "               or 24bit, else 256\n"
+        "  --width      terminal columns (default: COLUMNS, else 80)\n"
+        "Mask options (--causal, --window, --mask, ...) grey out masked cells.\n"
+        "\n");
     cli_args_help(stdout, CLI_OPTS_MASK);
-    printf("\nexample:\n  attn show w.npy --tokens \"The cat sat\" --color 256\n");
+    printf(
+        "\nexample:\n  attn show w.npy --tokens \"The cat sat\" --color 256\n");
 }
 
 int cmd_show(int argc, char **argv) {
@@ -49,13 +50,16 @@ int cmd_show(int argc, char **argv) {
     attn_term_opts_init(&o);
     const char *nc = getenv("NO_COLOR"), *ct = getenv("COLORTERM");
     /* no escapes into a file or a pipe, nor when NO_COLOR asks */
-    if ((nc && nc[0]) || !isatty(STDOUT_FILENO)) o.color = ATTN_TERM_PLAIN;
+    if ((nc && nc[0]) || !isatty(STDOUT_FILENO))
+        o.color = ATTN_TERM_PLAIN;
     else if (ct && (strcmp(ct, "truecolor") == 0 || strcmp(ct, "24bit") == 0))
         o.color = ATTN_TERM_TRUECOLOR;
-    else o.color = ATTN_TERM_256;
+    else
+        o.color = ATTN_TERM_256;
     const char *cols = getenv("COLUMNS");
     int64_t width;
-    if (cols && cli_parse_i64(cols, &width) == 0 && width >= 20 && width <= 4096)
+    if (cols && cli_parse_i64(cols, &width) == 0 && width >= 20 &&
+        width <= 4096)
         o.width = (int)width;
     const char *path = NULL;
     int64_t mb = 0, mh = 0, map[3] = {0, 0, 0};
@@ -72,23 +76,37 @@ int cmd_show(int argc, char **argv) {
             goto done;
         }
         i++;
-        if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {}
-        else if (strcmp(arg, "--map") == 0) rc = cli_parse_map(cmd, val, map, &map_n);
-        else if (strcmp(arg, "--title") == 0) o.title = val;
+        if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {
+        } else if (strcmp(arg, "--map") == 0)
+            rc = cli_parse_map(cmd, val, map, &map_n);
+        else if (strcmp(arg, "--title") == 0)
+            o.title = val;
         else if (strcmp(arg, "--color") == 0) {
-            if (strcmp(val, "true") == 0) o.color = ATTN_TERM_TRUECOLOR;
-            else if (strcmp(val, "256") == 0) o.color = ATTN_TERM_256;
-            else if (strcmp(val, "plain") == 0) o.color = ATTN_TERM_PLAIN;
-            else rc = cli_usage_error(cmd, "--color is true, 256 or plain, not '%s'", val);
+            if (strcmp(val, "true") == 0)
+                o.color = ATTN_TERM_TRUECOLOR;
+            else if (strcmp(val, "256") == 0)
+                o.color = ATTN_TERM_256;
+            else if (strcmp(val, "plain") == 0)
+                o.color = ATTN_TERM_PLAIN;
+            else
+                rc = cli_usage_error(
+                    cmd, "--color is true, 256 or plain, not '%s'", val);
         } else if (strcmp(arg, "--width") == 0) {
             if (cli_parse_i64(val, &width) || width < 20 || width > 4096)
-                rc = cli_usage_error(cmd, "--width wants 20..4096, got '%s'", val);
-            else o.width = (int)width;
+                rc = cli_usage_error(cmd, "--width wants 20..4096, got '%s'",
+                                     val);
+            else
+                o.width = (int)width;
         } else if (strcmp(arg, "--half-blocks") == 0) {
-            if (strcmp(val, "on") == 0) o.half_blocks = 1;
-            else if (strcmp(val, "off") == 0) o.half_blocks = 0;
-            else if (strcmp(val, "auto") == 0) o.half_blocks = -1;
-            else rc = cli_usage_error(cmd, "--half-blocks is on, off or auto, not '%s'", val);
+            if (strcmp(val, "on") == 0)
+                o.half_blocks = 1;
+            else if (strcmp(val, "off") == 0)
+                o.half_blocks = 0;
+            else if (strcmp(val, "auto") == 0)
+                o.half_blocks = -1;
+            else
+                rc = cli_usage_error(
+                    cmd, "--half-blocks is on, off or auto, not '%s'", val);
         } else {
             rc = cli_usage_error(cmd, "unknown option '%s'", arg);
         }
@@ -103,7 +121,8 @@ int cmd_show(int argc, char **argv) {
     if (!map_n) map_n = w.rank == 5 ? 3 : 2;
     if ((rc = cli_check_map(cmd, &w, map, map_n, &mb, &mh))) goto done;
     if ((rc = cli_labels_axis(cmd, &lb, 1, W->shape[3], "keys", &o.x_labels)) ||
-        (rc = cli_labels_axis(cmd, &lb, 0, W->shape[2], "queries", &o.y_labels)))
+        (rc =
+             cli_labels_axis(cmd, &lb, 0, W->shape[2], "queries", &o.y_labels)))
         goto done;
     if ((rc = cli_sdpa_args_bind(cmd, &a, W->shape[0], W->shape[1], W->shape[2],
                                  W->shape[3])))

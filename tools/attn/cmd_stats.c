@@ -7,25 +7,25 @@
 
 static void help(void) {
     printf(
-"usage: attn stats W.npy [--strict] [mask options]\n"
-"\n"
-"Reports, per map (named by the file's axes: layer, batch, head) and overall:\n"
-"  rows      query rows (and how many see no key under the mask)\n"
-"  sum dev   largest |row sum - 1| (0 expected for a row that sees no key)\n"
-"  entropy   min / mean / max over rows of the entropy of the row divided\n"
-"            by log(visible keys): 0 = one-hot, 1 = uniform\n"
-"  max w     the largest weight\n"
-"  leak      weight on masked positions (count, total, largest)\n"
-"  nan/inf   non-finite weights\n"
-"and a verdict in plain words: too uniform (mean entropy >= 0.95), too\n"
-"concentrated (<= 0.01: a saturated, one-hot softmax), masked leakage, not\n"
-"normalized, non-finite. A sharp map (<= 0.10) is said to be sharp, not\n"
-"faulted: tasks that copy or align positions want one.\n"
-"Give the mask the weights were made with to see leakage.\n"
-"  --strict   exit with status 3 when the verdict finds anything\n"
-"W is (Lq, Lk), (batch, Lq, Lk), (batch, head, Lq, Lk) or, as attn encoder\n"
-"--weights writes, (layer, batch, head, Lq, Lk).\n"
-"\n");
+        "usage: attn stats W.npy [--strict] [mask options]\n"
+        "\n"
+        "Reports, per map (named by the file's axes: layer, batch, head) and overall:\n"
+        "  rows      query rows (and how many see no key under the mask)\n"
+        "  sum dev   largest |row sum - 1| (0 expected for a row that sees no key)\n"
+        "  entropy   min / mean / max over rows of the entropy of the row divided\n"
+        "            by log(visible keys): 0 = one-hot, 1 = uniform\n"
+        "  max w     the largest weight\n"
+        "  leak      weight on masked positions (count, total, largest)\n"
+        "  nan/inf   non-finite weights\n"
+        "and a verdict in plain words: too uniform (mean entropy >= 0.95), too\n"
+        "concentrated (<= 0.01: a saturated, one-hot softmax), masked leakage, not\n"
+        "normalized, non-finite. A sharp map (<= 0.10) is said to be sharp, not\n"
+        "faulted: tasks that copy or align positions want one.\n"
+        "Give the mask the weights were made with to see leakage.\n"
+        "  --strict   exit with status 3 when the verdict finds anything\n"
+        "W is (Lq, Lk), (batch, Lq, Lk), (batch, head, Lq, Lk) or, as attn encoder\n"
+        "--weights writes, (layer, batch, head, Lq, Lk).\n"
+        "\n");
     cli_args_help(stdout, CLI_OPTS_MASK);
     printf("\nexample:\n  attn stats w.npy --causal top-left\n");
 }
@@ -37,10 +37,10 @@ static void row(const char *name, const attn_stats *s) {
                  s->entropy_mean, s->entropy_max);
     else
         snprintf(ent, sizeof ent, "%-17s", "n/a");
-    printf("%-26s %6lld %5lld  %9.2e  %s  %7.4f  %5lld %9.3g  %lld/%lld\n", name,
-           (long long)s->rows, (long long)s->rows_empty, s->row_sum_dev_max, ent,
-           s->max_weight, (long long)s->leak_count, s->leak_total,
-           (long long)s->nan_count, (long long)s->inf_count);
+    printf("%-26s %6lld %5lld  %9.2e  %s  %7.4f  %5lld %9.3g  %lld/%lld\n",
+           name, (long long)s->rows, (long long)s->rows_empty,
+           s->row_sum_dev_max, ent, s->max_weight, (long long)s->leak_count,
+           s->leak_total, (long long)s->nan_count, (long long)s->inf_count);
 }
 
 int cmd_stats(int argc, char **argv) {
@@ -63,7 +63,8 @@ int cmd_stats(int argc, char **argv) {
             rc = cli_usage_error(cmd, "unknown option '%s'", argv[i]);
             goto done;
         } else if (path) {
-            rc = cli_usage_error(cmd, "one weights file, got '%s' and '%s'", path, argv[i]);
+            rc = cli_usage_error(cmd, "one weights file, got '%s' and '%s'",
+                                 path, argv[i]);
             goto done;
         } else {
             path = argv[i];
@@ -95,7 +96,9 @@ int cmd_stats(int argc, char **argv) {
     printf("weights %s: (", path);
     for (int i = 0; i < f->ndim; i++)
         printf("%s%lld", i ? ", " : "", (long long)f->shape[i]);
-    static const char *const axes[6] = {"", "", "(query, key)",
+    static const char *const axes[6] = {"",
+                                        "",
+                                        "(query, key)",
                                         "(batch, query, key)",
                                         "(batch, head, query, key)",
                                         "(layer, batch, head, query, key)"};
@@ -123,7 +126,8 @@ int cmd_stats(int argc, char **argv) {
         for (int64_t i = 0; i < maps; i++)
             if (per[i].verdict && per[i].verdict != all.verdict) {
                 char name[64];
-                cli_map_name(&w, i / W->shape[1], i % W->shape[1], name, sizeof name);
+                cli_map_name(&w, i / W->shape[1], i % W->shape[1], name,
+                             sizeof name);
                 printf("  (map %s differs: ", name);
                 attn_stats_verdict(&per[i], NULL, 0, &need);
                 text = malloc(need + 1);

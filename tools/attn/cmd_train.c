@@ -13,63 +13,63 @@ static void help(void) {
     attn_train_config d;
     attn_train_config_init(&d, ATTN_TASK_REVERSE);
     printf(
-"usage: attn train TASK --save MODEL.bin [options]\n"
-"       attn train --resume CKPT --save MODEL.bin [--steps N] [--threads T]\n"
-"\n"
-"Trains an encoder (embedding + sinusoidal positions, N layers, a linear\n"
-"head per position) on TASK with AdamW and saves a checkpoint (model,\n"
-"optimizer state, step, RNG) to MODEL.bin, atomically. The same seed gives\n"
-"bitwise the same model on any thread count; a resumed run is bitwise the\n"
-"uninterrupted one.\n"
-"\n"
-"tasks (token ids: symbols 0..V-1, PAD = V, '+' = V+1):\n"
-"  reverse  output the input reversed       (default length 16, V 10)\n"
-"  copy     output the input                (default length 16, V 10)\n"
-"  sort     output the input sorted         (default length 16, V 10)\n"
-"  add      a_0..a_{n-1} + b_0..b_{n-1} -> the digits of a + b, least\n"
-"           significant first, read at positions 0..n (default n = 3)\n"
-"\n"
-"task:\n"
-"  --vocab V          symbols (add: the base)                  [10]\n"
-"  --length N         sequence length (add: digits per number) [16 / 3]\n"
-"  --min-len N        shortest length: lengths vary in [N, --length], padded\n"
-"                     and masked                               [= length]\n"
-"model:\n"
-"  --layers N         encoder layers                           [%lld]\n"
-"  --heads H          attention heads (dot)                    [%lld]\n"
-"  --d-model D        model width                              [%lld]\n"
-"  --ff F             feed-forward width                       [%lld]\n"
-"  --attention dot|additive                                    [dot]\n"
-"  --post-norm        post-norm layers (default pre-norm + final norm)\n"
-"  --dropout P        dropout in training                      [0]\n"
-"training:\n"
-"  --steps N          optimizer steps                          [%lld; add %d]\n"
-"  --batch B          sequences per step                       [%lld]\n"
-"  --lr LR            peak learning rate (AdamW)               [%g]\n"
-"  --warmup N         linear warmup steps, then cosine decay   [%lld,\n"
-"                     at most a fifth of --steps]\n"
-"  --weight-decay W                                            [%g]\n"
-"  --clip C           global gradient-norm limit (0: none)     [%g]\n"
-"  --seed S                                                    [%llu]\n"
-"  --threads T        threads of the kernels and BLAS          [1]\n"
-"  --resume CKPT      continue the run saved in CKPT (its task and model)\n"
-"  --save-every N     also checkpoint every N steps            [500]\n"
-"  --until STEP       stop at STEP (the schedule still spans --steps): a\n"
-"                     later --resume gives bitwise the uninterrupted run\n"
-"  --eval-every N     accuracy on 1000 fresh sequences every N steps [0]\n"
-"  --eval N           fresh sequences evaluated at the end (0: none) [1000]\n"
-"  --stop-at ACC      with --eval-every: stop once the token accuracy on\n"
-"                     fresh data reaches ACC (e.g. 0.99)\n"
-"\n"
-"Progress (step, loss, accuracy, tokens/s, ETA) is a bar on a terminal and\n"
-"plain lines otherwise. NaN/Inf in the loss or the gradients stops training\n"
-"with an error (exit 1); the last checkpoint stays as it was.\n"
-"\n"
-"Generation models (encoder-decoder, decoder-only; the date task):\n"
-"  attn train date --help\n"
-"\n"
-"example:\n"
-"  attn train reverse --save reverse.bin && attn eval reverse.bin reverse\n",
+        "usage: attn train TASK --save MODEL.bin [options]\n"
+        "       attn train --resume CKPT --save MODEL.bin [--steps N] [--threads T]\n"
+        "\n"
+        "Trains an encoder (embedding + sinusoidal positions, N layers, a linear\n"
+        "head per position) on TASK with AdamW and saves a checkpoint (model,\n"
+        "optimizer state, step, RNG) to MODEL.bin, atomically. The same seed gives\n"
+        "bitwise the same model on any thread count; a resumed run is bitwise the\n"
+        "uninterrupted one.\n"
+        "\n"
+        "tasks (token ids: symbols 0..V-1, PAD = V, '+' = V+1):\n"
+        "  reverse  output the input reversed       (default length 16, V 10)\n"
+        "  copy     output the input                (default length 16, V 10)\n"
+        "  sort     output the input sorted         (default length 16, V 10)\n"
+        "  add      a_0..a_{n-1} + b_0..b_{n-1} -> the digits of a + b, least\n"
+        "           significant first, read at positions 0..n (default n = 3)\n"
+        "\n"
+        "task:\n"
+        "  --vocab V          symbols (add: the base)                  [10]\n"
+        "  --length N         sequence length (add: digits per number) [16 / 3]\n"
+        "  --min-len N        shortest length: lengths vary in [N, --length], padded\n"
+        "                     and masked                               [= length]\n"
+        "model:\n"
+        "  --layers N         encoder layers                           [%lld]\n"
+        "  --heads H          attention heads (dot)                    [%lld]\n"
+        "  --d-model D        model width                              [%lld]\n"
+        "  --ff F             feed-forward width                       [%lld]\n"
+        "  --attention dot|additive                                    [dot]\n"
+        "  --post-norm        post-norm layers (default pre-norm + final norm)\n"
+        "  --dropout P        dropout in training                      [0]\n"
+        "training:\n"
+        "  --steps N          optimizer steps                          [%lld; add %d]\n"
+        "  --batch B          sequences per step                       [%lld]\n"
+        "  --lr LR            peak learning rate (AdamW)               [%g]\n"
+        "  --warmup N         linear warmup steps, then cosine decay   [%lld,\n"
+        "                     at most a fifth of --steps]\n"
+        "  --weight-decay W                                            [%g]\n"
+        "  --clip C           global gradient-norm limit (0: none)     [%g]\n"
+        "  --seed S                                                    [%llu]\n"
+        "  --threads T        threads of the kernels and BLAS          [1]\n"
+        "  --resume CKPT      continue the run saved in CKPT (its task and model)\n"
+        "  --save-every N     also checkpoint every N steps            [500]\n"
+        "  --until STEP       stop at STEP (the schedule still spans --steps): a\n"
+        "                     later --resume gives bitwise the uninterrupted run\n"
+        "  --eval-every N     accuracy on 1000 fresh sequences every N steps [0]\n"
+        "  --eval N           fresh sequences evaluated at the end (0: none) [1000]\n"
+        "  --stop-at ACC      with --eval-every: stop once the token accuracy on\n"
+        "                     fresh data reaches ACC (e.g. 0.99)\n"
+        "\n"
+        "Progress (step, loss, accuracy, tokens/s, ETA) is a bar on a terminal and\n"
+        "plain lines otherwise. NaN/Inf in the loss or the gradients stops training\n"
+        "with an error (exit 1); the last checkpoint stays as it was.\n"
+        "\n"
+        "Generation models (encoder-decoder, decoder-only; the date task):\n"
+        "  attn train date --help\n"
+        "\n"
+        "example:\n"
+        "  attn train reverse --save reverse.bin && attn eval reverse.bin reverse\n",
         (long long)d.model.enc.num_layers, (long long)d.model.enc.num_heads,
         (long long)d.model.enc.d_model, (long long)d.model.enc.dim_feedforward,
         (long long)d.steps, 2000, (long long)d.batch, d.optim.lr,
@@ -91,10 +91,14 @@ static double now_s(void) {
 }
 
 static void fmt_time(double s, char *buf, size_t n) {
-    if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
-    else if (s < 60) snprintf(buf, n, "%.0fs", s);
-    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
-    else snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
+    if (!(s >= 0) || s > 1e7)
+        snprintf(buf, n, "?");
+    else if (s < 60)
+        snprintf(buf, n, "%.0fs", s);
+    else if (s < 3600)
+        snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else
+        snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
 }
 
 /* Everything the command line sets; -1 (or 0 for the flags) = default. */
@@ -133,40 +137,76 @@ static int parse_args(const char *cmd, int argc, char **argv, train_args *t) {
         if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
         const char *v = argv[++i];
         int bad = 0, run = 1;
-        if (strcmp(a, "--save") == 0) t->save = v, run = 0;
-        else if (strcmp(a, "--resume") == 0) t->resume = v, run = 0;
-        else if (strcmp(a, "--layers") == 0) bad = cli_parse_i64(v, &t->layers) || t->layers < 1;
-        else if (strcmp(a, "--heads") == 0) bad = cli_parse_i64(v, &t->heads) || t->heads < 1;
-        else if (strcmp(a, "--d-model") == 0) bad = cli_parse_i64(v, &t->dmodel) || t->dmodel < 1;
-        else if (strcmp(a, "--ff") == 0) bad = cli_parse_i64(v, &t->ff) || t->ff < 1;
-        else if (strcmp(a, "--steps") == 0) bad = cli_parse_i64(v, &t->steps) || t->steps < 0, run = 0;
-        else if (strcmp(a, "--batch") == 0) bad = cli_parse_i64(v, &t->batch) || t->batch < 1;
-        else if (strcmp(a, "--warmup") == 0) bad = cli_parse_i64(v, &t->warmup) || t->warmup < 0;
-        else if (strcmp(a, "--vocab") == 0) bad = cli_parse_i64(v, &t->vocab) || t->vocab < 2;
-        else if (strcmp(a, "--length") == 0) bad = cli_parse_i64(v, &t->length) || t->length < 1;
-        else if (strcmp(a, "--min-len") == 0) bad = cli_parse_i64(v, &t->min_len) || t->min_len < 1;
-        else if (strcmp(a, "--save-every") == 0) bad = cli_parse_i64(v, &t->save_every) || t->save_every < 0, run = 0;
-        else if (strcmp(a, "--eval-every") == 0) bad = cli_parse_i64(v, &t->eval_every) || t->eval_every < 0, run = 0;
-        else if (strcmp(a, "--eval") == 0) bad = cli_parse_i64(v, &t->eval_n) || t->eval_n < 0, run = 0;
-        else if (strcmp(a, "--threads") == 0) bad = cli_parse_i64(v, &t->threads) || t->threads < 0 || t->threads > 1024, run = 0;
-        else if (strcmp(a, "--lr") == 0) bad = cli_parse_double(v, &t->lr) || !(t->lr > 0) || isinf(t->lr);
-        else if (strcmp(a, "--weight-decay") == 0) bad = cli_parse_double(v, &t->wd) || !(t->wd >= 0) || isinf(t->wd);
-        else if (strcmp(a, "--clip") == 0) bad = cli_parse_double(v, &t->clip) || !(t->clip >= 0) || isinf(t->clip);
-        else if (strcmp(a, "--until") == 0) bad = cli_parse_i64(v, &t->until) || t->until < 0, run = 0;
-        else if (strcmp(a, "--stop-at") == 0) bad = cli_parse_double(v, &t->stop_at) || !(t->stop_at > 0 && t->stop_at <= 1), run = 0;
-        else if (strcmp(a, "--dropout") == 0) bad = cli_parse_double(v, &t->dropout) || !(t->dropout >= 0 && t->dropout < 1);
-        else if (strcmp(a, "--seed") == 0) bad = cli_parse_u64(v, &t->seed), t->seed_set = 1;
+        if (strcmp(a, "--save") == 0)
+            t->save = v, run = 0;
+        else if (strcmp(a, "--resume") == 0)
+            t->resume = v, run = 0;
+        else if (strcmp(a, "--layers") == 0)
+            bad = cli_parse_i64(v, &t->layers) || t->layers < 1;
+        else if (strcmp(a, "--heads") == 0)
+            bad = cli_parse_i64(v, &t->heads) || t->heads < 1;
+        else if (strcmp(a, "--d-model") == 0)
+            bad = cli_parse_i64(v, &t->dmodel) || t->dmodel < 1;
+        else if (strcmp(a, "--ff") == 0)
+            bad = cli_parse_i64(v, &t->ff) || t->ff < 1;
+        else if (strcmp(a, "--steps") == 0)
+            bad = cli_parse_i64(v, &t->steps) || t->steps < 0, run = 0;
+        else if (strcmp(a, "--batch") == 0)
+            bad = cli_parse_i64(v, &t->batch) || t->batch < 1;
+        else if (strcmp(a, "--warmup") == 0)
+            bad = cli_parse_i64(v, &t->warmup) || t->warmup < 0;
+        else if (strcmp(a, "--vocab") == 0)
+            bad = cli_parse_i64(v, &t->vocab) || t->vocab < 2;
+        else if (strcmp(a, "--length") == 0)
+            bad = cli_parse_i64(v, &t->length) || t->length < 1;
+        else if (strcmp(a, "--min-len") == 0)
+            bad = cli_parse_i64(v, &t->min_len) || t->min_len < 1;
+        else if (strcmp(a, "--save-every") == 0)
+            bad = cli_parse_i64(v, &t->save_every) || t->save_every < 0,
+            run = 0;
+        else if (strcmp(a, "--eval-every") == 0)
+            bad = cli_parse_i64(v, &t->eval_every) || t->eval_every < 0,
+            run = 0;
+        else if (strcmp(a, "--eval") == 0)
+            bad = cli_parse_i64(v, &t->eval_n) || t->eval_n < 0, run = 0;
+        else if (strcmp(a, "--threads") == 0)
+            bad = cli_parse_i64(v, &t->threads) || t->threads < 0 ||
+                  t->threads > 1024,
+            run = 0;
+        else if (strcmp(a, "--lr") == 0)
+            bad = cli_parse_double(v, &t->lr) || !(t->lr > 0) || isinf(t->lr);
+        else if (strcmp(a, "--weight-decay") == 0)
+            bad = cli_parse_double(v, &t->wd) || !(t->wd >= 0) || isinf(t->wd);
+        else if (strcmp(a, "--clip") == 0)
+            bad = cli_parse_double(v, &t->clip) || !(t->clip >= 0) ||
+                  isinf(t->clip);
+        else if (strcmp(a, "--until") == 0)
+            bad = cli_parse_i64(v, &t->until) || t->until < 0, run = 0;
+        else if (strcmp(a, "--stop-at") == 0)
+            bad = cli_parse_double(v, &t->stop_at) ||
+                  !(t->stop_at > 0 && t->stop_at <= 1),
+            run = 0;
+        else if (strcmp(a, "--dropout") == 0)
+            bad = cli_parse_double(v, &t->dropout) ||
+                  !(t->dropout >= 0 && t->dropout < 1);
+        else if (strcmp(a, "--seed") == 0)
+            bad = cli_parse_u64(v, &t->seed), t->seed_set = 1;
         else if (strcmp(a, "--attention") == 0) {
-            if (strcmp(v, "dot") == 0) t->attention = ATTN_ATTENTION_DOT;
-            else if (strcmp(v, "additive") == 0) t->attention = ATTN_ATTENTION_ADDITIVE;
-            else bad = 1;
-        } else return cli_usage_error(cmd, "unknown option '%s'", a);
+            if (strcmp(v, "dot") == 0)
+                t->attention = ATTN_ATTENTION_DOT;
+            else if (strcmp(v, "additive") == 0)
+                t->attention = ATTN_ATTENTION_ADDITIVE;
+            else
+                bad = 1;
+        } else
+            return cli_usage_error(cmd, "unknown option '%s'", a);
         if (bad) return cli_usage_error(cmd, "bad value '%s' for %s", v, a);
         if (run) t->run_opt_seen = a;
     }
     if (!t->save) return cli_usage_error(cmd, "--save MODEL.bin is required");
     if (t->resume && (t->task_name || t->run_opt_seen))
-        return cli_usage_error(cmd, "--resume continues the saved run with its "
+        return cli_usage_error(cmd,
+                               "--resume continues the saved run with its "
                                "own task and settings; %s cannot change them",
                                t->task_name ? "a task" : t->run_opt_seen);
     if (!t->resume && !t->task_name)
@@ -234,15 +274,17 @@ static int open_trainer(const char *cmd, const train_args *t,
 
 static void print_run(const attn_trainer *tr, int resumed) {
     const attn_train_config *c = attn_trainer_config(tr);
-    fprintf(stderr, "train %s: %lld layer%s, d_model %lld, %s attention, "
-            "%lld parameters; %lld steps of %lld sequences, lr %g, seed %llu%s\n",
-            attn_task_name(c->task.kind), (long long)c->model.enc.num_layers,
-            c->model.enc.num_layers == 1 ? "" : "s",
-            (long long)c->model.enc.d_model,
-            c->model.enc.attention == ATTN_ATTENTION_DOT ? "dot" : "additive",
-            (long long)attn_model_param_count(&c->model), (long long)c->steps,
-            (long long)c->batch, c->optim.lr, (unsigned long long)c->seed,
-            resumed ? " (resumed)" : "");
+    fprintf(
+        stderr,
+        "train %s: %lld layer%s, d_model %lld, %s attention, "
+        "%lld parameters; %lld steps of %lld sequences, lr %g, seed %llu%s\n",
+        attn_task_name(c->task.kind), (long long)c->model.enc.num_layers,
+        c->model.enc.num_layers == 1 ? "" : "s",
+        (long long)c->model.enc.d_model,
+        c->model.enc.attention == ATTN_ATTENTION_DOT ? "dot" : "additive",
+        (long long)attn_model_param_count(&c->model), (long long)c->steps,
+        (long long)c->batch, c->optim.lr, (unsigned long long)c->seed,
+        resumed ? " (resumed)" : "");
     if (resumed)
         fprintf(stderr, "resumed at step %lld\n",
                 (long long)attn_trainer_steps_done(tr));
@@ -258,7 +300,8 @@ typedef struct {
 
 static void progress_step(progress *p, const attn_train_stats *s) {
     p->tokens += s->tokens;
-    p->win_loss += s->loss, p->win_acc += s->token_acc, p->win_seq += s->seq_acc;
+    p->win_loss += s->loss, p->win_acc += s->token_acc,
+        p->win_seq += s->seq_acc;
     p->win_n++;
     const double el = now_s() - p->t0 - p->eval_s;
     const int64_t done = s->step - p->start;
@@ -268,23 +311,26 @@ static void progress_step(progress *p, const attn_train_stats *s) {
     const int last = s->step == p->stop;
     const double n = (double)p->win_n;
     if (p->tty && (el - p->last_draw > 0.1 || last)) {
-        int w = 24, fill = (int)((double)w * (double)s->step / (double)p->total);
+        int w = 24,
+            fill = (int)((double)w * (double)s->step / (double)p->total);
         char bar[32];
         for (int k = 0; k < w; k++) bar[k] = k < fill ? '#' : '.';
         bar[w] = '\0';
-        fprintf(stderr, "\r[%s] step %lld/%lld loss %.4f acc %.4f seq %.3f "
-                "%.0f tok/s ETA %s   ", bar, (long long)s->step,
-                (long long)p->total, p->win_loss / n, p->win_acc / n,
-                p->win_seq / n, (double)p->tokens / el, eta_s);
+        fprintf(stderr,
+                "\r[%s] step %lld/%lld loss %.4f acc %.4f seq %.3f "
+                "%.0f tok/s ETA %s   ",
+                bar, (long long)s->step, (long long)p->total, p->win_loss / n,
+                p->win_acc / n, p->win_seq / n, (double)p->tokens / el, eta_s);
         p->last_draw = el;
         p->win_loss = p->win_acc = p->win_seq = 0, p->win_n = 0;
         if (last) fputc('\n', stderr);
     } else if (!p->tty && (s->step % p->every == 0 || last)) {
-        fprintf(stderr, "step %lld/%lld loss %.4f acc %.4f seq %.3f lr "
+        fprintf(stderr,
+                "step %lld/%lld loss %.4f acc %.4f seq %.3f lr "
                 "%.2e %.0f tok/s elapsed %.1fs ETA %s\n",
                 (long long)s->step, (long long)p->total, p->win_loss / n,
-                p->win_acc / n, p->win_seq / n, s->lr,
-                (double)p->tokens / el, el, eta_s);
+                p->win_acc / n, p->win_seq / n, s->lr, (double)p->tokens / el,
+                el, eta_s);
         p->win_loss = p->win_acc = p->win_seq = 0, p->win_n = 0;
     }
 }
@@ -302,12 +348,15 @@ static int eval_step(const char *cmd, const train_args *t, progress *p,
                                          &c->task, 1000, 12345, c->threads, &r);
     if (st) return cli_fail(cmd, st, "evaluation");
     p->eval_s += now_s() - e0;
-    fprintf(stderr, "%seval step %lld: token accuracy %.4f sequence "
-            "accuracy %.4f (trained %.1fs)\n", p->tty ? "\n" : "",
-            (long long)s->step, r.token_acc, r.seq_acc, el);
+    fprintf(stderr,
+            "%seval step %lld: token accuracy %.4f sequence "
+            "accuracy %.4f (trained %.1fs)\n",
+            p->tty ? "\n" : "", (long long)s->step, r.token_acc, r.seq_acc, el);
     if (t->stop_at > 0 && r.token_acc >= t->stop_at) {
-        fprintf(stderr, "reached token accuracy %.4f >= %g at step "
-                "%lld\n", r.token_acc, t->stop_at, (long long)s->step);
+        fprintf(stderr,
+                "reached token accuracy %.4f >= %g at step "
+                "%lld\n",
+                r.token_acc, t->stop_at, (long long)s->step);
         *stop = 1;
     }
     return 0;

@@ -14,55 +14,55 @@ static void help(void) {
     attn_gen_train_config d;
     attn_gen_train_config_init(&d, ATTN_GEN_DATE, ATTN_MODEL_ENCDEC);
     printf(
-"usage: attn train date|reverse|sort|add --model encdec|decoder --save M.bin\n"
-"                  [options]      (date: --model encdec is the default)\n"
-"       attn train --resume CKPT --save MODEL.bin [--steps N] [--threads T]\n"
-"\n"
-"Trains a Transformer that generates: an encoder-decoder (source and target\n"
-"embeddings, encoder and decoder stacks, cross-attention) or a decoder-only\n"
-"causal model, on a generation task, with teacher forcing, label smoothing\n"
-"and AdamW; saves a checkpoint (atomic, CRC32; a resumed run is bitwise the\n"
-"uninterrupted one) and prints the exact-match accuracy of greedy decoding\n"
-"on fresh examples.\n"
-"\n"
-"tasks (characters in, characters out):\n"
-"  date     'tue 3 march 2026', '03/03/26', 'march 3, 2026', '3.3.2026',\n"
-"           ... (12 formats) -> '2026-03-03'\n"
-"  reverse  '31415' -> '51413'      (--length N digits, default 1..10)\n"
-"  sort     '31415' -> '11345'\n"
-"  add      '123+456' -> '579'      (decoder-only: '123+456=' -> '579')\n"
-"\n"
-"model:\n"
-"  --model encdec|decoder                                     [encdec]\n"
-"  --layers N        encoder and decoder layers                [%lld]\n"
-"  --enc-layers N, --dec-layers N\n"
-"  --heads H                                                   [%lld]\n"
-"  --d-model D                                                 [%lld]\n"
-"  --ff F            feed-forward width                        [%lld]\n"
-"  --cross dot|additive   cross-attention                      [dot]\n"
-"  --post-norm       post-norm layers (default pre-norm + final norms)\n"
-"  --share-embeddings     one table for source and target (same vocabulary\n"
-"                    needed: reverse, sort)\n"
-"  --tie-output      the output projection is the target embedding\n"
-"  --dropout P                                                 [0]\n"
-"task:\n"
-"  --length N        most digits (reverse, sort; add: per operand)\n"
-"  --min-len N       fewest digits                             [1]\n"
-"training:\n"
-"  --steps N                                                   [%lld]\n"
-"  --batch B                                                   [%lld]\n"
-"  --lr LR                                                     [%g]\n"
-"  --warmup N                                                  [%lld]\n"
-"  --label-smoothing S                                         [0]\n"
-"  --seed S                                                    [%llu]\n"
-"  --threads T       threads of the kernels and BLAS           [1]\n"
-"  --save-every N    also checkpoint every N steps             [500]\n"
-"  --until STEP      stop at STEP (the schedule spans --steps)\n"
-"  --eval N          fresh examples for the final exact match  [1000]\n"
-"\n"
-"example:\n"
-"  attn train date --save date.bin && attn generate date.bin --input "
-"'march 3, 2026'\n",
+        "usage: attn train date|reverse|sort|add --model encdec|decoder --save M.bin\n"
+        "                  [options]      (date: --model encdec is the default)\n"
+        "       attn train --resume CKPT --save MODEL.bin [--steps N] [--threads T]\n"
+        "\n"
+        "Trains a Transformer that generates: an encoder-decoder (source and target\n"
+        "embeddings, encoder and decoder stacks, cross-attention) or a decoder-only\n"
+        "causal model, on a generation task, with teacher forcing, label smoothing\n"
+        "and AdamW; saves a checkpoint (atomic, CRC32; a resumed run is bitwise the\n"
+        "uninterrupted one) and prints the exact-match accuracy of greedy decoding\n"
+        "on fresh examples.\n"
+        "\n"
+        "tasks (characters in, characters out):\n"
+        "  date     'tue 3 march 2026', '03/03/26', 'march 3, 2026', '3.3.2026',\n"
+        "           ... (12 formats) -> '2026-03-03'\n"
+        "  reverse  '31415' -> '51413'      (--length N digits, default 1..10)\n"
+        "  sort     '31415' -> '11345'\n"
+        "  add      '123+456' -> '579'      (decoder-only: '123+456=' -> '579')\n"
+        "\n"
+        "model:\n"
+        "  --model encdec|decoder                                     [encdec]\n"
+        "  --layers N        encoder and decoder layers                [%lld]\n"
+        "  --enc-layers N, --dec-layers N\n"
+        "  --heads H                                                   [%lld]\n"
+        "  --d-model D                                                 [%lld]\n"
+        "  --ff F            feed-forward width                        [%lld]\n"
+        "  --cross dot|additive   cross-attention                      [dot]\n"
+        "  --post-norm       post-norm layers (default pre-norm + final norms)\n"
+        "  --share-embeddings     one table for source and target (same vocabulary\n"
+        "                    needed: reverse, sort)\n"
+        "  --tie-output      the output projection is the target embedding\n"
+        "  --dropout P                                                 [0]\n"
+        "task:\n"
+        "  --length N        most digits (reverse, sort; add: per operand)\n"
+        "  --min-len N       fewest digits                             [1]\n"
+        "training:\n"
+        "  --steps N                                                   [%lld]\n"
+        "  --batch B                                                   [%lld]\n"
+        "  --lr LR                                                     [%g]\n"
+        "  --warmup N                                                  [%lld]\n"
+        "  --label-smoothing S                                         [0]\n"
+        "  --seed S                                                    [%llu]\n"
+        "  --threads T       threads of the kernels and BLAS           [1]\n"
+        "  --save-every N    also checkpoint every N steps             [500]\n"
+        "  --until STEP      stop at STEP (the schedule spans --steps)\n"
+        "  --eval N          fresh examples for the final exact match  [1000]\n"
+        "\n"
+        "example:\n"
+        "  attn train date --save date.bin && attn generate date.bin --input "
+        "'march 3, 2026'\n",
         (long long)d.model.dec.num_layers, (long long)d.model.dec.num_heads,
         (long long)d.model.dec.d_model, (long long)d.model.dec.dim_feedforward,
         (long long)d.steps, (long long)d.batch, d.optim.lr,
@@ -117,55 +117,94 @@ static int parse(const char *cmd, int argc, char **argv, gen_args *g) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || a[1] != '-') {
-            if (g->task) return cli_usage_error(cmd, "unexpected argument '%s'", a);
+            if (g->task)
+                return cli_usage_error(cmd, "unexpected argument '%s'", a);
             g->task = a;
             continue;
         }
         int run = 1, bad = 0;
-        if (strcmp(a, "--post-norm") == 0) g->post_norm = 1;
-        else if (strcmp(a, "--share-embeddings") == 0) g->share = 1;
-        else if (strcmp(a, "--tie-output") == 0) g->tie = 1;
+        if (strcmp(a, "--post-norm") == 0)
+            g->post_norm = 1;
+        else if (strcmp(a, "--share-embeddings") == 0)
+            g->share = 1;
+        else if (strcmp(a, "--tie-output") == 0)
+            g->tie = 1;
         else {
-            if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
+            if (i + 1 >= argc)
+                return cli_usage_error(cmd, "%s needs a value", a);
             const char *v = argv[++i];
-            if (strcmp(a, "--save") == 0) g->save = v, run = 0;
-            else if (strcmp(a, "--resume") == 0) g->resume = v, run = 0;
+            if (strcmp(a, "--save") == 0)
+                g->save = v, run = 0;
+            else if (strcmp(a, "--resume") == 0)
+                g->resume = v, run = 0;
             else if (strcmp(a, "--model") == 0) {
-                if (strcmp(v, "encdec") == 0) g->kind = ATTN_MODEL_ENCDEC;
-                else if (strcmp(v, "decoder") == 0) g->kind = ATTN_MODEL_DECODER;
-                else bad = 1;
+                if (strcmp(v, "encdec") == 0)
+                    g->kind = ATTN_MODEL_ENCDEC;
+                else if (strcmp(v, "decoder") == 0)
+                    g->kind = ATTN_MODEL_DECODER;
+                else
+                    bad = 1;
             } else if (strcmp(a, "--cross") == 0) {
-                if (strcmp(v, "dot") == 0) g->cross = ATTN_ATTENTION_DOT;
-                else if (strcmp(v, "additive") == 0) g->cross = ATTN_ATTENTION_ADDITIVE;
-                else bad = 1;
-            }
-            else if (strcmp(a, "--layers") == 0) bad = cli_parse_i64(v, &g->layers) || g->layers < 1;
-            else if (strcmp(a, "--enc-layers") == 0) bad = cli_parse_i64(v, &g->enc_layers) || g->enc_layers < 1;
-            else if (strcmp(a, "--dec-layers") == 0) bad = cli_parse_i64(v, &g->dec_layers) || g->dec_layers < 1;
-            else if (strcmp(a, "--heads") == 0) bad = cli_parse_i64(v, &g->heads) || g->heads < 1;
-            else if (strcmp(a, "--d-model") == 0) bad = cli_parse_i64(v, &g->dmodel) || g->dmodel < 1;
-            else if (strcmp(a, "--ff") == 0) bad = cli_parse_i64(v, &g->ff) || g->ff < 1;
-            else if (strcmp(a, "--steps") == 0) bad = cli_parse_i64(v, &g->steps) || g->steps < 0, run = 0;
-            else if (strcmp(a, "--batch") == 0) bad = cli_parse_i64(v, &g->batch) || g->batch < 1;
-            else if (strcmp(a, "--warmup") == 0) bad = cli_parse_i64(v, &g->warmup) || g->warmup < 0;
-            else if (strcmp(a, "--length") == 0) bad = cli_parse_i64(v, &g->length) || g->length < 1;
-            else if (strcmp(a, "--min-len") == 0) bad = cli_parse_i64(v, &g->min_len) || g->min_len < 1;
-            else if (strcmp(a, "--save-every") == 0) bad = cli_parse_i64(v, &g->save_every) || g->save_every < 0, run = 0;
-            else if (strcmp(a, "--until") == 0) bad = cli_parse_i64(v, &g->until) || g->until < 0, run = 0;
-            else if (strcmp(a, "--eval") == 0) bad = cli_parse_i64(v, &g->eval_n) || g->eval_n < 0, run = 0;
-            else if (strcmp(a, "--threads") == 0) bad = cli_parse_i64(v, &g->threads) || g->threads < 0 || g->threads > 1024, run = 0;
-            else if (strcmp(a, "--lr") == 0) bad = cli_parse_double(v, &g->lr) || !(g->lr > 0) || isinf(g->lr);
-            else if (strcmp(a, "--dropout") == 0) bad = cli_parse_double(v, &g->dropout) || !(g->dropout >= 0 && g->dropout < 1);
-            else if (strcmp(a, "--label-smoothing") == 0) bad = cli_parse_double(v, &g->smoothing) || !(g->smoothing >= 0 && g->smoothing < 1);
-            else if (strcmp(a, "--seed") == 0) bad = cli_parse_u64(v, &g->seed), g->seed_set = 1;
-            else return cli_usage_error(cmd, "unknown option '%s'", a);
+                if (strcmp(v, "dot") == 0)
+                    g->cross = ATTN_ATTENTION_DOT;
+                else if (strcmp(v, "additive") == 0)
+                    g->cross = ATTN_ATTENTION_ADDITIVE;
+                else
+                    bad = 1;
+            } else if (strcmp(a, "--layers") == 0)
+                bad = cli_parse_i64(v, &g->layers) || g->layers < 1;
+            else if (strcmp(a, "--enc-layers") == 0)
+                bad = cli_parse_i64(v, &g->enc_layers) || g->enc_layers < 1;
+            else if (strcmp(a, "--dec-layers") == 0)
+                bad = cli_parse_i64(v, &g->dec_layers) || g->dec_layers < 1;
+            else if (strcmp(a, "--heads") == 0)
+                bad = cli_parse_i64(v, &g->heads) || g->heads < 1;
+            else if (strcmp(a, "--d-model") == 0)
+                bad = cli_parse_i64(v, &g->dmodel) || g->dmodel < 1;
+            else if (strcmp(a, "--ff") == 0)
+                bad = cli_parse_i64(v, &g->ff) || g->ff < 1;
+            else if (strcmp(a, "--steps") == 0)
+                bad = cli_parse_i64(v, &g->steps) || g->steps < 0, run = 0;
+            else if (strcmp(a, "--batch") == 0)
+                bad = cli_parse_i64(v, &g->batch) || g->batch < 1;
+            else if (strcmp(a, "--warmup") == 0)
+                bad = cli_parse_i64(v, &g->warmup) || g->warmup < 0;
+            else if (strcmp(a, "--length") == 0)
+                bad = cli_parse_i64(v, &g->length) || g->length < 1;
+            else if (strcmp(a, "--min-len") == 0)
+                bad = cli_parse_i64(v, &g->min_len) || g->min_len < 1;
+            else if (strcmp(a, "--save-every") == 0)
+                bad = cli_parse_i64(v, &g->save_every) || g->save_every < 0,
+                run = 0;
+            else if (strcmp(a, "--until") == 0)
+                bad = cli_parse_i64(v, &g->until) || g->until < 0, run = 0;
+            else if (strcmp(a, "--eval") == 0)
+                bad = cli_parse_i64(v, &g->eval_n) || g->eval_n < 0, run = 0;
+            else if (strcmp(a, "--threads") == 0)
+                bad = cli_parse_i64(v, &g->threads) || g->threads < 0 ||
+                      g->threads > 1024,
+                run = 0;
+            else if (strcmp(a, "--lr") == 0)
+                bad =
+                    cli_parse_double(v, &g->lr) || !(g->lr > 0) || isinf(g->lr);
+            else if (strcmp(a, "--dropout") == 0)
+                bad = cli_parse_double(v, &g->dropout) ||
+                      !(g->dropout >= 0 && g->dropout < 1);
+            else if (strcmp(a, "--label-smoothing") == 0)
+                bad = cli_parse_double(v, &g->smoothing) ||
+                      !(g->smoothing >= 0 && g->smoothing < 1);
+            else if (strcmp(a, "--seed") == 0)
+                bad = cli_parse_u64(v, &g->seed), g->seed_set = 1;
+            else
+                return cli_usage_error(cmd, "unknown option '%s'", a);
             if (bad) return cli_usage_error(cmd, "bad value '%s' for %s", v, a);
         }
         if (run) g->run_opt = a;
     }
     if (!g->save) return cli_usage_error(cmd, "--save MODEL.bin is required");
     if (g->resume && (g->task || g->run_opt))
-        return cli_usage_error(cmd, "--resume continues the saved run with its "
+        return cli_usage_error(cmd,
+                               "--resume continues the saved run with its "
                                "own task and settings; %s cannot change them",
                                g->task ? "a task" : g->run_opt);
     if (!g->resume && !g->task)
@@ -173,12 +212,13 @@ static int parse(const char *cmd, int argc, char **argv, gen_args *g) {
     return 0;
 }
 
-static int configure(const char *cmd, const gen_args *g, attn_gen_train_config *c) {
+static int configure(const char *cmd, const gen_args *g,
+                     attn_gen_train_config *c) {
     attn_gen_kind task;
     if (attn_gen_task_parse(g->task, &task))
         return cli_usage_error(cmd, "%s", attn_last_error());
-    const attn_model_kind kind = g->kind >= 0 ? (attn_model_kind)g->kind
-                                              : ATTN_MODEL_ENCDEC;
+    const attn_model_kind kind =
+        g->kind >= 0 ? (attn_model_kind)g->kind : ATTN_MODEL_ENCDEC;
     attn_gen_train_config_init(c, task, kind);
     attn_transformer_config *m = &c->model;
     if (g->length > 0) c->task.max_len = g->length;
@@ -240,13 +280,16 @@ int cmd_train_gen(int argc, char **argv) {
     const int ed = m->kind == ATTN_MODEL_ENCDEC;
     const int64_t total = c->steps;
     const int64_t stop = g.until >= 0 && g.until < total ? g.until : total;
-    fprintf(stderr, "train %s (%s): %lld+%lld layers, d_model %lld, %s "
+    fprintf(stderr,
+            "train %s (%s): %lld+%lld layers, d_model %lld, %s "
             "cross-attention, %lld parameters; %lld steps of %lld, lr %g, seed "
-            "%llu%s\n", attn_gen_task_name(c->task.kind),
-            attn_model_kind_name(m->kind), ed ? (long long)m->enc.num_layers : 0LL,
+            "%llu%s\n",
+            attn_gen_task_name(c->task.kind), attn_model_kind_name(m->kind),
+            ed ? (long long)m->enc.num_layers : 0LL,
             (long long)m->dec.num_layers, (long long)m->dec.d_model,
-            !ed ? "no" : m->dec.cross_attention == ATTN_ATTENTION_DOT ? "dot"
-                                                                      : "additive",
+            !ed                                            ? "no"
+            : m->dec.cross_attention == ATTN_ATTENTION_DOT ? "dot"
+                                                           : "additive",
             (long long)attn_transformer_param_count(m), (long long)total,
             (long long)c->batch, c->optim.lr, (unsigned long long)c->seed,
             g.resume ? " (resumed)" : "");
@@ -264,10 +307,12 @@ int cmd_train_gen(int argc, char **argv) {
         }
         win_loss += s.loss, win_seq += s.seq_acc, win_n++;
         if (s.step % every == 0 || s.step == stop) {
-            fprintf(stderr, "step %lld/%lld loss %.4f teacher-forced seq %.3f "
-                    "lr %.2e elapsed %.1fs\n", (long long)s.step,
-                    (long long)total, win_loss / (double)win_n,
-                    win_seq / (double)win_n, s.lr, now_s() - t0);
+            fprintf(stderr,
+                    "step %lld/%lld loss %.4f teacher-forced seq %.3f "
+                    "lr %.2e elapsed %.1fs\n",
+                    (long long)s.step, (long long)total,
+                    win_loss / (double)win_n, win_seq / (double)win_n, s.lr,
+                    now_s() - t0);
             win_loss = win_seq = 0, win_n = 0;
         }
         if (g.save_every > 0 && s.step % g.save_every == 0 && s.step != stop &&
@@ -277,7 +322,8 @@ int cmd_train_gen(int argc, char **argv) {
         }
     }
     const double train_s = now_s() - t0;
-    if (!rc && (st = attn_gen_trainer_save(tr, g.save))) rc = cli_fail(cmd, st, "save");
+    if (!rc && (st = attn_gen_trainer_save(tr, g.save)))
+        rc = cli_fail(cmd, st, "save");
     if (!rc) {
         printf("trained %lld steps in %.1f s; saved %s\n",
                (long long)(attn_gen_trainer_steps_done(tr) - start), train_s,
@@ -287,8 +333,8 @@ int cmd_train_gen(int argc, char **argv) {
             attn_generate_opts_init(&o);
             o.threads = (int)g.threads;
             attn_gen_eval_result r;
-            if ((st = attn_gen_evaluate(m, attn_gen_trainer_params(tr), &c->task,
-                                        g.eval_n, 12345, &o, &r)))
+            if ((st = attn_gen_evaluate(m, attn_gen_trainer_params(tr),
+                                        &c->task, g.eval_n, 12345, &o, &r)))
                 rc = cli_fail(cmd, st, "evaluation");
             else
                 printf("exact match: %.4f\ncharacters: %.4f\n", r.exact_match,

@@ -34,7 +34,8 @@ static int draw_failed(const char *cmd, attn_status st, const char *what) {
 
 static int cross_sentence(const char *cmd, demo_gallery *g) {
     gallery_section(g, "3. Cross-sentence attention");
-    const char *vocab[9] = {"the", "cat", "sat", "on", "mat", "dog", "played", "in", "garden"};
+    const char *vocab[9] = {"the", "cat",    "sat", "on",    "mat",
+                            "dog", "played", "in",  "garden"};
     const int s1[6] = {0, 1, 2, 3, 0, 4}, s2[6] = {0, 5, 6, 7, 0, 8};
     const char *w1[6], *w2[6];
     enum { D = 4 };
@@ -59,20 +60,23 @@ static int cross_sentence(const char *cmd, demo_gallery *g) {
     if (st) return draw_failed(cmd, st, "cross-sentence attention");
     attn_heatmap_opts ho;
     attn_heatmap_opts_init(&ho);
-    ho.title = "\"The cat sat on the mat\" attends to \"The dog played in the garden\"";
+    ho.title =
+        "\"The cat sat on the mat\" attends to \"The dog played in the garden\"";
     ho.x_labels = w2;
     ho.y_labels = w1;
     ho.x_title = "key: sentence 2";
     ho.y_title = "query: sentence 1";
-    if ((st = attn_heatmap_write(gallery_path(g, "03_cross_sentence.png"), &W, 0, 0, &ho)))
+    if ((st = attn_heatmap_write(gallery_path(g, "03_cross_sentence.png"), &W,
+                                 0, 0, &ho)))
         return draw_failed(cmd, st, "drawing");
     printf("(3) cross-sentence attention, random 4-d embeddings (seed 42): "
            "\"the\" (row 0) gives \"the\" (columns 0, 4) %.3f + %.3f\n",
            w[0], w[4]);
-    gallery_add(g, "03_cross_sentence.png",
-                "Random 4-d word embeddings (seed 42), Q from sentence 1, K = V "
-                "from sentence 2. The same word (\"the\") has the same "
-                "embedding in both, so it scores high against itself.");
+    gallery_add(
+        g, "03_cross_sentence.png",
+        "Random 4-d word embeddings (seed 42), Q from sentence 1, K = V "
+        "from sentence 2. The same word (\"the\") has the same "
+        "embedding in both, so it scores high against itself.");
     return 0;
 }
 
@@ -101,23 +105,28 @@ static int scaled_unscaled(const char *cmd, demo_gallery *g) {
     if ((st = attn_stats_compute(&W, NULL, per, &all)))
         return draw_failed(cmd, st, "statistics");
     char t0[96], t1[96];
-    snprintf(t0, sizeof t0, "scaled 1/sqrt(64): entropy %.3f", per[0].entropy_mean);
+    snprintf(t0, sizeof t0, "scaled 1/sqrt(64): entropy %.3f",
+             per[0].entropy_mean);
     snprintf(t1, sizeof t1, "unscaled: entropy %.3f", per[1].entropy_mean);
     attn_panel p[2] = {{&W, 0, 0, t0, NULL}, {&W, 1, 0, t1, NULL}};
     attn_heatmap_opts ho;
     attn_heatmap_opts_init(&ho);
     ho.title = "The same Q, K (d = 64, seed 42) with and without the scale";
     ho.annotate = 1;
-    if ((st = attn_figure_write(gallery_path(g, "04_scaled_vs_unscaled.png"), p, 2, 2, &ho)))
+    if ((st = attn_figure_write(gallery_path(g, "04_scaled_vs_unscaled.png"), p,
+                                2, 2, &ho)))
         return draw_failed(cmd, st, "drawing");
     printf("(4) scaled vs unscaled, d = 64: mean normalized entropy %.3f vs "
-           "%.3f, largest weight %.3f vs %.3f\n", per[0].entropy_mean,
-           per[1].entropy_mean, per[0].max_weight, per[1].max_weight);
+           "%.3f, largest weight %.3f vs %.3f\n",
+           per[0].entropy_mean, per[1].entropy_mean, per[0].max_weight,
+           per[1].max_weight);
     char cap[400];
-    snprintf(cap, sizeof cap, "One colour scale for both. Unscaled dot products "
+    snprintf(cap, sizeof cap,
+             "One colour scale for both. Unscaled dot products "
              "of 64-d vectors have a spread of about 8, so the softmax "
              "saturates to nearly one-hot rows (mean normalized entropy %.3f "
-             "against %.3f when scaled).", per[1].entropy_mean, per[0].entropy_mean);
+             "against %.3f when scaled).",
+             per[1].entropy_mean, per[0].entropy_mean);
     gallery_add(g, "04_scaled_vs_unscaled.png", cap);
     return 0;
 }
@@ -130,23 +139,26 @@ static int scaled_unscaled(const char *cmd, demo_gallery *g) {
 static int multi_head(const char *cmd, demo_gallery *g) {
     gallery_section(g, "5. Multi-head attention, d_model 512, 8 heads");
     enum { L = 10, DM = 512, H = 8 };
-    static const char *const tok[L] = {"the", "cat", "sat", "on", "the",
-                                       "mat", "because", "it", "was", "tired"};
+    static const char *const tok[L] = {"the", "cat",     "sat", "on",  "the",
+                                       "mat", "because", "it",  "was", "tired"};
     const attn_mha_config mc = {DM, H, 0, 0, 0, 1};
     const int64_t np = attn_mha_param_count(&mc);
     size_t wsn = 0;
     attn_status st = attn_mha_workspace_size(&mc, 1, L, L, &wsn);
     if (st) return draw_failed(cmd, st, "multi-head attention");
-    float *x = malloc(sizeof(float) * ((size_t)(2 * L * DM + H * L * L + np) + wsn));
+    float *x =
+        malloc(sizeof(float) * ((size_t)(2 * L * DM + H * L * L + np) + wsn));
     if (!x) {
         fprintf(stderr, "attn %s: out of memory\n", cmd);
         return 1;
     }
     float *y = x + L * DM, *w = y + L * DM, *params = w + H * L * L;
     float *ws = params + np;
-    for (int t = 0; t < L; t++) { /* seed from the word: equal words, equal rows */
+    for (int t = 0; t < L;
+         t++) { /* seed from the word: equal words, equal rows */
         uint64_t s = 0x9E3779B97F4A7C15ull;
-        for (const char *c = tok[t]; *c; c++) s = (s ^ (uint64_t)(unsigned char)*c) * 0x100000001B3ull;
+        for (const char *c = tok[t]; *c; c++)
+            s = (s ^ (uint64_t)(unsigned char)*c) * 0x100000001B3ull;
         for (int d = 0; d < DM; d++) x[t * DM + d] = (float)normal(&s);
     }
     attn_layer_opts opts;
@@ -173,26 +185,31 @@ static int multi_head(const char *cmd, demo_gallery *g) {
     printf("\n");
     attn_heatmap_opts ho;
     attn_heatmap_opts_init(&ho);
-    ho.title = "multi-head attention: 8 heads of 64 (d_model 512, untrained, seed 7)";
+    ho.title =
+        "multi-head attention: 8 heads of 64 (d_model 512, untrained, seed 7)";
     ho.x_labels = tok;
     ho.y_labels = tok;
-    if ((st = attn_heatmap_grid_write(gallery_path(g, "05_heads.png"), &W, &ho))) {
+    if ((st = attn_heatmap_grid_write(gallery_path(g, "05_heads.png"), &W,
+                                      &ho))) {
         rc = draw_failed(cmd, st, "drawing");
         goto done;
     }
-    gallery_add(g, "05_heads.png", "attn_mha_forward with d_model 512 and 8 "
+    gallery_add(g, "05_heads.png",
+                "attn_mha_forward with d_model 512 and 8 "
                 "heads, Xavier-uniform weights from seed 7, on the word "
                 "embeddings (random per word, seeded) plus sinusoidal "
                 "positions of a 10-word sentence. One map per head, one colour "
                 "scale: the layer is untrained, yet each head's projections "
                 "make different words look alike.");
-    attn_html_opts hopt = {"multi-head attention, 8 heads, d_model 512 (untrained)",
-                           tok, tok};
-    if ((st = attn_html_write(gallery_path(g, "05_heads_viewer.html"), &W, &hopt))) {
+    attn_html_opts hopt = {
+        "multi-head attention, 8 heads, d_model 512 (untrained)", tok, tok};
+    if ((st = attn_html_write(gallery_path(g, "05_heads_viewer.html"), &W,
+                              &hopt))) {
         rc = draw_failed(cmd, st, "writing the viewer");
         goto done;
     }
-    gallery_add(g, "05_heads_viewer.html", "The same 8 heads in the interactive "
+    gallery_add(g, "05_heads_viewer.html",
+                "The same 8 heads in the interactive "
                 "viewer: pick a head, hover a word to isolate its lines.");
 done:
     free(x);
@@ -239,8 +256,15 @@ static int masks(const char *cmd, demo_gallery *g) {
         switch (kind) {
         case 0: m->key_lengths = klen; break;
         case 1: m->causal = 1; break;
-        case 2: m->window_left = 2; m->window_right = 2; break;
-        case 3: m->block_size = 4; m->layout = layout; m->layout_heads = 1; break;
+        case 2:
+            m->window_left = 2;
+            m->window_right = 2;
+            break;
+        case 3:
+            m->block_size = 4;
+            m->layout = layout;
+            m->layout_heads = 1;
+            break;
         default:
             m->random_block = 4;
             m->random_keep_p = 0.5;
@@ -264,13 +288,15 @@ static int masks(const char *cmd, demo_gallery *g) {
         ho.title = t;
         ho.vmin = 0;
         ho.vmax = 1;
-        if ((st = attn_figure_write(gallery_path(g, files[kind]), p, 2, 2, &ho)))
+        if ((st =
+                 attn_figure_write(gallery_path(g, files[kind]), p, 2, 2, &ho)))
             return draw_failed(cmd, st, "drawing");
         printf("   %-14s %lld\n", names[kind], (long long)visible);
         char cap[320];
-        snprintf(cap, sizeof cap, "%s mask, %s. %lld of %d pairs visible; "
-                 "masked weights are exactly 0.", names[kind], what[kind],
-                 (long long)visible, L * L);
+        snprintf(cap, sizeof cap,
+                 "%s mask, %s. %lld of %d pairs visible; "
+                 "masked weights are exactly 0.",
+                 names[kind], what[kind], (long long)visible, L * L);
         gallery_add(g, files[kind], cap);
     }
     return 0;
@@ -281,11 +307,13 @@ static int masks(const char *cmd, demo_gallery *g) {
 static int geometry(const char *cmd, demo_gallery *g) {
     gallery_section(g, "7. The geometry of a dot product");
     const double a[2] = {2, 1}, b[2] = {1, 3};
-    attn_status st = attn_geometry_write(gallery_path(g, "07_dot_product.png"), a, b, "v1", "v2");
+    attn_status st = attn_geometry_write(gallery_path(g, "07_dot_product.png"),
+                                         a, b, "v1", "v2");
     if (st) return draw_failed(cmd, st, "drawing");
     printf("(7) dot product of v1 = (2, 1) and v2 = (1, 3): %g, cosine %.3f\n",
            a[0] * b[0] + a[1] * b[1], 5 / (sqrt(5.0) * sqrt(10.0)));
-    gallery_add(g, "07_dot_product.png", "a . b = |a| |b| cos(theta): large when "
+    gallery_add(g, "07_dot_product.png",
+                "a . b = |a| |b| cos(theta): large when "
                 "the vectors point the same way, 0 when orthogonal, negative "
                 "when opposed. Attention scores are these, scaled.");
     return 0;
@@ -311,7 +339,8 @@ static void long_positions(float *x, int64_t n) {
     for (int64_t t = 0; t < n; t++)
         for (int d = 0; d < LONG_D; d++) {
             double f = exp(-(double)(d / 2) / 4.0) * 0.05 * (double)t;
-            x[t * LONG_D + d] = (float)((d % 2 ? cos(f) : sin(f)) + 0.3 * normal(&s));
+            x[t * LONG_D + d] =
+                (float)((d % 2 ? cos(f) : sin(f)) + 0.3 * normal(&s));
         }
 }
 
@@ -388,8 +417,10 @@ static double scale_percentile(const float *v, const uint8_t *keep, int64_t n,
     return r;
 }
 
-static int long_sequence(const char *cmd, demo_gallery *g, const double peak[3]) {
-    gallery_section(g, "9. Memory: the reference vs the flash kernel on a long sequence");
+static int long_sequence(const char *cmd, demo_gallery *g,
+                         const double peak[3]) {
+    gallery_section(
+        g, "9. Memory: the reference vs the flash kernel on a long sequence");
     const int64_t L = LONG_MEM_L, LL = LONG_MAP_L, D = LONG_D;
     const double p0 = peak[0], p1 = peak[1], p2 = peak[2];
     float *x = malloc(sizeof(float) * (size_t)(LL * D * 2 + LL));
@@ -407,17 +438,19 @@ static int long_sequence(const char *cmd, demo_gallery *g, const double peak[3])
     attn_tensor X, O;
     printf("(9) causal self-attention, L = %lld, d = 64: peak memory grew by "
            "%.1f MiB for flash, %.1f MiB for the reference with its weights "
-           "(the L x L matrix alone is %.0f MiB)\n", (long long)L, p1 - p0,
-           p2 - p1, (double)(L * L * 4) / (1 << 20));
+           "(the L x L matrix alone is %.0f MiB)\n",
+           (long long)L, p1 - p0, p2 - p1, (double)(L * L * 4) / (1 << 20));
     char note[400];
-    snprintf(note, sizeof note, "Causal self-attention at L = %lld, d = 64: the "
-             "process's peak resident memory grew by %.1f MiB during the flash "
-             "kernel and by %.1f MiB during the reference with its weights "
-             "(the L x L matrix alone is %.0f MiB). Below, L = %lld: the map is "
-             "averaged from weight tiles streamed by the flash kernel, never "
-             "held whole (it would take %.0f MiB).", (long long)L, p1 - p0,
-             p2 - p1, (double)(L * L * 4) / (1 << 20), (long long)LL,
-             (double)(LL * LL * 4) / (1 << 20));
+    snprintf(
+        note, sizeof note,
+        "Causal self-attention at L = %lld, d = 64: the "
+        "process's peak resident memory grew by %.1f MiB during the flash "
+        "kernel and by %.1f MiB during the reference with its weights "
+        "(the L x L matrix alone is %.0f MiB). Below, L = %lld: the map is "
+        "averaged from weight tiles streamed by the flash kernel, never "
+        "held whole (it would take %.0f MiB).",
+        (long long)L, p1 - p0, p2 - p1, (double)(L * L * 4) / (1 << 20),
+        (long long)LL, (double)(LL * LL * 4) / (1 << 20));
     gallery_note(g, note);
 
     /* the long map: tiles into block averages */
@@ -429,7 +462,9 @@ static int long_sequence(const char *cmd, demo_gallery *g, const double peak[3])
     uint8_t *keep = NULL, *vis = NULL;
     st = attn_sdpa_forward(&X, &X, &X, &opts, &O, NULL, lse);
     if (!st) st = attn_blockavg_create(LL, LL, 0, 0, 512, &acc);
-    if (!st) st = attn_sdpa_weight_tiles(&X, &X, lse, &opts, attn_blockavg_tile, acc);
+    if (!st)
+        st =
+            attn_sdpa_weight_tiles(&X, &X, lse, &opts, attn_blockavg_tile, acc);
     int64_t rows = 0, cols = 0, br = 0, bc = 0;
     double vmax = 0, vtop = 0;
     if (!st) {
@@ -451,8 +486,10 @@ static int long_sequence(const char *cmd, demo_gallery *g, const double peak[3])
         attn_heatmap_opts ho;
         attn_heatmap_opts_init(&ho);
         char title[128];
-        snprintf(title, sizeof title, "causal attention over %lld positions "
-                 "(blocks of %lld x %lld)", (long long)LL, (long long)br, (long long)bc);
+        snprintf(title, sizeof title,
+                 "causal attention over %lld positions "
+                 "(blocks of %lld x %lld)",
+                 (long long)LL, (long long)br, (long long)bc);
         ho.title = title;
         ho.mask = &unseen;
         ho.x_extent = LL;
@@ -464,7 +501,8 @@ static int long_sequence(const char *cmd, demo_gallery *g, const double peak[3])
             ho.vmin = 0;
             ho.vmax = vmax;
         }
-        st = attn_heatmap_write(gallery_path(g, "09_long_sequence.png"), &M, 0, 0, &ho);
+        st = attn_heatmap_write(gallery_path(g, "09_long_sequence.png"), &M, 0,
+                                0, &ho);
     }
     attn_blockavg_free(acc);
     free(map);
@@ -475,14 +513,17 @@ static int long_sequence(const char *cmd, demo_gallery *g, const double peak[3])
         goto done;
     }
     printf("   L = %lld drawn from streamed weight tiles: a %lld x %lld map of "
-           "blocks of %lld x %lld positions\n", (long long)LL, (long long)rows,
-           (long long)cols, (long long)br, (long long)bc);
+           "blocks of %lld x %lld positions\n",
+           (long long)LL, (long long)rows, (long long)cols, (long long)br,
+           (long long)bc);
     char cap[400];
-    snprintf(cap, sizeof cap, "16384 positions, causal: block averages of the "
+    snprintf(cap, sizeof cap,
+             "16384 positions, causal: block averages of the "
              "weight tiles the flash kernel streams (the same as attn heatmap "
              "--q Q.npy --k K.npy). Grey: blocks the mask removes. The colour "
              "scale stops at the 99th percentile of the blocks (%.2g; the "
-             "largest, near the first queries, is %.2g).", vmax, vtop);
+             "largest, near the first queries, is %.2g).",
+             vmax, vtop);
     gallery_add(g, "09_long_sequence.png", cap);
 done:
     free(x);
@@ -492,11 +533,12 @@ done:
 int gallery_run(const char *cmd, demo_gallery *g) {
     int rc;
     double peak[3];
-    if ((rc = long_memory(cmd, peak)) || (rc = cross_sentence(cmd, g)) || (rc = scaled_unscaled(cmd, g)) ||
-        (rc = multi_head(cmd, g)) || (rc = masks(cmd, g)) ||
-        (rc = geometry(cmd, g)))
+    if ((rc = long_memory(cmd, peak)) || (rc = cross_sentence(cmd, g)) ||
+        (rc = scaled_unscaled(cmd, g)) || (rc = multi_head(cmd, g)) ||
+        (rc = masks(cmd, g)) || (rc = geometry(cmd, g)))
         return rc;
-    if ((rc = gallery_speed(cmd, g)) || (rc = long_sequence(cmd, g, peak))) return rc;
+    if ((rc = gallery_speed(cmd, g)) || (rc = long_sequence(cmd, g, peak)))
+        return rc;
     if ((rc = gallery_reversal(cmd, g))) return rc;
     return gallery_dates(cmd, g);
 }

@@ -36,7 +36,8 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
     if (st) return cli_fail(cmd, st, "date model");
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int64_t s = 0; s < c.steps && !st; s++) st = attn_gen_trainer_step(tr, NULL);
+    for (int64_t s = 0; s < c.steps && !st; s++)
+        st = attn_gen_trainer_step(tr, NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     const double secs = (double)(t1.tv_sec - t0.tv_sec) +
                         1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
@@ -46,32 +47,35 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
     attn_generate_opts go;
     attn_generate_opts_init(&go);
     go.threads = 1;
-    if (!st) st = attn_gen_evaluate(&tc->model, params, &tc->task, 200, 12345, &go, &r);
+    if (!st)
+        st = attn_gen_evaluate(&tc->model, params, &tc->task, 200, 12345, &go,
+                               &r);
     if (st) {
         attn_gen_trainer_free(tr);
         return cli_fail(cmd, st, "date model");
     }
     int rc = gallery_table_row(g, "input\tgenerated (greedy)\tbeam 4");
     printf("(11) date model (1 + 1 layers, d_model 32): %lld steps in %.1f s, "
-           "exact match %.3f on 200 fresh dates\n", (long long)c.steps, secs,
-           r.exact_match);
+           "exact match %.3f on 200 fresh dates\n",
+           (long long)c.steps, secs, r.exact_match);
     int64_t Lsmax, Ltmax;
     attn_gen_batch_dims(&tc->task, tc->model.kind, &Lsmax, &Ltmax);
     int32_t ids[64], out[64];
     for (int e = 0; e < NEX && !rc; e++) {
         int64_t n, no, nb;
         char a[64], b[64], row[200];
-        if ((st = attn_gen_input(&tc->task, tc->model.kind, examples[e], ids, 64, &n)))
+        if ((st = attn_gen_input(&tc->task, tc->model.kind, examples[e], ids,
+                                 64, &n)))
             break;
         go.beam = 1;
-        if ((st = attn_generate(&tc->model, params, 1, n, ids, &n, &go, out, 64, &no,
-                                NULL)))
+        if ((st = attn_generate(&tc->model, params, 1, n, ids, &n, &go, out, 64,
+                                &no, NULL)))
             break;
         attn_gen_decode(&tc->task, ATTN_SIDE_TARGET, out, no, a, sizeof a);
         go.beam = 4;
         go.length_penalty = 0.6;
-        if ((st = attn_generate(&tc->model, params, 1, n, ids, &n, &go, out, 64, &nb,
-                                NULL)))
+        if ((st = attn_generate(&tc->model, params, 1, n, ids, &n, &go, out, 64,
+                                &nb, NULL)))
             break;
         attn_gen_decode(&tc->task, ATTN_SIDE_TARGET, out, nb, b, sizeof b);
         snprintf(row, sizeof row, "%s\t%s\t%s", examples[e], a, b);
@@ -92,12 +96,15 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
             if (score[k] > score[best]) best = k;
         go.beam = 1;
         attn_gen_input(&tc->task, tc->model.kind, examples[0], ids, 64, &n);
-        st = attn_generate(&tc->model, params, 1, n, ids, &n, &go, out, 64, &no, NULL);
-        attn_gen_decode(&tc->task, ATTN_SIDE_TARGET, out, no, text, sizeof text);
+        st = attn_generate(&tc->model, params, 1, n, ids, &n, &go, out, 64, &no,
+                           NULL);
+        attn_gen_decode(&tc->task, ATTN_SIDE_TARGET, out, no, text,
+                        sizeof text);
     }
     const int64_t Lt = no < tc->model.max_tgt ? no + 1 : no;
     size_t wsn = 0;
-    if (!rc && !st) st = attn_transformer_workspace_size(&tc->model, 1, n, Lt, &wsn);
+    if (!rc && !st)
+        st = attn_transformer_workspace_size(&tc->model, 1, n, Lt, &wsn);
     if (!rc && !st) {
         w = malloc(sizeof(float) * (size_t)(M * Hc * Lt * n));
         lg = malloc(sizeof(float) * (size_t)(Lt * tc->model.vocab_tgt));
@@ -111,8 +118,8 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
         attn_layer_opts o;
         attn_sdpa_opts_init(&o);
         o.threads = 1;
-        st = attn_transformer_forward(&tc->model, params, 1, n, ids, &n, Lt, tin, &o,
-                                      lg, w, ws);
+        st = attn_transformer_forward(&tc->model, params, 1, n, ids, &n, Lt,
+                                      tin, &o, lg, w, ws);
     }
     if (!rc && st) rc = cli_fail(cmd, st, "cross-attention");
     if (!rc) {
@@ -120,18 +127,24 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
         const char *xl[64], *yl[64];
         for (int64_t j = 0; j < n; j++) {
             const char ch = examples[0][j];
-            if (ch == ' ') snprintf(xs[j], 8, "\xe2\x90\xa3");
-            else snprintf(xs[j], 8, "%c", ch);
+            if (ch == ' ')
+                snprintf(xs[j], 8, "\xe2\x90\xa3");
+            else
+                snprintf(xs[j], 8, "%c", ch);
             xl[j] = xs[j];
         }
         for (int64_t i = 0; i < Lt; i++) {
-            if (i < no) snprintf(ys[i], 8, "%c", text[i]);
-            else snprintf(ys[i], 8, "EOS");
+            if (i < no)
+                snprintf(ys[i], 8, "%c", text[i]);
+            else
+                snprintf(ys[i], 8, "EOS");
             yl[i] = ys[i];
         }
         char title[200];
-        snprintf(title, sizeof title, "\"%s\" -> %s: cross-attention, layer %lld "
-                 "head %lld", examples[0], text, (long long)(best / Hc),
+        snprintf(title, sizeof title,
+                 "\"%s\" -> %s: cross-attention, layer %lld "
+                 "head %lld",
+                 examples[0], text, (long long)(best / Hc),
                  (long long)(best % Hc));
         attn_heatmap_opts ho;
         attn_heatmap_opts_init(&ho);
@@ -148,16 +161,19 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
             rc = cli_fail(cmd, st, "drawing");
         } else {
             char cap[512];
-            snprintf(cap, sizeof cap, "A 1 + 1 layer encoder-decoder trained on the "
-                     "spot for %lld steps (%.1f s; `attn train date` trains the "
-                     "full one to >= 99%%): exact match %.3f on 200 fresh dates. "
-                     "Each output character (row) reads the source characters of "
-                     "its own field: over 100 fresh dates this head puts %.2f of "
-                     "its weight on the year, month or day characters the output "
-                     "character comes from.", (long long)c.steps, secs,
-                     r.exact_match, score[best]);
+            snprintf(
+                cap, sizeof cap,
+                "A 1 + 1 layer encoder-decoder trained on the "
+                "spot for %lld steps (%.1f s; `attn train date` trains the "
+                "full one to >= 99%%): exact match %.3f on 200 fresh dates. "
+                "Each output character (row) reads the source characters of "
+                "its own field: over 100 fresh dates this head puts %.2f of "
+                "its weight on the year, month or day characters the output "
+                "character comes from.",
+                (long long)c.steps, secs, r.exact_match, score[best]);
             gallery_add(g, file, cap);
-            snprintf(cap, sizeof cap, "Trained on the spot (smaller than `attn "
+            snprintf(cap, sizeof cap,
+                     "Trained on the spot (smaller than `attn "
                      "train date`, said so): %lld steps of 32 dates, %.1f s. "
                      "Generated with the key/value cache, greedy and beam 4.",
                      (long long)c.steps, secs);

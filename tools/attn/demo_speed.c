@@ -14,21 +14,23 @@ int gallery_speed(const char *cmd, demo_gallery *g) {
     const int SPEED_B = g->quick ? 2 : 4, SPEED_REPS = g->quick ? 1 : 5;
     bench_layers_opts o = {0, 0, SPEED_REPS};
     char note[640];
-    snprintf(note, sizeof note, "Measured just now by attn demo: B = %d, L = "
+    snprintf(note, sizeof note,
+             "Measured just now by attn demo: B = %d, L = "
              "%lld and %lld, d_model 512, self-attention; 8 heads of 64 for "
              "dot-product, A = 256 for additive; encoder layers with "
              "dim_feedforward 2048; best of %d after a warm-up, %d threads. "
              "A reduced shape so that the demo stays short: the README has "
              "the full-size table (B = 32, L = 100 and 512), made by "
              "attn bench --layers. Small shapes on a busy machine are noisy: "
-             "compare within a row pair.", SPEED_B, (long long)speed_L[0],
-             (long long)speed_L[1], SPEED_REPS, omp_get_max_threads());
+             "compare within a row pair.",
+             SPEED_B, (long long)speed_L[0], (long long)speed_L[1], SPEED_REPS,
+             omp_get_max_threads());
     gallery_note(g, note);
     gallery_table_row(g, "layer\tL\tforward ms\tfwd+bwd ms\tworkspace MiB\t"
                          "additive / dot (fwd, fwd+bwd)");
     printf("(8) additive vs dot-product (B = %d, d_model 512, best of %d; the "
-           "README has B = 32):\n   %-33s %5s %11s %11s %9s  %s\n", SPEED_B,
-           SPEED_REPS, "layer", "L", "forward ms", "fwd+bwd ms",
+           "README has B = 32):\n   %-33s %5s %11s %11s %9s  %s\n",
+           SPEED_B, SPEED_REPS, "layer", "L", "forward ms", "fwd+bwd ms",
            "ws MiB", "additive / dot");
     for (int li = 0; li < 2; li++) {
         bench_layers_result r[BENCH_LAYERS_KINDS];
@@ -48,8 +50,8 @@ int gallery_speed(const char *cmd, demo_gallery *g) {
                      1e3 * r[k].fwd, 1e3 * r[k].fwdbwd, mib, ratio);
             gallery_table_row(g, row);
             printf("   %-33s %5lld %11.1f %11.1f %9.1f  %s\n",
-                   bench_layers_name(k), (long long)speed_L[li],
-                   1e3 * r[k].fwd, 1e3 * r[k].fwdbwd, mib, ratio);
+                   bench_layers_name(k), (long long)speed_L[li], 1e3 * r[k].fwd,
+                   1e3 * r[k].fwdbwd, mib, ratio);
         }
     }
     return 0;

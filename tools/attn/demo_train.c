@@ -7,7 +7,8 @@
 #include <time.h>
 
 int gallery_reversal(const char *cmd, demo_gallery *g) {
-    gallery_section(g, "10. The learned attention of the sequence-reversal model");
+    gallery_section(g,
+                    "10. The learned attention of the sequence-reversal model");
     attn_train_config c;
     attn_train_config_init(&c, ATTN_TASK_REVERSE);
     /* smaller than `attn train reverse` so the demo stays quick */
@@ -23,7 +24,8 @@ int gallery_reversal(const char *cmd, demo_gallery *g) {
     if (st) return cli_fail(cmd, st, "reversal model");
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (int64_t s = 0; s < c.steps && !st; s++) st = attn_trainer_step(tr, NULL);
+    for (int64_t s = 0; s < c.steps && !st; s++)
+        st = attn_trainer_step(tr, NULL);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     const attn_model_config *m = &attn_trainer_config(tr)->model;
     attn_eval_result r;
@@ -57,30 +59,35 @@ int gallery_reversal(const char *cmd, demo_gallery *g) {
         for (int64_t l = 0; l < N; l++)
             for (int64_t h = 0; h < H; h++) {
                 double s = 0;
-                for (int i = 0; i < L; i++) s += w[((l * H + h) * L + i) * L + (L - 1 - i)];
+                for (int i = 0; i < L; i++)
+                    s += w[((l * H + h) * L + i) * L + (L - 1 - i)];
                 if (s / L > best) best = s / L, bl = l, bh = h;
             }
         char lab[2 * L][28]; /* "%d→%d" of two ints */
         const char *xl[L], *yl[L];
-        printf("(10) reversal model (%lld layers, %lld heads, d_model %lld): %lld "
-               "steps in %.1f s, token accuracy %.4f on 1000 fresh sequences;"
-               "\n    input 3 1 4 1 5 9 2 6 -> prediction",
-               (long long)N, (long long)H, (long long)m->enc.d_model,
-               (long long)c.steps,
-               (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec),
-               r.token_acc);
+        printf(
+            "(10) reversal model (%lld layers, %lld heads, d_model %lld): %lld "
+            "steps in %.1f s, token accuracy %.4f on 1000 fresh sequences;"
+            "\n    input 3 1 4 1 5 9 2 6 -> prediction",
+            (long long)N, (long long)H, (long long)m->enc.d_model,
+            (long long)c.steps,
+            (double)(t1.tv_sec - t0.tv_sec) +
+                1e-9 * (double)(t1.tv_nsec - t0.tv_nsec),
+            r.token_acc);
         for (int i = 0; i < L; i++) {
             int arg = 0;
             for (int k = 1; k < 10; k++)
                 if (logits[i * 10 + k] > logits[i * 10 + arg]) arg = k;
             printf(" %d", arg);
             snprintf(lab[i], sizeof lab[i], "%d", in[i]);
-            snprintf(lab[L + i], sizeof lab[L + i], "%d\xe2\x86\x92%d", in[i], arg); /* 3→6 */
+            snprintf(lab[L + i], sizeof lab[L + i], "%d\xe2\x86\x92%d", in[i],
+                     arg); /* 3→6 */
             xl[i] = lab[i];
             yl[i] = lab[L + i];
         }
         printf("; layer %lld head %lld puts %.2f of its weight on the "
-               "mirrored position\n", (long long)bl, (long long)bh, best);
+               "mirrored position\n",
+               (long long)bl, (long long)bh, best);
         attn_heatmap_opts ho;
         attn_heatmap_opts_init(&ho);
         ho.title = "reversal: every layer (rows) and head (columns)";
@@ -94,12 +101,13 @@ int gallery_reversal(const char *cmd, demo_gallery *g) {
             rc = cli_fail(cmd, st, "drawing");
         } else {
             char cap[400];
-            snprintf(cap, sizeof cap, "A model trained for %lld steps to reverse "
+            snprintf(cap, sizeof cap,
+                     "A model trained for %lld steps to reverse "
                      "8 digits: in the last layer query i looks at key 7 - i, "
                      "the anti-diagonal (layer %lld head %lld: %.2f of its "
                      "weight on average). `attn train reverse` trains the full "
-                     "one.", (long long)c.steps, (long long)bl, (long long)bh,
-                     best);
+                     "one.",
+                     (long long)c.steps, (long long)bl, (long long)bh, best);
             gallery_add(g, file, cap);
         }
     }

@@ -53,11 +53,16 @@ int gallery_table_row(demo_gallery *g, const char *cells) {
 /* s[0..n) as HTML text */
 static void html_span(FILE *f, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
-        if (s[i] == '<') fputs("&lt;", f);
-        else if (s[i] == '>') fputs("&gt;", f);
-        else if (s[i] == '&') fputs("&amp;", f);
-        else if (s[i] == '"') fputs("&quot;", f);
-        else fputc(s[i], f);
+        if (s[i] == '<')
+            fputs("&lt;", f);
+        else if (s[i] == '>')
+            fputs("&gt;", f);
+        else if (s[i] == '&')
+            fputs("&amp;", f);
+        else if (s[i] == '"')
+            fputs("&quot;", f);
+        else
+            fputc(s[i], f);
     }
 }
 
@@ -109,7 +114,8 @@ static long image_width(const char *path) {
     fclose(f);
     h[n] = 0;
     if (n >= 24 && memcmp(h, "\x89PNG", 4) == 0)
-        return ((long)h[16] << 24) | ((long)h[17] << 16) | ((long)h[18] << 8) | h[19];
+        return ((long)h[16] << 24) | ((long)h[17] << 16) | ((long)h[18] << 8) |
+               h[19];
     const char *w = strstr((const char *)h, "<svg");
     if (w) w = strstr(w, " width=\"");
     return w ? strtol(w + 8, NULL, 10) : 0;
@@ -122,24 +128,26 @@ int gallery_write_index(const char *cmd, demo_gallery *g) {
         fprintf(stderr, "attn %s: cannot write %s\n", cmd, cli_esc(path));
         return 1;
     }
-    fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-          "<title>attn demo: the tutorials' experiments</title>\n<style>\n"
-          "body{font-family:'DejaVu Sans',sans-serif;margin:24px;max-width:1400px}\n"
-          "h1{font-size:22px}h2{font-size:17px;margin-top:28px}\n"
-          "figure{display:inline-block;margin:8px 16px 8px 0;vertical-align:top;"
-          "max-width:100%}\n"
-          /* pictures at the size they were drawn (their width attribute),
+    fputs(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        "<title>attn demo: the tutorials' experiments</title>\n<style>\n"
+        "body{font-family:'DejaVu Sans',sans-serif;margin:24px;max-width:1400px}\n"
+        "h1{font-size:22px}h2{font-size:17px;margin-top:28px}\n"
+        "figure{display:inline-block;margin:8px 16px 8px 0;vertical-align:top;"
+        "max-width:100%}\n"
+        /* pictures at the size they were drawn (their width attribute),
            * shrunk only to fit the window */
-          "figure img{max-width:100%;height:auto;border:1px solid #ddd}\n"
-          "figcaption{font-size:13px;color:#444;max-width:640px}\n"
-          ".note{color:#333}\n"
-          "table{border-collapse:collapse;font-size:13px;margin:8px 0}\n"
-          "th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}\n"
-          "th:first-child,td:first-child{text-align:left}\n"
-          "</style>\n</head>\n<body>\n"
-          "<h1>attn demo: the tutorials' experiments</h1>\n"
-          "<p>Made by <code>attn demo</code> with fixed seeds; every picture "
-          "below was drawn by libattn (cairo).</p>\n", f);
+        "figure img{max-width:100%;height:auto;border:1px solid #ddd}\n"
+        "figcaption{font-size:13px;color:#444;max-width:640px}\n"
+        ".note{color:#333}\n"
+        "table{border-collapse:collapse;font-size:13px;margin:8px 0}\n"
+        "th,td{border:1px solid #ccc;padding:3px 8px;text-align:right}\n"
+        "th:first-child,td:first-child{text-align:left}\n"
+        "</style>\n</head>\n<body>\n"
+        "<h1>attn demo: the tutorials' experiments</h1>\n"
+        "<p>Made by <code>attn demo</code> with fixed seeds; every picture "
+        "below was drawn by libattn (cairo).</p>\n",
+        f);
     for (int s = 0; s < g->nsec; s++) {
         fprintf(f, "<h2 id=\"part%d\">", atoi(g->sec[s].title));
         html_text(f, g->sec[s].title);
@@ -157,10 +165,12 @@ int gallery_write_index(const char *cmd, demo_gallery *g) {
             int is_page = n > 5 && strcmp(it->file + n - 5, ".html") == 0;
             fputs("<figure>", f);
             if (is_page) {
-                fprintf(f, "<a href=\"%s\">open the interactive viewer</a>", it->file);
+                fprintf(f, "<a href=\"%s\">open the interactive viewer</a>",
+                        it->file);
             } else {
                 long w = image_width(gallery_path(g, it->file));
-                fprintf(f, "<a href=\"%s\"><img src=\"%s\"", it->file, it->file);
+                fprintf(f, "<a href=\"%s\"><img src=\"%s\"", it->file,
+                        it->file);
                 if (w > 0) fprintf(f, " width=\"%ld\"", w);
                 fputs(" alt=\"", f);
                 for (const char *c = it->caption; *c; c++) /* plain: no `` */

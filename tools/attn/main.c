@@ -17,21 +17,29 @@ typedef struct {
 
 static const cli_command commands[] = {
     {"sdpa", cmd_sdpa, "scaled dot-product attention on .npy files"},
-    {"sdpa-backward", cmd_sdpa_backward, "gradients of attention (dQ, dK, dV, dBias)"},
+    {"sdpa-backward", cmd_sdpa_backward,
+     "gradients of attention (dQ, dK, dV, dBias)"},
     {"demo", cmd_demo, "run the tutorial examples and print what they show"},
     {"mha", cmd_mha, "multi-head attention layer on .npy files"},
     {"additive", cmd_additive, "additive (Bahdanau) attention on .npy files"},
     {"encoder", cmd_encoder, "Transformer encoder layers on .npy files"},
     {"train", cmd_train, "train a small Transformer on a toy task"},
-    {"generate", cmd_generate, "a trained generation model's output (greedy, sampling, beam)"},
+    {"generate", cmd_generate,
+     "a trained generation model's output (greedy, sampling, beam)"},
     {"eval", cmd_eval, "accuracy of a trained model on fresh data"},
     {"attend", cmd_attend, "a trained model's prediction and attention maps"},
-    {"model", cmd_model, "a pretrained model's config and tensor mapping (attn model info DIR)"},
-    {"embed", cmd_embed, "sentence embeddings of a pretrained model, and their cosines"},
-    {"bench-generate", cmd_bench_generate, "generation: the KV cache against recomputing the prefix"},
-    {"bench-layers", cmd_bench_layers, "additive vs dot-product layers: time and memory"},
-    {"heatmap", cmd_heatmap, "draw attention weights as a picture (PNG/SVG/PDF)"},
-    {"show", cmd_show, "print attention weights as a coloured map in the terminal"},
+    {"model", cmd_model,
+     "a pretrained model's config and tensor mapping (attn model info DIR)"},
+    {"embed", cmd_embed,
+     "sentence embeddings of a pretrained model, and their cosines"},
+    {"bench-generate", cmd_bench_generate,
+     "generation: the KV cache against recomputing the prefix"},
+    {"bench-layers", cmd_bench_layers,
+     "additive vs dot-product layers: time and memory"},
+    {"heatmap", cmd_heatmap,
+     "draw attention weights as a picture (PNG/SVG/PDF)"},
+    {"show", cmd_show,
+     "print attention weights as a coloured map in the terminal"},
     {"html", cmd_html, "write an interactive HTML viewer of attention weights"},
     {"stats", cmd_stats, "diagnose attention weights (entropy, leakage, ...)"},
     {"compare", cmd_compare, "compare two weight files (abs diff, KL)"},
@@ -93,7 +101,8 @@ int cmd_version(int argc, char **argv) {
         printf("usage: attn version\n\nPrints the library version.\n");
         return 0;
     }
-    if (argc > 1) return cli_usage_error("version", "unexpected argument '%s'", argv[1]);
+    if (argc > 1)
+        return cli_usage_error("version", "unexpected argument '%s'", argv[1]);
     printf("attn %s\n", attn_version());
     return 0;
 }
