@@ -6,6 +6,7 @@
  * filled with -inf (whose exp is 0), so they use the very same code. */
 #include "vec.h"
 
+#include <stdatomic.h>
 #include <math.h>
 #include <string.h>
 
@@ -316,10 +317,18 @@ const attn__vec_ops *attn__vec_table(attn__vec_level level) {
 }
 
 int attn__cpu_has_f16c(void) {
+    /* asked once: CPUID traps to the hypervisor in a virtual machine (a few
+     * microseconds), and the f16 row conversions ask for every row */
+    static atomic_int known = -1;
+    int v = atomic_load_explicit(&known, memory_order_relaxed);
+    if (v < 0) {
 #if ATTN_X86
-    unsigned a, b, c, d;
-    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
+        unsigned a, b, c, d;
+        v = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
 #else
-    return 0;
+        v = 0;
 #endif
+        atomic_store_explicit(&known, v, memory_order_relaxed);
+    }
+    return v;
 }
