@@ -12,6 +12,7 @@
 #include "attn.h"
 #include "attn_layers.h"
 #include "attn_train.h"
+#include "attn_transformer.h"
 #include "attn_viz.h"
 #include "check.h"
 #include "internal.h"
@@ -317,6 +318,62 @@ static void lying_checkpoints(void) {
     unlink(again);
 }
 
+/* The generation checkpoint (magic ATTNGENM) holds the same line: sizes and
+ * words checked before the trainer is allocated, and garbage in the upper
+ * half of an int or enum word refused. */
+static void lying_gen_checkpoints(void) {
+    attn_gen_train_config tc;
+    attn_gen_train_config_init(&tc, ATTN_GEN_REVERSE, ATTN_MODEL_ENCDEC);
+    tc.model.enc.d_model = tc.model.dec.d_model = 8;
+    tc.model.enc.dim_feedforward = tc.model.dec.dim_feedforward = 8;
+    tc.model.enc.num_heads = tc.model.dec.num_heads = 2;
+    tc.model.enc.num_kv_heads = tc.model.dec.num_kv_heads = 2;
+    tc.batch = 4;
+    attn_gen_trainer *t = NULL;
+    CHECK_STATUS(attn_gen_trainer_create(&tc, &t), ATTN_OK);
+    const char *path = at("gen.bin");
+    CHECK_STATUS(attn_gen_trainer_save(t, path), ATTN_OK);
+    attn_gen_trainer_free(t);
+    size_t n = 0;
+    unsigned char *good = get_file(path, &n);
+    CHECK(good != NULL);
+    if (!good) return;
+    unsigned char *b = malloc(n);
+    CHECK_STATUS(attn_gen_trainer_load(path, &t), ATTN_OK);
+    attn_gen_trainer_free(t);
+
+    /* d_model 8192 in a small file: refused before the model is allocated
+     * (words 5, 8: the encoder's d_model and feed-forward; 16, 19: the
+     * decoder's) */
+    memcpy(b, good, n);
+    static const int big[] = {5, 8, 16, 19};
+    for (int i = 0; i < 4; i++) attn__put_u64(ckpt_word(b, big[i]), 8192);
+    reseal(b, n);
+    put_file(path, b, n);
+    attn__alloc_peak_reset();
+    t = NULL;
+    CHECK_STATUS(attn_gen_trainer_load(path, &t), ATTN_E_FORMAT);
+    CHECK(t == NULL);
+    CHECK_MSG(attn__alloc_peak() < 4 * n + 65536,
+              "peak %zu bytes for a %zu-byte file", attn__alloc_peak(), n);
+
+    /* garbage in the upper half of the task, model kind and norm words */
+    static const int ints[] = {0, 3, 12};
+    for (int i = 0; i < 3; i++) {
+        memcpy(b, good, n);
+        const uint64_t w = attn__get_u64(ckpt_word(b, ints[i]));
+        attn__put_u64(ckpt_word(b, ints[i]), w | (UINT64_C(1) << 32));
+        reseal(b, n);
+        put_file(path, b, n);
+        CHECK_STATUS(attn_gen_trainer_load(path, &t), ATTN_E_FORMAT);
+        CHECK_MSG(strstr(attn_last_error(), "outside the range") != NULL,
+                  "word %d: %s", ints[i], attn_last_error());
+    }
+    free(b);
+    free(good);
+    unlink(path);
+}
+
 static void lying_param_files(void) {
     const char *path = at("mha.bin"), *again = at("mha2.bin");
     attn_mha_config m = {8, 4, 2, 3, 5, 1}, m2;
@@ -424,6 +481,7 @@ int main(void) {
     failed_write_keeps_old();
     orphans();
     lying_checkpoints();
+    lying_gen_checkpoints();
     lying_param_files();
     npy_leading_zeros();
     huge_scale();

@@ -345,6 +345,61 @@ attn_status attn_gen_trainer_save(const attn_gen_trainer *t, const char *path) {
     return st;
 }
 
+/* Beyond the parameters (whose size the file's length bounds), the
+ * training buffers a checkpoint's batch, lengths and vocabulary ask for:
+ * refused above this before anything is allocated, as for attn_trainer. */
+#define GEN_MAX_WORK_BYTES ((uint64_t)1 << 30)
+
+/* Everything the trainer would allocate is checked before it is: words
+ * that do not survive the trip into their C fields (an int or enum word
+ * with garbage in its upper half), the parameter count the configuration
+ * implies against the file's, and the training buffers' size. */
+static attn_status gen_load_precheck(const char *path,
+                                     const attn_gen_train_config *c,
+                                     const uint64_t *w, uint64_t count) {
+    uint64_t back[NFIELDS];
+    attn_gen_train_config cc = *c;
+    fields(&cc, back, 1);
+    for (int i = 0; i < NFIELDS; i++)
+        if (back[i] != w[i])
+            return attn__fail(ATTN_E_FORMAT,
+                              "%s: configuration word %d is 0x%llx, outside "
+                              "the range of its field",
+                              path, i, (unsigned long long)w[i]);
+    attn_status st = attn_gen_train_config_check(&cc);
+    int64_t Ls = 0, Lt = 0;
+    size_t ws = 0;
+    if (!st) st = attn_gen_batch_dims(&cc.task, cc.model.kind, &Ls, &Lt);
+    if (!st)
+        st = attn_transformer_workspace_size(
+            &cc.model, cc.batch, cc.model.kind == ATTN_MODEL_ENCDEC ? Ls : 1,
+            Lt, &ws);
+    if (st) {
+        char detail[256];
+        snprintf(detail, sizeof detail, "%s", attn_last_error());
+        return attn__fail(ATTN_E_FORMAT, "%s: its configuration is invalid: %s",
+                          path, detail);
+    }
+    const int64_t need = attn_transformer_param_count(&cc.model);
+    if (need < 1 || (uint64_t)need != count)
+        return attn__fail(ATTN_E_FORMAT,
+                          "%s: %llu parameters, but its configuration needs "
+                          "%lld",
+                          path, (unsigned long long)count, (long long)need);
+    /* workspace, batch ids, logits and their gradient */
+    const double b = (double)cc.batch;
+    const double work =
+        4.0 * ((double)ws + b * ((double)Ls + 2.0 * (double)Lt) +
+               2.0 * b * (double)Lt * (double)cc.model.vocab_tgt);
+    if (work > (double)GEN_MAX_WORK_BYTES)
+        return attn__fail(ATTN_E_FORMAT,
+                          "%s: batch %lld needs %.0f bytes of training "
+                          "buffers, more than the limit of %llu",
+                          path, (long long)cc.batch, work,
+                          (unsigned long long)GEN_MAX_WORK_BYTES);
+    return ATTN_OK;
+}
+
 attn_status attn_gen_trainer_load(const char *path, attn_gen_trainer **out) {
     if (!path || !out)
         return attn__fail(ATTN_E_INVALID, "%s is NULL", path ? "out" : "path");
@@ -396,6 +451,7 @@ attn_status attn_gen_trainer_load(const char *path, attn_gen_trainer **out) {
     attn_gen_train_config c;
     memset(&c, 0, sizeof c);
     fields(&c, w, 0);
+    if ((st = gen_load_precheck(path, &c, w, count))) goto done;
     if ((st = attn_gen_trainer_create(&c, &t))) {
         char detail[256];
         snprintf(detail, sizeof detail, "%s", attn_last_error());
