@@ -50,6 +50,13 @@ typedef struct {
 /* Loads a float array (f32, f16 or f64, kept as in the file; integer
  * dtypes refused). name ("q", ...) appears in messages. Every extent must
  * be >= 1. Callers convert f64 to f32 unless they run the reference. */
+/* "(2, 3, 4)" for a shape (cli_io.c). */
+void cli_shape_str(char *buf, size_t cap, int ndim, const int64_t *shape);
+/* An array of rank 2 (L, D), 3 (B, L, D) or 4 as the (B, H, L, D) shape
+ * of an attention tensor (cli_load_tensor's rule); 1 with a message. */
+int cli_to_bhld(const char *cmd, const char *name, const attn_npy *a,
+                int64_t out[4]);
+
 int cli_load_tensor(const char *cmd, const char *path, const char *name,
                     cli_tensor *out);
 
