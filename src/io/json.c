@@ -113,7 +113,7 @@ static int hex4(const unsigned char *s, uint32_t *v) {
     return 1;
 }
 
-static size_t put_utf8(char *o, uint32_t cp) {
+size_t attn__put_utf8(char *o, uint32_t cp) {
     if (cp < 0x80) {
         o[0] = (char)cp;
         return 1;
@@ -171,7 +171,7 @@ static attn_status parse_string(jp *p, const char **out) {
                 cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
             }
             if (cp == 0) return jfail(p, "\\u0000 in a string");
-            o += put_utf8(o, cp);
+            o += attn__put_utf8(o, cp);
             continue;
         }
         size_t n = utf8_len(p->s + p->pos, p->len - p->pos);

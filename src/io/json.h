@@ -59,4 +59,8 @@ const attn__json_node *attn__json_get(const attn__json *j,
  * Returns out. */
 char *attn__escape_bytes(const char *s, size_t n, char *out, size_t cap);
 
+/* Code point cp (< 0x110000) as UTF-8 at o (room for 4 bytes); returns
+ * the bytes written. The JSON reader and the WordPiece tokenizer share it. */
+size_t attn__put_utf8(char *o, uint32_t cp);
+
 #endif

@@ -252,41 +252,18 @@ static const attn__wp_map *map_of(uint32_t cp) {
     return NULL;
 }
 
-static size_t put_utf8(char *o, uint32_t cp) {
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xc0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
 /* The normalized form of cp as UTF-8 into out (at most 16 bytes). */
 static size_t normalize(const attn_wordpiece *wp, uint32_t cp, char *out) {
-    if (!wp->o.lowercase) return put_utf8(out, cp);
+    if (!wp->o.lowercase) return attn__put_utf8(out, cp);
     if (cp >= 0xac00 && cp <= 0xd7a3) { /* Hangul syllable: NFD is L V (T) */
         uint32_t s = cp - 0xac00, t = s % 28;
-        size_t k = put_utf8(out, 0x1100 + s / 588);
-        k += put_utf8(out + k, 0x1161 + (s % 588) / 28);
-        if (t) k += put_utf8(out + k, 0x11a7 + t);
+        size_t k = attn__put_utf8(out, 0x1100 + s / 588);
+        k += attn__put_utf8(out + k, 0x1161 + (s % 588) / 28);
+        if (t) k += attn__put_utf8(out + k, 0x11a7 + t);
         return k;
     }
     const attn__wp_map *m = map_of(cp);
-    if (!m) return put_utf8(out, cp);
+    if (!m) return attn__put_utf8(out, cp);
     memcpy(out, m->utf8, m->len);
     return m->len;
 }
