@@ -117,6 +117,58 @@ static void test_rows(const attn__vec_ops *ops) {
     CHECK(ops->max(x, 0) == -INFINITY);
 }
 
+/* soft-capping against libm's tanh in double: the scores a kernel sees
+ * (wide range, both signs, tiny ones, ones past the clamp) at odd lengths,
+ * the slope 1 - tanh^2, |result| <= cap, and nothing beyond n touched */
+static void test_softcap(const attn__vec_ops *ops) {
+    unsigned long long st = 11;
+    enum { N = 1000 };
+    static float x[N + 1], y[N + 1], d[N + 1];
+    const float caps[] = {1.0f, 30.0f, 50.0f};
+    for (int c = 0; c < 3; c++) {
+        const float cap = caps[c];
+        double worst = 0.0, worst_d = 0.0;
+        for (int n = 0; n <= N; n += (n < 20 ? 1 : 129)) {
+            for (int i = 0; i < n; i++) {
+                double u = test_rand(&st) * 2.0 - 1.0;
+                x[i] = (float)(i % 7 == 0   ? u * 1e-5 * cap
+                               : i % 7 == 1 ? u * 40.0 * cap
+                                            : u * 5.0 * cap);
+            }
+            x[n] = y[n] = d[n] = 1234.5f;
+            memcpy(y, x, sizeof(float) * (size_t)n);
+            ops->softcap(y, n, cap, d);
+            CHECK(y[n] == 1234.5f && d[n] == 1234.5f);
+            for (int i = 0; i < n; i++) {
+                double t = tanh((double)(x[i] / cap));
+                double want = cap * t;
+                /* error relative to the result, or to the float's ulp of
+                 * cap when the result is tiny */
+                double e =
+                    fabs(y[i] - want) / fmax(fabs(want), cap * 1.2e-7 * 1e-3);
+                if (e > worst) worst = e;
+                double de = fabs(d[i] - (1.0 - t * t));
+                if (de > worst_d) worst_d = de;
+                CHECK_MSG(fabsf(y[i]) <= cap, "level %d: |%g| > cap %g",
+                          ops->level, (double)y[i], (double)cap);
+            }
+        }
+        printf("level %d cap %g: soft-cap max relative error %.3g, slope "
+               "%.3g\n",
+               ops->level, (double)cap, worst, worst_d);
+        CHECK_MSG(worst <= 6e-7, "level %d cap %g soft-cap error %g",
+                  ops->level, (double)cap, worst);
+        CHECK_MSG(worst_d <= 1.5e-6, "level %d cap %g slope error %g",
+                  ops->level, (double)cap, worst_d);
+    }
+    /* no slope asked: capd NULL is fine; huge scores go to +-cap, odd */
+    float z[3] = {-1e30f, 0.0f, 1e30f};
+    ops->softcap(z, 3, 2.0f, NULL);
+    CHECK(fabsf(z[0] + 2.0f) <= 1e-6f && z[1] == 0.0f &&
+          fabsf(z[2] - 2.0f) <= 1e-6f && z[0] == -z[2]);
+    CHECK(attn__vec_tanh1(-3.0f) < 0 && attn__vec_tanh1(3.0f) > 0);
+}
+
 int main(void) {
     attn__vec_level best = attn__vec_best();
     printf("best vector level on this CPU: %d\n", best);
@@ -125,6 +177,7 @@ int main(void) {
         CHECK(ops->level == (attn__vec_level)l);
         test_exp(ops);
         test_rows(ops);
+        test_softcap(ops);
     }
     /* the cap used by tests to force a level */
     attn__vec_set_max_level(ATTN__VEC_SCALAR);

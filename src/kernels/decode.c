@@ -252,10 +252,7 @@ typedef struct {
 static void score_mods(const ctx_t *x, int64_t b, int64_t h, int64_t i,
                        int64_t j0, int64_t n, float *s) {
     const attn_mask *m = x->m;
-    if (m->softcap > 0) {
-        const float cap = (float)m->softcap, inv = (float)(1.0 / m->softcap);
-        for (int64_t j = 0; j < n; j++) s[j] = cap * tanhf(s[j] * inv);
-    }
+    if (m->softcap > 0) attn__vec_get()->softcap(s, n, (float)m->softcap, NULL);
     if (m->alibi) {
         int64_t lq, lk; /* m's key lengths are the cache's */
         attn__lengths(m, b, x->dm->Lq, x->c->len[b], &lq, &lk);

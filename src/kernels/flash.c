@@ -165,20 +165,8 @@ void attn__flash_score_row(const attn_mask *m, const attn__sdpa_dims *d,
                            int64_t b, int64_t h, int64_t i, int64_t j0,
                            int64_t nj, attn__tile_class cls, float *s,
                            float *capd) {
-    if (m->softcap > 0) {
-        /* tanh(y) = 1 - 2 / (exp(2y) + 1) with the vector exp (libm's
-         * tanhf costs 5x the whole tile); exp's overflow to +inf and
-         * underflow to 0 give exactly +-1. Absolute error ~1e-7. */
-        const float cap = (float)m->softcap,
-                    two_inv = (float)(2.0 / m->softcap);
-        for (int64_t j = 0; j < nj; j++) s[j] *= two_inv;
-        attn__vec_get()->exp(s, s, nj);
-        for (int64_t j = 0; j < nj; j++) {
-            float t = 1.0f - 2.0f / (s[j] + 1.0f);
-            s[j] = cap * t;
-            if (capd) capd[j] = 1.0f - t * t;
-        }
-    }
+    if (m->softcap > 0)
+        attn__vec_get()->softcap(s, nj, (float)m->softcap, capd);
     attn__flash_mask_row(m, d, b, h, i, j0, nj, cls, s);
     if (m->alibi) {
         int64_t lq, lk;

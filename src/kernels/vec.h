@@ -31,7 +31,15 @@ typedef struct {
     float (*exp_sub_sum)(float *x, int64_t n, float m);
     /* x[i] *= a */
     void (*scale)(float *x, int64_t n, float a);
+    /* soft-capping in place: x[i] = cap * tanh(x[i] / cap), and, when capd
+     * is not NULL, capd[i] = 1 - tanh^2 (the cap's slope, for backward).
+     * cap > 0, x finite. tanh is a rational function (attn__vec_tanh1),
+     * within 4e-7 of tanh and never beyond +-1. */
+    void (*softcap)(float *x, int64_t n, float cap, float *capd);
 } attn__vec_ops;
+
+/* The scalar tanh of the soft-cap op, for tests and scalar callers. */
+float attn__vec_tanh1(float y);
 
 /* The CPU has F16C (CPUID leaf 1, ECX bit 29; 0 off x86). Asked through
  * CPUID because clang 14's __builtin_cpu_supports does not know "f16c". */
