@@ -26,15 +26,37 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
         }                                                                      \
     } while (0)
 
+/* The scratch paths handed out, removed when the process exits (the
+ * replay tests run in the shared /tmp and must not leave their last input
+ * there). A target names at most four. */
+typedef struct {
+    char path[4][256];
+    int n;
+} fuzz_scratch;
+
+static inline fuzz_scratch *fuzz_scratch_paths(void) {
+    static fuzz_scratch s;
+    return &s;
+}
+
+static inline void fuzz_cleanup(void) {
+    fuzz_scratch *s = fuzz_scratch_paths();
+    for (int i = 0; i < s->n; i++) unlink(s->path[i]);
+}
+
 /* A per-process scratch path in $TMPDIR (or /tmp) named after tag. */
 static inline const char *fuzz_path(const char *tag) {
-    static char buf[4][256];
-    static int n;
+    fuzz_scratch *s = fuzz_scratch_paths();
     const char *tmp = getenv("TMPDIR");
-    char *b = buf[n++ % 4];
-    snprintf(b, sizeof buf[0], "%s/attn_fuzz_%ld_%s",
-             tmp && *tmp ? tmp : "/tmp", (long)getpid(), tag);
-    return b;
+    char b[256];
+    snprintf(b, sizeof b, "%s/attn_fuzz_%ld_%s", tmp && *tmp ? tmp : "/tmp",
+             (long)getpid(), tag);
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->path[i], b) == 0) return s->path[i];
+    FUZZ_CHECK(s->n < 4);
+    if (s->n == 0) atexit(fuzz_cleanup);
+    memcpy(s->path[s->n], b, sizeof b);
+    return s->path[s->n++];
 }
 
 /* Writes the input to path (the loaders read files). */
