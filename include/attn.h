@@ -19,7 +19,9 @@
  *   Element types      attn_dtype, f16/bf16 conversion; tensor views
  *                      attn_tensor_4d, attn_tensor_bthd, attn_tensor_check
  *   Masks              attn_mask (causal, window, lengths, keep, bias,
- *                      block layouts, random blocks), attn_mask_visible,
+ *                      block layouts, random blocks, score modifiers,
+ *                      user score_mod / mask_mod, attn_block_mask),
+ *                      attn_mask_visible,
  *                      builders for the tutorials' conventions
  *   Scaled dot-product attention
  *                      attn_sdpa_opts, attn_sdpa_forward,
@@ -207,6 +209,86 @@ typedef enum {
     ATTN_ALIGN_BOTTOM_RIGHT = 1
 } attn_align;
 
+/* ---- user functions of the mask (attn_mask.score_mod / mask_mod) ------
+ *
+ * A score function changes the scores of one row segment in place: query
+ * row i of head h of batch entry b, keys j0 .. j0+n-1 (1 <= n; the kernels
+ * cut rows at tile and block boundaries, so the same row may come in
+ * several calls of any lengths). Positions are those of the whole sequence
+ * the mask was checked against (a block of ring attention sees its global
+ * rows). On entry score[t] is the score of key j0 + t after every built-in
+ * step (scale q.k, soft-cap, bias, ALiBi; see attn_mask); masked keys hold
+ * -inf, and what the function writes there is ignored. The function writes
+ * the new score of each visible entry: -inf masks it; NaN or +inf is an
+ * error (ATTN_E_NONFINITE naming score_mod and (b, h, i, j)). dscore is
+ * NULL in forward passes; in backward passes it is an array of n entries
+ * that must receive d(new score)/d(old score) per entry (the gradient of
+ * q, k and the bias flows through it). A new score must depend on (b, h,
+ * i, j) and the old score only, not on n or j0.
+ *
+ * A mask function decides visibility of the same kind of segment: keep[t]
+ * holds 1 on entry; clearing it hides key j0 + t. It combines by AND with
+ * every other part of the mask, so it is asked only for keys the others
+ * leave visible (and never for tiles a block mask classifies EMPTY or
+ * FULL).
+ *
+ * Both return 0 on success; a nonzero value r stops the call, which
+ * returns r when it is an attn_status (1 .. ATTN_E_NONFINITE) and
+ * ATTN_E_INVALID otherwise, with a message naming the function, r and
+ * (b, h, i, j0). When several calls fail at once, which one is reported
+ * is not fixed. The kernels call them concurrently from their OpenMP
+ * threads, with the same ctx: they must be reentrant (read-only ctx, or
+ * atomics). The kernels that cannot call them (additive attention, the
+ * ring path, attn_sdpa_weight_tiles' callers aside) refuse with
+ * ATTN_E_UNSUPPORTED. */
+typedef int (*attn_score_mod_fn)(void *ctx, int64_t b, int64_t h, int64_t i,
+                                 int64_t j0, int64_t n, double *score,
+                                 double *dscore);
+typedef int (*attn_mask_mod_fn)(void *ctx, int64_t b, int64_t h, int64_t i,
+                                int64_t j0, int64_t n, uint8_t *keep);
+
+/* Classes of the blocks of an attn_block_mask. */
+enum { ATTN_BLOCK_EMPTY = 0, ATTN_BLOCK_FULL = 1, ATTN_BLOCK_PARTIAL = 2 };
+
+/* What a mask function does over blocks of block_q queries x block_k keys
+ * (FlexAttention's BlockMask): cls[((b * H + h) * nq + bi) * nk + bj] is
+ * ATTN_BLOCK_EMPTY when it hides every pair of the block, FULL when it
+ * keeps every one, PARTIAL otherwise. B and H are the attention's or 1
+ * (the function does not depend on b, resp. h; built with b = 0, h = 0).
+ * Built by attn_block_mask_build into caller-owned cls; the caller keeps
+ * it while masks point to it and may reuse it for every call with the same
+ * function (that is the point: build once, then the kernels skip EMPTY
+ * tiles and ask the function nothing on FULL ones). */
+typedef struct {
+    int64_t B, H, Lq, Lk;      /* the shapes it was built for            */
+    int64_t block_q, block_k;  /* block sizes (>= 1)                     */
+    int64_t nq, nk;            /* ceil(Lq / block_q), ceil(Lk / block_k) */
+    uint8_t *cls;              /* [B * H * nq * nk], caller-owned        */
+    attn_mask_mod_fn mask_mod; /* the function and context it describes */
+    void *mask_ctx;
+} attn_block_mask;
+
+/* Entries of cls for these shapes in *n (B * H * nq * nk). ATTN_E_INVALID
+ * for a NULL n or a size < 1, ATTN_E_NOMEM when the count overflows. */
+ATTN_API attn_status attn_block_mask_size(int64_t B, int64_t H, int64_t Lq,
+                                          int64_t Lk, int64_t block_q,
+                                          int64_t block_k, int64_t *n);
+
+/* Fills *bm (overwritten) with the classes of fn over (B, H, Lq, Lk) in
+ * blocks of block_q x block_k, into cls[n_cls] (n_cls at least
+ * attn_block_mask_size's count). Cost: fn is asked once for every
+ * (b, h, i, j), in row segments of at most block_k keys: B H Lq Lk
+ * evaluations, single-threaded (the kernels then ask it only inside
+ * PARTIAL blocks). A nonzero return of fn is returned as described above.
+ * Errors: ATTN_E_INVALID (NULL bm, fn or cls, sizes < 1), ATTN_E_SHAPE
+ * (n_cls too small), ATTN_E_NOMEM. */
+ATTN_API attn_status attn_block_mask_build(attn_block_mask *bm,
+                                           attn_mask_mod_fn fn, void *ctx,
+                                           int64_t B, int64_t H, int64_t Lq,
+                                           int64_t Lk, int64_t block_q,
+                                           int64_t block_k, uint8_t *cls,
+                                           int64_t n_cls);
+
 /* One mask descriptor, understood by every kernel. All parts combine by AND
  * (a key is visible only if every part keeps it); bias is added to the
  * scaled scores of visible keys. Masked keys are excluded exactly. A query
@@ -280,9 +362,10 @@ typedef struct {
      * Each array is given with its element count, checked against the
      * shapes (n_alibi_slopes = n_sinks = H, n_doc_q = B * Lq,
      * n_doc_k = B * Lk). Backward adds dL/dsinks into sinks_grad when it is
-     * not NULL. The flash backward refuses a dbias with softcap (use
-     * IMPL_REF); the KV-cache kernels and additive attention refuse all of
-     * these (ATTN_E_UNSUPPORTED) except documents in additive attention. */
+     * not NULL. dbias (backward) is the gradient at the biased score:
+     * it does not carry the cap's slope (1 - tanh^2), which dQ and dK do.
+     * Additive attention refuses all of these (ATTN_E_UNSUPPORTED) except
+     * documents. */
     double softcap;             /* > 0: cap; 0: off; < 0 or NaN refused   */
     int alibi;                  /* attn_alibi: 0 off, CAUSAL, SYMMETRIC   */
     const double *alibi_slopes; /* [H] or NULL (geometric from H)         */
@@ -294,6 +377,26 @@ typedef struct {
     int64_t n_doc_q;
     const int64_t *doc_k; /* [B * Lk], or NULL: doc_q (Lq == Lk)    */
     int64_t n_doc_k;
+
+    /* ---- user functions (appended; NULL = off) --------------------------
+     * score_mod runs after the built-in steps above (x = score_mod(x));
+     * mask_mod hides pairs (AND with the other parts); see
+     * attn_score_mod_fn for the contract. block_mask, when not NULL, must
+     * have been built from mask_mod with mask_ctx (checked) for (B or 1,
+     * H or 1, Lq, Lk): the flash kernels then skip tiles whose blocks are
+     * all EMPTY and ask mask_mod nothing inside FULL blocks. Without it
+     * they ask mask_mod for every row of every tile the other parts leave
+     * visible (no tile is skipped through mask_mod; nothing is built
+     * behind the caller's back). The reference always asks mask_mod for
+     * every pair and ignores the block mask, so a stale block mask shows
+     * up as a difference from it. Served by the reference, the flash
+     * forward, weights and backward, and attn_sdpa_cached; additive
+     * attention and the ring path refuse them (ATTN_E_UNSUPPORTED). */
+    attn_score_mod_fn score_mod;
+    void *score_ctx;
+    attn_mask_mod_fn mask_mod;
+    void *mask_ctx;
+    const attn_block_mask *block_mask;
 } attn_mask;
 
 /* ALiBi variants of attn_mask.alibi. */
@@ -313,7 +416,9 @@ ATTN_API attn_status attn_mask_check(const attn_mask *mask, int64_t B,
                                      int64_t H, int64_t Lq, int64_t Lk);
 
 /* 1 if key j is visible from query i of (b, h) under mask, else 0 (the
- * bias is not looked at). Bounds are not checked: call attn_mask_check. */
+ * bias is not looked at). Bounds are not checked: call attn_mask_check.
+ * A mask_mod is asked about the one pair (n = 1); if it fails the pair
+ * counts as hidden (the kernels report such failures). */
 ATTN_API int attn_mask_visible(const attn_mask *mask, int64_t b, int64_t h,
                                int64_t i, int64_t j, int64_t Lq, int64_t Lk);
 

@@ -192,13 +192,17 @@ ATTN_API attn_status attn_kv_cache_read(const attn_kv_cache *cache, int64_t b,
  *         positions: append their K/V first, then attend), at i under
  *         TOP_LEFT; attn.h's attn_mask gives the exact rule. The score
  *         modifiers softcap, alibi (slopes) and sinks apply as in
- *         attn_sdpa_forward (ALiBi's distance from that position).
+ *         attn_sdpa_forward (ALiBi's distance from that position), and
+ *         so do the user functions mask_mod and score_mod, asked with
+ *         key j = the cache position and i the query row (not a block
+ *         mask: the cache grows between calls).
  * A row with no visible key (a padded query, an empty entry) gives 0 and
  * lse -inf.
  * Errors: ATTN_E_INVALID (NULL pointers, bad options), ATTN_E_SHAPE (q or
  * out shapes against the cache), ATTN_E_DTYPE, ATTN_E_NONFINITE (NaN/Inf
  * in q), ATTN_E_UNSUPPORTED (dropout, mask.key_lengths, keep, bias,
- * block-sparse, random blocks or document ids: not served over a cache),
+ * block-sparse, random blocks, document ids or a block mask: not served
+ * over a cache), a user function's status as attn_score_mod_fn says,
  * ATTN_E_NOMEM.
  */
 ATTN_API attn_status attn_sdpa_cached(const attn_tensor *q,

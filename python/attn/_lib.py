@@ -218,6 +218,13 @@ class Mask(Struct):
         ("n_doc_q", ctypes.c_int64),
         ("doc_k", ctypes.POINTER(ctypes.c_int64)),
         ("n_doc_k", ctypes.c_int64),
+        # user functions (C function pointers): the binding evaluates
+        # Python callables in NumPy instead and leaves these NULL
+        ("score_mod", ctypes.c_void_p),
+        ("score_ctx", ctypes.c_void_p),
+        ("mask_mod", ctypes.c_void_p),
+        ("mask_ctx", ctypes.c_void_p),
+        ("block_mask", ctypes.c_void_p),
     ]
 
 

@@ -156,6 +156,11 @@ int attn_mask_visible(const attn_mask *m, int64_t b, int64_t h, int64_t i,
     if (m->doc_q &&
         attn__doc_q_row(m, b, Lq)[i] != attn__doc_k_row(m, b, Lk)[j])
         return 0;
+    if (m->mask_mod) {
+        /* one pair: a failing function hides it (the kernels report it) */
+        uint8_t keep = 1;
+        if (m->mask_mod(m->mask_ctx, b, h, i, j, 1, &keep) || !keep) return 0;
+    }
     return 1;
 }
 
@@ -199,6 +204,10 @@ attn__tile_class attn__mask_classify(const attn_mask *m, int64_t b, int64_t h,
     if (lo_last > j0 || hi_first < je) cls = ATTN__TILE_PARTIAL;
     if (m->doc_q) {
         cls = meet(cls, attn__doc_classify(m, b, i0, ie, j0, je, Lq, Lk));
+        if (cls == ATTN__TILE_EMPTY) return cls;
+    }
+    if (m->mask_mod) {
+        cls = meet(cls, attn__user_classify(m, b, h, i0, ie, j0, je));
         if (cls == ATTN__TILE_EMPTY) return cls;
     }
     if (m->block_size > 0 || m->random_block > 0) {

@@ -117,6 +117,8 @@ static attn_status check_args(const attn_tensor *q, const attn_kv_cache *c,
                      : m->block_size     ? "a block-sparse layout"
                      : m->random_block   ? "random blocks"
                      : m->doc_q          ? "document ids"
+                     : m->block_mask     ? "a block mask (give mask_mod "
+                                           "alone: the cache grows)"
                                          : NULL;
     if (no)
         return attn__fail(ATTN_E_UNSUPPORTED,
@@ -166,13 +168,19 @@ static void finish_row(float *orow, int64_t ostride, int64_t Dv, double mx,
 static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
                                const attn_sdpa_opts *o, const dims_t *dm,
                                attn_tensor *out, float *lse) {
-    attn_mask mk = o->mask;
+    attn_mask mk = o->mask, fixed;
     mk.key_lengths = c->len;
+    fixed = mk; /* the pairs' visibility; mask_mod is asked per row below */
+    fixed.mask_mod = NULL;
+    attn__ufn_err err;
+    memset(&err, 0, sizeof err);
     const int64_t Lq = dm->Lq, D = dm->D, Dv = dm->Dv, G = dm->G;
     const int64_t cap = c->cfg.capacity, R = G * Lq;
     const int64_t units = dm->B * dm->Hkv;
     int nt = attn__flash_team_size(o, units);
-    const size_t per = (size_t)(R * cap + D + Dv),
+    /* per thread: the scores, q, the output, and (user functions) a row
+     * copy and mask_mod's flags */
+    const size_t per = (size_t)(R * cap + D + Dv + 2 * cap),
                  rper = (size_t)(D > Dv ? D : Dv);
     double *buf =
         attn__alloc((size_t)nt * per, sizeof(double), "reference scores");
@@ -187,17 +195,20 @@ static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
 #pragma omp parallel for num_threads(nt) schedule(dynamic)
     for (int64_t u = 0; u < units; u++) {
         double *s = buf + (size_t)omp_get_thread_num() * per;
-        double *qd = s + R * cap, *acc = qd + D;
+        double *qd = s + R * cap, *acc = qd + D, *old = acc + Dv;
+        uint8_t *keep = (uint8_t *)(old + cap);
         float *row = rows + (size_t)omp_get_thread_num() * rper;
         const int64_t b = u / dm->Hkv, hk = u % dm->Hkv, lk = c->len[b];
-        for (int64_t r = 0; r < R; r++) {
+        for (int64_t r = 0; r < R && !attn__ufn_failed(&err); r++) {
             const int64_t h = hk * G + r / Lq, i = r % Lq;
             for (int64_t d = 0; d < D; d++)
                 qd[d] = attn_tensor_get(q, b, h, i, d);
             double *sr = s + r * cap, mx = -INFINITY, sum = 0.0;
+            if (attn__mask_mod_keep(&mk, b, h, i, 0, lk, keep, &err)) break;
             for (int64_t j = 0; j < lk; j++) {
                 sr[j] = -INFINITY; /* visibility by the mask's own rule */
-                if (!attn_mask_visible(&mk, b, h, i, j, Lq, cap)) continue;
+                if (!keep[j] || !attn_mask_visible(&fixed, b, h, i, j, Lq, cap))
+                    continue;
                 attn__kv_row_to_f32(c->cfg.dtype, attn__kv_krow(c, b, hk, j),
                                     attn__kv_kscale(c, b, hk, j), D, row);
                 double a = 0.0;
@@ -205,8 +216,11 @@ static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
                 double x = dm->scale * a;
                 if (mk.softcap > 0) x = mk.softcap * tanh(x / mk.softcap);
                 sr[j] = x + attn__alibi_at(&mk, b, dm->H, h, i, j, Lq, cap);
-                if (sr[j] > mx) mx = sr[j];
             }
+            if (attn__score_mod_row_d(&mk, b, h, i, 0, lk, sr, NULL, old, &err))
+                break;
+            for (int64_t j = 0; j < lk; j++)
+                if (sr[j] > mx) mx = sr[j];
             /* a sink joins the denominator (attn_mask's rule) */
             if (mk.sinks && mk.sinks[h] > mx) mx = mk.sinks[h];
             if (mk.sinks) sum += exp(mk.sinks[h] - mx);
@@ -227,7 +241,7 @@ static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
     }
     attn__free(rows);
     attn__free(buf);
-    return ATTN_OK;
+    return attn__ufn_status(&err);
 }
 
 /* ---- the kernel ----------------------------------------------------------- */
@@ -245,6 +259,7 @@ typedef struct {
     const attn__vec_ops *vec;
     const float *qf;        /* (B, H, Lq, D) f32, contiguous */
     const int64_t *lo, *hi; /* [B * Lq] visible key range of each query */
+    attn__ufn_err *err;     /* the first failure of a user function */
 } ctx_t;
 
 /* Soft-capping and ALiBi on the visible scores s[0..n) of query i, head h
@@ -329,6 +344,13 @@ static void run_unit(const ctx_t *x, const unit_t *u, float *part, float *s) {
                 sr[j] = j >= a && j < e ? sr[j] * scale : -INFINITY;
             if (a < e && (x->m->softcap > 0 || x->m->alibi))
                 score_mods(x, b, hk * G + g, i, kmin + a, e - a, sr + a);
+            /* the user's functions: mask_mod, then score_mod, last */
+            if (a < e &&
+                (attn__mask_mod_row_f(x->m, b, hk * G + g, i, kmin + a,
+                                      kmin + e, sr + a, x->err) ||
+                 attn__score_mod_row_f(x->m, b, hk * G + g, i, kmin + a, e - a,
+                                       sr + a, NULL, x->err)))
+                return;
             float mx = a < e ? x->vec->max(sr + a, e - a) : -INFINITY;
             if (mx == -INFINITY) {
                 for (int64_t j = 0; j < nk; j++) sr[j] = 0.0f;
@@ -440,14 +462,24 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
                attn__vec_get(),
                qf,
                lo,
-               hi};
+               hi,
+               NULL};
+    attn__ufn_err err;
+    memset(&err, 0, sizeof err);
+    x.err = &err;
     for (int64_t u0 = 0; u0 < nunits; u0 += per_round) {
         const int64_t nu = nunits - u0 < per_round ? nunits - u0 : per_round;
 #pragma omp parallel for num_threads(nt) schedule(dynamic)
         for (int64_t u = 0; u < nu; u++)
-            run_unit(&x, &units[u0 + u], part + u * pfl,
-                     sbuf + (size_t)omp_get_thread_num() * (size_t)(R * CHUNK));
-            /* fold each row's partials in unit (= chunk) order */
+            if (!attn__ufn_failed(&err))
+                run_unit(&x, &units[u0 + u], part + u * pfl,
+                         sbuf + (size_t)omp_get_thread_num() *
+                                    (size_t)(R * CHUNK));
+        if (err.what) {
+            st = attn__ufn_status(&err);
+            goto done;
+        }
+        /* fold each row's partials in unit (= chunk) order */
 #pragma omp parallel for num_threads(nt) schedule(static)
         for (int64_t u = 0; u < nu; u++) {
             const unit_t *un = &units[u0 + u];

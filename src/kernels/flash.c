@@ -107,9 +107,10 @@ int attn__flash_team_size(const attn_sdpa_opts *opts, int64_t items) {
 
 /* ---- mask and bias on a score row ------------------------------------ */
 
-void attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
-                          int64_t b, int64_t h, int64_t i, int64_t j0,
-                          int64_t nj, attn__tile_class cls, float *s) {
+int attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
+                         int64_t b, int64_t h, int64_t i, int64_t j0,
+                         int64_t nj, attn__tile_class cls, float *s,
+                         attn__ufn_err *err) {
     const int64_t j1 = j0 + nj;
     if (cls != ATTN__TILE_FULL) {
         /* the visible range of the row from padding, causal and window,
@@ -147,6 +148,9 @@ void attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
                 j = end;
             }
         }
+        if (lo < hi && m->mask_mod &&
+            attn__mask_mod_row_f(m, b, h, i, lo, hi, s + (lo - j0), err))
+            return 1;
     }
     if (m->bias) {
         int64_t js;
@@ -159,15 +163,16 @@ void attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
             for (int64_t j = 0; j < nj; j++) s[j] += (float)br[j * js];
         }
     }
+    return 0;
 }
 
-void attn__flash_score_row(const attn_mask *m, const attn__sdpa_dims *d,
-                           int64_t b, int64_t h, int64_t i, int64_t j0,
-                           int64_t nj, attn__tile_class cls, float *s,
-                           float *capd) {
+int attn__flash_score_row(const attn_mask *m, const attn__sdpa_dims *d,
+                          int64_t b, int64_t h, int64_t i, int64_t j0,
+                          int64_t nj, attn__tile_class cls, float *s,
+                          float *capd, float *dmod, attn__ufn_err *err) {
     if (m->softcap > 0)
         attn__vec_get()->softcap(s, nj, (float)m->softcap, capd);
-    attn__flash_mask_row(m, d, b, h, i, j0, nj, cls, s);
+    if (attn__flash_mask_row(m, d, b, h, i, j0, nj, cls, s, err)) return 1;
     if (m->alibi) {
         int64_t lq, lk;
         attn__lengths(m, b, d->Lq, d->Lk, &lq, &lk);
@@ -183,6 +188,8 @@ void attn__flash_score_row(const attn_mask *m, const attn__sdpa_dims *d,
         else
             for (int j = 0; j < n; j++) s[j] -= slope * (dist0 - (float)j);
     }
+    /* the user's function last, on the finished scores */
+    return attn__score_mod_row_f(m, b, h, i, j0, nj, s, dmod, err);
 }
 
 /* ---- dropout --------------------------------------------------------- */

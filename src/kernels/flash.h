@@ -99,25 +99,31 @@ int attn__flash_team_size(const attn_sdpa_opts *opts, int64_t items);
 /* ---- mask and bias on a score row ------------------------------------ */
 
 /* Row i of head (b, h), key columns j0 .. j0+nj-1: s holds scale * q.k.
- * For a PARTIAL tile, masked entries become -inf; for any class the bias
- * (if any) is added to the visible ones. Nothing to do (and callers may
- * skip the call) for a FULL tile without bias. */
-void attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
-                          int64_t b, int64_t h, int64_t i, int64_t j0,
-                          int64_t nj, attn__tile_class cls, float *s);
+ * For a PARTIAL tile, masked entries become -inf (mask_mod asked there);
+ * for any class the bias (if any) is added to the visible ones. Nothing to
+ * do (and callers may skip the call) for a FULL tile without bias.
+ * Nonzero when mask_mod failed (recorded in err). */
+int attn__flash_mask_row(const attn_mask *m, const attn__sdpa_dims *d,
+                         int64_t b, int64_t h, int64_t i, int64_t j0,
+                         int64_t nj, attn__tile_class cls, float *s,
+                         attn__ufn_err *err);
 
 /* The whole score pass on row i of head (b, h), keys j0 .. j0+nj-1, where
  * s holds scale * q.k: soft-capping (keeping 1 - tanh^2 in capd[0..nj)
  * when capd is not NULL, for the backward), then attn__flash_mask_row,
- * then ALiBi. attn__flash_row_needed says when a caller may skip it. */
-void attn__flash_score_row(const attn_mask *m, const attn__sdpa_dims *d,
-                           int64_t b, int64_t h, int64_t i, int64_t j0,
-                           int64_t nj, attn__tile_class cls, float *s,
-                           float *capd);
+ * then ALiBi, then the user's score_mod (its derivatives in dmod[0..nj)
+ * when dmod is not NULL). attn__flash_row_needed says when a caller may
+ * skip it. Nonzero when a user function failed (recorded in err: the
+ * caller stops and reports attn__ufn_status). */
+int attn__flash_score_row(const attn_mask *m, const attn__sdpa_dims *d,
+                          int64_t b, int64_t h, int64_t i, int64_t j0,
+                          int64_t nj, attn__tile_class cls, float *s,
+                          float *capd, float *dmod, attn__ufn_err *err);
 
 static inline int attn__flash_row_needed(const attn_mask *m,
                                          attn__tile_class cls) {
-    return cls != ATTN__TILE_FULL || m->bias || m->softcap > 0 || m->alibi;
+    return cls != ATTN__TILE_FULL || m->bias || m->softcap > 0 || m->alibi ||
+           m->score_mod;
 }
 
 /* Sink logit of head h (-inf without sinks). */

@@ -51,7 +51,8 @@ int64_t attn__flash_split_tile(const attn_mask *m, const attn__sdpa_dims *d,
                                int64_t j0, int64_t nj, attn__tile_class cls,
                                attn__flash_block *out) {
     int linear = m->causal || m->window_left >= 0 || m->window_right >= 0 ||
-                 m->key_lengths || m->query_lengths || m->doc_q;
+                 m->key_lengths || m->query_lengths || m->doc_q ||
+                 (m->mask_mod && m->block_mask);
     if (cls != ATTN__TILE_PARTIAL || !linear) {
         out[0].r0 = i0;
         out[0].nr = ni;
@@ -76,6 +77,9 @@ int64_t attn__flash_split_tile(const attn_mask *m, const attn__sdpa_dims *d,
         if (hi > j0 + nj) hi = j0 + nj;
         /* documents: from the first row's document to the last row's */
         attn__doc_hull(m, b, r0, r1, d->Lq, d->Lk, &lo, &hi);
+        /* a block mask: from the band's first non-empty block column to
+         * its last */
+        attn__block_mask_hull(m, b, h, r0, r1, &lo, &hi);
         if (hi <= lo) continue;
         attn__tile_class c =
             attn__mask_classify(m, b, h, r0, r1, lo, hi, d->Lq, d->Lk);

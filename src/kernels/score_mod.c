@@ -116,7 +116,7 @@ attn_status attn__score_mod_check(const attn_mask *m, int64_t B, int64_t H,
         if (m->doc_k && (st = check_docs(m->doc_k, m->n_doc_k, B, Lk, "doc_k")))
             return st;
     }
-    return ATTN_OK;
+    return attn__user_mod_check(m, B, H, Lq, Lk);
 }
 
 /* First index in x[lo, hi) with x >= v (upper: x > v). */

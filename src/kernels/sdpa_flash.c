@@ -58,16 +58,17 @@ typedef struct {
     int64_t bq, bk, nqt, nkt;
     ws_layout w;
     const attn__vec_ops *vec;
+    attn__ufn_err *err; /* the first failure of a user function */
 } fwd_ctx;
 
 /* One block of a tile: S = scale Q K^T over rows r0.. (of the query tile
  * that starts at i0) and keys c0.., the online softmax on its rows, and
  * O += P V. K and V are the key tile's rows starting at key j0. Rows and
  * keys (i0, j0 and the block's) are positions in the mask's frame. */
-static void fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
-                      int64_t i0, const attn__flash_block *blk, int64_t j0,
-                      const float *Q, int64_t ldq, const float *K, int64_t ldk,
-                      const float *V, int64_t ldv) {
+static int fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
+                     int64_t i0, const attn__flash_block *blk, int64_t j0,
+                     const float *Q, int64_t ldq, const float *K, int64_t ldk,
+                     const float *V, int64_t ldv) {
     const attn__sdpa_dims *d = c->d;
     const attn_mask *mask = &c->opts->mask;
     const attn__vec_ops *vec = c->vec;
@@ -82,9 +83,10 @@ static void fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
     const int need_mask = attn__flash_row_needed(mask, blk->cls);
     for (int64_t r = 0; r < nr; r++) {
         float *s = S + r * lds;
-        if (need_mask)
+        if (need_mask &&
             attn__flash_score_row(mask, &c->md, b, h, blk->r0 + r, blk->c0, nc,
-                                  blk->cls, s, NULL);
+                                  blk->cls, s, NULL, NULL, c->err))
+            return 1;
         float mx = vec->max(s, nc);
         float mnew = mx > M[r] ? mx : M[r];
         if (mnew == -INFINITY) {
@@ -110,6 +112,7 @@ static void fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv,
                 (int)nc, 1.0f, S, (int)lds, V + co * ldv, (int)ldv, 1.0f, O,
                 (int)Dv);
+    return 0;
 }
 
 static void vec_scale_row(float *x, int64_t n, float a) {
@@ -151,7 +154,9 @@ static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
         const float *V =
             attn__flash_rows(c->v, b, hk, j0, nj, ws + c->w.v, &ldv);
         for (int64_t x = 0; x < nb; x++)
-            fwd_block(c, ws, b, h, gi, &blocks[x], gj, Q, ldq, K, ldk, V, ldv);
+            if (fwd_block(c, ws, b, h, gi, &blocks[x], gj, Q, ldq, K, ldk, V,
+                          ldv))
+                return; /* a user function failed: the call reports it */
     }
     /* O / l and lse; a row with no visible key stays 0 with lse = -inf */
     attn_tensor *out = c->out;
@@ -225,6 +230,9 @@ attn_status attn__flash_forward_at(const attn_tensor *q, const attn_tensor *k,
     c.w = layout_of(d, c.bq, c.bk, attn__flash_rows_direct(q),
                     attn__flash_rows_direct(k), attn__flash_rows_direct(v));
     c.vec = attn__vec_get();
+    attn__ufn_err err;
+    memset(&err, 0, sizeof err);
+    c.err = &err;
     int64_t items;
     if (!attn__mul_i64(d->B * d->H, c.nqt, &items))
         return attn__fail(ATTN_E_NOMEM, "flash: too many query tiles");
@@ -241,10 +249,11 @@ attn_status attn__flash_forward_at(const attn_tensor *q, const attn_tensor *k,
 #pragma omp for schedule(dynamic, 1)
         for (int64_t it = 0; it < items; it++) {
             int64_t qt = c.nqt - 1 - it % c.nqt, bh = it / c.nqt;
-            fwd_tile(&c, mine, bh / d->H, bh % d->H, qt);
+            if (!attn__ufn_failed(&err))
+                fwd_tile(&c, mine, bh / d->H, bh % d->H, qt);
         }
     }
     attn__blas_single_end(saved);
     attn__free(ws);
-    return ATTN_OK;
+    return attn__ufn_status(&err);
 }

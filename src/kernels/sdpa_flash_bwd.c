@@ -12,6 +12,9 @@
  *   dV = Pd^T dO,  dP = (dO V^T) * Z / (1 - p),  dS = P * (dP - D),
  *   dK = scale dS^T Q,  dQ = scale dS K,  dBias = dS (summed where the bias
  *   broadcasts).
+ * A user score_mod multiplies dS by its dscore first; soft-capping then
+ * multiplies what dQ and dK see by 1 - tanh^2, after dBias took its copy
+ * (dBias is the gradient at the biased score, before the cap).
  * The pass over (batch, kv head, key tile) owns dK and dV of its keys,
  * summing over the heads of the group and all query tiles in a fixed order;
  * the pass over (batch, head, query tile) owns dQ of its rows (and dBias
@@ -75,8 +78,10 @@ typedef struct {
     float *acc;               /* dK|dV (bk x (Dk + Dv)) or dQ (bq x Dk)  */
     float *z;                 /* bk: dropout factors of one row          */
     float *capd;              /* bk: soft-cap derivatives of one row     */
-    attn__flash_block *blk;   /* the blocks of a split tile              */
-    double *bacc;             /* bq x bk: dBias sums (when dbias is asked) */
+    float *dmod;              /* bk: score_mod derivatives of one row    */
+    float *dsb; /* bq x bk: dS at the biased score (dbias with soft-cap) */
+    attn__flash_block *blk; /* the blocks of a split tile              */
+    double *bacc;           /* bq x bk: dBias sums (when dbias is asked) */
 } work;
 
 /* Next n floats of a workspace at f (64-byte steps); with f == NULL only
@@ -103,6 +108,8 @@ static size_t work_carve(work *w, float *f, int64_t bq, int64_t bk,
     w->acc = take(f, &at, (size_t)acc);
     w->z = take(f, &at, (size_t)bk);
     w->capd = take(f, &at, (size_t)bk);
+    w->dmod = take(f, &at, (size_t)bk);
+    w->dsb = take(f, &at, (size_t)(bq * bk));
     w->blk = (attn__flash_block *)(void *)take(
         f, &at, attn__flash_blocks_floats(d, bq));
     return at;
@@ -120,6 +127,9 @@ typedef struct {
     const float *lse, *dvec; /* [B * H * Lq] each */
     int64_t bq, bk, nqt, nkt;
     const attn__vec_ops *vec;
+    /* dBias reads w->dsb (dS before the cap's slope) instead of w->ds */
+    int bias_ds;
+    attn__ufn_err *err; /* the first failure of a user function */
 } bwd_ctx;
 
 /* Points w at query rows [i0, i0+nq) of head (b, h): q, dO, lse and D. */
@@ -162,8 +172,9 @@ static int64_t tile_blocks(const bwd_ctx *c, work *w, int64_t b, int64_t h,
  * One block of the loaded tiles (query tile at i0, key tile at j0) of head
  * (b, h): leaves P in w->p, the dropped weights in w->pd (== w->p without
  * dropout, see the return value) and dS in w->ds, each blk->nr x blk->nc
- * with leading dimension bk. Returns the array holding the weights after
- * dropout.
+ * with leading dimension bk (and, with c->bias_ds, dS at the biased score
+ * in w->dsb). Returns the array holding the weights after dropout, or NULL
+ * when a user function failed (recorded in c->err).
  */
 static const float *block_ds(const bwd_ctx *c, work *w, int64_t b, int64_t h,
                              int64_t i0, int64_t j0,
@@ -188,13 +199,16 @@ static const float *block_ds(const bwd_ctx *c, work *w, int64_t b, int64_t h,
         if (lse == -INFINITY) { /* fully masked row: no weights, no gradient */
             memset(s, 0, (size_t)nc * sizeof(float));
             memset(ds, 0, (size_t)nc * sizeof(float));
+            if (c->bias_ds)
+                memset(w->dsb + r * bk, 0, (size_t)nc * sizeof(float));
             if (p > 0) memset(pd, 0, (size_t)nc * sizeof(float));
             continue;
         }
         /* P exactly as the forward forms it: mask + bias, then exp(s - lse) */
-        if (need_mask)
-            attn__flash_score_row(m, &c->md, b, h, i + c->qpos,
-                                  blk->c0 + c->kpos, nc, blk->cls, s, w->capd);
+        if (need_mask && attn__flash_score_row(m, &c->md, b, h, i + c->qpos,
+                                               blk->c0 + c->kpos, nc, blk->cls,
+                                               s, w->capd, w->dmod, c->err))
+            return NULL;
         c->vec->exp_sub_sum(s, nc, lse);
         if (p > 0) {
             for (int64_t j = 0; j < nc; j++) w->z[j] = 1.0f;
@@ -206,6 +220,11 @@ static const float *block_ds(const bwd_ctx *c, work *w, int64_t b, int64_t h,
             }
         }
         for (int64_t j = 0; j < nc; j++) ds[j] = s[j] * (ds[j] - dd);
+        /* through the user's function: dscore per entry */
+        if (m->score_mod)
+            for (int64_t j = 0; j < nc; j++) ds[j] *= w->dmod[j];
+        /* dBias is the gradient at the biased score, before the cap */
+        if (c->bias_ds) memcpy(w->dsb + r * bk, ds, (size_t)nc * sizeof(float));
         /* through the cap: d(cap tanh(x / cap)) / dx = 1 - tanh^2 */
         if (m->softcap > 0)
             for (int64_t j = 0; j < nc; j++) ds[j] *= w->capd[j];
@@ -234,10 +253,11 @@ static void add_dbias_block(const bwd_ctx *c, const work *w, attn_tensor *db,
                             int64_t b, int64_t h,
                             const attn__flash_block *blk) {
     float *base = db->data;
+    const float *ds = c->bias_ds ? w->dsb : w->ds;
     for (int64_t r = 0; r < blk->nr; r++)
         for (int64_t j = 0; j < blk->nc; j++)
             base[attn__off(db, b, h, blk->r0 + r, blk->c0 + j)] +=
-                w->ds[r * c->bk + j];
+                ds[r * c->bk + j];
 }
 
 /* Pass over (b, kv head, key tile): owns dK and dV of its keys, summed
@@ -272,6 +292,7 @@ static void pass_kv(const bwd_ctx *c, work *w, int64_t task, int64_t nkt_task,
                     const attn__flash_block *blk = &w->blk[x];
                     const int64_t ro = blk->r0 - i0, co = blk->c0 - j0;
                     const float *pd = block_ds(c, w, b, h, i0, j0, blk);
+                    if (!pd) return; /* a user function failed */
                     /* dV += Pd^T dO, dK += scale dS^T Q (rows co.. of the tile) */
                     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
                                 (int)blk->nc, (int)d->Dv, (int)blk->nr, 1.0f,
@@ -312,7 +333,7 @@ static void pass_q(const bwd_ctx *c, work *w, int64_t task, attn_tensor *dq,
         }
         load_key_tile(c, w, b, hk, j0, nk);
         for (int64_t x = 0; x < nb; x++) {
-            block_ds(c, w, b, h, i0, j0, &w->blk[x]);
+            if (!block_ds(c, w, b, h, i0, j0, &w->blk[x])) return;
             add_dq(c, w, dq, b, h, j0, &w->blk[x]);
             if (dbias) add_dbias_block(c, w, dbias, b, h, &w->blk[x]);
         }
@@ -358,7 +379,7 @@ static void fold_ds(const bwd_ctx *c, work *w, const attn_tensor *bias,
                     int64_t cols) {
     const int ib = bias_bcast(bias, 2), jb = bias_bcast(bias, 3);
     for (int64_t r = 0; r < nq; r++) {
-        const float *ds = w->ds + r * c->bk;
+        const float *ds = (c->bias_ds ? w->dsb : w->ds) + r * c->bk;
         double *acc = w->bacc + (ib ? 0 : r0 + r) * cols;
         if (jb) {
             double s = 0;
@@ -401,7 +422,7 @@ static void pass_bias(const bwd_ctx *c, work *w, int64_t task,
                     load_query_tile(c, w, b, h, i0, nq);
                     for (int64_t x = 0; x < nb; x++) {
                         const attn__flash_block *blk = &w->blk[x];
-                        block_ds(c, w, b, h, i0, j0, blk);
+                        if (!block_ds(c, w, b, h, i0, j0, blk)) return;
                         fold_ds(c, w, bias, blk->r0 - i0, blk->c0 - j0, blk->nr,
                                 blk->nc, cols);
                     }
@@ -450,10 +471,6 @@ flash_backward_pos(const attn_tensor *q, const attn_tensor *k,
                    attn_tensor *dv, attn_tensor *dbias) {
     attn_status st = attn__flash_check_dims(d, "flash backward");
     if (st) return st;
-    if (dbias && opts->mask.softcap > 0)
-        return attn__fail(ATTN_E_UNSUPPORTED,
-                          "flash backward: dbias with "
-                          "mask.softcap is not served (use ATTN_IMPL_REF)");
     bwd_ctx c = {.q = q,
                  .k = k,
                  .v = v,
@@ -462,6 +479,10 @@ flash_backward_pos(const attn_tensor *q, const attn_tensor *k,
                  .d = d,
                  .lse = lse,
                  .vec = attn__vec_get()};
+    attn__ufn_err err;
+    memset(&err, 0, sizeof err);
+    c.err = &err;
+    c.bias_ds = dbias && opts->mask.softcap > 0;
     attn__flash_frame(d, pos, &c.md, &c.qpos, &c.kpos);
     bwd_tile_sizes(d, &c.bq, &c.bk);
     c.nqt = (d->Lq + c.bq - 1) / c.bq;
@@ -545,15 +566,25 @@ flash_backward_pos(const attn_tensor *q, const attn_tensor *k,
         }
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < n_kv; t++)
-            pass_kv(&c, &w, t, nkt_task, dk, dv, one_pass ? &dqa : NULL,
-                    bias_direct ? dbias : NULL);
+            if (!attn__ufn_failed(&err))
+                pass_kv(&c, &w, t, nkt_task, dk, dv, one_pass ? &dqa : NULL,
+                        bias_direct ? dbias : NULL);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < n_q; t++)
-            pass_q(&c, &w, t, &dqa, bias_direct ? dbias : NULL);
+            if (!attn__ufn_failed(&err))
+                pass_q(&c, &w, t, &dqa, bias_direct ? dbias : NULL);
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < n_bias; t++) pass_bias(&c, &w, t, dbias);
+        for (int64_t t = 0; t < n_bias; t++)
+            if (!attn__ufn_failed(&err)) pass_bias(&c, &w, t, dbias);
     }
     attn__blas_single_end(blas_saved);
+    if (err.what) {
+        attn__free(dqt);
+        attn__free(dvec);
+        attn__free(ws);
+        attn__free(wb);
+        return attn__ufn_status(&err);
+    }
     /* dL/dsink_h = -sum_i P_sink,i D_i with P_sink,i = exp(sink_h - lse_i):
      * the sink carries no value, so its dP is 0. One fixed order. */
     if (opts->mask.sinks_grad)

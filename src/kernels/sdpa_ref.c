@@ -23,21 +23,41 @@ static void store(attn_tensor *t, int64_t i0, int64_t i1, int64_t i2,
         ((float *)t->data)[o] = (float)x;
 }
 
+/* Per-row scratch of the score pass: user functions' flags, derivatives
+ * and a copy of the row (NULL when the mask has no user function). */
+typedef struct {
+    uint8_t *keep;
+    double *dmod, *old;
+    attn__ufn_err err;
+} urow;
+
 /* Scores of query row i of (b, h) against every key (qd: the row, kd: the
- * keys of its group): x = scale q.k_j, soft-capped, plus bias and ALiBi;
- * -inf where masked (the order of attn_mask's doc). capd, if not NULL,
- * receives d(capped)/dx = 1 - tanh^2 per key. Returns the row's max over
- * the keys and the sink (-inf when neither). Forward and backward share
- * it, so both see the very same scores. */
-static double score_row(const attn_mask *m, const attn__sdpa_dims *dm,
-                        int64_t b, int64_t h, int64_t i, const double *qd,
-                        const double *kd, double *s, double *capd) {
+ * keys of its group): x = scale q.k_j, soft-capped, plus bias and ALiBi,
+ * then the user's score_mod; -inf where masked (mask_mod included; the
+ * order of attn_mask's doc). capd, if not NULL, receives d(capped)/dx =
+ * 1 - tanh^2 per key, and u->dmod (backward) d(score_mod)/dx. *mx gets
+ * the row's max over the keys and the sink (-inf when neither). Forward
+ * and backward share it, so both see the very same scores. Nonzero when a
+ * user function failed (u->err says how). */
+static int score_row(const attn_mask *m, const attn__sdpa_dims *dm, int64_t b,
+                     int64_t h, int64_t i, const double *qd, const double *kd,
+                     double *s, double *capd, urow *u, int bwd, double *mx) {
     const int64_t Lq = dm->Lq, Lk = dm->Lk, Dk = dm->Dk;
-    double mx = m->sinks ? m->sinks[h] : -INFINITY;
+    int64_t lo = 0, hi = 0;
+    if (m->mask_mod) {
+        /* asked for the row's range under padding, causal and window; the
+         * other parts are asked per pair below */
+        attn__mask_row_range(m, b, i, Lq, Lk, &lo, &hi);
+        if (attn__mask_mod_keep(m, b, h, i, lo, hi - lo, u->keep, &u->err))
+            return 1;
+    }
+    attn_mask fixed = *m; /* visibility without asking mask_mod again */
+    fixed.mask_mod = NULL;
     for (int64_t j = 0; j < Lk; j++) {
         s[j] = -INFINITY;
         if (capd) capd[j] = 1.0;
-        if (!attn_mask_visible(m, b, h, i, j, Lq, Lk)) continue;
+        if (m->mask_mod && (j < lo || j >= hi || !u->keep[j - lo])) continue;
+        if (!attn_mask_visible(&fixed, b, h, i, j, Lq, Lk)) continue;
         double acc = 0.0;
         for (int64_t d = 0; d < Dk; d++) acc += qd[d] * kd[j * Dk + d];
         double x = dm->scale * acc;
@@ -48,9 +68,29 @@ static double score_row(const attn_mask *m, const attn__sdpa_dims *dm,
         }
         s[j] = x + attn__bias_at(m, b, h, i, j) +
                attn__alibi_at(m, b, dm->H, h, i, j, Lq, Lk);
-        if (s[j] > mx) mx = s[j];
     }
-    return mx;
+    if (attn__score_mod_row_d(m, b, h, i, 0, Lk, s, bwd ? u->dmod : NULL,
+                              u->old, &u->err))
+        return 1;
+    *mx = m->sinks ? m->sinks[h] : -INFINITY;
+    for (int64_t j = 0; j < Lk; j++)
+        if (s[j] > *mx) *mx = s[j];
+    return 0;
+}
+
+static int urow_alloc(urow *u, const attn_mask *m, int64_t Lk) {
+    memset(u, 0, sizeof *u);
+    if (!m->mask_mod && !m->score_mod) return 0;
+    u->keep = attn__alloc((size_t)Lk, 1, "reference mask_mod row");
+    u->dmod = attn__alloc((size_t)Lk, sizeof(double), "reference dscore");
+    u->old = attn__alloc((size_t)Lk, sizeof(double), "reference score copy");
+    return !u->keep || !u->dmod || !u->old;
+}
+
+static void urow_free(urow *u) {
+    attn__free(u->keep);
+    attn__free(u->dmod);
+    attn__free(u->old);
 }
 
 /* exp(sink - mx) of head h: the sink's share of the denominator. */
@@ -71,13 +111,12 @@ attn_status attn__sdpa_ref_forward(const attn_tensor *q, const attn_tensor *k,
     double *qd = attn__alloc((size_t)Dk, sizeof(double), "reference q row");
     double *s = attn__alloc((size_t)Lk, sizeof(double), "reference scores");
     double *o = attn__alloc((size_t)Dv, sizeof(double), "reference output");
-    if (!kd || !vd || !qd || !s || !o) {
-        attn__free(kd);
-        attn__free(vd);
-        attn__free(qd);
-        attn__free(s);
-        attn__free(o);
-        return ATTN_E_NOMEM;
+    urow u;
+    int ufail = urow_alloc(&u, m, Lk);
+    attn_status st = ATTN_OK;
+    if (!kd || !vd || !qd || !s || !o || ufail) {
+        st = ATTN_E_NOMEM;
+        goto done;
     }
     for (int64_t b = 0; b < dm->B; b++)
         for (int64_t h = 0; h < dm->H; h++) {
@@ -90,7 +129,11 @@ attn_status attn__sdpa_ref_forward(const attn_tensor *q, const attn_tensor *k,
             for (int64_t i = 0; i < Lq; i++) {
                 for (int64_t d = 0; d < Dk; d++)
                     qd[d] = attn_tensor_get(q, b, h, i, d);
-                double mx = score_row(m, dm, b, h, i, qd, kd, s, NULL);
+                double mx;
+                if (score_row(m, dm, b, h, i, qd, kd, s, NULL, &u, 0, &mx)) {
+                    st = attn__ufn_status(&u.err);
+                    goto done;
+                }
                 double sum = mx > -INFINITY ? sink_term(m, h, mx) : 0.0;
                 if (mx > -INFINITY)
                     for (int64_t j = 0; j < Lk; j++)
@@ -116,12 +159,14 @@ attn_status attn__sdpa_ref_forward(const attn_tensor *q, const attn_tensor *k,
                         mx > -INFINITY ? (float)(mx + log(sum)) : -INFINITY;
             }
         }
+done:
+    urow_free(&u);
     attn__free(kd);
     attn__free(vd);
     attn__free(qd);
     attn__free(s);
     attn__free(o);
-    return ATTN_OK;
+    return st;
 }
 
 /* ---- backward ---------------------------------------------------------- */
@@ -157,8 +202,9 @@ static int64_t bias_cell(const attn_tensor *t, int64_t b, int64_t h, int64_t i,
  *   dV_j += W_j dO,   dP_j = (dO . v_j) z_j / (1 - p),
  *   dS_j = P_j (dP_j - sum_l P_l dP_l),
  *   dQ += scale sum_j dS_j k_j,   dK_j += scale dS_j q,   dBias_ij += dS_j.
- * With soft-capping, dQ and dK see dS_j (1 - tanh^2) (the cap's slope;
- * dBias does not); a sink adds P_sink = exp(sink - lse) to the softmax and
+ * With a user score_mod, dS_j is first multiplied by its dscore (the
+ * derivative at the biased score: dBias gets that). With soft-capping, dQ
+ * and dK see dS_j (1 - tanh^2) (the cap's slope; dBias does not); a sink adds P_sink = exp(sink - lse) to the softmax and
  * receives dSink = -P_sink sum_l P_l dP_l (it carries no value).
  * Everything is recomputed in double from q, k, v, so a gradient check in
  * double sees no f32 rounding from the forward's out or lse.
@@ -190,8 +236,10 @@ attn_status attn__sdpa_ref_backward(const attn_tensor *q, const attn_tensor *k,
     double *capd = attn__alloc((size_t)Lk, sizeof(double), "reference dcap");
     double *gs = attn__alloc((size_t)dm->H, sizeof(double), "reference dsinks");
     attn_status st = ATTN_OK;
+    urow u;
+    int ufail = urow_alloc(&u, m, Lk);
     if (!kd || !vd || !dkd || !dvd || !qd || !dqd || !dod || !s || !dp || !gb ||
-        !capd || !gs) {
+        !capd || !gs || ufail) {
         st = ATTN_E_NOMEM;
         goto done;
     }
@@ -208,7 +256,12 @@ attn_status attn__sdpa_ref_backward(const attn_tensor *q, const attn_tensor *k,
                 for (int64_t i = 0; i < Lq; i++) {
                     for (int64_t d = 0; d < Dk; d++)
                         qd[d] = attn_tensor_get(q, b, h, i, d);
-                    double mx = score_row(m, dm, b, h, i, qd, kd, s, capd);
+                    double mx;
+                    if (score_row(m, dm, b, h, i, qd, kd, s, capd, &u, 1,
+                                  &mx)) {
+                        st = attn__ufn_status(&u.err);
+                        goto done;
+                    }
                     if (mx == -INFINITY)
                         continue; /* fully masked: no gradient */
                     double sum = sink_term(m, h, mx);
@@ -246,6 +299,7 @@ attn_status attn__sdpa_ref_backward(const attn_tensor *q, const attn_tensor *k,
                     for (int64_t j = 0; j < Lk; j++) {
                         if (s[j] == 0.0) continue;
                         double ds = s[j] * (dp[j] - dsum);
+                        if (m->score_mod) ds *= u.dmod[j];
                         if (bias) gb[bias_cell(bias, b, h, i, j)] += ds;
                         ds *= dm->scale * capd[j];
                         for (int64_t d = 0; d < Dk; d++) {
@@ -273,6 +327,7 @@ attn_status attn__sdpa_ref_backward(const attn_tensor *q, const attn_tensor *k,
     if (m->sinks_grad)
         for (int64_t h = 0; h < dm->H; h++) m->sinks_grad[h] += gs[h];
 done:
+    urow_free(&u);
     attn__free(capd);
     attn__free(gs);
     attn__free(kd);

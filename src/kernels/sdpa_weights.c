@@ -22,6 +22,7 @@ typedef struct {
     size_t s_off, q_off, k_off, b_off,
         total; /* floats of a thread's workspace */
     const attn__vec_ops *vec;
+    attn__ufn_err err; /* the first failure of a user function */
 } wctx;
 
 /* The forward's tile sizes: the scores are then recomputed by the very same
@@ -43,14 +44,15 @@ static void wctx_init(wctx *c, const attn_tensor *q, const attn_tensor *k,
     c->b_off = attn__ws_take(&at, attn__flash_blocks_floats(d, c->bq));
     c->total = at;
     c->vec = attn__vec_get();
+    memset(&c->err, 0, sizeof c->err);
 }
 
 /* Weights of rows i0.., keys j0.. into S (ld bk); Q is rows i0.. of q. The
  * tile is split into the forward's blocks, so the scores are recomputed by
  * the same sgemm calls; entries outside the blocks are masked: 0. */
-static void weight_tile(const wctx *c, float *ws, int64_t b, int64_t h,
-                        int64_t i0, int64_t ni, int64_t j0, int64_t nj,
-                        const float *Q, int64_t ldq) {
+static int weight_tile(wctx *c, float *ws, int64_t b, int64_t h, int64_t i0,
+                       int64_t ni, int64_t j0, int64_t nj, const float *Q,
+                       int64_t ldq) {
     const attn__sdpa_dims *d = c->d;
     const attn_mask *m = &c->opts->mask;
     float *S = ws + c->s_off;
@@ -61,7 +63,7 @@ static void weight_tile(const wctx *c, float *ws, int64_t b, int64_t h,
         attn__mask_classify(m, b, h, i0, i0 + ni, j0, j0 + nj, d->Lq, d->Lk);
     int64_t nb =
         attn__flash_split_tile(m, d, b, h, i0, ni, j0, nj, cls, blocks);
-    if (nb == 0) return;
+    if (nb == 0) return 0;
     int64_t ldk;
     const float *K =
         attn__flash_rows(c->k, b, h / d->group, j0, nj, ws + c->k_off, &ldk);
@@ -80,13 +82,15 @@ static void weight_tile(const wctx *c, float *ws, int64_t b, int64_t h,
                 memset(s, 0, (size_t)bl->nc * sizeof(float));
                 continue;
             }
-            if (attn__flash_row_needed(m, bl->cls))
+            if (attn__flash_row_needed(m, bl->cls) &&
                 attn__flash_score_row(m, d, b, h, bl->r0 + r, bl->c0, bl->nc,
-                                      bl->cls, s, NULL);
+                                      bl->cls, s, NULL, NULL, &c->err))
+                return 1;
             c->vec->exp_sub_sum(s, bl->nc, mr);
             if (c->l) c->vec->scale(s, bl->nc, 1.0f / c->l[row]);
         }
     }
+    return 0;
 }
 
 attn_status attn_sdpa_weight_tiles(const attn_tensor *q, const attn_tensor *k,
@@ -114,14 +118,16 @@ attn_status attn_sdpa_weight_tiles(const attn_tensor *q, const attn_tensor *k,
                     attn__flash_rows(q, b, h, i0, ni, ws + c.q_off, &ldq);
                 for (int64_t j0 = 0; j0 < d.Lk && !stop; j0 += c.bk) {
                     int64_t nj = d.Lk - j0 < c.bk ? d.Lk - j0 : c.bk;
-                    weight_tile(&c, ws, b, h, i0, ni, j0, nj, Q, ldq);
+                    if (weight_tile(&c, ws, b, h, i0, ni, j0, nj, Q, ldq))
+                        break;
                     stop =
                         fn(user, b, h, i0, ni, j0, nj, ws + c.s_off, c.bk) != 0;
                 }
+                stop |= c.err.what != 0;
             }
     attn__blas_single_end(saved);
     attn__free(ws);
-    return ATTN_OK;
+    return attn__ufn_status(&c.err);
 }
 
 attn_status attn__flash_fill_weights(const attn_tensor *q, const attn_tensor *k,
@@ -146,11 +152,12 @@ attn_status attn__flash_fill_weights(const attn_tensor *q, const attn_tensor *k,
             int64_t bh = it / nqt, b = bh / d->H, h = bh % d->H;
             int64_t i0 = (it % nqt) * c.bq, ldq;
             int64_t ni = d->Lq - i0 < c.bq ? d->Lq - i0 : c.bq;
+            if (attn__ufn_failed(&c.err)) continue;
             const float *Q =
                 attn__flash_rows(q, b, h, i0, ni, mine + c.q_off, &ldq);
             for (int64_t j0 = 0; j0 < d->Lk; j0 += c.bk) {
                 int64_t nj = d->Lk - j0 < c.bk ? d->Lk - j0 : c.bk;
-                weight_tile(&c, mine, b, h, i0, ni, j0, nj, Q, ldq);
+                if (weight_tile(&c, mine, b, h, i0, ni, j0, nj, Q, ldq)) break;
                 for (int64_t r = 0; r < ni; r++) {
                     float *s = mine + c.s_off + r * c.bk;
                     if (p > 0)
@@ -166,5 +173,5 @@ attn_status attn__flash_fill_weights(const attn_tensor *q, const attn_tensor *k,
     }
     attn__blas_single_end(saved);
     attn__free(ws);
-    return ATTN_OK;
+    return attn__ufn_status(&c.err);
 }

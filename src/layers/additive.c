@@ -240,6 +240,10 @@ static attn_status check_call(const attn_additive_config *c,
         return attn__fail(ATTN_E_UNSUPPORTED,
                           "additive attention takes masks "
                           "and document ids, not soft-capping, ALiBi or sinks");
+    if (opts && attn__has_user_mod(&opts->mask))
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "additive attention does not call user functions "
+                          "(mask.score_mod, mask.mask_mod, mask.block_mask)");
     if ((st = attn__layer_opts_check(opts, B, 1, Lq, Lk))) return st;
     size_t n;
     if ((st = attn_additive_workspace_size(c, B, Lq, Lk, &n))) return st;
