@@ -228,19 +228,20 @@ typedef enum {
  *
  * A mask function decides visibility of the same kind of segment: keep[t]
  * holds 1 on entry; clearing it hides key j0 + t. It combines by AND with
- * every other part of the mask, so it is asked only for keys the others
- * leave visible (and never for tiles a block mask classifies EMPTY or
- * FULL).
+ * every other part of the mask: it is asked only within the keys that
+ * padding, causal, window and documents leave to the row (it may be asked
+ * about keys a keep tensor or layout hides; the answer is then moot), and
+ * never inside blocks a block mask classifies EMPTY or FULL.
  *
  * Both return 0 on success; a nonzero value r stops the call, which
  * returns r when it is an attn_status (1 .. ATTN_E_NONFINITE) and
  * ATTN_E_INVALID otherwise, with a message naming the function, r and
  * (b, h, i, j0). When several calls fail at once, which one is reported
- * is not fixed. The kernels call them concurrently from their OpenMP
- * threads, with the same ctx: they must be reentrant (read-only ctx, or
- * atomics). The kernels that cannot call them (additive attention, the
- * ring path, attn_sdpa_weight_tiles' callers aside) refuse with
- * ATTN_E_UNSUPPORTED. */
+ * is not fixed; the outputs are then unspecified. The kernels call them
+ * concurrently from their OpenMP threads, with the same ctx: they must be
+ * reentrant (read-only ctx, or atomics). Positions of a segment are
+ * exact integers; the scores are doubles (the flash kernels convert their
+ * f32 scores, in segments of at most 64 keys). */
 typedef int (*attn_score_mod_fn)(void *ctx, int64_t b, int64_t h, int64_t i,
                                  int64_t j0, int64_t n, double *score,
                                  double *dscore);
@@ -390,8 +391,9 @@ typedef struct {
      * behind the caller's back). The reference always asks mask_mod for
      * every pair and ignores the block mask, so a stale block mask shows
      * up as a difference from it. Served by the reference, the flash
-     * forward, weights and backward, and attn_sdpa_cached; additive
-     * attention and the ring path refuse them (ATTN_E_UNSUPPORTED). */
+     * forward, weights (attn_sdpa_weight_tiles too) and backward, and
+     * attn_sdpa_cached (mask_mod without a block mask); additive attention
+     * and the ring path refuse them (ATTN_E_UNSUPPORTED). */
     attn_score_mod_fn score_mod;
     void *score_ctx;
     attn_mask_mod_fn mask_mod;

@@ -11,6 +11,7 @@
  * 1, 3, 17, 129, Lq != Lk, GQA. */
 #include "attn.h"
 #include "attn_cache.h"
+#include "attn_layers.h"
 #include "check.h"
 
 #include <math.h>
@@ -77,10 +78,10 @@ static int u_causal(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
     if (c->bm) {
         const attn_block_mask *bm = c->bm;
         const uint8_t *row =
-            bm->cls + (((bm->B == 1 ? 0 : b) * bm->H + (bm->H == 1 ? 0 : h)) *
-                           bm->nq +
-                       i / bm->block_q) *
-                          bm->nk;
+            bm->cls +
+            (((bm->B == 1 ? 0 : b) * bm->H + (bm->H == 1 ? 0 : h)) * bm->nq +
+             i / bm->block_q) *
+                bm->nk;
         for (int64_t t = 0; t < n; t++)
             if (row[(j0 + t) / bm->block_k] != ATTN_BLOCK_PARTIAL)
                 atomic_fetch_add(&c->outside, 1);
@@ -293,7 +294,8 @@ static void test_alibi(void) {
             bi.mask.align =
                 combo == 2 ? ATTN_ALIGN_BOTTOM_RIGHT : ATTN_ALIGN_TOP_LEFT;
             us = bi;
-            bi.mask.alibi = combo == 1 ? ATTN_ALIBI_SYMMETRIC : ATTN_ALIBI_CAUSAL;
+            bi.mask.alibi =
+                combo == 1 ? ATTN_ALIBI_SYMMETRIC : ATTN_ALIBI_CAUSAL;
             bi.mask.alibi_slopes = slopes;
             bi.mask.n_alibi_slopes = 4;
             us.mask.score_mod = u_alibi;
@@ -521,8 +523,8 @@ static attn_status fwd(const prob *p, attn_sdpa_opts *o, int with_w) {
     attn_tensor K = attn_tensor_4d(p->kf, ATTN_F32, p->B, p->Hkv, p->Lk, p->D);
     attn_tensor O = attn_tensor_4d(out, ATTN_F32, p->B, p->H, p->Lq, p->D);
     attn_tensor W = attn_tensor_4d(w, ATTN_F32, p->B, p->H, p->Lq, p->Lk);
-    attn_status st = attn_sdpa_forward(&Q, &K, &K, o, &O, with_w ? &W : NULL,
-                                       lse);
+    attn_status st =
+        attn_sdpa_forward(&Q, &K, &K, o, &O, with_w ? &W : NULL, lse);
     free(out), free(w), free(lse);
     return st;
 }
@@ -578,14 +580,14 @@ static void test_errors(void) {
     /* a failing function while the block mask is built */
     uint8_t cls[64];
     attn_block_mask bm;
-    CHECK_STATUS(attn_block_mask_build(&bm, u_mask_bad, &mrc, 1, 1, 6, 9, 3, 3,
-                                       cls, 64),
-                 ATTN_E_SHAPE);
+    CHECK_STATUS(
+        attn_block_mask_build(&bm, u_mask_bad, &mrc, 1, 1, 6, 9, 3, 3, cls, 64),
+        ATTN_E_SHAPE);
     /* block masks that do not fit */
     causal_ctx cc = {.Lq = 6, .Lk = 9};
-    CHECK_STATUS(attn_block_mask_build(NULL, u_causal, &cc, 1, 1, 6, 9, 3, 3,
-                                       cls, 64),
-                 ATTN_E_INVALID);
+    CHECK_STATUS(
+        attn_block_mask_build(NULL, u_causal, &cc, 1, 1, 6, 9, 3, 3, cls, 64),
+        ATTN_E_INVALID);
     CHECK_STATUS(
         attn_block_mask_build(&bm, u_causal, &cc, 1, 1, 6, 9, 3, 0, cls, 64),
         ATTN_E_INVALID);
@@ -628,6 +630,15 @@ static void test_errors(void) {
     m.mask_ctx = &cc;
     CHECK(attn_mask_visible(&m, 0, 0, 2, 2, 6, 9) == 1);
     CHECK(attn_mask_visible(&m, 0, 0, 2, 3, 6, 9) == 0);
+    /* additive attention cannot call them: refused, named */
+    attn_additive_config ac = {4, 4, 4, 3, 1, 0};
+    float x[64] = {0}, ws[4096], out[64];
+    attn_sdpa_opts_init(&o);
+    o.mask.mask_mod = u_none;
+    CHECK_STATUS(
+        attn_additive_forward(&ac, x, 1, 2, 2, x, x, x, &o, out, NULL, ws),
+        ATTN_E_UNSUPPORTED);
+    CHECK(strstr(attn_last_error(), "mask_mod") != NULL);
     prob_free(&p);
 }
 
@@ -644,9 +655,9 @@ static void test_threads(void) {
     CHECK_STATUS(attn_block_mask_size(1, 1, 129, 70, 16, 8, &n), ATTN_OK);
     uint8_t *cls = zalloc((size_t)n);
     attn_block_mask bm;
-    CHECK_STATUS(attn_block_mask_build(&bm, u_causal, &cc, 1, 1, 129, 70, 16, 8,
-                                       cls, n),
-                 ATTN_OK);
+    CHECK_STATUS(
+        attn_block_mask_build(&bm, u_causal, &cc, 1, 1, 129, 70, 16, 8, cls, n),
+        ATTN_OK);
     attn_sdpa_opts o;
     attn_sdpa_opts_init(&o);
     o.mask.score_mod = u_alibi;
@@ -740,17 +751,15 @@ static void test_gradcheck(void) {
 /* ---- dbias with soft-capping (and a score_mod), flash against ref ---------- */
 
 static void test_dbias_softcap(void) {
-    static const int sizes[][2] = {{1, 1}, {3, 3}, {17, 5}, {129, 129},
-                                   {33, 70}};
+    static const int sizes[][2] = {
+        {1, 1}, {3, 3}, {17, 5}, {129, 129}, {33, 70}};
     unsigned long long seed = 400;
     double ucap = 2.5;
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (int shape = 0; shape < 4; shape++) {
             const int Lq = sizes[s][0], Lk = sizes[s][1];
-            const int64_t shapes[4][4] = {{2, 3, Lq, Lk},
-                                          {1, 3, 1, Lk},
-                                          {2, 1, Lq, Lk},
-                                          {1, 1, Lq, 1}};
+            const int64_t shapes[4][4] = {
+                {2, 3, Lq, Lk}, {1, 3, 1, Lk}, {2, 1, Lq, Lk}, {1, 1, Lq, 1}};
             prob p;
             prob_make(&p, 2, 3, shape == 2 ? 1 : 3, Lq, Lk, 6, shapes[shape],
                       seed++);
@@ -897,8 +906,7 @@ static void test_decode(void) {
     op.mask.mask_mod = u_causal;
     op.mask.mask_ctx = &cc;
     op.mask.block_mask = &bm;
-    CHECK_STATUS(attn_sdpa_cached(&Q, cache, &op, &O1, l1),
-                 ATTN_E_UNSUPPORTED);
+    CHECK_STATUS(attn_sdpa_cached(&Q, cache, &op, &O1, l1), ATTN_E_UNSUPPORTED);
     attn_kv_cache_free(cache);
     free(k);
     free(v);

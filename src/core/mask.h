@@ -113,15 +113,18 @@ attn__tile_class attn__mask_classify(const attn_mask *m, int64_t b, int64_t h,
 attn_status attn__score_mod_check(const attn_mask *m, int64_t B, int64_t H,
                                   int64_t Lq, int64_t Lk);
 
-/* 1 if the mask changes scores beyond visibility and an additive bias:
- * softcap, ALiBi or sinks. */
-static inline int attn__has_score_mod(const attn_mask *m) {
-    return m->softcap > 0 || m->alibi != 0 || m->sinks != NULL;
-}
-
 /* 1 if the mask has a user function (score_mod, mask_mod) or block mask. */
 static inline int attn__has_user_mod(const attn_mask *m) {
     return m->score_mod || m->mask_mod || m->block_mask;
+}
+
+/* 1 if the mask changes scores beyond visibility and an additive bias:
+ * softcap, ALiBi or sinks, or asks user functions (the kernels that
+ * refuse the former refuse the latter: the ring path classifies its block
+ * pairs on head 0 only). */
+static inline int attn__has_score_mod(const attn_mask *m) {
+    return m->softcap > 0 || m->alibi != 0 || m->sinks != NULL ||
+           attn__has_user_mod(m);
 }
 
 /* ALiBi slope of head h of H (the given slopes or the standard ones). */

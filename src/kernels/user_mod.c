@@ -28,11 +28,14 @@ attn_status attn_block_mask_size(int64_t B, int64_t H, int64_t Lq, int64_t Lk,
                           "%lld, Lq = %lld, Lk = %lld, block_q = %lld, "
                           "block_k = %lld",
                           (long long)B, (long long)H, (long long)Lq,
-                          (long long)Lk, (long long)block_q, (long long)block_k);
+                          (long long)Lk, (long long)block_q,
+                          (long long)block_k);
     int64_t x;
-    if (!attn__mul_i64(B, H, &x) || !attn__mul_i64(x, ceil_div(Lq, block_q), &x) ||
+    if (!attn__mul_i64(B, H, &x) ||
+        !attn__mul_i64(x, ceil_div(Lq, block_q), &x) ||
         !attn__mul_i64(x, ceil_div(Lk, block_k), &x))
-        return attn__fail(ATTN_E_NOMEM, "block mask: the block count overflows");
+        return attn__fail(ATTN_E_NOMEM,
+                          "block mask: the block count overflows");
     *n = x;
     return ATTN_OK;
 }
@@ -78,7 +81,7 @@ attn_status attn__ufn_status(const attn__ufn_err *e) {
                                          "the flash kernels)"
                                        : "");
     attn_status st = e->rc > 0 && e->rc <= ATTN_E_NONFINITE ? (attn_status)e->rc
-                                                             : ATTN_E_INVALID;
+                                                            : ATTN_E_INVALID;
     return attn__fail(st,
                       "mask.%s returned %d on the row segment at (b, h, i, "
                       "j0) = (%lld, %lld, %lld, %lld)",
@@ -92,7 +95,9 @@ attn_status attn_block_mask_build(attn_block_mask *bm, attn_mask_mod_fn fn,
                                   uint8_t *cls, int64_t n_cls) {
     if (!bm || !fn || !cls)
         return attn__fail(ATTN_E_INVALID, "block mask: %s is NULL",
-                          !bm ? "bm" : !fn ? "fn" : "cls");
+                          !bm   ? "bm"
+                          : !fn ? "fn"
+                                : "cls");
     int64_t n;
     attn_status st = attn_block_mask_size(B, H, Lq, Lk, block_q, block_k, &n);
     if (st) return st;
@@ -171,7 +176,8 @@ attn_status attn__user_mod_check(const attn_mask *m, int64_t B, int64_t H,
                           (long long)bm->B, (long long)bm->H, (long long)bm->Lq,
                           (long long)bm->Lk, (long long)B, (long long)H,
                           (long long)Lq, (long long)Lk);
-    if (bm->nq != ceil_div(Lq, bm->block_q) || bm->nk != ceil_div(Lk, bm->block_k))
+    if (bm->nq != ceil_div(Lq, bm->block_q) ||
+        bm->nk != ceil_div(Lk, bm->block_k))
         return attn__fail(ATTN_E_SHAPE,
                           "mask.block_mask has %lld x %lld blocks but blocks "
                           "of %lld x %lld over %lld x %lld need %lld x %lld",
@@ -210,8 +216,8 @@ attn__tile_class attn__user_classify(const attn_mask *m, int64_t b, int64_t h,
     return !any ? ATTN__TILE_EMPTY : all ? ATTN__TILE_FULL : ATTN__TILE_PARTIAL;
 }
 
-void attn__block_mask_hull(const attn_mask *m, int64_t b, int64_t h,
-                           int64_t i0, int64_t i1, int64_t *lo, int64_t *hi) {
+void attn__block_mask_hull(const attn_mask *m, int64_t b, int64_t h, int64_t i0,
+                           int64_t i1, int64_t *lo, int64_t *hi) {
     const attn_block_mask *bm = m->block_mask;
     if (!bm || !m->mask_mod || *hi <= *lo || i1 <= i0) return;
     const int64_t c0 = *lo / bm->block_k, c1 = (*hi - 1) / bm->block_k;

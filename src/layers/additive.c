@@ -236,14 +236,14 @@ static attn_status check_call(const attn_additive_config *c,
     ATTN__NEED(k);
     if (!c->context_from_keys) ATTN__NEED(v);
     ATTN__NEED(ws);
-    if (opts && attn__has_score_mod(&opts->mask))
-        return attn__fail(ATTN_E_UNSUPPORTED,
-                          "additive attention takes masks "
-                          "and document ids, not soft-capping, ALiBi or sinks");
     if (opts && attn__has_user_mod(&opts->mask))
         return attn__fail(ATTN_E_UNSUPPORTED,
                           "additive attention does not call user functions "
                           "(mask.score_mod, mask.mask_mod, mask.block_mask)");
+    if (opts && attn__has_score_mod(&opts->mask))
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "additive attention takes masks "
+                          "and document ids, not soft-capping, ALiBi or sinks");
     if ((st = attn__layer_opts_check(opts, B, 1, Lq, Lk))) return st;
     size_t n;
     if ((st = attn_additive_workspace_size(c, B, Lq, Lk, &n))) return st;
