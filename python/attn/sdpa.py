@@ -15,8 +15,8 @@ from ctypes import byref
 import numpy as np
 
 from . import _lib
-from ._lib import (ATTN_BF16, ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE,
-                   ATTN_F16, ATTN_F32, ATTN_F64, ATTN_U8, fail)
+from ._lib import (ATTN_BF16, ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_NONFINITE,
+                   ATTN_E_SHAPE, ATTN_F16, ATTN_F32, ATTN_F64, ATTN_U8, fail)
 
 _IMPLS = {"auto": 0, "ref": 1, "flash": 2}
 _ALIGNS = {"top-left": 0, "bottom-right": 1}
@@ -133,6 +133,87 @@ def _random_blocks(arg, m):
     m.random_seed = int(seed)
 
 
+# Scores of the additivity check of score_mod (any fixed values that are
+# not all equal do; drawn once, reproducibly).
+def _probe_scores(shape):
+    return np.random.default_rng(20261201).normal(0.0, 3.0, size=shape)
+
+
+def _user_functions(score_mod, mask_mod, C_shape, score_shape):
+    """FlexAttention-style callables evaluated in NumPy over the index
+    grids of the scores (C's (B, H, Lq, Lk)): mask_mod(b, h, q_idx, kv_idx)
+    into a bool keep array, score_mod(score, b, h, q_idx, kv_idx) into an
+    additive bias (it must be additive in score). Both come back shaped
+    like the scores of the arrays (score_shape)."""
+    B, H, Lq, Lk = C_shape
+    b = np.arange(B).reshape(B, 1, 1, 1)
+    h = np.arange(H).reshape(1, H, 1, 1)
+    qi = np.arange(Lq).reshape(1, 1, Lq, 1)
+    ki = np.arange(Lk).reshape(1, 1, 1, Lk)
+    keep = bias = None
+    if mask_mod is not None:
+        if not callable(mask_mod):
+            fail(ATTN_E_INVALID, "mask_mod is %r; a callable mask_mod(b, h, "
+                 "q_idx, kv_idx) -> bool array is needed", mask_mod)
+        r = np.asarray(mask_mod(b, h, qi, ki))
+        if r.dtype != np.bool_ and r.dtype.kind not in "iu":
+            fail(ATTN_E_DTYPE, "mask_mod returned dtype %s; bool (True = attend) "
+                 "is needed", r.dtype)
+        try:
+            r = np.broadcast_to(r, C_shape)
+        except ValueError:
+            fail(ATTN_E_SHAPE, "mask_mod returned shape %s, which does not "
+                 "broadcast to the scores (B, H, Lq, Lk) = %s",
+                 _shape_str(r.shape), _shape_str(C_shape))
+        keep = np.ascontiguousarray(r.astype(bool)).reshape(score_shape)
+    if score_mod is not None:
+        if not callable(score_mod):
+            fail(ATTN_E_INVALID, "score_mod is %r; a callable score_mod(score, "
+                 "b, h, q_idx, kv_idx) -> array is needed", score_mod)
+        outs = []
+        for s in (np.zeros(C_shape), _probe_scores(C_shape)):
+            r = np.asarray(score_mod(s, b, h, qi, ki))
+            if r.dtype.kind not in "fiu":
+                fail(ATTN_E_DTYPE, "score_mod returned dtype %s; numbers are "
+                     "needed", r.dtype)
+            try:
+                r = np.broadcast_to(r, C_shape).astype(np.float64)
+            except ValueError:
+                fail(ATTN_E_SHAPE, "score_mod returned shape %s, which does not "
+                     "broadcast to the scores (B, H, Lq, Lk) = %s",
+                     _shape_str(r.shape), _shape_str(C_shape))
+            outs.append(r - s)
+        b0, b1 = outs
+        bad = np.isnan(b0) | (b0 == np.inf)
+        if bad.any():
+            at = tuple(int(x) for x in np.argwhere(bad)[0])
+            fail(ATTN_E_NONFINITE, "score_mod gave %s at (b, h, q_idx, kv_idx) "
+                 "= %s (only -inf may be given, to mask)",
+                 "NaN" if np.isnan(b0[at]) else "+inf", at)
+        same = (b0 == b1) | np.isclose(b0, b1, rtol=1e-9, atol=1e-9)
+        if not same.all():
+            at = tuple(int(x) for x in np.argwhere(~same)[0])
+            fail(ATTN_E_INVALID, "score_mod is not additive in the score: "
+                 "score_mod(s) - s changes with s (at (b, h, q_idx, kv_idx) = "
+                 "%s: %g at s = 0, %g at s = %g). The binding turns score_mod "
+                 "into a bias; use softcap= for soft-capping, or the C API "
+                 "(attn_mask.score_mod, with its derivative) for other "
+                 "functions", at, b0[at], b1[at], _probe_scores(C_shape)[at])
+        bias = np.ascontiguousarray(b0).reshape(score_shape)
+    return keep, bias
+
+
+def _sum_to(x, shape):
+    """x (broadcast from an array of shape) summed back to shape."""
+    lead = x.ndim - len(shape)
+    if lead > 0:
+        x = x.sum(axis=tuple(range(lead)))
+    axes = tuple(a for a, n in enumerate(shape) if n == 1 and x.shape[a] != 1)
+    if axes:
+        x = x.sum(axis=axes, keepdims=True)
+    return x.reshape(shape)
+
+
 class MaskArgs:
     """Fills an attn_mask from PyTorch-style arguments against the scores
     (..., Lq, Lk) of score_shape, whose axes map to C's (B, H, Lq, Lk) by
@@ -142,9 +223,12 @@ class MaskArgs:
     def __init__(self, m, score_shape, axes, B, attn_mask=None, is_causal=False,
                  causal_alignment="top-left", window=None, key_lengths=None,
                  query_lengths=None, backward=False, allow_bias=True,
-                 block_sparse=None, random_blocks=None, mods=None):
+                 block_sparse=None, random_blocks=None, mods=None,
+                 score_mod=None, mask_mod=None, C_shape=None):
         Lq, Lk = score_shape[-2:]
         self.score_shape, self.axes = score_shape, axes
+        self.user_bias_only = False
+        self.user_bias_shape = None
         if is_causal not in (True, False, 0, 1):
             fail(ATTN_E_INVALID, "is_causal is %r; True or False is needed", is_causal)
         m.causal = 1 if is_causal else 0
@@ -172,8 +256,27 @@ class MaskArgs:
         self.bias_shape4 = None
         self.mask_shape = None
         self.tensors = {}
+        user_keep = user_bias = None
+        if mask_mod is not None or score_mod is not None:
+            user_keep, user_bias = _user_functions(score_mod, mask_mod,
+                                                   C_shape, score_shape)
+        if user_keep is not None and attn_mask is not None and \
+                np.asarray(attn_mask).dtype == np.bool_:
+            # both say which keys are visible: AND them into one keep
+            attn_mask = np.asarray(attn_mask) & user_keep
+            user_keep = None
         if attn_mask is not None:
             self._mask(attn_mask, m, backward, allow_bias)
+        if user_keep is not None:
+            self._mask(user_keep, m, backward, allow_bias, shape_of=False)
+        if user_bias is not None:
+            if self.bias is not None:
+                # a float attn_mask and score_mod's bias add; the gradient
+                # is summed back to attn_mask's shape by sdpa_backward
+                user_bias = user_bias + np.asarray(attn_mask, dtype=np.float64)
+            else:
+                self.user_bias_only = True
+            self._mask(user_bias, m, backward, allow_bias, shape_of=False)
         H = 1 if axes[1] is None else score_shape[axes[1]]
         if block_sparse is not None:
             self._block_sparse(block_sparse, m, H, Lq, Lk)
@@ -299,11 +402,14 @@ class MaskArgs:
         m.layout_heads = heads
         self.layout = a
 
-    def _mask(self, attn_mask, m, backward, allow_bias):
+    def _mask(self, attn_mask, m, backward, allow_bias, shape_of=True):
         """bool masks become the keep tensor, float masks the bias; both are
-        broadcast by PyTorch's rules against the scores (..., Lq, Lk)."""
+        broadcast by PyTorch's rules against the scores (..., Lq, Lk).
+        shape_of: attn_mask is the caller's (its shape is the gradient's)."""
         a = np.asarray(attn_mask)
-        self.mask_shape = a.shape
+        if shape_of:
+            self.mask_shape = a.shape
+        mask_shape = a.shape
         dt = a.dtype
         if dt == np.bool_:
             a, code, is_bias = a.view(np.uint8), ATTN_U8, False
@@ -320,12 +426,14 @@ class MaskArgs:
                  "needed; a Keras-style mask (1 = masked) becomes bool with "
                  "mask == 0", dt, " or float (added to the scores)" if allow_bias
                  else "")
+        if not shape_of and is_bias:
+            self.user_bias_shape = a.shape
         shape = self.score_shape
         r = len(shape)
         if a.ndim > r:
             if any(n != 1 for n in a.shape[:a.ndim - r]):
                 fail(ATTN_E_SHAPE, "attn_mask of shape %s cannot broadcast to the "
-                     "attention scores of shape %s", _shape_str(self.mask_shape),
+                     "attention scores of shape %s", _shape_str(mask_shape),
                      _shape_str(shape))
             a = a.reshape(a.shape[a.ndim - r:])
         a = a.reshape((1,) * (r - a.ndim) + a.shape)
@@ -333,7 +441,7 @@ class MaskArgs:
             if n != 1 and n != want:
                 fail(ATTN_E_SHAPE, "attn_mask of shape %s cannot broadcast to the "
                      "attention scores of shape %s (query length %d, key length "
-                     "%d)", _shape_str(self.mask_shape), _shape_str(shape),
+                     "%d)", _shape_str(mask_shape), _shape_str(shape),
                      shape[-2], shape[-1])
         a, st = _passable(a, is_mask=True)
         if is_bias and backward and any(s == 0 and n > 1 for n, s in zip(a.shape, st)):
@@ -359,7 +467,7 @@ class _Call:
     def __init__(self, query, key, value, attn_mask, dropout_p, is_causal,
                  scale, enable_gqa, causal_alignment, window, key_lengths,
                  query_lengths, seed, impl, threads, dtype, backward=False,
-                 block_sparse=None, random_blocks=None, mods=None):
+                 block_sparse=None, random_blocks=None, mods=None, user=None):
         if impl not in _IMPLS:
             fail(ATTN_E_INVALID, "impl is %r; one of 'auto', 'ref', 'flash' is "
                  "needed", impl)
@@ -474,7 +582,8 @@ class _Call:
                               attn_mask, is_causal, causal_alignment, window,
                               key_lengths, query_lengths, backward=backward,
                               block_sparse=block_sparse,
-                              random_blocks=random_blocks, mods=mods)
+                              random_blocks=random_blocks, mods=mods,
+                              C_shape=(self.B, self.H, Lq, Lk), **(user or {}))
         self.bias = self.masks.bias
         self.mask_shape = self.masks.mask_shape
         self.mask_tensors = self.masks.tensors
@@ -541,7 +650,7 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                                  block_sparse=None, random_blocks=None,
                                  cache=None, alibi_slopes=None,
                                  alibi_mode="causal", softcap=None, sinks=None,
-                                 doc_ids=None):
+                                 doc_ids=None, score_mod=None, mask_mod=None):
     """softmax(scale * query @ key^T + mask) @ value, as PyTorch's
     torch.nn.functional.scaled_dot_product_attention, on NumPy arrays.
 
@@ -587,6 +696,23 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                         (L,) for every entry, or a pair (query ids, key ids);
                         a query sees only keys of its own document (packed
                         sequences), and tiles across documents are skipped
+      mask_mod          FlexAttention's mask_mod(b, h, q_idx, kv_idx) -> bool
+                        (True = attend), called once on broadcast index
+                        grids (b (B,1,1,1), h (1,H,1,1), q_idx (1,1,Lq,1),
+                        kv_idx (1,1,1,Lk); NumPy integer arrays) and turned
+                        into a keep mask (ANDed with the others); the
+                        kernels skip the tiles it hides wholly
+      score_mod         FlexAttention's score_mod(score, b, h, q_idx,
+                        kv_idx) -> new score, on the same grids and a
+                        (B,H,Lq,Lk) float64 score; it must be additive in
+                        the score (score + f(b, h, q_idx, kv_idx): ALiBi,
+                        relative biases; -inf masks) and becomes a bias,
+                        added after soft-capping. It is called twice, the
+                        second time on other scores, to check that; a
+                        score_mod that is not additive (a soft-cap) is
+                        refused: use softcap= or the C API. Cost of both:
+                        B*H*Lq*Lk entries evaluated per call and held (8
+                        bytes each for score_mod, 1 for mask_mod)
       seed              dropout seed (pass it again to sdpa_backward)
       return_weights    also return the weights (..., Lq, Lk), after dropout
       return_lse        also return the log-sum-exp of each row (..., Lq)
@@ -614,7 +740,9 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                                 ("block_sparse", block_sparse),
                                 ("random_blocks", random_blocks),
                                 ("alibi_slopes", alibi_slopes), ("softcap", softcap),
-                                ("sinks", sinks), ("doc_ids", doc_ids)) if v is not None]
+                                ("sinks", sinks), ("doc_ids", doc_ids),
+                                ("score_mod", score_mod),
+                                ("mask_mod", mask_mod)) if v is not None]
         extra += [n for n, v in (("dropout_p", dropout_p), ("enable_gqa", enable_gqa),
                                  ("return_weights", return_weights)) if v]
         if extra:
@@ -633,7 +761,8 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
               seed, impl, threads, dtype, block_sparse=block_sparse,
               random_blocks=random_blocks,
               mods=dict(alibi_slopes=alibi_slopes, alibi_mode=alibi_mode,
-                        softcap=softcap, sinks=sinks, doc_ids=doc_ids))
+                        softcap=softcap, sinks=sinks, doc_ids=doc_ids),
+              user=dict(score_mod=score_mod, mask_mod=mask_mod))
     out, w, lse = c.forward(return_weights, return_lse)
     out, w = c.like_input(out), c.like_input(w)
     if not (return_weights or return_lse):
@@ -648,7 +777,8 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
                   key_lengths=None, query_lengths=None, seed=None, impl="auto",
                   threads=None, dtype=None, block_sparse=None,
                   random_blocks=None, alibi_slopes=None, alibi_mode="causal",
-                  softcap=None, sinks=None, doc_ids=None):
+                  softcap=None, sinks=None, doc_ids=None, score_mod=None,
+                  mask_mod=None):
     """Gradients of scaled_dot_product_attention with respect to query, key,
     value (and a float attn_mask).
 
@@ -661,14 +791,17 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
     like attn_mask when attn_mask is a float array (its broadcast axes
     summed). dq, dk, dv are in the inputs' dtype (as PyTorch), dbias
     float32 (float64 for the float64 reference). With sinks, their gradient
-    (H,) float64 comes last.
+    (H,) float64 comes last. score_mod and mask_mod are evaluated again
+    (as in the forward); score_mod's bias gets no gradient of its own (with
+    a float attn_mask, dbias is that of attn_mask).
     """
     c = _Call(query, key, value, attn_mask, dropout_p, is_causal, scale,
               enable_gqa, causal_alignment, window, key_lengths, query_lengths,
               seed, impl, threads, dtype, backward=True,
               block_sparse=block_sparse, random_blocks=random_blocks,
               mods=dict(alibi_slopes=alibi_slopes, alibi_mode=alibi_mode,
-                        softcap=softcap, sinks=sinks, doc_ids=doc_ids))
+                        softcap=softcap, sinks=sinks, doc_ids=doc_ids),
+              user=dict(score_mod=score_mod, mask_mod=mask_mod))
     g, G = c.output_like(grad_out, "grad_out")
     if out is None or lse is None:
         out, _, lse = c.forward(False, True)
@@ -703,8 +836,43 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
     grads = tuple(c.like_input(g) for g in (dq.reshape(c.q.shape),
                                              dk.reshape(c.k.shape),
                                              dv.reshape(c.v.shape)))
-    if db is not None:
+    if db is not None and not c.masks.user_bias_only:
+        if c.masks.user_bias_shape is not None:
+            # attn_mask + score_mod's bias: back to attn_mask's shape
+            db = _sum_to(db.reshape(c.masks.user_bias_shape), c.mask_shape)
         grads += (db.reshape(c.mask_shape),)
     if dsinks is not None:
         grads += (dsinks,)
     return grads
+
+
+# classes of block_mask's blocks (attn_block_mask's ATTN_BLOCK_*)
+BLOCK_EMPTY, BLOCK_FULL, BLOCK_PARTIAL = 0, 1, 2
+
+
+@_lib.nomem
+def block_mask(mask_mod, B, H, Lq, Lk, block_q=128, block_k=128):
+    """The classes of mask_mod(b, h, q_idx, kv_idx) over blocks of block_q
+    queries x block_k keys, as attn_block_mask_build computes them in C:
+    a uint8 array (B, H, ceil(Lq / block_q), ceil(Lk / block_k)) of
+    BLOCK_EMPTY (0: hides every pair), BLOCK_FULL (1: keeps every pair) or
+    BLOCK_PARTIAL (2). mask_mod is called once, on the broadcast index
+    grids (as for scaled_dot_product_attention's mask_mod=); the cost is
+    B*H*Lq*Lk booleans. It tells how sparse a mask is; the kernels find
+    the same (and skip EMPTY tiles) from the keep mask mask_mod= becomes."""
+    for name, x in (("B", B), ("H", H), ("Lq", Lq), ("Lk", Lk),
+                    ("block_q", block_q), ("block_k", block_k)):
+        if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1:
+            fail(ATTN_E_INVALID, "%s is %r; an integer >= 1 is needed", name, x)
+    C = (int(B), int(H), int(Lq), int(Lk))
+    keep, _ = _user_functions(None, mask_mod, C, C)
+    nq, nk = -(-C[2] // block_q), -(-C[3] // block_k)
+    pad = np.zeros((C[0], C[1], nq * block_q, nk * block_k), dtype=np.int8)
+    valid = np.zeros_like(pad, dtype=bool)
+    pad[:, :, :C[2], :C[3]] = keep
+    valid[:, :, :C[2], :C[3]] = True
+    blocks = (C[0], C[1], nq, block_q, nk, block_k)
+    kept = (pad.reshape(blocks) == 1).any(axis=(3, 5))
+    hidden = (valid & (pad == 0)).reshape(blocks).any(axis=(3, 5))
+    return np.where(~kept, BLOCK_EMPTY,
+                    np.where(hidden, BLOCK_PARTIAL, BLOCK_FULL)).astype(np.uint8)
