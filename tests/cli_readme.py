@@ -1,7 +1,9 @@
 """The README's C example is tests/test_readme_example.c, character for
 character, so the example people copy is one that compiles and runs (CTest
 builds and runs that file as test_readme_example); likewise its ring
-example and tests/dist/readme_ring.c (readme_ring, under mpirun).
+example and tests/dist/readme_ring.c (readme_ring, under mpirun), and the
+score-modifier and user-function sections' code and
+tests/test_readme_score_mods.c, tests/test_readme_user_mods.c.
 
 usage: cli_readme.py PATH/TO/attn SOURCE_DIR
 """
@@ -43,9 +45,21 @@ def main():
         print("FAIL the C block under '## Across processes and machines' "
               "differs from tests/dist/readme_ring.c (%d c blocks found)"
               % len(blocks))
-    passed = int(ok) + int(ok2) + int(ok3)
-    print("%d passed, %d failed" % (passed, 3 - passed))
-    return 0 if ok and ok2 and ok3 else 1
+    # the user functions' section: tests/test_readme_user_mods.c's part
+    # between its README markers (top-level code, not indented)
+    um = open(os.path.join(src, "tests", "test_readme_user_mods.c")).read()
+    part4 = um.split("/* README begin */\n", 1)[1].split("/* README end */", 1)[0]
+    sec4 = readme.split("## User score and mask functions", 1)
+    blocks4 = re.findall(r"```c\n(.*?)```", sec4[1].split("\n## ", 1)[0], re.S) \
+        if len(sec4) == 2 else []
+    ok4 = len(blocks4) == 1 and blocks4[0] == part4
+    if not ok4:
+        print("FAIL the C block under '## User score and mask functions' "
+              "differs from tests/test_readme_user_mods.c's README part (%d c "
+              "blocks found)" % len(blocks4))
+    passed = int(ok) + int(ok2) + int(ok3) + int(ok4)
+    print("%d passed, %d failed" % (passed, 4 - passed))
+    return 0 if ok and ok2 and ok3 and ok4 else 1
 
 
 if __name__ == "__main__":
