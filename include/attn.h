@@ -215,12 +215,13 @@ typedef enum {
  * row i of head h of batch entry b, keys j0 .. j0+n-1 (1 <= n; the kernels
  * cut rows at tile and block boundaries, so the same row may come in
  * several calls of any lengths). Positions are those of the whole sequence
- * the mask was checked against (a block of ring attention sees its global
- * rows). On entry score[t] is the score of key j0 + t after every built-in
+ * the mask was checked against, whatever tiles the kernel cuts it into
+ * (over a KV cache, j is the cache position). On entry score[t] is the score of key j0 + t after every built-in
  * step (scale q.k, soft-cap, bias, ALiBi; see attn_mask); masked keys hold
  * -inf, and what the function writes there is ignored. The function writes
- * the new score of each visible entry: -inf masks it; NaN or +inf is an
- * error (ATTN_E_NONFINITE naming score_mod and (b, h, i, j)). dscore is
+ * the new score of each visible entry: -inf masks it; NaN or +inf (or a
+ * finite score beyond f32 in the f32 kernels, or a non-finite dscore) is
+ * an error (ATTN_E_NONFINITE naming score_mod and (b, h, i, j)). dscore is
  * NULL in forward passes; in backward passes it is an array of n entries
  * that must receive d(new score)/d(old score) per entry (the gradient of
  * q, k and the bias flows through it). A new score must depend on (b, h,

@@ -806,6 +806,72 @@ static void test_user_cap(void) {
     prob_free(&p);
 }
 
+/* ---- attn_sdpa_weight_tiles ------------------------------------------------ */
+
+typedef struct {
+    float *w;
+    int64_t Lq, Lk;
+} tiles_ctx;
+
+static int take_tile(void *user, int64_t b, int64_t h, int64_t q0, int64_t nq,
+                     int64_t k0, int64_t nk, const float *w, int64_t ldw) {
+    tiles_ctx *t = user;
+    (void)b;
+    for (int64_t r = 0; r < nq; r++)
+        for (int64_t c = 0; c < nk; c++)
+            t->w[(h * t->Lq + q0 + r) * t->Lk + k0 + c] = w[r * ldw + c];
+    return 0;
+}
+
+/* The weight tiles under a user causal mask (with a block mask) and a user
+ * ALiBi are the built-ins' weights; a NaN stops them with the error. */
+static void test_weight_tiles(void) {
+    enum { H = 2, L = 40, D = 4 };
+    prob p;
+    prob_make(&p, 1, H, H, L, L, D, NULL, 17);
+    double slopes[H] = {0.4, 0.2};
+    alibi_ctx ac = {slopes, 0, 0, L, L};
+    causal_ctx cc = {.Lq = L, .Lk = L};
+    uint8_t cls[16];
+    attn_block_mask bm;
+    CHECK_STATUS(
+        attn_block_mask_build(&bm, u_causal, &cc, 1, 1, L, L, 16, 16, cls, 16),
+        ATTN_OK);
+    attn_sdpa_opts us, bi;
+    attn_sdpa_opts_init(&us);
+    us.mask.score_mod = u_alibi;
+    us.mask.score_ctx = &ac;
+    us.mask.mask_mod = u_causal;
+    us.mask.mask_ctx = &cc;
+    us.mask.block_mask = &bm;
+    attn_sdpa_opts_init(&bi);
+    bi.mask.causal = 1;
+    bi.mask.alibi = ATTN_ALIBI_CAUSAL;
+    bi.mask.alibi_slopes = slopes;
+    bi.mask.n_alibi_slopes = H;
+    attn__flash_bq_override = attn__flash_bk_override = 16;
+    result ru, rb;
+    run(&p, &us, ATTN_IMPL_FLASH, 0, &ru);
+    run(&p, &bi, ATTN_IMPL_FLASH, 0, &rb);
+    attn_tensor Q = attn_tensor_4d(p.qf, ATTN_F32, 1, H, L, D);
+    attn_tensor K = attn_tensor_4d(p.kf, ATTN_F32, 1, H, L, D);
+    tiles_ctx t = {zalloc((size_t)H * L * L * 4), L, L};
+    CHECK_STATUS(attn_sdpa_weight_tiles(&Q, &K, ru.lse, &us, take_tile, &t),
+                 ATTN_OK);
+    double e = 0;
+    for (int x = 0; x < H * L * L; x++) e = fmax(e, fabs(t.w[x] - rb.w[x]));
+    CHECK_MSG(e < 1e-5, "weight tiles: user vs built-in %g", e);
+    bad_ctx bc = {.mode = 0, .b = 0, .h = 1, .i = 30, .j = 5};
+    us.mask.score_mod = u_bad;
+    us.mask.score_ctx = &bc;
+    CHECK_STATUS(attn_sdpa_weight_tiles(&Q, &K, ru.lse, &us, take_tile, &t),
+                 ATTN_E_NONFINITE);
+    attn__flash_bq_override = attn__flash_bk_override = 0;
+    free(t.w);
+    result_free(&ru), result_free(&rb);
+    prob_free(&p);
+}
+
 /* ---- the decode kernel ----------------------------------------------------- */
 
 /* A striped mask: key j hidden when j % 3 == 1, unless it is one of the
@@ -913,6 +979,7 @@ static void test_decode(void) {
 }
 
 int main(void) {
+    test_weight_tiles();
     test_decode();
     test_alibi();
     test_causal();

@@ -204,10 +204,14 @@ static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
             for (int64_t d = 0; d < D; d++)
                 qd[d] = attn_tensor_get(q, b, h, i, d);
             double *sr = s + r * cap, mx = -INFINITY, sum = 0.0;
-            if (attn__mask_mod_keep(&mk, b, h, i, 0, lk, keep, &err)) break;
+            int64_t ulo, uhi; /* mask_mod is asked within the row's range */
+            row_range(&mk, b, i, Lq, &ulo, &uhi);
+            if (attn__mask_mod_keep(&mk, b, h, i, ulo, uhi - ulo, keep, &err))
+                break;
             for (int64_t j = 0; j < lk; j++) {
                 sr[j] = -INFINITY; /* visibility by the mask's own rule */
-                if (!keep[j] || !attn_mask_visible(&fixed, b, h, i, j, Lq, cap))
+                if ((mk.mask_mod && (j < ulo || j >= uhi || !keep[j - ulo])) ||
+                    !attn_mask_visible(&fixed, b, h, i, j, Lq, cap))
                     continue;
                 attn__kv_row_to_f32(c->cfg.dtype, attn__kv_krow(c, b, hk, j),
                                     attn__kv_kscale(c, b, hk, j), D, row);

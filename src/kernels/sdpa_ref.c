@@ -45,9 +45,10 @@ static int score_row(const attn_mask *m, const attn__sdpa_dims *dm, int64_t b,
     const int64_t Lq = dm->Lq, Lk = dm->Lk, Dk = dm->Dk;
     int64_t lo = 0, hi = 0;
     if (m->mask_mod) {
-        /* asked for the row's range under padding, causal and window; the
-         * other parts are asked per pair below */
+        /* asked for the row's range under padding, causal, window and
+         * documents; the other parts are asked per pair below */
         attn__mask_row_range(m, b, i, Lq, Lk, &lo, &hi);
+        attn__doc_range(m, b, i, Lq, Lk, &lo, &hi);
         if (attn__mask_mod_keep(m, b, h, i, lo, hi - lo, u->keep, &u->err))
             return 1;
     }

@@ -43,7 +43,7 @@ attn_status attn_block_mask_size(int64_t B, int64_t H, int64_t Lq, int64_t Lk,
 /* Records a failure in e (the first one wins) and raises its stop flag. */
 static int fail(attn__ufn_err *e, int what, int rc, int64_t b, int64_t h,
                 int64_t i, int64_t j, double value) {
-#pragma omp critical(attn__ufn_record)
+#pragma omp critical /* unnamed: a named one exports a symbol */
     {
         if (!e->what) {
             e->what = what;
