@@ -97,7 +97,8 @@ static int u_none(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
 }
 
 /* Fails in the ways ctx says: at (b, h, i, j) a NaN score (mode 0), a
- * status rc (mode 1); only in backward passes (dscore given) when bwd. */
+ * status rc (mode 1), a score past f32 (mode 2); only in backward passes
+ * (dscore given) when bwd. */
 typedef struct {
     int mode, rc, bwd;
     int64_t b, h, i, j;
@@ -110,7 +111,7 @@ static int u_bad(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
     if (b != x->b || h != x->h || i != x->i || x->j < j0 || x->j >= j0 + n)
         return 0;
     if (x->mode == 1) return x->rc;
-    s[x->j - j0] = NAN;
+    s[x->j - j0] = x->mode == 2 ? 1e300 : NAN;
     return 0;
 }
 
@@ -567,6 +568,11 @@ static void test_errors(void) {
     }
     bc.rc = 42;
     CHECK_STATUS(fwd(&p, &o, 0), ATTN_E_INVALID);
+    /* a finite score past f32: an error for the flash kernel only */
+    bc.mode = 2;
+    o.impl = ATTN_IMPL_FLASH;
+    CHECK_STATUS(fwd(&p, &o, 0), ATTN_E_NONFINITE);
+    CHECK(strstr(attn_last_error(), "1e+300") != NULL);
     attn_sdpa_opts_init(&o);
     int mrc = ATTN_E_SHAPE;
     o.mask.mask_mod = u_mask_bad;

@@ -6,6 +6,7 @@
  * The contract itself is documented in include/attn.h. */
 #include "mask.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -283,12 +284,13 @@ int attn__mask_mod_row_f(const attn_mask *m, int64_t b, int64_t h, int64_t i,
     return 0;
 }
 
-/* The checks after a call on entries t of a segment at key j0: the value
- * x (and its f32 rounding xf) of an entry that was visible. */
-static int check_value(attn__ufn_err *e, double x, float xf, int64_t b,
-                       int64_t h, int64_t i, int64_t j) {
-    if (isnan(x) || x == INFINITY || isnan(xf) || xf == INFINITY)
-        return fail(e, 2, 0, b, h, i, j, x);
+/* The new score x of a visible entry (b, h, i, j) as f32 in *xf: NaN, +inf
+ * and finite values past the f32 range are errors (converting them would
+ * be undefined); values below -FLT_MAX mask, as -inf does. */
+static int to_f32(attn__ufn_err *e, double x, float *xf, int64_t b, int64_t h,
+                  int64_t i, int64_t j) {
+    if (isnan(x) || x > FLT_MAX) return fail(e, 2, 0, b, h, i, j, x);
+    *xf = x < -FLT_MAX ? -INFINITY : (float)x;
     return 0;
 }
 
@@ -312,11 +314,11 @@ int attn__score_mod_row_f(const attn_mask *m, int64_t b, int64_t h, int64_t i,
                 if (dmod) dmod[t0 + t] = 0.0f;
                 continue;
             }
-            const float xf = (float)x[t];
-            if (check_value(e, x[t], xf, b, h, i, j0 + t0 + t)) return 1;
+            float xf;
+            if (to_f32(e, x[t], &xf, b, h, i, j0 + t0 + t)) return 1;
             *st = xf;
             if (dmod) {
-                if (!isfinite(dx[t]))
+                if (!(fabs(dx[t]) <= FLT_MAX))
                     return fail(e, 3, 0, b, h, i, j0 + t0 + t, dx[t]);
                 dmod[t0 + t] = xf == -INFINITY ? 0.0f : (float)dx[t];
             }
