@@ -120,7 +120,7 @@ int cmd_sdpa_backward(int argc, char **argv) {
             goto done;
         }
         rc = cli_ring_backward(cmd, ring, &q, &k, &v, &dout, &a.opts, dqp, dkp,
-                               dvp);
+                               dvp, dsp);
         goto done;
     }
     if ((rc = cli_alloc_tensor(cmd, "out", gdt, B, H, Lq, Dv, &out)) ||
