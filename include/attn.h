@@ -281,8 +281,10 @@ typedef struct {
      * shapes (n_alibi_slopes = n_sinks = H, n_doc_q = B * Lq,
      * n_doc_k = B * Lk). Backward adds dL/dsinks into sinks_grad when it is
      * not NULL. The flash backward refuses a dbias with softcap (use
-     * IMPL_REF); the KV-cache kernels and additive attention refuse all of
-     * these (ATTN_E_UNSUPPORTED) except documents in additive attention. */
+     * IMPL_REF); attention over a KV cache takes all of these, the keys'
+     * document ids being stored in the cache (attn_cache.h); the ring
+     * (attn_dist.h) takes them with arrays of the full sequence; additive
+     * attention refuses all but documents (ATTN_E_UNSUPPORTED). */
     double softcap;             /* > 0: cap; 0: off; < 0 or NaN refused   */
     int alibi;                  /* attn_alibi: 0 off, CAUSAL, SYMMETRIC   */
     const double *alibi_slopes; /* [H] or NULL (geometric from H)         */
