@@ -51,7 +51,8 @@ static void append_both(attn_kv_cache *c32, attn_kv_cache *c8, int64_t T,
             for (int64_t t = 0; t < T; t++) {
                 float *kr = k + ((b * HK + h) * T + t) * D;
                 float *vr = v + ((b * HK + h) * T + t) * DV;
-                for (int e = 0; e < D; e++) kr[e] = (float)(2 * test_rand(&seed));
+                for (int e = 0; e < D; e++)
+                    kr[e] = (float)(2 * test_rand(&seed));
                 for (int e = 0; e < DV; e++) vr[e] = (float)test_rand(&seed);
                 if (t < counts[b]) {
                     memcpy(kf + ((b * HK + h) * CAP + len[b] + t) * D, kr,
@@ -89,7 +90,8 @@ static void append_both(attn_kv_cache *c32, attn_kv_cache *c8, int64_t T,
 static void query_docs(int64_t T, const int64_t *counts, int64_t *dq) {
     for (int64_t b = 0; b < B; b++)
         for (int64_t i = 0; i < T; i++) {
-            int64_t at = len[b] - counts[b] + (i < counts[b] ? i : counts[b] - 1);
+            int64_t at =
+                len[b] - counts[b] + (i < counts[b] ? i : counts[b] - 1);
             dq[b * T + i] = at >= 0 ? ids[b * CAP + at] : 0;
         }
 }
@@ -103,7 +105,8 @@ static void attend(attn_kv_cache *c32, attn_kv_cache *c8, int64_t T,
     float *q = malloc(sizeof(float) * B * H * (size_t)T * D);
     for (size_t i = 0; i < (size_t)(B * H * T * D); i++)
         q[i] = (float)(2 * test_rand(&seed));
-    float *o = malloc(sizeof(float) * 5 * no), *l = malloc(sizeof(float) * 5 * nl);
+    float *o = malloc(sizeof(float) * 5 * no),
+          *l = malloc(sizeof(float) * 5 * nl);
     attn_tensor Q = attn_tensor_4d(q, ATTN_F32, B, H, T, D);
     attn_tensor O[5];
     for (int x = 0; x < 5; x++)
@@ -128,9 +131,9 @@ static void attend(attn_kv_cache *c32, attn_kv_cache *c8, int64_t T,
         attn_sdpa_opts o2 = op;
         o2.threads = x == 1 ? 3 : 1;
         o2.impl = x == 2 || x == 4 ? ATTN_IMPL_REF : ATTN_IMPL_AUTO;
-        CHECK_STATUS(attn_sdpa_cached(&Q, x >= 3 ? c8 : c32, &o2, &O[x],
-                                      l + x * nl),
-                     ATTN_OK);
+        CHECK_STATUS(
+            attn_sdpa_cached(&Q, x >= 3 ? c8 : c32, &o2, &O[x], l + x * nl),
+            ATTN_OK);
     }
     /* the full attention over the cached keys, documents as doc_q/doc_k */
     double *oref = malloc(sizeof(double) * no);
@@ -299,8 +302,8 @@ static void test_gap(void) {
     cfg.head_dim = DD;
     attn_kv_cache *c = NULL;
     CHECK_STATUS(attn_kv_cache_create(&cfg, &c), ATTN_OK);
-    float k[L * DD], v[L * DD], q[HH * LQ * DD], o[HH * LQ * DD],
-        l[HH * LQ], lr[HH * LQ];
+    float k[L * DD], v[L * DD], q[HH * LQ * DD], o[HH * LQ * DD], l[HH * LQ],
+        lr[HH * LQ];
     double orf[HH * LQ * DD];
     for (int i = 0; i < L * DD; i++) {
         k[i] = (float)test_rand(&seed);
@@ -369,9 +372,9 @@ static void test_errors(void) {
     int64_t neg[b * 3] = {0, 0, 0, -1, 0, 0};
     CHECK_STATUS(attn_kv_cache_append_docs(c, &K, &K, NULL, neg),
                  ATTN_E_INVALID);
-    CHECK(strstr(attn_last_error(), "doc_ids[1, 0] = -1 is below the id 0 of "
-                                    "entry 1's last cached position 2") !=
-          NULL);
+    CHECK(strstr(attn_last_error(),
+                 "doc_ids[1, 0] = -1 is below the id 0 of "
+                 "entry 1's last cached position 2") != NULL);
     CHECK_STATUS(attn_kv_cache_append_docs(c, &K, &K, NULL, NULL),
                  ATTN_E_INVALID);
     attn_kv_cache_lengths(c, lens);
