@@ -25,11 +25,20 @@ static void test_ids(void) {
         attn_status st;
         const char *msg;
     } bad[] = {
-        {{1, 3, 8}, 2, 8, ATTN_E_INVALID,
+        {{1, 3, 8},
+         2,
+         8,
+         ATTN_E_INVALID,
          "cu_seqlens[0] is 1; the first document starts at 0"},
-        {{0, 5, 3, 8}, 3, 8, ATTN_E_INVALID,
+        {{0, 5, 3, 8},
+         3,
+         8,
+         ATTN_E_INVALID,
          "cu_seqlens decreases: cu[2] = 3 after cu[1] = 5"},
-        {{0, 3, 7}, 2, 8, ATTN_E_SHAPE,
+        {{0, 3, 7},
+         2,
+         8,
+         ATTN_E_SHAPE,
          "cu_seqlens ends at cu[2] = 7 but the sequence has 8 positions"},
         {{0}, 0, 8, ATTN_E_INVALID, "n is 0; at least one document"},
         {{0}, -3, 8, ATTN_E_INVALID, "n is -3"},
@@ -52,8 +61,8 @@ static void test_ids(void) {
 static void test_packed(void) {
     enum { H = 3, D = 5, L = 37 };
     const int64_t cu[6] = {0, 1, 18, 18, 29, 37};
-    float q[H * L * D], k[H * L * D], v[H * L * D], o[H * L * D],
-        od[H * L * D], l[H * L], ld[H * L];
+    float q[H * L * D], k[H * L * D], v[H * L * D], o[H * L * D], od[H * L * D],
+        l[H * L], ld[H * L];
     unsigned long long s = 5;
     for (int i = 0; i < H * L * D; i++) {
         q[i] = (float)test_rand(&s);
@@ -90,7 +99,8 @@ static void test_packed(void) {
             CHECK_STATUS(attn_sdpa_forward(&Qd, &Kd, &Vd, &od1, &Od, NULL, lt),
                          ATTN_OK);
             for (int h = 0; h < H; h++)
-                for (int64_t i = 0; i < n; i++) ld[h * L + a + i] = lt[h * n + i];
+                for (int64_t i = 0; i < n; i++)
+                    ld[h * L + a + i] = lt[h * n + i];
         }
         double e = 0, el = 0;
         for (int i = 0; i < H * L * D; i++) e = fmax(e, fabs(o[i] - od[i]));

@@ -15,7 +15,8 @@ from ._lib import (ATTN_E_DTYPE, ATTN_E_FORMAT, ATTN_E_INVALID, ATTN_E_IO,
                    ATTN_E_NOMEM, ATTN_E_NONFINITE, ATTN_E_SHAPE,
                    ATTN_E_UNSUPPORTED, ATTN_OK, STATUS_NAMES, AttnError,
                    library_path, version)
-from .sdpa import scaled_dot_product_attention, sdpa_backward
+from .sdpa import (doc_ids_from_cu_seqlens, scaled_dot_product_attention,
+                   sdpa_backward)
 from .cache import KVCache, sdpa_cached
 from .layers import (AdditiveAttention, EncoderLayer, MultiHeadAttention,
                      additive_attention)
@@ -30,6 +31,7 @@ __version__ = version()
 
 __all__ = [
     "AttnError", "scaled_dot_product_attention", "sdpa_backward", "version",
+    "doc_ids_from_cu_seqlens",
     "KVCache", "sdpa_cached",
     "AdditiveAttention", "additive_attention", "MultiHeadAttention",
     "EncoderLayer", "TransformerDecoderLayer", "Transformer", "heatmap", "stats", "text_heatmap", "compare", "VERDICT_FLAGS",
