@@ -33,6 +33,18 @@ def main():
         print("FAIL the C block under '## Soft-capping, ALiBi, sinks and "
               "documents' differs from tests/test_readme_score_mods.c's README "
               "part (%d c blocks found)" % len(blocks3))
+    # the packed-documents section: tests/test_readme_docs.c's README part
+    docs = open(os.path.join(src, "tests", "test_readme_docs.c")).read()
+    part = docs.split("/* README begin */\n", 1)[1].split("    /* README end */", 1)[0]
+    part = "\n".join(line[4:] for line in part.splitlines()) + "\n"
+    sec = readme.split("## Packed documents: cu_seqlens, a KV cache, a ring", 1)
+    blocks4 = re.findall(r"```c\n(.*?)```", sec[1].split("\n## ", 1)[0], re.S) \
+        if len(sec) == 2 else []
+    ok4 = len(blocks4) == 1 and blocks4[0] == part
+    if not ok4:
+        print("FAIL the C block under '## Packed documents: cu_seqlens, a KV "
+              "cache, a ring' differs from tests/test_readme_docs.c's README "
+              "part (%d c blocks found)" % len(blocks4))
     # the ring example: tests/dist/readme_ring.c (run under mpirun)
     ring = open(os.path.join(src, "tests", "dist", "readme_ring.c")).read()
     section = readme.split("## Across processes and machines", 1)[-1]
@@ -43,9 +55,9 @@ def main():
         print("FAIL the C block under '## Across processes and machines' "
               "differs from tests/dist/readme_ring.c (%d c blocks found)"
               % len(blocks))
-    passed = int(ok) + int(ok2) + int(ok3)
-    print("%d passed, %d failed" % (passed, 3 - passed))
-    return 0 if ok and ok2 and ok3 else 1
+    passed = int(ok) + int(ok2) + int(ok3) + int(ok4)
+    print("%d passed, %d failed" % (passed, 4 - passed))
+    return 0 if ok and ok2 and ok3 and ok4 else 1
 
 
 if __name__ == "__main__":
