@@ -36,11 +36,13 @@ enum {
     M_WINDOW = 4,
     M_KLEN = 8,
     M_QLEN = 16,
-    M_SOFTCAP = 32,    /* mask.softcap = 0.9 (scores of O(1): the cap bites) */
-    M_ALIBI = 64,      /* causal ALiBi with the standard slopes */
-    M_ALIBI_SYM = 128, /* symmetric ALiBi with given slopes */
-    M_SINKS = 256,     /* per-head sinks, and their gradient */
-    M_DOCS = 512       /* ragged documents (doc_k too when Lq != Lk) */
+    M_SOFTCAP = 32,     /* mask.softcap = 0.9 (scores of O(1): the cap bites) */
+    M_ALIBI = 64,       /* causal ALiBi with the standard slopes */
+    M_ALIBI_SYM = 128,  /* symmetric ALiBi with given slopes */
+    M_SINKS = 256,      /* per-head sinks, and their gradient */
+    M_DOCS = 512,       /* ragged documents (doc_k too when Lq != Lk) */
+    M_DOC_SHARDS = 1024 /* one document per contiguous shard (Lq == Lk):
+                           every step but the first is skipped */
 };
 
 typedef struct {
@@ -202,6 +204,19 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
         o.mask.sinks = sinks;
         o.mask.n_sinks = H;
     }
+    if (c->mask & M_DOC_SHARDS) {
+        docq = malloc((size_t)(B * Lq) * sizeof(int64_t));
+        for (int r = 0; r < P; r++) {
+            int64_t s0[2], l0[2];
+            int n0 = 0;
+            attn_ring_runs(ATTN_RING_CONTIGUOUS, Lq, P, r, s0, l0, &n0);
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t i = s0[0]; i < s0[0] + l0[0]; i++)
+                    docq[b * Lq + i] = r;
+        }
+        o.mask.doc_q = docq;
+        o.mask.n_doc_q = B * Lq;
+    }
     if (c->mask & M_DOCS) {
         docq = malloc((size_t)(B * Lq) * sizeof(int64_t));
         for (int64_t b = 0; b < B; b++)
@@ -293,6 +308,9 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
         Lq == Lk) /* rank r's queries see nothing of ranks r + 1 .. P - 1 */
         CHECK_MSG(stats.skipped == P - 1 - R, "%s: rank %d skipped %d steps",
                   what, R, stats.skipped);
+    if (c->mask & M_DOC_SHARDS) /* no block of another rank is computed */
+        CHECK_MSG(stats.skipped == P - 1, "%s: rank %d skipped %d steps", what,
+                  R, stats.skipped);
     float *oring = gather(osh, B * H, Lq, Dv, qs, ql, nqr);
     float *lring = gather(lsh, B * H, Lq, 1, qs, ql, nqr);
     double *lref64 = to_f64(lref, nl);
@@ -653,6 +671,8 @@ int main(int argc, char **argv) {
          0.2, C, 1, ATTN_F32},
         {1, 2, 2, 47, 47, 16, 16, M_CAUSAL | M_SOFTCAP | M_DOCS | M_SINKS, 0, 0,
          Z, 0, ATTN_F16},
+        {2, 2, 2, 45, 45, 8, 8, M_DOC_SHARDS | M_SINKS | M_ALIBI_SYM, 0, 0, C,
+         0, ATTN_F32},
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     int64_t klen[8], qlen[8];
