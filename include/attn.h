@@ -366,8 +366,10 @@ typedef struct {
      * n_doc_k = B * Lk). Backward adds dL/dsinks into sinks_grad when it is
      * not NULL. dbias (backward) is the gradient at the biased score:
      * it does not carry the cap's slope (1 - tanh^2), which dQ and dK do.
-     * Additive attention refuses all of these (ATTN_E_UNSUPPORTED) except
-     * documents. */
+     * Attention over a KV cache takes all of these, the keys' document ids
+     * being stored in the cache (attn_cache.h); the ring (attn_dist.h)
+     * takes them with arrays of the full sequence; additive attention
+     * refuses all but documents (ATTN_E_UNSUPPORTED). */
     double softcap;             /* > 0: cap; 0: off; < 0 or NaN refused   */
     int alibi;                  /* attn_alibi: 0 off, CAUSAL, SYMMETRIC   */
     const double *alibi_slopes; /* [H] or NULL (geometric from H)         */
@@ -410,6 +412,25 @@ enum { ATTN_ALIBI_NONE = 0, ATTN_ALIBI_CAUSAL = 1, ATTN_ALIBI_SYMMETRIC = 2 };
  * 2^(-4 (2 (k - n) + 1) / n) (every other slope of 2n heads), as in the
  * paper's reference code. ATTN_E_INVALID for H < 1 or NULL slopes. */
 ATTN_API attn_status attn_alibi_slopes(int64_t H, double *slopes);
+
+/* Document ids from cumulative sequence starts, FlashAttention's varlen
+ * cu_seqlens: documents d = 0 .. n - 1 occupy positions cu[d] ..
+ * cu[d + 1] - 1 of a packed sequence of L, so ids[j] = d there (an empty
+ * document, cu[d] == cu[d + 1], takes no position). cu has n + 1 entries
+ * with cu[0] = 0, cu[d] <= cu[d + 1] and cu[n] = L; ids [L] is overwritten,
+ * ready for attn_mask's doc_q / doc_k (repeat it per batch entry, or pass
+ * B = 1 with the whole batch packed into L). Errors: ATTN_E_INVALID (NULL
+ * pointers, n < 1, cu[0] != 0, cu decreasing, naming the index and the
+ * values), ATTN_E_SHAPE (cu[n] != L).
+ *
+ * Example: three documents of lengths 2, 3 and 1 packed into L = 6.
+ *     const int64_t cu[4] = {0, 2, 5, 6};
+ *     int64_t ids[6];
+ *     if (attn_doc_ids_from_cu_seqlens(cu, 3, 6, ids)) return 1;
+ *     printf("%lld %lld\n", (long long)ids[1], (long long)ids[2]);  // 0 1
+ */
+ATTN_API attn_status attn_doc_ids_from_cu_seqlens(const int64_t *cu, int64_t n,
+                                                  int64_t L, int64_t *ids);
 
 /* No masking: every key visible, windows unbounded. */
 ATTN_API void attn_mask_init(attn_mask *mask);

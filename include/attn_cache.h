@@ -144,6 +144,47 @@ ATTN_API attn_status attn_kv_cache_append(attn_kv_cache *cache,
                                           const attn_tensor *v,
                                           const int64_t *counts);
 
+/*
+ * Documents over a cache (packed prefill: several documents share one
+ * entry and must not see each other). attn_kv_cache_append_docs appends
+ * like attn_kv_cache_append and records the document id of every new
+ * position; attention then takes the keys' ids from the cache and the
+ * queries' from mask.doc_q (attn_sdpa_cached).
+ *
+ *   doc_ids [B * T] row-major (B, T), or see below: doc_ids[b * T + t] is
+ *           the document of row t of entry b (rows past counts[b] are not
+ *           read). Along an entry ids must not decrease, from its last
+ *           cached position on (documents are packed in order).
+ * The ids are kept per position (8 bytes each, allocated at the first call:
+ * not in attn_kv_cache_bytes) and follow truncate, reorder and clear.
+ * Positions cached before the first call are document 0; a later plain
+ * attn_kv_cache_append continues each entry's last document (decode steps
+ * after a packed prompt extend its last document), 0 for an empty entry.
+ * Errors: those of attn_kv_cache_append; ATTN_E_INVALID (doc_ids NULL, ids
+ * that decrease, naming the entry, position and ids); ATTN_E_NOMEM. On any
+ * error the cache is unchanged.
+ *
+ * Example (entry 0 packs documents 0 and 1, entry 1 holds document 5):
+ *     int64_t docs[2 * 3] = {0, 0, 1,  5, 5, 5};  // (B = 2, T = 3)
+ *     attn_kv_cache_append_docs(cache, &k, &v, NULL, docs);
+ *     o.mask.doc_q = docs;                         // the prompt's queries
+ *     o.mask.n_doc_q = 2 * 3;                      // B x Lq
+ *     attn_sdpa_cached(&q, cache, &o, &out, NULL);
+ */
+ATTN_API attn_status attn_kv_cache_append_docs(attn_kv_cache *cache,
+                                               const attn_tensor *k,
+                                               const attn_tensor *v,
+                                               const int64_t *counts,
+                                               const int64_t *doc_ids);
+
+/* Copies the document ids of positions start .. start + n - 1 of entry b
+ * into ids[0 .. n). Errors: ATTN_E_INVALID (NULL, or a cache that holds
+ * no ids: never given any by attn_kv_cache_append_docs), ATTN_E_SHAPE
+ * (b or the positions outside the entry). */
+ATTN_API attn_status attn_kv_cache_doc_ids(const attn_kv_cache *cache,
+                                           int64_t b, int64_t start, int64_t n,
+                                           int64_t *ids);
+
 /* Rollback: entry b keeps its first lengths[b] positions (the rest is
  * forgotten). lengths [B], each in [0, current length of b]: truncate
  * never grows an entry (ATTN_E_SHAPE naming the entry and both lengths). */
@@ -196,14 +237,20 @@ ATTN_API attn_status attn_kv_cache_read(const attn_kv_cache *cache, int64_t b,
  *         so do the user functions mask_mod and score_mod, asked with
  *         key j = the cache position and i the query row (not a block
  *         mask: the cache grows between calls).
+ *         Documents: mask.doc_q [B * Lq] (n_doc_q = B x Lq) gives each
+ *         query's document; query i of entry b sees only cached keys of
+ *         its document, as stored by attn_kv_cache_append_docs (mask.doc_k
+ *         must be NULL: the keys' ids are the cache's). Chunks of keys of
+ *         other documents are skipped.
  * A row with no visible key (a padded query, an empty entry) gives 0 and
  * lse -inf.
  * Errors: ATTN_E_INVALID (NULL pointers, bad options), ATTN_E_SHAPE (q or
  * out shapes against the cache), ATTN_E_DTYPE, ATTN_E_NONFINITE (NaN/Inf
  * in q), ATTN_E_UNSUPPORTED (dropout, mask.key_lengths, keep, bias,
- * block-sparse, random blocks, document ids or a block mask: not served
- * over a cache), a user function's status as attn_score_mod_fn says,
- * ATTN_E_NOMEM.
+ * block-sparse, random blocks, mask.doc_k or a block mask: not served
+ * over a cache), ATTN_E_INVALID also for mask.doc_q over a cache that
+ * holds no document ids, a user function's status as attn_score_mod_fn
+ * says, ATTN_E_NOMEM.
  */
 ATTN_API attn_status attn_sdpa_cached(const attn_tensor *q,
                                       const attn_kv_cache *cache,

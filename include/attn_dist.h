@@ -104,14 +104,21 @@ typedef struct {
  * causal with either alignment, window, key_lengths and query_lengths (in
  * positions of the full sequence, B entries), dropout (the Philox stream of
  * the full sequence: the same weights are dropped as by attn_sdpa_forward
- * on the full tensors). impl AUTO or FLASH (the ring always runs the flash
- * kernel). The result agrees with attn_sdpa_forward on the full tensors to
- * rounding (the merge order differs).
+ * on the full tensors), and the score modifiers and documents of attn_mask:
+ * softcap, alibi (with or without slopes: ALiBi's distances are those of
+ * the full sequence), sinks (each row's sink joins its denominator once,
+ * after the last block) and doc_q / doc_k, which like the lengths are
+ * arrays of the full sequence (n_doc_q = B x Lq, n_doc_k = B x Lk, in
+ * sequence order whatever the layout); a block that shares no document
+ * with a rank's queries is not computed. impl AUTO or FLASH (the ring
+ * always runs the flash kernel). The result agrees with attn_sdpa_forward
+ * on the full tensors to rounding (the merge order differs).
  * Errors (returned by every rank, the message naming the rank at fault):
  * as attn_sdpa_forward; ATTN_E_SHAPE for shapes, dtypes or options that
  * differ across ranks, zigzag shards of the wrong length, a rank with no
  * rows; ATTN_E_UNSUPPORTED for keep masks, bias, block-sparse and random
- * block masks, IMPL_REF, f64; ATTN_E_IO when an MPI call fails (the
+ * block masks (the ring's mask is a function of positions and documents
+ * only), IMPL_REF, f64; ATTN_E_IO when an MPI call fails (the
  * communicator's error handler is not changed: the ring works on a
  * duplicate that returns errors).
  */
@@ -131,6 +138,10 @@ ATTN_API attn_status attn_ring_sdpa_forward(
  *   dq (B, H, nq_r, Dk), dk (B, Hkv, nk_r, Dk), dv (B, Hkv, nk_r, Dv)
  *                               f32, ADDED INTO (rank r's rows)
  *
+ * With opts.mask.sinks, dL/dsinks (H doubles) is summed over every rank's
+ * query rows (in rank order: the same bits on every rank) and ADDED INTO
+ * opts.mask.sinks_grad on each rank that passes one (it may be NULL on
+ * some ranks).
  * Errors: as attn_ring_sdpa_forward, and as attn_sdpa_backward.
  */
 ATTN_API attn_status attn_ring_sdpa_backward(

@@ -35,6 +35,18 @@ def main():
         print("FAIL the C block under '## Soft-capping, ALiBi, sinks and "
               "documents' differs from tests/test_readme_score_mods.c's README "
               "part (%d c blocks found)" % len(blocks3))
+    # the packed-documents section: tests/test_readme_docs.c's README part
+    docs = open(os.path.join(src, "tests", "test_readme_docs.c")).read()
+    part = docs.split("/* README begin */\n", 1)[1].split("    /* README end */", 1)[0]
+    part = "\n".join(line[4:] for line in part.splitlines()) + "\n"
+    sec = readme.split("## Packed documents: cu_seqlens, a KV cache, a ring", 1)
+    blocks4 = re.findall(r"```c\n(.*?)```", sec[1].split("\n## ", 1)[0], re.S) \
+        if len(sec) == 2 else []
+    ok4 = len(blocks4) == 1 and blocks4[0] == part
+    if not ok4:
+        print("FAIL the C block under '## Packed documents: cu_seqlens, a KV "
+              "cache, a ring' differs from tests/test_readme_docs.c's README "
+              "part (%d c blocks found)" % len(blocks4))
     # the ring example: tests/dist/readme_ring.c (run under mpirun)
     ring = open(os.path.join(src, "tests", "dist", "readme_ring.c")).read()
     section = readme.split("## Across processes and machines", 1)[-1]
@@ -48,18 +60,18 @@ def main():
     # the user functions' section: tests/test_readme_user_mods.c's part
     # between its README markers (top-level code, not indented)
     um = open(os.path.join(src, "tests", "test_readme_user_mods.c")).read()
-    part4 = um.split("/* README begin */\n", 1)[1].split("/* README end */", 1)[0]
-    sec4 = readme.split("## User score and mask functions", 1)
-    blocks4 = re.findall(r"```c\n(.*?)```", sec4[1].split("\n## ", 1)[0], re.S) \
-        if len(sec4) == 2 else []
-    ok4 = len(blocks4) == 1 and blocks4[0] == part4
-    if not ok4:
+    part5 = um.split("/* README begin */\n", 1)[1].split("/* README end */", 1)[0]
+    sec5 = readme.split("## User score and mask functions", 1)
+    blocks5 = re.findall(r"```c\n(.*?)```", sec5[1].split("\n## ", 1)[0], re.S) \
+        if len(sec5) == 2 else []
+    ok5 = len(blocks5) == 1 and blocks5[0] == part5
+    if not ok5:
         print("FAIL the C block under '## User score and mask functions' "
               "differs from tests/test_readme_user_mods.c's README part (%d c "
-              "blocks found)" % len(blocks4))
-    passed = int(ok) + int(ok2) + int(ok3) + int(ok4)
-    print("%d passed, %d failed" % (passed, 4 - passed))
-    return 0 if ok and ok2 and ok3 and ok4 else 1
+              "blocks found)" % len(blocks5))
+    passed = int(ok) + int(ok2) + int(ok3) + int(ok4) + int(ok5)
+    print("%d passed, %d failed" % (passed, 5 - passed))
+    return 0 if ok and ok2 and ok3 and ok4 and ok5 else 1
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """`attn sdpa` and `attn sdpa-backward` with --softcap, --alibi,
---alibi-slopes, --sinks and --doc-ids against NumPy (written here from the
-formulas in include/attn.h), and their usage errors.
+--alibi-slopes, --sinks, --doc-ids and --cu-seqlens (a list or a .npy;
+--cu-seqlens-k for Lq != Lk) against NumPy (written here from the formulas
+in include/attn.h), and their usage errors.
 
 usage: cli_score_mods.py PATH/TO/attn SOURCE_DIR
 """
@@ -67,7 +68,16 @@ def main():
         np.save(P("sinks.npy"), sinks)
         np.save(P("slopes.npy"), slopes)
         np.save(P("ids.npy"), ids)
+        # the same documents as cumulative starts (documents 3 and 4 empty)
+        cu = np.array([0, 3, 5, 9, 9, 9, 11], np.int64)
+        np.save(P("cu.npy"), cu)
         cases = [
+            (["--cu-seqlens", ",".join(map(str, cu)), "--softcap", "1.5",
+              "--sinks", P("sinks.npy"), "--causal", "top-left"],
+             dict(cap=1.5, sinks=sinks, docs=True, causal=True)),
+            (["--cu-seqlens", P("cu.npy"), "--alibi", "symmetric",
+              "--alibi-slopes", P("slopes.npy")],
+             dict(slopes=slopes, mode="symmetric", docs=True)),
             (["--softcap", "2"], dict(cap=2.0)),
             (["--alibi", "causal", "--causal", "top-left"],
              # H = 3: 2^-4, 2^-8 (n = 2), then 2^-2 (every other of n = 4)
@@ -107,6 +117,21 @@ def main():
                     g = np.load(P("ds.npy"))
                     check(g.shape == (H,) and np.abs(g - want[4]).max() < 1e-4,
                           "dsinks %s %s: %s vs %s" % (impl, args, g, want[4]))
+        # Lq != Lk: --cu-seqlens for the queries, --cu-seqlens-k for the keys
+        Lk = 7
+        k7, v7 = k[:, :, :Lk].copy(), v[:, :, :Lk].copy()
+        np.save(P("k7.npy"), k7)
+        np.save(P("v7.npy"), v7)
+        idq = np.repeat([0, 1, 2], [3, 2, 6])
+        idk = np.repeat([0, 1, 2], [2, 2, 3])
+        want = numpy_sdpa(q, k7, v7, do, None, None, "causal", sinks,
+                          np.stack([idq] * B), np.stack([idk] * B), False)
+        r = run(["sdpa", "--q", P("q.npy"), "--k", P("k7.npy"), "--v", P("v7.npy"),
+                 "--out", P("o.npy"), "--sinks", P("sinks.npy"), "--cu-seqlens",
+                 "0,3,5,11", "--cu-seqlens-k", "0,2,4,7"])
+        if check(r.returncode == 0, "cu-seqlens-k: " + r.stderr):
+            err = np.abs(np.load(P("o.npy")) - want[0]).max()
+            check(err < 2e-5, "cu-seqlens-k: out err %g" % err)
         # usage errors
         np.save(P("bad_ids.npy"), ids[::-1].copy())
         np.save(P("sinks2.npy"), sinks[:2])
@@ -117,10 +142,43 @@ def main():
                           (["--alibi", "left"], "--alibi takes causal or symmetric"),
                           (["--sinks", P("sinks2.npy")], "sinks has 2 entries"),
                           (["--doc-ids", P("bad_ids.npy")], "doc_q decreases"),
-                          (["--doc-ids", P("sinks.npy")], "doc-ids")):
+                          (["--doc-ids", P("sinks.npy")], "doc-ids"),
+                          (["--cu-seqlens", "0,3,5,12"], "cu_seqlens ends at cu[3] = "
+                           "12 but the sequence has 11 positions"),
+                          (["--cu-seqlens", "1,11"], "cu_seqlens[0] is 1; the first "
+                           "document starts at 0"),
+                          (["--cu-seqlens", "0,5,3,11"], "cu_seqlens decreases: "
+                           "cu[2] = 3 after cu[1] = 5"),
+                          (["--cu-seqlens", "0"], "at least one document"),
+                          (["--cu-seqlens", "0,x,11"], "entry 1 ('x') is not an integer"),
+                          (["--cu-seqlens", P("q.npy")], "must have rank 1"),
+                          (["--cu-seqlens", "0,11", "--doc-ids", P("ids.npy")],
+                           "pass one of them"),
+                          (["--cu-seqlens-k", "0,11"], "--cu-seqlens-k needs "
+                           "--cu-seqlens")):
             r = run(base + args)
             check(r.returncode != 0 and msg in r.stderr,
                   "error %s: rc %d, %r" % (args, r.returncode, r.stderr))
+        r = run(["sdpa", "--q", P("q.npy"), "--k", P("k7.npy"), "--v", P("v7.npy"),
+                 "--out", P("o.npy"), "--cu-seqlens", "0,11"])
+        check(r.returncode != 0 and "add --cu-seqlens-k" in r.stderr,
+              "Lq != Lk without --cu-seqlens-k: " + r.stderr)
+        # every subcommand that takes --doc-ids takes --cu-seqlens
+        x = rng.standard_normal((1, L, 8)).astype(np.float32)
+        np.save(P("x.npy"), x)
+        for sub in (["mha", "--query", P("x.npy"), "--heads", "2", "--init-seed",
+                     "1", "--out", P("y.npy")],
+                    ["encoder", "--x", P("x.npy"), "--heads", "2", "--ff", "8",
+                     "--init-seed", "1", "--out", P("y.npy")]):
+            outs = []
+            for docs in (["--doc-ids", P("ids.npy")],
+                         ["--cu-seqlens", ",".join(map(str, cu))]):
+                r = run(sub + docs)
+                if check(r.returncode == 0, "%s %s: %s" % (sub[0], docs[0], r.stderr)):
+                    outs.append(np.load(P("y.npy")))
+            if len(outs) == 2:
+                check(np.array_equal(outs[0], outs[1]),
+                      "%s: --cu-seqlens and --doc-ids agree" % sub[0])
     return summary("cli_score_mods")
 
 

@@ -226,6 +226,12 @@ def outputs_distinct():
     q = save("qo.npy", np.ones((3, 4), np.float32))
     before = open(q, "rb").read()
     os.link(q, path("qo_link.npy"))
+    q3 = save("q3.npy", np.ones((1, 3, 4), np.float32))
+    s1 = save("s1.npy", np.zeros(1))
+    i1 = save("i1.npy", np.zeros(3, np.int64))
+    i2 = save("i2.npy", np.zeros(3, np.int64))
+    c1 = save("c1.npy", np.array([0, 3], np.int64))
+    small = [open(f, "rb").read() for f in (s1, i1, i2, c1)]
     cases = [
         (["sdpa", "--q", q, "--k", q, "--v", q, "--out", path("o.npy"), "--weights", q],
          "overwrite the input"),
@@ -240,6 +246,28 @@ def outputs_distinct():
         (["encoder", "--x", q, "--out", path("y.npy"), "--weights", path("y.npy"),
           "--init-seed", "1"], "the same file"),
         (["heatmap", q, "-o", q], "overwrite the input"),
+        # the score-modifier and document files are inputs too
+        (["sdpa", "--q", q3, "--k", q3, "--v", q3, "--out", s1, "--sinks", s1],
+         "is also the input --sinks"),
+        (["sdpa", "--q", q3, "--k", q3, "--v", q3, "--out", s1, "--alibi-slopes",
+          s1], "is also the input --alibi-slopes"),
+        (["sdpa", "--q", q3, "--k", q3, "--v", q3, "--out", path("w.npy"),
+          "--lse", i1, "--doc-ids", i1], "is also the input --doc-ids"),
+        (["sdpa", "--q", q3, "--k", q3, "--v", q3, "--out", i1, "--doc-ids",
+          i1 + "," + i2], "is also the input --doc-ids"),
+        (["sdpa", "--q", q3, "--k", q3, "--v", q3, "--out", i2, "--doc-ids",
+          i1 + "," + i2], "is also the input --doc-ids (key ids)"),
+        (["sdpa", "--q", q3, "--k", q3, "--v", q3, "--out", c1, "--cu-seqlens",
+          c1], "is also the input --cu-seqlens"),
+        (["sdpa", "--q", q3, "--k", q3, "--v", q3, "--out", c1, "--cu-seqlens",
+          "0,3", "--cu-seqlens-k", c1], "is also the input --cu-seqlens-k"),
+        (["sdpa-backward", "--q", q3, "--k", q3, "--v", q3, "--dout", q3, "--dq",
+          path("g.npy"), "--dk", path("g2.npy"), "--dv", path("g3.npy"),
+          "--sinks", s1, "--dsinks", s1], "is also the input --sinks"),
+        (["mha", "--query", q3, "--out", c1, "--init-seed", "1", "--heads", "1",
+          "--cu-seqlens", c1], "is also the input --cu-seqlens"),
+        (["heatmap", "--q", q3, "--k", q3, "-o", s1, "--sinks", s1],
+         "is also the input --sinks"),
         (["compare", q, q, "-o", q], "overwrite the input"),
         (["html", q, "-o", q], "overwrite the input"),
     ]
@@ -248,6 +276,8 @@ def outputs_distinct():
         check(p.returncode == 2 and words in p.stderr,
               "%s refused: %s" % (" ".join(args[:1]), p.stderr))
     check(open(q, "rb").read() == before, "the input is untouched")
+    check([open(f, "rb").read() for f in (s1, i1, i2, c1)] == small,
+          "the score-modifier inputs are untouched")
     check(not os.path.exists(path("n.npy")) and not os.path.exists(path("g.npy")),
           "nothing written on refusal")
 

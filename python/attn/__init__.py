@@ -16,7 +16,8 @@ from ._lib import (ATTN_E_DTYPE, ATTN_E_FORMAT, ATTN_E_INVALID, ATTN_E_IO,
                    ATTN_E_UNSUPPORTED, ATTN_OK, STATUS_NAMES, AttnError,
                    library_path, version)
 from .sdpa import (BLOCK_EMPTY, BLOCK_FULL, BLOCK_PARTIAL, block_mask,
-                   scaled_dot_product_attention, sdpa_backward)
+                   doc_ids_from_cu_seqlens, scaled_dot_product_attention,
+                   sdpa_backward)
 from .cache import KVCache, sdpa_cached
 from .layers import (AdditiveAttention, EncoderLayer, MultiHeadAttention,
                      additive_attention)
@@ -32,6 +33,7 @@ __version__ = version()
 __all__ = [
     "AttnError", "scaled_dot_product_attention", "sdpa_backward", "version",
     "block_mask", "BLOCK_EMPTY", "BLOCK_FULL", "BLOCK_PARTIAL",
+    "doc_ids_from_cu_seqlens",
     "KVCache", "sdpa_cached",
     "AdditiveAttention", "additive_attention", "MultiHeadAttention",
     "EncoderLayer", "TransformerDecoderLayer", "Transformer", "heatmap", "stats", "text_heatmap", "compare", "VERDICT_FLAGS",

@@ -289,6 +289,9 @@ _PROTOTYPES = {
         ctypes.POINTER(Tensor), ctypes.c_void_p, ctypes.POINTER(Tensor),
         ctypes.POINTER(SdpaOpts), ctypes.POINTER(Tensor), ctypes.POINTER(Tensor),
         ctypes.POINTER(Tensor), ctypes.POINTER(Tensor)]),
+    "attn_doc_ids_from_cu_seqlens": (ctypes.c_int, [
+        ctypes.POINTER(ctypes.c_int64), ctypes.c_int64, ctypes.c_int64,
+        ctypes.POINTER(ctypes.c_int64)]),
     "attn_dropout_kept": (ctypes.c_int, [
         ctypes.c_uint64, ctypes.c_double] + [ctypes.c_int64] * 4),
 }

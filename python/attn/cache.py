@@ -21,7 +21,8 @@ import numpy as np
 from . import _lib
 from ._lib import (ATTN_BF16, ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE,
                    ATTN_F16, ATTN_F32, ATTN_F64, ATTN_Q8, fail)
-from .sdpa import _ALIGNS, _IMPLS, _int_or_none, _lengths, _passable, _shape_str
+from .sdpa import (_ALIGNS, _IMPLS, MaskArgs, _int_or_none, _lengths,
+                   _passable, _shape_str)
 
 _STORAGE = {"float32": ATTN_F32, "float16": ATTN_F16, "bfloat16": ATTN_BF16,
             "q8": ATTN_Q8}
@@ -50,6 +51,11 @@ _DECLS = {
     "attn_kv_cache_free": (None, [ctypes.c_void_p]),
     "attn_kv_cache_lengths": (ctypes.c_int, [ctypes.c_void_p, _I64P]),
     "attn_kv_cache_append": (ctypes.c_int, [ctypes.c_void_p, _T, _T, _I64P]),
+    "attn_kv_cache_append_docs": (ctypes.c_int, [ctypes.c_void_p, _T, _T, _I64P,
+                                                 _I64P]),
+    "attn_kv_cache_doc_ids": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64,
+                                             ctypes.c_int64, ctypes.c_int64,
+                                             _I64P]),
     "attn_kv_cache_truncate": (ctypes.c_int, [ctypes.c_void_p, _I64P]),
     "attn_kv_cache_clear": (ctypes.c_int, [ctypes.c_void_p]),
     "attn_kv_cache_reorder": (ctypes.c_int, [ctypes.c_void_p, _I64P]),
@@ -159,13 +165,17 @@ class KVCache:
         x, st = _passable(x)
         return x, _lib.tensor(x, _INPUT[x.dtype], None, st)
 
-    def append(self, key, value, counts=None):
+    def append(self, key, value, counts=None, doc_ids=None):
         """Appends new positions: key (batch, kv_heads, T, head_dim), value
         (batch, kv_heads, T, value_dim), float32/float16/float64. counts
         (batch,) in [0, T] appends only the first counts[b] rows of entry b
-        (ragged batches); None appends all T. Raises AttnError (and changes
-        nothing) on overflow of the capacity, bad shapes or non-finite
-        values."""
+        (ragged batches); None appends all T. doc_ids (batch, T) or (T,)
+        integers: the document of each new position (packed documents,
+        attn_kv_cache_append_docs), non-decreasing along an entry from its
+        last cached id; without doc_ids the new positions continue each
+        entry's last document. Raises AttnError (and changes nothing) on
+        overflow of the capacity, bad shapes, non-finite values or
+        decreasing ids."""
         h = self._handle()
         k, K = self._kv(key, "key", self.head_dim)
         v, V = self._kv(value, "value", self.value_dim)
@@ -173,9 +183,42 @@ class KVCache:
         ptr = None
         if counts is not None:
             keep, ptr = _int_array(counts, "counts", self.batch)
-        _lib.call("attn_kv_cache_append", h, byref(K), byref(V), ptr,
-                  tensors={"k": K, "v": V})
+        if doc_ids is None:
+            _lib.call("attn_kv_cache_append", h, byref(K), byref(V), ptr,
+                      tensors={"k": K, "v": V})
+        else:
+            T = k.shape[2]
+            d = np.asarray(doc_ids)
+            if d.dtype.kind not in "iu":
+                fail(ATTN_E_DTYPE, "doc_ids must hold integers, not %s", d.dtype)
+            if d.ndim == 1:
+                d = np.broadcast_to(d, (self.batch,) + d.shape)
+            if d.shape != (self.batch, T):
+                fail(ATTN_E_SHAPE, "doc_ids has shape %s but (%d, %d) or (%d,) "
+                     "is needed (one id per new position)",
+                     _shape_str(np.shape(doc_ids)), self.batch, T, T)
+            d = np.ascontiguousarray(d, dtype=np.int64)
+            _lib.call("attn_kv_cache_append_docs", h, byref(K), byref(V), ptr,
+                      d.ctypes.data_as(_I64P), tensors={"k": K, "v": V})
+            del d
         del k, v, keep
+
+    def doc_ids(self, entry, start=0, count=None):
+        """Document ids of positions start .. start+count-1 of one entry
+        (int64; count None: to the entry's end). Raises AttnError for a
+        cache never given doc_ids."""
+        h = self._handle()
+        for name, x in (("entry", entry), ("start", start)):
+            if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0:
+                fail(ATTN_E_INVALID, "%s is %r; an integer >= 0 is needed", name, x)
+        if count is None:
+            if entry >= self.batch:
+                fail(ATTN_E_SHAPE, "entry %d is outside [0, %d)", entry, self.batch)
+            count = max(int(self.lengths[entry]) - int(start), 0)
+        out = np.zeros(int(count), np.int64)
+        _lib.call("attn_kv_cache_doc_ids", h, int(entry), int(start), int(count),
+                  out.ctypes.data_as(_I64P))
+        return out
 
     def truncate(self, lengths):
         """Rollback: entry b keeps its first lengths[b] positions (an int
@@ -220,10 +263,19 @@ class KVCache:
         return k[0], v[0]
 
 
+class _Mods(MaskArgs):
+    """The score-modifier checks of scaled_dot_product_attention, alone."""
+
+    def __init__(self):
+        self.keepalive = []
+        self.sinks = None
+
+
 def sdpa_cached(query, cache, is_causal=True, scale=None, *,
                 causal_alignment="bottom-right", window=None,
                 query_lengths=None, return_lse=False, impl="auto",
-                threads=None):
+                threads=None, alibi_slopes=None, alibi_mode="causal",
+                softcap=None, sinks=None, doc_ids=None):
     """Attention of new queries over a KVCache (attn_sdpa_cached).
 
     query (batch, heads, Lq, head_dim), float32/float16/float64 (float64 is
@@ -236,9 +288,17 @@ def sdpa_cached(query, cache, is_causal=True, scale=None, *,
     window. impl "auto" (the split-key kernel) or "ref" (the double
     reference over the stored values).
 
+    The score modifiers are scaled_dot_product_attention's: softcap,
+    alibi_slopes (True or one per head; alibi_mode "causal" or
+    "symmetric", the distance from the query's aligned position), sinks
+    (one logit per head; lse includes it). doc_ids (batch, Lq) or (Lq,):
+    the document of each query; it sees only cached keys of its document,
+    the ids given to cache.append(..., doc_ids=) (chunks of keys of other
+    documents are skipped).
+
     Returns the output (batch, heads, Lq, value_dim) float32, and the
     log-sum-exp (batch, heads, Lq) with return_lse=True. A query that sees
-    no key gives zeros (lse -inf).
+    no key gives zeros (lse -inf, or its head's sink).
     """
     if not isinstance(cache, KVCache):
         fail(ATTN_E_INVALID, "cache is %s; an attn.KVCache is needed",
@@ -296,10 +356,18 @@ def sdpa_cached(query, cache, is_causal=True, scale=None, *,
     if query_lengths is not None:
         keep, opts.mask.query_lengths = _lengths(query_lengths, "query_lengths",
                                                  B, Lq)
+    mods = _Mods()
+    mods._score_mods(opts.mask, H, B, Lq, cache.capacity,
+                     alibi_slopes=alibi_slopes, alibi_mode=alibi_mode,
+                     softcap=softcap, sinks=sinks)
+    if doc_ids is not None:
+        d = mods._docs(doc_ids, "doc_ids", B, Lq)
+        opts.mask.doc_q = d.ctypes.data_as(_I64P)
+        opts.mask.n_doc_q = d.size
     out, O = _lib.out_tensor((B, H, Lq, cache.value_dim), np.float32, ATTN_F32)
     lse = np.empty((B, H, Lq), np.float32) if return_lse else None
     _lib.call("attn_sdpa_cached", byref(Q), h, byref(opts), byref(O),
               lse.ctypes.data if lse is not None else None,
               tensors={"q": Q, "out": O})
-    del keep
+    del keep, mods
     return (out, lse) if return_lse else out

@@ -639,6 +639,50 @@ class _Call:
         return x, _lib.tensor(x, self.c_out, self.axes, st)
 
 
+def doc_ids_from_cu_seqlens(cu_seqlens, length=None):
+    """Document ids (L,) int64 from cumulative sequence starts
+    (FlashAttention's varlen cu_seqlens, attn_doc_ids_from_cu_seqlens):
+    cu_seqlens [0, n1, n1+n2, ..., L], non-decreasing; positions
+    cu[d] .. cu[d+1]-1 hold document d. length: the sequence's L, checked
+    against the last start (None: that start). Raises AttnError for a first
+    start that is not 0, decreasing starts, a last start != length, or
+    fewer than two starts."""
+    a = np.asarray(cu_seqlens)
+    if a.dtype.kind not in "iu":
+        fail(ATTN_E_DTYPE, "cu_seqlens must hold integers, not %s", a.dtype)
+    if a.ndim != 1:
+        fail(ATTN_E_SHAPE, "cu_seqlens has shape %s; one start per document "
+             "and the end, (n + 1,), is needed", _shape_str(a.shape))
+    a = np.ascontiguousarray(a, dtype=np.int64)
+    L = int(a[-1]) if length is None and a.size else int(length or 0)
+    ids = np.zeros(max(L, 1), np.int64)
+    ptr = ctypes.POINTER(ctypes.c_int64)
+    _lib.call("attn_doc_ids_from_cu_seqlens", a.ctypes.data_as(ptr),
+              a.size - 1, L, ids.ctypes.data_as(ptr))
+    return ids[:L]
+
+
+def _cu_docs(cu_seqlens, doc_ids, query, key):
+    """doc_ids from cu_seqlens= (a sequence of starts, or a pair of them
+    for queries and keys)."""
+    if cu_seqlens is None:
+        return doc_ids
+    if doc_ids is not None:
+        fail(ATTN_E_INVALID, "doc_ids and cu_seqlens both give the documents: "
+             "pass one of them")
+    Lq, Lk = np.shape(query)[-2], np.shape(key)[-2]
+    pair = isinstance(cu_seqlens, (tuple, list)) and len(cu_seqlens) == 2 and \
+        not np.isscalar(cu_seqlens[0])
+    if pair:
+        return (doc_ids_from_cu_seqlens(cu_seqlens[0], Lq),
+                doc_ids_from_cu_seqlens(cu_seqlens[1], Lk))
+    ids = doc_ids_from_cu_seqlens(cu_seqlens, Lq)
+    if Lq != Lk:
+        fail(ATTN_E_INVALID, "cu_seqlens for %d queries and %d keys: pass a pair "
+             "(query starts, key starts)", Lq, Lk)
+    return ids
+
+
 @_lib.nomem
 def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                                  dropout_p=0.0, is_causal=False, scale=None,
@@ -650,7 +694,8 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                                  block_sparse=None, random_blocks=None,
                                  cache=None, alibi_slopes=None,
                                  alibi_mode="causal", softcap=None, sinks=None,
-                                 doc_ids=None, score_mod=None, mask_mod=None):
+                                 doc_ids=None, cu_seqlens=None, score_mod=None,
+                                 mask_mod=None):
     """softmax(scale * query @ key^T + mask) @ value, as PyTorch's
     torch.nn.functional.scaled_dot_product_attention, on NumPy arrays.
 
@@ -713,6 +758,10 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                         refused: use softcap= or the C API. Cost of both:
                         B*H*Lq*Lk entries evaluated per call and held (8
                         bytes each for score_mod, 1 for mask_mod)
+      cu_seqlens        the documents as cumulative starts instead
+                        (FlashAttention varlen): [0, n1, n1+n2, ..., L] for
+                        every batch entry, or a pair (query starts, key
+                        starts) when Lq != Lk (doc_ids_from_cu_seqlens)
       seed              dropout seed (pass it again to sdpa_backward)
       return_weights    also return the weights (..., Lq, Lk), after dropout
       return_lse        also return the log-sum-exp of each row (..., Lq)
@@ -723,7 +772,8 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                         attn.sdpa_cached; causal_alignment defaults to
                         "bottom-right" there, and only is_causal, scale,
                         window, query_lengths, return_lse, impl, threads
-                        apply; its output is float32)
+                        and the score modifiers apply, doc_ids being the
+                        queries' ids; its output is float32)
 
     Returns the output (..., Lq, Ev) in the inputs' dtype (as PyTorch:
     float16 in, float16 out; bfloat16 bits in, bfloat16 bits out; the
@@ -741,6 +791,7 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                                 ("random_blocks", random_blocks),
                                 ("alibi_slopes", alibi_slopes), ("softcap", softcap),
                                 ("sinks", sinks), ("doc_ids", doc_ids),
+                                ("cu_seqlens", cu_seqlens),
                                 ("score_mod", score_mod),
                                 ("mask_mod", mask_mod)) if v is not None]
         extra += [n for n, v in (("dropout_p", dropout_p), ("enable_gqa", enable_gqa),
@@ -751,11 +802,14 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
         return sdpa_cached(query, cache, is_causal=is_causal, scale=scale,
                            causal_alignment=causal_alignment or "bottom-right",
                            window=window, query_lengths=query_lengths,
-                           return_lse=return_lse, impl=impl, threads=threads)
+                           return_lse=return_lse, impl=impl, threads=threads,
+                           alibi_slopes=alibi_slopes, alibi_mode=alibi_mode,
+                           softcap=softcap, sinks=sinks, doc_ids=doc_ids)
     if key is None or value is None:
         fail(ATTN_E_INVALID, "key and value are needed (or cache=)")
     if causal_alignment is None:
         causal_alignment = "top-left"
+    doc_ids = _cu_docs(cu_seqlens, doc_ids, query, key)
     c = _Call(query, key, value, attn_mask, dropout_p, is_causal, scale,
               enable_gqa, causal_alignment, window, key_lengths, query_lengths,
               seed, impl, threads, dtype, block_sparse=block_sparse,
@@ -777,8 +831,8 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
                   key_lengths=None, query_lengths=None, seed=None, impl="auto",
                   threads=None, dtype=None, block_sparse=None,
                   random_blocks=None, alibi_slopes=None, alibi_mode="causal",
-                  softcap=None, sinks=None, doc_ids=None, score_mod=None,
-                  mask_mod=None):
+                  softcap=None, sinks=None, doc_ids=None, cu_seqlens=None,
+                  score_mod=None, mask_mod=None):
     """Gradients of scaled_dot_product_attention with respect to query, key,
     value (and a float attn_mask).
 
@@ -795,6 +849,7 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
     (as in the forward); score_mod's bias gets no gradient of its own (with
     a float attn_mask, dbias is that of attn_mask).
     """
+    doc_ids = _cu_docs(cu_seqlens, doc_ids, query, key)
     c = _Call(query, key, value, attn_mask, dropout_p, is_causal, scale,
               enable_gqa, causal_alignment, window, key_lengths, query_lengths,
               seed, impl, threads, dtype, backward=True,

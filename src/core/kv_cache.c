@@ -93,6 +93,7 @@ void attn_kv_cache_free(attn_kv_cache *c) {
     attn__free(c->vs);
     attn__free(c->len);
     attn__free(c->slot);
+    attn__free(c->doc);
     attn__free(c);
 }
 
@@ -282,8 +283,71 @@ static attn_status append_pass(attn_kv_cache *c, const attn_tensor *t,
     return ATTN_OK;
 }
 
+/* The appended ids of every entry do not decrease, from the entry's last
+ * stored id on. */
+static attn_status check_docs(const attn_kv_cache *c, const int64_t *docs,
+                              const int64_t *counts, int64_t T) {
+    for (int64_t b = 0; b < c->cfg.batch; b++) {
+        const int64_t cnt = counts ? counts[b] : T, *d = docs + b * T;
+        const int64_t n = c->len[b];
+        /* positions cached before the first ids are document 0 */
+        const int64_t last =
+            n > 0 && c->doc ? attn__kv_doc_row(c, b)[n - 1] : 0;
+        if (cnt > 0 && n > 0 && d[0] < last)
+            return attn__fail(ATTN_E_INVALID,
+                              "doc_ids[%lld, 0] = %lld is below the id %lld "
+                              "of entry %lld's last cached position %lld (ids "
+                              "must not decrease along an entry: documents "
+                              "are packed in order)",
+                              (long long)b, (long long)d[0], (long long)last,
+                              (long long)b, (long long)(n - 1));
+        for (int64_t t = 1; t < cnt; t++)
+            if (d[t] < d[t - 1])
+                return attn__fail(ATTN_E_INVALID,
+                                  "doc_ids decreases in entry %lld: position "
+                                  "%lld has id %lld after %lld (ids must not "
+                                  "decrease: documents are packed in order)",
+                                  (long long)b, (long long)t, (long long)d[t],
+                                  (long long)d[t - 1]);
+    }
+    return ATTN_OK;
+}
+
+/* Writes the ids of the appended rows (docs NULL: each entry's last id, 0
+ * for an empty entry: the current document goes on). */
+static void store_docs(attn_kv_cache *c, const int64_t *docs,
+                       const int64_t *counts, int64_t T) {
+    for (int64_t b = 0; b < c->cfg.batch; b++) {
+        const int64_t cnt = counts ? counts[b] : T, n = c->len[b];
+        int64_t *row = c->doc + (size_t)(c->slot[b] * c->cfg.capacity);
+        const int64_t last = n > 0 ? row[n - 1] : 0;
+        for (int64_t t = 0; t < cnt; t++)
+            row[n + t] = docs ? docs[b * T + t] : last;
+    }
+}
+
+static attn_status append(attn_kv_cache *c, const attn_tensor *k,
+                          const attn_tensor *v, const int64_t *counts,
+                          const int64_t *docs);
+
 attn_status attn_kv_cache_append(attn_kv_cache *c, const attn_tensor *k,
                                  const attn_tensor *v, const int64_t *counts) {
+    return append(c, k, v, counts, NULL);
+}
+
+attn_status attn_kv_cache_append_docs(attn_kv_cache *c, const attn_tensor *k,
+                                      const attn_tensor *v,
+                                      const int64_t *counts,
+                                      const int64_t *doc_ids) {
+    if (c && !doc_ids)
+        return attn__fail(ATTN_E_INVALID, "doc_ids is NULL (use "
+                                          "attn_kv_cache_append without ids)");
+    return append(c, k, v, counts, doc_ids);
+}
+
+static attn_status append(attn_kv_cache *c, const attn_tensor *k,
+                          const attn_tensor *v, const int64_t *counts,
+                          const int64_t *docs) {
     if (!c) return attn__fail(ATTN_E_INVALID, "cache is NULL");
     attn_status st;
     if ((st = check_input(c, k, "k", c->cfg.head_dim)) ||
@@ -315,14 +379,27 @@ attn_status attn_kv_cache_append(attn_kv_cache *c, const attn_tensor *k,
                               (long long)b, (long long)c->len[b],
                               (long long)c->cfg.capacity, (long long)cnt);
     }
+    if (docs && (st = check_docs(c, docs, counts, T))) return st;
     int64_t dmax =
         c->cfg.head_dim > c->cfg.value_dim ? c->cfg.head_dim : c->cfg.value_dim;
     float *buf = attn__alloc((size_t)dmax, sizeof(float), "append row");
     if (!buf) return ATTN_E_NOMEM;
+    if (docs && !c->doc) {
+        /* the first ids: every position cached so far is document 0 */
+        c->doc = attn__alloc((size_t)(c->cfg.batch * c->cfg.capacity),
+                             sizeof(int64_t), "KV cache document ids");
+        if (!c->doc) {
+            attn__free(buf);
+            return ATTN_E_NOMEM;
+        }
+        memset(c->doc, 0,
+               (size_t)(c->cfg.batch * c->cfg.capacity) * sizeof(int64_t));
+    }
     if (!(st = append_pass(c, k, "k", counts, 0, buf)) &&
         !(st = append_pass(c, v, "v", counts, 0, buf))) {
         append_pass(c, k, "k", counts, 1, buf);
         append_pass(c, v, "v", counts, 1, buf);
+        if (c->doc) store_docs(c, docs, counts, T);
         for (int64_t b = 0; b < c->cfg.batch; b++)
             c->len[b] += counts ? counts[b] : T;
     }
@@ -369,6 +446,9 @@ static void copy_slot(attn_kv_cache *c, int64_t from, int64_t to, int64_t n) {
                    (size_t)n * (size_t)c->nb_v * sizeof(float));
         }
     }
+    if (c->doc)
+        memcpy(c->doc + (size_t)(to * cap), c->doc + (size_t)(from * cap),
+               (size_t)n * sizeof(int64_t));
 }
 
 attn_status attn_kv_cache_reorder(attn_kv_cache *c, const int64_t *index) {
@@ -491,5 +571,27 @@ attn_status attn_kv_cache_read(const attn_kv_cache *c, int64_t b, int64_t start,
             }
     }
     attn__free(buf);
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_doc_ids(const attn_kv_cache *c, int64_t b,
+                                  int64_t start, int64_t n, int64_t *ids) {
+    if (!c || !ids)
+        return attn__fail(ATTN_E_INVALID, "%s is NULL", c ? "ids" : "cache");
+    if (b < 0 || b >= c->cfg.batch)
+        return attn__fail(ATTN_E_SHAPE,
+                          "doc ids: entry %lld is outside [0, %lld)",
+                          (long long)b, (long long)c->cfg.batch);
+    if (start < 0 || n < 0 || start > c->len[b] || n > c->len[b] - start)
+        return attn__fail(ATTN_E_SHAPE,
+                          "doc ids: positions %lld .. %lld of entry %lld are "
+                          "outside its length %lld",
+                          (long long)start, (long long)(start + n - 1),
+                          (long long)b, (long long)c->len[b]);
+    if (!c->doc)
+        return attn__fail(ATTN_E_INVALID,
+                          "doc ids: the cache holds no document ids (append "
+                          "with attn_kv_cache_append_docs)");
+    memcpy(ids, attn__kv_doc_row(c, b) + start, (size_t)n * sizeof(int64_t));
     return ATTN_OK;
 }

@@ -20,7 +20,17 @@ struct attn_kv_cache {
     int64_t *slot;            /* [B] storage slot of logical entry b      */
     unsigned char *k, *v;     /* values, slot-major (see above)           */
     float *ks, *vs;           /* q8 scales, same order; NULL otherwise    */
+    /* document id of each position, slot-major [B * capacity] (slot s,
+     * position p at s * capacity + p); NULL until the first
+     * attn_kv_cache_append_docs */
+    int64_t *doc;
 };
+
+/* Document ids of logical entry b's positions (c->doc not NULL). */
+static inline const int64_t *attn__kv_doc_row(const attn_kv_cache *c,
+                                              int64_t b) {
+    return c->doc + (size_t)(c->slot[b] * c->cfg.capacity);
+}
 
 /* Row (b, hk, pos) of K or V of logical entry b: values and (q8) scales. */
 static inline const unsigned char *

@@ -11,8 +11,12 @@
  *   lse' = log(e^lse + e^lse_b),  O' = O e^(lse - lse') + O_b e^(lse_b - lse').
  * Only then does it wait for the transfers, which ran during the compute.
  * A (query run, key run) pair that the mask hides entirely (causal:
- * keys after every query) is not computed at all; zigzag shards hold two
- * runs each, so that every rank has the same causal work. */
+ * keys after every query; blocks of other documents) is not computed at
+ * all; zigzag shards hold two runs each, so that every rank has the same
+ * causal work. Soft-capping, ALiBi and document ids are functions of the
+ * global positions, which the flash kernel is given; an attention sink is
+ * one more term of a row's denominator, so the blocks run without it and
+ * it joins each row once, after the last merge (fold_sinks). */
 #include "dist.h"
 
 #include <math.h>
@@ -51,6 +55,29 @@ static void merge(const attn__ring *c, acc *a, int64_t r0, int64_t n) {
             for (int64_t e = 0; e < Dv; e++) o[e] = o[e] * fa + ob[e] * fb;
             *l = (float)(m + log(s));
         }
+}
+
+/* The sink of head h joins the denominator of each row of the merged
+ * result: lse' = log(e^lse + e^sink), O' = O e^(lse - lse'). A row that saw
+ * no key keeps O = 0 and gets lse = sink (attn_mask's rule). */
+static void fold_sinks(const attn__ring *c, const attn_mask *m, acc *a) {
+    const attn__sdpa_dims *d = &c->d;
+    const int64_t nq = d->Lq, Dv = d->Dv;
+    for (int64_t bh = 0; bh < d->B * d->H; bh++) {
+        const double sk = m->sinks[bh % d->H];
+        for (int64_t i = 0; i < nq; i++) {
+            float *l = a->lse + bh * nq + i, *o = a->o + (bh * nq + i) * Dv;
+            if (*l == -INFINITY) {
+                *l = (float)sk;
+                continue;
+            }
+            const double mx = *l > sk ? *l : sk;
+            const double s = exp(*l - mx) + exp(sk - mx);
+            const float f = (float)(exp(*l - mx) / s);
+            for (int64_t e = 0; e < Dv; e++) o[e] *= f;
+            *l = (float)(mx + log(s));
+        }
+    }
 }
 
 /* This rank's queries against the block of rank src (packed in buf). */
@@ -129,6 +156,11 @@ static attn_status ring_forward(const attn__ring *c, const attn_tensor *q,
     /* a rank whose step fails keeps passing blocks on (no neighbour waits
      * for a message that never comes) and the verdict is shared at the end */
     attn_status mpi = ATTN_OK;
+    /* the blocks' opts: without the sink (fold_sinks adds it once) */
+    attn_sdpa_opts bo = *opts;
+    bo.mask.sinks = NULL;
+    bo.mask.n_sinks = 0;
+    bo.mask.sinks_grad = NULL;
     for (int s = 0; s < c->P && !mpi; s++) {
         const int src = (c->rank - s + c->P) % c->P;
         char *cur = kv + (size_t)(s % 2) * kvb,
@@ -144,7 +176,7 @@ static attn_status ring_forward(const attn__ring *c, const attn_tensor *q,
         }
         double t0 = MPI_Wtime(), waited = 0;
         int computed = 0;
-        if (!st && !mpi) st = step(c, q, opts, src, cur, &a, &rq, &computed);
+        if (!st && !mpi) st = step(c, q, &bo, src, cur, &a, &rq, &computed);
         double t1 = MPI_Wtime();
         attn_status wst = attn__ring_wait(&rq, &waited);
         if (!mpi) mpi = wst;
@@ -163,6 +195,7 @@ static attn_status ring_forward(const attn__ring *c, const attn_tensor *q,
         goto done;
     }
     st = attn__ring_agree(c, st);
+    if (!st && opts->mask.sinks) fold_sinks(c, &opts->mask, &a);
     if (!st) {
         float *od = out->data;
         for (int64_t b = 0; b < d->B; b++)

@@ -15,9 +15,16 @@
  * After P steps the accumulator of every block has visited every rank and
  * arrives at its owner (r + 1 holds the block of r + 1 - P = r + 1 at the
  * last step), which adds it into dk, dv. The receive of an accumulator runs
- * during the compute; only the sum waits for it. */
+ * during the compute; only the sum waits for it.
+ *
+ * With attention sinks the blocks run without the sink (lse, which holds
+ * it, already makes their weights exact) and dL/dsinks is formed once per
+ * query row from the row alone, -e^(sink - lse) dO.O, summed per head on
+ * each rank and then across ranks in rank order (sink_grad), so every rank
+ * adds the same full gradient. */
 #include "dist.h"
 
+#include <math.h>
 #include <string.h>
 
 enum { TAG_KV = 7101, TAG_ACC = 7102 };
@@ -107,6 +114,42 @@ static void add_into(const attn__ring *c, const float *acc, attn_tensor *dk,
     }
 }
 
+/* dL/dsinks: this rank's rows' part per head (-sum_i e^(sink - lse_i)
+ * dO_i.O_i, in double), every rank's parts gathered and summed in rank
+ * order, added into sinks_grad where this rank passes one. sg holds
+ * (P + 1) H doubles. Collective. */
+static attn_status sink_grad(const attn__ring *c, const bwd_in *in,
+                             const attn_mask *m, double *sg) {
+    const attn__sdpa_dims *d = &c->d;
+    double *mine = sg + (size_t)c->P * (size_t)d->H;
+    for (int64_t h = 0; h < d->H; h++) mine[h] = 0;
+    for (int64_t b = 0; b < d->B; b++)
+        for (int64_t h = 0; h < d->H; h++)
+            for (int64_t i = 0; i < d->Lq; i++) {
+                const float *o = (const float *)in->out->data +
+                                 attn__off(in->out, b, h, i, 0);
+                const float *g = (const float *)in->dout->data +
+                                 attn__off(in->dout, b, h, i, 0);
+                double dot = 0;
+                for (int64_t e = 0; e < d->Dv; e++)
+                    dot += (double)g[e * in->dout->stride[3]] *
+                           o[e * in->out->stride[3]];
+                const float l = in->lse[(b * d->H + h) * d->Lq + i];
+                mine[h] -= exp(m->sinks[h] - (double)l) * dot;
+            }
+    int err = MPI_Allgather(mine, (int)d->H, MPI_DOUBLE, sg, (int)d->H,
+                            MPI_DOUBLE, c->comm);
+    if (err != MPI_SUCCESS)
+        return attn__fail(ATTN_E_IO, "ring: MPI_Allgather of dL/dsinks failed");
+    if (m->sinks_grad)
+        for (int64_t h = 0; h < d->H; h++) {
+            double t = 0;
+            for (int r = 0; r < c->P; r++) t += sg[(size_t)r * d->H + h];
+            m->sinks_grad[h] += t;
+        }
+    return ATTN_OK;
+}
+
 static void add_acc(float *dst, const float *src, size_t n) {
     for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
@@ -130,9 +173,20 @@ static attn_status ring_backward(const attn__ring *c, const bwd_in *in,
     bwd_in io = *in;
     io.lt = attn__alloc((size_t)(d->B * d->H * maxrun), sizeof(float),
                         "ring lse rows");
-    attn_status st = (!kv || !accs || !io.lt) ? ATTN_E_NOMEM : ATTN_OK;
+    double *sg = NULL;
+    if (opts->mask.sinks)
+        sg = attn__alloc((size_t)(c->P + 1) * (size_t)d->H, sizeof(double),
+                         "ring dL/dsinks");
+    attn_status st = (!kv || !accs || !io.lt || (opts->mask.sinks && !sg))
+                         ? ATTN_E_NOMEM
+                         : ATTN_OK;
     st = attn__ring_agree(c, st);
     if (st) goto done;
+    /* the blocks' opts: no sink gradient per block (sink_grad forms it) */
+    attn_sdpa_opts bo = *opts;
+    bo.mask.sinks = NULL;
+    bo.mask.n_sinks = 0;
+    bo.mask.sinks_grad = NULL;
     attn__ring_pack_kv(c, k, v, kv);
     float *arrive = (float *)(void *)(accs + 2 * accb);
     attn_status mpi = ATTN_OK;
@@ -162,7 +216,7 @@ static attn_status ring_backward(const attn__ring *c, const bwd_in *in,
         int computed = 0;
         memset(mine, 0, nacc * sizeof(float));
         if (!st && !mpi)
-            st = step(c, &io, opts, src, cur, mine, &rq, &ra, &computed);
+            st = step(c, &io, &bo, src, cur, mine, &rq, &ra, &computed);
         double t1 = MPI_Wtime();
         if (!mpi) mpi = attn__ring_wait(&ra, &waited);
         if (!mpi && s > 0) add_acc(mine, arrive, nacc);
@@ -201,7 +255,9 @@ static attn_status ring_backward(const attn__ring *c, const bwd_in *in,
     }
     st = attn__ring_agree(c, st);
     if (!st) add_into(c, own, dk, dv);
+    if (!st && opts->mask.sinks) st = sink_grad(c, &io, &opts->mask, sg);
 done:
+    attn__free(sg);
     attn__free(kv);
     attn__free(accs);
     attn__free(io.lt);

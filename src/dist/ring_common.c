@@ -36,18 +36,13 @@ attn_status attn__ring_local_check(attn_ring_layout layout,
     const attn_mask *m = &opts->mask;
     if (m->keep || m->bias || m->block_size || m->random_block)
         return attn__fail(ATTN_E_UNSUPPORTED,
-                          "ring attention serves causal, window and length "
-                          "masks; mask.%s is set",
+                          "ring attention serves causal, window, length and "
+                          "document masks with soft-capping, ALiBi and sinks; "
+                          "mask.%s is set",
                           m->keep         ? "keep"
                           : m->bias       ? "bias"
                           : m->block_size ? "block_size"
                                           : "random_block");
-    /* each step would add the sink to its partial; documents and ALiBi
-     * index the whole sequence: not served over a ring yet (issue 17) */
-    if (m->doc_q || attn__has_score_mod(m))
-        return attn__fail(
-            ATTN_E_UNSUPPORTED, "ring attention does not serve %s yet",
-            m->doc_q ? "document ids" : "soft-capping, ALiBi or sinks");
     if (opts->impl == ATTN_IMPL_REF)
         return attn__fail(ATTN_E_UNSUPPORTED,
                           "ring attention runs the flash "
@@ -57,6 +52,9 @@ attn_status attn__ring_local_check(attn_ring_layout layout,
     attn_sdpa_opts o = *opts;
     o.mask.key_lengths = NULL;
     o.mask.query_lengths = NULL;
+    /* so are the document ids: arrays of the full sequence, like lengths */
+    o.mask.doc_q = o.mask.doc_k = NULL;
+    o.mask.n_doc_q = o.mask.n_doc_k = 0;
     attn_tensor q1 = with_rows(q, q->shape[2] == 0 ? 1 : q->shape[2]);
     attn_tensor k1 = with_rows(k, k->shape[2] == 0 ? 1 : k->shape[2]);
     attn_tensor v1 = with_rows(v, v->shape[2] == 0 ? 1 : v->shape[2]);
@@ -107,6 +105,12 @@ enum {
     F_LAYOUT,
     F_KLEN,
     F_QLEN,
+    F_SOFTCAP,
+    F_ALIBI,
+    F_SLOPES,
+    F_SINKS,
+    F_NDOCQ,
+    F_NDOCK,
     F_NQ,
     F_NK,
     F_COUNT
@@ -129,6 +133,12 @@ static const char *const field_name[F_COUNT] = {"",
                                                 "the layout",
                                                 "opts.mask.key_lengths",
                                                 "opts.mask.query_lengths",
+                                                "opts.mask.softcap",
+                                                "opts.mask.alibi",
+                                                "opts.mask.alibi_slopes",
+                                                "opts.mask.sinks",
+                                                "opts.mask.n_doc_q",
+                                                "opts.mask.n_doc_k",
                                                 "",
                                                 ""};
 
@@ -147,6 +157,17 @@ static int64_t hash_lengths(const int64_t *x, int64_t n) {
         h *= 1099511628211ull;
     }
     return (int64_t)(h | 1); /* never 0 */
+}
+
+/* The same over the bits of n doubles (0 for none). */
+static int64_t hash_doubles(const double *x, int64_t n) {
+    if (!x) return 0;
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t i = 0; i < n; i++) {
+        h ^= (uint64_t)bits_of(x[i]);
+        h *= 1099511628211ull;
+    }
+    return (int64_t)(h | 1);
 }
 
 #define MSG_LEN 512
@@ -192,18 +213,20 @@ static attn_status check_table(attn__ring *c, const int64_t *tab,
                                const attn_sdpa_opts *opts) {
     const int P = c->P;
     for (int r = 1; r < P; r++)
-        for (int f = F_B; f <= F_QLEN; f++)
+        for (int f = F_B; f <= F_NDOCK; f++)
             if (tab[r * F_COUNT + f] != tab[f]) {
-                if (f >= F_DROPOUT && f <= F_SCALE)
+                if ((f >= F_DROPOUT && f <= F_SCALE) || f == F_SOFTCAP ||
+                    f == F_SLOPES || f == F_SINKS)
                     return attn__fail(ATTN_E_SHAPE,
                                       "ring: rank %d and rank 0 "
                                       "differ in %s",
                                       r, field_name[f]);
-                if (f == F_KLEN || f == F_QLEN)
+                if (f == F_KLEN || f == F_QLEN || f == F_NDOCQ || f == F_NDOCK)
                     return attn__fail(ATTN_E_SHAPE,
                                       "ring: rank %d and rank 0 "
                                       "pass different %s (every rank passes "
-                                      "the full sequence's lengths)",
+                                      "the full sequence's lengths and "
+                                      "document ids)",
                                       r, field_name[f]);
                 return attn__fail(ATTN_E_SHAPE,
                                   "ring: rank %d has %lld for %s "
@@ -253,9 +276,62 @@ static attn_status check_table(attn__ring *c, const int64_t *tab,
     c->maxnk = 0;
     for (int r = 0; r < P; r++)
         if (c->nk[r] > c->maxnk) c->maxnk = c->nk[r];
-    attn_status st = attn_mask_check(&opts->mask, c->d.B, c->d.H, Lq, Lk);
-    if (st) return st;
+    /* the document arrays' lengths, so that their contents can be read
+     * (and compared) safely; the same verdict everywhere (the table's) */
+    const attn_mask *m = &opts->mask;
+    if (m->doc_q && m->n_doc_q != c->d.B * Lq)
+        return attn__fail(ATTN_E_SHAPE,
+                          "ring: mask.doc_q has %lld entries (n_doc_q) but the "
+                          "full sequence needs B x Lq = %lld x %lld = %lld",
+                          (long long)m->n_doc_q, (long long)c->d.B,
+                          (long long)Lq, (long long)(c->d.B * Lq));
+    if (m->doc_k && m->n_doc_k != c->d.B * Lk)
+        return attn__fail(ATTN_E_SHAPE,
+                          "ring: mask.doc_k has %lld entries (n_doc_k) but the "
+                          "full sequence needs B x Lk = %lld x %lld = %lld",
+                          (long long)m->n_doc_k, (long long)c->d.B,
+                          (long long)Lk, (long long)(c->d.B * Lk));
     return ATTN_OK;
+}
+
+/* Collective, after check_table passed on every rank: the document ids
+ * (arrays of the full sequence) are the same on every rank, then the mask
+ * is checked against the full sequence (the same verdict everywhere, since
+ * every rank now holds the same mask). */
+static attn_status check_docs_and_mask(attn__ring *c,
+                                       const attn_sdpa_opts *opts) {
+    const attn_mask *m = &opts->mask;
+    if (m->doc_q) { /* n_doc_q agreed: every rank is here or none */
+        int64_t mine[2] = {hash_lengths(m->doc_q, m->n_doc_q),
+                           hash_lengths(m->doc_k, m->n_doc_k)};
+        int64_t *all = malloc(sizeof(int64_t) * 2 * (size_t)c->P);
+        int ok = all != NULL, all_ok = 0;
+        MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->comm);
+        if (!all_ok) {
+            free(all);
+            return attn__fail(ATTN_E_NOMEM, "ring: the document hashes could "
+                                            "not be allocated on some rank");
+        }
+        int err =
+            MPI_Allgather(mine, 2, MPI_INT64_T, all, 2, MPI_INT64_T, c->comm);
+        if (err != MPI_SUCCESS) {
+            free(all);
+            return mpi_fail(err, "MPI_Allgather");
+        }
+        for (int r = 1; r < c->P; r++)
+            for (int x = 0; x < 2; x++)
+                if (all[2 * r + x] != all[x]) {
+                    free(all);
+                    return attn__fail(
+                        ATTN_E_SHAPE,
+                        "ring: rank %d and rank 0 pass different "
+                        "opts.mask.%s (every rank passes the full "
+                        "sequence's document ids)",
+                        r, x ? "doc_k" : "doc_q");
+                }
+        free(all);
+    }
+    return attn_mask_check(m, c->d.B, c->d.H, c->Lq, c->Lk);
 }
 
 attn_status attn__ring_begin(MPI_Comm comm, attn_ring_layout layout,
@@ -292,6 +368,13 @@ attn_status attn__ring_begin(MPI_Comm comm, attn_ring_layout layout,
         mine[F_LAYOUT] = layout;
         mine[F_KLEN] = hash_lengths(m->key_lengths, d->B);
         mine[F_QLEN] = hash_lengths(m->query_lengths, d->B);
+        mine[F_SOFTCAP] = bits_of(m->softcap);
+        mine[F_ALIBI] = m->alibi;
+        /* n_alibi_slopes = n_sinks = H: checked by the local check */
+        mine[F_SLOPES] = hash_doubles(m->alibi_slopes, d->H);
+        mine[F_SINKS] = hash_doubles(m->sinks, d->H);
+        mine[F_NDOCQ] = m->doc_q ? m->n_doc_q + 1 : 0;
+        mine[F_NDOCK] = m->doc_k ? m->n_doc_k + 1 : 0;
         mine[F_NQ] = q->shape[2];
         mine[F_NK] = k->shape[2];
     }
@@ -331,6 +414,8 @@ attn_status attn__ring_begin(MPI_Comm comm, attn_ring_layout layout,
         }
     }
     free(tab);
+    /* check_table's verdict is the same on every rank */
+    if (!st) st = check_docs_and_mask(c, opts);
     if (st) attn__ring_end(c);
     return st;
 }

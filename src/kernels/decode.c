@@ -116,7 +116,6 @@ static attn_status check_args(const attn_tensor *q, const attn_kv_cache *c,
                      : m->bias           ? "a bias"
                      : m->block_size     ? "a block-sparse layout"
                      : m->random_block   ? "random blocks"
-                     : m->doc_q          ? "document ids"
                      : m->block_mask     ? "a block mask (give mask_mod "
                                            "alone: the cache grows)"
                                          : NULL;
@@ -126,6 +125,12 @@ static attn_status check_args(const attn_tensor *q, const attn_kv_cache *c,
                           "takes causal, window and query lengths only, not "
                           "%s",
                           no);
+    /* documents: mk.doc_k holds the cache's ids (attn_sdpa_cached) */
+    if (m->doc_q && !m->doc_k)
+        return attn__fail(ATTN_E_INVALID,
+                          "mask.doc_q is given but the cache holds no "
+                          "document ids (append with "
+                          "attn_kv_cache_append_docs)");
     attn_mask mk = *m;
     mk.key_lengths = c->len;
     if ((st = attn_mask_check(&mk, B, H, Lq, cc->capacity))) return st;
@@ -146,9 +151,17 @@ static attn_status check_args(const attn_tensor *q, const attn_kv_cache *c,
  * window), which always leave an interval; mk carries the cache's lengths
  * as its key lengths. Empty: *lo == *hi. */
 static void row_range(const attn_mask *mk, int64_t b, int64_t i, int64_t Lq,
-                      int64_t *lo, int64_t *hi) {
+                      int64_t cap, int64_t *lo, int64_t *hi) {
     attn__mask_row_range(mk, b, i, Lq, 0, lo, hi);
     if (*hi < *lo) *hi = *lo;
+    /* and to the keys of the query's document: still an interval */
+    attn__doc_range(mk, b, i, Lq, cap, lo, hi);
+}
+
+/* 1 if query i's keys [lo[i], hi[i]) meet [j0, j1). */
+static int sees(const int64_t *lo, const int64_t *hi, int64_t i, int64_t j0,
+                int64_t j1) {
+    return hi[i] > j0 && lo[i] < j1 && lo[i] < hi[i];
 }
 
 static void finish_row(float *orow, int64_t ostride, int64_t Dv, double mx,
@@ -297,14 +310,15 @@ static void run_unit(const ctx_t *x, const unit_t *u, float *part, float *s) {
     float *mo = part + R * Dv, *lo_ = mo + R;
     const int64_t *lo = x->lo + b * Lq, *hi = x->hi + b * Lq;
     /* the queries seeing this chunk: lo and hi grow with i, so they form
-     * one run [ia, ib) */
+     * one run [ia, ib), in which (with documents) a query of a document
+     * without cached keys may see nothing: it is masked below */
     int64_t ia = 0, ib = Lq, kmin = j1, kmax = j0;
-    while (ia < Lq && !(hi[ia] > j0 && lo[ia] < j1 && lo[ia] < hi[ia])) ia++;
-    ib = ia;
-    while (ib < Lq && hi[ib] > j0 && lo[ib] < j1 && lo[ib] < hi[ib]) ib++;
+    while (ia < Lq && !sees(lo, hi, ia, j0, j1)) ia++;
+    while (ib > ia && !sees(lo, hi, ib - 1, j0, j1)) ib--;
     for (int64_t r = 0; r < R; r++) mo[r] = -INFINITY;
     if (ia == ib) return;
     for (int64_t i = ia; i < ib; i++) {
+        if (!sees(lo, hi, i, j0, j1)) continue;
         if (lo[i] < kmin) kmin = lo[i];
         if (hi[i] > kmax) kmax = hi[i];
     }
@@ -372,6 +386,14 @@ static void run_unit(const ctx_t *x, const unit_t *u, float *part, float *s) {
     }
 }
 
+/* 1 if some query of an entry (ranges lo, hi [Lq]) sees chunk ch. */
+static int chunk_seen(const int64_t *lo, const int64_t *hi, int64_t Lq,
+                      int64_t ch) {
+    for (int64_t i = 0; i < Lq; i++)
+        if (sees(lo, hi, i, ch * CHUNK, (ch + 1) * CHUNK)) return 1;
+    return 0;
+}
+
 /* acc (m, l, O) of one row ⊕= a partial row. */
 static void merge_row(float *am, float *al, float *ao, float pm, float pl,
                       const float *po, int64_t Dv) {
@@ -406,7 +428,8 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
     for (int64_t b = 0; b < B; b++) {
         int64_t ulo = INT64_MAX, uhi = 0;
         for (int64_t i = 0; i < Lq; i++) {
-            row_range(&mk, b, i, Lq, &lo[b * Lq + i], &hi[b * Lq + i]);
+            row_range(&mk, b, i, Lq, c->cfg.capacity, &lo[b * Lq + i],
+                      &hi[b * Lq + i]);
             if (lo[b * Lq + i] < hi[b * Lq + i]) {
                 if (lo[b * Lq + i] < ulo) ulo = lo[b * Lq + i];
                 if (hi[b * Lq + i] > uhi) uhi = hi[b * Lq + i];
@@ -414,7 +437,8 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
         }
         c0[b] = ulo < uhi ? ulo / CHUNK : 0;
         c1[b] = ulo < uhi ? (uhi - 1) / CHUNK + 1 : 0;
-        nunits += Hkv * (c1[b] - c0[b]);
+        for (int64_t ch = c0[b]; ch < c1[b]; ch++)
+            nunits += Hkv * chunk_seen(lo + b * Lq, hi + b * Lq, Lq, ch);
     }
     const int64_t pfl = R * (Dv + 2); /* floats of one partial */
     int64_t per_round = ROUND_FLOATS / pfl;
@@ -454,10 +478,12 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
     /* units in (b, hk, chunk) order: the fold below follows it */
     for (int64_t b = 0, n = 0; b < B; b++)
         for (int64_t hk = 0; hk < Hkv; hk++)
-            for (int64_t ch = c0[b]; ch < c1[b]; ch++, n++) {
+            for (int64_t ch = c0[b]; ch < c1[b]; ch++) {
+                /* chunks no query sees (other documents) are no unit */
+                if (!chunk_seen(lo + b * Lq, hi + b * Lq, Lq, ch)) continue;
                 units[n].b = b;
                 units[n].hk = hk;
-                units[n].c = ch;
+                units[n++].c = ch;
             }
     ctx_t x = {c,
                &mk,
@@ -529,13 +555,44 @@ done:
     return st;
 }
 
+/* The cache's document ids in logical order, (B, capacity) row-major, as
+ * attn_mask's doc_k: positions past an entry's length repeat its last id
+ * (never visible, and the ids stay non-decreasing). */
+static int64_t *logical_docs(const attn_kv_cache *c) {
+    const int64_t B = c->cfg.batch, cap = c->cfg.capacity;
+    int64_t *d = attn__alloc((size_t)(B * cap), sizeof(int64_t),
+                             "the cache's document ids");
+    if (!d) return NULL;
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t n = c->len[b], *src = attn__kv_doc_row(c, b);
+        memcpy(d + b * cap, src, (size_t)n * sizeof(int64_t));
+        for (int64_t j = n; j < cap; j++) d[b * cap + j] = n ? src[n - 1] : 0;
+    }
+    return d;
+}
+
 attn_status attn_sdpa_cached(const attn_tensor *q, const attn_kv_cache *cache,
                              const attn_sdpa_opts *opts, attn_tensor *out,
                              float *lse) {
+    if (!opts || !cache) return check_args(q, cache, opts, out, NULL);
+    if (opts->mask.doc_k)
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "attention over a KV cache takes the keys' "
+                          "document ids from the cache "
+                          "(attn_kv_cache_append_docs), not mask.doc_k");
+    attn_sdpa_opts o = *opts;
+    int64_t *docs = NULL;
+    if (o.mask.doc_q && cache->doc) {
+        if (!(docs = logical_docs(cache))) return ATTN_E_NOMEM;
+        o.mask.doc_k = docs;
+        o.mask.n_doc_k = cache->cfg.batch * cache->cfg.capacity;
+    }
     dims_t dm;
-    attn_status st = check_args(q, cache, opts, out, &dm);
-    if (st) return st;
-    if (opts->impl == ATTN_IMPL_REF)
-        return ref_forward(q, cache, opts, &dm, out, lse);
-    return kernel_forward(q, cache, opts, &dm, out, lse);
+    attn_status st = check_args(q, cache, &o, out, &dm);
+    if (!st)
+        st = opts->impl == ATTN_IMPL_REF
+                 ? ref_forward(q, cache, &o, &dm, out, lse)
+                 : kernel_forward(q, cache, &o, &dm, out, lse);
+    attn__free(docs);
+    return st;
 }

@@ -119,6 +119,39 @@ attn_status attn__score_mod_check(const attn_mask *m, int64_t B, int64_t H,
     return attn__user_mod_check(m, B, H, Lq, Lk);
 }
 
+attn_status attn_doc_ids_from_cu_seqlens(const int64_t *cu, int64_t n,
+                                         int64_t L, int64_t *ids) {
+    if (!cu || !ids)
+        return attn__fail(ATTN_E_INVALID, "cu_seqlens: %s is NULL",
+                          !cu ? "cu" : "ids");
+    if (n < 1)
+        return attn__fail(ATTN_E_INVALID,
+                          "cu_seqlens: n is %lld; at least one document (n + "
+                          "1 >= 2 starts) is needed",
+                          (long long)n);
+    if (cu[0] != 0)
+        return attn__fail(ATTN_E_INVALID,
+                          "cu_seqlens[0] is %lld; the first document starts at "
+                          "0",
+                          (long long)cu[0]);
+    for (int64_t d = 0; d < n; d++)
+        if (cu[d + 1] < cu[d])
+            return attn__fail(ATTN_E_INVALID,
+                              "cu_seqlens decreases: cu[%lld] = %lld after "
+                              "cu[%lld] = %lld (cumulative starts never "
+                              "decrease)",
+                              (long long)(d + 1), (long long)cu[d + 1],
+                              (long long)d, (long long)cu[d]);
+    if (cu[n] != L)
+        return attn__fail(ATTN_E_SHAPE,
+                          "cu_seqlens ends at cu[%lld] = %lld but the sequence "
+                          "has %lld positions",
+                          (long long)n, (long long)cu[n], (long long)L);
+    for (int64_t d = 0; d < n; d++)
+        for (int64_t j = cu[d]; j < cu[d + 1]; j++) ids[j] = d;
+    return ATTN_OK;
+}
+
 /* First index in x[lo, hi) with x >= v (upper: x > v). */
 static int64_t bound(const int64_t *x, int64_t lo, int64_t hi, int64_t v,
                      int upper) {

@@ -30,7 +30,20 @@ static int P, R;
 /* src/dist/ring_common.c: query rows per compute slice (0 = default) */
 extern int64_t attn__ring_slice_override;
 
-enum { M_CAUSAL = 1, M_BR = 2, M_WINDOW = 4, M_KLEN = 8, M_QLEN = 16 };
+enum {
+    M_CAUSAL = 1,
+    M_BR = 2,
+    M_WINDOW = 4,
+    M_KLEN = 8,
+    M_QLEN = 16,
+    M_SOFTCAP = 32,     /* mask.softcap = 0.9 (scores of O(1): the cap bites) */
+    M_ALIBI = 64,       /* causal ALiBi with the standard slopes */
+    M_ALIBI_SYM = 128,  /* symmetric ALiBi with given slopes */
+    M_SINKS = 256,      /* per-head sinks, and their gradient */
+    M_DOCS = 512,       /* ragged documents (doc_k too when Lq != Lk) */
+    M_DOC_SHARDS = 1024 /* one document per contiguous shard (Lq == Lk):
+                           every step but the first is skipped */
+};
 
 typedef struct {
     int64_t B, H, Hkv, Lq, Lk, Dk, Dv;
@@ -41,7 +54,20 @@ typedef struct {
     attn_dtype dt;
 } rcase;
 
-static double max_ring_err[5], max_flash_err[5]; /* O, lse, dq, dk, dv */
+/* O, lse, dq, dk, dv, dsinks */
+static double max_ring_err[6], max_flash_err[6];
+
+/* Ragged documents of one entry of L positions: cut at pseudo-random
+ * places (about nd documents), ids growing by 1 or 2 from b. */
+static void make_docs(int64_t *ids, int64_t L, int64_t b, int64_t nd,
+                      unsigned long long *seed) {
+    int64_t id = b;
+    for (int64_t i = 0; i < L; i++) {
+        if (i > 0 && test_rand(seed) < 2.0 * (double)nd / (double)L - 1.0)
+            id += 1 + (test_rand(seed) > 0.5);
+        ids[i] = id;
+    }
+}
 
 static float *frand(size_t n, unsigned long long *seed) {
     float *x = malloc(n * sizeof(float));
@@ -131,6 +157,8 @@ static double absmax(const double *x, size_t n) {
 }
 
 static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
+    int64_t *docq = NULL, *dock = NULL;
+    double slopes[16], sinks[16], gs_ref[16], gs_flash[16], gs_ring[16];
     unsigned long long seed = 1234567 + (unsigned long long)idx * 7919;
     /* odd cases compute in slices of 7 query rows (the default slices
      * only cut runs longer than 512 rows) */
@@ -163,6 +191,47 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
     if (c->mask & M_QLEN) o.mask.query_lengths = qlen;
     o.dropout_p = c->dropout;
     o.seed = 99 + (uint64_t)idx;
+    if (c->mask & M_SOFTCAP) o.mask.softcap = 0.9;
+    if (c->mask & M_ALIBI) o.mask.alibi = ATTN_ALIBI_CAUSAL;
+    if (c->mask & M_ALIBI_SYM) {
+        o.mask.alibi = ATTN_ALIBI_SYMMETRIC;
+        for (int64_t h = 0; h < H; h++) slopes[h] = 0.05 + 0.11 * (double)h;
+        o.mask.alibi_slopes = slopes;
+        o.mask.n_alibi_slopes = H;
+    }
+    if (c->mask & M_SINKS) {
+        for (int64_t h = 0; h < H; h++) sinks[h] = 2.0 * test_rand(&seed);
+        o.mask.sinks = sinks;
+        o.mask.n_sinks = H;
+    }
+    if (c->mask & M_DOC_SHARDS) {
+        docq = malloc((size_t)(B * Lq) * sizeof(int64_t));
+        for (int r = 0; r < P; r++) {
+            int64_t s0[2], l0[2];
+            int n0 = 0;
+            attn_ring_runs(ATTN_RING_CONTIGUOUS, Lq, P, r, s0, l0, &n0);
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t i = s0[0]; i < s0[0] + l0[0]; i++)
+                    docq[b * Lq + i] = r;
+        }
+        o.mask.doc_q = docq;
+        o.mask.n_doc_q = B * Lq;
+    }
+    if (c->mask & M_DOCS) {
+        docq = malloc((size_t)(B * Lq) * sizeof(int64_t));
+        for (int64_t b = 0; b < B; b++)
+            make_docs(docq + b * Lq, Lq, b, 4, &seed);
+        o.mask.doc_q = docq;
+        o.mask.n_doc_q = B * Lq;
+        if (Lq != Lk) { /* the same documents, scaled to the keys */
+            dock = malloc((size_t)(B * Lk) * sizeof(int64_t));
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t j = 0; j < Lk; j++)
+                    dock[b * Lk + j] = docq[b * Lq + j * Lq / Lk];
+            o.mask.doc_k = dock;
+            o.mask.n_doc_k = B * Lk;
+        }
+    }
     char what[200];
     snprintf(
         what, sizeof what,
@@ -239,10 +308,13 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
         Lq == Lk) /* rank r's queries see nothing of ranks r + 1 .. P - 1 */
         CHECK_MSG(stats.skipped == P - 1 - R, "%s: rank %d skipped %d steps",
                   what, R, stats.skipped);
+    if (c->mask & M_DOC_SHARDS) /* no block of another rank is computed */
+        CHECK_MSG(stats.skipped == P - 1, "%s: rank %d skipped %d steps", what,
+                  R, stats.skipped);
     float *oring = gather(osh, B * H, Lq, Dv, qs, ql, nqr);
     float *lring = gather(lsh, B * H, Lq, 1, qs, ql, nqr);
     double *lref64 = to_f64(lref, nl);
-    double e[5], ef[5];
+    double e[6], ef[6];
     e[0] = err_f32(oring, oref, no);
     ef[0] = err_f32(of, oref, no);
     e[1] = err_f32(lring, lref64, nl);
@@ -262,15 +334,21 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
     attn_tensor dQf = attn_tensor_4d(gf, ATTN_F32, B, H, Lq, Dk);
     attn_tensor dKf = attn_tensor_4d(gf + nq, ATTN_F32, B, Hkv, Lk, Dk);
     attn_tensor dVf = attn_tensor_4d(gf + nq + nk, ATTN_F32, B, Hkv, Lk, Dv);
+    memset(gs_ref, 0, sizeof gs_ref);
+    memset(gs_flash, 0, sizeof gs_flash);
+    for (int64_t h = 0; h < H; h++) gs_ring[h] = 0.25; /* added into */
     o.impl = ATTN_IMPL_REF;
+    if (o.mask.sinks) o.mask.sinks_grad = gs_ref;
     CHECK_STATUS(attn_sdpa_backward(&Q, &K, &V, &Of, lf, &dO, &o, &dQr, &dKr,
                                     &dVr, NULL),
                  ATTN_OK);
     o.impl = ATTN_IMPL_FLASH;
+    if (o.mask.sinks) o.mask.sinks_grad = gs_flash;
     CHECK_STATUS(attn_sdpa_backward(&Q, &K, &V, &Of, lf, &dO, &o, &dQf, &dKf,
                                     &dVf, NULL),
                  ATTN_OK);
     o.impl = ATTN_IMPL_AUTO;
+    if (o.mask.sinks) o.mask.sinks_grad = gs_ring;
     float *dosh = malloc((size_t)(B * H * mq * Dv) * sizeof(float));
     copy_runs(dout, dosh, B * H, Lq, Dv, qs, ql, nqr, 0);
     float *gsh = calloc((size_t)(B * H * mq * Dk + B * Hkv * mk * (Dk + Dv)),
@@ -299,7 +377,23 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
                   "%s: ring %s error %.3g, flash %.3g (relative to %.3g)", what,
                   gname[g], e[2 + g], ef[2 + g], m);
     }
-    for (int x = 0; x < 5; x++) {
+    e[5] = ef[5] = 0;
+    if (o.mask.sinks) {
+        /* every rank holds the full gradient (added into its 0.25) */
+        double m = 1;
+        for (int64_t h = 0; h < H; h++)
+            if (fabs(gs_ref[h]) > m) m = fabs(gs_ref[h]);
+        for (int64_t h = 0; h < H; h++) {
+            double er = fabs(gs_ring[h] - 0.25 - gs_ref[h]) / m,
+                   efl = fabs(gs_flash[h] - gs_ref[h]) / m;
+            if (!(er <= e[5])) e[5] = er;
+            if (efl > ef[5]) ef[5] = efl;
+        }
+        CHECK_MSG(e[5] <= 2 * ef[5] + 1e-6,
+                  "%s: rank %d: ring dsinks error %.3g, flash %.3g", what, R,
+                  e[5], ef[5]);
+    }
+    for (int x = 0; x < 6; x++) {
         if (e[x] > max_ring_err[x]) max_ring_err[x] = e[x];
         if (ef[x] > max_flash_err[x]) max_flash_err[x] = ef[x];
     }
@@ -329,6 +423,8 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
     free(qh);
     free(kh);
     free(vh);
+    free(docq);
+    free(dock);
 }
 
 /* ---- bad input ---------------------------------------------------------- */
@@ -441,6 +537,51 @@ static void bad_inputs(void) {
             MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv, &o2, &O, lse, NULL);
         expect_all(st, ATTN_E_SHAPE, "opts.mask.causal", "causal on one rank");
     }
+    /* score modifiers and documents that differ across ranks, documents
+     * that do not cover the full sequence, decreasing ids */
+    {
+        attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, H, n, D);
+        attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, n, D);
+        attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, n, D);
+        attn_sdpa_opts o2 = o;
+        double sk[2] = {0.5, R == P - 1 && P > 1 ? 1.5 : 0.5};
+        o2.mask.sinks = sk;
+        o2.mask.n_sinks = H;
+        attn_status st = attn_ring_sdpa_forward(
+            MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv, &o2, &O, lse, NULL);
+        if (P > 1)
+            expect_all(st, ATTN_E_SHAPE, "opts.mask.sinks", "sinks differ");
+        int64_t *ids = calloc((size_t)L, sizeof(int64_t));
+        for (int64_t i = L / 2; i < L; i++)
+            ids[i] = 1 + (R == P - 1 && i == L - 1);
+        o2 = o;
+        o2.mask.doc_q = ids;
+        o2.mask.n_doc_q = L;
+        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
+                                    &kv, &o2, &O, lse, NULL);
+        if (P > 1)
+            expect_all(st, ATTN_E_SHAPE,
+                       "pass different opts.mask.doc_q (every rank passes "
+                       "the full sequence's document ids)",
+                       "doc ids differ");
+        o2.mask.n_doc_q = L - 1; /* the same on every rank, one short */
+        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
+                                    &kv, &o2, &O, lse, NULL);
+        char frag[120];
+        snprintf(frag, sizeof frag,
+                 "ring: mask.doc_q has %lld entries (n_doc_q) but the full "
+                 "sequence needs B x Lq = 1 x %lld",
+                 (long long)(L - 1), (long long)L);
+        expect_all(st, ATTN_E_SHAPE, frag, "doc ids one short");
+        /* decreasing ids: attn_mask_check's message on every rank */
+        for (int64_t i = 0; i < L; i++) ids[i] = i == 3 ? 0 : 1;
+        o2.mask.n_doc_q = L;
+        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
+                                    &kv, &o2, &O, lse, NULL);
+        expect_all(st, ATTN_E_INVALID, "mask.doc_q decreases in entry 0",
+                   "decreasing doc ids");
+        free(ids);
+    }
     /* what the ring does not serve: a bias, the reference kernel */
     {
         attn_sdpa_opts o2 = o;
@@ -511,6 +652,27 @@ int main(int argc, char **argv) {
         {1, 2, 2, 53, 53, 16, 16, M_CAUSAL, 0, 0.25, Z, 0, ATTN_F32},
         {2, 2, 1, 40, 47, 8, 8, M_KLEN, 0, 0.4, C, 0, ATTN_F32},
         {1, 2, 2, 39, 39, 16, 16, M_CAUSAL, 0, 0, Z, 0, ATTN_F16},
+        /* score modifiers and documents, one at a time and together */
+        {1, 2, 2, 37, 37, 16, 16, M_SOFTCAP, 0, 0, C, 0, ATTN_F32},
+        {2, 3, 3, 43, 43, 8, 8, M_CAUSAL | M_SOFTCAP, 0, 0, Z, 0, ATTN_F32},
+        {1, 4, 2, 41, 41, 8, 8, M_CAUSAL | M_ALIBI, 0, 0, Z, 0, ATTN_F32},
+        {1, 3, 3, 35, 47, 8, 8, M_ALIBI_SYM | M_KLEN, 0, 0, C, 0, ATTN_F32},
+        {2, 2, 2, 38, 38, 8, 12, M_SINKS, 0, 0, Z, 0, ATTN_F32},
+        {1, 3, 1, 45, 45, 16, 16, M_CAUSAL | M_SINKS | M_QLEN, 0, 0, C, 1,
+         ATTN_F32},
+        {2, 2, 2, 57, 57, 8, 8, M_DOCS, 0, 0, C, 0, ATTN_F32},
+        {2, 2, 1, 61, 61, 8, 8, M_CAUSAL | M_DOCS, 0, 0, Z, 0, ATTN_F32},
+        {1, 2, 2, 40, 52, 8, 8, M_CAUSAL | M_BR | M_DOCS, 0, 0, C, 0, ATTN_F32},
+        {2, 4, 2, 63, 63, 8, 8,
+         M_CAUSAL | M_SOFTCAP | M_DOCS | M_SINKS | M_ALIBI | M_KLEN, 0.4, 0, Z,
+         0, ATTN_F32},
+        {1, 2, 2, 59, 59, 16, 16,
+         M_CAUSAL | M_SOFTCAP | M_DOCS | M_SINKS | M_ALIBI_SYM | M_WINDOW, 0,
+         0.2, C, 1, ATTN_F32},
+        {1, 2, 2, 47, 47, 16, 16, M_CAUSAL | M_SOFTCAP | M_DOCS | M_SINKS, 0, 0,
+         Z, 0, ATTN_F16},
+        {2, 2, 2, 45, 45, 8, 8, M_DOC_SHARDS | M_SINKS | M_ALIBI_SYM, 0, 0, C,
+         0, ATTN_F32},
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     int64_t klen[8], qlen[8];
@@ -519,8 +681,8 @@ int main(int argc, char **argv) {
     int mine = check_failures, all = 0;
     MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (R == 0) {
-        static const char *nm[5] = {"O", "lse", "dq", "dk", "dv"};
-        for (int x = 0; x < 5; x++)
+        static const char *nm[6] = {"O", "lse", "dq", "dk", "dv", "dsinks"};
+        for (int x = 0; x < 6; x++)
             printf("ring P=%d: max %s error %.3g (one-process flash %.3g)\n", P,
                    nm[x], max_ring_err[x], max_flash_err[x]);
         printf("ring_test P=%d: %d checks on rank 0, %d failed on all ranks\n",

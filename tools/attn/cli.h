@@ -136,7 +136,8 @@ int cli_parse_u64(const char *s, uint64_t *out);
  * Options: --scale --causal --align --window --key-lengths --query-lengths
  * --mask --mask-convention --bias --block-sparse --random-blocks --impl
  * --threads --dropout --seed --softcap --alibi --alibi-slopes --sinks
- * --doc-ids (see cli_sdpa_args_help). */
+ * --doc-ids --cu-seqlens --cu-seqlens-k (see cli_sdpa_args_help). */
+#define CLI_SDPA_NFILES 11 /* the files those options may name */
 typedef struct {
     attn_sdpa_opts opts; /* complete after cli_sdpa_args_bind          */
     attn_npy key_lengths, query_lengths; /* i64, [B]                    */
@@ -147,6 +148,8 @@ typedef struct {
     attn_npy sinks, alibi_slopes; /* f64 [H]: --sinks, --alibi-slopes    */
     attn_npy doc_q, doc_k;        /* i64 (B, L) or (L,): --doc-ids        */
     void *doc_buf;                /* doc ids of (L,) files repeated B times */
+    char *doc_paths;              /* --doc-ids's value, cut at its comma    */
+    int64_t *cu[2], ncu[2];       /* --cu-seqlens, --cu-seqlens-k starts    */
     int causal_set, align_set;
     int mask_was_bias; /* a float --mask became the bias (PyTorch rule) */
     /* which options this command takes besides the mask (CLI_OPTS_*; set
@@ -154,7 +157,7 @@ typedef struct {
     unsigned kinds;
     /* the files the options named (NULL: not given), for
      * cli_distinct_outputs */
-    const char *files[5], *file_opt[5];
+    const char *files[CLI_SDPA_NFILES], *file_opt[CLI_SDPA_NFILES];
 } cli_sdpa_args;
 
 #define CLI_OPTS_SCALE 1u   /* --scale                               */

@@ -133,14 +133,16 @@ int cli_layer_check(const char *cmd, const cli_layer *l, const char *need,
                                l->qkv ? "--query" : "--x");
     int rc = param_check(cmd, &l->src);
     if (rc) return rc;
-    const char *in_names[9] = {l->qkv ? "--query" : "--x", "--key", "--value",
-                               "--params"};
-    const char *ins[9] = {l->in[0], l->in[1], l->in[2], l->src.load};
-    for (int i = 0; i < 5; i++)
+    const char *in_names[4 + CLI_SDPA_NFILES] = {
+        l->qkv ? "--query" : "--x", "--key", "--value", "--params"};
+    const char *ins[4 + CLI_SDPA_NFILES] = {l->in[0], l->in[1], l->in[2],
+                                            l->src.load};
+    for (int i = 0; i < CLI_SDPA_NFILES; i++)
         in_names[4 + i] = l->a.file_opt[i], ins[4 + i] = l->a.files[i];
     const char *out_names[3] = {"--out", "--weights", "--save-params"};
     const char *outs[3] = {l->out_path, l->weights_path, l->src.save};
-    if ((rc = cli_distinct_outputs(cmd, in_names, ins, 9, out_names, outs, 3)))
+    if ((rc = cli_distinct_outputs(cmd, in_names, ins, 4 + CLI_SDPA_NFILES,
+                                   out_names, outs, 3)))
         return rc;
     if (need && l->src.seeded && !have)
         return cli_usage_error(cmd, "--init-seed needs %s", need);

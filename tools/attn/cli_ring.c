@@ -60,7 +60,9 @@ int cli_ring_sdpa(const char *cmd, const char *layout, cli_tensor *q,
 int cli_ring_backward(const char *cmd, const char *layout, cli_tensor *q,
                       cli_tensor *k, cli_tensor *v, cli_tensor *dout,
                       const attn_sdpa_opts *opts, const char *dq_path,
-                      const char *dk_path, const char *dv_path) {
+                      const char *dk_path, const char *dv_path,
+                      const char *dsinks_path) {
+    (void)dsinks_path;
     (void)layout;
     (void)q;
     (void)k;
@@ -221,12 +223,15 @@ done:
 int cli_ring_backward(const char *cmd, const char *layout, cli_tensor *q,
                       cli_tensor *k, cli_tensor *v, cli_tensor *dout,
                       const attn_sdpa_opts *opts, const char *dq_path,
-                      const char *dk_path, const char *dv_path) {
+                      const char *dk_path, const char *dv_path,
+                      const char *dsinks_path) {
     int P, R, rc = 0;
     ring_init(&P, &R);
     const attn_ring_layout lay = cli_ring_layout(layout);
     attn_tensor Qs = {0}, Ks = {0}, Vs = {0}, dOs = {0};
     float *o = NULL, *l = NULL, *g = NULL, *full[3] = {NULL, NULL, NULL};
+    double *ds = NULL; /* dL/dsinks: the full gradient on every rank */
+    attn_sdpa_opts bo = *opts;
     attn_status st;
     if ((st = shard_of(lay, P, R, &q->t, &Qs)) ||
         (st = shard_of(lay, P, R, &k->t, &Ks)) ||
@@ -242,7 +247,8 @@ int cli_ring_backward(const char *cmd, const char *layout, cli_tensor *q,
                  nkg = (size_t)(B * Hkv * nk * Dk);
     if (!alloc_f32(&o, (size_t)(B * H * nq * Dv)) ||
         !alloc_f32(&l, (size_t)(B * H * nq)) ||
-        !alloc_f32(&g, nqg + nkg + (size_t)(B * Hkv * nk * Dv))) {
+        !alloc_f32(&g, nqg + nkg + (size_t)(B * Hkv * nk * Dv)) ||
+        (dsinks_path && !(ds = calloc((size_t)H, sizeof(double))))) {
         rc = ring_fail(cmd, R, ATTN_E_NOMEM, "ring gradients");
         goto done;
     }
@@ -256,8 +262,9 @@ int cli_ring_backward(const char *cmd, const char *layout, cli_tensor *q,
         rc = ring_fail(cmd, R, st, "ring forward");
         goto done;
     }
+    bo.mask.sinks_grad = ds;
     st = attn_ring_sdpa_backward(MPI_COMM_WORLD, lay, &Qs, &Ks, &Vs, &O, l,
-                                 &dOs, opts, &dQ, &dK, &dV, NULL);
+                                 &dOs, &bo, &dQ, &dK, &dV, NULL);
     if (st) {
         rc = ring_fail(cmd, R, st, "ring backward");
         goto done;
@@ -279,8 +286,13 @@ int cli_ring_backward(const char *cmd, const char *layout, cli_tensor *q,
                                 k->rank)))
             goto done;
         rc = cli_save_like(cmd, dv_path, ATTN_F32, full[2], 4, vs, v->rank);
+        if (!rc && dsinks_path) {
+            const int64_t nh = H;
+            rc = cli_save_array(cmd, dsinks_path, ATTN_F64, ds, 1, &nh);
+        }
     }
 done:
+    free(ds);
     free(Qs.data);
     free(Ks.data);
     free(Vs.data);

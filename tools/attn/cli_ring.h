@@ -19,11 +19,13 @@ int cli_ring_sdpa(const char *cmd, const char *layout, cli_tensor *q,
                   const char *out_path, const char *lse_path);
 
 /* attn sdpa-backward --ring: the ring forward, then the ring backward;
- * rank 0 writes dq, dk, dv. */
+ * rank 0 writes dq, dk, dv, and dL/dsinks to dsinks_path when it is not
+ * NULL (opts then has sinks). */
 int cli_ring_backward(const char *cmd, const char *layout, cli_tensor *q,
                       cli_tensor *k, cli_tensor *v, cli_tensor *dout,
                       const attn_sdpa_opts *opts, const char *dq_path,
-                      const char *dk_path, const char *dv_path);
+                      const char *dk_path, const char *dv_path,
+                      const char *dsinks_path);
 
 /* attn bench --ring LAYOUT [options]: argv without "--ring LAYOUT" is
  * passed with the layout as argv[0]'s companion (see cli_ring_bench.c). */

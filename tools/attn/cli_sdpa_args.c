@@ -28,6 +28,9 @@ void cli_sdpa_args_free(cli_sdpa_args *a) {
     attn_npy_free(&a->doc_q);
     attn_npy_free(&a->doc_k);
     free(a->doc_buf);
+    free(a->doc_paths);
+    free(a->cu[0]);
+    free(a->cu[1]);
     memset(a, 0, sizeof *a);
 }
 
@@ -82,7 +85,12 @@ void cli_args_help(FILE *f, unsigned kinds) {
         "  --doc-ids Q.npy[,K.npy]\n"
         "                       packed documents: non-decreasing ids per position,\n"
         "                       (B, L) or (L,); query i sees key j only when their\n"
-        "                       ids match (K.npy: key ids when Lq != Lk)\n");
+        "                       ids match (K.npy: key ids when Lq != Lk)\n"
+        "  --cu-seqlens CU      packed documents as cumulative starts (FlashAttention\n"
+        "                       varlen): CU.npy or a list 0,n1,n1+n2,...,L; document d\n"
+        "                       holds positions CU[d] .. CU[d+1]-1 of every entry\n"
+        "  --cu-seqlens-k CU    the keys' starts when Lq != Lk (then --cu-seqlens\n"
+        "                       gives the queries')\n");
     if (kinds & CLI_OPTS_KERNEL)
         fprintf(
             f,
@@ -106,6 +114,7 @@ typedef struct {
     const char *key_lengths, *query_lengths, *mask, *bias, *layout;
     const char *convention;
     const char *sinks, *alibi_slopes, *doc_ids;
+    const char *cu[2]; /* --cu-seqlens, --cu-seqlens-k */
 } pending_files;
 
 static int parse_align(const char *cmd, const char *opt, const char *v,
@@ -152,7 +161,8 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
         "--block-sparse", "--random-blocks",   "--impl",
         "--threads",      "--dropout",         "--seed",
         "--softcap",      "--alibi",           "--alibi-slopes",
-        "--sinks",        "--doc-ids"};
+        "--sinks",        "--doc-ids",         "--cu-seqlens",
+        "--cu-seqlens-k"};
     const char *opt = argv[i];
     *used = 0;
     size_t k, nopts = sizeof with_value / sizeof with_value[0];
@@ -283,6 +293,10 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
         pf->sinks = v;
     } else if (strcmp(opt, "--doc-ids") == 0) {
         pf->doc_ids = v;
+    } else if (strcmp(opt, "--cu-seqlens") == 0) {
+        pf->cu[0] = v;
+    } else if (strcmp(opt, "--cu-seqlens-k") == 0) {
+        pf->cu[1] = v;
     } else if (strcmp(opt, "--impl") == 0) {
         if (strcmp(v, "auto") == 0)
             o->impl = ATTN_IMPL_AUTO;
@@ -368,6 +382,79 @@ static int load_small(const char *cmd, const char *path, const char *opt,
     return 0;
 }
 
+/* 1 if v is a list of starts ("0,3,7": a comma, or digits alone, and not
+ * a .npy path), whose entries load_cu then reads; 0 for a file. */
+static int is_int_list(const char *v) {
+    const size_t n = strlen(v);
+    if (n == 0 || strchr(v, '/') || (n >= 4 && strcmp(v + n - 4, ".npy") == 0))
+        return 0;
+    if (strchr(v, ',')) return 1;
+    for (const char *c = v; *c; c++)
+        if (!(*c >= '0' && *c <= '9')) return 0;
+    return 1;
+}
+
+/* --cu-seqlens (x = 0) or --cu-seqlens-k (1): a comma list or a rank-1
+ * .npy of integers, into a->cu[x] (a->ncu[x] entries). */
+static int load_cu(const char *cmd, const char *v, int x, cli_sdpa_args *a) {
+    const char *opt = x ? "--cu-seqlens-k" : "--cu-seqlens";
+    int64_t n = 0;
+    if (is_int_list(v)) {
+        n = 1;
+        for (const char *c = v; *c; c++) n += *c == ',';
+        if (!(a->cu[x] = malloc(sizeof(int64_t) * (size_t)n))) {
+            fprintf(stderr, "attn %s: out of memory for %s\n", cmd, opt);
+            return 1;
+        }
+        char buf[32];
+        const char *p = v;
+        for (int64_t i = 0; i < n; i++) {
+            const char *e = strchr(p, ',');
+            size_t w = e ? (size_t)(e - p) : strlen(p);
+            if (w >= sizeof buf)
+                return cli_usage_error(cmd, "%s: entry %lld is too long", opt,
+                                       (long long)i);
+            memcpy(buf, p, w);
+            buf[w] = '\0';
+            if (cli_parse_i64(buf, &a->cu[x][i]))
+                return cli_usage_error(cmd,
+                                       "%s: entry %lld ('%s') is not an "
+                                       "integer",
+                                       opt, (long long)i, cli_esc(buf));
+            p = e ? e + 1 : p + w;
+        }
+    } else {
+        attn_npy f;
+        memset(&f, 0, sizeof f);
+        int rc = load_small(cmd, v, opt, ATTN_I64, 1, &f);
+        if (rc) {
+            attn_npy_free(&f);
+            return rc;
+        }
+        n = f.shape[0];
+        a->cu[x] = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
+        if (a->cu[x]) memcpy(a->cu[x], f.data, sizeof(int64_t) * (size_t)n);
+        attn_npy_free(&f);
+        if (!a->cu[x]) {
+            fprintf(stderr, "attn %s: out of memory for %s\n", cmd, opt);
+            return 1;
+        }
+    }
+    a->ncu[x] = n;
+    return 0;
+}
+
+/* Document ids of every entry (B x L into dst) from a->cu[x]. */
+static int bind_cu(const char *cmd, const cli_sdpa_args *a, int x, int64_t B,
+                   int64_t L, int64_t *dst) {
+    attn_status st =
+        attn_doc_ids_from_cu_seqlens(a->cu[x], a->ncu[x] - 1, L, dst);
+    if (st) return cli_fail(cmd, st, x ? "--cu-seqlens-k" : "--cu-seqlens");
+    for (int64_t b = 1; b < B; b++)
+        memcpy(dst + b * L, dst, sizeof(int64_t) * (size_t)L);
+    return 0;
+}
+
 static int load_score_files(const char *cmd, cli_sdpa_args *a,
                             const pending_files *pf) {
     int rc;
@@ -380,24 +467,21 @@ static int load_score_files(const char *cmd, cli_sdpa_args *a,
     if (pf->sinks &&
         (rc = load_small(cmd, pf->sinks, "--sinks", ATTN_F64, 1, &a->sinks)))
         return rc;
-    if (pf->doc_ids) {
-        char buf[4096];
-        if (strlen(pf->doc_ids) >= sizeof buf)
-            return cli_usage_error(cmd, "--doc-ids: path too long");
-        strcpy(buf, pf->doc_ids);
-        /* Q.npy[,K.npy]: the last comma splits, if what follows ends .npy */
-        char *comma = strrchr(buf, ',');
-        if (comma && strlen(comma + 1) >= 4 &&
-            strcmp(comma + strlen(comma) - 4, ".npy") == 0)
-            *comma = '\0';
-        else
-            comma = NULL;
-        if ((rc = load_small(cmd, buf, "--doc-ids", ATTN_I64, 2, &a->doc_q)))
-            return rc;
-        if (comma && (rc = load_small(cmd, comma + 1, "--doc-ids (key ids)",
-                                      ATTN_I64, 2, &a->doc_k)))
-            return rc;
-    }
+    if (pf->doc_ids && (pf->cu[0] || pf->cu[1]))
+        return cli_usage_error(cmd, "--doc-ids and --cu-seqlens both give the "
+                                    "documents: pass one of them");
+    if (pf->cu[1] && !pf->cu[0])
+        return cli_usage_error(cmd, "--cu-seqlens-k needs --cu-seqlens (the "
+                                    "queries' starts)");
+    /* the paths were cut at parse time (a->files[7], [8]) */
+    if (pf->doc_ids && (rc = load_small(cmd, a->files[7], "--doc-ids", ATTN_I64,
+                                        2, &a->doc_q)))
+        return rc;
+    if (a->files[8] && (rc = load_small(cmd, a->files[8], "--doc-ids (key ids)",
+                                        ATTN_I64, 2, &a->doc_k)))
+        return rc;
+    for (int x = 0; x < 2; x++)
+        if (pf->cu[x] && (rc = load_cu(cmd, pf->cu[x], x, a))) return rc;
     return 0;
 }
 
@@ -439,6 +523,32 @@ static int bind_score_files(const char *cmd, cli_sdpa_args *a, int64_t B,
     if (a->sinks.data) {
         m->sinks = a->sinks.data;
         m->n_sinks = a->sinks.shape[0];
+    }
+    if (a->cu[0]) {
+        if (Lq != Lk && !a->cu[1]) {
+            fprintf(stderr,
+                    "attn %s: --cu-seqlens alone serves Lq == Lk; with Lq = "
+                    "%lld and Lk = %lld add --cu-seqlens-k\n",
+                    cmd, (long long)Lq, (long long)Lk);
+            return 1;
+        }
+        free(a->doc_buf);
+        a->doc_buf = malloc(sizeof(int64_t) * (size_t)(B * Lq + B * Lk));
+        if (!a->doc_buf) {
+            fprintf(stderr, "attn %s: out of memory for --cu-seqlens\n", cmd);
+            return 1;
+        }
+        int64_t *buf = a->doc_buf;
+        int rc = bind_cu(cmd, a, 0, B, Lq, buf);
+        if (!rc && a->cu[1]) rc = bind_cu(cmd, a, 1, B, Lk, buf + B * Lq);
+        if (rc) return rc;
+        m->doc_q = buf;
+        m->n_doc_q = B * Lq;
+        if (a->cu[1]) {
+            m->doc_k = buf + B * Lq;
+            m->n_doc_k = B * Lk;
+        }
+        return 0;
     }
     if (!a->doc_q.data) return 0;
     free(a->doc_buf);
@@ -589,6 +699,29 @@ int cli_sdpa_args_parse(const char *cmd, int *argc, char **argv,
     a->file_opt[2] = "--mask", a->files[2] = pf.mask;
     a->file_opt[3] = "--bias", a->files[3] = pf.bias;
     a->file_opt[4] = "--block-sparse", a->files[4] = pf.layout;
+    a->file_opt[5] = "--sinks", a->files[5] = pf.sinks;
+    a->file_opt[6] = "--alibi-slopes", a->files[6] = pf.alibi_slopes;
+    a->file_opt[7] = "--doc-ids", a->file_opt[8] = "--doc-ids (key ids)";
+    if (pf.doc_ids) {
+        /* Q.npy[,K.npy]: the last comma splits, if what follows ends .npy */
+        if (!(a->doc_paths = malloc(strlen(pf.doc_ids) + 1))) {
+            fprintf(stderr, "attn %s: out of memory for --doc-ids\n", cmd);
+            return 1;
+        }
+        strcpy(a->doc_paths, pf.doc_ids);
+        char *comma = strrchr(a->doc_paths, ',');
+        if (comma && strlen(comma + 1) >= 4 &&
+            strcmp(comma + strlen(comma) - 4, ".npy") == 0) {
+            *comma = '\0';
+            a->files[8] = comma + 1;
+        }
+        a->files[7] = a->doc_paths;
+    }
+    /* a list of starts names no file */
+    for (int x = 0; x < 2; x++) {
+        a->file_opt[9 + x] = x ? "--cu-seqlens-k" : "--cu-seqlens";
+        if (pf.cu[x] && !is_int_list(pf.cu[x])) a->files[9 + x] = pf.cu[x];
+    }
     return load_files(cmd, a, &pf);
 }
 

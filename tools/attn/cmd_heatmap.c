@@ -346,14 +346,15 @@ int cmd_heatmap(int argc, char **argv) {
         if (rc) goto done;
     }
     {
-        const char *in_names[9] = {"the weights file", "--q", "--k", "--v"};
-        const char *ins[9] = {path, qp, kp, vp};
-        for (int i = 0; i < 5; i++)
+        const char *in_names[4 + CLI_SDPA_NFILES] = {"the weights file", "--q",
+                                                     "--k", "--v"};
+        const char *ins[4 + CLI_SDPA_NFILES] = {path, qp, kp, vp};
+        for (int i = 0; i < CLI_SDPA_NFILES; i++)
             in_names[4 + i] = a.file_opt[i], ins[4 + i] = a.files[i];
         const char *out_names[2] = {"-o", "--save-blocks"},
                    *outs[2] = {out, save};
-        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 9, out_names, outs,
-                                       2)))
+        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 4 + CLI_SDPA_NFILES,
+                                       out_names, outs, 2)))
             goto done;
     }
     if (save && !qp) {

@@ -76,13 +76,14 @@ int cmd_sdpa(int argc, char **argv) {
     const char *const have[] = {qp, kp, vp, op};
     if ((rc = cli_require(cmd, need, have, 4))) goto done;
     {
-        const char *in_names[8] = {"--q", "--k", "--v"}, *ins[8] = {qp, kp, vp};
-        for (int i = 0; i < 5; i++)
+        const char *in_names[3 + CLI_SDPA_NFILES] = {"--q", "--k", "--v"},
+                                 *ins[3 + CLI_SDPA_NFILES] = {qp, kp, vp};
+        for (int i = 0; i < CLI_SDPA_NFILES; i++)
             in_names[3 + i] = a.file_opt[i], ins[3 + i] = a.files[i];
         const char *out_names[3] = {"--out", "--weights", "--lse"};
         const char *outs[3] = {op, wp, lp};
-        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 8, out_names, outs,
-                                       3)))
+        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 3 + CLI_SDPA_NFILES,
+                                       out_names, outs, 3)))
             goto done;
     }
     attn_dtype compute = ATTN_F32;

@@ -73,15 +73,16 @@ int cmd_sdpa_backward(int argc, char **argv) {
     const char *const have[] = {qp, kp, vp, dop, dqp, dkp, dvp};
     if ((rc = cli_require(cmd, need, have, 7))) goto done;
     {
-        const char *in_names[9] = {"--q", "--k", "--v", "--dout"};
-        const char *ins[9] = {qp, kp, vp, dop};
-        for (int i = 0; i < 5; i++)
+        const char *in_names[4 + CLI_SDPA_NFILES] = {"--q", "--k", "--v",
+                                                     "--dout"};
+        const char *ins[4 + CLI_SDPA_NFILES] = {qp, kp, vp, dop};
+        for (int i = 0; i < CLI_SDPA_NFILES; i++)
             in_names[4 + i] = a.file_opt[i], ins[4 + i] = a.files[i];
         const char *out_names[5] = {"--dq", "--dk", "--dv", "--dbias",
                                     "--dsinks"};
         const char *outs[5] = {dqp, dkp, dvp, dbp, dsp};
-        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 9, out_names, outs,
-                                       5)))
+        if ((rc = cli_distinct_outputs(cmd, in_names, ins, 4 + CLI_SDPA_NFILES,
+                                       out_names, outs, 5)))
             goto done;
     }
     if (dbp && !a.opts.mask.bias) {
@@ -120,7 +121,7 @@ int cmd_sdpa_backward(int argc, char **argv) {
             goto done;
         }
         rc = cli_ring_backward(cmd, ring, &q, &k, &v, &dout, &a.opts, dqp, dkp,
-                               dvp);
+                               dvp, dsp);
         goto done;
     }
     if ((rc = cli_alloc_tensor(cmd, "out", gdt, B, H, Lq, Dv, &out)) ||
