@@ -789,8 +789,6 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                                 ("seed", seed), ("dtype", dtype),
                                 ("block_sparse", block_sparse),
                                 ("random_blocks", random_blocks),
-                                ("alibi_slopes", alibi_slopes), ("softcap", softcap),
-                                ("sinks", sinks), ("doc_ids", doc_ids),
                                 ("cu_seqlens", cu_seqlens),
                                 ("score_mod", score_mod),
                                 ("mask_mod", mask_mod)) if v is not None]

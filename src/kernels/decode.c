@@ -218,7 +218,7 @@ static attn_status ref_forward(const attn_tensor *q, const attn_kv_cache *c,
                 qd[d] = attn_tensor_get(q, b, h, i, d);
             double *sr = s + r * cap, mx = -INFINITY, sum = 0.0;
             int64_t ulo, uhi; /* mask_mod is asked within the row's range */
-            row_range(&mk, b, i, Lq, &ulo, &uhi);
+            row_range(&mk, b, i, Lq, cap, &ulo, &uhi);
             if (attn__mask_mod_keep(&mk, b, h, i, ulo, uhi - ulo, keep, &err))
                 break;
             for (int64_t j = 0; j < lk; j++) {
