@@ -312,6 +312,16 @@ static void lying_checkpoints(void) {
     attn__alloc_peak_reset();
     CHECK_STATUS(attn_trainer_load(path, &t), ATTN_E_FORMAT);
     CHECK(attn__alloc_peak() < 4 * n + 65536);
+    /* the batch alone (the parameters still match): the buffer limit */
+    memcpy(b, good, n);
+    attn__put_u64(ckpt_word(b, 24), 1 << 20);
+    reseal(b, n);
+    put_file(path, b, n);
+    attn__alloc_peak_reset();
+    CHECK_STATUS(attn_trainer_load(path, &t), ATTN_E_FORMAT);
+    CHECK_MSG(strstr(attn_last_error(), "training buffers") != NULL, "%s",
+              attn_last_error());
+    CHECK(attn__alloc_peak() < 4 * n + 65536);
     free(b);
     free(good);
     unlink(path);
@@ -356,6 +366,18 @@ static void lying_gen_checkpoints(void) {
     CHECK(t == NULL);
     CHECK_MSG(attn__alloc_peak() < 4 * n + 65536,
               "peak %zu bytes for a %zu-byte file", attn__alloc_peak(), n);
+
+    /* the batch alone (word 38; the parameters still match): the buffer
+     * limit */
+    memcpy(b, good, n);
+    attn__put_u64(ckpt_word(b, 38), 1 << 20);
+    reseal(b, n);
+    put_file(path, b, n);
+    attn__alloc_peak_reset();
+    CHECK_STATUS(attn_gen_trainer_load(path, &t), ATTN_E_FORMAT);
+    CHECK_MSG(strstr(attn_last_error(), "training buffers") != NULL, "%s",
+              attn_last_error());
+    CHECK(attn__alloc_peak() < 4 * n + 65536);
 
     /* garbage in the upper half of the task, model kind and norm words */
     static const int ints[] = {0, 3, 12};

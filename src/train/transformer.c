@@ -187,16 +187,25 @@ attn_status attn_transformer_param_slices(const attn_transformer_config *c,
     return ATTN_OK;
 }
 
+attn_status attn__transformer_slices_alloc(const attn_transformer_config *c,
+                                           attn_param_slice **slices,
+                                           int64_t *n) {
+    attn_status st = attn_transformer_param_slices(c, NULL, 0, n);
+    if (st) return st;
+    *slices = attn__alloc((size_t)*n, sizeof **slices, "slice table");
+    if (!*slices) return ATTN_E_NOMEM;
+    return attn_transformer_param_slices(c, *slices, *n, n);
+}
+
 attn_status attn_transformer_init(const attn_transformer_config *c,
                                   float *params, uint64_t seed) {
-    int64_t n;
-    attn_status st = attn_transformer_param_slices(c, NULL, 0, &n);
+    attn_status st = attn_transformer_check(c);
     if (st) return st;
     if (!params) return attn__fail(ATTN_E_INVALID, "params is NULL");
-    attn_param_slice *sl = attn__alloc((size_t)n, sizeof *sl, "slice table");
-    if (!sl) return ATTN_E_NOMEM;
-    attn_transformer_param_slices(c, sl, n, &n);
-    st = attn_params_init(sl, n, params, seed);
+    attn_param_slice *sl = NULL;
+    int64_t n = 0;
+    st = attn__transformer_slices_alloc(c, &sl, &n);
+    if (!st) st = attn_params_init(sl, n, params, seed);
     attn__free(sl);
     return st;
 }
