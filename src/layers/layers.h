@@ -112,4 +112,97 @@ static inline int attn__layer_blas_begin(const attn_layer_opts *o) {
     return attn__threads(o) == 1 ? attn__blas_single_begin() : 1;
 }
 
+/* ---- shared by the encoder and the decoder (sublayer.c) --------------- */
+
+/* The attention configurations of a layer of width E: multi-head (H
+ * heads, Hkv key/value heads) and additive (attention width additive_dim,
+ * 0: E / 2), and the LayerNorm epsilon (0: 1e-5). */
+static inline attn_mha_config attn__layer_mha_cfg(int64_t E, int64_t H,
+                                                  int64_t Hkv) {
+    attn_mha_config m = {E, H, Hkv, 0, 0, 1};
+    return m;
+}
+static inline attn_additive_config attn__layer_add_cfg(int64_t E,
+                                                       int64_t additive_dim) {
+    int64_t A = additive_dim ? additive_dim : E / 2;
+    attn_additive_config a = {E, E, E, A > 0 ? A : 1, 1, 0};
+    return a;
+}
+static inline double attn__layer_ln_eps(double eps) {
+    return eps > 0 ? eps : 1e-5;
+}
+
+/* The configuration fields the encoder and the decoder share, and the
+ * bounds of the sizes. */
+typedef struct {
+    int64_t num_layers, d_model, dim_feedforward, additive_dim;
+    attn_activation activation;
+    int norm_first, final_norm;
+    double layer_norm_eps;
+    int64_t max_d_model, max_ff;
+} attn__stack_fields;
+/* ATTN_E_INVALID naming who ("encoder", "decoder") and the values. */
+attn_status attn__stack_check(const char *who, const attn__stack_fields *f);
+
+/* One sublayer's residual connection and LayerNorm around its body:
+ * pre-norm out = x + drop(body(LN(x))), post-norm out = LN(x +
+ * drop(body(x))), drop the output dropout of stream `stream` of seed. The
+ * caller runs the body between the two halves of each direction. */
+typedef struct {
+    int64_t n, E; /* rows, features                                  */
+    int norm_first, th;
+    double eps;
+    const float *gamma, *beta;
+    float *dgamma, *dbeta; /* added into by backward; NULL: not wanted */
+    const float *x;        /* the input (n E), kept until backward     */
+    float *lny, *r;        /* saved: the LayerNorm output, x + body     */
+    float *mean, *rstd;    /* saved: the norm's statistics (n)          */
+    uint64_t seed;
+    uint32_t stream;
+    double p;
+} attn__sublayer;
+/* Forward, first half: the body's input (LN(x) or x). */
+const float *attn__sublayer_in(const attn__sublayer *s);
+/* Second half, after the body wrote a (n E; dropped in place): the
+ * sublayer's output (r or lny). */
+const float *attn__sublayer_out(const attn__sublayer *s, float *a);
+/* Backward, first half: g (n E) holds the gradient of the output. Writes
+ * the gradient of the body's output into dy, sets *bin to the body's
+ * input, and returns where the body must ADD the gradient of its input
+ * (t, zeroed, or g). */
+float *attn__sublayer_back_in(const attn__sublayer *s, float *g, float *dy,
+                              float *t, const float **bin);
+/* Second half, after the body: g holds the gradient of x. */
+void attn__sublayer_back_out(const attn__sublayer *s, float *g, const float *t);
+
+/* The feed-forward body: out = W2 drop(act(W1 in + b1)) + b2 over n rows
+ * of E, hidden width F, the hidden dropout of stream `stream`. */
+typedef struct {
+    int64_t n, E, F;
+    attn_activation act;
+    const float *w_1, *b_1, *w_2, *b_2;
+    float *dw_1, *db_1, *dw_2, *db_2; /* backward; NULL: not wanted     */
+    float *hpre, *hact;               /* saved: (n F) before and after act */
+    uint64_t seed;
+    uint32_t stream;
+    double p;
+    int th;
+} attn__ffn;
+attn_status attn__ffn_forward(const attn__ffn *f, const float *in, float *out);
+/* dy (n E) -> the gradient of in ADDED into din; gh (n F) is scratch. */
+attn_status attn__ffn_backward(const attn__ffn *f, const float *in,
+                               const float *dy, float *gh, float *din);
+
+/* Slice-table pieces of the stacks (attn__slice_add each): a LayerNorm
+ * named ln ("ln1": ln1_gamma (ones), ln1_beta), the feed-forward network
+ * (w_1 (F, E), b_1, w_2 (E, F), b_2) and additive attention's output
+ * projection (w_o (E, E), b_o). */
+void attn__ln_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
+                     const char *pre, const char *ln, int64_t *offset,
+                     int64_t E);
+void attn__ffn_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
+                      const char *pre, int64_t *offset, int64_t E, int64_t F);
+void attn__out_proj_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
+                           const char *pre, int64_t *offset, int64_t E);
+
 #endif

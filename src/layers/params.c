@@ -6,6 +6,7 @@
  * name. Reading checks every field before trusting it. */
 #include "layers.h"
 #include "../io/binfile.h"
+#include "attn_transformer.h"
 
 #include <limits.h>
 #include <stddef.h>
@@ -275,7 +276,8 @@ static attn_status same_slices(const char *path, const attn_param_slice *a,
 /* A config field's place and C type; its word in the file is an int64
  * (the bits of the double for an f64 field). The tables below are the
  * file formats of docs/params-format.md, field by field. */
-typedef enum { CFG_I64, CFG_INT, CFG_F64 } cfg_kind;
+/* CFG_ZERO: a reserved word, written 0 and not read. */
+typedef enum { CFG_I64, CFG_INT, CFG_F64, CFG_ZERO } cfg_kind;
 typedef struct {
     size_t off;
     cfg_kind kind;
@@ -314,6 +316,20 @@ static const cfg_field encoder_cfg[11] = {
     CFG(attn_encoder_config, norm_first, CFG_INT),
     CFG(attn_encoder_config, final_norm, CFG_INT),
     CFG(attn_encoder_config, layer_norm_eps, CFG_F64)};
+static const cfg_field decoder_cfg[13] = {
+    CFG(attn_decoder_config, num_layers, CFG_I64),
+    CFG(attn_decoder_config, d_model, CFG_I64),
+    CFG(attn_decoder_config, num_heads, CFG_I64),
+    CFG(attn_decoder_config, num_kv_heads, CFG_I64),
+    CFG(attn_decoder_config, dim_feedforward, CFG_I64),
+    CFG(attn_decoder_config, cross, CFG_INT),
+    CFG(attn_decoder_config, cross_attention, CFG_INT),
+    CFG(attn_decoder_config, additive_dim, CFG_I64),
+    CFG(attn_decoder_config, activation, CFG_INT),
+    CFG(attn_decoder_config, norm_first, CFG_INT),
+    CFG(attn_decoder_config, final_norm, CFG_INT),
+    CFG(attn_decoder_config, layer_norm_eps, CFG_F64),
+    {0, CFG_ZERO}};
 
 static void cfg_to_words(const cfg_field *f, int n, const void *cfg,
                          int64_t *v) {
@@ -325,6 +341,7 @@ static void cfg_to_words(const cfg_field *f, int n, const void *cfg,
             memcpy(&x, p, sizeof x);
             v[i] = x;
             break;
+        case CFG_ZERO: v[i] = 0; break;
         default: memcpy(&v[i], p, 8); break; /* int64, or a double's bits */
         }
     }
@@ -341,6 +358,7 @@ static void cfg_from_words(const cfg_field *f, int n, const int64_t *v,
             x = (int)v[i];
             memcpy(p, &x, sizeof x);
             break;
+        case CFG_ZERO: break;
         default: memcpy(p, &v[i], 8); break;
         }
     }
@@ -428,6 +446,14 @@ static int64_t encoder_count(const void *c) {
     return attn_encoder_param_count(c);
 }
 
+static attn_status decoder_slices(const void *c, attn_param_slice *sl,
+                                  int64_t cap, int64_t *n) {
+    return attn_decoder_param_slices(c, "", 0, sl, cap, n);
+}
+static int64_t decoder_count(const void *c) {
+    return attn_decoder_param_count(c);
+}
+
 static const typed_kind additive_kind = {
     "additive",      additive_cfg,  6, sizeof(attn_additive_config),
     additive_slices, additive_count};
@@ -436,6 +462,9 @@ static const typed_kind mha_kind = {
 static const typed_kind encoder_kind = {
     "encoder",      encoder_cfg,  11, sizeof(attn_encoder_config),
     encoder_slices, encoder_count};
+static const typed_kind decoder_kind = {
+    "decoder",      decoder_cfg,  13, sizeof(attn_decoder_config),
+    decoder_slices, decoder_count};
 
 attn_status attn_additive_save(const char *path, const attn_additive_config *c,
                                const float *params) {
@@ -471,24 +500,41 @@ attn_status attn_mha_load(const char *path, attn_mha_config *cfg,
     return load_kind(&mha_kind, path, cfg, params);
 }
 
-attn_status attn_encoder_save(const char *path, const attn_encoder_config *c,
-                              const float *params) {
-    int64_t ns;
-    attn_status st = attn_encoder_param_slices(c, "", 0, NULL, 0, &ns);
+/* Saves a kind whose slice table is allocated (the stacks). */
+static attn_status save_kind(const typed_kind *k, const char *path,
+                             const void *c, const float *params) {
+    int64_t ns, v[16];
+    attn_status st = k->slices(c, NULL, 0, &ns);
     if (st) return st;
+    ATTN__NEED(path);
     ATTN__NEED(params);
     attn_param_slice *sl = attn__alloc((size_t)ns, sizeof *sl, "slices");
     if (!sl) return ATTN_E_NOMEM;
-    attn_encoder_param_slices(c, "", 0, sl, ns, &ns);
-    int64_t v[11];
-    cfg_to_words(encoder_cfg, 11, c, v);
-    st = save_typed(path, "encoder", v, 11, sl, ns, params,
-                    attn_encoder_param_count(c));
+    k->slices(c, sl, ns, &ns);
+    cfg_to_words(k->fields, k->nfields, c, v);
+    st = save_typed(path, k->kind, v, k->nfields, sl, ns, params, k->count(c));
     attn__free(sl);
     return st;
+}
+
+attn_status attn_encoder_save(const char *path, const attn_encoder_config *c,
+                              const float *params) {
+    return save_kind(&encoder_kind, path, c, params);
 }
 
 attn_status attn_encoder_load(const char *path, attn_encoder_config *cfg,
                               float **params) {
     return load_kind(&encoder_kind, path, cfg, params);
+}
+
+attn_status attn_decoder_save(const char *path, const attn_decoder_config *c,
+                              const float *params) {
+    return save_kind(&decoder_kind, path, c, params);
+}
+
+attn_status attn_decoder_load(const char *path, attn_decoder_config *cfg,
+                              float **params) {
+    ATTN__NEED(path);
+    if (params) *params = NULL;
+    return load_kind(&decoder_kind, path, cfg, params);
 }
