@@ -424,6 +424,31 @@ static void lying_param_files(void) {
     CHECK(q == NULL && strstr(attn_last_error(), "outside the range") != NULL);
     free(good);
     free(p);
+    /* the same for a decoder file (params.c's typed files): its cross flag
+     * (config word 5) as 0x100000001 */
+    attn_decoder_config dc;
+    attn_decoder_config_init(&dc);
+    dc.d_model = 8;
+    dc.num_heads = 2;
+    dc.dim_feedforward = 8;
+    const int64_t dn = attn_decoder_param_count(&dc);
+    p = calloc((size_t)dn, sizeof *p);
+    CHECK_STATUS(attn_decoder_save(path, &dc, p), ATTN_OK);
+    good = get_file(path, &len);
+    CHECK(good != NULL);
+    if (good) {
+        CHECK(attn__get_u64(good + cfg0 + 8 * 5) == 1);
+        attn__put_u64(good + cfg0 + 8 * 5, UINT64_C(0x100000001));
+        reseal(good, len);
+        put_file(path, good, len);
+        attn_decoder_config dc2;
+        q = (float *)1;
+        CHECK_STATUS(attn_decoder_load(path, &dc2, &q), ATTN_E_FORMAT);
+        CHECK(q == NULL &&
+              strstr(attn_last_error(), "outside the range") != NULL);
+    }
+    free(good);
+    free(p);
     unlink(path);
     unlink(again);
 }
