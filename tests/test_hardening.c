@@ -449,6 +449,34 @@ static void lying_param_files(void) {
     }
     free(good);
     free(p);
+    /* a transformer file whose repeated model kind (word 30) disagrees
+     * with word 0 */
+    attn_transformer_config tc;
+    attn_transformer_config_init(&tc, ATTN_MODEL_ENCDEC);
+    tc.enc.d_model = tc.dec.d_model = 8;
+    tc.enc.num_heads = tc.dec.num_heads = 2;
+    tc.enc.dim_feedforward = tc.dec.dim_feedforward = 8;
+    tc.vocab_src = tc.vocab_tgt = 5;
+    tc.max_src = tc.max_tgt = 4;
+    const int64_t tn = attn_transformer_param_count(&tc);
+    CHECK(tn > 0);
+    p = calloc((size_t)tn, sizeof *p);
+    CHECK_STATUS(attn_transformer_save(path, &tc, p), ATTN_OK);
+    good = get_file(path, &len);
+    CHECK(good != NULL);
+    if (good) {
+        CHECK(attn__get_u64(good + cfg0 + 8 * 30) == 0);
+        attn__put_u64(good + cfg0 + 8 * 30, 1);
+        reseal(good, len);
+        put_file(path, good, len);
+        attn_transformer_config tc2;
+        q = NULL;
+        CHECK_STATUS(attn_transformer_load(path, &tc2, &q), ATTN_E_FORMAT);
+        CHECK_MSG(q == NULL && strstr(attn_last_error(), "repeats") != NULL,
+                  "%s", attn_last_error());
+    }
+    free(good);
+    free(p);
     unlink(path);
     unlink(again);
 }

@@ -7,6 +7,7 @@
 #include "../kernels/kernels.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <omp.h>
 
 /* Checks a pointer argument: ATTN_E_INVALID naming it when NULL. */
@@ -204,5 +205,46 @@ void attn__ffn_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
                       const char *pre, int64_t *offset, int64_t E, int64_t F);
 void attn__out_proj_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
                            const char *pre, int64_t *offset, int64_t E);
+
+/* ---- typed parameter files (params.c, docs/params-format.md) ---------- */
+
+/* A config field's place and C type; its word in the file is an int64
+ * (the bits of the double for an f64 field). ZERO: a reserved word,
+ * written 0 and not read; AGAIN: an int field stored a second time (a
+ * consistency check: loading refuses a file where the two differ). */
+typedef enum {
+    ATTN__CFG_I64,
+    ATTN__CFG_INT,
+    ATTN__CFG_F64,
+    ATTN__CFG_ZERO,
+    ATTN__CFG_AGAIN
+} attn__cfg_kind;
+typedef struct {
+    size_t off;
+    attn__cfg_kind kind;
+} attn__cfg_field;
+#define ATTN__CFG(type, member, kind)                                          \
+    { offsetof(type, member), kind }
+
+/* A typed file: its kind, its config's fields, and the slice table and
+ * parameter count its config implies. */
+typedef struct {
+    const char *kind;
+    const attn__cfg_field *fields;
+    int nfields; /* <= ATTN_PARAMS_MAX_CONFIG */
+    size_t size; /* of the config struct */
+    attn_status (*slices)(const void *cfg, attn_param_slice *sl, int64_t cap,
+                          int64_t *n);
+    int64_t (*count)(const void *cfg);
+} attn__typed_kind;
+
+/* Saves cfg and params with the slice table the config implies. */
+attn_status attn__save_kind(const attn__typed_kind *k, const char *path,
+                            const void *cfg, const float *params);
+/* Loads a typed file into cfg and a newly allocated block, after checking
+ * its words (ints, repeats) and that its slices are the ones its config
+ * implies. */
+attn_status attn__load_kind(const attn__typed_kind *k, const char *path,
+                            void *cfg, float **params);
 
 #endif
