@@ -213,18 +213,14 @@ attn_status attn_decoder_param_slices(const attn_decoder_config *c,
     return ATTN_OK;
 }
 
+attn_status attn__decoder_slices(const void *c, attn_param_slice *sl,
+                                 int64_t cap, int64_t *n) {
+    return attn_decoder_param_slices(c, "", 0, sl, cap, n);
+}
+
 attn_status attn_decoder_init(const attn_decoder_config *c, float *params,
                               uint64_t seed) {
-    int64_t n;
-    attn_status st = attn_decoder_param_slices(c, "", 0, NULL, 0, &n);
-    if (st) return st;
-    ATTN__NEED(params);
-    attn_param_slice *sl = attn__alloc((size_t)n, sizeof *sl, "slice table");
-    if (!sl) return ATTN_E_NOMEM;
-    attn_decoder_param_slices(c, "", 0, sl, n, &n);
-    st = attn_params_init(sl, n, params, seed);
-    attn__free(sl);
-    return st;
+    return attn__init_by_slices(attn__decoder_slices, c, params, seed);
 }
 
 /* ---- workspace -------------------------------------------------------- */

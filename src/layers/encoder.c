@@ -176,18 +176,14 @@ attn_status attn_encoder_param_slices(const attn_encoder_config *c,
     return ATTN_OK;
 }
 
+attn_status attn__encoder_slices(const void *c, attn_param_slice *sl,
+                                 int64_t cap, int64_t *n) {
+    return attn_encoder_param_slices(c, "", 0, sl, cap, n);
+}
+
 attn_status attn_encoder_init(const attn_encoder_config *c, float *params,
                               uint64_t seed) {
-    int64_t n;
-    attn_status st = attn_encoder_param_slices(c, "", 0, NULL, 0, &n);
-    if (st) return st;
-    ATTN__NEED(params);
-    attn_param_slice *sl = attn__alloc((size_t)n, sizeof *sl, "slice table");
-    if (!sl) return ATTN_E_NOMEM;
-    attn_encoder_param_slices(c, "", 0, sl, n, &n);
-    st = attn_params_init(sl, n, params, seed);
-    attn__free(sl);
-    return st;
+    return attn__init_by_slices(attn__encoder_slices, c, params, seed);
 }
 
 /* ---- workspace -------------------------------------------------------- */
@@ -310,6 +306,20 @@ static attn_status check_call(const attn_encoder_config *c, const float *params,
     return attn__check_finite_f32(x, B * L * c->d_model, "x");
 }
 
+static void norm_parts(attn__sublayer *s, const float *g, const float *b,
+                       float *dg, float *db, float *lny, float *r, float *m,
+                       float *sd, uint32_t stream) {
+    s->gamma = g;
+    s->beta = b;
+    s->dgamma = dg;
+    s->dbeta = db;
+    s->lny = lny;
+    s->r = r;
+    s->mean = m;
+    s->rstd = sd;
+    s->stream = stream;
+}
+
 /* The residual and norm around layer l's attention (s1) and feed-forward
  * network (s2; its input s2->x is s1's output, set by the caller), and
  * the network (f). G NULL: no gradients. */
@@ -327,25 +337,13 @@ static void layer_parts(const attn_encoder_config *c,
     s1->seed = o->seed;
     s1->p = o->dropout_p;
     *s2 = *s1;
-    s1->gamma = P->ln1_gamma;
-    s1->beta = P->ln1_beta;
-    s1->dgamma = G ? G->ln1_gamma : NULL;
-    s1->dbeta = G ? G->ln1_beta : NULL;
+    norm_parts(s1, P->ln1_gamma, P->ln1_beta, G ? G->ln1_gamma : NULL,
+               G ? G->ln1_beta : NULL, w->ln1y, w->r1, w->m1, w->s1,
+               attn__enc_stream(l, 1));
     s1->x = w->xin;
-    s1->lny = w->ln1y;
-    s1->r = w->r1;
-    s1->mean = w->m1;
-    s1->rstd = w->s1;
-    s1->stream = attn__enc_stream(l, 1);
-    s2->gamma = P->ln2_gamma;
-    s2->beta = P->ln2_beta;
-    s2->dgamma = G ? G->ln2_gamma : NULL;
-    s2->dbeta = G ? G->ln2_beta : NULL;
-    s2->lny = w->ln2y;
-    s2->r = w->r2;
-    s2->mean = w->m2;
-    s2->rstd = w->s2;
-    s2->stream = attn__enc_stream(l, 3);
+    norm_parts(s2, P->ln2_gamma, P->ln2_beta, G ? G->ln2_gamma : NULL,
+               G ? G->ln2_beta : NULL, w->ln2y, w->r2, w->m2, w->s2,
+               attn__enc_stream(l, 3));
     const attn__ffn ff = {n,
                           c->d_model,
                           c->dim_feedforward,

@@ -28,6 +28,23 @@ size_t attn__size3(int64_t a, int64_t b, int64_t c);
  * overflows. */
 size_t attn__ws_carve(float *ws, const size_t *sz, float **const *dst, int n);
 
+/* A model's slice table (its *_param_slices with prefix "" and offset 0),
+ * in the form the typed files and the helpers below take. */
+typedef attn_status (*attn__slices_fn)(const void *cfg, attn_param_slice *sl,
+                                       int64_t cap, int64_t *n);
+attn_status attn__encoder_slices(const void *cfg, attn_param_slice *sl,
+                                 int64_t cap, int64_t *n);
+attn_status attn__decoder_slices(const void *cfg, attn_param_slice *sl,
+                                 int64_t cap, int64_t *n);
+/* Allocates cfg's slice table into *slices (free with attn__free; NULL on
+ * failure before the allocation), n entries. */
+attn_status attn__slices_alloc(attn__slices_fn fn, const void *cfg,
+                               attn_param_slice **slices, int64_t *n);
+/* The *_init functions: the config's errors first, then params NULL, then
+ * attn_params_init over its slices. */
+attn_status attn__init_by_slices(attn__slices_fn fn, const void *cfg,
+                                 float *params, uint64_t seed);
+
 /* Dropout on activations: x[i] (i = 0..n-1 of stream) is zeroed or scaled by
  * 1/(1-p), the decision drawn from Philox keyed by (seed, stream, i). The
  * same call on a gradient applies the derivative. OpenMP inside. */
@@ -233,8 +250,7 @@ typedef struct {
     const attn__cfg_field *fields;
     int nfields; /* <= ATTN_PARAMS_MAX_CONFIG */
     size_t size; /* of the config struct */
-    attn_status (*slices)(const void *cfg, attn_param_slice *sl, int64_t cap,
-                          int64_t *n);
+    attn__slices_fn slices;
     int64_t (*count)(const void *cfg);
 } attn__typed_kind;
 

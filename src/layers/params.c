@@ -443,18 +443,10 @@ static attn_status mha_slices(const void *c, attn_param_slice *sl, int64_t cap,
     return attn_mha_param_slices(c, "", 0, sl, cap, n);
 }
 static int64_t mha_count(const void *c) { return attn_mha_param_count(c); }
-static attn_status encoder_slices(const void *c, attn_param_slice *sl,
-                                  int64_t cap, int64_t *n) {
-    return attn_encoder_param_slices(c, "", 0, sl, cap, n);
-}
 static int64_t encoder_count(const void *c) {
     return attn_encoder_param_count(c);
 }
 
-static attn_status decoder_slices(const void *c, attn_param_slice *sl,
-                                  int64_t cap, int64_t *n) {
-    return attn_decoder_param_slices(c, "", 0, sl, cap, n);
-}
 static int64_t decoder_count(const void *c) {
     return attn_decoder_param_count(c);
 }
@@ -464,12 +456,18 @@ static const typed_kind additive_kind = {
     additive_slices, additive_count};
 static const typed_kind mha_kind = {
     "mha", mha_cfg, 6, sizeof(attn_mha_config), mha_slices, mha_count};
-static const typed_kind encoder_kind = {
-    "encoder",      encoder_cfg,  11, sizeof(attn_encoder_config),
-    encoder_slices, encoder_count};
-static const typed_kind decoder_kind = {
-    "decoder",      decoder_cfg,  13, sizeof(attn_decoder_config),
-    decoder_slices, decoder_count};
+static const typed_kind encoder_kind = {"encoder",
+                                        encoder_cfg,
+                                        11,
+                                        sizeof(attn_encoder_config),
+                                        attn__encoder_slices,
+                                        encoder_count};
+static const typed_kind decoder_kind = {"decoder",
+                                        decoder_cfg,
+                                        13,
+                                        sizeof(attn_decoder_config),
+                                        attn__decoder_slices,
+                                        decoder_count};
 
 attn_status attn_additive_save(const char *path, const attn_additive_config *c,
                                const float *params) {

@@ -187,27 +187,20 @@ attn_status attn_transformer_param_slices(const attn_transformer_config *c,
     return ATTN_OK;
 }
 
+static attn_status tr_slices(const void *c, attn_param_slice *sl, int64_t cap,
+                             int64_t *n) {
+    return attn_transformer_param_slices(c, sl, cap, n);
+}
+
 attn_status attn__transformer_slices_alloc(const attn_transformer_config *c,
                                            attn_param_slice **slices,
                                            int64_t *n) {
-    attn_status st = attn_transformer_param_slices(c, NULL, 0, n);
-    if (st) return st;
-    *slices = attn__alloc((size_t)*n, sizeof **slices, "slice table");
-    if (!*slices) return ATTN_E_NOMEM;
-    return attn_transformer_param_slices(c, *slices, *n, n);
+    return attn__slices_alloc(tr_slices, c, slices, n);
 }
 
 attn_status attn_transformer_init(const attn_transformer_config *c,
                                   float *params, uint64_t seed) {
-    attn_status st = attn_transformer_check(c);
-    if (st) return st;
-    if (!params) return attn__fail(ATTN_E_INVALID, "params is NULL");
-    attn_param_slice *sl = NULL;
-    int64_t n = 0;
-    st = attn__transformer_slices_alloc(c, &sl, &n);
-    if (!st) st = attn_params_init(sl, n, params, seed);
-    attn__free(sl);
-    return st;
+    return attn__init_by_slices(tr_slices, c, params, seed);
 }
 
 /* ---- workspace -------------------------------------------------------- */
@@ -547,10 +540,6 @@ static const attn__cfg_field tr_cfg[TR_NCFG] = {
 _Static_assert(sizeof(attn_model_kind) == sizeof(int),
                "the model kind is int-sized");
 
-static attn_status tr_slices(const void *c, attn_param_slice *sl, int64_t cap,
-                             int64_t *n) {
-    return attn_transformer_param_slices(c, sl, cap, n);
-}
 static int64_t tr_count(const void *c) {
     return attn_transformer_param_count(c);
 }
