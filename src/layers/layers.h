@@ -32,6 +32,10 @@ size_t attn__ws_carve(float *ws, const size_t *sz, float **const *dst, int n);
  * in the form the typed files and the helpers below take. */
 typedef attn_status (*attn__slices_fn)(const void *cfg, attn_param_slice *sl,
                                        int64_t cap, int64_t *n);
+attn_status attn__additive_slices(const void *cfg, attn_param_slice *sl,
+                                  int64_t cap, int64_t *n);
+attn_status attn__mha_slices(const void *cfg, attn_param_slice *sl, int64_t cap,
+                             int64_t *n);
 attn_status attn__encoder_slices(const void *cfg, attn_param_slice *sl,
                                  int64_t cap, int64_t *n);
 attn_status attn__decoder_slices(const void *cfg, attn_param_slice *sl,

@@ -431,16 +431,8 @@ attn_status attn__load_kind(const typed_kind *k, const char *path, void *cfg,
     return ATTN_OK;
 }
 
-static attn_status additive_slices(const void *c, attn_param_slice *sl,
-                                   int64_t cap, int64_t *n) {
-    return attn_additive_param_slices(c, "", 0, sl, cap, n);
-}
 static int64_t additive_count(const void *c) {
     return attn_additive_param_count(c);
-}
-static attn_status mha_slices(const void *c, attn_param_slice *sl, int64_t cap,
-                              int64_t *n) {
-    return attn_mha_param_slices(c, "", 0, sl, cap, n);
 }
 static int64_t mha_count(const void *c) { return attn_mha_param_count(c); }
 static int64_t encoder_count(const void *c) {
@@ -451,11 +443,14 @@ static int64_t decoder_count(const void *c) {
     return attn_decoder_param_count(c);
 }
 
-static const typed_kind additive_kind = {
-    "additive",      additive_cfg,  6, sizeof(attn_additive_config),
-    additive_slices, additive_count};
+static const typed_kind additive_kind = {"additive",
+                                         additive_cfg,
+                                         6,
+                                         sizeof(attn_additive_config),
+                                         attn__additive_slices,
+                                         additive_count};
 static const typed_kind mha_kind = {
-    "mha", mha_cfg, 6, sizeof(attn_mha_config), mha_slices, mha_count};
+    "mha", mha_cfg, 6, sizeof(attn_mha_config), attn__mha_slices, mha_count};
 static const typed_kind encoder_kind = {"encoder",
                                         encoder_cfg,
                                         11,
@@ -471,14 +466,7 @@ static const typed_kind decoder_kind = {"decoder",
 
 attn_status attn_additive_save(const char *path, const attn_additive_config *c,
                                const float *params) {
-    attn_param_slice sl[5];
-    int64_t ns;
-    attn_status st = attn_additive_param_slices(c, "", 0, sl, 5, &ns);
-    if (st) return st;
-    int64_t v[6];
-    cfg_to_words(additive_cfg, 6, c, v);
-    return save_typed(path, "additive", v, 6, sl, ns, params,
-                      attn_additive_param_count(c));
+    return attn__save_kind(&additive_kind, path, c, params);
 }
 
 attn_status attn_additive_load(const char *path, attn_additive_config *cfg,
@@ -488,14 +476,7 @@ attn_status attn_additive_load(const char *path, attn_additive_config *cfg,
 
 attn_status attn_mha_save(const char *path, const attn_mha_config *c,
                           const float *params) {
-    attn_param_slice sl[8];
-    int64_t ns;
-    attn_status st = attn_mha_param_slices(c, "", 0, sl, 8, &ns);
-    if (st) return st;
-    int64_t v[6];
-    cfg_to_words(mha_cfg, 6, c, v);
-    return save_typed(path, "mha", v, 6, sl, ns, params,
-                      attn_mha_param_count(c));
+    return attn__save_kind(&mha_kind, path, c, params);
 }
 
 attn_status attn_mha_load(const char *path, attn_mha_config *cfg,
