@@ -213,6 +213,10 @@ static void wrong_kind(void) {
     CHECK_STATUS(attn_gen_trainer_create(&c, &g), ATTN_OK);
     CHECK_STATUS(attn_gen_trainer_save(g, path), ATTN_OK);
     attn_gen_trainer_free(g);
+    /* and the other way round: the tagger's loader names what it holds */
+    et = (attn_trainer *)1;
+    CHECK_STATUS(attn_trainer_load(path, &et), ATTN_E_FORMAT);
+    CHECK(et == NULL && strstr(attn_last_error(), "generation model") != NULL);
     FILE *f = fopen(path, "r+b");
     fseek(f, 500, SEEK_SET);
     int ch = fgetc(f);

@@ -312,6 +312,16 @@ static void lying_checkpoints(void) {
     attn__alloc_peak_reset();
     CHECK_STATUS(attn_trainer_load(path, &t), ATTN_E_FORMAT);
     CHECK(attn__alloc_peak() < 4 * n + 65536);
+    /* the batch alone (the parameters still match): the buffer limit */
+    memcpy(b, good, n);
+    attn__put_u64(ckpt_word(b, 24), 1 << 20);
+    reseal(b, n);
+    put_file(path, b, n);
+    attn__alloc_peak_reset();
+    CHECK_STATUS(attn_trainer_load(path, &t), ATTN_E_FORMAT);
+    CHECK_MSG(strstr(attn_last_error(), "training buffers") != NULL, "%s",
+              attn_last_error());
+    CHECK(attn__alloc_peak() < 4 * n + 65536);
     free(b);
     free(good);
     unlink(path);
@@ -357,6 +367,18 @@ static void lying_gen_checkpoints(void) {
     CHECK_MSG(attn__alloc_peak() < 4 * n + 65536,
               "peak %zu bytes for a %zu-byte file", attn__alloc_peak(), n);
 
+    /* the batch alone (word 38; the parameters still match): the buffer
+     * limit */
+    memcpy(b, good, n);
+    attn__put_u64(ckpt_word(b, 38), 1 << 20);
+    reseal(b, n);
+    put_file(path, b, n);
+    attn__alloc_peak_reset();
+    CHECK_STATUS(attn_gen_trainer_load(path, &t), ATTN_E_FORMAT);
+    CHECK_MSG(strstr(attn_last_error(), "training buffers") != NULL, "%s",
+              attn_last_error());
+    CHECK(attn__alloc_peak() < 4 * n + 65536);
+
     /* garbage in the upper half of the task, model kind and norm words */
     static const int ints[] = {0, 3, 12};
     for (int i = 0; i < 3; i++) {
@@ -400,6 +422,59 @@ static void lying_param_files(void) {
     q = NULL;
     CHECK_STATUS(attn_mha_load(path, &m2, &q), ATTN_E_FORMAT);
     CHECK(q == NULL && strstr(attn_last_error(), "outside the range") != NULL);
+    free(good);
+    free(p);
+    /* the same for a decoder file (params.c's typed files): its cross flag
+     * (config word 5) as 0x100000001 */
+    attn_decoder_config dc;
+    attn_decoder_config_init(&dc);
+    dc.d_model = 8;
+    dc.num_heads = 2;
+    dc.dim_feedforward = 8;
+    const int64_t dn = attn_decoder_param_count(&dc);
+    p = calloc((size_t)dn, sizeof *p);
+    CHECK_STATUS(attn_decoder_save(path, &dc, p), ATTN_OK);
+    good = get_file(path, &len);
+    CHECK(good != NULL);
+    if (good) {
+        CHECK(attn__get_u64(good + cfg0 + 8 * 5) == 1);
+        attn__put_u64(good + cfg0 + 8 * 5, UINT64_C(0x100000001));
+        reseal(good, len);
+        put_file(path, good, len);
+        attn_decoder_config dc2;
+        q = (float *)1;
+        CHECK_STATUS(attn_decoder_load(path, &dc2, &q), ATTN_E_FORMAT);
+        CHECK(q == NULL &&
+              strstr(attn_last_error(), "outside the range") != NULL);
+    }
+    free(good);
+    free(p);
+    /* a transformer file whose repeated model kind (word 30) disagrees
+     * with word 0 */
+    attn_transformer_config tc;
+    attn_transformer_config_init(&tc, ATTN_MODEL_ENCDEC);
+    tc.enc.d_model = tc.dec.d_model = 8;
+    tc.enc.num_heads = tc.dec.num_heads = 2;
+    tc.enc.dim_feedforward = tc.dec.dim_feedforward = 8;
+    tc.vocab_src = tc.vocab_tgt = 5;
+    tc.max_src = tc.max_tgt = 4;
+    const int64_t tn = attn_transformer_param_count(&tc);
+    CHECK(tn > 0);
+    p = calloc((size_t)tn, sizeof *p);
+    CHECK_STATUS(attn_transformer_save(path, &tc, p), ATTN_OK);
+    good = get_file(path, &len);
+    CHECK(good != NULL);
+    if (good) {
+        CHECK(attn__get_u64(good + cfg0 + 8 * 30) == 0);
+        attn__put_u64(good + cfg0 + 8 * 30, 1);
+        reseal(good, len);
+        put_file(path, good, len);
+        attn_transformer_config tc2;
+        q = NULL;
+        CHECK_STATUS(attn_transformer_load(path, &tc2, &q), ATTN_E_FORMAT);
+        CHECK_MSG(q == NULL && strstr(attn_last_error(), "repeats") != NULL,
+                  "%s", attn_last_error());
+    }
     free(good);
     free(p);
     unlink(path);

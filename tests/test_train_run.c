@@ -286,22 +286,22 @@ static void nonfinite_stops(void) {
     attn_train_config c = small(ATTN_TASK_REVERSE, ATTN_ATTENTION_DOT);
     attn_trainer *t = run(&c, 2);
     if (!t) return;
-    const int64_t n = t->n;
+    const int64_t n = t->s.n;
     float *before = malloc(sizeof(float) * n);
     /* head bias NaN: the logits, hence the loss */
-    t->params[n - 1] = NAN;
-    memcpy(before, t->params, sizeof(float) * n);
+    t->s.params[n - 1] = NAN;
+    memcpy(before, t->s.params, sizeof(float) * n);
     CHECK_STATUS(attn_trainer_step(t, NULL), ATTN_E_NONFINITE);
     CHECK_MSG(strstr(attn_last_error(), "training stopped at step 3") != NULL,
               "message: %s", attn_last_error());
-    CHECK(memcmp(before, t->params, sizeof(float) * n) == 0);
+    CHECK(memcmp(before, t->s.params, sizeof(float) * n) == 0);
     CHECK(attn_trainer_steps_done(t) == 2);
     /* an Inf in the embedding reaches the encoder's input */
-    t->params[n - 1] = 0;
-    t->params[3] = INFINITY;
+    t->s.params[n - 1] = 0;
+    t->s.params[3] = INFINITY;
     CHECK_STATUS(attn_trainer_step(t, NULL), ATTN_E_NONFINITE);
     CHECK(strstr(attn_last_error(), "training stopped") != NULL);
-    t->params[3] = 0;
+    t->s.params[3] = 0;
     CHECK_STATUS(attn_trainer_step(t, NULL), ATTN_OK);
     free(before);
     attn_trainer_free(t);

@@ -99,13 +99,14 @@ attn_status attn_additive_params_view(const attn_additive_config *c,
     return ATTN_OK;
 }
 
+attn_status attn__additive_slices(const void *c, attn_param_slice *sl,
+                                  int64_t cap, int64_t *n) {
+    return attn_additive_param_slices(c, "", 0, sl, cap, n);
+}
+
 attn_status attn_additive_init(const attn_additive_config *c, float *params,
                                uint64_t seed) {
-    attn_param_slice sl[5];
-    int64_t n;
-    attn_status st = attn_additive_param_slices(c, "", 0, sl, 5, &n);
-    if (st) return st;
-    return attn_params_init(sl, n, params, seed);
+    return attn__init_by_slices(attn__additive_slices, c, params, seed);
 }
 
 /* Workspace: qp (B Lq A), kp (B Lk A), out copy (B Lq Dc), lse (B Lq), then

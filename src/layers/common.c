@@ -23,6 +23,29 @@ size_t attn__size3(int64_t a, int64_t b, int64_t c) {
     return (size_t)abc;
 }
 
+attn_status attn__slices_alloc(attn__slices_fn fn, const void *cfg,
+                               attn_param_slice **slices, int64_t *n) {
+    *slices = NULL;
+    attn_status st = fn(cfg, NULL, 0, n);
+    if (st) return st;
+    if (!(*slices = attn__alloc((size_t)*n, sizeof **slices, "slice table")))
+        return ATTN_E_NOMEM;
+    return fn(cfg, *slices, *n, n);
+}
+
+attn_status attn__init_by_slices(attn__slices_fn fn, const void *cfg,
+                                 float *params, uint64_t seed) {
+    int64_t n;
+    attn_status st = fn(cfg, NULL, 0, &n);
+    if (st) return st;
+    ATTN__NEED(params);
+    attn_param_slice *sl = NULL;
+    st = attn__slices_alloc(fn, cfg, &sl, &n);
+    if (!st) st = attn_params_init(sl, n, params, seed);
+    attn__free(sl);
+    return st;
+}
+
 size_t attn__ws_carve(float *ws, const size_t *sz, float **const *dst, int n) {
     size_t total = 0;
     for (int i = 0; i < n; i++) {
@@ -127,10 +150,9 @@ attn_status attn_layernorm_forward(int64_t n, int64_t d, const float *x,
     return attn__layernorm_forward(n, d, x, gamma, beta, eps, y, mean, rstd, 0);
 }
 
-attn_status attn__layernorm_forward(int64_t n, int64_t d, const float *x,
-                                    const float *gamma, const float *beta,
-                                    double eps, float *y, float *mean,
-                                    float *rstd, int threads) {
+/* What both directions of LayerNorm check first. */
+static attn_status ln_args(int64_t n, int64_t d, const float *x,
+                           const float *gamma) {
     if (n < 1 || d < 1)
         return attn__fail(ATTN_E_SHAPE,
                           "layernorm sizes n=%lld d=%lld must "
@@ -138,6 +160,15 @@ attn_status attn__layernorm_forward(int64_t n, int64_t d, const float *x,
                           (long long)n, (long long)d);
     ATTN__NEED(x);
     ATTN__NEED(gamma);
+    return ATTN_OK;
+}
+
+attn_status attn__layernorm_forward(int64_t n, int64_t d, const float *x,
+                                    const float *gamma, const float *beta,
+                                    double eps, float *y, float *mean,
+                                    float *rstd, int threads) {
+    attn_status st = ln_args(n, d, x, gamma);
+    if (st) return st;
     ATTN__NEED(beta);
     ATTN__NEED(y);
     if (!(eps > 0) || isinf(eps))
@@ -179,13 +210,8 @@ attn_status attn__layernorm_backward(int64_t n, int64_t d, const float *x,
                                      const float *rstd, const float *dy,
                                      float *dgamma, float *dbeta, float *dx,
                                      int threads) {
-    if (n < 1 || d < 1)
-        return attn__fail(ATTN_E_SHAPE,
-                          "layernorm sizes n=%lld d=%lld must "
-                          "be >= 1",
-                          (long long)n, (long long)d);
-    ATTN__NEED(x);
-    ATTN__NEED(gamma);
+    attn_status st = ln_args(n, d, x, gamma);
+    if (st) return st;
     ATTN__NEED(mean);
     ATTN__NEED(rstd);
     ATTN__NEED(dy);

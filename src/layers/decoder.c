@@ -26,19 +26,10 @@ void attn_decoder_config_init(attn_decoder_config *c) {
 }
 
 static attn_mha_config sa_cfg(const attn_decoder_config *c) {
-    attn_mha_config m = {c->d_model, c->num_heads, c->num_kv_heads, 0, 0, 1};
-    return m;
+    return attn__layer_mha_cfg(c->d_model, c->num_heads, c->num_kv_heads);
 }
-
 static attn_additive_config add_cfg(const attn_decoder_config *c) {
-    int64_t A = c->additive_dim ? c->additive_dim : c->d_model / 2;
-    attn_additive_config a = {c->d_model,    c->d_model, c->d_model,
-                              A > 0 ? A : 1, 1,          0};
-    return a;
-}
-
-static double ln_eps(const attn_decoder_config *c) {
-    return c->layer_norm_eps > 0 ? c->layer_norm_eps : 1e-5;
+    return attn__layer_add_cfg(c->d_model, c->additive_dim);
 }
 
 static int has_add(const attn_decoder_config *c) {
@@ -47,18 +38,12 @@ static int has_add(const attn_decoder_config *c) {
 
 attn_status attn_decoder_check(const attn_decoder_config *c) {
     ATTN__NEED(c);
-    if (c->num_layers < 1 || c->d_model < 1 || c->dim_feedforward < 1 ||
-        c->additive_dim < 0)
-        return attn__fail(ATTN_E_INVALID,
-                          "decoder config: num_layers %lld, "
-                          "d_model %lld, dim_feedforward %lld must be >= 1 "
-                          "(additive_dim %lld >= 0)",
-                          (long long)c->num_layers, (long long)c->d_model,
-                          (long long)c->dim_feedforward,
-                          (long long)c->additive_dim);
-    if (!attn__blas_ok(c->dim_feedforward) || c->num_layers > 100000 ||
-        c->d_model > (1 << 20) || c->dim_feedforward > (1 << 22))
-        return attn__fail(ATTN_E_INVALID, "decoder config sizes out of range");
+    const attn__stack_fields f = {
+        c->num_layers, c->d_model,    c->dim_feedforward, c->additive_dim,
+        c->activation, c->norm_first, c->final_norm,      c->layer_norm_eps,
+        1 << 20,       1 << 22};
+    attn_status st = attn__stack_check("decoder", &f);
+    if (st) return st;
     if (c->cross != 0 && c->cross != 1)
         return attn__fail(ATTN_E_INVALID,
                           "decoder cross must be 0 or 1, not "
@@ -68,21 +53,8 @@ attn_status attn_decoder_check(const attn_decoder_config *c) {
         c->cross_attention != ATTN_ATTENTION_ADDITIVE)
         return attn__fail(ATTN_E_INVALID, "decoder cross_attention type is %d",
                           (int)c->cross_attention);
-    if (c->activation != ATTN_ACT_RELU && c->activation != ATTN_ACT_GELU)
-        return attn__fail(ATTN_E_INVALID, "decoder activation is %d",
-                          (int)c->activation);
-    if ((c->norm_first != 0 && c->norm_first != 1) ||
-        (c->final_norm != 0 && c->final_norm != 1))
-        return attn__fail(ATTN_E_INVALID,
-                          "decoder norm_first (%d) and "
-                          "final_norm (%d) must be 0 or 1",
-                          c->norm_first, c->final_norm);
-    if (isnan(c->layer_norm_eps) || c->layer_norm_eps < 0 ||
-        isinf(c->layer_norm_eps))
-        return attn__fail(ATTN_E_INVALID, "decoder layer_norm_eps is %g",
-                          c->layer_norm_eps);
     attn_mha_config m = sa_cfg(c);
-    attn_status st = attn__mha_check_cfg(&m, NULL, NULL);
+    st = attn__mha_check_cfg(&m, NULL, NULL);
     if (st) return st;
     if (has_add(c)) {
         attn_additive_config a = add_cfg(c);
@@ -223,58 +195,32 @@ attn_status attn_decoder_param_slices(const attn_decoder_config *c,
                 attn_additive_param_slices(&a, pre, offset, dst, room, &k);
                 offset += attn_additive_param_count(&a);
                 n += k;
-                attn__slice_add(slices, cap, &n, pre, "w_o", &offset, E, E,
-                                ATTN_INIT_XAVIER);
-                attn__slice_add(slices, cap, &n, pre, "b_o", &offset, E, 1,
-                                ATTN_INIT_ZERO);
+                attn__out_proj_slices(slices, cap, &n, pre, &offset, E);
             }
         }
         snprintf(pre, sizeof pre, "%.12slayers.%lld.", px, (long long)l);
-        attn__slice_add(slices, cap, &n, pre, "ln1_gamma", &offset, E, 1,
-                        ATTN_INIT_ONE);
-        attn__slice_add(slices, cap, &n, pre, "ln1_beta", &offset, E, 1,
-                        ATTN_INIT_ZERO);
+        attn__ln_slices(slices, cap, &n, pre, "ln1", &offset, E);
         if (c->cross) {
-            attn__slice_add(slices, cap, &n, pre, "ln2_gamma", &offset, E, 1,
-                            ATTN_INIT_ONE);
-            attn__slice_add(slices, cap, &n, pre, "ln2_beta", &offset, E, 1,
-                            ATTN_INIT_ZERO);
+            attn__ln_slices(slices, cap, &n, pre, "ln2", &offset, E);
         }
-        attn__slice_add(slices, cap, &n, pre, "ln3_gamma", &offset, E, 1,
-                        ATTN_INIT_ONE);
-        attn__slice_add(slices, cap, &n, pre, "ln3_beta", &offset, E, 1,
-                        ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, pre, "w_1", &offset, F, E,
-                        ATTN_INIT_XAVIER);
-        attn__slice_add(slices, cap, &n, pre, "b_1", &offset, F, 1,
-                        ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, pre, "w_2", &offset, E, F,
-                        ATTN_INIT_XAVIER);
-        attn__slice_add(slices, cap, &n, pre, "b_2", &offset, E, 1,
-                        ATTN_INIT_ZERO);
+        attn__ln_slices(slices, cap, &n, pre, "ln3", &offset, E);
+        attn__ffn_slices(slices, cap, &n, pre, &offset, E, F);
     }
     if (c->final_norm) {
-        attn__slice_add(slices, cap, &n, px, "norm_gamma", &offset, E, 1,
-                        ATTN_INIT_ONE);
-        attn__slice_add(slices, cap, &n, px, "norm_beta", &offset, E, 1,
-                        ATTN_INIT_ZERO);
+        attn__ln_slices(slices, cap, &n, px, "norm", &offset, E);
     }
     *count = n;
     return ATTN_OK;
 }
 
+attn_status attn__decoder_slices(const void *c, attn_param_slice *sl,
+                                 int64_t cap, int64_t *n) {
+    return attn_decoder_param_slices(c, "", 0, sl, cap, n);
+}
+
 attn_status attn_decoder_init(const attn_decoder_config *c, float *params,
                               uint64_t seed) {
-    int64_t n;
-    attn_status st = attn_decoder_param_slices(c, "", 0, NULL, 0, &n);
-    if (st) return st;
-    ATTN__NEED(params);
-    attn_param_slice *sl = attn__alloc((size_t)n, sizeof *sl, "slice table");
-    if (!sl) return ATTN_E_NOMEM;
-    attn_decoder_param_slices(c, "", 0, sl, n, &n);
-    st = attn_params_init(sl, n, params, seed);
-    attn__free(sl);
-    return st;
+    return attn__init_by_slices(attn__decoder_slices, c, params, seed);
 }
 
 /* ---- workspace -------------------------------------------------------- */
@@ -325,50 +271,39 @@ static int ws_sizes_of(const attn_decoder_config *c, int64_t B, int64_t Lt,
     return 1;
 }
 
+static float *take(float **x, size_t n) {
+    float *p = *x;
+    *x += n;
+    return p;
+}
+
 static void ws_layer(const ws_sizes *z, float *ws, int64_t l, layer_ws *w) {
     float *x = ws + z->per * (size_t)l;
     for (int k = 0; k < 3; k++) {
         sub_ws *s = &w->sub[k];
-        s->xin = x;
-        x += z->be;
-        s->lny = x;
-        x += z->be;
-        s->r = x;
-        x += z->be;
-        s->m = x;
-        x += z->bl;
-        s->s = x;
-        x += z->bl;
+        s->xin = take(&x, z->be);
+        s->lny = take(&x, z->be);
+        s->r = take(&x, z->be);
+        s->m = take(&x, z->bl);
+        s->s = take(&x, z->bl);
     }
-    w->sa = x;
-    x += z->sa;
-    w->ca = x;
-    x += z->ca;
-    w->ctx = x;
-    x += z->be;
-    w->hpre = x;
-    x += z->bf;
+    w->sa = take(&x, z->sa);
+    w->ca = take(&x, z->ca);
+    w->ctx = take(&x, z->be);
+    w->hpre = take(&x, z->bf);
     w->hact = x;
 }
 
 static void ws_shared(const ws_sizes *z, float *ws, int64_t M, shared_ws *s) {
     float *x = ws + z->per * (size_t)M;
-    s->xn = x;
-    x += z->be;
-    s->mf = x;
-    x += z->bl;
-    s->sf = x;
-    x += z->bl;
-    s->a = x;
-    x += z->be;
-    s->g = x;
-    x += z->be;
-    s->t1 = x;
-    x += z->be;
-    s->t2 = x;
-    x += z->be;
-    s->dc = x;
-    x += z->be;
+    s->xn = take(&x, z->be);
+    s->mf = take(&x, z->bl);
+    s->sf = take(&x, z->bl);
+    s->a = take(&x, z->be);
+    s->g = take(&x, z->be);
+    s->t1 = take(&x, z->be);
+    s->t2 = take(&x, z->be);
+    s->dc = take(&x, z->be);
     s->gh = x;
 }
 
@@ -427,20 +362,69 @@ static void set_layer(dctx *d, int64_t l) {
     d->oca.seed = attn__enc_seed(d->opts->seed, 2 * l + 1);
 }
 
-static void ln_of(const dctx *d, int k, float **g, float **b,
+static void ln_of(int k, float **g, float **b,
                   const attn_decoder_layer_params *P) {
-    (void)d;
     *g = k == SUB_SA ? P->ln1_gamma : k == SUB_CA ? P->ln2_gamma : P->ln3_gamma;
     *b = k == SUB_SA ? P->ln1_beta : k == SUB_CA ? P->ln2_beta : P->ln3_beta;
 }
 
 static int out_site(int k) { return k == SUB_SA ? 1 : k == SUB_CA ? 2 : 4; }
 
+/* The feed-forward body of layer d->l (hidden dropout at site 3). */
+static attn__ffn ffn_of(const dctx *d) {
+    const attn_decoder_layer_params *P = &d->P, *G = d->grads ? &d->G : NULL;
+    const attn__ffn f = {d->n,
+                         d->E,
+                         d->F,
+                         d->c->activation,
+                         P->w_1,
+                         P->b_1,
+                         P->w_2,
+                         P->b_2,
+                         G ? G->w_1 : NULL,
+                         G ? G->b_1 : NULL,
+                         G ? G->w_2 : NULL,
+                         G ? G->b_2 : NULL,
+                         d->w.hpre,
+                         d->w.hact,
+                         d->opts->seed,
+                         dstream(d->l, 3),
+                         d->opts->dropout_p,
+                         d->th};
+    return f;
+}
+
+/* The residual and norm around sublayer k of layer d->l. */
+static attn__sublayer sub_of(const dctx *d, int k) {
+    const sub_ws *w = &d->w.sub[k];
+    attn__sublayer s;
+    memset(&s, 0, sizeof s);
+    s.n = d->n;
+    s.E = d->E;
+    s.norm_first = d->c->norm_first;
+    s.th = d->th;
+    s.eps = attn__layer_ln_eps(d->c->layer_norm_eps);
+    float *g, *b;
+    ln_of(k, &g, &b, &d->P);
+    s.gamma = g;
+    s.beta = b;
+    if (d->grads) ln_of(k, &s.dgamma, &s.dbeta, &d->G);
+    s.x = w->xin;
+    s.lny = w->lny;
+    s.r = w->r;
+    s.mean = w->m;
+    s.rstd = w->s;
+    s.seed = d->opts->seed;
+    s.stream = dstream(d->l, out_site(k));
+    s.p = d->opts->dropout_p;
+    return s;
+}
+
 /* The sublayer body: in (B Lt E) -> d->sw.a (B Lt E), before dropout. */
 static attn_status body_forward(dctx *d, int k, const float *in) {
     const attn_decoder_config *c = d->c;
     const attn_decoder_layer_params *P = &d->P;
-    const int64_t B = d->B, Lt = d->Lt, Ls = d->Ls, E = d->E, F = d->F;
+    const int64_t B = d->B, Lt = d->Lt, Ls = d->Ls, E = d->E;
     attn_mha_config m = sa_cfg(c);
     if (k == SUB_SA) {
         float *wl = d->self_weights
@@ -467,11 +451,8 @@ static attn_status body_forward(dctx *d, int k, const float *in) {
         return attn_linear_forward(d->n, E, E, d->w.ctx, P->cross_w_o,
                                    P->cross_b_o, d->sw.a);
     }
-    attn_linear_forward(d->n, E, F, in, P->w_1, P->b_1, d->w.hpre);
-    attn__act_forward(c->activation, d->w.hpre, d->w.hact, d->n * F, d->th);
-    attn__dropout_apply(d->opts->seed, dstream(d->l, 3), d->opts->dropout_p,
-                        d->w.hact, d->n * F, d->th);
-    return attn_linear_forward(d->n, F, E, d->w.hact, P->w_2, P->b_2, d->sw.a);
+    const attn__ffn f = ffn_of(d);
+    return attn__ffn_forward(&f, in, d->sw.a);
 }
 
 /* Gradient dy (B Lt E) of the body's output -> ADDED into din. */
@@ -479,7 +460,7 @@ static attn_status body_backward(dctx *d, int k, const float *in,
                                  const float *dy, float *din) {
     const attn_decoder_config *c = d->c;
     const attn_decoder_layer_params *P = &d->P, *G = d->grads ? &d->G : NULL;
-    const int64_t B = d->B, Lt = d->Lt, Ls = d->Ls, E = d->E, F = d->F;
+    const int64_t B = d->B, Lt = d->Lt, Ls = d->Ls, E = d->E;
     attn_mha_config m = sa_cfg(c);
     if (k == SUB_SA)
         return attn_mha_backward(&m, P->self_attn.w_q, B, Lt, Lt, in, in, in,
@@ -501,78 +482,30 @@ static attn_status body_backward(dctx *d, int k, const float *in,
                                       d->w.ca, G ? G->cross_add.w_q : NULL, din,
                                       d->dmem, d->dmem);
     }
-    memset(d->sw.gh, 0, d->z.bf * sizeof(float));
-    attn_linear_backward(d->n, F, E, d->w.hact, P->w_2, dy, G ? G->w_2 : NULL,
-                         G ? G->b_2 : NULL, d->sw.gh);
-    attn__dropout_apply(d->opts->seed, dstream(d->l, 3), d->opts->dropout_p,
-                        d->sw.gh, d->n * F, d->th);
-    attn__act_backward(c->activation, d->w.hpre, d->sw.gh, d->sw.gh, d->n * F,
-                       d->th);
-    return attn_linear_backward(d->n, E, F, in, P->w_1, d->sw.gh,
-                                G ? G->w_1 : NULL, G ? G->b_1 : NULL, din);
+    const attn__ffn f = ffn_of(d);
+    return attn__ffn_backward(&f, in, dy, d->sw.gh, din);
 }
 
-/* Residual + norm around a body: returns the sublayer's output in *out
- * (a buffer of the workspace). */
+/* Sublayer k on in: its output in *out (a buffer of the workspace). */
 static attn_status sub_forward(dctx *d, int k, const float *in,
                                const float **out) {
-    sub_ws *s = &d->w.sub[k];
-    const int64_t n = d->n, E = d->E;
-    const double eps = ln_eps(d->c);
-    float *g, *b;
-    ln_of(d, k, &g, &b, &d->P);
-    memcpy(s->xin, in, d->z.be * sizeof(float));
-    const float *bin = s->xin;
-    if (d->c->norm_first) {
-        attn__layernorm_forward(n, E, s->xin, g, b, eps, s->lny, s->m, s->s,
-                                d->th);
-        bin = s->lny;
-    }
-    attn_status st = body_forward(d, k, bin);
+    memcpy(d->w.sub[k].xin, in, d->z.be * sizeof(float));
+    const attn__sublayer s = sub_of(d, k);
+    attn_status st = body_forward(d, k, attn__sublayer_in(&s));
     if (st) return st;
-    attn__dropout_apply(d->opts->seed, dstream(d->l, out_site(k)),
-                        d->opts->dropout_p, d->sw.a, n * E, d->th);
-    for (int64_t i = 0; i < n * E; i++) s->r[i] = s->xin[i] + d->sw.a[i];
-    if (d->c->norm_first) {
-        *out = s->r;
-    } else {
-        attn__layernorm_forward(n, E, s->r, g, b, eps, s->lny, s->m, s->s,
-                                d->th);
-        *out = s->lny;
-    }
+    *out = attn__sublayer_out(&s, d->sw.a);
     return ATTN_OK;
 }
 
 /* d->sw.g holds d out of sublayer k on entry and d in on return. */
 static attn_status sub_backward(dctx *d, int k) {
-    sub_ws *s = &d->w.sub[k];
+    const attn__sublayer s = sub_of(d, k);
     shared_ws *w = &d->sw;
-    const int64_t n = d->n, E = d->E;
-    const size_t be = d->z.be * sizeof(float);
-    const double p = d->opts->dropout_p;
-    float *g, *b, *dg = NULL, *db = NULL;
-    ln_of(d, k, &g, &b, &d->P);
-    if (d->grads) ln_of(d, k, &dg, &db, &d->G);
-    attn_status st;
-    if (d->c->norm_first) {
-        /* out = xin + drop(body(LN(xin))): g passes the residual as is */
-        memcpy(w->t1, w->g, be);
-        attn__dropout_apply(d->opts->seed, dstream(d->l, out_site(k)), p, w->t1,
-                            n * E, d->th);
-        memset(w->t2, 0, be);
-        if ((st = body_backward(d, k, s->lny, w->t1, w->t2))) return st;
-        attn__layernorm_backward(n, E, s->xin, g, s->m, s->s, w->t2, dg, db,
-                                 w->g, d->th);
-    } else {
-        /* out = LN(xin + drop(body(xin))) */
-        memset(w->t1, 0, be);
-        attn__layernorm_backward(n, E, s->r, g, s->m, s->s, w->g, dg, db, w->t1,
-                                 d->th);
-        memcpy(w->g, w->t1, be);
-        attn__dropout_apply(d->opts->seed, dstream(d->l, out_site(k)), p, w->t1,
-                            n * E, d->th);
-        if ((st = body_backward(d, k, s->xin, w->t1, w->g))) return st;
-    }
+    const float *bin;
+    float *din = attn__sublayer_back_in(&s, w->g, w->t1, w->t2, &bin);
+    attn_status st = body_backward(d, k, bin, w->t1, din);
+    if (st) return st;
+    attn__sublayer_back_out(&s, w->g, w->t2);
     return ATTN_OK;
 }
 
@@ -651,7 +584,8 @@ static attn_status decoder_forward_body(dctx *d, const float *x, float *out) {
     if (c->final_norm) {
         float *g, *b;
         attn_decoder_final_norm_view(c, (float *)d->params, &g, &b);
-        attn__layernorm_forward(d->n, d->E, d->sw.xn, g, b, ln_eps(c), out,
+        attn__layernorm_forward(d->n, d->E, d->sw.xn, g, b,
+                                attn__layer_ln_eps(c->layer_norm_eps), out,
                                 d->sw.mf, d->sw.sf, d->th);
     } else {
         memcpy(out, d->sw.xn, d->z.be * sizeof(float));
@@ -726,117 +660,5 @@ attn_decoder_backward(const attn_decoder_config *cfg, const float *params,
     const int blas = attn__layer_blas_begin(opts);
     st = decoder_backward_body(&d, dout, dx);
     attn__blas_single_end(blas);
-    return st;
-}
-
-/* ---- files ------------------------------------------------------------ */
-
-#define DEC_NCFG 13
-
-attn_status attn_decoder_save(const char *path, const attn_decoder_config *c,
-                              const float *params) {
-    int64_t ns;
-    attn_status st = attn_decoder_param_slices(c, "", 0, NULL, 0, &ns);
-    if (st) return st;
-    ATTN__NEED(path);
-    ATTN__NEED(params);
-    attn_param_slice *sl = attn__alloc((size_t)ns, sizeof *sl, "slices");
-    if (!sl) return ATTN_E_NOMEM;
-    attn_decoder_param_slices(c, "", 0, sl, ns, &ns);
-    attn_params_header h;
-    memset(&h, 0, sizeof h);
-    snprintf(h.kind, sizeof h.kind, "decoder");
-    int64_t eps;
-    memcpy(&eps, &c->layer_norm_eps, 8);
-    const int64_t v[DEC_NCFG] = {c->num_layers,
-                                 c->d_model,
-                                 c->num_heads,
-                                 c->num_kv_heads,
-                                 c->dim_feedforward,
-                                 c->cross,
-                                 (int64_t)c->cross_attention,
-                                 c->additive_dim,
-                                 (int64_t)c->activation,
-                                 c->norm_first,
-                                 c->final_norm,
-                                 eps,
-                                 0};
-    h.config_len = DEC_NCFG;
-    memcpy(h.config, v, sizeof v);
-    st =
-        attn_params_save(path, &h, sl, ns, params, attn_decoder_param_count(c));
-    attn__free(sl);
-    return st;
-}
-
-attn_status attn_decoder_load(const char *path, attn_decoder_config *cfg,
-                              float **params) {
-    ATTN__NEED(path);
-    ATTN__NEED(cfg);
-    ATTN__NEED(params);
-    *params = NULL;
-    attn_params_header h;
-    attn_param_slice *sl = NULL, *want = NULL;
-    int64_t ns, count, nw = 0;
-    float *block = NULL;
-    attn_status st = attn_params_load(path, &h, &sl, &ns, &block, &count);
-    if (st) return st;
-    if (strcmp(h.kind, "decoder") != 0 || h.config_len != DEC_NCFG) {
-        st = attn__fail(ATTN_E_FORMAT,
-                        "%s holds a '%s' model (%d config "
-                        "values), not 'decoder'",
-                        path, h.kind, (int)h.config_len);
-        goto done;
-    }
-    attn_decoder_config c;
-    memset(&c, 0, sizeof c);
-    c.num_layers = h.config[0];
-    c.d_model = h.config[1];
-    c.num_heads = h.config[2];
-    c.num_kv_heads = h.config[3];
-    c.dim_feedforward = h.config[4];
-    c.cross = (int)h.config[5];
-    c.cross_attention = (attn_attention_type)h.config[6];
-    c.additive_dim = h.config[7];
-    c.activation = (attn_activation)h.config[8];
-    c.norm_first = (int)h.config[9];
-    c.final_norm = (int)h.config[10];
-    memcpy(&c.layer_norm_eps, &h.config[11], 8);
-    if (attn_decoder_param_slices(&c, "", 0, NULL, 0, &nw)) {
-        st = attn__fail(ATTN_E_FORMAT, "%s: invalid decoder config (%s)", path,
-                        attn_last_error());
-        goto done;
-    }
-    if (!(want = attn__alloc((size_t)nw, sizeof *want, "slices"))) {
-        st = ATTN_E_NOMEM;
-        goto done;
-    }
-    attn_decoder_param_slices(&c, "", 0, want, nw, &nw);
-    if (nw != ns || count != attn_decoder_param_count(&c)) {
-        st = attn__fail(ATTN_E_FORMAT,
-                        "%s: %lld slices and %lld floats, but "
-                        "its config implies %lld and %lld",
-                        path, (long long)ns, (long long)count, (long long)nw,
-                        (long long)attn_decoder_param_count(&c));
-        goto done;
-    }
-    for (int64_t i = 0; i < ns; i++)
-        if (strcmp(sl[i].name, want[i].name) ||
-            sl[i].offset != want[i].offset ||
-            sl[i].shape[0] != want[i].shape[0] ||
-            sl[i].shape[1] != want[i].shape[1]) {
-            st = attn__fail(ATTN_E_FORMAT,
-                            "%s: slice %lld is %.47s, its "
-                            "config implies %.47s",
-                            path, (long long)i, sl[i].name, want[i].name);
-            goto done;
-        }
-    *cfg = c;
-    *params = block;
-    block = NULL;
-done:
-    attn__free(sl);
-    attn__free(want);
-    attn__free(block);
     return st;
 }

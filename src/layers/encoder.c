@@ -20,51 +20,24 @@ void attn_encoder_config_init(attn_encoder_config *c) {
 
 /* Sub-configurations of one layer's attention. */
 static attn_mha_config mha_cfg(const attn_encoder_config *c) {
-    attn_mha_config m = {c->d_model, c->num_heads, c->num_kv_heads, 0, 0, 1};
-    return m;
+    return attn__layer_mha_cfg(c->d_model, c->num_heads, c->num_kv_heads);
 }
-
 static attn_additive_config add_cfg(const attn_encoder_config *c) {
-    int64_t A = c->additive_dim ? c->additive_dim : c->d_model / 2;
-    attn_additive_config a = {c->d_model,    c->d_model, c->d_model,
-                              A > 0 ? A : 1, 1,          0};
-    return a;
-}
-
-static double ln_eps(const attn_encoder_config *c) {
-    return c->layer_norm_eps > 0 ? c->layer_norm_eps : 1e-5;
+    return attn__layer_add_cfg(c->d_model, c->additive_dim);
 }
 
 static attn_status check_cfg(const attn_encoder_config *c) {
     ATTN__NEED(c);
-    if (c->num_layers < 1 || c->d_model < 1 || c->dim_feedforward < 1 ||
-        c->additive_dim < 0)
-        return attn__fail(ATTN_E_INVALID,
-                          "encoder config: num_layers %lld, "
-                          "d_model %lld, dim_feedforward %lld must be >= 1 "
-                          "(additive_dim %lld >= 0)",
-                          (long long)c->num_layers, (long long)c->d_model,
-                          (long long)c->dim_feedforward,
-                          (long long)c->additive_dim);
-    if (!attn__blas_ok(c->dim_feedforward) || c->num_layers > 100000)
-        return attn__fail(ATTN_E_INVALID, "encoder config sizes out of range");
+    const attn__stack_fields f = {
+        c->num_layers, c->d_model,    c->dim_feedforward, c->additive_dim,
+        c->activation, c->norm_first, c->final_norm,      c->layer_norm_eps,
+        INT64_MAX,     INT64_MAX};
+    attn_status st = attn__stack_check("encoder", &f);
+    if (st) return st;
     if (c->attention != ATTN_ATTENTION_DOT &&
         c->attention != ATTN_ATTENTION_ADDITIVE)
         return attn__fail(ATTN_E_INVALID, "encoder attention type is %d",
                           (int)c->attention);
-    if (c->activation != ATTN_ACT_RELU && c->activation != ATTN_ACT_GELU)
-        return attn__fail(ATTN_E_INVALID, "encoder activation is %d",
-                          (int)c->activation);
-    if ((c->norm_first != 0 && c->norm_first != 1) ||
-        (c->final_norm != 0 && c->final_norm != 1))
-        return attn__fail(ATTN_E_INVALID,
-                          "encoder norm_first (%d) and "
-                          "final_norm (%d) must be 0 or 1",
-                          c->norm_first, c->final_norm);
-    if (isnan(c->layer_norm_eps) || c->layer_norm_eps < 0 ||
-        isinf(c->layer_norm_eps))
-        return attn__fail(ATTN_E_INVALID, "encoder layer_norm_eps is %g",
-                          c->layer_norm_eps);
     if (c->attention == ATTN_ATTENTION_DOT) {
         attn_mha_config m = mha_cfg(c);
         return attn__mha_check_cfg(&m, NULL, NULL);
@@ -187,53 +160,30 @@ attn_status attn_encoder_param_slices(const attn_encoder_config *c,
             attn_additive_param_slices(&a, pre, offset, dst, room, &k);
             offset += attn_additive_param_count(&a);
             n += k;
-            attn__slice_add(slices, cap, &n, pre, "w_o", &offset, E, E,
-                            ATTN_INIT_XAVIER);
-            attn__slice_add(slices, cap, &n, pre, "b_o", &offset, E, 1,
-                            ATTN_INIT_ZERO);
+            attn__out_proj_slices(slices, cap, &n, pre, &offset, E);
         }
         snprintf(pre, sizeof pre, "%.16slayers.%lld.", prefix ? prefix : "",
                  (long long)l);
-        attn__slice_add(slices, cap, &n, pre, "ln1_gamma", &offset, E, 1,
-                        ATTN_INIT_ONE);
-        attn__slice_add(slices, cap, &n, pre, "ln1_beta", &offset, E, 1,
-                        ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, pre, "w_1", &offset, F, E,
-                        ATTN_INIT_XAVIER);
-        attn__slice_add(slices, cap, &n, pre, "b_1", &offset, F, 1,
-                        ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, pre, "w_2", &offset, E, F,
-                        ATTN_INIT_XAVIER);
-        attn__slice_add(slices, cap, &n, pre, "b_2", &offset, E, 1,
-                        ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, pre, "ln2_gamma", &offset, E, 1,
-                        ATTN_INIT_ONE);
-        attn__slice_add(slices, cap, &n, pre, "ln2_beta", &offset, E, 1,
-                        ATTN_INIT_ZERO);
+        attn__ln_slices(slices, cap, &n, pre, "ln1", &offset, E);
+        attn__ffn_slices(slices, cap, &n, pre, &offset, E, F);
+        attn__ln_slices(slices, cap, &n, pre, "ln2", &offset, E);
     }
     if (c->final_norm) {
         snprintf(pre, sizeof pre, "%.16s", prefix ? prefix : "");
-        attn__slice_add(slices, cap, &n, pre, "norm_gamma", &offset, E, 1,
-                        ATTN_INIT_ONE);
-        attn__slice_add(slices, cap, &n, pre, "norm_beta", &offset, E, 1,
-                        ATTN_INIT_ZERO);
+        attn__ln_slices(slices, cap, &n, pre, "norm", &offset, E);
     }
     *count = n;
     return ATTN_OK;
 }
 
+attn_status attn__encoder_slices(const void *c, attn_param_slice *sl,
+                                 int64_t cap, int64_t *n) {
+    return attn_encoder_param_slices(c, "", 0, sl, cap, n);
+}
+
 attn_status attn_encoder_init(const attn_encoder_config *c, float *params,
                               uint64_t seed) {
-    int64_t n;
-    attn_status st = attn_encoder_param_slices(c, "", 0, NULL, 0, &n);
-    if (st) return st;
-    ATTN__NEED(params);
-    attn_param_slice *sl = attn__alloc((size_t)n, sizeof *sl, "slice table");
-    if (!sl) return ATTN_E_NOMEM;
-    attn_encoder_param_slices(c, "", 0, sl, n, &n);
-    st = attn_params_init(sl, n, params, seed);
-    attn__free(sl);
-    return st;
+    return attn__init_by_slices(attn__encoder_slices, c, params, seed);
 }
 
 /* ---- workspace -------------------------------------------------------- */
@@ -356,6 +306,65 @@ static attn_status check_call(const attn_encoder_config *c, const float *params,
     return attn__check_finite_f32(x, B * L * c->d_model, "x");
 }
 
+static void norm_parts(attn__sublayer *s, const float *g, const float *b,
+                       float *dg, float *db, float *lny, float *r, float *m,
+                       float *sd, uint32_t stream) {
+    s->gamma = g;
+    s->beta = b;
+    s->dgamma = dg;
+    s->dbeta = db;
+    s->lny = lny;
+    s->r = r;
+    s->mean = m;
+    s->rstd = sd;
+    s->stream = stream;
+}
+
+/* The residual and norm around layer l's attention (s1) and feed-forward
+ * network (s2; its input s2->x is s1's output, set by the caller), and
+ * the network (f). G NULL: no gradients. */
+static void layer_parts(const attn_encoder_config *c,
+                        const attn_encoder_layer_params *P,
+                        attn_encoder_layer_params *G, const layer_ws *w,
+                        int64_t n, const attn_layer_opts *o, int64_t l,
+                        attn__sublayer *s1, attn__sublayer *s2, attn__ffn *f) {
+    memset(s1, 0, sizeof *s1);
+    s1->n = n;
+    s1->E = c->d_model;
+    s1->norm_first = c->norm_first;
+    s1->th = attn__threads(o);
+    s1->eps = attn__layer_ln_eps(c->layer_norm_eps);
+    s1->seed = o->seed;
+    s1->p = o->dropout_p;
+    *s2 = *s1;
+    norm_parts(s1, P->ln1_gamma, P->ln1_beta, G ? G->ln1_gamma : NULL,
+               G ? G->ln1_beta : NULL, w->ln1y, w->r1, w->m1, w->s1,
+               attn__enc_stream(l, 1));
+    s1->x = w->xin;
+    norm_parts(s2, P->ln2_gamma, P->ln2_beta, G ? G->ln2_gamma : NULL,
+               G ? G->ln2_beta : NULL, w->ln2y, w->r2, w->m2, w->s2,
+               attn__enc_stream(l, 3));
+    const attn__ffn ff = {n,
+                          c->d_model,
+                          c->dim_feedforward,
+                          c->activation,
+                          P->w_1,
+                          P->b_1,
+                          P->w_2,
+                          P->b_2,
+                          G ? G->w_1 : NULL,
+                          G ? G->b_1 : NULL,
+                          G ? G->w_2 : NULL,
+                          G ? G->b_2 : NULL,
+                          w->hpre,
+                          w->hact,
+                          o->seed,
+                          attn__enc_stream(l, 2),
+                          o->dropout_p,
+                          s1->th};
+    *f = ff;
+}
+
 /* ---- forward ---------------------------------------------------------- */
 
 static attn_status encoder_forward_body(const attn_encoder_config *c,
@@ -367,10 +376,10 @@ static attn_status encoder_forward_body(const attn_encoder_config *c,
     if (st) return st;
     ATTN__NEED(out);
     if (out == x) return attn__fail(ATTN_E_INVALID, "out may not alias x");
-    const int64_t E = c->d_model, F = c->dim_feedforward, n = B * L;
+    const int64_t E = c->d_model, n = B * L;
     const int64_t Hw = attn_encoder_weight_heads(c);
     const int th = attn__threads(opts);
-    const double eps = ln_eps(c), p = opts->dropout_p;
+    const double eps = attn__layer_ln_eps(c->layer_norm_eps);
     const size_t be = (size_t)(n * E);
     attn_mha_config mc = mha_cfg(c);
     attn_additive_config ac = add_cfg(c);
@@ -383,15 +392,13 @@ static attn_status encoder_forward_body(const attn_encoder_config *c,
         ws_layout(c, B, L, ws, l, &w, NULL);
         attn_encoder_layer_view(c, (float *)params, l, &P);
         memcpy(w.xin, cur, be * sizeof(float));
+        attn__sublayer s1, s2;
+        attn__ffn f;
+        layer_parts(c, &P, NULL, &w, n, opts, l, &s1, &s2, &f);
         attn_layer_opts oa = *opts;
         oa.seed = attn__enc_seed(opts->seed, l);
         float *wl = weights ? weights + l * B * Hw * L * L : NULL;
-        const float *ain = w.xin;
-        if (c->norm_first) {
-            attn__layernorm_forward(n, E, w.xin, P.ln1_gamma, P.ln1_beta, eps,
-                                    w.ln1y, w.m1, w.s1, th);
-            ain = w.ln1y;
-        }
+        const float *ain = attn__sublayer_in(&s1);
         if (c->attention == ATTN_ATTENTION_DOT) {
             st = attn_mha_forward(&mc, P.mha.w_q, B, L, L, ain, ain, ain, &oa,
                                   sw.a, wl, ATTN_WEIGHTS_PER_HEAD, w.att);
@@ -401,35 +408,9 @@ static attn_status encoder_forward_body(const attn_encoder_config *c,
             if (!st) attn_linear_forward(n, E, E, w.ctx, P.w_o, P.b_o, sw.a);
         }
         if (st) return st;
-        attn__dropout_apply(opts->seed, attn__enc_stream(l, 1), p, sw.a, n * E,
-                            th);
-        for (int64_t i = 0; i < n * E; i++) w.r1[i] = w.xin[i] + sw.a[i];
-        const float *fin;
-        if (c->norm_first) {
-            attn__layernorm_forward(n, E, w.r1, P.ln2_gamma, P.ln2_beta, eps,
-                                    w.ln2y, w.m2, w.s2, th);
-            fin = w.ln2y;
-        } else {
-            attn__layernorm_forward(n, E, w.r1, P.ln1_gamma, P.ln1_beta, eps,
-                                    w.ln1y, w.m1, w.s1, th);
-            fin = w.ln1y;
-        }
-        attn_linear_forward(n, E, F, fin, P.w_1, P.b_1, w.hpre);
-        attn__act_forward(c->activation, w.hpre, w.hact, n * F, th);
-        attn__dropout_apply(opts->seed, attn__enc_stream(l, 2), p, w.hact,
-                            n * F, th);
-        attn_linear_forward(n, F, E, w.hact, P.w_2, P.b_2, sw.f);
-        attn__dropout_apply(opts->seed, attn__enc_stream(l, 3), p, sw.f, n * E,
-                            th);
-        const float *res = c->norm_first ? w.r1 : w.ln1y;
-        for (int64_t i = 0; i < n * E; i++) w.r2[i] = res[i] + sw.f[i];
-        if (c->norm_first) {
-            cur = w.r2;
-        } else {
-            attn__layernorm_forward(n, E, w.r2, P.ln2_gamma, P.ln2_beta, eps,
-                                    w.ln2y, w.m2, w.s2, th);
-            cur = w.ln2y;
-        }
+        s2.x = attn__sublayer_out(&s1, sw.a);
+        attn__ffn_forward(&f, attn__sublayer_in(&s2), sw.f);
+        cur = attn__sublayer_out(&s2, sw.f);
     }
     memcpy(sw.xn, cur, be * sizeof(float));
     if (c->final_norm) {
@@ -521,10 +502,9 @@ static attn_status encoder_backward_body(const attn_encoder_config *c,
     attn_status st = check_call(c, params, B, L, x, opts, ws);
     if (st) return st;
     ATTN__NEED(dout);
-    const int64_t E = c->d_model, F = c->dim_feedforward, n = B * L;
+    const int64_t E = c->d_model, n = B * L;
     const int th = attn__threads(opts);
     const size_t be = (size_t)(n * E) * sizeof(float);
-    const double p = opts->dropout_p;
     if ((st = attn__check_finite_f32(dout, n * E, "dout"))) return st;
     shared_ws sw;
     ws_layout(c, B, L, ws, 0, NULL, &sw);
@@ -548,64 +528,18 @@ static attn_status encoder_backward_body(const attn_encoder_config *c,
         if (grads) attn_encoder_layer_view(c, grads, l, &G);
         attn_layer_opts oa = *opts;
         oa.seed = attn__enc_seed(opts->seed, l);
-#define GP(f) (grads ? G.f : NULL)
-        if (c->norm_first) {
-            /* out = r1 + drop(FFN(LN2(r1))); r1 = xin + drop(SA(LN1(xin))) */
-            memcpy(sw.t1, sw.g, be);
-            attn__dropout_apply(opts->seed, attn__enc_stream(l, 3), p, sw.t1,
-                                n * E, th);
-            memset(sw.gh, 0, sizeof(float) * (size_t)(n * F));
-            attn_linear_backward(n, F, E, w.hact, P.w_2, sw.t1, GP(w_2),
-                                 GP(b_2), sw.gh);
-            attn__dropout_apply(opts->seed, attn__enc_stream(l, 2), p, sw.gh,
-                                n * F, th);
-            attn__act_backward(c->activation, w.hpre, sw.gh, sw.gh, n * F, th);
-            memset(sw.t2, 0, be);
-            attn_linear_backward(n, E, F, w.ln2y, P.w_1, sw.gh, GP(w_1),
-                                 GP(b_1), sw.t2);
-            attn__layernorm_backward(n, E, w.r1, P.ln2_gamma, w.m2, w.s2, sw.t2,
-                                     GP(ln2_gamma), GP(ln2_beta), sw.g, th);
-            /* g = d r1 */
-            memcpy(sw.t1, sw.g, be);
-            attn__dropout_apply(opts->seed, attn__enc_stream(l, 1), p, sw.t1,
-                                n * E, th);
-            memset(sw.t2, 0, be);
-            st = att_backward(c, &P, Gp, B, L, w.ln1y, &oa, &w, sw.t1, sw.a,
-                              sw.t2);
-            if (st) return st;
-            attn__layernorm_backward(n, E, w.xin, P.ln1_gamma, w.m1, w.s1,
-                                     sw.t2, GP(ln1_gamma), GP(ln1_beta), sw.g,
-                                     th);
-        } else {
-            /* out = LN2(x1 + drop(FFN(x1))); x1 = LN1(xin + drop(SA(xin))) */
-            memset(sw.t1, 0, be);
-            attn__layernorm_backward(n, E, w.r2, P.ln2_gamma, w.m2, w.s2, sw.g,
-                                     GP(ln2_gamma), GP(ln2_beta), sw.t1, th);
-            memcpy(sw.t2, sw.t1, be);
-            attn__dropout_apply(opts->seed, attn__enc_stream(l, 3), p, sw.t2,
-                                n * E, th);
-            memset(sw.gh, 0, sizeof(float) * (size_t)(n * F));
-            attn_linear_backward(n, F, E, w.hact, P.w_2, sw.t2, GP(w_2),
-                                 GP(b_2), sw.gh);
-            attn__dropout_apply(opts->seed, attn__enc_stream(l, 2), p, sw.gh,
-                                n * F, th);
-            attn__act_backward(c->activation, w.hpre, sw.gh, sw.gh, n * F, th);
-            attn_linear_backward(n, E, F, w.ln1y, P.w_1, sw.gh, GP(w_1),
-                                 GP(b_1), sw.t1);
-            /* t1 = d x1 */
-            memset(sw.t2, 0, be);
-            attn__layernorm_backward(n, E, w.r1, P.ln1_gamma, w.m1, w.s1, sw.t1,
-                                     GP(ln1_gamma), GP(ln1_beta), sw.t2, th);
-            /* t2 = d r1 = d xin (residual) + attention path */
-            memcpy(sw.t1, sw.t2, be);
-            attn__dropout_apply(opts->seed, attn__enc_stream(l, 1), p, sw.t1,
-                                n * E, th);
-            st = att_backward(c, &P, Gp, B, L, w.xin, &oa, &w, sw.t1, sw.a,
-                              sw.t2);
-            if (st) return st;
-            memcpy(sw.g, sw.t2, be);
-        }
-#undef GP
+        attn__sublayer s1, s2;
+        attn__ffn f;
+        layer_parts(c, &P, Gp, &w, n, opts, l, &s1, &s2, &f);
+        s2.x = c->norm_first ? w.r1 : w.ln1y;
+        const float *bin;
+        float *din = attn__sublayer_back_in(&s2, sw.g, sw.t1, sw.t2, &bin);
+        attn__ffn_backward(&f, bin, sw.t1, sw.gh, din);
+        attn__sublayer_back_out(&s2, sw.g, sw.t2);
+        din = attn__sublayer_back_in(&s1, sw.g, sw.t1, sw.t2, &bin);
+        st = att_backward(c, &P, Gp, B, L, bin, &oa, &w, sw.t1, sw.a, din);
+        if (st) return st;
+        attn__sublayer_back_out(&s1, sw.g, sw.t2);
     }
     if (dx)
         for (int64_t i = 0; i < n * E; i++) dx[i] += sw.g[i];

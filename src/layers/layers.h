@@ -7,6 +7,7 @@
 #include "../kernels/kernels.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <omp.h>
 
 /* Checks a pointer argument: ATTN_E_INVALID naming it when NULL. */
@@ -26,6 +27,27 @@ size_t attn__size3(int64_t a, int64_t b, int64_t c);
  * total floats, 0 when a part is empty (an overflowed size) or the total
  * overflows. */
 size_t attn__ws_carve(float *ws, const size_t *sz, float **const *dst, int n);
+
+/* A model's slice table (its *_param_slices with prefix "" and offset 0),
+ * in the form the typed files and the helpers below take. */
+typedef attn_status (*attn__slices_fn)(const void *cfg, attn_param_slice *sl,
+                                       int64_t cap, int64_t *n);
+attn_status attn__additive_slices(const void *cfg, attn_param_slice *sl,
+                                  int64_t cap, int64_t *n);
+attn_status attn__mha_slices(const void *cfg, attn_param_slice *sl, int64_t cap,
+                             int64_t *n);
+attn_status attn__encoder_slices(const void *cfg, attn_param_slice *sl,
+                                 int64_t cap, int64_t *n);
+attn_status attn__decoder_slices(const void *cfg, attn_param_slice *sl,
+                                 int64_t cap, int64_t *n);
+/* Allocates cfg's slice table into *slices (free with attn__free; NULL on
+ * failure before the allocation), n entries. */
+attn_status attn__slices_alloc(attn__slices_fn fn, const void *cfg,
+                               attn_param_slice **slices, int64_t *n);
+/* The *_init functions: the config's errors first, then params NULL, then
+ * attn_params_init over its slices. */
+attn_status attn__init_by_slices(attn__slices_fn fn, const void *cfg,
+                                 float *params, uint64_t seed);
 
 /* Dropout on activations: x[i] (i = 0..n-1 of stream) is zeroed or scaled by
  * 1/(1-p), the decision drawn from Philox keyed by (seed, stream, i). The
@@ -111,5 +133,138 @@ static inline int attn__threads(const attn_layer_opts *o) {
 static inline int attn__layer_blas_begin(const attn_layer_opts *o) {
     return attn__threads(o) == 1 ? attn__blas_single_begin() : 1;
 }
+
+/* ---- shared by the encoder and the decoder (sublayer.c) --------------- */
+
+/* The attention configurations of a layer of width E: multi-head (H
+ * heads, Hkv key/value heads) and additive (attention width additive_dim,
+ * 0: E / 2), and the LayerNorm epsilon (0: 1e-5). */
+static inline attn_mha_config attn__layer_mha_cfg(int64_t E, int64_t H,
+                                                  int64_t Hkv) {
+    attn_mha_config m = {E, H, Hkv, 0, 0, 1};
+    return m;
+}
+static inline attn_additive_config attn__layer_add_cfg(int64_t E,
+                                                       int64_t additive_dim) {
+    int64_t A = additive_dim ? additive_dim : E / 2;
+    attn_additive_config a = {E, E, E, A > 0 ? A : 1, 1, 0};
+    return a;
+}
+static inline double attn__layer_ln_eps(double eps) {
+    return eps > 0 ? eps : 1e-5;
+}
+
+/* The configuration fields the encoder and the decoder share, and the
+ * bounds of the sizes. */
+typedef struct {
+    int64_t num_layers, d_model, dim_feedforward, additive_dim;
+    attn_activation activation;
+    int norm_first, final_norm;
+    double layer_norm_eps;
+    int64_t max_d_model, max_ff;
+} attn__stack_fields;
+/* ATTN_E_INVALID naming who ("encoder", "decoder") and the values. */
+attn_status attn__stack_check(const char *who, const attn__stack_fields *f);
+
+/* One sublayer's residual connection and LayerNorm around its body:
+ * pre-norm out = x + drop(body(LN(x))), post-norm out = LN(x +
+ * drop(body(x))), drop the output dropout of stream `stream` of seed. The
+ * caller runs the body between the two halves of each direction. */
+typedef struct {
+    int64_t n, E; /* rows, features                                  */
+    int norm_first, th;
+    double eps;
+    const float *gamma, *beta;
+    float *dgamma, *dbeta; /* added into by backward; NULL: not wanted */
+    const float *x;        /* the input (n E), kept until backward     */
+    float *lny, *r;        /* saved: the LayerNorm output, x + body     */
+    float *mean, *rstd;    /* saved: the norm's statistics (n)          */
+    uint64_t seed;
+    uint32_t stream;
+    double p;
+} attn__sublayer;
+/* Forward, first half: the body's input (LN(x) or x). */
+const float *attn__sublayer_in(const attn__sublayer *s);
+/* Second half, after the body wrote a (n E; dropped in place): the
+ * sublayer's output (r or lny). */
+const float *attn__sublayer_out(const attn__sublayer *s, float *a);
+/* Backward, first half: g (n E) holds the gradient of the output. Writes
+ * the gradient of the body's output into dy, sets *bin to the body's
+ * input, and returns where the body must ADD the gradient of its input
+ * (t, zeroed, or g). */
+float *attn__sublayer_back_in(const attn__sublayer *s, float *g, float *dy,
+                              float *t, const float **bin);
+/* Second half, after the body: g holds the gradient of x. */
+void attn__sublayer_back_out(const attn__sublayer *s, float *g, const float *t);
+
+/* The feed-forward body: out = W2 drop(act(W1 in + b1)) + b2 over n rows
+ * of E, hidden width F, the hidden dropout of stream `stream`. */
+typedef struct {
+    int64_t n, E, F;
+    attn_activation act;
+    const float *w_1, *b_1, *w_2, *b_2;
+    float *dw_1, *db_1, *dw_2, *db_2; /* backward; NULL: not wanted     */
+    float *hpre, *hact;               /* saved: (n F) before and after act */
+    uint64_t seed;
+    uint32_t stream;
+    double p;
+    int th;
+} attn__ffn;
+attn_status attn__ffn_forward(const attn__ffn *f, const float *in, float *out);
+/* dy (n E) -> the gradient of in ADDED into din; gh (n F) is scratch. */
+attn_status attn__ffn_backward(const attn__ffn *f, const float *in,
+                               const float *dy, float *gh, float *din);
+
+/* Slice-table pieces of the stacks (attn__slice_add each): a LayerNorm
+ * named ln ("ln1": ln1_gamma (ones), ln1_beta), the feed-forward network
+ * (w_1 (F, E), b_1, w_2 (E, F), b_2) and additive attention's output
+ * projection (w_o (E, E), b_o). */
+void attn__ln_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
+                     const char *pre, const char *ln, int64_t *offset,
+                     int64_t E);
+void attn__ffn_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
+                      const char *pre, int64_t *offset, int64_t E, int64_t F);
+void attn__out_proj_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
+                           const char *pre, int64_t *offset, int64_t E);
+
+/* ---- typed parameter files (params.c, docs/params-format.md) ---------- */
+
+/* A config field's place and C type; its word in the file is an int64
+ * (the bits of the double for an f64 field). ZERO: a reserved word,
+ * written 0 and not read; AGAIN: an int field stored a second time (a
+ * consistency check: loading refuses a file where the two differ). */
+typedef enum {
+    ATTN__CFG_I64,
+    ATTN__CFG_INT,
+    ATTN__CFG_F64,
+    ATTN__CFG_ZERO,
+    ATTN__CFG_AGAIN
+} attn__cfg_kind;
+typedef struct {
+    size_t off;
+    attn__cfg_kind kind;
+} attn__cfg_field;
+#define ATTN__CFG(type, member, kind)                                          \
+    { offsetof(type, member), kind }
+
+/* A typed file: its kind, its config's fields, and the slice table and
+ * parameter count its config implies. */
+typedef struct {
+    const char *kind;
+    const attn__cfg_field *fields;
+    int nfields; /* <= ATTN_PARAMS_MAX_CONFIG */
+    size_t size; /* of the config struct */
+    attn__slices_fn slices;
+    int64_t (*count)(const void *cfg);
+} attn__typed_kind;
+
+/* Saves cfg and params with the slice table the config implies. */
+attn_status attn__save_kind(const attn__typed_kind *k, const char *path,
+                            const void *cfg, const float *params);
+/* Loads a typed file into cfg and a newly allocated block, after checking
+ * its words (ints, repeats) and that its slices are the ones its config
+ * implies. */
+attn_status attn__load_kind(const attn__typed_kind *k, const char *path,
+                            void *cfg, float **params);
 
 #endif

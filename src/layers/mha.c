@@ -116,13 +116,14 @@ attn_status attn_mha_params_view(const attn_mha_config *c, float *block,
     return ATTN_OK;
 }
 
+attn_status attn__mha_slices(const void *c, attn_param_slice *sl, int64_t cap,
+                             int64_t *n) {
+    return attn_mha_param_slices(c, "", 0, sl, cap, n);
+}
+
 attn_status attn_mha_init(const attn_mha_config *c, float *params,
                           uint64_t seed) {
-    attn_param_slice sl[8];
-    int64_t n;
-    attn_status st = attn_mha_param_slices(c, "", 0, sl, 8, &n);
-    if (st) return st;
-    return attn_params_init(sl, n, params, seed);
+    return attn__init_by_slices(attn__mha_slices, c, params, seed);
 }
 
 /* Workspace: Q (B Lq E), K, V (B Lk KV), merged context C (B Lq E), lse

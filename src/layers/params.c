@@ -6,6 +6,7 @@
  * name. Reading checks every field before trusting it. */
 #include "layers.h"
 #include "../io/binfile.h"
+#include "attn_transformer.h"
 
 #include <limits.h>
 #include <stddef.h>
@@ -272,16 +273,16 @@ static attn_status same_slices(const char *path, const attn_param_slice *a,
 
 /* ---- the typed files' configs as words -------------------------------- */
 
-/* A config field's place and C type; its word in the file is an int64
- * (the bits of the double for an f64 field). The tables below are the
- * file formats of docs/params-format.md, field by field. */
-typedef enum { CFG_I64, CFG_INT, CFG_F64 } cfg_kind;
-typedef struct {
-    size_t off;
-    cfg_kind kind;
-} cfg_field;
-#define CFG(type, member, kind)                                                \
-    { offsetof(type, member), kind }
+/* The tables below are the file formats of docs/params-format.md, field
+ * by field (layers.h: attn__cfg_field). */
+typedef attn__cfg_field cfg_field;
+typedef attn__typed_kind typed_kind;
+#define CFG ATTN__CFG
+#define CFG_I64 ATTN__CFG_I64
+#define CFG_INT ATTN__CFG_INT
+#define CFG_F64 ATTN__CFG_F64
+#define CFG_ZERO ATTN__CFG_ZERO
+#define CFG_AGAIN ATTN__CFG_AGAIN
 
 /* enums are stored as int-sized words */
 _Static_assert(sizeof(attn_attention_type) == sizeof(int) &&
@@ -314,6 +315,20 @@ static const cfg_field encoder_cfg[11] = {
     CFG(attn_encoder_config, norm_first, CFG_INT),
     CFG(attn_encoder_config, final_norm, CFG_INT),
     CFG(attn_encoder_config, layer_norm_eps, CFG_F64)};
+static const cfg_field decoder_cfg[13] = {
+    CFG(attn_decoder_config, num_layers, CFG_I64),
+    CFG(attn_decoder_config, d_model, CFG_I64),
+    CFG(attn_decoder_config, num_heads, CFG_I64),
+    CFG(attn_decoder_config, num_kv_heads, CFG_I64),
+    CFG(attn_decoder_config, dim_feedforward, CFG_I64),
+    CFG(attn_decoder_config, cross, CFG_INT),
+    CFG(attn_decoder_config, cross_attention, CFG_INT),
+    CFG(attn_decoder_config, additive_dim, CFG_I64),
+    CFG(attn_decoder_config, activation, CFG_INT),
+    CFG(attn_decoder_config, norm_first, CFG_INT),
+    CFG(attn_decoder_config, final_norm, CFG_INT),
+    CFG(attn_decoder_config, layer_norm_eps, CFG_F64),
+    {0, CFG_ZERO}};
 
 static void cfg_to_words(const cfg_field *f, int n, const void *cfg,
                          int64_t *v) {
@@ -322,9 +337,11 @@ static void cfg_to_words(const cfg_field *f, int n, const void *cfg,
         int x;
         switch (f[i].kind) {
         case CFG_INT:
+        case CFG_AGAIN:
             memcpy(&x, p, sizeof x);
             v[i] = x;
             break;
+        case CFG_ZERO: v[i] = 0; break;
         default: memcpy(&v[i], p, 8); break; /* int64, or a double's bits */
         }
     }
@@ -341,27 +358,41 @@ static void cfg_from_words(const cfg_field *f, int n, const int64_t *v,
             x = (int)v[i];
             memcpy(p, &x, sizeof x);
             break;
+        case CFG_ZERO:
+        case CFG_AGAIN: break;
         default: memcpy(p, &v[i], 8); break;
         }
     }
 }
 
-/* A typed file: its kind, its config's fields, and the slice table and
- * parameter count its config implies. */
-typedef struct {
-    const char *kind;
-    const cfg_field *fields;
-    int nfields;
-    size_t size; /* of the config struct */
-    attn_status (*slices)(const void *cfg, attn_param_slice *sl, int64_t cap,
-                          int64_t *n);
-    int64_t (*count)(const void *cfg);
-} typed_kind;
+/* A word of an int field must be an int (a cast would read garbage in the
+ * upper half, 0x100000001, as a valid 1); a repeat must match the word it
+ * repeats. */
+static attn_status words_check(const typed_kind *k, const char *path,
+                               const attn_params_header *h) {
+    for (int i = 0; i < k->nfields; i++) {
+        const int64_t v = h->config[i];
+        if ((k->fields[i].kind == CFG_INT || k->fields[i].kind == CFG_AGAIN) &&
+            (v < INT_MIN || v > INT_MAX))
+            return attn__fail(ATTN_E_FORMAT,
+                              "%s: '%s' config value %d is "
+                              "%lld, outside the range of an int",
+                              path, h->kind, i, (long long)v);
+        if (k->fields[i].kind != CFG_AGAIN) continue;
+        for (int j = 0; j < i; j++)
+            if (k->fields[j].off == k->fields[i].off &&
+                k->fields[j].kind == CFG_INT && h->config[j] != v)
+                return attn__fail(ATTN_E_FORMAT,
+                                  "%s: '%s' config value %d is %lld, but "
+                                  "value %d, which it repeats, is %lld",
+                                  path, h->kind, i, (long long)v, j,
+                                  (long long)h->config[j]);
+    }
+    return ATTN_OK;
+}
 
-/* Loads a typed file into cfg and a newly allocated block, after checking
- * that its slices are the ones its config implies. */
-static attn_status load_kind(const typed_kind *k, const char *path, void *cfg,
-                             float **params) {
+attn_status attn__load_kind(const typed_kind *k, const char *path, void *cfg,
+                            float **params) {
     ATTN__NEED(cfg);
     ATTN__NEED(params);
     attn_params_header h;
@@ -371,18 +402,10 @@ static attn_status load_kind(const typed_kind *k, const char *path, void *cfg,
     attn_status st =
         load_typed(path, k->kind, k->nfields, &h, &sl, &ns, &block, &count);
     if (st) return st;
-    /* words that land in int (or enum) fields must be ints: a cast would
-     * read garbage in the upper half (0x100000001) as a valid 1 */
-    for (int i = 0; i < k->nfields; i++) {
-        const int64_t v = h.config[i];
-        if (k->fields[i].kind == CFG_INT && (v < INT_MIN || v > INT_MAX)) {
-            attn__free(sl);
-            attn__free(block);
-            return attn__fail(ATTN_E_FORMAT,
-                              "%s: '%s' config value %d is "
-                              "%lld, outside the range of an int",
-                              path, h.kind, i, (long long)v);
-        }
+    if ((st = words_check(k, path, &h))) {
+        attn__free(sl);
+        attn__free(block);
+        return st;
     }
     memset(cfg, 0, k->size);
     cfg_from_words(k->fields, k->nfields, h.config, cfg);
@@ -390,8 +413,8 @@ static attn_status load_kind(const typed_kind *k, const char *path, void *cfg,
     attn_param_slice *want = NULL;
     st = k->slices(cfg, NULL, 0, &want_n);
     if (st) {
-        st = attn__fail(ATTN_E_FORMAT, "%s: invalid config (%s)", path,
-                        attn_last_error());
+        st = attn__fail(ATTN_E_FORMAT, "%s: invalid %s config (%s)", path,
+                        k->kind, attn_last_error());
     } else if (!(want = attn__alloc((size_t)want_n, sizeof *want, "slices"))) {
         st = ATTN_E_NOMEM;
     } else {
@@ -408,87 +431,93 @@ static attn_status load_kind(const typed_kind *k, const char *path, void *cfg,
     return ATTN_OK;
 }
 
-static attn_status additive_slices(const void *c, attn_param_slice *sl,
-                                   int64_t cap, int64_t *n) {
-    return attn_additive_param_slices(c, "", 0, sl, cap, n);
-}
 static int64_t additive_count(const void *c) {
     return attn_additive_param_count(c);
 }
-static attn_status mha_slices(const void *c, attn_param_slice *sl, int64_t cap,
-                              int64_t *n) {
-    return attn_mha_param_slices(c, "", 0, sl, cap, n);
-}
 static int64_t mha_count(const void *c) { return attn_mha_param_count(c); }
-static attn_status encoder_slices(const void *c, attn_param_slice *sl,
-                                  int64_t cap, int64_t *n) {
-    return attn_encoder_param_slices(c, "", 0, sl, cap, n);
-}
 static int64_t encoder_count(const void *c) {
     return attn_encoder_param_count(c);
 }
 
-static const typed_kind additive_kind = {
-    "additive",      additive_cfg,  6, sizeof(attn_additive_config),
-    additive_slices, additive_count};
+static int64_t decoder_count(const void *c) {
+    return attn_decoder_param_count(c);
+}
+
+static const typed_kind additive_kind = {"additive",
+                                         additive_cfg,
+                                         6,
+                                         sizeof(attn_additive_config),
+                                         attn__additive_slices,
+                                         additive_count};
 static const typed_kind mha_kind = {
-    "mha", mha_cfg, 6, sizeof(attn_mha_config), mha_slices, mha_count};
-static const typed_kind encoder_kind = {
-    "encoder",      encoder_cfg,  11, sizeof(attn_encoder_config),
-    encoder_slices, encoder_count};
+    "mha", mha_cfg, 6, sizeof(attn_mha_config), attn__mha_slices, mha_count};
+static const typed_kind encoder_kind = {"encoder",
+                                        encoder_cfg,
+                                        11,
+                                        sizeof(attn_encoder_config),
+                                        attn__encoder_slices,
+                                        encoder_count};
+static const typed_kind decoder_kind = {"decoder",
+                                        decoder_cfg,
+                                        13,
+                                        sizeof(attn_decoder_config),
+                                        attn__decoder_slices,
+                                        decoder_count};
 
 attn_status attn_additive_save(const char *path, const attn_additive_config *c,
                                const float *params) {
-    attn_param_slice sl[5];
-    int64_t ns;
-    attn_status st = attn_additive_param_slices(c, "", 0, sl, 5, &ns);
-    if (st) return st;
-    int64_t v[6];
-    cfg_to_words(additive_cfg, 6, c, v);
-    return save_typed(path, "additive", v, 6, sl, ns, params,
-                      attn_additive_param_count(c));
+    return attn__save_kind(&additive_kind, path, c, params);
 }
 
 attn_status attn_additive_load(const char *path, attn_additive_config *cfg,
                                float **params) {
-    return load_kind(&additive_kind, path, cfg, params);
+    return attn__load_kind(&additive_kind, path, cfg, params);
 }
 
 attn_status attn_mha_save(const char *path, const attn_mha_config *c,
                           const float *params) {
-    attn_param_slice sl[8];
-    int64_t ns;
-    attn_status st = attn_mha_param_slices(c, "", 0, sl, 8, &ns);
-    if (st) return st;
-    int64_t v[6];
-    cfg_to_words(mha_cfg, 6, c, v);
-    return save_typed(path, "mha", v, 6, sl, ns, params,
-                      attn_mha_param_count(c));
+    return attn__save_kind(&mha_kind, path, c, params);
 }
 
 attn_status attn_mha_load(const char *path, attn_mha_config *cfg,
                           float **params) {
-    return load_kind(&mha_kind, path, cfg, params);
+    return attn__load_kind(&mha_kind, path, cfg, params);
 }
 
-attn_status attn_encoder_save(const char *path, const attn_encoder_config *c,
-                              const float *params) {
-    int64_t ns;
-    attn_status st = attn_encoder_param_slices(c, "", 0, NULL, 0, &ns);
+attn_status attn__save_kind(const typed_kind *k, const char *path,
+                            const void *c, const float *params) {
+    int64_t ns, v[ATTN_PARAMS_MAX_CONFIG];
+    attn_status st = k->slices(c, NULL, 0, &ns);
     if (st) return st;
+    ATTN__NEED(path);
     ATTN__NEED(params);
     attn_param_slice *sl = attn__alloc((size_t)ns, sizeof *sl, "slices");
     if (!sl) return ATTN_E_NOMEM;
-    attn_encoder_param_slices(c, "", 0, sl, ns, &ns);
-    int64_t v[11];
-    cfg_to_words(encoder_cfg, 11, c, v);
-    st = save_typed(path, "encoder", v, 11, sl, ns, params,
-                    attn_encoder_param_count(c));
+    k->slices(c, sl, ns, &ns);
+    cfg_to_words(k->fields, k->nfields, c, v);
+    st = save_typed(path, k->kind, v, k->nfields, sl, ns, params, k->count(c));
     attn__free(sl);
     return st;
 }
 
+attn_status attn_encoder_save(const char *path, const attn_encoder_config *c,
+                              const float *params) {
+    return attn__save_kind(&encoder_kind, path, c, params);
+}
+
 attn_status attn_encoder_load(const char *path, attn_encoder_config *cfg,
                               float **params) {
-    return load_kind(&encoder_kind, path, cfg, params);
+    return attn__load_kind(&encoder_kind, path, cfg, params);
+}
+
+attn_status attn_decoder_save(const char *path, const attn_decoder_config *c,
+                              const float *params) {
+    return attn__save_kind(&decoder_kind, path, c, params);
+}
+
+attn_status attn_decoder_load(const char *path, attn_decoder_config *cfg,
+                              float **params) {
+    ATTN__NEED(path);
+    if (params) *params = NULL;
+    return attn__load_kind(&decoder_kind, path, cfg, params);
 }

@@ -80,26 +80,19 @@ attn_status attn_model_param_slices(const attn_model_config *c,
     return ATTN_OK;
 }
 
+static attn_status model_slices(const void *c, attn_param_slice *sl,
+                                int64_t cap, int64_t *n) {
+    return attn_model_param_slices(c, sl, cap, n);
+}
+
 attn_status attn__model_slices_alloc(const attn_model_config *c,
                                      attn_param_slice **slices, int64_t *n) {
-    attn_status st = attn_model_param_slices(c, NULL, 0, n);
-    if (st) return st;
-    *slices = attn__alloc((size_t)*n, sizeof **slices, "model slice table");
-    if (!*slices) return ATTN_E_NOMEM;
-    return attn_model_param_slices(c, *slices, *n, n);
+    return attn__slices_alloc(model_slices, c, slices, n);
 }
 
 attn_status attn_model_init(const attn_model_config *c, float *params,
                             uint64_t seed) {
-    attn_status st = attn_model_check(c);
-    if (st) return st;
-    if (!params) return attn__fail(ATTN_E_INVALID, "params is NULL");
-    attn_param_slice *sl = NULL;
-    int64_t n = 0;
-    st = attn__model_slices_alloc(c, &sl, &n);
-    if (!st) st = attn_params_init(sl, n, params, seed);
-    attn__free(sl);
-    return st;
+    return attn__init_by_slices(model_slices, c, params, seed);
 }
 
 /* Workspace: x (B L E) the encoder's input, h (B L E) its output, pe

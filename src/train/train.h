@@ -10,17 +10,44 @@
 attn_status attn__model_slices_alloc(const attn_model_config *cfg,
                                      attn_param_slice **slices, int64_t *n);
 
-/* A trainer: configuration, the parameter block with its gradients and
- * AdamW moments, the data RNG and the step counter (what a checkpoint
- * holds), and every buffer one step needs, allocated once. */
-struct attn_trainer {
-    attn_train_config cfg;
+/* What both trainers (attn_trainer, attn_gen_trainer) hold beside their
+ * configuration and batch buffers, and what a checkpoint stores beside
+ * the configuration: the parameter block with its gradients and AdamW
+ * moments, the step counter and the data RNG. */
+typedef struct {
     attn_param_slice *slices;
     int64_t nslices;
-    int64_t n; /* parameters                            */
-    float *params, *grads, *m, *v;
-    int64_t step;              /* steps done                            */
-    attn_rng rng;              /* draws the training batches            */
+    int64_t n;                     /* parameters                        */
+    float *params, *grads, *m, *v; /* one block of 4 n floats           */
+    int64_t step;                  /* steps done                        */
+    attn_rng rng;                  /* draws the training batches        */
+} attn__train_state;
+
+/* With s->slices and s->nslices set (the table attn__alloc'ed, owned by
+ * s from then on) and the rest zero: allocates the zeroed block for n
+ * parameters, initializes the parameters from seed and seeds the data
+ * stream. On failure attn__train_state_free still frees what s holds. */
+attn_status attn__train_state_init(attn__train_state *s, int64_t n,
+                                   uint64_t seed);
+void attn__train_state_free(attn__train_state *s);
+/* The end of a step once backward has filled s->grads: clipping, AdamW,
+ * stats (accuracy of logits (B, L, V) against targets; stats may be NULL)
+ * and the step count. Failures are relabeled as by attn__train_stopped. */
+attn_status attn__train_state_update(attn__train_state *s,
+                                     const attn_adamw_config *o, double loss,
+                                     const float *logits,
+                                     const int32_t *targets, int64_t B,
+                                     int64_t L, int64_t V,
+                                     attn_train_stats *stats);
+/* Re-labels a failure of step s->step as "training stopped", keeping the
+ * detail. */
+attn_status attn__train_stopped(attn_status st, int64_t step, const char *what);
+
+/* A trainer: configuration, its state (what a checkpoint holds), and
+ * every buffer one step needs, allocated once. */
+struct attn_trainer {
+    attn_train_config cfg;
+    attn__train_state s;
     int64_t L, V;              /* sequence length, output classes       */
     int32_t *tokens, *targets; /* (batch, L)                           */
     int64_t *lengths;          /* [batch]                               */
@@ -46,6 +73,10 @@ typedef struct {
 } attn__tlayout;
 #include "attn_transformer.h"
 attn__tlayout attn__transformer_layout(const attn_transformer_config *cfg);
+/* Allocates the generation model's slice table (free with attn__free). */
+attn_status attn__transformer_slices_alloc(const attn_transformer_config *cfg,
+                                           attn_param_slice **slices,
+                                           int64_t *n);
 /* x (n rows of E) = table[ids] * sqrt(E) + pe[positions[r]] (pe (P, E)),
  * positions NULL: r % L. */
 void attn__embed_rows(const float *table, const int32_t *ids, int64_t n,

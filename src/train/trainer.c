@@ -63,10 +63,35 @@ attn_status attn_train_config_check(attn_train_config *c) {
     return ATTN_OK;
 }
 
+attn_status attn__train_state_init(attn__train_state *s, int64_t n,
+                                   uint64_t seed) {
+    s->n = n;
+    size_t four;
+    if (!attn__mul_size((size_t)n, 4, &four))
+        return attn__fail(ATTN_E_NOMEM, "trainer buffer sizes overflow");
+    /* params, grads, m, v in one allocation */
+    if (!(s->params = attn__alloc(four, sizeof(float), "parameters")))
+        return ATTN_E_NOMEM;
+    memset(s->params, 0, four * sizeof(float));
+    s->grads = s->params + n;
+    s->m = s->grads + n;
+    s->v = s->m + n;
+    attn_status st = attn_params_init(s->slices, s->nslices, s->params, seed);
+    if (st) return st;
+    attn_rng_seed(&s->rng, attn__train_seed(seed, ATTN__STREAM_DATA, 0));
+    return ATTN_OK;
+}
+
+void attn__train_state_free(attn__train_state *s) {
+    attn__free(s->slices);
+    attn__free(s->params);
+    s->slices = NULL;
+    s->params = NULL;
+}
+
 void attn_trainer_free(attn_trainer *t) {
     if (!t) return;
-    attn__free(t->slices);
-    attn__free(t->params);
+    attn__train_state_free(&t->s);
     attn__free(t->tokens);
     attn__free(t->lengths);
     attn__free(t->logits);
@@ -88,19 +113,21 @@ attn_status attn_trainer_create(const attn_train_config *cfg,
     t->cfg = c;
     t->L = c.model.max_len;
     t->V = c.model.vocab_out;
-    t->n = attn_model_param_count(&c.model);
     size_t ws = 0, bl = attn__size3(c.batch, t->L, 1);
-    size_t blv = attn__size3(c.batch, t->L, t->V), four;
-    if ((st = attn__model_slices_alloc(&c.model, &t->slices, &t->nslices)) ||
+    size_t blv = attn__size3(c.batch, t->L, t->V);
+    if ((st =
+             attn__model_slices_alloc(&c.model, &t->s.slices, &t->s.nslices)) ||
         (st = attn_model_workspace_size(&c.model, c.batch, t->L, &ws)))
         goto fail;
-    if (!bl || !blv || !attn__mul_size((size_t)t->n, 4, &four)) {
+    if (!bl || !blv) {
         st = attn__fail(ATTN_E_NOMEM, "trainer buffer sizes overflow");
         goto fail;
     }
-    /* params, grads, m, v in one allocation; tokens and targets in one */
-    if (!(t->params = attn__alloc(four, sizeof(float), "parameters")) ||
-        !(t->tokens = attn__alloc(2 * bl, sizeof(int32_t), "batch tokens")) ||
+    if ((st = attn__train_state_init(&t->s, attn_model_param_count(&c.model),
+                                     c.seed)))
+        goto fail;
+    /* tokens and targets in one allocation */
+    if (!(t->tokens = attn__alloc(2 * bl, sizeof(int32_t), "batch tokens")) ||
         !(t->lengths =
               attn__alloc((size_t)c.batch, sizeof(int64_t), "batch lengths")) ||
         !(t->logits = attn__alloc(2 * blv, sizeof(float), "logits")) ||
@@ -108,15 +135,8 @@ attn_status attn_trainer_create(const attn_train_config *cfg,
         st = ATTN_E_NOMEM;
         goto fail;
     }
-    memset(t->params, 0, four * sizeof(float));
-    t->grads = t->params + t->n;
-    t->m = t->grads + t->n;
-    t->v = t->m + t->n;
     t->targets = t->tokens + bl;
     t->dlogits = t->logits + blv;
-    if ((st = attn_params_init(t->slices, t->nslices, t->params, c.seed)))
-        goto fail;
-    attn_rng_seed(&t->rng, attn__train_seed(c.seed, ATTN__STREAM_DATA, 0));
     *out = t;
     return ATTN_OK;
 fail:
@@ -146,67 +166,78 @@ void attn__batch_accuracy(const float *logits, const int32_t *targets,
     }
 }
 
-/* Re-labels a failure of step s as "training stopped", keeping the detail. */
-static attn_status stopped(attn_status st, int64_t step, const char *what) {
+attn_status attn__train_stopped(attn_status st, int64_t step,
+                                const char *what) {
     char detail[256];
     snprintf(detail, sizeof detail, "%s", attn_last_error());
     return attn__fail(st, "training stopped at step %lld: %s: %s",
                       (long long)step + 1, what, detail);
 }
 
+attn_status attn__train_state_update(attn__train_state *s,
+                                     const attn_adamw_config *o, double loss,
+                                     const float *logits,
+                                     const int32_t *targets, int64_t B,
+                                     int64_t L, int64_t V,
+                                     attn_train_stats *stats) {
+    double norm;
+    attn_status st = attn_clip_grad_norm(s->grads, s->n, o->clip_norm, &norm);
+    if (st) return attn__train_stopped(st, s->step, "gradients");
+    st = attn_adamw_step(o, s->step, s->slices, s->nslices, s->n, s->params,
+                         s->grads, s->m, s->v);
+    if (st) return st;
+    if (stats) {
+        int64_t tok = 0, tok_right = 0, seq_right = 0;
+        attn__batch_accuracy(logits, targets, B, L, V, &tok, &tok_right,
+                             &seq_right);
+        stats->step = s->step + 1;
+        stats->loss = loss;
+        stats->token_acc = tok ? (double)tok_right / (double)tok : 1.0;
+        stats->seq_acc = (double)seq_right / (double)B;
+        stats->grad_norm = norm;
+        stats->lr = attn_adamw_lr(o, s->step);
+        stats->tokens = tok;
+    }
+    s->step++;
+    return ATTN_OK;
+}
+
 attn_status attn_trainer_step(attn_trainer *t, attn_train_stats *stats) {
     if (!t) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
     const attn_train_config *c = &t->cfg;
     const int64_t B = c->batch, L = t->L, V = t->V;
-    attn_status st = attn_task_batch(&c->task, &t->rng, B, t->tokens,
+    attn_status st = attn_task_batch(&c->task, &t->s.rng, B, t->tokens,
                                      t->targets, t->lengths);
     if (st) return st;
     attn_layer_opts o;
     attn_sdpa_opts_init(&o);
     o.threads = c->threads;
     o.dropout_p = c->dropout;
-    o.seed = attn__train_seed(c->seed, ATTN__STREAM_DROPOUT, (uint64_t)t->step);
-    st = attn_model_forward(&c->model, t->params, B, L, t->tokens, t->lengths,
+    o.seed =
+        attn__train_seed(c->seed, ATTN__STREAM_DROPOUT, (uint64_t)t->s.step);
+    st = attn_model_forward(&c->model, t->s.params, B, L, t->tokens, t->lengths,
                             &o, t->logits, NULL, t->ws);
-    if (st) return stopped(st, t->step, "forward");
+    if (st) return attn__train_stopped(st, t->s.step, "forward");
     double loss;
     int64_t counted = 0, right = 0;
     st = attn_cross_entropy(B * L, V, t->logits, t->targets, ATTN_IGNORE_INDEX,
                             &loss, t->dlogits, &counted, &right);
-    if (st) return stopped(st, t->step, "loss");
+    if (st) return attn__train_stopped(st, t->s.step, "loss");
     if (!isfinite(loss))
         return attn__fail(ATTN_E_NONFINITE,
                           "training stopped at step %lld: "
                           "the loss is %g",
-                          (long long)t->step + 1, loss);
-    memset(t->grads, 0, (size_t)t->n * sizeof(float));
-    st = attn_model_backward(&c->model, t->params, B, L, t->tokens, t->lengths,
-                             &o, t->dlogits, t->ws, t->grads);
-    if (st) return stopped(st, t->step, "backward");
-    double norm;
-    st = attn_clip_grad_norm(t->grads, t->n, c->optim.clip_norm, &norm);
-    if (st) return stopped(st, t->step, "gradients");
-    st = attn_adamw_step(&c->optim, t->step, t->slices, t->nslices, t->n,
-                         t->params, t->grads, t->m, t->v);
-    if (st) return st;
-    if (stats) {
-        int64_t tok = 0, tok_right = 0, seq_right = 0;
-        attn__batch_accuracy(t->logits, t->targets, B, L, V, &tok, &tok_right,
-                             &seq_right);
-        stats->step = t->step + 1;
-        stats->loss = loss;
-        stats->token_acc = tok ? (double)tok_right / (double)tok : 1.0;
-        stats->seq_acc = (double)seq_right / (double)B;
-        stats->grad_norm = norm;
-        stats->lr = attn_adamw_lr(&c->optim, t->step);
-        stats->tokens = tok;
-    }
-    t->step++;
-    return ATTN_OK;
+                          (long long)t->s.step + 1, loss);
+    memset(t->s.grads, 0, (size_t)t->s.n * sizeof(float));
+    st = attn_model_backward(&c->model, t->s.params, B, L, t->tokens,
+                             t->lengths, &o, t->dlogits, t->ws, t->s.grads);
+    if (st) return attn__train_stopped(st, t->s.step, "backward");
+    return attn__train_state_update(&t->s, &c->optim, loss, t->logits,
+                                    t->targets, B, L, V, stats);
 }
 
 int64_t attn_trainer_steps_done(const attn_trainer *t) {
-    return t ? t->step : 0;
+    return t ? t->s.step : 0;
 }
 
 const attn_train_config *attn_trainer_config(const attn_trainer *t) {
@@ -214,7 +245,7 @@ const attn_train_config *attn_trainer_config(const attn_trainer *t) {
 }
 
 const float *attn_trainer_params(const attn_trainer *t) {
-    return t ? t->params : NULL;
+    return t ? t->s.params : NULL;
 }
 
 attn_status attn_trainer_set_threads(attn_trainer *t, int threads) {

@@ -187,18 +187,20 @@ attn_status attn_transformer_param_slices(const attn_transformer_config *c,
     return ATTN_OK;
 }
 
+static attn_status tr_slices(const void *c, attn_param_slice *sl, int64_t cap,
+                             int64_t *n) {
+    return attn_transformer_param_slices(c, sl, cap, n);
+}
+
+attn_status attn__transformer_slices_alloc(const attn_transformer_config *c,
+                                           attn_param_slice **slices,
+                                           int64_t *n) {
+    return attn__slices_alloc(tr_slices, c, slices, n);
+}
+
 attn_status attn_transformer_init(const attn_transformer_config *c,
                                   float *params, uint64_t seed) {
-    int64_t n;
-    attn_status st = attn_transformer_param_slices(c, NULL, 0, &n);
-    if (st) return st;
-    if (!params) return attn__fail(ATTN_E_INVALID, "params is NULL");
-    attn_param_slice *sl = attn__alloc((size_t)n, sizeof *sl, "slice table");
-    if (!sl) return ATTN_E_NOMEM;
-    attn_transformer_param_slices(c, sl, n, &n);
-    st = attn_params_init(sl, n, params, seed);
-    attn__free(sl);
-    return st;
+    return attn__init_by_slices(tr_slices, c, params, seed);
 }
 
 /* ---- workspace -------------------------------------------------------- */
@@ -498,74 +500,58 @@ attn_status attn_cross_entropy_smoothed(int64_t n, int64_t classes,
 /* ---- files ------------------------------------------------------------ */
 
 #define TR_NCFG 31
+#define TC(member, kind) ATTN__CFG(attn_transformer_config, member, kind)
 
-/* The config as int64 words (doubles by bit pattern); to_file 1: c -> w. */
-static void tr_words(attn_transformer_config *c, int64_t *w, int to_file) {
-    attn_encoder_config *e = &c->enc;
-    attn_decoder_config *d = &c->dec;
-    int k = 0;
-#define W(x, T)                                                                \
-    (to_file ? (void)(w[k] = (int64_t)(x)) : (void)((x) = (T)w[k])), k++
-#define WD(x)                                                                  \
-    (to_file ? (void)memcpy(&w[k], &(x), 8) : (void)memcpy(&(x), &w[k], 8)), k++
-    W(c->kind, attn_model_kind);
-    W(e->num_layers, int64_t);
-    W(e->d_model, int64_t);
-    W(e->num_heads, int64_t);
-    W(e->num_kv_heads, int64_t);
-    W(e->dim_feedforward, int64_t);
-    W(e->attention, attn_attention_type);
-    W(e->additive_dim, int64_t);
-    W(e->activation, attn_activation);
-    W(e->norm_first, int);
-    W(e->final_norm, int);
-    WD(e->layer_norm_eps);
-    W(d->num_layers, int64_t);
-    W(d->d_model, int64_t);
-    W(d->num_heads, int64_t);
-    W(d->num_kv_heads, int64_t);
-    W(d->dim_feedforward, int64_t);
-    W(d->cross, int);
-    W(d->cross_attention, attn_attention_type);
-    W(d->additive_dim, int64_t);
-    W(d->activation, attn_activation);
-    W(d->norm_first, int);
-    W(d->final_norm, int);
-    WD(d->layer_norm_eps);
-    W(c->vocab_src, int64_t);
-    W(c->vocab_tgt, int64_t);
-    W(c->max_src, int64_t);
-    W(c->max_tgt, int64_t);
-    W(c->share_embeddings, int);
-    W(c->tie_output, int);
-    W(c->kind, attn_model_kind); /* repeated: a cheap consistency check */
-#undef W
-#undef WD
-    ATTN_ASSERT(k == TR_NCFG);
+/* The config as words (params.c's typed files), in the file's order. */
+static const attn__cfg_field tr_cfg[TR_NCFG] = {
+    TC(kind, ATTN__CFG_INT),
+    TC(enc.num_layers, ATTN__CFG_I64),
+    TC(enc.d_model, ATTN__CFG_I64),
+    TC(enc.num_heads, ATTN__CFG_I64),
+    TC(enc.num_kv_heads, ATTN__CFG_I64),
+    TC(enc.dim_feedforward, ATTN__CFG_I64),
+    TC(enc.attention, ATTN__CFG_INT),
+    TC(enc.additive_dim, ATTN__CFG_I64),
+    TC(enc.activation, ATTN__CFG_INT),
+    TC(enc.norm_first, ATTN__CFG_INT),
+    TC(enc.final_norm, ATTN__CFG_INT),
+    TC(enc.layer_norm_eps, ATTN__CFG_F64),
+    TC(dec.num_layers, ATTN__CFG_I64),
+    TC(dec.d_model, ATTN__CFG_I64),
+    TC(dec.num_heads, ATTN__CFG_I64),
+    TC(dec.num_kv_heads, ATTN__CFG_I64),
+    TC(dec.dim_feedforward, ATTN__CFG_I64),
+    TC(dec.cross, ATTN__CFG_INT),
+    TC(dec.cross_attention, ATTN__CFG_INT),
+    TC(dec.additive_dim, ATTN__CFG_I64),
+    TC(dec.activation, ATTN__CFG_INT),
+    TC(dec.norm_first, ATTN__CFG_INT),
+    TC(dec.final_norm, ATTN__CFG_INT),
+    TC(dec.layer_norm_eps, ATTN__CFG_F64),
+    TC(vocab_src, ATTN__CFG_I64),
+    TC(vocab_tgt, ATTN__CFG_I64),
+    TC(max_src, ATTN__CFG_I64),
+    TC(max_tgt, ATTN__CFG_I64),
+    TC(share_embeddings, ATTN__CFG_INT),
+    TC(tie_output, ATTN__CFG_INT),
+    TC(kind, ATTN__CFG_AGAIN)}; /* repeated: a cheap consistency check */
+#undef TC
+
+_Static_assert(sizeof(attn_model_kind) == sizeof(int),
+               "the model kind is int-sized");
+
+static int64_t tr_count(const void *c) {
+    return attn_transformer_param_count(c);
 }
+
+static const attn__typed_kind tr_kind = {
+    "transformer", tr_cfg,  TR_NCFG, sizeof(attn_transformer_config),
+    tr_slices,     tr_count};
 
 attn_status attn_transformer_save(const char *path,
                                   const attn_transformer_config *cfg,
                                   const float *params) {
-    int64_t ns;
-    attn_status st = attn_transformer_param_slices(cfg, NULL, 0, &ns);
-    if (st) return st;
-    if (!path || !params)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          path ? "params" : "path");
-    attn_param_slice *sl = attn__alloc((size_t)ns, sizeof *sl, "slices");
-    if (!sl) return ATTN_E_NOMEM;
-    attn_transformer_param_slices(cfg, sl, ns, &ns);
-    attn_params_header h;
-    memset(&h, 0, sizeof h);
-    snprintf(h.kind, sizeof h.kind, "transformer");
-    h.config_len = TR_NCFG;
-    attn_transformer_config c = *cfg;
-    tr_words(&c, h.config, 1);
-    st = attn_params_save(path, &h, sl, ns, params,
-                          attn_transformer_param_count(cfg));
-    attn__free(sl);
-    return st;
+    return attn__save_kind(&tr_kind, path, cfg, params);
 }
 
 attn_status attn_transformer_load(const char *path,
@@ -577,58 +563,5 @@ attn_status attn_transformer_load(const char *path,
                           : !cfg ? "cfg"
                                  : "params");
     *params = NULL;
-    attn_params_header h;
-    attn_param_slice *sl = NULL, *want = NULL;
-    int64_t ns, count, nw = 0;
-    float *block = NULL;
-    attn_status st = attn_params_load(path, &h, &sl, &ns, &block, &count);
-    if (st) return st;
-    attn_transformer_config c;
-    memset(&c, 0, sizeof c);
-    if (strcmp(h.kind, "transformer") != 0 || h.config_len != TR_NCFG) {
-        st = attn__fail(ATTN_E_FORMAT,
-                        "%s holds a '%s' model (%d config "
-                        "values), not 'transformer'",
-                        path, h.kind, (int)h.config_len);
-        goto done;
-    }
-    tr_words(&c, h.config, 0);
-    if (h.config[0] != h.config[TR_NCFG - 1] ||
-        attn_transformer_param_slices(&c, NULL, 0, &nw)) {
-        st = attn__fail(ATTN_E_FORMAT, "%s: invalid transformer config (%s)",
-                        path, attn_last_error());
-        goto done;
-    }
-    if (!(want = attn__alloc((size_t)nw, sizeof *want, "slices"))) {
-        st = ATTN_E_NOMEM;
-        goto done;
-    }
-    attn_transformer_param_slices(&c, want, nw, &nw);
-    if (nw != ns || count != attn_transformer_param_count(&c)) {
-        st = attn__fail(ATTN_E_FORMAT,
-                        "%s: %lld slices and %lld floats, but "
-                        "its config implies %lld and %lld",
-                        path, (long long)ns, (long long)count, (long long)nw,
-                        (long long)attn_transformer_param_count(&c));
-        goto done;
-    }
-    for (int64_t i = 0; i < ns; i++)
-        if (strcmp(sl[i].name, want[i].name) ||
-            sl[i].offset != want[i].offset ||
-            sl[i].shape[0] != want[i].shape[0] ||
-            sl[i].shape[1] != want[i].shape[1]) {
-            st = attn__fail(ATTN_E_FORMAT,
-                            "%s: slice %lld is %.47s, its "
-                            "config implies %.47s",
-                            path, (long long)i, sl[i].name, want[i].name);
-            goto done;
-        }
-    *cfg = c;
-    *params = block;
-    block = NULL;
-done:
-    attn__free(sl);
-    attn__free(want);
-    attn__free(block);
-    return st;
+    return attn__load_kind(&tr_kind, path, cfg, params);
 }

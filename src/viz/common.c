@@ -23,6 +23,17 @@ int attn__viz_grow(void **p, size_t used, size_t cap, size_t elem) {
 /* maps                                                               */
 /* ------------------------------------------------------------------ */
 
+attn_status attn__viz_same_shape(const attn_tensor *a, const attn_tensor *b) {
+    for (int d = 0; d < 4; d++)
+        if (a->shape[d] != b->shape[d])
+            return attn__fail(ATTN_E_SHAPE,
+                              "a and b differ on axis %d: %lld "
+                              "vs %lld",
+                              d, (long long)a->shape[d],
+                              (long long)b->shape[d]);
+    return ATTN_OK;
+}
+
 attn_status attn__viz_check_weights(const attn_tensor *w, const char *name) {
     if (!w) return attn__fail(ATTN_E_INVALID, "%s is NULL", name);
     attn_status st = attn_tensor_check(w, name);

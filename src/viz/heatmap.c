@@ -668,13 +668,7 @@ attn_status attn_diff_write(const char *path, const attn_tensor *a,
     attn_status st = attn_tensor_check(a, "a");
     if (st == ATTN_OK) st = attn_tensor_check(b, "b");
     if (st != ATTN_OK) return st;
-    for (int d = 0; d < 4; d++)
-        if (a->shape[d] != b->shape[d])
-            return attn__fail(ATTN_E_SHAPE,
-                              "a and b differ on axis %d: %lld "
-                              "vs %lld",
-                              d, (long long)a->shape[d],
-                              (long long)b->shape[d]);
+    if ((st = attn__viz_same_shape(a, b))) return st;
     int64_t n = attn_tensor_numel(a);
     if (n <= 0) return attn__fail(ATTN_E_SHAPE, "a has no elements");
     double *d = attn__alloc((size_t)n, sizeof(double), "difference");

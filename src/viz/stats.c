@@ -228,13 +228,7 @@ attn_status attn_compare_weights(const attn_tensor *a, const attn_tensor *b,
     if (st == ATTN_OK) st = attn__viz_check_weights(b, "b");
     if (st != ATTN_OK) return st;
     if (!r) return attn__fail(ATTN_E_INVALID, "result is NULL");
-    for (int d = 0; d < 4; d++)
-        if (a->shape[d] != b->shape[d])
-            return attn__fail(ATTN_E_SHAPE,
-                              "a and b differ on axis %d: %lld "
-                              "vs %lld",
-                              d, (long long)a->shape[d],
-                              (long long)b->shape[d]);
+    if ((st = attn__viz_same_shape(a, b))) return st;
     memset(r, 0, sizeof *r);
     double abs_sum = 0, kl_sum = 0;
     int64_t counted = 0;

@@ -21,6 +21,8 @@ typedef struct {
 /* w is a valid tensor of a floating dtype (f32, f64, f16, bf16): the
  * check every reader of weights starts with. */
 attn_status attn__viz_check_weights(const attn_tensor *w, const char *name);
+/* ATTN_E_SHAPE naming the first axis on which a and b differ. */
+attn_status attn__viz_same_shape(const attn_tensor *a, const attn_tensor *b);
 
 /* Checks w (attn__viz_check_weights), b, h and mask, and reads the map w[b, h]. */
 attn_status attn__viz_map_load(const attn_tensor *w, int64_t b, int64_t h,

@@ -1,0 +1,134 @@
+/* What the encoder (encoder.c) and the decoder (decoder.c) layers share:
+ * the checks of their common configuration fields, the residual
+ * connection and LayerNorm around each sublayer (pre-norm or post-norm)
+ * with its output dropout, and the feed-forward body. Each is written
+ * once so the two stacks compute the same bits the same way. */
+#include "layers.h"
+
+#include <stdio.h>
+#include <string.h>
+
+attn_status attn__stack_check(const char *who, const attn__stack_fields *f) {
+    if (f->num_layers < 1 || f->d_model < 1 || f->dim_feedforward < 1 ||
+        f->additive_dim < 0)
+        return attn__fail(ATTN_E_INVALID,
+                          "%s config: num_layers %lld, "
+                          "d_model %lld, dim_feedforward %lld must be >= 1 "
+                          "(additive_dim %lld >= 0)",
+                          who, (long long)f->num_layers, (long long)f->d_model,
+                          (long long)f->dim_feedforward,
+                          (long long)f->additive_dim);
+    if (!attn__blas_ok(f->dim_feedforward) || f->num_layers > 100000 ||
+        f->d_model > f->max_d_model || f->dim_feedforward > f->max_ff)
+        return attn__fail(ATTN_E_INVALID, "%s config sizes out of range", who);
+    if (f->activation != ATTN_ACT_RELU && f->activation != ATTN_ACT_GELU)
+        return attn__fail(ATTN_E_INVALID, "%s activation is %d", who,
+                          (int)f->activation);
+    if ((f->norm_first != 0 && f->norm_first != 1) ||
+        (f->final_norm != 0 && f->final_norm != 1))
+        return attn__fail(ATTN_E_INVALID,
+                          "%s norm_first (%d) and "
+                          "final_norm (%d) must be 0 or 1",
+                          who, f->norm_first, f->final_norm);
+    if (isnan(f->layer_norm_eps) || f->layer_norm_eps < 0 ||
+        isinf(f->layer_norm_eps))
+        return attn__fail(ATTN_E_INVALID, "%s layer_norm_eps is %g", who,
+                          f->layer_norm_eps);
+    return ATTN_OK;
+}
+
+/* ---- residual + norm -------------------------------------------------- */
+
+const float *attn__sublayer_in(const attn__sublayer *s) {
+    if (!s->norm_first) return s->x;
+    attn__layernorm_forward(s->n, s->E, s->x, s->gamma, s->beta, s->eps, s->lny,
+                            s->mean, s->rstd, s->th);
+    return s->lny;
+}
+
+const float *attn__sublayer_out(const attn__sublayer *s, float *a) {
+    const int64_t ne = s->n * s->E;
+    attn__dropout_apply(s->seed, s->stream, s->p, a, ne, s->th);
+    for (int64_t i = 0; i < ne; i++) s->r[i] = s->x[i] + a[i];
+    if (s->norm_first) return s->r;
+    attn__layernorm_forward(s->n, s->E, s->r, s->gamma, s->beta, s->eps, s->lny,
+                            s->mean, s->rstd, s->th);
+    return s->lny;
+}
+
+float *attn__sublayer_back_in(const attn__sublayer *s, float *g, float *dy,
+                              float *t, const float **bin) {
+    const int64_t ne = s->n * s->E;
+    const size_t bytes = (size_t)ne * sizeof(float);
+    if (s->norm_first) {
+        /* out = x + drop(body(LN(x))): g passes the residual as is */
+        memcpy(dy, g, bytes);
+        attn__dropout_apply(s->seed, s->stream, s->p, dy, ne, s->th);
+        memset(t, 0, bytes);
+        *bin = s->lny;
+        return t;
+    }
+    /* out = LN(x + drop(body(x))): d r is the residual's and the body's */
+    memset(dy, 0, bytes);
+    attn__layernorm_backward(s->n, s->E, s->r, s->gamma, s->mean, s->rstd, g,
+                             s->dgamma, s->dbeta, dy, s->th);
+    memcpy(g, dy, bytes);
+    attn__dropout_apply(s->seed, s->stream, s->p, dy, ne, s->th);
+    *bin = s->x;
+    return g;
+}
+
+void attn__sublayer_back_out(const attn__sublayer *s, float *g,
+                             const float *t) {
+    if (s->norm_first)
+        attn__layernorm_backward(s->n, s->E, s->x, s->gamma, s->mean, s->rstd,
+                                 t, s->dgamma, s->dbeta, g, s->th);
+}
+
+/* ---- the feed-forward body -------------------------------------------- */
+
+attn_status attn__ffn_forward(const attn__ffn *f, const float *in, float *out) {
+    const int64_t nf = f->n * f->F;
+    attn_linear_forward(f->n, f->E, f->F, in, f->w_1, f->b_1, f->hpre);
+    attn__act_forward(f->act, f->hpre, f->hact, nf, f->th);
+    attn__dropout_apply(f->seed, f->stream, f->p, f->hact, nf, f->th);
+    return attn_linear_forward(f->n, f->F, f->E, f->hact, f->w_2, f->b_2, out);
+}
+
+attn_status attn__ffn_backward(const attn__ffn *f, const float *in,
+                               const float *dy, float *gh, float *din) {
+    const int64_t nf = f->n * f->F;
+    memset(gh, 0, (size_t)nf * sizeof(float));
+    attn_linear_backward(f->n, f->F, f->E, f->hact, f->w_2, dy, f->dw_2,
+                         f->db_2, gh);
+    attn__dropout_apply(f->seed, f->stream, f->p, gh, nf, f->th);
+    attn__act_backward(f->act, f->hpre, gh, gh, nf, f->th);
+    return attn_linear_backward(f->n, f->E, f->F, in, f->w_1, gh, f->dw_1,
+                                f->db_1, din);
+}
+
+/* ---- slice tables ------------------------------------------------------ */
+
+void attn__ln_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
+                     const char *pre, const char *ln, int64_t *offset,
+                     int64_t E) {
+    char name[32];
+    snprintf(name, sizeof name, "%s_gamma", ln);
+    attn__slice_add(slices, cap, n, pre, name, offset, E, 1, ATTN_INIT_ONE);
+    snprintf(name, sizeof name, "%s_beta", ln);
+    attn__slice_add(slices, cap, n, pre, name, offset, E, 1, ATTN_INIT_ZERO);
+}
+
+void attn__ffn_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
+                      const char *pre, int64_t *offset, int64_t E, int64_t F) {
+    attn__slice_add(slices, cap, n, pre, "w_1", offset, F, E, ATTN_INIT_XAVIER);
+    attn__slice_add(slices, cap, n, pre, "b_1", offset, F, 1, ATTN_INIT_ZERO);
+    attn__slice_add(slices, cap, n, pre, "w_2", offset, E, F, ATTN_INIT_XAVIER);
+    attn__slice_add(slices, cap, n, pre, "b_2", offset, E, 1, ATTN_INIT_ZERO);
+}
+
+void attn__out_proj_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
+                           const char *pre, int64_t *offset, int64_t E) {
+    attn__slice_add(slices, cap, n, pre, "w_o", offset, E, E, ATTN_INIT_XAVIER);
+    attn__slice_add(slices, cap, n, pre, "b_o", offset, E, 1, ATTN_INIT_ZERO);
+}
