@@ -395,8 +395,9 @@ typedef struct {
      * every pair and ignores the block mask, so a stale block mask shows
      * up as a difference from it. Served by the reference, the flash
      * forward, weights (attn_sdpa_weight_tiles too) and backward, and
-     * attn_sdpa_cached (mask_mod without a block mask); additive attention
-     * and the ring path refuse them (ATTN_E_UNSUPPORTED). */
+     * attn_sdpa_cached (mask_mod without a block mask) and the ring
+     * (attn_dist.h: positions of the full sequence, a block mask built
+     * over it); additive attention refuses them (ATTN_E_UNSUPPORTED). */
     attn_score_mod_fn score_mod;
     void *score_ctx;
     attn_mask_mod_fn mask_mod;

@@ -110,7 +110,10 @@ typedef struct {
  * after the last block) and doc_q / doc_k, which like the lengths are
  * arrays of the full sequence (n_doc_q = B x Lq, n_doc_k = B x Lk, in
  * sequence order whatever the layout); a block that shares no document
- * with a rank's queries is not computed. impl AUTO or FLASH (the ring
+ * with a rank's queries is not computed; and the user functions score_mod
+ * and mask_mod, asked at positions of the full sequence (every rank must
+ * pass the same functions), with block_mask built over the full sequence
+ * (B, H, Lq, Lk). impl AUTO or FLASH (the ring
  * always runs the flash kernel). The result agrees with attn_sdpa_forward
  * on the full tensors to rounding (the merge order differs).
  * Errors (returned by every rank, the message naming the rank at fault):

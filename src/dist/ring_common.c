@@ -55,6 +55,8 @@ attn_status attn__ring_local_check(attn_ring_layout layout,
     /* so are the document ids: arrays of the full sequence, like lengths */
     o.mask.doc_q = o.mask.doc_k = NULL;
     o.mask.n_doc_q = o.mask.n_doc_k = 0;
+    /* and a block mask: built over the full sequence */
+    o.mask.block_mask = NULL;
     attn_tensor q1 = with_rows(q, q->shape[2] == 0 ? 1 : q->shape[2]);
     attn_tensor k1 = with_rows(k, k->shape[2] == 0 ? 1 : k->shape[2]);
     attn_tensor v1 = with_rows(v, v->shape[2] == 0 ? 1 : v->shape[2]);
@@ -111,36 +113,41 @@ enum {
     F_SINKS,
     F_NDOCQ,
     F_NDOCK,
+    F_USER,
     F_NQ,
     F_NK,
     F_COUNT
 };
 /* The fields that must agree, from F_B to F_QLEN, in words. */
-static const char *const field_name[F_COUNT] = {"",
-                                                "the batch size",
-                                                "the number of query heads",
-                                                "the number of key/value heads",
-                                                "Dk (q and k features)",
-                                                "Dv (v features)",
-                                                "the dtype",
-                                                "opts.mask.causal",
-                                                "opts.mask.align",
-                                                "opts.mask.window_left",
-                                                "opts.mask.window_right",
-                                                "opts.dropout_p",
-                                                "opts.seed",
-                                                "opts.scale",
-                                                "the layout",
-                                                "opts.mask.key_lengths",
-                                                "opts.mask.query_lengths",
-                                                "opts.mask.softcap",
-                                                "opts.mask.alibi",
-                                                "opts.mask.alibi_slopes",
-                                                "opts.mask.sinks",
-                                                "opts.mask.n_doc_q",
-                                                "opts.mask.n_doc_k",
-                                                "",
-                                                ""};
+static const char *const field_name[F_COUNT] = {
+    "",
+    "the batch size",
+    "the number of query heads",
+    "the number of key/value heads",
+    "Dk (q and k features)",
+    "Dv (v features)",
+    "the dtype",
+    "opts.mask.causal",
+    "opts.mask.align",
+    "opts.mask.window_left",
+    "opts.mask.window_right",
+    "opts.dropout_p",
+    "opts.seed",
+    "opts.scale",
+    "the layout",
+    "opts.mask.key_lengths",
+    "opts.mask.query_lengths",
+    "opts.mask.softcap",
+    "opts.mask.alibi",
+    "opts.mask.alibi_slopes",
+    "opts.mask.sinks",
+    "opts.mask.n_doc_q",
+    "opts.mask.n_doc_k",
+    "the user functions (score_mod, "
+    "mask_mod, block_mask: each "
+    "given on every rank or none)",
+    "",
+    ""};
 
 static int64_t bits_of(double x) {
     int64_t b;
@@ -213,10 +220,10 @@ static attn_status check_table(attn__ring *c, const int64_t *tab,
                                const attn_sdpa_opts *opts) {
     const int P = c->P;
     for (int r = 1; r < P; r++)
-        for (int f = F_B; f <= F_NDOCK; f++)
+        for (int f = F_B; f <= F_USER; f++)
             if (tab[r * F_COUNT + f] != tab[f]) {
                 if ((f >= F_DROPOUT && f <= F_SCALE) || f == F_SOFTCAP ||
-                    f == F_SLOPES || f == F_SINKS)
+                    f == F_SLOPES || f == F_SINKS || f == F_USER)
                     return attn__fail(ATTN_E_SHAPE,
                                       "ring: rank %d and rank 0 "
                                       "differ in %s",
@@ -375,6 +382,8 @@ attn_status attn__ring_begin(MPI_Comm comm, attn_ring_layout layout,
         mine[F_SINKS] = hash_doubles(m->sinks, d->H);
         mine[F_NDOCQ] = m->doc_q ? m->n_doc_q + 1 : 0;
         mine[F_NDOCK] = m->doc_k ? m->n_doc_k + 1 : 0;
+        mine[F_USER] = (m->score_mod ? 1 : 0) | (m->mask_mod ? 2 : 0) |
+                       (m->block_mask ? 4 : 0);
         mine[F_NQ] = q->shape[2];
         mine[F_NK] = k->shape[2];
     }
@@ -454,11 +463,14 @@ int attn__ring_kruns(const attn__ring *c, int r, int64_t start[2],
 
 int attn__ring_pair_empty(const attn__ring *c, const attn_mask *m, int64_t qs,
                           int64_t ql, int64_t ks, int64_t kl) {
-    /* the ring's masks (causal, window, lengths) do not depend on the head */
+    /* the ring's built-in masks (causal, window, lengths, documents) do
+     * not depend on the head; a user mask_mod may (its block mask says) */
+    const int64_t nh = m->mask_mod ? c->d.H : 1;
     for (int64_t b = 0; b < c->d.B; b++)
-        if (attn__mask_classify(m, b, 0, qs, qs + ql, ks, ks + kl, c->Lq,
-                                c->Lk) != ATTN__TILE_EMPTY)
-            return 0;
+        for (int64_t h = 0; h < nh; h++)
+            if (attn__mask_classify(m, b, h, qs, qs + ql, ks, ks + kl, c->Lq,
+                                    c->Lk) != ATTN__TILE_EMPTY)
+                return 0;
     return 1;
 }
 

@@ -36,14 +36,43 @@ enum {
     M_WINDOW = 4,
     M_KLEN = 8,
     M_QLEN = 16,
-    M_SOFTCAP = 32,     /* mask.softcap = 0.9 (scores of O(1): the cap bites) */
-    M_ALIBI = 64,       /* causal ALiBi with the standard slopes */
-    M_ALIBI_SYM = 128,  /* symmetric ALiBi with given slopes */
-    M_SINKS = 256,      /* per-head sinks, and their gradient */
-    M_DOCS = 512,       /* ragged documents (doc_k too when Lq != Lk) */
-    M_DOC_SHARDS = 1024 /* one document per contiguous shard (Lq == Lk):
-                           every step but the first is skipped */
+    M_SOFTCAP = 32,    /* mask.softcap = 0.9 (scores of O(1): the cap bites) */
+    M_ALIBI = 64,      /* causal ALiBi with the standard slopes */
+    M_ALIBI_SYM = 128, /* symmetric ALiBi with given slopes */
+    M_SINKS = 256,     /* per-head sinks, and their gradient */
+    M_DOCS = 512,      /* ragged documents (doc_k too when Lq != Lk) */
+    M_DOC_SHARDS = 1024, /* one document per contiguous shard (Lq == Lk):
+                            every step but the first is skipped */
+    M_USCORE = 2048,     /* a user score_mod (not additive: with dscore) */
+    M_UMASK = 4096,      /* a head-dependent user mask_mod */
+    M_UBLOCK = 8192      /* and its block mask over the full sequence */
 };
+
+/* score_mod: a per-head stretch and a distance penalty at global
+ * positions, so that its slope (dscore) and the frame both matter */
+static int user_score(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
+                      int64_t n, double *score, double *dscore) {
+    (void)ctx;
+    const double a = 1.0 + 0.25 * (double)h;
+    for (int64_t t = 0; t < n; t++) {
+        const double dist = (double)(i - (j0 + t));
+        score[t] = a * score[t] - 0.03 * (double)(b + 1) * fabs(dist);
+        if (dscore) dscore[t] = a;
+    }
+    return 0;
+}
+
+/* mask_mod: whole 8 x 8 blocks hidden per head (EMPTY tiles, so the ring
+ * skips pairs per head), and a scatter of single pairs (PARTIAL ones) */
+static int user_mask(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
+                     int64_t n, uint8_t *keep) {
+    (void)ctx;
+    for (int64_t t = 0; t < n; t++) {
+        const int64_t j = j0 + t;
+        keep[t] = (j / 8 + i / 8 + h) % 3 != 2 && (i + j + h + b) % 7 != 0;
+    }
+    return 0;
+}
 
 typedef struct {
     int64_t B, H, Hkv, Lq, Lk, Dk, Dv;
@@ -216,6 +245,19 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
         }
         o.mask.doc_q = docq;
         o.mask.n_doc_q = B * Lq;
+    }
+    attn_block_mask bm;
+    uint8_t *bcls = NULL;
+    if (c->mask & M_USCORE) o.mask.score_mod = user_score;
+    if (c->mask & (M_UMASK | M_UBLOCK)) o.mask.mask_mod = user_mask;
+    if (c->mask & M_UBLOCK) {
+        int64_t ncls = 0;
+        CHECK_STATUS(attn_block_mask_size(B, H, Lq, Lk, 8, 8, &ncls), ATTN_OK);
+        bcls = malloc((size_t)ncls);
+        CHECK_STATUS(attn_block_mask_build(&bm, user_mask, NULL, B, H, Lq, Lk,
+                                           8, 8, bcls, ncls),
+                     ATTN_OK);
+        o.mask.block_mask = &bm;
     }
     if (c->mask & M_DOCS) {
         docq = malloc((size_t)(B * Lq) * sizeof(int64_t));
@@ -425,6 +467,7 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
     free(vh);
     free(docq);
     free(dock);
+    free(bcls);
 }
 
 /* ---- bad input ---------------------------------------------------------- */
@@ -551,6 +594,14 @@ static void bad_inputs(void) {
             MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv, &o2, &O, lse, NULL);
         if (P > 1)
             expect_all(st, ATTN_E_SHAPE, "opts.mask.sinks", "sinks differ");
+        /* a user function on some ranks only */
+        o2 = o;
+        if (R == P - 1) o2.mask.score_mod = user_score;
+        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
+                                    &kv, &o2, &O, lse, NULL);
+        if (P > 1)
+            expect_all(st, ATTN_E_SHAPE, "the user functions",
+                       "score_mod on one rank");
         int64_t *ids = calloc((size_t)L, sizeof(int64_t));
         for (int64_t i = L / 2; i < L; i++)
             ids[i] = 1 + (R == P - 1 && i == L - 1);
@@ -673,6 +724,16 @@ int main(int argc, char **argv) {
          Z, 0, ATTN_F16},
         {2, 2, 2, 45, 45, 8, 8, M_DOC_SHARDS | M_SINKS | M_ALIBI_SYM, 0, 0, C,
          0, ATTN_F32},
+        /* user functions: positions are the full sequence's on every rank */
+        {1, 2, 2, 41, 41, 8, 8, M_USCORE, 0, 0, C, 0, ATTN_F32},
+        {2, 3, 3, 47, 39, 8, 8, M_CAUSAL | M_BR | M_USCORE, 0, 0, Z, 0,
+         ATTN_F32},
+        {1, 3, 1, 53, 53, 8, 8, M_UMASK, 0, 0, Z, 0, ATTN_F32},
+        {2, 2, 2, 50, 50, 8, 8, M_CAUSAL | M_UBLOCK | M_USCORE | M_SINKS, 0, 0,
+         C, 1, ATTN_F32},
+        {1, 4, 2, 64, 64, 8, 8,
+         M_CAUSAL | M_UBLOCK | M_USCORE | M_SOFTCAP | M_DOCS | M_ALIBI, 0, 0.2,
+         Z, 0, ATTN_F32},
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     int64_t klen[8], qlen[8];
