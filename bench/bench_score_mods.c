@@ -77,6 +77,27 @@ static attn_status call(const bufs *b, int64_t Ltot, int64_t r0, int64_t L,
     return st;
 }
 
+/* The user-function cases: ALiBi as a score_mod (the built-in's formula,
+ * ctx = the slopes) and causal as a mask_mod. */
+static int user_alibi(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
+                      int64_t n, double *score, double *dscore) {
+    const double sl = ((const double *)ctx)[h];
+    (void)b;
+    for (int64_t t = 0; t < n; t++) score[t] -= sl * (double)(i - (j0 + t));
+    if (dscore)
+        for (int64_t t = 0; t < n; t++) dscore[t] = 1.0;
+    return 0;
+}
+
+static int user_causal(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
+                       int64_t n, uint8_t *keep) {
+    (void)ctx, (void)b, (void)h;
+    for (int64_t t = 0; t < n; t++) keep[t] = j0 + t <= i;
+    return 0;
+}
+
+enum { NCASE = 8 };
+
 static int fail(FILE *out, attn_status st) {
     fprintf(out, "bench --score-mods: %s: %s\n", attn_strerror(st),
             attn_last_error());
@@ -104,35 +125,58 @@ int bench_score_mods_run(FILE *out, const bench_score_mods_opts *o) {
             "| L = %lld | forward ms | / plain | fwd + bwd ms | / plain |\n"
             "| --- | --- | --- | --- | --- |\n",
             (long long)L);
-    static const char *const names[5] = {"plain", "softcap 30", "ALiBi",
-                                         "softcap + ALiBi", "sinks"};
-    attn_sdpa_opts op5[5];
-    double t5[5][2];
-    for (int c = 0; c < 5; c++) {
+    static const char *const names[NCASE] = {
+        "plain",
+        "softcap 30",
+        "ALiBi",
+        "softcap + ALiBi",
+        "sinks",
+        "user score_mod (ALiBi)",
+        "user mask_mod (causal) + block mask",
+        "user mask_mod (causal), no block mask"};
+    /* the block mask of the causal mask_mod, built once (64 x 64 blocks) */
+    attn_block_mask bm;
+    int64_t ncls = 0;
+    uint8_t *cls = NULL;
+    st = attn_block_mask_size(1, 1, L, L, 64, 64, &ncls);
+    if (!st && !(cls = malloc((size_t)ncls))) st = ATTN_E_NOMEM;
+    if (!st)
+        st = attn_block_mask_build(&bm, user_causal, NULL, 1, 1, L, L, 64, 64,
+                                   cls, ncls);
+    attn_sdpa_opts op5[NCASE];
+    double t5[NCASE][2];
+    for (int c = 0; c < NCASE; c++) {
         attn_sdpa_opts *op = &op5[c];
         attn_sdpa_opts_init(op);
         op->impl = ATTN_IMPL_FLASH;
         op->threads = o->threads;
-        op->mask.causal = 1;
+        op->mask.causal = c < 6;
         if (c == 1 || c == 3) op->mask.softcap = 30.0;
         if (c == 2 || c == 3) op->mask.alibi = ATTN_ALIBI_CAUSAL;
         if (c == 4) {
             op->mask.sinks = sinks;
             op->mask.n_sinks = H;
         }
+        if (c == 5) {
+            op->mask.score_mod = user_alibi;
+            op->mask.score_ctx = slopes;
+        }
+        if (c >= 6) op->mask.mask_mod = user_causal;
+        if (c == 6) op->mask.block_mask = &bm;
         t5[c][0] = t5[c][1] = 1e30;
     }
     /* the cases interleaved in each repetition, so that a change of load
      * on a shared machine touches them all alike */
     for (int r = 0; r <= o->reps && !st; r++)
-        for (int c = 0; c < 5 && !st; c++)
+        for (int c = 0; c < NCASE && !st; c++)
             for (int back = 0; back < 2 && !st; back++) {
                 double t0 = now();
                 st = call(&b, L, 0, L, &op5[c], back);
                 double dt = now() - t0;
                 if (r > 0 && dt < t5[c][back]) t5[c][back] = dt;
             }
-    for (int c = 0; c < 5 && !st; c++)
+    free(cls);
+    for (int c = 0; c < NCASE && !st; c++)
         fprintf(out, "| %s | %.2f | %.2f | %.2f | %.2f |\n", names[c],
                 1e3 * t5[c][0], t5[c][0] / t5[0][0], 1e3 * t5[c][1],
                 t5[c][1] / t5[0][1]);

@@ -29,7 +29,7 @@ fwd_only=$("$ATTN" bench --json --threads 1 --cases 40:8,100:8 --backward-max 64
 "$ATTN" bench --help | grep -q "usage: attn bench" || { echo "no help"; fail=1; }
 # the score-modifier cases: every row, and the packed output checked
 sm=$("$ATTN" bench --score-mods --lengths 64,96 --reps 1 --threads 2 2>&1) || { echo "bench --score-mods failed: $sm"; fail=1; }
-for row in "| plain |" "| softcap 30 |" "| ALiBi |" "| sinks |" "| packed / sum |" "max |diff| of the output"; do
+for row in "| plain |" "| softcap 30 |" "| ALiBi |" "| sinks |" "| user score_mod (ALiBi) |" "| user mask_mod (causal) + block mask |" "| packed / sum |" "max |diff| of the output"; do
   printf '%s\n' "$sm" | grep -qF "$row" || { echo "bench --score-mods: no '$row'"; fail=1; }
 done
 "$ATTN" bench --score-mods --lengths 64,8 2>/dev/null; [ $? -eq 2 ] || { echo "bad --lengths not a usage error"; fail=1; }
