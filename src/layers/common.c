@@ -62,23 +62,32 @@ size_t attn__ws_carve(float *ws, const size_t *sz, float **const *dst, int n) {
  * with some of its kernels the cut changes the bits (seen with OpenBLAS
  * 0.3.21's Zen kernels on Zen 4: 1 and 2 threads differ in most shapes).
  * The layers promise the same bits on any thread count, so each product is
- * cut here into blocks of LINEAR_ROWS output rows, a cut that does not
- * depend on the thread count, and the blocks run in an OpenMP loop with one
- * OpenBLAS thread each. The team is OpenBLAS's setting on entry: the layers
- * set it to one for threads = 1, as before. */
-#define LINEAR_ROWS 64
+ * cut here into blocks of output rows, a cut that depends on the shape
+ * only (never on the thread count), and the blocks run in an OpenMP loop
+ * with one OpenBLAS thread each. A block is m / 8 rows rounded up to a
+ * multiple of 64 (at least 64): every block packs the other operand (the
+ * weight) again, so 4096 rows in 64-row blocks spent a tenth of a BERT
+ * forward repacking weights, while eight blocks still share out evenly
+ * over 2, 4 or 8 threads. The team is OpenBLAS's setting on entry: the
+ * layers set it to one for threads = 1, as before. */
+static int linear_rows(int m) {
+    int r = (m + 7) / 8;
+    r = (r + 63) / 64 * 64;
+    return r < 64 ? 64 : r;
+}
 
 static void linear_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
                         int k, const float *a, int lda, const float *b, int ldb,
                         float beta, float *c, int ldc) {
     const int team = openblas_get_num_threads();
-    const int blocks = (m + LINEAR_ROWS - 1) / LINEAR_ROWS;
+    const int per = linear_rows(m);
+    const int blocks = (m + per - 1) / per;
     const int saved = attn__blas_single_begin();
 #pragma omp parallel for num_threads(team > 1 ? team : 1)                      \
     schedule(static) if (team > 1 && blocks > 1)
     for (int blk = 0; blk < blocks; blk++) {
-        const int r0 = blk * LINEAR_ROWS;
-        const int rows = m - r0 < LINEAR_ROWS ? m - r0 : LINEAR_ROWS;
+        const int r0 = blk * per;
+        const int rows = m - r0 < per ? m - r0 : per;
         /* row r of op(A) starts at row r of A, or at column r of A^T */
         const float *ab =
             ta == CblasNoTrans ? a + (size_t)r0 * (size_t)lda : a + r0;
