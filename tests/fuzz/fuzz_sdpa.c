@@ -1,6 +1,9 @@
 /* The SDPA entry points on random valid problems: the input is a recipe
- * (B 1..2, H 1..6 over 1..2 key heads, lengths 1..40, dtype, memory layout, every mask part, scale, magnitudes,
- * seeds). Properties: no sanitizer report; the reference and the flash
+ * (B 1..2, H 1..6 over 1..2 key heads, lengths 1..40, dtype, memory
+ * layout, every mask part, scale, magnitudes, seeds, then the score
+ * modifiers: soft-cap, ALiBi, sinks, document ids, and user score_mod /
+ * mask_mod with or without a block mask; their bytes come last, so older
+ * corpus inputs keep their meaning). Properties: no sanitizer report; the reference and the flash
  * kernel return the same status; a row that sees no key is exactly 0 with
  * log-sum-exp -inf in both; flash agrees with the reference within a
  * tolerance scaled by the scores' size; flash on 1 and 2 threads gives the
@@ -12,6 +15,53 @@
 typedef struct {
     uint64_t s;
 } rng64;
+
+/* User functions driven by the recipe: mask_mod hides pairs by a hash of
+ * (b, h, i, j) and a salt, with whole blocks of 4 x 4 hidden per head (so
+ * block masks have EMPTY and FULL blocks); score_mod stretches each head
+ * and adds a bounded hash term (not additive: its slope matters). */
+typedef struct {
+    unsigned salt;
+    double p_hide;
+} user_ctx;
+
+static uint32_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return (uint32_t)x;
+}
+
+static int user_mask(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
+                     int64_t n, uint8_t *keep) {
+    const user_ctx *c = ctx;
+    for (int64_t t = 0; t < n; t++) {
+        const int64_t j = j0 + t;
+        const uint64_t blk =
+            (uint64_t)((b * 7 + h) * 64 + i / 4) * 64 + (uint64_t)(j / 4);
+        if (mix(blk * 31 + c->salt) % 4 == 0) {
+            keep[t] = 0;
+            continue;
+        }
+        const uint64_t key = ((uint64_t)((b * 7 + h) * 64 + i) << 8) ^
+                             (uint64_t)j ^ ((uint64_t)c->salt << 40);
+        keep[t] = (double)(mix(key) % 1000) / 1000.0 >= c->p_hide;
+    }
+    return 0;
+}
+
+static int user_score(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
+                      int64_t n, double *score, double *dscore) {
+    const user_ctx *c = ctx;
+    const double a = 0.5 + 0.25 * (double)(h % 4);
+    for (int64_t t = 0; t < n; t++) {
+        const uint64_t key = ((uint64_t)((b * 7 + h) * 64 + i) << 8) ^
+                             (uint64_t)(j0 + t) ^ ((uint64_t)c->salt << 40);
+        score[t] = a * score[t] + (double)(mix(key) % 2001) / 1000.0 - 1.0;
+        if (dscore) dscore[t] = a;
+    }
+    return 0;
+}
 
 static double unit(rng64 *r) { /* uniform in [-1, 1) */
     r->s = r->s * 6364136223846793005ull + 1442695040888963407ull;
@@ -150,6 +200,72 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     const int want_w = (parts >> 11) & 1;
 
+    /* the score modifiers (bytes after the mask's) */
+    const unsigned mods = fuzz_u8(&in) | fuzz_u8(&in) << 8;
+    double slopes[6], sinks[6], cap = 0, smod_max = 0;
+    int64_t *docq = NULL, *dock = NULL;
+    user_ctx uc = {fuzz_u8(&in), fuzz_u8(&in) / 400.0};
+    attn_block_mask bm;
+    uint8_t *bcls = NULL;
+    if (mods & 1) cap = m->softcap = 0.25 * (double)fuzz_range(&in, 1, 32);
+    if (mods & 6) {
+        m->alibi = mods & 2 ? ATTN_ALIBI_CAUSAL : ATTN_ALIBI_SYMMETRIC;
+        if (mods & 8) { /* given slopes, else the standard ones */
+            for (int64_t h = 0; h < H; h++)
+                slopes[h] = (double)fuzz_range(&in, 0, 64) / 64.0;
+            m->alibi_slopes = slopes;
+            m->n_alibi_slopes = H;
+        }
+    }
+    if (mods & 16) {
+        for (int64_t h = 0; h < H; h++)
+            sinks[h] = (double)fuzz_range(&in, -64, 64) / 16.0;
+        m->sinks = sinks;
+        m->n_sinks = H;
+    }
+    if (mods & 32) { /* packed documents: ids grow by 0 or 1 */
+        docq = malloc(sizeof(int64_t) * (size_t)(B * Lq));
+        dock = malloc(sizeof(int64_t) * (size_t)(B * Lk));
+        for (int64_t b = 0; b < B; b++) {
+            int64_t id = 0;
+            for (int64_t i = 0; i < Lq; i++) {
+                id += unit(&r) > 0.7;
+                docq[b * Lq + i] = id;
+            }
+            /* keys: the queries' documents stretched to Lk */
+            for (int64_t j = 0; j < Lk; j++)
+                dock[b * Lk + j] = docq[b * Lq + j * Lq / Lk];
+        }
+        m->doc_q = docq;
+        m->n_doc_q = B * Lq;
+        if (Lq != Lk || (mods & 64)) {
+            m->doc_k = dock;
+            m->n_doc_k = B * Lk;
+        }
+    }
+    if (mods & 128) {
+        m->mask_mod = user_mask;
+        m->mask_ctx = &uc;
+    }
+    if ((mods & 128) && (mods & 256)) { /* and its block mask */
+        const int64_t bq = fuzz_range(&in, 1, 8), bk = fuzz_range(&in, 1, 8);
+        const int64_t bb = mods & 512 ? B : 1, bh = mods & 1024 ? H : 1;
+        int64_t ncls = 0;
+        FUZZ_CHECK(attn_block_mask_size(bb, bh, Lq, Lk, bq, bk, &ncls) ==
+                   ATTN_OK);
+        bcls = malloc((size_t)ncls);
+        /* built broadcast (B or H of 1) too, but given to the kernels only
+         * when full: this mask function depends on b and h */
+        FUZZ_CHECK(attn_block_mask_build(&bm, user_mask, &uc, bb, bh, Lq, Lk,
+                                         bq, bk, bcls, ncls) == ATTN_OK);
+        if (bb == B && bh == H) m->block_mask = &bm;
+    }
+    if (mods & 2048) {
+        m->score_mod = user_score;
+        m->score_ctx = &uc;
+        smod_max = 1.0;
+    }
+
     const size_t no = (size_t)(B * H * Lq * Dv), nl = (size_t)(B * H * Lq),
                  nw = (size_t)(B * H * Lq * Lk);
     float *out[3], *lse[3], *w[3];
@@ -171,8 +287,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(memcmp(lse[1], lse[2], nl * sizeof(float)) == 0);
         FUZZ_CHECK(!want_w || memcmp(w[1], w[2], nw * sizeof(float)) == 0);
         const double scale = o.scale > 0 ? o.scale : 1.0 / sqrt((double)D);
-        const double smax =
-            scale * (double)D * max_abs(&q.t) * max_abs(&k.t) + bmax;
+        double smax = scale * (double)D * max_abs(&q.t) * max_abs(&k.t);
+        if (cap > 0 && cap < smax) smax = cap;
+        double amax = 0; /* the largest ALiBi term */
+        for (int64_t h = 0; m->alibi && h < H; h++) {
+            const double sl = m->alibi_slopes ? slopes[h] : 1.0;
+            amax = fmax(amax, sl * (double)(Lq + Lk));
+        }
+        smax = (m->score_mod ? 1.25 : 1.0) * (smax + bmax + amax) + smod_max;
         const double vmax = max_abs(&v.t);
         const double tol = 1e-5 * (double)D * (smax > 1 ? smax : 1);
         for (int64_t b = 0; b < B; b++)
@@ -193,7 +315,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                     }
                     const size_t row = (size_t)((b * H + h) * Lq + i);
                     for (int c = 0; c < 3; c++) {
-                        if (!seen)
+                        /* no key: lse is the sink's logit, or -inf */
+                        if (!seen && m->sinks)
+                            FUZZ_CHECK(lse[c][row] == (float)sinks[h]);
+                        else if (!seen)
                             FUZZ_CHECK(isinf(lse[c][row]) && lse[c][row] < 0);
                         for (int64_t d = 0; d < Dv; d++) {
                             const float x =
@@ -225,5 +350,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(keep);
     free(bias);
     free(lay);
+    free(docq);
+    free(dock);
+    free(bcls);
     return 0;
 }
