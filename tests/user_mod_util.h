@@ -28,8 +28,8 @@ typedef struct {
 } alibi_ctx;
 
 /* ALiBi as a score_mod: s -= slope_h (c - j), |c - j| when symmetric. */
-static inline int u_alibi(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
-                   int64_t n, double *s, double *ds) {
+static inline int u_alibi(void *ctx, int64_t b, int64_t h, int64_t i,
+                          int64_t j0, int64_t n, double *s, double *ds) {
     const alibi_ctx *a = ctx;
     (void)b;
     const int64_t c = i + (a->br ? a->Lk - a->Lq : 0);
@@ -44,7 +44,7 @@ static inline int u_alibi(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0
 
 /* A soft-cap as a score_mod (not additive): s = cap tanh(s / cap). */
 static inline int u_cap(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
-                 int64_t n, double *s, double *ds) {
+                        int64_t n, double *s, double *ds) {
     const double cap = *(const double *)ctx;
     (void)b, (void)h, (void)i, (void)j0;
     for (int64_t t = 0; t < n; t++) {
@@ -62,8 +62,8 @@ typedef struct {
     atomic_llong calls, elems, outside;
 } causal_ctx;
 
-static inline int u_causal(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
-                    int64_t n, uint8_t *keep) {
+static inline int u_causal(void *ctx, int64_t b, int64_t h, int64_t i,
+                           int64_t j0, int64_t n, uint8_t *keep) {
     causal_ctx *c = ctx;
     const int64_t d = i + (c->br ? c->Lk - c->Lq : 0);
     for (int64_t t = 0; t < n; t++)
@@ -85,7 +85,7 @@ static inline int u_causal(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j
 }
 
 static inline int u_none(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
-                  int64_t n, uint8_t *keep) {
+                         int64_t n, uint8_t *keep) {
     (void)ctx, (void)b, (void)h, (void)i, (void)j0;
     memset(keep, 0, (size_t)n);
     return 0;
@@ -100,7 +100,7 @@ typedef struct {
 } bad_ctx;
 
 static inline int u_bad(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
-                 int64_t n, double *s, double *ds) {
+                        int64_t n, double *s, double *ds) {
     const bad_ctx *x = ctx;
     if (x->bwd && !ds) return 0;
     if (b != x->b || h != x->h || i != x->i || x->j < j0 || x->j >= j0 + n)
@@ -110,8 +110,8 @@ static inline int u_bad(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
     return 0;
 }
 
-static inline int u_mask_bad(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
-                      int64_t n, uint8_t *keep) {
+static inline int u_mask_bad(void *ctx, int64_t b, int64_t h, int64_t i,
+                             int64_t j0, int64_t n, uint8_t *keep) {
     (void)b, (void)h, (void)j0, (void)n, (void)keep;
     return i == 1 ? *(const int *)ctx : 0;
 }
@@ -131,8 +131,9 @@ static inline size_t nbias(const prob *p) {
                         : 0;
 }
 
-static inline void prob_make(prob *p, int B, int H, int Hkv, int Lq, int Lk, int D,
-                      const int64_t *bshape, unsigned long long seed) {
+static inline void prob_make(prob *p, int B, int H, int Hkv, int Lq, int Lk,
+                             int D, const int64_t *bshape,
+                             unsigned long long seed) {
     memset(p, 0, sizeof *p);
     p->B = B, p->H = H, p->Hkv = Hkv, p->Lq = Lq, p->Lk = Lk, p->D = D;
     if (bshape) memcpy(p->bshape, bshape, sizeof p->bshape);
@@ -174,8 +175,8 @@ static inline void result_free(result *r) {
 
 /* Forward (with weights) and backward of p under opts with impl REF (f64)
  * or FLASH (f32); the bias (if p has one) with its gradient. */
-static inline void run(const prob *p, const attn_sdpa_opts *opts, attn_impl impl,
-                int threads, result *r) {
+static inline void run(const prob *p, const attn_sdpa_opts *opts,
+                       attn_impl impl, int threads, result *r) {
     const int B = p->B, H = p->H, Hkv = p->Hkv, Lq = p->Lq, Lk = p->Lk,
               D = p->D;
     const size_t no = (size_t)B * H * Lq * D, nk = (size_t)B * Hkv * Lk * D;
@@ -225,7 +226,8 @@ static inline void run(const prob *p, const attn_sdpa_opts *opts, attn_impl impl
     free(o), free(w), free(dq), free(dk), free(dv), free(db);
 }
 
-static inline double maxdiff(const double *a, const double *b, size_t n, double *sc) {
+static inline double maxdiff(const double *a, const double *b, size_t n,
+                             double *sc) {
     double e = 0, s = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs(a[i] - b[i]);
@@ -238,8 +240,8 @@ static inline double maxdiff(const double *a, const double *b, size_t n, double 
 
 /* a against b (the expected result) within tol (relative to 1 + |b|max;
  * lse with tol_l). */
-static inline void agree(const prob *p, const result *a, const result *b, double tol,
-                  double tol_l, const char *what) {
+static inline void agree(const prob *p, const result *a, const result *b,
+                         double tol, double tol_l, const char *what) {
     CHECK_MSG(a->fst == ATTN_OK && b->fst == ATTN_OK && a->bst == ATTN_OK &&
                   b->bst == ATTN_OK,
               "%s: status %d %d %d %d (%s)", what, a->fst, b->fst, a->bst,
@@ -267,7 +269,9 @@ static inline void agree(const prob *p, const result *a, const result *b, double
 }
 
 /* the usual floors of f32 flash against the f64 reference */
-static inline double floor_f32(const prob *p) { return 2e-5 * sqrt((double)p->Lk); }
+static inline double floor_f32(const prob *p) {
+    return 2e-5 * sqrt((double)p->Lk);
+}
 
 /* ---- a user ALiBi gives the built-in's results -------------------------- */
 
