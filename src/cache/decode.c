@@ -13,7 +13,7 @@
  * sequence of operations on any thread count. */
 #include "attn_cache.h"
 #include "decode.h"
-#include "flash.h"
+#include "../kernels/flash.h"
 #include "kv_cache.h"
 #include "mask.h"
 
