@@ -107,7 +107,7 @@ with tempfile.TemporaryDirectory() as d:
     check("best head" in p.stdout, p.stdout)
     w = np.load(os.path.join(out, "cross_weights.npy"))
     n = min(len(lines[2]) + 1, 11)
-    check(w.shape == (1, 2, n, 13), "cross weights shape %s" % (w.shape,))
+    check(w.shape == (1, 1, 2, n, 13), "cross weights shape %s" % (w.shape,))
     check(np.allclose(w.sum(-1), 1, atol=1e-5), "rows sum to 1")
     for f in ("alignment.png", "cross_attention.png", "cross_layer0_head1.png",
               "cross_layer0_head1.npy"):

@@ -125,7 +125,7 @@ with tempfile.TemporaryDirectory() as d:
 
     # html
     p = run(["html", path("u.npy"), "--q-tokens", "a b c d e f g", "-o", path("v.html")])
-    check(p.returncode == 0 and "2 layers x 3 heads" in p.stdout, "html " + p.stdout + p.stderr)
+    check(p.returncode == 0 and "2 batch entries x 3 heads" in p.stdout, "html " + p.stdout + p.stderr)
     page = open(path("v.html"), encoding="utf-8").read()
     check("<script src" not in page and "https://" not in page, "self-contained page")
     p = run(["html", path("u.npy"), "-o", path("v.html"), "--tokens", "x y"])

@@ -18,6 +18,7 @@ class HtmlOpts(_lib.Struct):
         ("title", ctypes.c_char_p),
         ("q_tokens", ctypes.POINTER(ctypes.c_char_p)),
         ("k_tokens", ctypes.POINTER(ctypes.c_char_p)),
+        ("first_axis", ctypes.c_char_p),
     ]
 
 
