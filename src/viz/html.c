@@ -34,8 +34,10 @@ static const char page_style[] =
     "#hwrap{display:flex;gap:6px;align-items:flex-start}\n"
     "#hrows{font-size:12px;text-align:right;padding-top:1px}\n"
     "#hrows div,#hcols div{overflow:hidden;white-space:nowrap}\n"
-    "#hcols{display:flex;font-size:12px;padding-left:1px}\n"
-    "#hcols div{writing-mode:vertical-rl;transform:rotate(180deg);max-height:90px}\n"
+    /* rotated key labels hang from the map with a gap (their end at the
+     * map, as a plotted axis's), the key caption under the longest one */
+    "#hcols{display:flex;align-items:flex-start;font-size:12px;padding:4px 0 0 1px;margin-bottom:4px}\n"
+    "#hcols div{writing-mode:vertical-rl;transform:rotate(180deg);max-height:90px;text-overflow:ellipsis}\n"
     ".on{color:#d62728;font-weight:bold}\n"
     "#cbar{display:flex;gap:4px;margin-left:10px;font-size:12px}\n"
     "#cgrad{width:14px;border:1px solid #555}\n"
