@@ -123,7 +123,39 @@ def html_layout():
         check(below >= 0, "the key caption under the labels (%.1f px)" % below)
 
 
+def dtypes():
+    """One rule, PyTorch's: q, k, v share a dtype (mixed ones refused),
+    outputs come in it (promoted with --compute-dtype); lse is f32."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 5, 4))
+    h = save("h16.npy", x.astype(np.float16))
+    f = save("f32.npy", x.astype(np.float32))
+    d = save("f64.npy", x)
+    p = run(["sdpa", "--q", h, "--k", f, "--v", f, "--out", path("m.npy")])
+    check(p.returncode == 2 and "q is f16, k is f32, v is f32" in p.stderr,
+          "mixed f16/f32 refused: " + p.stderr)
+    p = run(["sdpa", "--q", f, "--k", d, "--v", f, "--out", path("m.npy")])
+    check(p.returncode == 2 and "must share one dtype" in p.stderr,
+          "mixed f32/f64 refused: " + p.stderr)
+    for src, want, extra in ((h, np.float16, []), (f, np.float32, []),
+                             (d, np.float64, []),
+                             (f, np.float32, ["--compute-dtype", "f16"]),
+                             (h, np.float32, ["--compute-dtype", "bf16"])):
+        p = run(["sdpa", "--q", src, "--k", src, "--v", src, "--out", path("o.npy"),
+                 "--weights", path("w.npy"), "--lse", path("l.npy")] + extra)
+        ok = p.returncode == 0
+        check(ok and np.load(path("o.npy")).dtype == want and
+              np.load(path("w.npy")).dtype == want and
+              np.load(path("l.npy")).dtype == np.float32,
+              "%s inputs %s: outputs %s: %s" % (np.load(src).dtype, extra,
+                                                np.dtype(want), p.stderr))
+        for name in ("o.npy", "w.npy", "l.npy"):
+            if os.path.exists(path(name)):
+                os.remove(path(name))
+
+
 repeats()
+dtypes()
 attend_help()
 compare()
 train_progress()

@@ -118,6 +118,19 @@ int cli_alloc_tensor(const char *cmd, const char *name, attn_dtype dtype,
 int cli_save_like(const char *cmd, const char *path, attn_dtype dtype,
                   void *data, int ndim, const int64_t *shape, int rank);
 
+/* The dtype outputs are written in: the wider of the inputs' file dtype
+ * and the compute dtype when --compute-dtype was given (f16 with bf16
+ * gives f32), as NumPy and PyTorch promote; f16 inputs give f16 outputs. */
+attn_dtype cli_out_dtype(attn_dtype in, int given, attn_dtype compute);
+/* cli_save_like with the data (dtype) converted to file_dtype first. */
+int cli_save_like_as(const char *cmd, const char *path, attn_dtype dtype,
+                     void *data, int ndim, const int64_t *shape, int rank,
+                     attn_dtype file_dtype);
+/* Usage error unless q, k, v (and more: n tensors named names[i]) come
+ * from files of one dtype: mixed inputs are refused, as PyTorch's SDPA
+ * refuses them. */
+int cli_same_dtype(const char *cmd, const char *const *names,
+                   const cli_tensor *const *t, int n);
 /* Writes any array as .npy. */
 int cli_save_array(const char *cmd, const char *path, attn_dtype dtype,
                    void *data, int ndim, const int64_t *shape);

@@ -94,6 +94,11 @@ static int from_qk(const char *cmd, const char *qp, const char *kp,
         (rc = cli_load_tensor(cmd, kp, "k", &k)) ||
         (vp && (rc = cli_load_tensor(cmd, vp, "v", &v))))
         goto done;
+    {
+        const char *names[3] = {"--q", "--k", "--v"};
+        const cli_tensor *in[3] = {&q, &k, &v};
+        if ((rc = cli_same_dtype(cmd, names, in, vp ? 3 : 2))) goto done;
+    }
     /* the flash kernel takes f32 (f16 as is) */
     cli_tensor *all[3] = {&q, &k, &v};
     for (int i = 0; i < 3; i++)
