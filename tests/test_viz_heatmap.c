@@ -570,7 +570,8 @@ static void long_labels(void) {
     ascii[N] = 0;
     for (int i = 0; i < N; i++) memcpy(wide + 2 * i, "\xc3\xa9", 2); /* é */
     wide[2 * N] = 0;
-    const char *xl[4] = {ascii, "b", wide, "d"}, *yl[4] = {"a", wide, "c", ascii};
+    const char *xl[4] = {ascii, "b", wide, "d"},
+               *yl[4] = {"a", wide, "c", ascii};
     attn_heatmap_opts o;
     attn_heatmap_opts_init(&o);
     o.x_labels = xl;
@@ -598,7 +599,8 @@ static void long_labels(void) {
     o.title = NULL;
     CHECK_STATUS(attn_heatmap_write(tmp("long.svg"), &W, 0, 0, &o), ATTN_OK);
     CHECK(file_contains(tmp("long.svg"), w32));
-    CHECK(!file_contains(tmp("long.svg"), "wwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwww"));
+    CHECK(
+        !file_contains(tmp("long.svg"), "wwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwww"));
     free(ascii);
     free(wide);
 

@@ -222,8 +222,10 @@ attn_status attn_html_write(const char *path, const attn_tensor *w,
              "attention weights: %lld x %lld "
              "tokens, %lld %s%s x %lld head%s",
              (long long)Lq, (long long)Lk, (long long)N, axis,
-             N == 1 ? "" : batch ? " entries" : "s", (long long)H,
-             H == 1 ? "" : "s");
+             N == 1  ? ""
+             : batch ? " entries"
+                     : "s",
+             (long long)H, H == 1 ? "" : "s");
     const char *title = opts && opts->title ? opts->title : deftitle;
     const char *const *qt = opts ? opts->q_tokens : NULL;
     const char *const *kt = opts ? opts->k_tokens : NULL;

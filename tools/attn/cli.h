@@ -382,9 +382,9 @@ void cli_axes_str(const cli_tensor *w, char *buf, size_t cap);
  * (layer, head, Lq, Lk)); the 4-d view follows them. s NULL: the rank's
  * names. */
 int cli_weights_axes(const char *cmd, cli_tensor *w, const char *s);
-#define CLI_AXES_HELP                                                          \
-    "  --axes NAMES  the names of W's axes before (Lq, Lk), comma-separated\n" \
-    "                (layer, batch, head): files attn writes say them by\n"    \
+#define CLI_AXES_HELP                                                            \
+    "  --axes NAMES  the names of W's axes before (Lq, Lk), comma-separated\n"   \
+    "                (layer, batch, head): files attn writes say them by\n"      \
     "                their rank (batch; batch,head; layer,batch,head); others\n" \
     "                may need e.g. --axes head or --axes layer,head\n"
 

@@ -268,9 +268,9 @@ void cli_map_name(const cli_tensor *w, int64_t n, int64_t h, char *buf,
     size_t at = 0;
     buf[0] = '\0';
     for (int k = 0; k < w->naxes && at < cap; k++)
-        at += (size_t)snprintf(buf + at, cap - at, "%s%s %lld", k ? " " : "",
-                               w->axis[k],
-                               (long long)(w->view[k] == 0 ? n : h));
+        at +=
+            (size_t)snprintf(buf + at, cap - at, "%s%s %lld", k ? " " : "",
+                             w->axis[k], (long long)(w->view[k] == 0 ? n : h));
     if (!w->naxes) snprintf(buf, cap, "map");
 }
 

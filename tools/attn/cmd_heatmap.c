@@ -31,8 +31,7 @@ static void help(void) {
         "                 --q/--k: 0 .. the 99th percentile of the blocks, so that\n"
         "                 a few sharp rows do not leave the rest one colour; the\n"
         "                 colour bar says so)\n"
-        "  --x-title/--y-title  axis titles (default key, query)\n"
-        CLI_AXES_HELP
+        "  --x-title/--y-title  axis titles (default key, query)\n" CLI_AXES_HELP
         "Mask options (--causal, --window, --mask, ...) draw masked cells grey;\n"
         "--scale and --threads are for the --q/--k form.\n"
         "\n"
@@ -374,7 +373,8 @@ int cmd_heatmap(int argc, char **argv) {
         goto done;
     }
     if (qp || kp || vp) {
-        if (!qp || !kp || path || grid || axes || lb.x.v || lb.y.v || lb.both.v) {
+        if (!qp || !kp || path || grid || axes || lb.x.v || lb.y.v ||
+            lb.both.v) {
             rc = cli_usage_error(
                 cmd, "the long-sequence form takes --q and --k "
                      "(and --v), no weights file, --grid, --axes or tokens");

@@ -19,8 +19,7 @@ static void help(void) {
         "5 (layer, batch, head, Lq, Lk) as attn encoder --weights writes, of which\n"
         "--batch N (default 0) is shown; up to 1024 tokens a side.\n"
         "  --tokens    labels of both sides (when Lq == Lk), whitespace-separated\n"
-        "  --x-tokens  key labels, --y-tokens query labels (as heatmap and show)\n"
-        CLI_AXES_HELP
+        "  --x-tokens  key labels, --y-tokens query labels (as heatmap and show)\n" CLI_AXES_HELP
         "\nexample:\n  attn html w.npy --tokens \"The cat sat on the mat\" -o view.html\n");
 }
 

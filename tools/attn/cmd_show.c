@@ -26,8 +26,7 @@ static void help(void) {
         "               escapes). Default: plain if NO_COLOR is set or the\n"
         "               output is not a terminal, true if COLORTERM is truecolor\n"
         "               or 24bit, else 256\n"
-        "  --width      terminal columns (default: COLUMNS, else 80)\n"
-        CLI_AXES_HELP
+        "  --width      terminal columns (default: COLUMNS, else 80)\n" CLI_AXES_HELP
         "Mask options (--causal, --window, --mask, ...) grey out masked cells.\n"
         "\n");
     cli_args_help(stdout, CLI_OPTS_MASK);
@@ -134,7 +133,8 @@ int cmd_show(int argc, char **argv) {
         cli_map_name(&w, mb, mh, name, sizeof name);
         cli_axes_str(&w, names, sizeof names);
         cli_shape_str(shape, sizeof shape, w.npy.ndim, w.npy.shape);
-        snprintf(title, sizeof title, "%s%s%s of %lld maps, %s %s; --map %s picks another",
+        snprintf(title, sizeof title,
+                 "%s%s%s of %lld maps, %s %s; --map %s picks another",
                  o.title ? o.title : "", o.title ? ": " : "", name,
                  (long long)(W->shape[0] * W->shape[1]), names, shape,
                  w.rank == 5 ? "L,B,H" : "B,H");

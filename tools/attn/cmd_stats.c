@@ -24,9 +24,7 @@ static void help(void) {
         "Give the mask the weights were made with to see leakage.\n"
         "  --strict   exit with status 3 when the verdict finds anything\n"
         "W is (Lq, Lk), (batch, Lq, Lk), (batch, head, Lq, Lk) or, as attn encoder\n"
-        "--weights writes, (layer, batch, head, Lq, Lk).\n"
-        CLI_AXES_HELP
-        "\n");
+        "--weights writes, (layer, batch, head, Lq, Lk).\n" CLI_AXES_HELP "\n");
     cli_args_help(stdout, CLI_OPTS_MASK);
     printf("\nexample:\n  attn stats w.npy --causal top-left\n");
 }

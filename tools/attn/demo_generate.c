@@ -74,8 +74,8 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
      * marked, with the right one beside them */
     printf("(11) date model (1 + 1 layers, d_model 32), a snapshot after %lld "
            "steps in %.1f s (`attn train date` trains the full one to ~100%%): "
-           "exact match %.3f on 200 fresh dates; " MARK_RIGHT " right, " MARK_WRONG
-           " wrong (the right answer beside it)\n",
+           "exact match %.3f on 200 fresh dates; " MARK_RIGHT
+           " right, " MARK_WRONG " wrong (the right answer beside it)\n",
            (long long)c.steps, secs, r.exact_match);
     int64_t Lsmax, Ltmax;
     attn_gen_batch_dims(&tc->task, tc->model.kind, &Lsmax, &Ltmax);
