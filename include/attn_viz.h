@@ -255,12 +255,17 @@ typedef struct {
     const char *const *q_tokens; /* [Lq] left column, or NULL: positions   */
     const char *const *k_tokens; /* [Lk] right column, or NULL: q_tokens if
                                     Lq == Lk, else positions              */
+    /* The name of w's first axis, in its picker and the default title:
+     * NULL: "layer"; "batch" for the (batch, head, Lq, Lk) weights of one
+     * attention. Letters, digits, spaces, '-' and '_' only. */
+    const char *first_axis;
 } attn_html_opts;
 
 /* Writes one self-contained HTML file (inline CSS and JavaScript, no
  * network) showing w (layers, heads, Lq, Lk): query tokens left, key tokens
  * right, a line per pair whose opacity is the weight, hover a token to keep
- * only its lines, layer and head selectors, and the heatmap beside it.
+ * only its lines, selectors of the first axis (opts->first_axis: layer or
+ * batch entry) and the head, and the heatmap beside it.
  * Up to 1024 tokens per side. Errors: ATTN_E_INVALID, ATTN_E_SHAPE,
  * ATTN_E_DTYPE, ATTN_E_IO, ATTN_E_NOMEM. */
 ATTN_API attn_status attn_html_write(const char *path, const attn_tensor *w,

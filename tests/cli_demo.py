@@ -123,6 +123,39 @@ with tempfile.TemporaryDirectory() as d:
     check("tue 3 march 2026" in b11 and "beam 4" in b11, "part 11 output table")
     check(re.search(r"^\(11\) date model .* exact match [01]\.\d+", p.stdout, re.M)
           is not None, "part 11 printed its exact match")
+    # the model's answers are never shown wrong without saying so: each is
+    # marked right or wrong against the date it means, and the alignment
+    # picture shows a right answer when the model has one
+    truth = {"tue 3 march 2026": "2026-03-03", "03/03/26": "2026-03-03",
+             "march 3, 2026": "2026-03-03", "the 21st of june 1999": "1999-06-21",
+             "20491231": "2049-12-31"}
+    check(re.search(r"^\(11\) date model .*a snapshot after \d+ steps", p.stdout, re.M)
+          is not None, "part 11 says its model is a snapshot")
+    rows = re.findall(r"^    (?!alignment picture)(\S.*?)\s+-> (\S+) (\u2713|\u2717)(.*)$",
+                      p.stdout, re.M)
+    check(sorted(r[0] for r in rows) == sorted(truth), "part 11 rows: %r" % rows)
+    any_right = False
+    for inp, got, mark, rest in rows:
+        right = got == truth.get(inp)
+        any_right |= right
+        check(right == (mark == "\u2713"), "%s -> %s marked %s" % (inp, got, mark))
+        check(right or rest.startswith(" (right: %s)" % truth.get(inp)),
+              "a wrong answer has the right one beside it: %s" % rest)
+    m = re.search(r"^    alignment picture: \"(.*)\" -> (\S+) (\u2713|\u2717)", p.stdout, re.M)
+    check(m is not None and (not any_right or
+                             (m.group(3) == "\u2713" and truth[m.group(1)] == m.group(2))),
+          "the alignment picture shows a right answer")
+    # (10) the reversal weights are named (layer, batch, head) by every tool
+    rw = os.path.join(out, "10_reversal_weights.npy")
+    s = run(["stats", rw])
+    check(s.returncode == 0 and "(layer, batch, head, query, key)" in s.stdout and
+          re.search(r"^layer 1 head 1 ", s.stdout, re.M) is not None and
+          "batch 1" not in s.stdout, "reversal weights named by layer and head: " +
+          s.stdout + s.stderr)
+    s = run(["html", rw, "-o", os.path.join(d, "rev.html")])
+    check(s.returncode == 0 and "2 layers x 2 heads" in s.stdout and '"axis":"layer"' in
+          open(os.path.join(d, "rev.html"), encoding="utf-8").read(),
+          "reversal weights in the viewer: " + s.stdout + s.stderr)
     # nothing external
     check("http://" not in html and "https://" not in html, "gallery is local")
 

@@ -113,7 +113,8 @@ def main():
         qh = f("qh.npy", np.ones((2, 5, 4), np.float16))
         expect_fail(attn, "f16 q with f32 k", ["sdpa", "--q", qh, "--k", k, "--v",
                                                v, "--out", out],
-                    "unsupported dtype", "must share a dtype", code=1)
+                    "q is f16, k is f32, v is f32: the inputs must share one "
+                    "dtype, as in PyTorch", code=2)
         expect_fail(attn, "f64 compute without ref",
                     base + ["--compute-dtype", "f64"],
                     "--compute-dtype f64 runs on the reference kernel only: "

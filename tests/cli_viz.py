@@ -75,6 +75,15 @@ with tempfile.TemporaryDirectory() as d:
     p = run(["stats", path("oh.npy")])
     check("too concentrated" in p.stdout and "0.000 0.000 0.000" in p.stdout,
           "one-hot verdict: " + p.stdout)
+    # a previous-token head is one-hot and healthy: no advice to rescale
+    prev = np.zeros((6, 6), dtype=np.float32)
+    prev[0, 0] = 1
+    for i in range(1, 6):
+        prev[i, i - 1] = 1
+    np.save(path("prev.npy"), prev)
+    p = run(["stats", path("prev.npy")])
+    check(p.returncode == 0 and "sqrt" not in p.stdout and "scale them" not in p.stdout,
+          "no rescaling advice on a one-hot map: " + p.stdout)
 
     # leakage under a causal mask, exactly: row i keeps 1/(i+1) on its
     # visible keys and 0.125 on key i+1
@@ -116,7 +125,7 @@ with tempfile.TemporaryDirectory() as d:
 
     # html
     p = run(["html", path("u.npy"), "--q-tokens", "a b c d e f g", "-o", path("v.html")])
-    check(p.returncode == 0 and "2 layers x 3 heads" in p.stdout, "html " + p.stdout + p.stderr)
+    check(p.returncode == 0 and "2 batch entries x 3 heads" in p.stdout, "html " + p.stdout + p.stderr)
     page = open(path("v.html"), encoding="utf-8").read()
     check("<script src" not in page and "https://" not in page, "self-contained page")
     p = run(["html", path("u.npy"), "-o", path("v.html"), "--tokens", "x y"])

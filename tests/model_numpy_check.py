@@ -281,9 +281,11 @@ def cli_checks(m, tmp, emb, w):
     check(p.returncode == 0, "attn attend DIR: %s" % p.stderr)
     if p.returncode == 0:
         ww = np.load(os.path.join(d, "weights.npy"))
-        check(ww.shape == w.shape and np.abs(ww - w).max() <= 1e-6, "attend weights.npy")
+        # (layer, batch, head, n, n) with batch 1: the rank names the axes
+        check(ww.shape == (w.shape[0], 1) + w.shape[1:] and
+              np.abs(ww[:, 0] - w).max() <= 1e-6, "attend weights.npy")
         one = np.load(os.path.join(d, "layer5_head11.npy"))
-        check(np.array_equal(one, ww[5, 11]), "layer5_head11.npy")
+        check(np.array_equal(one, ww[5, 0, 11]), "layer5_head11.npy")
         toks = open(os.path.join(d, "tokens.txt")).read().split("\n")[:-1]
         check(toks == m.tokenize("The cat sat on the mat because it was tired"), "tokens.txt %s" % toks)
         for l in range(6):
@@ -293,6 +295,14 @@ def cli_checks(m, tmp, emb, w):
         check("<script" in html and "because" in html, "attention.html")
         s = run("stats", os.path.join(d, "weights.npy"))
         check(s.returncode == 0 and "entropy" in s.stdout, "attn stats on real maps: %s" % s.stderr)
+        check("layer 5 head 11 " in s.stdout and "batch 5" not in s.stdout,
+              "attn stats names layers and heads: %s" % s.stdout)
+        check('"axis":"layer"' in html, "the viewer's first picker is the layer")
+        s = run("heatmap", os.path.join(d, "weights.npy"), "--grid", "-o",
+                os.path.join(tmp, "grid.svg"))
+        check(s.returncode == 0 and "layer 5 head 11" in
+              open(os.path.join(tmp, "grid.svg"), encoding="utf-8").read(),
+              "heatmap --grid titles layers and heads: %s" % s.stderr)
     p = run("attend", MODEL, "--text", "How old are you?", "--text-b", "I am six.", "--out", d)
     check(p.returncode == 0 and "[SEP]" in p.stdout, "attend --text-b")
     p = run("model", "info", MODEL)

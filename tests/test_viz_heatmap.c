@@ -557,6 +557,66 @@ static void blockavg(void) {
     free(w);
 }
 
+/* Long labels cost a bounded width: each is cut to 32 characters (an
+ * ellipsis last, counted in characters, not bytes), and a picture past
+ * 16384 pixels a side or 64 million pixels is refused with a message. */
+static void long_labels(void) {
+    float w[16];
+    for (int i = 0; i < 16; i++) w[i] = 0.25f;
+    attn_tensor W = attn_tensor_4d(w, ATTN_F32, 1, 1, 4, 4);
+    enum { N = 5000 };
+    char *ascii = malloc(N + 1), *wide = malloc(2 * N + 1);
+    memset(ascii, 'w', N);
+    ascii[N] = 0;
+    for (int i = 0; i < N; i++) memcpy(wide + 2 * i, "\xc3\xa9", 2); /* é */
+    wide[2 * N] = 0;
+    const char *xl[4] = {ascii, "b", wide, "d"},
+               *yl[4] = {"a", wide, "c", ascii};
+    attn_heatmap_opts o;
+    attn_heatmap_opts_init(&o);
+    o.x_labels = xl;
+    o.y_labels = yl;
+    o.title = ascii;
+    attn_heatmap_box box, ref;
+    CHECK_STATUS(attn_heatmap_measure(&W, 0, 0, &o, &box), ATTN_OK);
+    /* the same map with labels of exactly 32 characters, the last "…" */
+    char a32[64], w32[96];
+    memset(a32, 'w', 31);
+    memcpy(a32 + 31, "\xe2\x80\xa6", 4);
+    for (int i = 0; i < 31; i++) memcpy(w32 + 2 * i, "\xc3\xa9", 2);
+    memcpy(w32 + 62, "\xe2\x80\xa6", 4);
+    const char *xr[4] = {a32, "b", w32, "d"}, *yr[4] = {"a", w32, "c", a32};
+    attn_heatmap_opts r = o;
+    r.x_labels = xr;
+    r.y_labels = yr;
+    r.title = NULL;
+    CHECK_STATUS(attn_heatmap_measure(&W, 0, 0, &r, &ref), ATTN_OK);
+    CHECK_MSG(box.width < 3000 && box.height < 1000,
+              "a 4 x 4 map with long labels is %d x %d", box.width, box.height);
+    CHECK_MSG(box.map_x == ref.map_x && box.cell == ref.cell,
+              "labels cut to 32 characters: map at %g (want %g)", box.map_x,
+              ref.map_x);
+    o.title = NULL;
+    CHECK_STATUS(attn_heatmap_write(tmp("long.svg"), &W, 0, 0, &o), ATTN_OK);
+    CHECK(file_contains(tmp("long.svg"), w32));
+    CHECK(
+        !file_contains(tmp("long.svg"), "wwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwww"));
+    free(ascii);
+    free(wide);
+
+    /* 64 panels of 512 x 512 cells at 8 pixels: refused, not drawn */
+    int L = 512;
+    float *big = calloc((size_t)(64 * L * L), sizeof(float));
+    attn_tensor B = attn_tensor_4d(big, ATTN_F32, 8, 8, L, L);
+    attn_heatmap_opts_init(&o);
+    o.cell_px = 8;
+    CHECK_STATUS(attn_heatmap_grid_write(tmp("huge.png"), &B, &o),
+                 ATTN_E_INVALID);
+    CHECK(strstr(attn_last_error(), "larger than drawn") != NULL);
+    CHECK(access(tmp("huge.png"), F_OK) != 0);
+    free(big);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/attn_viz_XXXXXX");
     if (!mkdtemp(dir)) {
@@ -573,6 +633,7 @@ int main(void) {
     text_sizes();
     errors();
     blockavg();
+    long_labels();
     int rc = check_done("test_viz_heatmap");
     if (rc == 0) {
         char cmd[128];

@@ -56,7 +56,7 @@ int main(void) {
     const char *q[Lq] = {"The", "cat", "</script>", "on", "\"mat\""};
     const char *k[Lk] = {"Le", "chat", "\xc3\xa9tait", "sur", "le", "tapis"};
     attn_tensor W = attn_tensor_4d(w, ATTN_F32, N, H, Lq, Lk);
-    attn_html_opts o = {"viewer <test>", q, k};
+    attn_html_opts o = {"viewer <test>", q, k, NULL};
     char page[256], url[512], dom[256], log[256], shot[256];
     snprintf(page, sizeof page, "%s/view.html", dir);
     snprintf(dom, sizeof dom, "%s/dom.txt", dir);

@@ -40,6 +40,10 @@ static void uniform_and_onehot(void) {
     CHECK(all.max_weight == 1 && all.row_sum_dev_max == 0);
     attn_stats_verdict(&all, buf, sizeof buf, NULL);
     CHECK(strstr(buf, "too concentrated") == buf);
+    /* a one-hot map is no evidence of unscaled scores: no advice to
+     * rescale (a previous-token head is one-hot and right) */
+    CHECK(!strstr(buf, "sqrt") && !strstr(buf, "scale them") &&
+          !strstr(buf, "temperature"));
     /* a sharp map that is right (a reversal head: 0.98 of each row on the
      * mirrored key, the rest spread) is sharp, not a fault: no flag, no
      * advice to rescale */

@@ -18,6 +18,7 @@ class HtmlOpts(_lib.Struct):
         ("title", ctypes.c_char_p),
         ("q_tokens", ctypes.POINTER(ctypes.c_char_p)),
         ("k_tokens", ctypes.POINTER(ctypes.c_char_p)),
+        ("first_axis", ctypes.c_char_p),
     ]
 
 
@@ -48,12 +49,13 @@ _lib.lib.check_layout()
 
 @_lib.nomem
 def html(weights, path, tokens=None, key_tokens=None, title=None, dtype=None,
-         batch=0, *, x_tokens=None, y_tokens=None):
+         batch=0, *, x_tokens=None, y_tokens=None, axes=None):
     """Writes one self-contained HTML file (inline CSS and JavaScript, no
-    network) to explore weights (Lq, Lk), (H, Lq, Lk) or (layers, H, Lq,
-    Lk): query tokens left, key tokens right, a line per pair as opaque as
-    its weight, hover to isolate a token, layer and head selectors, and the
-    heatmap. tokens label the queries (and the keys when Lq == Lk);
+    network) to explore weights (Lq, Lk), (batch, Lq, Lk), (batch, head,
+    Lq, Lk) or (layer, batch, head, Lq, Lk) (axes= names the leading axes
+    otherwise, e.g. ("layer", "head")): query tokens left, key tokens right,
+    a line per pair as opaque as its weight, hover to isolate a token,
+    selectors of the first axis and the head, and the heatmap. tokens label the queries (and the keys when Lq == Lk);
     key_tokens label the keys of cross-attention. Up to 1024 tokens per
     side. x_tokens (keys) and y_tokens (queries) name the axes as in
     heatmap; they take the place of key_tokens and tokens. Weights (layer,
@@ -65,14 +67,20 @@ def html(weights, path, tokens=None, key_tokens=None, title=None, dtype=None,
         key_tokens = x_tokens
     w = np.asarray(weights)
     if w.ndim == 5:
+        if axes is not None and tuple(axes) != ("layer", "batch", "head"):
+            fail(ATTN_E_INVALID, "axes of rank-5 weights is ('layer', 'batch', 'head')")
         if isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) \
                 or not 0 <= batch < w.shape[1]:
             fail(ATTN_E_SHAPE, "batch = %r is outside [0, %d)", batch, w.shape[1])
         weights = w[:, batch]
-    W = _Weights(weights, dtype)
+        axes = ("layer", "head")
+    W = _Weights(weights, dtype, axes=axes)
     p = _path(path)
     o = HtmlOpts()
     o.title = _text(title, "title")
+    # the first picker is the view's first axis, by its name
+    first = [n for k, n in enumerate(W.names) if W.axes[0] == k]
+    o.first_axis = (first[0] if first else "batch").encode()
     o.q_tokens, keep_q = _labels(tokens, W.Lq, "tokens")
     o.k_tokens, keep_k = _labels(key_tokens, W.Lk, "key_tokens")
     _lib.call("attn_html_write", p, byref(W.T), byref(o), tensors={"w": W.T})

@@ -482,6 +482,11 @@ class _Call:
         q, cq = _input(query, "query", dtype, ref)
         k, ck = _input(key, "key", dtype, ref)
         v, cv = _input(value, "value", dtype, ref)
+        # one dtype for the three, as PyTorch's SDPA (and the CLI) require
+        dts = [np.asarray(x).dtype for x in (query, key, value)]
+        if len(set(dts)) > 1:
+            fail(ATTN_E_DTYPE, "query, key and value must share a dtype, as "
+                 "in PyTorch: they are %s, %s and %s", *dts)
         if not (cq == ck == cv):
             fail(ATTN_E_DTYPE, "query, key and value must share a dtype: they "
                  "are %s, %s and %s", _NAMES[cq], _NAMES[ck], _NAMES[cv])

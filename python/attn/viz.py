@@ -1,8 +1,11 @@
 """Pictures and diagnostics of attention weights (the C viz library):
 heatmap, stats, text_heatmap, compare.
 
-Weights are (Lq, Lk), (H, Lq, Lk) or (N, H, Lq, Lk) arrays (N: batch entry
-or layer) in float32, float64, float16 or bfloat16 (uint16 bits with
+Weights are (Lq, Lk), (batch, Lq, Lk), (batch, head, Lq, Lk) or (layer,
+batch, head, Lq, Lk) arrays, as the attn command-line tool names them by
+rank; axes= names the leading axes of others, e.g. axes=("head",) for
+PyTorch's unbatched (head, Lq, Lk), axes=("layer", "head") for a stack of
+layers. They are float32, float64, float16 or bfloat16 (uint16 bits with
 dtype="bfloat16"), with any strides. The mask arguments mean what they mean
 in scaled_dot_product_attention (a bool attn_mask, True = attend): masked
 cells are drawn grey and weight on them is reported as a leak.
@@ -120,7 +123,7 @@ _TERM_COLORS = {"plain": 0, "256": 1, "truecolor": 2}
 class _Weights:
     """A weights array as a (N, H, Lq, Lk) view, with its mask."""
 
-    def __init__(self, weights, dtype, name="weights", mask_kw=None):
+    def __init__(self, weights, dtype, name="weights", mask_kw=None, axes=None):
         w = np.asarray(weights)
         dt = w.dtype
         if dtype == "bfloat16":
@@ -139,13 +142,14 @@ class _Weights:
         if not dt.isnative:
             w = w.astype(dt.newbyteorder("="))
         if w.ndim not in (2, 3, 4, 5):
-            fail(ATTN_E_SHAPE, "%s has rank %d (shape %s); (Lq, Lk), (head, Lq, "
+            fail(ATTN_E_SHAPE, "%s has rank %d (shape %s); (Lq, Lk), (batch, Lq, "
                  "Lk), (batch, head, Lq, Lk) or (layer, batch, head, Lq, Lk) is "
                  "needed", name, w.ndim, _shape_str(w.shape))
         if 0 in w.shape:
             fail(ATTN_E_SHAPE, "%s has an empty axis (shape %s)", name,
                  _shape_str(w.shape))
         self.rank = w.ndim
+        self.names = _axis_names(axes, w.ndim)
         self.layers = self.batch = None
         if w.ndim == 5:
             # (layer, batch, head, Lq, Lk) of EncoderLayer(return_weights=True):
@@ -156,7 +160,10 @@ class _Weights:
         if st is None:
             w = _lib.c_array(w)
             st = _lib.element_strides(w)
-        self.axes = {2: (None, None, 0, 1), 3: (None, 0, 1, 2), 4: (0, 1, 2, 3)}[w.ndim]
+        # the view (N, H, Lq, Lk): a head axis is H, any other axis N
+        self.axes = {2: (None, None, 0, 1),
+                     3: (None, 0, 1, 2) if self.names == ("head",) else (0, None, 1, 2),
+                     4: (1, 0, 2, 3) if self.names[:1] == ("head",) else (0, 1, 2, 3)}[w.ndim]
         self.w = w
         self.T = _lib.tensor(w, code, self.axes, st)
         self.N, self.H, self.Lq, self.Lk = tuple(self.T.shape)
@@ -166,6 +173,20 @@ class _Weights:
             _lib.lib.attn_mask_init(byref(self.mask))
             self.masks = MaskArgs(self.mask, w.shape, self.axes, self.N,
                                   allow_bias=False, **mask_kw)
+
+    def title(self, n, h):
+        """The name of map (n, h) of the view by the axes: "batch 1, head 2"."""
+        if self.rank == 5:
+            l, b = n // self.batch, n % self.batch
+            return ("layer %d, head %d" % (l, h) if self.batch == 1 else
+                    "layer %d, batch %d, head %d" % (l, b, h))
+        view = {0: n, 1: h}
+        at = [a for a in self.axes[:2]]
+        parts = []
+        for k, name in enumerate(self.names):
+            # leading axis k of the array is view axis at.index(k)
+            parts.append("%s %d" % (name, view[at.index(k)]))
+        return ", ".join(parts)
 
     def index(self, index):
         """(n, h) of one map from index: None for a single map, h for
@@ -187,7 +208,7 @@ class _Weights:
         if r == 2:
             fail(ATTN_E_INVALID, "index is %r but the weights are one map", index)
         if r == 3:
-            n, h = 0, index
+            n, h = (0, index) if self.axes[0] is None else (index, 0)
         else:
             if not isinstance(index, (tuple, list)) or len(index) != 2:
                 fail(ATTN_E_INVALID, "index is %r; (n, h) is needed for weights "
@@ -198,6 +219,26 @@ class _Weights:
                     or not 0 <= v < lim:
                 fail(ATTN_E_SHAPE, "index %s = %r is outside [0, %d)", what, v, lim)
         return int(n), int(h)
+
+
+_AXIS_NAMES = {3: ("batch",), 4: ("batch", "head"), 5: ("layer", "batch", "head")}
+
+
+def _axis_names(axes, rank):
+    """The names of the leading axes: axes, checked, or the rank's."""
+    if axes is None:
+        return _AXIS_NAMES.get(rank, ())
+    if isinstance(axes, str):
+        axes = tuple(a.strip() for a in axes.split(","))
+    axes = tuple(axes)
+    if len(axes) != rank - 2 or len(set(axes)) != len(axes) or \
+            any(a not in ("layer", "batch", "head") for a in axes):
+        fail(ATTN_E_INVALID, "axes is %r; %d distinct names among 'layer', "
+             "'batch' and 'head' are needed for weights of rank %d", axes,
+             max(rank - 2, 0), rank)
+    if rank == 5 and axes != ("layer", "batch", "head"):
+        fail(ATTN_E_INVALID, "axes of rank-5 weights is ('layer', 'batch', 'head')")
+    return axes
 
 
 def _labels(tokens, n, name):
@@ -276,12 +317,14 @@ def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
             query_lengths=None, cmap="viridis", vmin=None, vmax=None,
             x_title=None, y_title=None, colorbar=True, max_cells=None,
             cell_px=None, dtype=None, block_sparse=None, random_blocks=None,
-            x_extent=None, y_extent=None):
+            x_extent=None, y_extent=None, axes=None):
     """Draws attention weights to path (.png, .svg or .pdf by extension).
 
-    weights (Lq, Lk) draws one map; (H, Lq, Lk) or (N, H, Lq, Lk) draws
-    every map in a grid with one colour scale, or only map index (h, or
-    (n, h)) when given. x_tokens label the keys (columns), y_tokens the
+    weights (Lq, Lk) draws one map; (batch, Lq, Lk), (batch, head, Lq, Lk)
+    or (layer, batch, head, Lq, Lk) draws every map in a grid with one
+    colour scale, each titled by its axes (axes= names them otherwise, e.g.
+    ("head",) or ("layer", "head")), or only map index (an int for rank 3,
+    (n, h) for rank 4, (l, b, h) for rank 5) when given. x_tokens label the keys (columns), y_tokens the
     queries (rows). annotate: None = automatic (values in cells of maps up
     to 12 x 12), True, False. Cells hidden by the mask arguments are grey.
     x_extent, y_extent: the positions the columns and rows stand for when
@@ -292,27 +335,28 @@ def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
         attn_mask=attn_mask, is_causal=is_causal,
         causal_alignment=causal_alignment, window=window,
         key_lengths=key_lengths, query_lengths=query_lengths,
-        block_sparse=block_sparse, random_blocks=random_blocks))
+        block_sparse=block_sparse, random_blocks=random_blocks), axes=axes)
     p = _path(path)
     o, keep = _heatmap_opts(W.Lq, W.Lk, title, x_tokens, y_tokens, annotate,
                             cmap, vmin, vmax, x_title, y_title, colorbar,
                             max_cells, cell_px, x_extent, y_extent)
     o.mask = ctypes.pointer(W.mask)
     tensors = dict(W.masks.tensors, w=W.T)
-    if index is None and W.rank == 5:
-        # every map, titled by its own axes (the library's grid says "batch")
+    if index is None and W.rank > 2 and W.names != ("batch", "head"):
+        # every map, titled by its own axes (the library's grid says
+        # "batch n, head h")
         from .figures import Panel
         n = W.N * W.H
+        if n > 4096:
+            fail(ATTN_E_SHAPE, "weights hold %d maps; a grid holds at most 4096", n)
         panels = (Panel * n)()
         titles = []
         for i in range(n):
-            l, b, h = i // W.H // W.batch, i // W.H % W.batch, i % W.H
-            t = ("layer %d, head %d" % (l, h) if W.batch == 1 else
-                 "layer %d, batch %d, head %d" % (l, b, h))
-            titles.append(t.encode())
+            titles.append(W.title(i // W.H, i % W.H).encode())
             panels[i].w = ctypes.pointer(W.T)
-            panels[i].b, panels[i].h, panels[i].title = i // W.H, h, titles[-1]
-        _lib.call("attn_figure_write", p, panels, n, W.H, byref(o), tensors=tensors)
+            panels[i].b, panels[i].h, panels[i].title = i // W.H, i % W.H, titles[-1]
+        ncols = (W.H + 1) // 2 if W.N == 1 and W.H > 4 else W.H
+        _lib.call("attn_figure_write", p, panels, n, ncols, byref(o), tensors=tensors)
         del titles
     elif index is None and W.rank > 2:
         _lib.call("attn_heatmap_grid_write", p, byref(W.T), byref(o), tensors=tensors)
@@ -337,7 +381,7 @@ def _stats_dict(s):
 @_lib.nomem
 def stats(weights, attn_mask=None, is_causal=False, *, causal_alignment="top-left",
           window=None, key_lengths=None, query_lengths=None, per_head=False,
-          dtype=None, block_sparse=None, random_blocks=None):
+          dtype=None, block_sparse=None, random_blocks=None, axes=None):
     """Diagnostics of attention weights: row sums, normalized entropy (0 =
     one-hot, 1 = uniform), weight leaked onto masked keys, NaN/Inf counts,
     the verdict flags and the advice in words.
@@ -345,18 +389,20 @@ def stats(weights, attn_mask=None, is_causal=False, *, causal_alignment="top-lef
     Returns a dict with the fields of attn_stats ("rows", "entropy_mean",
     "leak_total", ..., "verdict"), "flags" (names of the verdict flags) and
     "advice"; with per_head=True also "per_head": one such dict per map,
-    nested like the weights' leading axes.
+    nested like the weights' leading axes, and "axes": their names
+    (("batch", "head") for rank 4; axes= names them otherwise).
     """
     W = _Weights(weights, dtype, mask_kw=dict(
         attn_mask=attn_mask, is_causal=is_causal,
         causal_alignment=causal_alignment, window=window,
         key_lengths=key_lengths, query_lengths=query_lengths,
-        block_sparse=block_sparse, random_blocks=random_blocks))
+        block_sparse=block_sparse, random_blocks=random_blocks), axes=axes)
     overall = Stats()
     heads = (Stats * (W.N * W.H))() if per_head else None
     _lib.call("attn_stats_compute", byref(W.T), byref(W.mask), heads,
               byref(overall), tensors=dict(W.masks.tensors, w=W.T))
     d = _stats_dict(overall)
+    d["axes"] = W.names
     if per_head:
         each = [_stats_dict(s) for s in heads]
         r = W.rank
@@ -365,6 +411,8 @@ def stats(weights, attn_mask=None, is_causal=False, *, causal_alignment="top-lef
         if r == 5:
             d["per_head"] = [d["per_head"][l * W.batch:(l + 1) * W.batch]
                              for l in range(W.layers)]
+        if r == 4 and W.axes[0] == 1:  # (head, X, ..): nested as given
+            d["per_head"] = [list(x) for x in zip(*d["per_head"])]
     return d
 
 

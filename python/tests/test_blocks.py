@@ -227,7 +227,8 @@ def test_stats_and_heatmap_see_block_masks(rng, tmp_path):
     lay = np.array([[True, False, True, True], [False, True, True, False],
                     [True, True, False, True]])
     rb = (3, 0.5, 4)
-    keep = npref.block_keep(1, 2, 6, 8, (2, lay), rb)[0]
+    # a rank-3 array is (batch, Lq, Lk): the random blocks vary by batch
+    keep = npref.block_keep(2, 1, 6, 8, (2, lay), rb)[:, 0]
     s = attn.stats(w, block_sparse=(2, lay), random_blocks=rb, per_head=True)
     assert s["leak_count"] == int((~keep).sum())
     assert abs(s["leak_total"] - w[~keep].sum()) < 1e-9

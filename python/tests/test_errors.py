@@ -168,3 +168,16 @@ def test_error_carries_the_c_message(qkv):
     assert e.status_name == "ATTN_E_NONFINITE"
     assert e.detail == "q[0, 0, 0, 0] is NaN"
     assert str(e) == "non-finite input: q[0, 0, 0, 0] is NaN"
+
+
+def test_mixed_float_inputs_refused():
+    """One dtype rule for the binding and the CLI, PyTorch's: query, key and
+    value share a dtype (float32 with float64 too); results come back in
+    it."""
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 5, 4)).astype(np.float32)
+    with pytest.raises(attn.AttnError, match="must share a dtype"):
+        attn.scaled_dot_product_attention(q, q.astype(np.float64), q)
+    out = attn.scaled_dot_product_attention(q.astype(np.float16), q.astype(np.float16),
+                                            q.astype(np.float16))
+    assert out.dtype == np.float16

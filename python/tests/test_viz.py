@@ -238,3 +238,30 @@ def test_html_axis_names(rng, tmp_path):
                   y_tokens=["q0", "q1"])
     page = open(p).read()
     assert '"q":["q0","q1"]' in page and '"k":["k0","k1","k2"]' in page
+
+
+def test_axis_names(rng, tmp_path):
+    """Weights are named by their axes in every picture and summary: the
+    rank says them ((batch, Lq, Lk), (batch, head, Lq, Lk)), axes= names
+    others (PyTorch's unbatched (head, Lq, Lk), a stack of layers)."""
+    w4 = weights(rng, (2, 3, 4, 4))
+    assert attn.stats(w4)["axes"] == ("batch", "head")
+    p = attn.heatmap(w4[:, 0], str(tmp_path / "b.svg"))
+    text = open(p).read()
+    assert ">batch 1</text>" in text and "head 0" not in text
+    p = attn.heatmap(w4, str(tmp_path / "l.svg"), axes=("layer", "head"))
+    text = open(p).read()
+    assert ">layer 1, head 2</text>" in text and "batch" not in text
+    p = attn.heatmap(w4[0], str(tmp_path / "h.svg"), axes="head")
+    assert ">head 2</text>" in open(p).read()
+    s = attn.stats(w4, axes=("head", "layer"), per_head=True)
+    assert s["axes"] == ("head", "layer") and len(s["per_head"]) == 2
+    assert len(s["per_head"][0]) == 3
+    attn.html(w4, str(tmp_path / "b.html"))
+    assert '"axis":"batch"' in open(tmp_path / "b.html").read()
+    attn.html(w4, str(tmp_path / "l.html"), axes=("layer", "head"))
+    assert '"axis":"layer"' in open(tmp_path / "l.html").read()
+    with pytest.raises(attn.AttnError, match="distinct names"):
+        attn.stats(w4, axes=("layer", "layer"))
+    with pytest.raises(attn.AttnError, match="distinct names"):
+        attn.stats(w4, axes=("head",))

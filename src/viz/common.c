@@ -294,11 +294,14 @@ attn_status attn__viz_doc_begin(viz_doc *doc, const char *path, double width,
     memset(doc, 0, sizeof *doc);
     attn_status st = attn__viz_kind_of(path, &doc->kind);
     if (st != ATTN_OK) return st;
-    if (!(width >= 1 && height >= 1 && width <= 32000 && height <= 32000))
+    if (!(width >= 1 && height >= 1 && width <= VIZ_MAX_SIDE &&
+          height <= VIZ_MAX_SIDE && width * height <= VIZ_MAX_PIXELS))
         return attn__fail(ATTN_E_INVALID,
-                          "picture of %.0f x %.0f pixels is "
-                          "out of range (1..32000)",
-                          width, height);
+                          "a picture of %.0f x %.0f pixels is larger than "
+                          "drawn (at most %d a side and %.0f million "
+                          "pixels): draw fewer maps, fewer cells "
+                          "(max_cells) or smaller cells (cell_px)",
+                          width, height, VIZ_MAX_SIDE, VIZ_MAX_PIXELS / 1e6);
     doc->path = path;
     doc->width = ceil(width);
     doc->height = ceil(height);
@@ -439,7 +442,23 @@ void attn__viz_font(cairo_t *cr, double size, int bold) {
     cairo_set_font_size(cr, size);
 }
 
+const char *attn__viz_clip(const char *s, int max, char *buf, size_t cap) {
+    /* a character starts at every byte that is not a continuation byte */
+    size_t n = 0, cut = 0;
+    for (size_t i = 0; s[i]; i++)
+        if (((unsigned char)s[i] & 0xc0) != 0x80) {
+            if (n == (size_t)max - 1) cut = i;
+            if (++n > (size_t)max) break;
+        }
+    if (n <= (size_t)max || cut + 4 > cap) return s;
+    memcpy(buf, s, cut);
+    memcpy(buf + cut, "\xe2\x80\xa6", 4); /* U+2026 and the NUL */
+    return buf;
+}
+
 double attn__viz_text_width(cairo_t *cr, const char *s) {
+    char cut[VIZ_TEXT_BUF];
+    s = attn__viz_clip(s, VIZ_TEXT_MAX, cut, sizeof cut);
     cairo_text_extents_t e;
     cairo_text_extents(cr, s, &e);
     return e.x_advance;
@@ -447,6 +466,8 @@ double attn__viz_text_width(cairo_t *cr, const char *s) {
 
 void attn__viz_text(viz_doc *doc, const char *s, double x, double y,
                     double size, int bold, double angle, double ax, double ay) {
+    char cut[VIZ_TEXT_BUF];
+    s = attn__viz_clip(s, VIZ_TEXT_MAX, cut, sizeof cut);
     cairo_t *cr = doc->cr;
     attn__viz_font(cr, size, bold);
     cairo_font_extents_t fe;

@@ -72,7 +72,9 @@ static double max_label_width(cairo_t *cr, const char *const *labels,
                               int64_t n) {
     double w = 0;
     for (int64_t i = 0; i < n; i++) {
-        const char *s = labels[i] ? labels[i] : "";
+        char cut[VIZ_TEXT_BUF];
+        const char *s = attn__viz_clip(labels[i] ? labels[i] : "",
+                                       VIZ_LABEL_MAX, cut, sizeof cut);
         double t = attn__viz_text_width(cr, s);
         if (t > w) w = t;
     }
@@ -403,12 +405,13 @@ static void draw_panel(viz_doc *doc, const panel_data *p, double sx, double sy,
             }
     }
 
-    char buf[32];
+    char buf[32], cut[VIZ_TEXT_BUF];
     cairo_set_source_rgb(cr, 0, 0, 0);
     /* columns */
     if (L->xlabels) {
         for (int64_t j = 0; j < m->cols; j++) {
-            const char *s = o->x_labels[j] ? o->x_labels[j] : "";
+            const char *s = attn__viz_clip(o->x_labels[j] ? o->x_labels[j] : "",
+                                           VIZ_LABEL_MAX, cut, sizeof cut);
             double x = x0 + (j + 0.5) * cell;
             if (L->xrot)
                 attn__viz_text(doc, s, x, y0 + ph + 4, L->lab_fs, 0, -90, 1,
@@ -431,7 +434,8 @@ static void draw_panel(viz_doc *doc, const panel_data *p, double sx, double sy,
     /* rows */
     if (L->ylabels) {
         for (int64_t i = 0; i < m->rows; i++) {
-            const char *s = o->y_labels[i] ? o->y_labels[i] : "";
+            const char *s = attn__viz_clip(o->y_labels[i] ? o->y_labels[i] : "",
+                                           VIZ_LABEL_MAX, cut, sizeof cut);
             attn__viz_text(doc, s, x0 - 4, y0 + (i + 0.5) * cell, L->lab_fs, 0,
                            0, 1, 0.5);
         }

@@ -4,6 +4,7 @@
 #include "viz_internal.h"
 #include "../io/binfile.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,8 +34,10 @@ static const char page_style[] =
     "#hwrap{display:flex;gap:6px;align-items:flex-start}\n"
     "#hrows{font-size:12px;text-align:right;padding-top:1px}\n"
     "#hrows div,#hcols div{overflow:hidden;white-space:nowrap}\n"
-    "#hcols{display:flex;font-size:12px;padding-left:1px}\n"
-    "#hcols div{writing-mode:vertical-rl;transform:rotate(180deg);max-height:90px}\n"
+    /* rotated key labels hang from the map with a gap (their end at the
+     * map, as a plotted axis's), the key caption under the longest one */
+    "#hcols{display:flex;align-items:flex-start;font-size:12px;padding:4px 0 0 1px;margin-bottom:4px}\n"
+    "#hcols div{writing-mode:vertical-rl;transform:rotate(180deg);max-height:90px;text-overflow:ellipsis}\n"
     ".on{color:#d62728;font-weight:bold}\n"
     "#cbar{display:flex;gap:4px;margin-left:10px;font-size:12px}\n"
     "#cgrad{width:14px;border:1px solid #555}\n"
@@ -45,7 +48,7 @@ static const char page_style[] =
     "</head>\n"
     "<body>\n"
     "<h1 id=\"title\"></h1>\n"
-    "<div id=\"bar\">layer <select id=\"layer\"></select> head <select id=\"head\"></select></div>\n"
+    "<div id=\"bar\"><label for=\"layer\" id=\"axis0\">layer</label> <select id=\"layer\"></select> head <select id=\"head\"></select></div>\n"
     "<div id=\"main\">\n"
     "<div><div class=\"cap\">queries (left) attend to keys (right); hover a token to isolate it</div>\n"
     "<svg id=\"lines\" xmlns=\"http://www.w3.org/2000/svg\"></svg></div>\n"
@@ -78,6 +81,7 @@ static const char page_script[] =
     "const ticks=document.getElementById('cticks');\n"
     "document.getElementById('title').textContent=DATA.title;\n"
     "document.title=DATA.title;\n"
+    "document.getElementById('axis0').textContent=DATA.axis;\n"
     "for(let l=0;l<DATA.layers;l++){const o=document.createElement('option');o.value=l;o.textContent=l;selL.appendChild(o);}\n"
     "for(let h=0;h<DATA.heads;h++){const o=document.createElement('option');o.value=h;o.textContent=h;selH.appendChild(o);}\n"
     "const ROW=20,LW=120,GAP=160;\n"
@@ -131,7 +135,7 @@ static const char page_script[] =
     "function redraw(){drawLines();drawHeat();}\n"
     "canvas.addEventListener('mousemove',e=>{const c=+canvas.dataset.cell;const r=canvas.getBoundingClientRect();const j=Math.floor((e.clientX-r.left)/c),i=Math.floor((e.clientY-r.top)/c);if(i<0||j<0||i>=DATA.lq||j>=DATA.lk)return;const v=weight(+selL.value,+selH.value,i,j);info.textContent=DATA.q[i]+' \\u2192 '+DATA.k[j]+': '+(v===null?'NaN':v.toFixed(4));});\n"
     "/* #layer=1&head=2&focus=q3 opens a view (links, tests) */\n"
-    "for(const part of location.hash.slice(1).split('&')){const kv=part.split('=');const v=kv[1]||'';if(kv[0]==='layer'&&+v<DATA.layers)selL.value=+v;if(kv[0]==='head'&&+v<DATA.heads)selH.value=+v;if(kv[0]==='focus'&&/^[qk][0-9]+$/.test(v))focus={side:v[0],i:+v.slice(1)};}\n"
+    "for(const part of location.hash.slice(1).split('&')){const kv=part.split('=');const v=kv[1]||'';if((kv[0]==='layer'||kv[0]===DATA.axis)&&+v<DATA.layers)selL.value=+v;if(kv[0]==='head'&&+v<DATA.heads)selH.value=+v;if(kv[0]==='focus'&&/^[qk][0-9]+$/.test(v))focus={side:v[0],i:+v.slice(1)};}\n"
     "selL.addEventListener('change',redraw);\n"
     "selH.addEventListener('change',redraw);\n"
     "redraw();\n"
@@ -200,12 +204,27 @@ attn_status attn_html_write(const char *path, const attn_tensor *w,
                           "w holds %lld weights; the viewer embeds "
                           "at most %d",
                           (long long)total, HTML_MAX_VALUES);
+    const char *axis = opts && opts->first_axis ? opts->first_axis : "layer";
+    size_t alen = strlen(axis);
+    if (alen == 0 || alen > 32)
+        return attn__fail(ATTN_E_INVALID,
+                          "opts.first_axis has %zu characters (1..32)", alen);
+    for (const char *c = axis; *c; c++)
+        if (!isalnum((unsigned char)*c) && !strchr(" -_", *c))
+            return attn__fail(ATTN_E_INVALID,
+                              "opts.first_axis holds '%c'; letters, digits, "
+                              "spaces, '-' and '_' only",
+                              isprint((unsigned char)*c) ? *c : '?');
     /* a default title that says what is shown, as the PNG heatmap's */
-    char deftitle[160];
+    char deftitle[200];
+    int batch = strcmp(axis, "batch") == 0;
     snprintf(deftitle, sizeof deftitle,
              "attention weights: %lld x %lld "
-             "tokens, %lld layer%s x %lld head%s",
-             (long long)Lq, (long long)Lk, (long long)N, N == 1 ? "" : "s",
+             "tokens, %lld %s%s x %lld head%s",
+             (long long)Lq, (long long)Lk, (long long)N, axis,
+             N == 1  ? ""
+             : batch ? " entries"
+                     : "s",
              (long long)H, H == 1 ? "" : "s");
     const char *title = opts && opts->title ? opts->title : deftitle;
     const char *const *qt = opts ? opts->q_tokens : NULL;
@@ -219,6 +238,8 @@ attn_status attn_html_write(const char *path, const attn_tensor *w,
     attn__viz_bput(&b, page_style, sizeof page_style - 1);
     attn__viz_bput(&b, "{\"title\":", 9);
     json_str(&b, title);
+    attn__viz_bput(&b, ",\"axis\":", 8);
+    json_str(&b, axis);
     attn__viz_bprintf(&b,
                       ",\"layers\":%lld,\"heads\":%lld,\"lq\":%lld,\"lk\":%lld,"
                       "\"q\":",

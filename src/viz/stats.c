@@ -183,10 +183,12 @@ attn_status attn_stats_verdict(const attn_stats *s, char *buf, size_t cap,
     if (v & ATTN_VERDICT_TOO_CONCENTRATED)
         attn__viz_bprintf(&b,
                           "%stoo concentrated: mean normalized entropy %.3f "
-                          "(<= %.2f), rows are one-hot to float precision, a "
-                          "saturated softmax (its gradients vanish); if the "
-                          "scores are not scaled by 1/sqrt(d), scale them (or "
-                          "raise the temperature).",
+                          "(<= %.2f), rows are one-hot to float precision. "
+                          "A head that follows one position (the previous "
+                          "token, an alignment) is right to be; while "
+                          "training, such a saturated softmax passes almost "
+                          "no gradient to its scores. Weights alone do not "
+                          "show why: the scores before the softmax do.",
                           b.len ? " " : "", s->entropy_mean, SATURATED_AT);
     if (v & ATTN_VERDICT_MASK_LEAK)
         attn__viz_bprintf(

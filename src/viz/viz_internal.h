@@ -98,6 +98,20 @@ void attn__viz_doc_abort(viz_doc *doc);
 cairo_t *attn__viz_measure_begin(void);
 void attn__viz_measure_end(cairo_t *cr);
 
+/* What a text may cost: token labels are cut to VIZ_LABEL_MAX characters
+ * and every other text (titles) to VIZ_TEXT_MAX, the last kept character
+ * an ellipsis, so that long labels cannot make a map's picture huge. */
+#define VIZ_LABEL_MAX 32
+#define VIZ_TEXT_MAX 160
+/* Bytes a text cut to VIZ_TEXT_MAX characters needs (4 a character). */
+#define VIZ_TEXT_BUF (4 * VIZ_TEXT_MAX + 4)
+/* The largest picture drawn: each side and the area in pixels. */
+#define VIZ_MAX_SIDE 16384
+#define VIZ_MAX_PIXELS (64.0 * 1024 * 1024)
+/* s if it has at most max characters (UTF-8 code points), else its first
+ * max - 1 characters and an ellipsis in buf (cap >= 4 * max + 4). */
+const char *attn__viz_clip(const char *s, int max, char *buf, size_t cap);
+
 /* Sets DejaVu Sans at size (bold if bold). */
 void attn__viz_font(cairo_t *cr, double size, int bold);
 /* Advance width of s at the current font. */

@@ -45,6 +45,11 @@ typedef struct {
     attn_tensor t;         /* contiguous 4-d view of it     */
     int rank;              /* 2, 3 or 4: the file's rank (5: weights only) */
     int64_t layers, batch; /* rank-5 weights: t's first axis is layer * batch */
+    /* weights: the names of the file's leading axes ("layer", "batch",
+     * "head"), rank - 2 of them; view[k] the axis of t (0 or 1) that
+     * leading axis k became (rank 5: layer and batch both 0) */
+    const char *axis[3];
+    int naxes, view[3];
 } cli_tensor;
 
 /* Loads a float array (f32, f16 or f64, kept as in the file; integer
@@ -113,6 +118,19 @@ int cli_alloc_tensor(const char *cmd, const char *name, attn_dtype dtype,
 int cli_save_like(const char *cmd, const char *path, attn_dtype dtype,
                   void *data, int ndim, const int64_t *shape, int rank);
 
+/* The dtype outputs are written in: the wider of the inputs' file dtype
+ * and the compute dtype when --compute-dtype was given (f16 with bf16
+ * gives f32), as NumPy and PyTorch promote; f16 inputs give f16 outputs. */
+attn_dtype cli_out_dtype(attn_dtype in, int given, attn_dtype compute);
+/* cli_save_like with the data (dtype) converted to file_dtype first. */
+int cli_save_like_as(const char *cmd, const char *path, attn_dtype dtype,
+                     void *data, int ndim, const int64_t *shape, int rank,
+                     attn_dtype file_dtype);
+/* Usage error unless q, k, v (and more: n tensors named names[i]) come
+ * from files of one dtype: mixed inputs are refused, as PyTorch's SDPA
+ * refuses them. */
+int cli_same_dtype(const char *cmd, const char *const *names,
+                   const cli_tensor *const *t, int n);
 /* Writes any array as .npy. */
 int cli_save_array(const char *cmd, const char *path, attn_dtype dtype,
                    void *data, int ndim, const int64_t *shape);
@@ -351,6 +369,24 @@ int cli_load_weights(const char *cmd, const char *path, cli_tensor *w);
  * w's 4-d view named by the file's axes. */
 void cli_map_name(const cli_tensor *w, int64_t n, int64_t h, char *buf,
                   size_t cap);
+/* Every map of W (layers, heads, Lq, Lk) in a grid, a row per layer and a
+ * column per head, each titled "layer l, head h" (attn_heatmap_grid_write
+ * names the first axis batch). */
+attn_status cli_layer_grid_write(const char *path, const attn_tensor *W,
+                                 const attn_heatmap_opts *o);
+/* "(layer, head, query, key)": the axes of the file. */
+void cli_axes_str(const cli_tensor *w, char *buf, size_t cap);
+/* --axes NAMES: the names of the weights' leading axes (comma-separated,
+ * each layer, batch or head, rank - 2 of them), for files whose rank does
+ * not say them (PyTorch's unbatched (head, Lq, Lk), a stack of layers
+ * (layer, head, Lq, Lk)); the 4-d view follows them. s NULL: the rank's
+ * names. */
+int cli_weights_axes(const char *cmd, cli_tensor *w, const char *s);
+#define CLI_AXES_HELP                                                            \
+    "  --axes NAMES  the names of W's axes before (Lq, Lk), comma-separated\n"   \
+    "                (layer, batch, head): files attn writes say them by\n"      \
+    "                their rank (batch; batch,head; layer,batch,head); others\n" \
+    "                may need e.g. --axes head or --axes layer,head\n"
 
 /* ---- the demo gallery (gallery_page.c, demo_*.c) ---------------------- */
 

@@ -345,3 +345,50 @@ int cli_save_like(const char *cmd, const char *path, attn_dtype dtype,
     for (int i = 2; i < ndim; i++) s[n++] = shape[i];
     return cli_save_array(cmd, path, dtype, data, n, s);
 }
+
+static int dtype_rank(attn_dtype d) {
+    return d == ATTN_F64 ? 3 : d == ATTN_F32 ? 2 : 1; /* f16, bf16: 1 */
+}
+
+attn_dtype cli_out_dtype(attn_dtype in, int given, attn_dtype compute) {
+    if (!given || compute == in) return in;
+    if (dtype_rank(compute) != dtype_rank(in))
+        return dtype_rank(compute) > dtype_rank(in) ? compute : in;
+    return ATTN_F32; /* f16 with bf16 */
+}
+
+int cli_save_like_as(const char *cmd, const char *path, attn_dtype dtype,
+                     void *data, int ndim, const int64_t *shape, int rank,
+                     attn_dtype file_dtype) {
+    if (file_dtype == dtype)
+        return cli_save_like(cmd, path, dtype, data, ndim, shape, rank);
+    size_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
+    void *buf = malloc(n * attn_dtype_size(file_dtype) + 1);
+    if (!buf) return cli_fail(cmd, ATTN_E_NOMEM, "converting the outputs");
+    attn_status st = attn_convert(data, dtype, buf, file_dtype, n);
+    int rc = st ? cli_fail(cmd, st, "converting the outputs")
+                : cli_save_like(cmd, path, file_dtype, buf, ndim, shape, rank);
+    free(buf);
+    return rc;
+}
+
+int cli_same_dtype(const char *cmd, const char *const *names,
+                   const cli_tensor *const *t, int n) {
+    for (int i = 1; i < n; i++)
+        if (t[i]->npy.dtype != t[0]->npy.dtype) {
+            char msg[256];
+            size_t at = 0;
+            for (int j = 0; j < n && at < sizeof msg; j++)
+                at += (size_t)snprintf(msg + at, sizeof msg - at, "%s%s is %s",
+                                       j ? ", " : "", names[j],
+                                       attn_dtype_name(t[j]->npy.dtype));
+            return cli_usage_error(cmd,
+                                   "%s: the inputs must share one dtype, as "
+                                   "in PyTorch (convert them, e.g. with "
+                                   "astype, and pick the arithmetic with "
+                                   "--compute-dtype)",
+                                   msg);
+        }
+    return 0;
+}

@@ -165,21 +165,113 @@ int cli_load_weights(const char *cmd, const char *path, cli_tensor *w) {
     }
     w->rank = a->ndim;
     w->t = attn_tensor_4d(a->data, dt, s4[0], s4[1], s4[2], s4[3]);
+    /* the rank's names: (batch), (batch, head), (layer, batch, head) */
+    static const char *const names[3][3] = {
+        {"batch"}, {"batch", "head"}, {"layer", "batch", "head"}};
+    static const int views[3][3] = {{0}, {0, 1}, {0, 0, 1}};
+    w->naxes = a->ndim - 2;
+    for (int k = 0; k < w->naxes; k++) {
+        w->axis[k] = names[w->naxes - 1][k];
+        w->view[k] = views[w->naxes - 1][k];
+    }
     return 0;
+}
+
+static int axis_known(const char *s) {
+    return strcmp(s, "layer") == 0 || strcmp(s, "batch") == 0 ||
+           strcmp(s, "head") == 0;
+}
+
+int cli_weights_axes(const char *cmd, cli_tensor *w, const char *s) {
+    if (!s) return 0;
+    char tmp[64];
+    const char *v[4];
+    int n = 0;
+    if (strlen(s) >= sizeof tmp)
+        return cli_usage_error(cmd, "--axes '%s' is too long", cli_esc(s));
+    strcpy(tmp, s);
+    for (char *p = tmp; n < 4;) {
+        char *c = strchr(p, ',');
+        if (c) *c = '\0';
+        v[n++] = p;
+        if (!c) break;
+        p = c + 1;
+    }
+    for (int k = 0; k < n; k++) {
+        int dup = 0;
+        for (int j = 0; j < k; j++) dup |= strcmp(v[j], v[k]) == 0;
+        if (!axis_known(v[k]) || dup)
+            return cli_usage_error(cmd,
+                                   "--axes wants distinct names among layer, "
+                                   "batch and head, comma-separated, got '%s'",
+                                   cli_esc(s));
+    }
+    if (n != w->naxes) {
+        char sh[160];
+        cli_shape_str(sh, sizeof sh, w->npy.ndim, w->npy.shape);
+        return cli_usage_error(cmd,
+                               "--axes names %d ax%s but the weights %s have "
+                               "%d before (Lq, Lk)",
+                               n, n == 1 ? "is" : "es", sh, w->naxes);
+    }
+    attn_tensor *t = &w->t;
+    if (n == 3) {
+        if (strcmp(v[0], "layer") || strcmp(v[1], "batch") ||
+            strcmp(v[2], "head"))
+            return cli_usage_error(cmd, "--axes of rank-5 weights is "
+                                        "layer,batch,head");
+    } else if (n == 1 && strcmp(v[0], "head") == 0) {
+        /* (head, Lq, Lk): the heads of one map */
+        t->shape[1] = t->shape[0];
+        t->stride[1] = t->stride[0];
+        t->shape[0] = 1;
+        w->view[0] = 1;
+    } else if (n == 2 && strcmp(v[0], "head") == 0) {
+        /* (head, X, Lq, Lk): head on the view's axis 1 */
+        int64_t e = t->shape[0], st = t->stride[0];
+        t->shape[0] = t->shape[1];
+        t->stride[0] = t->stride[1];
+        t->shape[1] = e;
+        t->stride[1] = st;
+        w->view[0] = 1;
+        w->view[1] = 0;
+    } else {
+        for (int k = 0; k < n; k++) w->view[k] = k;
+    }
+    for (int k = 0; k < n; k++)
+        w->axis[k] = strcmp(v[k], "layer") == 0   ? "layer"
+                     : strcmp(v[k], "batch") == 0 ? "batch"
+                                                  : "head";
+    return 0;
+}
+
+void cli_axes_str(const cli_tensor *w, char *buf, size_t cap) {
+    size_t n = (size_t)snprintf(buf, cap, "(");
+    for (int k = 0; k < w->naxes && n < cap; k++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s, ", w->axis[k]);
+    if (n < cap) snprintf(buf + n, cap - n, "query, key)");
 }
 
 void cli_map_name(const cli_tensor *w, int64_t n, int64_t h, char *buf,
                   size_t cap) {
-    if (w->rank == 5 && w->batch == 1)
+    if (w->rank == 5 && w->batch == 1) {
         snprintf(buf, cap, "layer %lld head %lld", (long long)n, (long long)h);
-    else if (w->rank == 5)
+        return;
+    }
+    if (w->rank == 5) {
         snprintf(buf, cap, "layer %lld batch %lld head %lld",
                  (long long)(n / w->batch), (long long)(n % w->batch),
                  (long long)h);
-    else if (w->rank == 4)
-        snprintf(buf, cap, "batch %lld head %lld", (long long)n, (long long)h);
-    else
-        snprintf(buf, cap, "batch %lld", (long long)n);
+        return;
+    }
+    /* the file's axes in their order, each with its index in the view */
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < w->naxes && at < cap; k++)
+        at +=
+            (size_t)snprintf(buf + at, cap - at, "%s%s %lld", k ? " " : "",
+                             w->axis[k], (long long)(w->view[k] == 0 ? n : h));
+    if (!w->naxes) snprintf(buf, cap, "map");
 }
 
 int cli_check_map(const char *cmd, const cli_tensor *w, const int64_t m[3],
@@ -197,12 +289,39 @@ int cli_check_map(const char *cmd, const cli_tensor *w, const int64_t m[3],
         *h = m[2];
         return 0;
     }
-    if (count != 2 || m[0] >= t->shape[0] || m[1] >= t->shape[1])
+    if (count != 2 || m[0] >= t->shape[0] || m[1] >= t->shape[1]) {
+        /* the view's two axes by the names the file's axes gave them */
+        const char *n0 = "-", *n1 = "-";
+        for (int k = 0; k < w->naxes; k++) {
+            if (w->view[k] == 0) n0 = w->axis[k];
+            if (w->view[k] == 1) n1 = w->axis[k];
+        }
         return cli_usage_error(cmd,
-                               "--map takes B,H inside the weights' "
-                               "(batch, head) = (%lld, %lld)",
-                               (long long)t->shape[0], (long long)t->shape[1]);
+                               "--map takes two indices inside the weights' "
+                               "(%s, %s) = (%lld, %lld)",
+                               n0, n1, (long long)t->shape[0],
+                               (long long)t->shape[1]);
+    }
     *b = m[0];
     *h = m[1];
     return 0;
+}
+
+attn_status cli_layer_grid_write(const char *path, const attn_tensor *W,
+                                 const attn_heatmap_opts *o) {
+    const int64_t N = W->shape[0], H = W->shape[1];
+    if (N < 1 || H < 1 || N > 4096 / H)
+        return attn_heatmap_grid_write(path, W, o); /* its message */
+    attn_panel *pan = malloc(sizeof *pan * (size_t)(N * H));
+    char(*pt)[64] = malloc(sizeof *pt * (size_t)(N * H));
+    attn_status st = pan && pt ? ATTN_OK : ATTN_E_NOMEM;
+    for (int64_t i = 0; !st && i < N * H; i++) {
+        snprintf(pt[i], sizeof pt[i], "layer %lld, head %lld",
+                 (long long)(i / H), (long long)(i % H));
+        pan[i] = (attn_panel){W, i / H, i % H, pt[i], NULL};
+    }
+    if (!st) st = attn_figure_write(path, pan, (int)(N * H), (int)H, o);
+    free(pan);
+    free(pt);
+    return st;
 }

@@ -21,7 +21,8 @@ static void help(void) {
         "more with teacher forcing and writes its cross-attention (row: the\n"
         "decoder position that emits an output character, column: a source\n"
         "character):\n"
-        "  DIR/cross_weights.npy            (layers, heads, out + 1, in) f32\n"
+        "  DIR/cross_weights.npy            (layers, 1, heads, out + 1, in) f32:\n"
+        "                                   (layer, batch, head, query, key)\n"
         "  DIR/cross_layer<l>_head<h>.npy   (out + 1, in)\n"
         "  DIR/cross_layer<l>_head<h>.png   each map, with character labels\n"
         "  DIR/cross_attention.png          every map: a row per layer\n"
@@ -240,9 +241,10 @@ int cmd_attend_gen(int argc, char **argv) {
             snprintf(lab[Ls + i], 8, "EOS");
     }
     char path[4096], title[320];
-    int64_t shape[4] = {M, Hc, Lt, Ls};
+    /* (layer, batch, head, Lt, Ls) with batch 1: the rank names the axes */
+    int64_t shape[5] = {M, 1, Hc, Lt, Ls};
     snprintf(path, sizeof path, "%s/cross_weights.npy", out);
-    if ((rc = cli_save_array(cmd, path, ATTN_F32, w, 4, shape))) goto done;
+    if ((rc = cli_save_array(cmd, path, ATTN_F32, w, 5, shape))) goto done;
     attn_heatmap_opts ho;
     attn_heatmap_opts_init(&ho);
     ho.x_labels = (const char *const *)lab;
@@ -274,7 +276,7 @@ int cmd_attend_gen(int argc, char **argv) {
              "head (columns)");
     ho.title = title;
     snprintf(path, sizeof path, "%s/cross_attention.png", out);
-    if ((st = attn_heatmap_grid_write(path, &W, &ho))) {
+    if ((st = cli_layer_grid_write(path, &W, &ho))) {
         rc = cli_fail(cmd, st, path);
         goto done;
     }

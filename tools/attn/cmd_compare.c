@@ -53,15 +53,33 @@ int cmd_compare(int argc, char **argv) {
     if ((rc = cli_load_weights(cmd, pa, &a)) ||
         (rc = cli_load_weights(cmd, pb, &b)))
         goto done;
+    /* the files' own shapes, not their 4-d views, in the message */
+    int same = a.npy.ndim == b.npy.ndim;
+    for (int i = 0; same && i < a.npy.ndim; i++)
+        same = a.npy.shape[i] == b.npy.shape[i];
+    if (!same) {
+        char sa[160], sb[160], na[96], nb[96];
+        cli_shape_str(sa, sizeof sa, a.npy.ndim, a.npy.shape);
+        cli_shape_str(sb, sizeof sb, b.npy.ndim, b.npy.shape);
+        cli_axes_str(&a, na, sizeof na);
+        cli_axes_str(&b, nb, sizeof nb);
+        fprintf(stderr,
+                "attn %s: A has shape %s %s but B has %s %s: compare needs "
+                "two weight files of one shape\n",
+                cmd, sa, na, sb, nb);
+        rc = 1;
+        goto done;
+    }
     attn_compare_result r;
     attn_status st = attn_compare_weights(&a.t, &b.t, &r);
     if (st) {
         rc = cli_fail(cmd, st, "comparing");
         goto done;
     }
-    printf("A %s, B %s: shape (%lld, %lld, %lld, %lld)\n", pa, pb,
-           (long long)a.t.shape[0], (long long)a.t.shape[1],
-           (long long)a.t.shape[2], (long long)a.t.shape[3]);
+    char sa[160], na[96];
+    cli_shape_str(sa, sizeof sa, a.npy.ndim, a.npy.shape);
+    cli_axes_str(&a, na, sizeof na);
+    printf("A %s, B %s: shape %s %s\n", pa, pb, sa, na);
     printf("max |A - B|   %.6g\n", r.max_abs);
     printf("mean |A - B|  %.6g\n", r.mean_abs);
     printf("KL(A || B)    mean %.6g, max %.6g over %lld rows\n", r.mean_kl,

@@ -16,7 +16,7 @@ static void help(void) {
         "x is (L, E) or (B, L, E).\n"
         "  --out O.npy          (.., L, E) f32\n"
         "  --weights W.npy      every layer's weights (N, B, Hw, L, L) f32 (Hw = H\n"
-        "                       for dot, 1 for additive; B dropped for rank 2)\n"
+        "                       for dot, 1 for additive; B = 1 for rank 2)\n"
         "  --positions          add the sinusoidal positional encoding to x first\n"
         "layer options (with --init-seed; a parameter file carries its own):\n"
         "  --layers N (1)  --heads H (8)  --kv-heads G  --ff F (2048)\n"
@@ -164,11 +164,11 @@ int cmd_encoder(int argc, char **argv) {
     if ((rc =
              cli_save_seq(cmd, l.out_path, l.out, x->t.rank, 0, NULL, B, L, E)))
         goto done;
-    if (l.weights_path) { /* (N, B, Hw, L, L), or (N, Hw, L, L) for rank 2 */
-        const int64_t sh[5] = {N, B, Hw, L, L}, sh2[4] = {N, Hw, L, L};
-        const int r3 = x->t.rank == 3;
-        rc = cli_save_array(cmd, l.weights_path, ATTN_F32, l.w, 4 + r3,
-                            r3 ? sh : sh2);
+    if (l.weights_path) {
+        /* (N, B, Hw, L, L), B = 1 for rank-2 inputs: rank 5 names the
+         * axes (layer, batch, head) for stats, heatmap and html */
+        const int64_t sh[5] = {N, B, Hw, L, L};
+        rc = cli_save_array(cmd, l.weights_path, ATTN_F32, l.w, 5, sh);
     }
 done:
     cli_layer_free(&l);

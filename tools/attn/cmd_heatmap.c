@@ -10,7 +10,8 @@ static void help(void) {
         "usage: attn heatmap W.npy -o out.png [--tokens ..] [--x-tokens ..]\n"
         "                    [--y-tokens ..] [--title T] [--annotate on|off|auto]\n"
         "                    [--map B,H | --grid] [--cmap viridis|diverging]\n"
-        "                    [--vmin V --vmax V] [--max-cells N] [mask options]\n"
+        "                    [--vmin V --vmax V] [--max-cells N] [--axes NAMES]\n"
+        "                    [mask options]\n"
         "       attn heatmap --q Q.npy --k K.npy [--v V.npy] -o out.png [--map B,H]\n"
         "                    [--max-cells N] [--title T] [--save-blocks B.npy]\n"
         "                    [--vmin V --vmax V] [mask options]\n"
@@ -30,7 +31,7 @@ static void help(void) {
         "                 --q/--k: 0 .. the 99th percentile of the blocks, so that\n"
         "                 a few sharp rows do not leave the rest one colour; the\n"
         "                 colour bar says so)\n"
-        "  --x-title/--y-title  axis titles (default key, query)\n"
+        "  --x-title/--y-title  axis titles (default key, query)\n" CLI_AXES_HELP
         "Mask options (--causal, --window, --mask, ...) draw masked cells grey;\n"
         "--scale and --threads are for the --q/--k form.\n"
         "\n"
@@ -92,6 +93,11 @@ static int from_qk(const char *cmd, const char *qp, const char *kp,
         (rc = cli_load_tensor(cmd, kp, "k", &k)) ||
         (vp && (rc = cli_load_tensor(cmd, vp, "v", &v))))
         goto done;
+    {
+        const char *names[3] = {"--q", "--k", "--v"};
+        const cli_tensor *in[3] = {&q, &k, &v};
+        if ((rc = cli_same_dtype(cmd, names, in, vp ? 3 : 2))) goto done;
+    }
     /* the flash kernel takes f32 (f16 as is) */
     cli_tensor *all[3] = {&q, &k, &v};
     for (int i = 0; i < 3; i++)
@@ -230,8 +236,11 @@ static attn_status draw_grid(const char *out, const cli_tensor *w,
     for (int64_t i = 0; i < N; i++)
         for (int64_t j = 0; j < H; j++) {
             char *t = titles + (i * H + j) * 64;
-            if (N == 1)
-                snprintf(t, 64, "head %lld", (long long)j);
+            const char *hname = NULL;
+            for (int k = 0; k < w->naxes; k++)
+                if (w->view[k] == 1) hname = w->axis[k];
+            if (N == 1 && hname && w->rank != 5)
+                snprintf(t, 64, "%s %lld", hname, (long long)j);
             else
                 cli_map_name(w, i, j, t, 64);
             p[i * H + j] = (attn_panel){W, i, j, t, NULL};
@@ -268,7 +277,7 @@ int cmd_heatmap(int argc, char **argv) {
     attn_heatmap_opts o;
     attn_heatmap_opts_init(&o);
     const char *path = NULL, *out = NULL, *qp = NULL, *kp = NULL, *vp = NULL,
-               *save = NULL;
+               *save = NULL, *axes = NULL;
     int64_t mb = 0, mh = 0, grid = 0, have_vmin = 0, have_vmax = 0;
     int64_t map[3] = {0, 0, 0};
     int map_n = 0;
@@ -299,6 +308,8 @@ int cmd_heatmap(int argc, char **argv) {
             vp = val;
         else if (strcmp(arg, "--save-blocks") == 0)
             save = val;
+        else if (strcmp(arg, "--axes") == 0)
+            axes = val;
         else if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {
         } else if (strcmp(arg, "--map") == 0)
             rc = cli_parse_map(cmd, val, map, &map_n);
@@ -362,10 +373,11 @@ int cmd_heatmap(int argc, char **argv) {
         goto done;
     }
     if (qp || kp || vp) {
-        if (!qp || !kp || path || grid || lb.x.v || lb.y.v || lb.both.v) {
+        if (!qp || !kp || path || grid || axes || lb.x.v || lb.y.v ||
+            lb.both.v) {
             rc = cli_usage_error(
                 cmd, "the long-sequence form takes --q and --k "
-                     "(and --v), no weights file, --grid or tokens");
+                     "(and --v), no weights file, --grid, --axes or tokens");
             goto done;
         }
         if (!out) {
@@ -388,7 +400,9 @@ int cmd_heatmap(int argc, char **argv) {
         goto done;
     }
     if ((rc = check_range(cmd, &o, have_vmin, have_vmax))) goto done;
-    if ((rc = cli_load_weights(cmd, path, &w))) goto done;
+    if ((rc = cli_load_weights(cmd, path, &w)) ||
+        (rc = cli_weights_axes(cmd, &w, axes)))
+        goto done;
     const attn_tensor *W = &w.t;
     if (!map_n) map_n = w.rank == 5 ? 3 : 2;
     if (!grid && (rc = cli_check_map(cmd, &w, map, map_n, &mb, &mh))) goto done;

@@ -7,17 +7,19 @@ static void help(void) {
     printf(
         "usage: attn html W.npy -o view.html [--tokens \"t0 t1 ...\"]\n"
         "                 [--x-tokens ..] [--y-tokens ..] [--title T] [--batch N]\n"
+        "                 [--axes NAMES]\n"
         "\n"
         "Writes one HTML file with everything inline (no network, no external\n"
         "scripts): query tokens on the left, key tokens on the right, one line per\n"
         "pair whose opacity is the weight; hover a token to keep only its lines;\n"
-        "layer and head selectors; the heatmap beside it (hover a cell for its\n"
-        "value). A link may open a view: view.html#layer=1&head=2&focus=q3.\n"
-        "W is rank 2 (Lq, Lk), 3 (layers, Lq, Lk), 4 (layers, heads, Lq, Lk) or\n"
+        "selectors of the first axis (batch entry or layer) and the head; the\n"
+        "heatmap beside it (hover a cell for its value). A link may open a view:\n"
+        "view.html#layer=1&head=2&focus=q3 (#batch=1 for batch entries).\n"
+        "W is rank 2 (Lq, Lk), 3 (batch, Lq, Lk), 4 (batch, head, Lq, Lk) or\n"
         "5 (layer, batch, head, Lq, Lk) as attn encoder --weights writes, of which\n"
         "--batch N (default 0) is shown; up to 1024 tokens a side.\n"
         "  --tokens    labels of both sides (when Lq == Lk), whitespace-separated\n"
-        "  --x-tokens  key labels, --y-tokens query labels (as heatmap and show)\n"
+        "  --x-tokens  key labels, --y-tokens query labels (as heatmap and show)\n" CLI_AXES_HELP
         "\nexample:\n  attn html w.npy --tokens \"The cat sat on the mat\" -o view.html\n");
 }
 
@@ -29,7 +31,8 @@ int cmd_html(int argc, char **argv) {
     memset(&w, 0, sizeof w);
     cli_labels_init(&lb, "--x-tokens", "--y-tokens");
     const char *path = NULL, *out = NULL;
-    attn_html_opts o = {NULL, NULL, NULL};
+    attn_html_opts o = {NULL, NULL, NULL, NULL};
+    const char *axes = NULL;
     int rc = 0;
     int64_t batch = 0;
     int batch_set = 0;
@@ -63,6 +66,8 @@ int cmd_html(int argc, char **argv) {
             batch_set = 1;
         } else if (strcmp(arg, "--title") == 0)
             o.title = val;
+        else if (strcmp(arg, "--axes") == 0)
+            axes = val;
         else
             rc = cli_usage_error(cmd, "unknown option '%s'", arg);
         if (rc) goto done;
@@ -79,7 +84,14 @@ int cmd_html(int argc, char **argv) {
                                        1)))
             goto done;
     }
-    if ((rc = cli_load_weights(cmd, path, &w))) goto done;
+    if ((rc = cli_load_weights(cmd, path, &w)) ||
+        (rc = cli_weights_axes(cmd, &w, axes)))
+        goto done;
+    /* the first picker names the view's first axis: the layer of rank-5
+     * weights (one batch entry shown), else the file's own name for it */
+    o.first_axis = w.rank == 5 ? "layer" : "batch";
+    for (int k = 0; k < w.naxes && w.rank != 5; k++)
+        if (w.view[k] == 0) o.first_axis = w.axis[k];
     if (batch_set && w.rank != 5) {
         rc = cli_usage_error(cmd,
                              "--batch picks a batch entry of rank-5 "
@@ -113,8 +125,12 @@ int cmd_html(int argc, char **argv) {
         rc = cli_fail(cmd, st, "writing the viewer");
         goto done;
     }
-    printf("wrote %s (%lld layer%s x %lld head%s, %lld x %lld tokens)\n", out,
-           (long long)w.t.shape[0], w.t.shape[0] == 1 ? "" : "s",
+    int batch_axis = strcmp(o.first_axis, "batch") == 0;
+    printf("wrote %s (%lld %s%s x %lld head%s, %lld x %lld tokens)\n", out,
+           (long long)w.t.shape[0], o.first_axis,
+           w.t.shape[0] == 1 ? ""
+           : batch_axis      ? " entries"
+                             : "s",
            (long long)w.t.shape[1], w.t.shape[1] == 1 ? "" : "s", (long long)Lq,
            (long long)Lk);
 done:

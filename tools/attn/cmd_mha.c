@@ -14,7 +14,7 @@ static void help(void) {
         "query is (Lq, E) or (B, Lq, E); key (.., Lk, kdim) and value (.., Lk, vdim)\n"
         "default to the query (self-attention).\n"
         "  --out O.npy          (.., Lq, E) f32\n"
-        "  --weights W.npy      per head (B, H, Lq, Lk) ((H, Lq, Lk) for rank 2)\n"
+        "  --weights W.npy      per head (B, H, Lq, Lk) (B = 1 for rank 2)\n"
         "  --average-weights    write the mean over heads instead (.., Lq, Lk)\n"
         "  --heads H            heads (with --init-seed); E %% H == 0\n"
         "  --kv-heads G         key/value heads (grouped queries), H %% G == 0\n"
@@ -124,10 +124,11 @@ int cmd_mha(int argc, char **argv) {
         goto done;
     if (wp && average)
         rc = cli_save_seq(cmd, wp, l.w, q->t.rank, 0, NULL, B, Lq, Lk);
-    else if (wp) { /* per head: (B, H, Lq, Lk), or (H, Lq, Lk) for rank 2 */
+    else if (wp) {
+        /* per head: (B, H, Lq, Lk), B = 1 for rank-2 inputs, so that the
+         * file's rank names its axes for stats, heatmap and html */
         const int64_t sh[4] = {B, H, Lq, Lk};
-        const int r3 = q->t.rank == 3;
-        rc = cli_save_array(cmd, wp, ATTN_F32, l.w, 3 + r3, sh + !r3);
+        rc = cli_save_array(cmd, wp, ATTN_F32, l.w, 4, sh);
     }
 done:
     cli_layer_free(&l);

@@ -179,7 +179,9 @@ static void attend_help(void) {
         "Runs the pretrained model in DIR on the text (a sentence pair with\n"
         "--text-b: token types 0 and 1) and writes into OUT (default attend-out):\n"
         "  tokens.txt              the word pieces, one a line\n"
-        "  weights.npy             (layers, heads, n, n) float32, row = query\n"
+        "  weights.npy             (layers, 1, heads, n, n) float32, row = query\n"
+        "                          (layer, batch, head, query, key), as attn\n"
+        "                          encoder --weights writes\n"
         "  layer<l>_head<h>.npy    (n, n), one map\n"
         "  layer<l>.png            the layer's heads in a grid, word pieces as labels\n"
         "  attention.html          the interactive viewer with a layer/head picker\n"
@@ -245,7 +247,8 @@ static int attend_pictures(const char *cmd, const char *out, float *w,
     free(pan);
     free(pt);
     if (rc) return rc;
-    attn_html_opts hv = {"attention of a pretrained model", labels, labels};
+    attn_html_opts hv = {"attention of a pretrained model", labels, labels,
+                         "layer"};
     snprintf(path, sizeof path, "%s/attention.html", out);
     attn_status st = attn_html_write(path, &W, &hv);
     return st ? cli_fail(cmd, st, path) : 0;
@@ -329,15 +332,17 @@ int cli_attend_pretrained(int argc, char **argv) {
     }
     for (int64_t i = 0; i < n; i++) fprintf(f, "%s\n", labels[i]);
     fclose(f);
-    int64_t shape[4] = {N, H, n, n};
+    /* (layer, batch, head, query, key) with batch 1, as attn encoder
+     * --weights writes: the rank names the axes for stats, heatmap, html */
+    int64_t shape[5] = {N, 1, H, n, n};
     snprintf(path, sizeof path, "%s/weights.npy", out);
-    if ((rc = cli_save_array(cmd, path, ATTN_F32, w, 4, shape))) goto done;
+    if ((rc = cli_save_array(cmd, path, ATTN_F32, w, 5, shape))) goto done;
     for (int64_t l = 0; l < N && !rc; l++)
         for (int64_t h = 0; h < H && !rc; h++) {
             snprintf(path, sizeof path, "%s/layer%lld_head%lld.npy", out,
                      (long long)l, (long long)h);
             rc = cli_save_array(cmd, path, ATTN_F32, w + (l * H + h) * n * n, 2,
-                                shape + 2);
+                                shape + 3);
         }
     if (rc || (rc = attend_pictures(cmd, out, w, labels, N, H, n, text)))
         goto done;

@@ -97,6 +97,13 @@ int cmd_sdpa(int argc, char **argv) {
         (rc = cli_load_tensor(cmd, kp, "k", &k)) ||
         (rc = cli_load_tensor(cmd, vp, "v", &v)))
         goto done;
+    {
+        const char *names[3] = {"q", "k", "v"};
+        const cli_tensor *in[3] = {&q, &k, &v};
+        if ((rc = cli_same_dtype(cmd, names, in, 3))) goto done;
+    }
+    /* out and weights in the inputs' dtype (promoted with --compute-dtype) */
+    const attn_dtype fdt = cli_out_dtype(q.npy.dtype, cd != NULL, compute);
     if ((rc = cli_qkv_convert(cmd, cd != NULL, compute, &q, &k, &v))) goto done;
 
     const int64_t B = q.t.shape[0], H = q.t.shape[1], Lq = q.t.shape[2];
@@ -128,10 +135,11 @@ int cmd_sdpa(int argc, char **argv) {
         rc = cli_fail(cmd, st, "attention");
         goto done;
     }
-    if ((rc = cli_save_like(cmd, op, odt, out.data, 4, out.shape, q.rank)))
+    if ((rc = cli_save_like_as(cmd, op, odt, out.data, 4, out.shape, q.rank,
+                               fdt)))
         goto done;
-    if (wp && (rc = cli_save_like(cmd, wp, odt, weights.data, 4, weights.shape,
-                                  q.rank)))
+    if (wp && (rc = cli_save_like_as(cmd, wp, odt, weights.data, 4,
+                                     weights.shape, q.rank, fdt)))
         goto done;
     if (lp) {
         const int64_t ls[3] = {B, H, Lq};

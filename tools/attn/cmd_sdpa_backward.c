@@ -105,6 +105,13 @@ int cmd_sdpa_backward(int argc, char **argv) {
         (rc = cli_load_tensor(cmd, vp, "v", &v)) ||
         (rc = cli_load_tensor(cmd, dop, "dout", &dout)))
         goto done;
+    {
+        const char *names[3] = {"q", "k", "v"};
+        const cli_tensor *in[3] = {&q, &k, &v};
+        if ((rc = cli_same_dtype(cmd, names, in, 3))) goto done;
+    }
+    /* gradients in the inputs' dtype (promoted with --compute-dtype) */
+    const attn_dtype fdt = cli_out_dtype(q.npy.dtype, cd != NULL, compute);
     if ((rc = cli_qkv_convert(cmd, cd != NULL, compute, &q, &k, &v))) goto done;
     /* out, dout and the gradients: f64 for f64 compute, else f32 */
     const attn_dtype gdt = compute == ATTN_F64 ? ATTN_F64 : ATTN_F32;
@@ -160,9 +167,12 @@ int cmd_sdpa_backward(int argc, char **argv) {
         rc = cli_fail(cmd, st, "backward");
         goto done;
     }
-    if ((rc = cli_save_like(cmd, dqp, gdt, dq.data, 4, dq.shape, q.rank)) ||
-        (rc = cli_save_like(cmd, dkp, gdt, dk.data, 4, dk.shape, k.rank)) ||
-        (rc = cli_save_like(cmd, dvp, gdt, dv.data, 4, dv.shape, v.rank)))
+    if ((rc = cli_save_like_as(cmd, dqp, gdt, dq.data, 4, dq.shape, q.rank,
+                               fdt)) ||
+        (rc = cli_save_like_as(cmd, dkp, gdt, dk.data, 4, dk.shape, k.rank,
+                               fdt)) ||
+        (rc = cli_save_like_as(cmd, dvp, gdt, dv.data, 4, dv.shape, v.rank,
+                               fdt)))
         goto done;
     if (dbp) /* the bias file's own shape: the same elements, row-major */
         rc = cli_save_array(cmd, dbp, gdt, db.data, a.bias.ndim, a.bias.shape);

@@ -9,9 +9,11 @@ static void help(void) {
     printf(
         "usage: attn show W.npy [--tokens \"t0 t1 ...\"] [--x-tokens ..] [--y-tokens ..]\n"
         "                 [--map B,H] [--color true|256|plain] [--width N]\n"
-        "                 [--half-blocks on|off|auto] [--title T] [mask options]\n"
+        "                 [--half-blocks on|off|auto] [--title T] [--axes NAMES]\n"
+        "                 [mask options]\n"
         "\n"
-        "Prints the map W[B, H] (default 0,0) with Unicode blocks: one cell is two\n"
+        "Prints the map W[B, H] (default 0,0; the first line names it when W holds\n"
+        "more than one) with Unicode blocks: one cell is two\n"
         "columns with a label per row and the key labels over the columns (longer\n"
         "than one character: column numbers and a legend of the keys), or,\n"
         "for maps over 40 tokens, a half block per cell (two rows a line). Wider\n"
@@ -24,7 +26,7 @@ static void help(void) {
         "               escapes). Default: plain if NO_COLOR is set or the\n"
         "               output is not a terminal, true if COLORTERM is truecolor\n"
         "               or 24bit, else 256\n"
-        "  --width      terminal columns (default: COLUMNS, else 80)\n"
+        "  --width      terminal columns (default: COLUMNS, else 80)\n" CLI_AXES_HELP
         "Mask options (--causal, --window, --mask, ...) grey out masked cells.\n"
         "\n");
     cli_args_help(stdout, CLI_OPTS_MASK);
@@ -61,7 +63,8 @@ int cmd_show(int argc, char **argv) {
     if (cols && cli_parse_i64(cols, &width) == 0 && width >= 20 &&
         width <= 4096)
         o.width = (int)width;
-    const char *path = NULL;
+    const char *path = NULL, *axes = NULL;
+    char title[400];
     int64_t mb = 0, mh = 0, map[3] = {0, 0, 0};
     int map_n = 0;
     for (int i = 1; i < argc; i++) {
@@ -81,6 +84,8 @@ int cmd_show(int argc, char **argv) {
             rc = cli_parse_map(cmd, val, map, &map_n);
         else if (strcmp(arg, "--title") == 0)
             o.title = val;
+        else if (strcmp(arg, "--axes") == 0)
+            axes = val;
         else if (strcmp(arg, "--color") == 0) {
             if (strcmp(val, "true") == 0)
                 o.color = ATTN_TERM_TRUECOLOR;
@@ -116,10 +121,25 @@ int cmd_show(int argc, char **argv) {
         rc = cli_usage_error(cmd, "missing the weights file");
         goto done;
     }
-    if ((rc = cli_load_weights(cmd, path, &w))) goto done;
+    if ((rc = cli_load_weights(cmd, path, &w)) ||
+        (rc = cli_weights_axes(cmd, &w, axes)))
+        goto done;
     const attn_tensor *W = &w.t;
     if (!map_n) map_n = w.rank == 5 ? 3 : 2;
     if ((rc = cli_check_map(cmd, &w, map, map_n, &mb, &mh))) goto done;
+    if (W->shape[0] * W->shape[1] > 1) {
+        /* which of the maps this is, and how to pick another */
+        char name[96], names[96], shape[160];
+        cli_map_name(&w, mb, mh, name, sizeof name);
+        cli_axes_str(&w, names, sizeof names);
+        cli_shape_str(shape, sizeof shape, w.npy.ndim, w.npy.shape);
+        snprintf(title, sizeof title,
+                 "%s%s%s of %lld maps, %s %s; --map %s picks another",
+                 o.title ? o.title : "", o.title ? ": " : "", name,
+                 (long long)(W->shape[0] * W->shape[1]), names, shape,
+                 w.rank == 5 ? "L,B,H" : "B,H");
+        o.title = title;
+    }
     if ((rc = cli_labels_axis(cmd, &lb, 1, W->shape[3], "keys", &o.x_labels)) ||
         (rc =
              cli_labels_axis(cmd, &lb, 0, W->shape[2], "queries", &o.y_labels)))

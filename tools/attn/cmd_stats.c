@@ -7,7 +7,7 @@
 
 static void help(void) {
     printf(
-        "usage: attn stats W.npy [--strict] [mask options]\n"
+        "usage: attn stats W.npy [--strict] [--axes NAMES] [mask options]\n"
         "\n"
         "Reports, per map (named by the file's axes: layer, batch, head) and overall:\n"
         "  rows      query rows (and how many see no key under the mask)\n"
@@ -24,8 +24,7 @@ static void help(void) {
         "Give the mask the weights were made with to see leakage.\n"
         "  --strict   exit with status 3 when the verdict finds anything\n"
         "W is (Lq, Lk), (batch, Lq, Lk), (batch, head, Lq, Lk) or, as attn encoder\n"
-        "--weights writes, (layer, batch, head, Lq, Lk).\n"
-        "\n");
+        "--weights writes, (layer, batch, head, Lq, Lk).\n" CLI_AXES_HELP "\n");
     cli_args_help(stdout, CLI_OPTS_MASK);
     printf("\nexample:\n  attn stats w.npy --causal top-left\n");
 }
@@ -54,11 +53,17 @@ int cmd_stats(int argc, char **argv) {
     a.kinds = CLI_OPTS_MASK;
     int rc = cli_sdpa_args_parse(cmd, &argc, argv, &a);
     if (rc) goto done;
-    const char *path = NULL;
+    const char *path = NULL, *axes = NULL;
     int strict = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--strict") == 0) {
             strict = 1;
+        } else if (strcmp(argv[i], "--axes") == 0) {
+            if (i + 1 >= argc) {
+                rc = cli_usage_error(cmd, "--axes needs a value");
+                goto done;
+            }
+            axes = argv[++i];
         } else if (argv[i][0] == '-' && argv[i][1]) {
             rc = cli_usage_error(cmd, "unknown option '%s'", argv[i]);
             goto done;
@@ -74,7 +79,9 @@ int cmd_stats(int argc, char **argv) {
         rc = cli_usage_error(cmd, "missing the weights file");
         goto done;
     }
-    if ((rc = cli_load_weights(cmd, path, &w))) goto done;
+    if ((rc = cli_load_weights(cmd, path, &w)) ||
+        (rc = cli_weights_axes(cmd, &w, axes)))
+        goto done;
     const attn_tensor *W = &w.t;
     if ((rc = cli_sdpa_args_bind(cmd, &a, W->shape[0], W->shape[1], W->shape[2],
                                  W->shape[3])))
@@ -96,13 +103,9 @@ int cmd_stats(int argc, char **argv) {
     printf("weights %s: (", path);
     for (int i = 0; i < f->ndim; i++)
         printf("%s%lld", i ? ", " : "", (long long)f->shape[i]);
-    static const char *const axes[6] = {"",
-                                        "",
-                                        "(query, key)",
-                                        "(batch, query, key)",
-                                        "(batch, head, query, key)",
-                                        "(layer, batch, head, query, key)"};
-    printf(") %s\n\n", axes[f->ndim]);
+    char names[96];
+    cli_axes_str(&w, names, sizeof names);
+    printf(") %s\n\n", names);
     printf("%-26s %6s %5s  %9s  %-17s  %7s  %5s %9s  %s\n", "map", "rows",
            "empty", "sum dev", "entropy min/mean/max", "max w", "leaks",
            "leak sum", "nan/inf");

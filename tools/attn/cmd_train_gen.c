@@ -299,20 +299,25 @@ int cmd_train_gen(int argc, char **argv) {
     attn_train_stats s;
     memset(&s, 0, sizeof s);
     double win_loss = 0, win_seq = 0;
-    int64_t win_n = 0;
+    int64_t win_n = 0, tokens = 0;
     while (attn_gen_trainer_steps_done(tr) < stop) {
         if ((st = attn_gen_trainer_step(tr, &s))) {
             rc = cli_fail(cmd, st, "step");
             break;
         }
         win_loss += s.loss, win_seq += s.seq_acc, win_n++;
+        tokens += s.tokens;
         if (s.step % every == 0 || s.step == stop) {
+            /* target tokens a second and the time left at this pace */
+            const double el = now_s() - t0;
+            const double eta =
+                el / (double)(s.step - start) * (double)(stop - s.step);
             fprintf(stderr,
                     "step %lld/%lld loss %.4f teacher-forced seq %.3f "
-                    "lr %.2e elapsed %.1fs\n",
+                    "lr %.2e %.0f tok/s elapsed %.1fs ETA %.0fs\n",
                     (long long)s.step, (long long)total,
                     win_loss / (double)win_n, win_seq / (double)win_n, s.lr,
-                    now_s() - t0);
+                    el > 0 ? (double)tokens / el : 0.0, el, eta);
             win_loss = win_seq = 0, win_n = 0;
         }
         if (g.save_every > 0 && s.step % g.save_every == 0 && s.step != stop &&

@@ -202,7 +202,8 @@ static int multi_head(const char *cmd, demo_gallery *g) {
                 "scale: the layer is untrained, yet each head's projections "
                 "make different words look alike.");
     attn_html_opts hopt = {
-        "multi-head attention, 8 heads, d_model 512 (untrained)", tok, tok};
+        "multi-head attention, 8 heads, d_model 512 (untrained)", tok, tok,
+        "batch"};
     if ((st = attn_html_write(gallery_path(g, "05_heads_viewer.html"), &W,
                               &hopt))) {
         rc = draw_failed(cmd, st, "writing the viewer");

@@ -9,10 +9,25 @@
 #include <string.h>
 #include <time.h>
 
-static const char *const examples[] = {"tue 3 march 2026", "03/03/26",
-                                       "march 3, 2026", "the 21st of june 1999",
-                                       "20491231"};
+/* Human-written dates and what they mean: the model's answers are
+ * marked right or wrong against these. */
+static const char *const examples[][2] = {
+    {"tue 3 march 2026", "2026-03-03"},
+    {"03/03/26", "2026-03-03"},
+    {"march 3, 2026", "2026-03-03"},
+    {"the 21st of june 1999", "1999-06-21"},
+    {"20491231", "2049-12-31"}};
 #define NEX 5
+#define MARK_RIGHT "\xe2\x9c\x93" /* ✓ */
+#define MARK_WRONG "\xe2\x9c\x97" /* ✗ */
+
+/* " ✓" when got is the right answer, else " ✗ (right: 2026-03-03)". */
+static void mark(char *buf, size_t cap, const char *got, const char *want) {
+    if (strcmp(got, want) == 0)
+        snprintf(buf, cap, " " MARK_RIGHT);
+    else
+        snprintf(buf, cap, " " MARK_WRONG " (right: %s)", want);
+}
 
 int gallery_dates(const char *cmd, demo_gallery *g) {
     gallery_section(g, "11. A Transformer that generates: date normalization "
@@ -55,16 +70,21 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
         return cli_fail(cmd, st, "date model");
     }
     int rc = gallery_table_row(g, "input\tgenerated (greedy)\tbeam 4");
-    printf("(11) date model (1 + 1 layers, d_model 32): %lld steps in %.1f s, "
-           "exact match %.3f on 200 fresh dates\n",
+    /* a snapshot of a short training run, said so: its wrong answers are
+     * marked, with the right one beside them */
+    printf("(11) date model (1 + 1 layers, d_model 32), a snapshot after %lld "
+           "steps in %.1f s (`attn train date` trains the full one to ~100%%): "
+           "exact match %.3f on 200 fresh dates; " MARK_RIGHT
+           " right, " MARK_WRONG " wrong (the right answer beside it)\n",
            (long long)c.steps, secs, r.exact_match);
     int64_t Lsmax, Ltmax;
     attn_gen_batch_dims(&tc->task, tc->model.kind, &Lsmax, &Ltmax);
     int32_t ids[64], out[64];
+    int shown = -1; /* the example drawn: the first the model gets right */
     for (int e = 0; e < NEX && !rc; e++) {
         int64_t n, no, nb;
-        char a[64], b[64], row[200];
-        if ((st = attn_gen_input(&tc->task, tc->model.kind, examples[e], ids,
+        char a[64], b[64], ma[64], mb[64], row[400];
+        if ((st = attn_gen_input(&tc->task, tc->model.kind, examples[e][0], ids,
                                  64, &n)))
             break;
         go.beam = 1;
@@ -78,12 +98,19 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
                                 &nb, NULL)))
             break;
         attn_gen_decode(&tc->task, ATTN_SIDE_TARGET, out, nb, b, sizeof b);
-        snprintf(row, sizeof row, "%s\t%s\t%s", examples[e], a, b);
+        mark(ma, sizeof ma, a, examples[e][1]);
+        mark(mb, sizeof mb, b, examples[e][1]);
+        if (shown < 0 && strcmp(a, examples[e][1]) == 0) shown = e;
+        snprintf(row, sizeof row, "%s\t%s%s\t%s%s", examples[e][0], a, ma, b,
+                 mb);
         rc = gallery_table_row(g, row);
-        printf("    %-24s -> %s (beam 4: %s)\n", examples[e], a, b);
+        printf("    %-24s -> %s%s (beam 4: %s%s)\n", examples[e][0], a, ma, b,
+               mb);
     }
+    /* none right (a very short run): draw the first, marked wrong */
+    const int drawn = shown < 0 ? 0 : shown;
     if (st) rc = cli_fail(cmd, st, "generation");
-    /* the alignment picture of the first example, best head */
+    /* the alignment picture of an example the model gets right, best head */
     const int64_t M = tc->model.dec.num_layers;
     const int64_t Hc = attn_decoder_cross_heads(&tc->model.dec);
     double score[64];
@@ -95,7 +122,8 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
         for (int64_t k = 1; k < M * Hc; k++)
             if (score[k] > score[best]) best = k;
         go.beam = 1;
-        attn_gen_input(&tc->task, tc->model.kind, examples[0], ids, 64, &n);
+        attn_gen_input(&tc->task, tc->model.kind, examples[drawn][0], ids, 64,
+                       &n);
         st = attn_generate(&tc->model, params, 1, n, ids, &n, &go, out, 64, &no,
                            NULL);
         attn_gen_decode(&tc->task, ATTN_SIDE_TARGET, out, no, text,
@@ -126,7 +154,7 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
         char xs[64][8], ys[64][8];
         const char *xl[64], *yl[64];
         for (int64_t j = 0; j < n; j++) {
-            const char ch = examples[0][j];
+            const char ch = examples[drawn][0][j];
             if (ch == ' ')
                 snprintf(xs[j], 8, "\xe2\x90\xa3");
             else
@@ -140,12 +168,15 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
                 snprintf(ys[i], 8, "EOS");
             yl[i] = ys[i];
         }
-        char title[200];
+        char title[240], ok[64];
+        mark(ok, sizeof ok, text, examples[drawn][1]);
         snprintf(title, sizeof title,
-                 "\"%s\" -> %s: cross-attention, layer %lld "
+                 "\"%s\" -> %s%s: cross-attention, layer %lld "
                  "head %lld",
-                 examples[0], text, (long long)(best / Hc),
+                 examples[drawn][0], text, ok, (long long)(best / Hc),
                  (long long)(best % Hc));
+        printf("    alignment picture: \"%s\" -> %s%s\n", examples[drawn][0],
+               text, ok);
         attn_heatmap_opts ho;
         attn_heatmap_opts_init(&ho);
         ho.title = title;
@@ -164,8 +195,10 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
             snprintf(
                 cap, sizeof cap,
                 "A 1 + 1 layer encoder-decoder trained on the "
-                "spot for %lld steps (%.1f s; `attn train date` trains the "
-                "full one to >= 99%%): exact match %.3f on 200 fresh dates. "
+                "spot for %lld steps (%.1f s), a snapshot: `attn train date` "
+                "trains the full one to ~100%%; this one gets %.3f of 200 "
+                "fresh dates exactly right. Answers are marked " MARK_RIGHT
+                " right or " MARK_WRONG " wrong, with the right one beside. "
                 "Each output character (row) reads the source characters of "
                 "its own field: over 100 fresh dates this head puts %.2f of "
                 "its weight on the year, month or day characters the output "

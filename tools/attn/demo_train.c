@@ -97,16 +97,23 @@ int gallery_reversal(const char *cmd, demo_gallery *g) {
         ho.y_title = "query (input \xe2\x86\x92 prediction)";
         attn_tensor W = attn_tensor_4d(w, ATTN_F32, N, H, L, L);
         const char *file = "10_reversal_attention.png";
-        if ((st = attn_heatmap_grid_write(gallery_path(g, file), &W, &ho))) {
+        /* the weights too, (layer, batch, head, query, key) as attn encoder
+         * --weights writes, for attn stats, heatmap and html */
+        const int64_t shape[5] = {N, 1, H, L, L};
+        if ((st = cli_layer_grid_write(gallery_path(g, file), &W, &ho))) {
             rc = cli_fail(cmd, st, "drawing");
+        } else if ((rc = cli_save_array(
+                        cmd, gallery_path(g, "10_reversal_weights.npy"),
+                        ATTN_F32, w, 5, shape))) {
         } else {
-            char cap[400];
+            char cap[512];
             snprintf(cap, sizeof cap,
                      "A model trained for %lld steps to reverse "
                      "8 digits: in the last layer query i looks at key 7 - i, "
                      "the anti-diagonal (layer %lld head %lld: %.2f of its "
                      "weight on average). `attn train reverse` trains the full "
-                     "one.",
+                     "one. The weights: 10_reversal_weights.npy (layer, batch, "
+                     "head, query, key).",
                      (long long)c.steps, (long long)bl, (long long)bh, best);
             gallery_add(g, file, cap);
         }

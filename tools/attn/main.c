@@ -121,6 +121,35 @@ static void prefer_passive_wait(char **argv) {
     /* exec failed (no /proc): carry on with the default policy */
 }
 
+/* An option given twice would silently keep one of its values: refused,
+ * except the few that collect a list (generate --input, embed --text).
+ * argv[0] is the subcommand. */
+static int refuse_repeats(int argc, char **argv) {
+    static const char *const lists[][2] = {{"generate", "--input"},
+                                           {"embed", "--text"}};
+    for (int i = 1; i < argc; i++)
+        if (cli_is_help(argv[i])) return 0; /* help first */
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] != '-' || !a[2]) continue;
+        int list = 0;
+        for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++)
+            list |= strcmp(argv[0], lists[k][0]) == 0 &&
+                    strcmp(a, lists[k][1]) == 0;
+        if (list) continue;
+        for (int j = 1; j < i; j++)
+            if (strcmp(argv[j], a) == 0) {
+                char esc[96];
+                attn__escape(a, esc, sizeof esc);
+                return cli_usage_error(argv[0],
+                                       "%s is given twice; it takes one "
+                                       "value, and one would be ignored",
+                                       esc);
+            }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     prefer_passive_wait(argv);
     if (argc < 2) {
@@ -134,8 +163,10 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)
         return cmd_version(argc - 1, argv + 1);
     for (size_t i = 0; i < NCOMMANDS; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            int rc = refuse_repeats(argc - 1, argv + 1);
+            return rc ? rc : commands[i].run(argc - 1, argv + 1);
+        }
     char esc[256];
     attn__escape(argv[1], esc, sizeof esc);
     fprintf(stderr, "attn: unknown command '%s'\n", esc);
