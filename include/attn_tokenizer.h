@@ -4,6 +4,8 @@
  * merges and token types that a GGUF file's metadata carries.
  *
  * Encoding follows Hugging Face tokenizers:
+ *  0. the text is normalized to NFC when tokenizer.json asks for it
+ *     (Qwen2 does), added tokens left as they are;
  *  1. added tokens (the tokenizer's special tokens such as <|im_start|>,
  *     and its other added tokens) are found in the text first, leftmost
  *     and then longest; each is its id. Special ones only when
@@ -37,8 +39,8 @@
  *
  * Refused, with a message naming what: other models (WordPiece, Unigram,
  * WordLevel), BPE with byte fallback, dropout or subword affixes
- * (sentencepiece-style), other normalizers, pre-tokenizers and decoders,
- * and patterns other than the four above.
+ * (sentencepiece-style), normalizers other than NFC, and pre-tokenizers,
+ * patterns and decoders other than the ones above.
  *
  * Example: a tiny tokenizer in the form GGUF metadata gives.
  *
@@ -132,8 +134,8 @@ ATTN_API attn_status attn_bpe_id(const attn_bpe *t, const char *token,
                                  int32_t *id);
 
 /* The ids of len bytes of text (flags: ATTN_BPE_*): at most cap written to
- * ids (NULL with cap 0 counts), *n = how many there are. Never more than
- * len + 4 for a tokenizer without a normalizer. */
+ * ids (NULL with cap 0 counts), *n = how many there are: never more than
+ * len + 4 (2 * len + 4 with NFC, which may lengthen text). */
 ATTN_API attn_status attn_bpe_encode(const attn_bpe *t, const char *text,
                                      size_t len, unsigned flags, int32_t *ids,
                                      int64_t cap, int64_t *n);

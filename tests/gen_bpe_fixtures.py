@@ -11,7 +11,7 @@ tokenizers (pip install tokenizers; CI needs none of this):
                             ignore_merges, a BOS added by TemplateProcessing,
                             merges written as pairs, a word in the vocabulary
                             that no merge makes
-                   qwen2    Split (Qwen2's pattern) + ByteLevel
+                   qwen2    NFC, then Split (Qwen2's pattern) + ByteLevel
                    smollm   Digits (one by one) + ByteLevel
   NAME.expected  what tokenizers computes on the test strings, one record a
                  line (text as hex of its UTF-8):
@@ -28,7 +28,8 @@ import json
 import os
 import random
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers
+from tokenizers import pre_tokenizers
 from tokenizers import processors, trainers
 from tokenizers import AddedToken
 
@@ -87,6 +88,8 @@ def train(kind):
         tok.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(pat), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    if kind == "qwen2":
+        tok.normalizer = normalizers.NFC()
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=900, min_frequency=2, show_progress=False,
@@ -153,6 +156,14 @@ def strings():
         "\n\n\n", " \n", "\n ", "  \n  \n", "\t \t", "a\n\nb", "a\r\n\r\nb",
         "émigré façade coöperate", "ÅÄÖ åäö", "İstanbul ıi", "ß ẞ ǅ ǈ",
         "e\u0301e\u0301e\u0301", "\u0301\u0301", "Ǆ", "ﬁ ﬂ", "Ⅷ Ⅸ",
+        # canonical equivalents: NFC composes, reorders marks, keeps
+        # exclusions decomposed, composes Hangul jamo
+        "A\u030a \u212b \u00c5", "\u1e9b\u0323", "q\u0307\u0323",
+        "o\u031b\u0323 \u1ee3", "\u0915\u093c \u0958",
+        "\u1112\u1161\u11ab \u1100\u1161", "\u0344 \u0f73",
+        "\u2126 \u1f71 \u0387", "e\u0327\u0306 \u1e1d",
+        "\u05d0\u05b7\u05bc", "\u0301e", "a\u0300\u0316\u0301",
+        "Vi\u1ec7t Nam vie\u0302\u0323t", "\uac00\u11a8 \uac01",
     ]
     for _ in range(300):
         k = rng.randint(1, 8)

@@ -145,7 +145,8 @@ static void fixture(const char *name) {
                 CHECK_STATUS(attn_bpe_encode(t, text, tlen, fl, NULL, 0, &count),
                              ATTN_OK);
                 CHECK(count == n);
-                CHECK(n <= (int64_t)tlen + 4);
+                /* NFC at most doubles the bytes (qwen2 has it) */
+                CHECK(n <= (int64_t)tlen * (strcmp(name, "qwen2") ? 1 : 2) + 4);
                 if (!same_ids(ids, n, ref, nref)) {
                     bad++;
                     CHECK_MSG(0, "%s line %d (%c): ids differ for '%s'", name,

@@ -410,20 +410,34 @@ static void pieces(enc *r, const unsigned char *s, size_t end) {
     }
 }
 
+/* The text between two added tokens: normalized (NFC) when the tokenizer
+ * says so, a space put in front when it says so, then cut into words. */
 static void segment(enc *r, const unsigned char *s, size_t len) {
     if (len == 0) return;
-    if (r->t->add_prefix_space && s[0] != ' ') {
-        if (!scratch(r, len + 1)) return;
-        char *b = r->scratch;
-        r->scratch = NULL; /* words may need the scratch buffer too */
-        r->xcap = 0;
-        b[0] = ' ';
-        memcpy(b + 1, s, len);
-        pieces(r, (const unsigned char *)b, len + 1);
-        attn__free(b);
+    const int nfc = r->t->nfc && attn__bpe_nfc_maybe(s, len);
+    const int space = r->t->add_prefix_space;
+    if (!nfc && !(space && s[0] != ' ')) {
+        pieces(r, s, len);
         return;
     }
-    pieces(r, s, len);
+    char *b = attn__alloc((nfc ? attn__bpe_nfc_cap(len) : len) + 1, 1, "text");
+    uint32_t *cps = nfc ? attn__alloc(2 * len + 4, sizeof *cps, "text") : NULL;
+    if (!b || (nfc && !cps)) {
+        attn__free(b);
+        attn__free(cps);
+        r->st = ATTN_E_NOMEM;
+        return;
+    }
+    if (nfc) {
+        len = attn__bpe_nfc_apply(s, len, b + 1, cps);
+    } else {
+        memcpy(b + 1, s, len);
+    }
+    attn__free(cps);
+    const int put = space && len > 0 && b[1] != ' ';
+    b[0] = ' ';
+    pieces(r, (const unsigned char *)b + 1 - put, len + (size_t)put);
+    attn__free(b);
 }
 
 static int is_ws(const unsigned char *s, size_t i, size_t end, size_t *k) {

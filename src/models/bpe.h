@@ -26,6 +26,38 @@ typedef struct {
 extern const attn__bpe_run attn__bpe_runs[];
 extern const int attn__bpe_nruns;
 
+/* NFC tables: combining classes (runs), full canonical decompositions
+ * (cp -> pool[off .. off + len)), primary composites (a, b) -> c sorted
+ * by (a, b). */
+typedef struct {
+    uint32_t cp;
+    uint16_t off;
+    uint8_t len;
+} attn__bpe_decomp;
+
+typedef struct {
+    uint32_t a, b, c;
+} attn__bpe_pair3;
+
+extern const attn__bpe_run attn__bpe_ccc[];
+extern const int attn__bpe_nccc;
+extern const uint32_t attn__bpe_nfd_pool[];
+extern const attn__bpe_decomp attn__bpe_nfd[];
+extern const int attn__bpe_nnfd;
+extern const attn__bpe_pair3 attn__bpe_nfc[];
+extern const int attn__bpe_nnfc;
+
+/* NFC of s[0..n) into out (room for attn__bpe_nfc_cap(n) bytes); bytes
+ * that are not UTF-8 pass through as they are. scratch holds n + 4
+ * uint32_t code points at least twice over (2 * (2 * n + 4)). Returns
+ * the length written. */
+size_t attn__bpe_nfc_cap(size_t n);
+size_t attn__bpe_nfc_apply(const unsigned char *s, size_t n, char *out,
+                           uint32_t *scratch);
+/* 1 if s[0..n) may change under NFC (some byte starts a code point at or
+ * above U+0300). */
+int attn__bpe_nfc_maybe(const unsigned char *s, size_t n);
+
 /* The pre-tokenizers (the patterns of attn_tokenizer.h). */
 enum {
     ATTN__PRE_NONE = 0, /* the whole text is one word                  */
@@ -82,6 +114,7 @@ struct attn_bpe {
     uint64_t emask;
     uint8_t first[256]; /* 1: some added token starts with this byte */
     int pre;
+    int nfc; /* the normalizer: NFC, else none                   */
     int add_prefix_space;
     int ignore_merges;
     int32_t unk; /* -1: bytes missing from the vocabulary are dropped */

@@ -363,6 +363,7 @@ attn_status attn__bpe_build(const attn__bpe_spec *sp, attn_bpe **out) {
         return st;
     }
     t->pre = sp->pre;
+    t->nfc = sp->nfc;
     t->add_prefix_space = sp->add_prefix_space;
     t->ignore_merges = sp->ignore_merges;
     t->fuse_unk = sp->fuse_unk;

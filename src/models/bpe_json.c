@@ -166,17 +166,24 @@ static attn_status read_model(const jr *r, const attn__json_node *m,
     return ATTN_OK;
 }
 
-static attn_status read_normalizer(const jr *r, const attn__json_node *n) {
+/* None, NFC, or a Sequence of at most one NFC. */
+static attn_status read_normalizer(const jr *r, const attn__json_node *n,
+                                   attn__bpe_spec *sp) {
     if (!n || n->kind == ATTN__JSON_NULL) return ATTN_OK;
     const char *ty = type_of(r, n);
     const attn__json_node *list = get(r, n, "normalizers");
     if (strcmp(ty, "Sequence") == 0 && list && list->kind == ATTN__JSON_ARR &&
-        list->count == 0)
+        list->count <= 1) {
+        if (list->count == 0) return ATTN_OK;
+        n = child(r, list);
+        ty = type_of(r, n);
+    }
+    if (strcmp(ty, "NFC") == 0) {
+        sp->nfc = 1;
         return ATTN_OK;
-    if (strcmp(ty, "Sequence") == 0 && list && list->kind == ATTN__JSON_ARR)
-        ty = type_of(r, child(r, list));
+    }
     return unsupported(r, "normalizer", ty[0] ? ty : "(no type)",
-                       "attn's byte-level BPE has no normalizer");
+                       "attn's byte-level BPE reads NFC or none");
 }
 
 /* A ByteLevel pre-tokenizer: its options, or an error. */
@@ -402,7 +409,7 @@ attn_status attn_bpe_parse(const char *json, size_t len, const char *label,
     const attn__json_node *root = &j.nodes[0];
     if (root->kind != ATTN__JSON_OBJ) st = malformed(&r, "not a JSON object");
     if (!st) st = read_model(&r, get(&r, root, "model"), &sp);
-    if (!st) st = read_normalizer(&r, get(&r, root, "normalizer"));
+    if (!st) st = read_normalizer(&r, get(&r, root, "normalizer"), &sp);
     if (!st) st = read_pre(&r, get(&r, root, "pre_tokenizer"), &sp);
     if (!st) st = read_post(&r, get(&r, root, "post_processor"), &sp, 0);
     if (!st) st = read_decoder(&r, get(&r, root, "decoder"));

@@ -34,7 +34,7 @@ typedef struct {
     int64_t nadded;
     attn__bpe_added *added;
     size_t max_len; /* the longest token or merge pair (alen + blen) */
-    int pre, add_prefix_space, ignore_merges, fuse_unk;
+    int pre, nfc, add_prefix_space, ignore_merges, fuse_unk;
     const char *unk; /* unknown token by name (unk_len > 0) ...     */
     size_t unk_len;
     int32_t unk_id; /* ... or by id (-1: none)                     */
