@@ -164,6 +164,7 @@ def strings():
         "\u2126 \u1f71 \u0387", "e\u0327\u0306 \u1e1d",
         "\u05d0\u05b7\u05bc", "\u0301e", "a\u0300\u0316\u0301",
         "Vi\u1ec7t Nam vie\u0302\u0323t", "\uac00\u11a8 \uac01",
+        "o" + "\u0301\u0323\u0308\u0330\u0345\u031b" * 6 + "x",
     ]
     for _ in range(300):
         k = rng.randint(1, 8)

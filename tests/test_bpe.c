@@ -104,22 +104,15 @@ static void check_decode(const attn_bpe *t, const int32_t *ids, int64_t n,
     free(out);
 }
 
-static void fixture(const char *name) {
+/* t against the records of tests/data/bpe/NAME.expected. */
+static void against(const attn_bpe *t, const char *name) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/tests/data/bpe/%s.json", ATTN_SOURCE_DIR,
-             name);
-    attn_bpe *t = NULL;
-    CHECK_STATUS(attn_bpe_load(path, &t), ATTN_OK);
-    if (!t) return;
     snprintf(path, sizeof path, "%s/tests/data/bpe/%s.expected",
              ATTN_SOURCE_DIR, name);
     size_t size;
     char *exp = slurp(path, &size);
     CHECK_MSG(exp != NULL, "%s is missing", path);
-    if (!exp) {
-        attn_bpe_free(t);
-        return;
-    }
+    if (!exp) return;
     static char text[1 << 16], want[1 << 16];
     static int32_t ids[MAXIDS], ref[MAXIDS], plain[MAXIDS];
     size_t tlen = 0;
@@ -168,7 +161,80 @@ static void fixture(const char *name) {
     printf("%s: %lld strings, %lld differ\n", name, (long long)nstr,
            (long long)bad);
     free(exp);
+}
+
+static void fixture(const char *name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/data/bpe/%s.json", ATTN_SOURCE_DIR,
+             name);
+    attn_bpe *t = NULL;
+    CHECK_STATUS(attn_bpe_load(path, &t), ATTN_OK);
+    if (!t) return;
+    against(t, name);
     attn_bpe_free(t);
+}
+
+/* SmolLM2's tokenizer from its GGUF metadata (tests/data/bpe/
+ * smollm2_vocab.txt, written by tests/gen_bpe_smollm2.py): with its own
+ * pre-tokenizer "smollm" it equals the tokenizer SmolLM2 ships; with
+ * "gpt2" it equals what transformers makes of the GGUF file. */
+static void smollm2(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tests/data/bpe/smollm2_vocab.txt",
+             ATTN_SOURCE_DIR);
+    size_t size;
+    char *text = slurp(path, &size);
+    CHECK_MSG(text != NULL, "%s is missing", path);
+    if (!text) return;
+    attn_bpe_vocab v;
+    attn_bpe_vocab_init(&v);
+    char pre[64] = "";
+    long long bos, eos, nt = 0, nm = 0;
+    int add_bos, used = 0;
+    CHECK(sscanf(text, "pre %63s\nbos %lld\neos %lld\nadd_bos %d\ntokens %lld\n%n",
+                 pre, &bos, &eos, &add_bos, &nt, &used) == 5);
+    const char **tokens = calloc((size_t)nt + 1, sizeof *tokens);
+    int32_t *types = calloc((size_t)nt + 1, sizeof *types);
+    char *p = text + used;
+    for (long long i = 0; i < nt; i++) {
+        char *nl = strchr(p, '\n');
+        *nl = '\0';
+        types[i] = (int32_t)strtol(p, &p, 10);
+        tokens[i] = p + 1;
+        p = nl + 1;
+    }
+    CHECK(sscanf(p, "merges %lld\n%n", &nm, &used) == 1);
+    const char **merges = calloc((size_t)nm + 1, sizeof *merges);
+    p += used;
+    for (long long i = 0; i < nm; i++) {
+        char *nl = strchr(p, '\n');
+        *nl = '\0';
+        merges[i] = p;
+        p = nl + 1;
+    }
+    CHECK(nt == 49152 && nm == 48900 && strcmp(pre, "smollm") == 0);
+    v.n_tokens = nt;
+    v.tokens = tokens;
+    v.token_types = types;
+    v.n_merges = nm;
+    v.merges = merges;
+    v.pre = pre;
+    v.bos_id = bos;
+    v.eos_id = eos;
+    v.add_bos = add_bos;
+    attn_bpe *t = NULL;
+    CHECK_STATUS(attn_bpe_from_vocab(&v, &t), ATTN_OK);
+    if (t) against(t, "smollm2");
+    attn_bpe_free(t);
+    v.pre = "gpt2";
+    t = NULL;
+    CHECK_STATUS(attn_bpe_from_vocab(&v, &t), ATTN_OK);
+    if (t) against(t, "smollm2_transformers");
+    attn_bpe_free(t);
+    free(tokens);
+    free(types);
+    free(merges);
+    free(text);
 }
 
 /* The GGUF form: the header's example, control and user-defined tokens,
@@ -381,6 +447,7 @@ static void json_cases(void) {
 int main(void) {
     const char *names[] = {"gpt2", "gpt2p", "llama3", "qwen2", "smollm"};
     for (int i = 0; i < 5; i++) fixture(names[i]);
+    smollm2();
     from_vocab();
     streaming();
     json_cases();

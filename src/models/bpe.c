@@ -378,7 +378,7 @@ static void word(enc *r, const unsigned char *w, size_t m) {
 
 static void pieces(enc *r, const unsigned char *s, size_t end) {
     const int pre = r->t->pre;
-    size_t i = 0;
+    size_t i = 0, stop = 0; /* smollm: the next digit at or after i */
     while (i < end && !r->st) {
         size_t e;
         if (pre == ATTN__PRE_GPT2) {
@@ -390,11 +390,13 @@ static void pieces(enc *r, const unsigned char *s, size_t end) {
             if (c == ATTN__BPE_NUMBER) { /* every digit alone, and the    */
                 e = i + k;               /* pattern sees no text past one */
             } else {
-                size_t stop = i + k;
-                while (stop < end) {
-                    size_t n = char_at(s, stop, end, &cp, &c);
-                    if (c == ATTN__BPE_NUMBER) break;
-                    stop += n;
+                if (stop <= i) {
+                    stop = i + k;
+                    while (stop < end) {
+                        size_t n = char_at(s, stop, end, &cp, &c);
+                        if (c == ATTN__BPE_NUMBER) break;
+                        stop += n;
+                    }
                 }
                 e = gpt2_piece(s, i, stop);
             }
@@ -434,6 +436,11 @@ static void segment(enc *r, const unsigned char *s, size_t len) {
         memcpy(b + 1, s, len);
     }
     attn__free(cps);
+    if (len == SIZE_MAX) {
+        attn__free(b);
+        r->st = ATTN_E_NOMEM;
+        return;
+    }
     const int put = space && len > 0 && b[1] != ' ';
     b[0] = ' ';
     pieces(r, (const unsigned char *)b + 1 - put, len + (size_t)put);

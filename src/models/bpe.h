@@ -48,9 +48,9 @@ extern const attn__bpe_pair3 attn__bpe_nfc[];
 extern const int attn__bpe_nnfc;
 
 /* NFC of s[0..n) into out (room for attn__bpe_nfc_cap(n) bytes); bytes
- * that are not UTF-8 pass through as they are. scratch holds n + 4
- * uint32_t code points at least twice over (2 * (2 * n + 4)). Returns
- * the length written. */
+ * that are not UTF-8 pass through as they are. scratch holds 2 * n + 4
+ * uint32_t code points. Returns the length written, SIZE_MAX when out of
+ * memory (the message set). */
 size_t attn__bpe_nfc_cap(size_t n);
 size_t attn__bpe_nfc_apply(const unsigned char *s, size_t n, char *out,
                            uint32_t *scratch);

@@ -65,6 +65,35 @@ static uint32_t compose(uint32_t a, uint32_t b) {
     return 0;
 }
 
+/* Stable sort of k non-starters by combining class: insertion for short
+ * runs (the usual one or two marks), counting sort for long ones, so that
+ * a hostile run of marks costs O(k). */
+static int sort_run(uint32_t *x, size_t k) {
+    if (k < 2) return 1;
+    if (k <= 16) {
+        for (size_t i = 1; i < k; i++) {
+            uint32_t v = x[i];
+            int c = ccc(v);
+            size_t j = i;
+            while (j > 0 && ccc(x[j - 1]) > c) {
+                x[j] = x[j - 1];
+                j--;
+            }
+            x[j] = v;
+        }
+        return 1;
+    }
+    uint32_t *tmp = attn__alloc(k, sizeof *tmp, "combining marks");
+    if (!tmp) return 0;
+    size_t start[257] = {0};
+    for (size_t i = 0; i < k; i++) start[ccc(x[i]) + 1]++;
+    for (int c = 0; c < 256; c++) start[c + 1] += start[c];
+    for (size_t i = 0; i < k; i++) tmp[start[ccc(x[i])]++] = x[i];
+    memcpy(x, tmp, k * sizeof *x);
+    attn__free(tmp);
+    return 1;
+}
+
 int attn__bpe_nfc_maybe(const unsigned char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (s[i] >= 0xcc) return 1; /* U+0300 and above start with 0xCC+ */
@@ -123,17 +152,16 @@ size_t attn__bpe_nfc_apply(const unsigned char *s, size_t n, char *out,
         for (int k = 0; k < d->len; k++)
             buf[m++] = attn__bpe_nfd_pool[d->off + k];
     }
-    /* canonical order: insertion sort of each run of non-starters */
-    for (size_t i = 1; i < m; i++) {
-        int c = ccc(buf[i]);
-        if (c == 0) continue;
-        size_t j = i;
-        uint32_t x = buf[i];
-        while (j > 0 && ccc(buf[j - 1]) > c) {
-            buf[j] = buf[j - 1];
-            j--;
+    /* canonical order: a stable sort by class of each run of non-starters */
+    for (size_t i = 0; i < m;) {
+        if (ccc(buf[i]) == 0) {
+            i++;
+            continue;
         }
-        buf[j] = x;
+        size_t j = i;
+        while (j < m && ccc(buf[j]) != 0) j++;
+        if (!sort_run(buf + i, j - i)) return SIZE_MAX;
+        i = j;
     }
     /* compose */
     size_t w = 0;
