@@ -161,10 +161,9 @@ ATTN_API size_t attn_bpe_stream_max(const attn_bpe *t);
 /* Text completed by one more id: *len bytes at out (cap must be at least
  * attn_bpe_stream_max(t); no NUL is written). The concatenated pieces of
  * a stream, ended by attn_bpe_stream_end, equal attn_bpe_decode. */
-ATTN_API attn_status attn_bpe_stream_next(const attn_bpe *t,
-                                          attn_bpe_stream *s, int32_t id,
-                                          int skip_special, char *out,
-                                          size_t cap, size_t *len);
+ATTN_API attn_status attn_bpe_stream_next(const attn_bpe *t, attn_bpe_stream *s,
+                                          int32_t id, int skip_special,
+                                          char *out, size_t cap, size_t *len);
 /* Ends the stream: an unfinished character left is U+FFFD (3 bytes at
  * out, cap >= 3), and s is ready for a new stream. */
 ATTN_API attn_status attn_bpe_stream_end(attn_bpe_stream *s, char *out,

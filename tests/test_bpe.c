@@ -78,7 +78,8 @@ static int stream_equals(const attn_bpe *t, const int32_t *ids, int64_t n,
              w + k <= wlen;
         if (ok) memcpy(buf + w, piece, k), w += k;
     }
-    ok = ok && attn_bpe_stream_end(&s, piece, 3, &k) == ATTN_OK && w + k == wlen;
+    ok =
+        ok && attn_bpe_stream_end(&s, piece, 3, &k) == ATTN_OK && w + k == wlen;
     if (ok) memcpy(buf + w, piece, k);
     ok = ok && memcmp(buf, want, wlen) == 0;
     free(buf);
@@ -133,10 +134,12 @@ static void against(const attn_bpe *t, const char *name) {
                 unsigned fl = ATTN_BPE_PARSE_SPECIAL |
                               (kind == 'B' ? ATTN_BPE_ADD_SPECIAL : 0);
                 int64_t n = -1, count = -1;
-                CHECK_STATUS(attn_bpe_encode(t, text, tlen, fl, ids, MAXIDS, &n),
-                             ATTN_OK);
-                CHECK_STATUS(attn_bpe_encode(t, text, tlen, fl, NULL, 0, &count),
-                             ATTN_OK);
+                CHECK_STATUS(
+                    attn_bpe_encode(t, text, tlen, fl, ids, MAXIDS, &n),
+                    ATTN_OK);
+                CHECK_STATUS(
+                    attn_bpe_encode(t, text, tlen, fl, NULL, 0, &count),
+                    ATTN_OK);
                 CHECK(count == n);
                 /* NFC at most doubles the bytes (qwen2 has it) */
                 CHECK(n <= (int64_t)tlen * (strcmp(name, "qwen2") ? 1 : 2) + 4);
@@ -191,7 +194,8 @@ static void smollm2(void) {
     char pre[64] = "";
     long long bos, eos, nt = 0, nm = 0;
     int add_bos, used = 0;
-    CHECK(sscanf(text, "pre %63s\nbos %lld\neos %lld\nadd_bos %d\ntokens %lld\n%n",
+    CHECK(sscanf(text,
+                 "pre %63s\nbos %lld\neos %lld\nadd_bos %d\ntokens %lld\n%n",
                  pre, &bos, &eos, &add_bos, &nt, &used) == 5);
     const char **tokens = calloc((size_t)nt + 1, sizeof *tokens);
     int32_t *types = calloc((size_t)nt + 1, sizeof *types);
@@ -240,8 +244,18 @@ static void smollm2(void) {
 /* The GGUF form: the header's example, control and user-defined tokens,
  * bos / eos, the pre-tokenizer names, and its refusals. */
 static void from_vocab(void) {
-    const char *tokens[] = {"a", "b", "ab", "\xc4\xa0", "\xc4\xa0" "ab",
-                            "<|end|>", "<s>", "[u]", "1", "\xc4\xa0" "1"};
+    const char *tokens[] = {"a",
+                            "b",
+                            "ab",
+                            "\xc4\xa0",
+                            "\xc4\xa0"
+                            "ab",
+                            "<|end|>",
+                            "<s>",
+                            "[u]",
+                            "1",
+                            "\xc4\xa0"
+                            "1"};
     const int32_t types[] = {1, 1, 1, 1, 1, 3, 3, 4, 1, 1};
     const char *merges[] = {"a b", "\xc4\xa0 ab", "\xc4\xa0 1"};
     attn_bpe_vocab v;
@@ -342,18 +356,28 @@ static void streaming(void) {
     attn_bpe_stream_init(&s);
     char out[256];
     size_t k;
-    CHECK_STATUS(attn_bpe_stream_next(t, &s, 0, 0, out, sizeof out, &k), ATTN_OK);
+    CHECK_STATUS(attn_bpe_stream_next(t, &s, 0, 0, out, sizeof out, &k),
+                 ATTN_OK);
     CHECK(k == 0);
-    CHECK_STATUS(attn_bpe_stream_next(t, &s, 1, 0, out, sizeof out, &k), ATTN_OK);
+    CHECK_STATUS(attn_bpe_stream_next(t, &s, 1, 0, out, sizeof out, &k),
+                 ATTN_OK);
     CHECK(k == 0);
-    CHECK_STATUS(attn_bpe_stream_next(t, &s, 2, 0, out, sizeof out, &k), ATTN_OK);
+    CHECK_STATUS(attn_bpe_stream_next(t, &s, 2, 0, out, sizeof out, &k),
+                 ATTN_OK);
     CHECK(k == 3 && memcmp(out, "\xe2\x82\xac", 3) == 0);
-    CHECK_STATUS(attn_bpe_stream_next(t, &s, 5, 0, out, sizeof out, &k), ATTN_OK);
+    CHECK_STATUS(attn_bpe_stream_next(t, &s, 5, 0, out, sizeof out, &k),
+                 ATTN_OK);
     CHECK(k == 0);
-    CHECK_STATUS(attn_bpe_stream_next(t, &s, 6, 0, out, sizeof out, &k), ATTN_OK);
-    CHECK(k == 4 && memcmp(out, "\xef\xbf\xbd" "A", 4) == 0);
-    CHECK_STATUS(attn_bpe_stream_next(t, &s, 3, 0, out, sizeof out, &k), ATTN_OK);
-    CHECK_STATUS(attn_bpe_stream_next(t, &s, 4, 0, out, sizeof out, &k), ATTN_OK);
+    CHECK_STATUS(attn_bpe_stream_next(t, &s, 6, 0, out, sizeof out, &k),
+                 ATTN_OK);
+    CHECK(k == 4 && memcmp(out,
+                           "\xef\xbf\xbd"
+                           "A",
+                           4) == 0);
+    CHECK_STATUS(attn_bpe_stream_next(t, &s, 3, 0, out, sizeof out, &k),
+                 ATTN_OK);
+    CHECK_STATUS(attn_bpe_stream_next(t, &s, 4, 0, out, sizeof out, &k),
+                 ATTN_OK);
     CHECK(k == 0);
     CHECK_STATUS(attn_bpe_stream_end(&s, out, sizeof out, &k), ATTN_OK);
     CHECK(k == 3 && memcmp(out, "\xef\xbf\xbd", 3) == 0);
@@ -377,8 +401,8 @@ static void refused(const char *json, attn_status want, const char *needle) {
 #define BL "{\"type\": \"ByteLevel\"}"
 
 static void json_cases(void) {
-    const char *ok = "{" MODEL("") ", \"pre_tokenizer\": " BL
-                     ", \"decoder\": " BL "}";
+    const char *ok =
+        "{" MODEL("") ", \"pre_tokenizer\": " BL ", \"decoder\": " BL "}";
     attn_bpe *t = NULL;
     CHECK_STATUS(attn_bpe_parse(ok, strlen(ok), "ok", &t), ATTN_OK);
     int32_t ids[8];
@@ -397,14 +421,16 @@ static void json_cases(void) {
             ATTN_E_UNSUPPORTED, "NFKC");
     refused("{" MODEL("") ", \"pre_tokenizer\": {\"type\": \"Metaspace\"}}",
             ATTN_E_UNSUPPORTED, "Metaspace");
-    refused("{" MODEL("") ", \"pre_tokenizer\": {\"type\": \"Sequence\", "
-            "\"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": "
-            "\"\\\\d+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
-            "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
-            "\"use_regex\": false}]}}",
-            ATTN_E_UNSUPPORTED, "\\x5cd+");
+    refused(
+        "{" MODEL(
+            "") ", \"pre_tokenizer\": {\"type\": \"Sequence\", "
+                "\"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": "
+                "\"\\\\d+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
+                "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+                "\"use_regex\": false}]}}",
+        ATTN_E_UNSUPPORTED, "\\x5cd+");
     refused("{" MODEL("") ", \"pre_tokenizer\": " BL
-            ", \"decoder\": {\"type\": \"Metaspace\"}}",
+                          ", \"decoder\": {\"type\": \"Metaspace\"}}",
             ATTN_E_UNSUPPORTED, "decoder");
     refused("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, "
             "\"merges\": [\"a b\"]}, \"pre_tokenizer\": " BL
@@ -419,16 +445,19 @@ static void json_cases(void) {
     refused("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 99999999}, "
             "\"merges\": []}, \"pre_tokenizer\": " BL ", \"decoder\": " BL "}",
             ATTN_E_FORMAT, "sparse");
-    refused("{" MODEL("") ", \"pre_tokenizer\": " BL ", \"decoder\": " BL
-            ", \"added_tokens\": [{\"id\": 5, \"content\": \"x\", "
-            "\"single_word\": true}]}",
-            ATTN_E_UNSUPPORTED, "single_word");
-    refused("{" MODEL("") ", \"pre_tokenizer\": " BL ", \"decoder\": " BL
-            ", \"post_processor\": {\"type\": \"TemplateProcessing\", "
-            "\"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}}, {\"Sequence\": "
-            "{\"id\": \"A\"}}], \"special_tokens\": {\"<s>\": {\"ids\": "
-            "[77]}}}}",
-            ATTN_E_FORMAT, "77");
+    refused(
+        "{" MODEL("") ", \"pre_tokenizer\": " BL ", \"decoder\": " BL
+                      ", \"added_tokens\": [{\"id\": 5, \"content\": \"x\", "
+                      "\"single_word\": true}]}",
+        ATTN_E_UNSUPPORTED, "single_word");
+    refused(
+        "{" MODEL(
+            "") ", \"pre_tokenizer\": " BL ", \"decoder\": " BL
+                ", \"post_processor\": {\"type\": \"TemplateProcessing\", "
+                "\"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}}, {\"Sequence\": "
+                "{\"id\": \"A\"}}], \"special_tokens\": {\"<s>\": {\"ids\": "
+                "[77]}}}}",
+        ATTN_E_FORMAT, "77");
     refused("{\"model\": ", ATTN_E_FORMAT, "malformed JSON");
     refused("[1, 2, 3]", ATTN_E_FORMAT, "not a JSON object");
     /* many tiny values: refused before the parser allocates for them */

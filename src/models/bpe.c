@@ -275,7 +275,9 @@ static void push_pair(enc *r, size_t *hn, int32_t pos) {
     if (nx < 0) return;
     const attn__bpe_merge *m =
         attn__bpe_find_merge(r->t, r->sym[pos], r->sym[nx]);
-    if (m) heap_push(r->heap, hn, (uint64_t)(uint32_t)m->rank << 32 | (uint32_t)pos);
+    if (m)
+        heap_push(r->heap, hn,
+                  (uint64_t)(uint32_t)m->rank << 32 | (uint32_t)pos);
 }
 
 /* The byte-level form of w (each byte as its alphabet character). */
@@ -333,7 +335,8 @@ static size_t bpe_word(enc *r, const unsigned char *w, size_t m) {
         push_pair(r, &hn, pos);
     }
     size_t n = 0;
-    for (int32_t k = ns ? 0 : -1; k >= 0; k = r->next[k]) r->wout[n++] = r->sym[k];
+    for (int32_t k = ns ? 0 : -1; k >= 0; k = r->next[k])
+        r->wout[n++] = r->sym[k];
     return n;
 }
 
@@ -476,9 +479,9 @@ attn_status attn_bpe_encode(const attn_bpe *t, const char *text, size_t len,
                             int64_t *n) {
     if (!t || (!text && len) || !n)
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !t     ? "t"
-                          : !n   ? "n"
-                                 : "text");
+                          !t   ? "t"
+                          : !n ? "n"
+                               : "text");
     if (cap < 0 || (cap > 0 && !ids))
         return attn__fail(ATTN_E_INVALID, "ids is NULL with cap %lld",
                           (long long)cap);
@@ -614,8 +617,8 @@ attn_status attn_bpe_stream_next(const attn_bpe *t, attn_bpe_stream *s,
                                  size_t cap, size_t *len) {
     if (!t || !s || !out || !len)
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !t   ? "t"
-                          : !s ? "s"
+                          !t     ? "t"
+                          : !s   ? "s"
                           : !out ? "out"
                                  : "len");
     if (id < 0 || id >= t->n)
@@ -654,10 +657,10 @@ attn_status attn_bpe_decode(const attn_bpe *t, const int32_t *ids, int64_t n,
                             size_t *len) {
     if (!t || (!ids && n) || !len || (!out && cap))
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !t     ? "t"
-                          : !len ? "len"
+                          !t            ? "t"
+                          : !len        ? "len"
                           : !out && cap ? "out"
-                                 : "ids");
+                                        : "ids");
     if (n < 0) return attn__fail(ATTN_E_INVALID, "n is %lld", (long long)n);
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= t->n)

@@ -135,9 +135,8 @@ static inline uint64_t attn__bpe_hash(const char *s, size_t n) {
 /* The vocabulary id of the n bytes at s (a token as written), or -1. */
 int32_t attn__bpe_vocab_id(const attn_bpe *t, const char *s, size_t n);
 /* The merge of the pair (a, b), or NULL. */
-static inline const attn__bpe_merge *attn__bpe_find_merge(const attn_bpe *t,
-                                                          int32_t a,
-                                                          int32_t b) {
+static inline const attn__bpe_merge *
+attn__bpe_find_merge(const attn_bpe *t, int32_t a, int32_t b) {
     uint64_t key = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
     for (uint64_t i = attn__splitmix64_final(key) & t->mmask;;
          i = (i + 1) & t->mmask) {

@@ -52,14 +52,19 @@ size_t attn__utf8_check(const char *str, size_t n) {
     size_t i = 0;
     while (i < n) {
         unsigned c = s[i];
-        size_t k = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        size_t k = c < 0x80                 ? 1
+                   : c >= 0xc2 && c <= 0xdf ? 2
+                   : c >= 0xe0 && c <= 0xef ? 3
+                   : c >= 0xf0 && c <= 0xf4 ? 4
+                                            : 0;
         if (k == 0 || n - i < k) return i;
         uint32_t cp = k == 1 ? c : c & (0x7fu >> k);
         for (size_t j = 1; j < k; j++) {
             if ((s[i + j] & 0xc0) != 0x80) return i;
             cp = cp << 6 | (s[i + j] & 0x3fu);
         }
-        if ((k == 3 && cp < 0x800) || (k == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        if ((k == 3 && cp < 0x800) ||
+            (k == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
             (cp >= 0xd800 && cp <= 0xdfff))
             return i;
         i += k;
@@ -88,7 +93,8 @@ static size_t token_bytes(const char *str, size_t len, char *o) {
  */
 
 int32_t attn__bpe_vocab_id(const attn_bpe *t, const char *s, size_t n) {
-    for (uint64_t i = attn__bpe_hash(s, n) & t->vmask;; i = (i + 1) & t->vmask) {
+    for (uint64_t i = attn__bpe_hash(s, n) & t->vmask;;
+         i = (i + 1) & t->vmask) {
         int32_t id = t->vslot[i];
         if (id < 0) return -1;
         const char *v = t->tok[id].vstr;
@@ -195,8 +201,7 @@ static attn_status build_vocab(attn_bpe *t, const attn__bpe_spec *sp,
         uint64_t i = attn__bpe_hash(e->str, e->len) & t->vmask;
         for (;; i = (i + 1) & t->vmask) {
             int32_t o = t->vslot[i];
-            if (o < 0 || strcmp(t->tok[o].vstr, t->tok[e->id].vstr) == 0)
-                break;
+            if (o < 0 || strcmp(t->tok[o].vstr, t->tok[e->id].vstr) == 0) break;
         }
         t->vslot[i] = e->id; /* a repeated token keeps its last id */
     }
@@ -271,7 +276,8 @@ static attn_status build_added(attn_bpe *t, const attn__bpe_spec *sp,
             return attn__fail(ATTN_E_FORMAT,
                               "%s: added token %d is %zu bytes long (at "
                               "most %d)",
-                              sp->label, x->e.id, x->e.len, ATTN__BPE_MAX_ADDED);
+                              sp->label, x->e.id, x->e.len,
+                              ATTN__BPE_MAX_ADDED);
         attn__bpe_tok *k = &t->tok[x->e.id];
         if (!k->str || strcmp(k->str, x->e.str) != 0)
             put_token(t, used, x->e.id, x->e.str, x->e.len, 0);
@@ -321,12 +327,12 @@ attn_status attn__bpe_build(const attn__bpe_spec *sp, attn_bpe **out) {
         return attn__fail(ATTN_E_FORMAT, "%s: the vocabulary is empty",
                           sp->label);
     if (n > 2 * (sp->nvocab + sp->nadded) + 65536)
-        return attn__fail(ATTN_E_FORMAT,
-                          "%s: ids reach %lld for %lld tokens: too sparse",
-                          sp->label, (long long)n - 1,
-                          (long long)(sp->nvocab + sp->nadded));
+        return attn__fail(
+            ATTN_E_FORMAT, "%s: ids reach %lld for %lld tokens: too sparse",
+            sp->label, (long long)n - 1, (long long)(sp->nvocab + sp->nadded));
     for (int k = 0; k < sp->nprefix + sp->nsuffix; k++) {
-        int64_t id = k < sp->nprefix ? sp->prefix[k] : sp->suffix[k - sp->nprefix];
+        int64_t id =
+            k < sp->nprefix ? sp->prefix[k] : sp->suffix[k - sp->nprefix];
         if (id < 0 || id >= n)
             return attn__fail(ATTN_E_FORMAT,
                               "%s: post-processor token id %lld is outside "
@@ -351,8 +357,9 @@ attn_status attn__bpe_build(const attn__bpe_spec *sp, attn_bpe **out) {
     if (!st && sp->unk_len) {
         int32_t u;
         if (attn_bpe_id(t, sp->unk, &u) != ATTN_OK)
-            st = bad_str(sp->label, "the unknown token is not in the "
-                                    "vocabulary:",
+            st = bad_str(sp->label,
+                         "the unknown token is not in the "
+                         "vocabulary:",
                          sp->unk, sp->unk_len);
         t->unk = u;
     } else {
@@ -407,10 +414,10 @@ attn_status attn_bpe_from_vocab(const attn_bpe_vocab *v, attn_bpe **out) {
     if (!v || !v->pre || (v->n_tokens && !v->tokens) ||
         (v->n_merges && !v->merges))
         return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !v        ? "v"
-                          : !v->pre ? "v->pre"
+                          !v                            ? "v"
+                          : !v->pre                     ? "v->pre"
                           : (v->n_tokens && !v->tokens) ? "v->tokens"
-                                                         : "v->merges");
+                                                        : "v->merges");
     if (v->n_tokens < 1 || v->n_tokens >= INT32_MAX || v->n_merges < 0 ||
         v->n_merges >= INT32_MAX)
         return attn__fail(ATTN_E_INVALID, "%lld tokens and %lld merges",
@@ -422,14 +429,14 @@ attn_status attn_bpe_from_vocab(const attn_bpe_vocab *v, attn_bpe **out) {
     sp.pre = attn__bpe_pre_by_name(v->pre);
     if (sp.pre < 0) {
         char eb[64];
-        return attn__fail(ATTN_E_UNSUPPORTED,
-                          "pre-tokenizer '%s' is not supported (gpt2, smollm, "
-                          "llama-bpe, qwen2)",
-                          attn__escape_bytes(v->pre, strlen(v->pre), eb,
-                                             sizeof eb));
+        return attn__fail(
+            ATTN_E_UNSUPPORTED,
+            "pre-tokenizer '%s' is not supported (gpt2, smollm, "
+            "llama-bpe, qwen2)",
+            attn__escape_bytes(v->pre, strlen(v->pre), eb, sizeof eb));
     }
-    sp.ignore_merges =
-        v->ignore_merges >= 0 ? v->ignore_merges != 0 : sp.pre == ATTN__PRE_LLAMA3;
+    sp.ignore_merges = v->ignore_merges >= 0 ? v->ignore_merges != 0
+                                             : sp.pre == ATTN__PRE_LLAMA3;
     const int64_t ids[2] = {v->bos_id, v->eos_id};
     const int add[2] = {v->add_bos, v->add_eos};
     for (int k = 0; k < 2; k++) {
@@ -446,13 +453,15 @@ attn_status attn_bpe_from_vocab(const attn_bpe_vocab *v, attn_bpe **out) {
     sp.nvocab = v->n_tokens;
     sp.vocab = attn__alloc((size_t)v->n_tokens, sizeof *sp.vocab, "vocabulary");
     sp.added = attn__alloc((size_t)v->n_tokens, sizeof *sp.added, "added");
-    sp.merges = attn__alloc((size_t)v->n_merges + 1, sizeof *sp.merges, "merges");
+    sp.merges =
+        attn__alloc((size_t)v->n_merges + 1, sizeof *sp.merges, "merges");
     attn_status st = ATTN_OK;
     if (!sp.vocab || !sp.added || !sp.merges) st = ATTN_E_NOMEM;
     for (int64_t i = 0; i < v->n_tokens && !st; i++) {
         const char *s = v->tokens[i];
         if (!s) {
-            st = attn__fail(ATTN_E_INVALID, "tokens[%lld] is NULL", (long long)i);
+            st = attn__fail(ATTN_E_INVALID, "tokens[%lld] is NULL",
+                            (long long)i);
             break;
         }
         size_t len = strlen(s);

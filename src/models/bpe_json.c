@@ -54,8 +54,8 @@ static attn_status malformed(const jr *r, const char *what) {
 
 /* The "type" string of object n, "" if it has none. */
 static const char *type_of(const jr *r, const attn__json_node *n) {
-    const attn__json_node *t = n && n->kind == ATTN__JSON_OBJ ? get(r, n, "type")
-                                                              : NULL;
+    const attn__json_node *t =
+        n && n->kind == ATTN__JSON_OBJ ? get(r, n, "type") : NULL;
     return t && t->kind == ATTN__JSON_STR ? t->str : "";
 }
 
@@ -81,7 +81,8 @@ static int str_is(const jr *r, const attn__json_node *o, const char *key,
 
 static attn_status read_model(const jr *r, const attn__json_node *m,
                               attn__bpe_spec *sp) {
-    if (!m || m->kind != ATTN__JSON_OBJ) return malformed(r, "no \"model\" object");
+    if (!m || m->kind != ATTN__JSON_OBJ)
+        return malformed(r, "no \"model\" object");
     const char *ty = type_of(r, m);
     if (strcmp(ty, "BPE") != 0)
         return unsupported(r, "model", ty[0] ? ty : "(no type)",
@@ -91,12 +92,14 @@ static attn_status read_model(const jr *r, const attn__json_node *m,
         return unsupported(r, "model", "BPE with byte_fallback",
                            "sentencepiece-style BPE");
     const attn__json_node *d = get(r, m, "dropout");
-    if (d && d->kind != ATTN__JSON_NULL && !(d->kind == ATTN__JSON_NUM && d->num == 0))
+    if (d && d->kind != ATTN__JSON_NULL &&
+        !(d->kind == ATTN__JSON_NUM && d->num == 0))
         return unsupported(r, "model", "BPE with dropout", NULL);
     if (!str_is(r, m, "continuing_subword_prefix", empty) ||
         !str_is(r, m, "end_of_word_suffix", empty))
         return unsupported(r, "model", "BPE with subword affixes", NULL);
-    int fuse = get_bool(r, m, "fuse_unk", 0), ign = get_bool(r, m, "ignore_merges", 0);
+    int fuse = get_bool(r, m, "fuse_unk", 0),
+        ign = get_bool(r, m, "ignore_merges", 0);
     if (fuse < 0 || ign < 0)
         return malformed(r, "fuse_unk and ignore_merges must be booleans");
     sp->fuse_unk = fuse;
@@ -117,12 +120,12 @@ static attn_status read_model(const jr *r, const attn__json_node *m,
         if (e->kind != ATTN__JSON_NUM || !e->is_int || e->i64 < 0 ||
             e->i64 >= INT32_MAX) {
             char eb[96];
-            return attn__fail(ATTN_E_FORMAT,
-                              "%s: the id of token '%s' is not an integer in "
-                              "[0, 2^31 - 1)",
-                              r->label,
-                              attn__escape_bytes(e->key, strlen(e->key), eb,
-                                                 sizeof eb));
+            return attn__fail(
+                ATTN_E_FORMAT,
+                "%s: the id of token '%s' is not an integer in "
+                "[0, 2^31 - 1)",
+                r->label,
+                attn__escape_bytes(e->key, strlen(e->key), eb, sizeof eb));
         }
         attn__bpe_entry x = {e->key, strlen(e->key), (int32_t)e->i64};
         sp->vocab[sp->nvocab++] = x;
@@ -131,7 +134,8 @@ static attn_status read_model(const jr *r, const attn__json_node *m,
     const attn__json_node *mg = get(r, m, "merges");
     if (!mg || mg->kind != ATTN__JSON_ARR || mg->count >= INT32_MAX)
         return malformed(r, "model.merges must be an array");
-    sp->merges = attn__alloc((size_t)mg->count + 1, sizeof *sp->merges, "merges");
+    sp->merges =
+        attn__alloc((size_t)mg->count + 1, sizeof *sp->merges, "merges");
     if (!sp->merges) return ATTN_E_NOMEM;
     for (const attn__json_node *e = child(r, mg); e; e = next(r, e)) {
         attn__bpe_pair p;
@@ -139,17 +143,17 @@ static attn_status read_model(const jr *r, const attn__json_node *m,
             const char *s = strchr(e->str, ' ');
             if (!s || s == e->str || !s[1] || strchr(s + 1, ' ')) {
                 char eb[96];
-                return attn__fail(ATTN_E_FORMAT,
-                                  "%s: merge '%s' is not 'left right'",
-                                  r->label,
-                                  attn__escape_bytes(e->str, strlen(e->str),
-                                                     eb, sizeof eb));
+                return attn__fail(
+                    ATTN_E_FORMAT, "%s: merge '%s' is not 'left right'",
+                    r->label,
+                    attn__escape_bytes(e->str, strlen(e->str), eb, sizeof eb));
             }
             p.a = e->str;
             p.alen = (size_t)(s - e->str);
             p.b = s + 1;
         } else { /* ["left", "right"] */
-            const attn__json_node *a = e->kind == ATTN__JSON_ARR ? child(r, e) : NULL;
+            const attn__json_node *a =
+                e->kind == ATTN__JSON_ARR ? child(r, e) : NULL;
             const attn__json_node *b = a ? next(r, a) : NULL;
             if (!b || e->count != 2 || a->kind != ATTN__JSON_STR ||
                 b->kind != ATTN__JSON_STR || !a->str[0] || !b->str[0])
@@ -207,9 +211,8 @@ static attn_status read_pre(const jr *r, const attn__json_node *n,
         sp->add_prefix_space = prefix;
         return ATTN_OK;
     }
-    const attn__json_node *list = strcmp(ty, "Sequence") == 0
-                                      ? get(r, n, "pretokenizers")
-                                      : NULL;
+    const attn__json_node *list =
+        strcmp(ty, "Sequence") == 0 ? get(r, n, "pretokenizers") : NULL;
     if (!list || list->kind != ATTN__JSON_ARR)
         return unsupported(r, "pre-tokenizer", ty[0] ? ty : "(none)",
                            "attn reads ByteLevel, Split + ByteLevel and "
@@ -224,13 +227,15 @@ static attn_status read_pre(const jr *r, const attn__json_node *n,
                            "ByteLevel");
     if ((st = byte_level(r, b, &prefix, &regex))) return st;
     if (prefix)
-        return unsupported(r, "pre-tokenizer", "ByteLevel with add_prefix_space "
-                                               "after another",
+        return unsupported(r, "pre-tokenizer",
+                           "ByteLevel with add_prefix_space "
+                           "after another",
                            NULL);
     if (strcmp(ta, "Digits") == 0) {
         if (get_bool(r, a, "individual_digits", 0) != 1 || !regex)
-            return unsupported(r, "pre-tokenizer", "Digits without "
-                                                   "individual_digits",
+            return unsupported(r, "pre-tokenizer",
+                               "Digits without "
+                               "individual_digits",
                                NULL);
         sp->pre = ATTN__PRE_SMOLLM;
         return ATTN_OK;
@@ -242,8 +247,8 @@ static attn_status read_pre(const jr *r, const attn__json_node *n,
                            "ByteLevel's regex) and Digits");
     const attn__json_node *p = get(r, a, "pattern");
     const attn__json_node *re = p ? get(r, p, "Regex") : NULL;
-    if (!re || re->kind != ATTN__JSON_STR || !str_is(r, a, "behavior", isolated) ||
-        get_bool(r, a, "invert", 0) != 0)
+    if (!re || re->kind != ATTN__JSON_STR ||
+        !str_is(r, a, "behavior", isolated) || get_bool(r, a, "invert", 0) != 0)
         return unsupported(r, "pre-tokenizer", "Split",
                            "attn reads an isolating Split by a Regex pattern");
     if (strcmp(re->str, GPT2_RE) == 0)
@@ -271,13 +276,15 @@ static attn_status read_template(const jr *r, const attn__json_node *n,
         const attn__json_node *seq = get(r, it, "Sequence");
         const attn__json_node *tok = get(r, it, "SpecialToken");
         if (seq) {
-            if (seen_a) return malformed(r, "TemplateProcessing has two sequences");
+            if (seen_a)
+                return malformed(r, "TemplateProcessing has two sequences");
             seen_a = 1;
             continue;
         }
         const attn__json_node *name = tok ? get(r, tok, "id") : NULL;
-        const attn__json_node *def =
-            name && name->kind == ATTN__JSON_STR ? get(r, sps, name->str) : NULL;
+        const attn__json_node *def = name && name->kind == ATTN__JSON_STR
+                                         ? get(r, sps, name->str)
+                                         : NULL;
         const attn__json_node *ids = def ? get(r, def, "ids") : NULL;
         if (!ids || ids->kind != ATTN__JSON_ARR)
             return malformed(r, "a TemplateProcessing token is not in its "
@@ -304,12 +311,16 @@ static attn_status read_post(const jr *r, const attn__json_node *n,
             return malformed(r, "two post-processors add tokens");
         return read_template(r, n, sp);
     }
-    if (strcmp(ty, "RobertaProcessing") == 0 || strcmp(ty, "BertProcessing") == 0) {
+    if (strcmp(ty, "RobertaProcessing") == 0 ||
+        strcmp(ty, "BertProcessing") == 0) {
         const attn__json_node *c = get(r, n, "cls"), *s = get(r, n, "sep");
-        const attn__json_node *ci = c && c->count == 2 ? next(r, child(r, c)) : NULL;
-        const attn__json_node *si = s && s->count == 2 ? next(r, child(r, s)) : NULL;
-        if (!ci || !si || !ci->is_int || !si->is_int || ci->kind != ATTN__JSON_NUM ||
-            si->kind != ATTN__JSON_NUM || sp->nprefix || sp->nsuffix)
+        const attn__json_node *ci =
+            c && c->count == 2 ? next(r, child(r, c)) : NULL;
+        const attn__json_node *si =
+            s && s->count == 2 ? next(r, child(r, s)) : NULL;
+        if (!ci || !si || !ci->is_int || !si->is_int ||
+            ci->kind != ATTN__JSON_NUM || si->kind != ATTN__JSON_NUM ||
+            sp->nprefix || sp->nsuffix)
             return malformed(r, "cls and sep must be [token, id]");
         sp->prefix[sp->nprefix++] = ci->i64;
         sp->suffix[sp->nsuffix++] = si->i64;
@@ -337,8 +348,10 @@ static attn_status read_decoder(const jr *r, const attn__json_node *n) {
 static attn_status read_added(const jr *r, const attn__json_node *n,
                               attn__bpe_spec *sp) {
     if (!n || n->kind == ATTN__JSON_NULL) return ATTN_OK;
-    if (n->kind != ATTN__JSON_ARR) return malformed(r, "added_tokens must be a list");
-    sp->added = attn__alloc((size_t)n->count + 1, sizeof *sp->added, "added tokens");
+    if (n->kind != ATTN__JSON_ARR)
+        return malformed(r, "added_tokens must be a list");
+    sp->added =
+        attn__alloc((size_t)n->count + 1, sizeof *sp->added, "added tokens");
     if (!sp->added) return ATTN_E_NOMEM;
     for (const attn__json_node *a = child(r, n); a; a = next(r, a)) {
         const attn__json_node *id = get(r, a, "id"), *c = get(r, a, "content");
@@ -346,7 +359,8 @@ static attn_status read_added(const jr *r, const attn__json_node *n,
             id->i64 < 0 || id->i64 >= INT32_MAX || c->kind != ATTN__JSON_STR)
             return malformed(r, "an added token needs an integer id and a "
                                 "string content");
-        int sw = get_bool(r, a, "single_word", 0), sp_ = get_bool(r, a, "special", 0);
+        int sw = get_bool(r, a, "single_word", 0),
+            sp_ = get_bool(r, a, "special", 0);
         int ls = get_bool(r, a, "lstrip", 0), rs = get_bool(r, a, "rstrip", 0);
         if (sw < 0 || sp_ < 0 || ls < 0 || rs < 0)
             return malformed(r, "added token flags must be booleans");

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes bpe_tables.c: the Unicode classes the byte-level BPE
 pre-tokenizers' patterns need, from Python's unicodedata (run: python3
-gen_bpe_tables.py > bpe_tables.c; the output is kept in git, nothing runs
-this at build time).
+gen_bpe_tables.py > bpe_tables.c && clang-format -i bpe_tables.c; the
+output is kept in git, nothing runs this at build time).
 
 Classes by code point ranges, as the patterns' \\p{L}, \\p{N} and \\s read
 them: letter (categories Lu Ll Lt Lm Lo), number (Nd Nl No), space (the

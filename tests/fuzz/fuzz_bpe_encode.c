@@ -43,9 +43,9 @@ static attn_bpe *make(int pre, int ign) {
             types[nt++] = 1;
         }
         /* merges of common text first, then pseudo-random pairs */
-        static const char *const words[] = {"Ġthe", "Ġa", "in", "er", "on",
-                                            "Ġ1", "23", "'s", "ĊĊ", "ĠĠ",
-                                            "Ã©", "ä¸"};
+        static const char *const words[] = {"Ġthe", "Ġa", "in", "er",
+                                            "on",   "Ġ1", "23", "'s",
+                                            "ĊĊ",   "ĠĠ", "Ã©", "ä¸"};
         uint32_t x = 12345;
         for (int k = 0; nt < NTOK - 4; k++) {
             const char *a, *b;
@@ -107,15 +107,19 @@ static attn_bpe *make(int pre, int ign) {
 static int is_utf8(const uint8_t *s, size_t n) {
     for (size_t i = 0; i < n;) {
         unsigned c = s[i];
-        size_t k = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2
-                : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        size_t k = c < 0x80                 ? 1
+                   : c >= 0xc2 && c <= 0xdf ? 2
+                   : c >= 0xe0 && c <= 0xef ? 3
+                   : c >= 0xf0 && c <= 0xf4 ? 4
+                                            : 0;
         if (!k || n - i < k) return 0;
         unsigned cp = k == 1 ? c : c & (0x7fu >> k);
         for (size_t j = 1; j < k; j++) {
             if ((s[i + j] & 0xc0) != 0x80) return 0;
             cp = cp << 6 | (s[i + j] & 0x3fu);
         }
-        if ((k == 3 && cp < 0x800) || (k == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+        if ((k == 3 && cp < 0x800) ||
+            (k == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
             (cp >= 0xd800 && cp <= 0xdfff))
             return 0;
         i += k;
