@@ -3,6 +3,7 @@
  * Transformer with teacher forcing and saves a checkpoint (which attn
  * generate, attn eval, attn attend and --resume read). */
 #include "cli.h"
+#include "binfile.h"
 #include "attn_transformer.h"
 
 #include <math.h>
@@ -76,8 +77,10 @@ static double now_s(void) {
 }
 
 int cli_gen_checkpoint(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
+    FILE *f;
+    uint64_t size;
+    /* not a regular file (a FIFO would hang fopen): the loader says why */
+    if (attn__fopen_input(path, &f, &size)) return 0;
     char m[8];
     const int ok = fread(m, 1, 8, f) == 8 && memcmp(m, "ATTNGENM", 8) == 0;
     fclose(f);
