@@ -51,6 +51,7 @@ attn_status attn__bad_file(const char *path, const char *what) {
 }
 
 static const char *file_type(mode_t m) {
+    if (S_ISREG(m)) return "a regular file";
     if (S_ISDIR(m)) return "a folder";
     if (S_ISBLK(m)) return "a block device";
     if (S_ISCHR(m)) return "a character device";

@@ -218,6 +218,12 @@ static attn_status read_config(const char *dir, attn_bert_config *c) {
     }
     if (eps) c->layer_norm_eps = eps->num;
     attn__json_free(&j);
+    if (c->pad_token_id >= c->vocab_size)
+        return attn__fail(ATTN_E_FORMAT,
+                          "%s: pad_token_id %lld is outside the vocabulary "
+                          "(vocab_size %lld)",
+                          f, (long long)c->pad_token_id,
+                          (long long)c->vocab_size);
     if (c->hidden_size % c->num_heads)
         return attn__fail(ATTN_E_FORMAT,
                           "%s: hidden_size %lld is not a multiple "

@@ -212,7 +212,9 @@ static int parse(const char *cmd, int argc, char **argv, gen_args *g) {
                                g->task ? "a task" : g->run_opt);
     if (!g->resume && !g->task)
         return cli_usage_error(cmd, "which task? (date, reverse, sort, add)");
-    return 0;
+    /* a run is lost if its output cannot be written: check it first */
+    const char *name = "--save";
+    return cli_check_outputs(cmd, &name, &g->save, 1);
 }
 
 static int configure(const char *cmd, const gen_args *g,
