@@ -77,8 +77,10 @@ attn_status attn__open_input(const char *path, int *fd, uint64_t *size) {
     }
     if (!S_ISREG(sb.st_mode)) {
         close(f);
-        return attn__fail(ATTN_E_IO, "%s: cannot read: it is %s, not a "
-                          "regular file", path, file_type(sb.st_mode));
+        return attn__fail(ATTN_E_IO,
+                          "%s: cannot read: it is %s, not a "
+                          "regular file",
+                          path, file_type(sb.st_mode));
     }
     const int fl = fcntl(f, F_GETFL);
     if (fl < 0 || fcntl(f, F_SETFL, fl & ~O_NONBLOCK) != 0) {
@@ -245,8 +247,9 @@ static int create_temp(char *tmp, size_t cap, const char *path, mode_t mode) {
         }
         suffix[6] = '\0';
         snprintf(tmp, cap, "%s.tmp%s", path, suffix);
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
-                               O_NOCTTY | O_CLOEXEC,
+        int fd = open(tmp,
+                      O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY |
+                          O_CLOEXEC,
                       mode);
         if (fd >= 0 || errno != EEXIST) return fd;
     }
@@ -277,7 +280,8 @@ static attn_status write_replace(const char *path, const attn__piece *pc,
     attn_status st = ATTN_OK;
     /* created with the replaced file's bits (never wider while written),
      * then given exactly those bits, which the umask may have trimmed */
-    int fd = create_temp(tmp, plen + 16, path, old_mode ? old_mode & 0777 : 0666);
+    int fd =
+        create_temp(tmp, plen + 16, path, old_mode ? old_mode & 0777 : 0666);
     if (fd < 0) {
         st = attn__fail(ATTN_E_IO,
                         "cannot create a temporary file next to "
@@ -349,8 +353,8 @@ static attn_status out_target(const char *path, char **target, out_how *how,
                               path, strerror(errno));
         real = *target;
         if (stat(real, &sb) != 0) {
-            attn_status st = attn__fail(ATTN_E_IO, "cannot write %s: %s",
-                                        path, strerror(errno));
+            attn_status st = attn__fail(ATTN_E_IO, "cannot write %s: %s", path,
+                                        strerror(errno));
             free(*target);
             *target = NULL;
             return st;
@@ -366,11 +370,14 @@ static attn_status out_target(const char *path, char **target, out_how *how,
         return ATTN_OK;
     }
     attn_status st =
-        real == path
-            ? attn__fail(ATTN_E_IO, "cannot write %s: it is %s, not a regular "
-                         "file", path, file_type(sb.st_mode))
-            : attn__fail(ATTN_E_IO, "cannot write %s: it links to %s, "
-                         "which is %s", path, real, file_type(sb.st_mode));
+        real == path ? attn__fail(ATTN_E_IO,
+                                  "cannot write %s: it is %s, not a regular "
+                                  "file",
+                                  path, file_type(sb.st_mode))
+                     : attn__fail(ATTN_E_IO,
+                                  "cannot write %s: it links to %s, "
+                                  "which is %s",
+                                  path, real, file_type(sb.st_mode));
     free(*target); /* realpath's malloc, not attn__alloc */
     *target = NULL;
     return st;
@@ -407,8 +414,8 @@ static attn_status check_folder(const char *path, const char *dir) {
     struct stat sb;
     if (stat(dir, &sb) != 0)
         return attn__fail(ATTN_E_IO, "cannot write %s: the folder %s %s", path,
-                          dir, errno == ENOENT ? "does not exist"
-                                               : strerror(errno));
+                          dir,
+                          errno == ENOENT ? "does not exist" : strerror(errno));
     if (!S_ISDIR(sb.st_mode))
         return attn__fail(ATTN_E_IO, "cannot write %s: %s is not a folder",
                           path, dir);
@@ -454,8 +461,10 @@ attn_status attn__check_output_dir(const char *path) {
     struct stat sb;
     if (stat(path, &sb) == 0) {
         if (!S_ISDIR(sb.st_mode))
-            return attn__fail(ATTN_E_IO, "cannot write into %s: it is %s, not "
-                              "a folder", path, file_type(sb.st_mode));
+            return attn__fail(ATTN_E_IO,
+                              "cannot write into %s: it is %s, not "
+                              "a folder",
+                              path, file_type(sb.st_mode));
         if (access(path, W_OK | X_OK) != 0)
             return attn__fail(ATTN_E_IO, "cannot write into %s: %s", path,
                               strerror(errno));

@@ -370,7 +370,8 @@ attn_status attn__json_parse_lim(const char *text, size_t len,
     memset(j, 0, sizeof *j);
     if (!text && len) return attn__fail(ATTN_E_INVALID, "text is NULL");
     if (len > UINT32_MAX)
-        return attn__fail(ATTN_E_FORMAT, "%s: %zu bytes of JSON (at most 4 GiB)",
+        return attn__fail(ATTN_E_FORMAT,
+                          "%s: %zu bytes of JSON (at most 4 GiB)",
                           label ? label : "JSON", len);
     jp p = {
         (const unsigned char *)text, len, 0, label ? label : "JSON", j, 0, 0,

@@ -54,8 +54,7 @@ static int32_t lookup(const attn_wordpiece *wp, const char *s, size_t n) {
         int32_t id = wp->slot[i];
         if (id < 0) return -1;
         const char *t = wp->text + wp->tok[id];
-        if (strncmp(t, s, n) == 0 && t[n] == '\0')
-            return id;
+        if (strncmp(t, s, n) == 0 && t[n] == '\0') return id;
     }
 }
 
@@ -137,8 +136,7 @@ static attn_status build(attn_wordpiece *wp, const char *path, size_t size) {
         wp->slot[i] = (int32_t)id; /* a repeated token keeps its last id */
     }
     int32_t *dst[3] = {&wp->unk, &wp->cls, &wp->sep};
-    for (int k = 0; k < 3; k++)
-        *dst[k] = lookup(wp, need[k], strlen(need[k]));
+    for (int k = 0; k < 3; k++) *dst[k] = lookup(wp, need[k], strlen(need[k]));
     for (int k = 0; k < 5; k++)
         wp->special[k] = lookup(wp, specials[k], strlen(specials[k]));
     return ATTN_OK;
@@ -172,8 +170,8 @@ attn_status attn_wordpiece_load(const char *path,
     wp->o = o;
     size_t size = 0;
     unsigned char *text = NULL;
-    attn_status st = attn__read_file_max(path, 0, WP_MAX_VOCAB_BYTES,
-                                         "a WordPiece vocabulary", &text, &size);
+    attn_status st = attn__read_file_max(
+        path, 0, WP_MAX_VOCAB_BYTES, "a WordPiece vocabulary", &text, &size);
     wp->text = (char *)text;
     if (!st) st = build(wp, path, size);
     if (st) {
