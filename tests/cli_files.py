@@ -122,7 +122,8 @@ def outputs_checked_first(d, qkv):
             (["mha", "--query", q, "--heads", "2", "--init-seed", "1",
               "--out", os.path.join(d, "o.npy"), "--save-params", folder],
              "folder"),
-            (["heatmap", "--q", q, "--k", k, "--out", missing],
+            (["heatmap", "--q", q, "--k", k, "--out",
+              os.path.join(d, "nodir", "h.png")],
              "does not exist"),
             (["demo", "--out", afile], "not a folder"),
             (["demo", "--out", os.path.join(d, "nodir", "g")],
@@ -311,8 +312,8 @@ def hostile_models(d):
                 pieces(f, head, unit, count, tail)
         return make
 
-    case("config.json of 24 MiB",
-         text_file("config.json", b'{"a":[', b"0,", size // 2, b"0]}"), None)
+    case("config.json of 15 MiB",
+         text_file("config.json", b'{"a":[', b"0,", 15 * MB // 2, b"0]}"), None)
     case("config.json of 1 MiB of values",
          text_file("config.json", b'{"a":[', b"0,", 500 * 1024, b"0]}"), None)
 
