@@ -111,7 +111,8 @@ fuzz-build: deps
 # writers' fsync cheap). A
 # crash, a sanitizer report, a failed property, a leak, an input slower
 # than 20 s or a 2 GB allocation fails; the input is left in
-# $(FUZZ_BUILD)/crash-T-*. The log of each run: $(FUZZ_BUILD)/fuzz-T.log.
+# $(FUZZ_BUILD)/crash-T-*. The file readers get inputs up to 1 MiB (a
+# memory blow-up needs a large file to show), the sdpa recipe 4 KiB. The log of each run: $(FUZZ_BUILD)/fuzz-T.log.
 fuzz: fuzz-build
 	@tmp=$(CURDIR)/$(FUZZ_BUILD); [ -w /dev/shm ] && tmp=/dev/shm; \
 	tmp=$$tmp/attn-fuzz-$$$$; mkdir -p $$tmp; trap 'rm -rf '$$tmp EXIT; \
@@ -121,6 +122,7 @@ fuzz: fuzz-build
 	  if $(SAN_ENV) OMP_NUM_THREADS=2 OMP_WAIT_POLICY=passive TMPDIR=$$tmp \
 	     ./$(FUZZ_BUILD)/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
 	       -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+	       -max_len=$$(case $$t in sdpa) echo 4096;; *) echo 1048576;; esac) \
 	       -artifact_prefix=$(FUZZ_BUILD)/crash-$$t- \
 	       $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t \
 	       > $(FUZZ_BUILD)/fuzz-$$t.log 2>&1; then \

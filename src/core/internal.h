@@ -26,6 +26,9 @@ attn__fail(attn_status status, const char *fmt, ...);
  * passes every message through it. */
 size_t attn__escape(const char *in, char *out, size_t cap);
 
+/* 1 if the NUL-terminated s is valid UTF-8 (as attn__escape judges it). */
+int attn__utf8_valid(const char *s);
+
 /* Internal invariant (never a caller mistake): abort with file and line. */
 #define ATTN_ASSERT(cond)                                                      \
     do {                                                                       \

@@ -60,6 +60,16 @@ static size_t utf8_len(const unsigned char *s) {
     return n;
 }
 
+int attn__utf8_valid(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        const size_t n = utf8_len(p);
+        if (!n) return 0;
+        p += n;
+    }
+    return 1;
+}
+
 size_t attn__escape(const char *in, char *out, size_t cap) {
     size_t o = 0;
     if (cap == 0) return 0;

@@ -6,6 +6,7 @@
 
 #include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static inline void attn__put_u32(unsigned char *p, uint32_t v) {
@@ -36,9 +37,22 @@ uint32_t attn__crc32(const unsigned char *p, size_t n);
 /* ATTN_E_FORMAT "path: what". */
 attn_status attn__bad_file(const char *path, const char *what);
 
-/* Reads the whole of path into *buf (free with attn__free), its length in
- * *size. A file shorter than min is ATTN_E_FORMAT "too short to be KIND
- * (truncated?)", e.g. kind "a checkpoint". */
+/* Opens path for reading: without blocking (a FIFO would wait for a
+ * writer), then refusing anything that is not a regular file (a FIFO, a
+ * folder, a device) with ATTN_E_IO "PATH: cannot read: it is a FIFO, not
+ * a regular file". Every input reader opens its files through these.
+ * *size: the file's size. */
+attn_status attn__open_input(const char *path, int *fd, uint64_t *size);
+attn_status attn__fopen_input(const char *path, FILE **f, uint64_t *size);
+
+/* Reads the whole of path into *buf (free with attn__free; a NUL follows
+ * the bytes), its length in *size. A file shorter than min is
+ * ATTN_E_FORMAT "too short to be KIND (truncated?)", e.g. kind "a
+ * checkpoint"; one longer than max is ATTN_E_FORMAT "too large to be
+ * KIND", before anything is allocated. */
+attn_status attn__read_file_max(const char *path, size_t min, size_t max,
+                                const char *kind, unsigned char **buf,
+                                size_t *size);
 attn_status attn__read_file(const char *path, size_t min, const char *kind,
                             unsigned char **buf, size_t *size);
 
@@ -49,17 +63,29 @@ typedef struct {
 } attn__piece;
 
 /* Writes the pieces, in order, to path. A regular file (or a new name) is
- * written through a temporary file in the same folder (mode 0644),
- * fsync'ed, renamed over path, and the folder fsync'ed: a reader sees the
- * old file or the new one, never half a file, and a failure leaves the old
- * file as it was. A symbolic link is followed and its target replaced the
- * same way (the link stays). A character device or a FIFO (/dev/null, a
- * pipe) is written through in place: never unlinked, renamed over or
- * truncated. Anything else (a folder, a block device, a socket) is refused
- * with ATTN_E_IO. Orphan temporaries of the same name left by a killed
- * writer (PATH.tmpXXXXXX, no writer holding its lock) are removed first. */
+ * written through a temporary file in the same folder, fsync'ed, renamed
+ * over path, and the folder fsync'ed: a reader sees the old file or the
+ * new one, never half a file, and a failure leaves the old file as it
+ * was. A replaced file keeps its permission bits; a new one gets 0666
+ * less the umask. A symbolic link is followed and its target replaced the
+ * same way (the link stays); a dangling link is refused. A character
+ * device or a FIFO (/dev/null, a pipe) is written through in place: never
+ * unlinked, renamed over or truncated. Anything else (a folder, a block
+ * device, a socket) is refused with ATTN_E_IO. Orphan temporaries of the
+ * same name left by a killed writer (PATH.tmpXXXXXX, no writer holding
+ * its lock) are removed first. */
 attn_status attn__write_pieces(const char *path, const attn__piece *pieces,
                                int npieces);
+
+/* Whether attn__write_pieces(path) would be refused for what path is: the
+ * same rule, checked before a long computation rather than after it (a
+ * folder, a dangling link, a missing or read-only folder: ATTN_E_IO with
+ * the writer's message). Writes nothing. */
+attn_status attn__check_output(const char *path);
+
+/* The same for a folder a command writes files into: an existing folder
+ * that takes files, or a new name in a folder that does. */
+attn_status attn__check_output_dir(const char *path);
 
 /* attn__write_pieces with one piece. */
 attn_status attn__write_atomic(const char *path, const unsigned char *buf,

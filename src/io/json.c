@@ -4,6 +4,7 @@
  * source, which leaves room for its NUL. */
 #include "json.h"
 
+#include <stdio.h>
 #include <string.h>
 
 typedef struct {
@@ -13,6 +14,7 @@ typedef struct {
     attn__json *j;
     int64_t cap;
     size_t arena_used;
+    attn__json_limits lim;
 } jp;
 
 static attn_status jfail(const jp *p, const char *what) {
@@ -50,13 +52,26 @@ static void skip_ws(jp *p) {
         p->pos++;
 }
 
-static int64_t new_node(jp *p, attn__json_kind kind) {
+/* A new node's index in *idx; ATTN_E_FORMAT past the limit, or
+ * ATTN_E_NOMEM. */
+static attn_status new_node(jp *p, attn__json_kind kind, int64_t *idx) {
     attn__json *j = p->j;
+    if (p->lim.max_nodes && j->n >= p->lim.max_nodes) {
+        char what[96];
+        snprintf(what, sizeof what, "more than %lld values",
+                 (long long)p->lim.max_nodes);
+        return jfail(p, what);
+    }
     if (j->n == p->cap) {
+        /* doubling, but never past what the text can hold: a value takes
+         * at least one byte and its separator */
+        const int64_t most = (int64_t)(p->len / 2) + 1;
         int64_t cap = p->cap ? p->cap * 2 : 64;
+        if (cap > most) cap = most > p->cap ? most : p->cap + 1;
+        if (cap > INT32_MAX) return jfail(p, "more than 2^31 values");
         attn__json_node *nn =
             attn__alloc((size_t)cap, sizeof *nn, "JSON nodes");
-        if (!nn) return -1;
+        if (!nn) return ATTN_E_NOMEM;
         if (j->n) memcpy(nn, j->nodes, sizeof *nn * (size_t)j->n);
         attn__free(j->nodes);
         j->nodes = nn;
@@ -64,10 +79,12 @@ static int64_t new_node(jp *p, attn__json_kind kind) {
     }
     attn__json_node *n = &j->nodes[j->n];
     memset(n, 0, sizeof *n);
-    n->kind = kind;
-    n->child = n->next = -1;
-    n->pos = p->pos;
-    return j->n++;
+    n->kind = (uint8_t)kind;
+    if (kind == ATTN__JSON_ARR || kind == ATTN__JSON_OBJ) n->child = -1;
+    n->next = -1;
+    n->pos = (uint32_t)p->pos;
+    *idx = j->n++;
+    return ATTN_OK;
 }
 
 /* Length of the UTF-8 sequence at s[0..avail) or 0 if invalid (overlong
@@ -248,7 +265,7 @@ static attn_status parse_value(jp *p, int depth, int64_t *out);
 
 static attn_status parse_container(jp *p, int depth, int64_t idx, int obj) {
     const unsigned char close = obj ? '}' : ']';
-    int64_t last = -1;
+    int32_t last = -1;
     p->pos++;
     skip_ws(p);
     if (p->pos < p->len && p->s[p->pos] == close) {
@@ -269,14 +286,21 @@ static attn_status parse_container(jp *p, int depth, int64_t idx, int obj) {
             p->pos++;
         }
         int64_t c;
+        if (!obj && p->lim.max_array &&
+            p->j->nodes[idx].count >= p->lim.max_array) {
+            char what[96];
+            snprintf(what, sizeof what, "an array of more than %lld elements",
+                     (long long)p->lim.max_array);
+            return jfail(p, what);
+        }
         if ((st = parse_value(p, depth + 1, &c))) return st;
         attn__json_node *nodes = p->j->nodes; /* may have moved */
         nodes[c].key = key;
         if (last < 0)
-            nodes[idx].child = c;
+            nodes[idx].child = (int32_t)c;
         else
-            nodes[last].next = c;
-        last = c;
+            nodes[last].next = (int32_t)c;
+        last = (int32_t)c;
         nodes[idx].count++;
         skip_ws(p);
         if (p->pos >= p->len)
@@ -295,7 +319,11 @@ static attn_status parse_container(jp *p, int depth, int64_t idx, int obj) {
 
 static attn_status parse_value(jp *p, int depth, int64_t *out) {
     skip_ws(p);
-    if (depth > ATTN__JSON_MAX_DEPTH) return jfail(p, "nesting deeper than 64");
+    if (depth > p->lim.max_depth) {
+        char what[64];
+        snprintf(what, sizeof what, "nesting deeper than %d", p->lim.max_depth);
+        return jfail(p, what);
+    }
     if (p->pos >= p->len) return jfail(p, "expected a value");
     unsigned c = p->s[p->pos];
     attn__json_kind kind;
@@ -313,8 +341,9 @@ static attn_status parse_value(jp *p, int depth, int64_t *out) {
         kind = ATTN__JSON_NUM;
     else
         return jfail(p, "expected a value");
-    int64_t idx = new_node(p, kind);
-    if (idx < 0) return ATTN_E_NOMEM;
+    int64_t idx = 0;
+    attn_status st = new_node(p, kind, &idx);
+    if (st) return st;
     *out = idx;
     attn__json_node *n = &p->j->nodes[idx];
     switch (kind) {
@@ -330,18 +359,29 @@ static attn_status parse_value(jp *p, int depth, int64_t *out) {
     if (p->len - p->pos < wl || memcmp(p->s + p->pos, w, wl) != 0)
         return jfail(p, "expected true, false or null");
     p->pos += wl;
-    n->num = c == 't';
+    if (kind == ATTN__JSON_BOOL) n->num = c == 't';
     return ATTN_OK;
 }
 
-attn_status attn__json_parse(const char *text, size_t len, const char *label,
-                             attn__json *j) {
+attn_status attn__json_parse_lim(const char *text, size_t len,
+                                 const char *label,
+                                 const attn__json_limits *lim, attn__json *j) {
     if (!j) return attn__fail(ATTN_E_INVALID, "j is NULL");
     memset(j, 0, sizeof *j);
     if (!text && len) return attn__fail(ATTN_E_INVALID, "text is NULL");
-    if (len > SIZE_MAX - 1) return attn__fail(ATTN_E_NOMEM, "JSON too long");
+    if (len > UINT32_MAX)
+        return attn__fail(ATTN_E_FORMAT,
+                          "%s: %zu bytes of JSON (at most 4 GiB)",
+                          label ? label : "JSON", len);
     jp p = {
-        (const unsigned char *)text, len, 0, label ? label : "JSON", j, 0, 0};
+        (const unsigned char *)text, len, 0, label ? label : "JSON", j, 0, 0,
+        {0, 0, ATTN__JSON_MAX_DEPTH}};
+    if (lim) {
+        p.lim.max_nodes = lim->max_nodes > 0 ? lim->max_nodes : 0;
+        p.lim.max_array = lim->max_array > 0 ? lim->max_array : 0;
+        if (lim->max_depth > 0 && lim->max_depth < ATTN__JSON_MAX_DEPTH)
+            p.lim.max_depth = lim->max_depth;
+    }
     j->arena = attn__alloc(len + 1, 1, "JSON strings");
     if (!j->arena) return ATTN_E_NOMEM;
     int64_t root;
@@ -352,6 +392,11 @@ attn_status attn__json_parse(const char *text, size_t len, const char *label,
     }
     if (st) attn__json_free(j);
     return st;
+}
+
+attn_status attn__json_parse(const char *text, size_t len, const char *label,
+                             attn__json *j) {
+    return attn__json_parse_lim(text, len, label, NULL, j);
 }
 
 void attn__json_free(attn__json *j) {

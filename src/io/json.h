@@ -19,17 +19,25 @@ typedef enum {
     ATTN__JSON_OBJ
 } attn__json_kind;
 
+/* One value: 40 bytes (a hostile text of "[0,0,0,..." makes a node per
+ * two bytes). The fields in the union are those of the node's kind. */
 typedef struct {
-    attn__json_kind kind;
     const char *key; /* member name inside an object, else NULL          */
-    const char *str; /* ATTN__JSON_STR: the decoded text                 */
-    double num;      /* ATTN__JSON_NUM (and BOOL: 0 or 1)                */
-    int is_int;      /* NUM written as an integer that fits in int64     */
-    int64_t i64;     /* its value when is_int                            */
-    int64_t child;   /* first child (ARR, OBJ), -1 if none               */
-    int64_t next;    /* next sibling, -1 if last                         */
-    int64_t count;   /* children of ARR / OBJ                            */
-    size_t pos;      /* byte offset of the value in the text             */
+    union {
+        const char *str; /* ATTN__JSON_STR: the decoded text             */
+        struct {
+            double num;  /* ATTN__JSON_NUM (and BOOL: 0 or 1)            */
+            int64_t i64; /* its value when is_int                        */
+        };
+        struct {
+            int32_t child; /* ARR / OBJ: first child, -1 if none         */
+            int32_t count; /* ARR / OBJ: children                        */
+        };
+    };
+    int32_t next;   /* next sibling, -1 if last                          */
+    uint32_t pos;   /* byte offset of the value in the text              */
+    uint8_t kind;   /* attn__json_kind                                   */
+    uint8_t is_int; /* NUM written as an integer that fits in int64      */
 } attn__json_node;
 
 typedef struct {
@@ -37,6 +45,14 @@ typedef struct {
     int64_t n;
     char *arena; /* the decoded strings                         */
 } attn__json;
+
+/* What a reader expects, refused past it while parsing (before the tree
+ * grows): 0 in a field means no limit beyond the parser's own. */
+typedef struct {
+    int64_t max_nodes; /* values in the whole text                      */
+    int64_t max_array; /* elements of any one array                     */
+    int max_depth;     /* nesting (the root is depth 0); at most 64     */
+} attn__json_limits;
 
 #define ATTN__JSON_MAX_DEPTH 64
 
@@ -46,6 +62,10 @@ typedef struct {
  * *j is zeroed. */
 attn_status attn__json_parse(const char *text, size_t len, const char *label,
                              attn__json *j);
+/* The same within limits (NULL: none); texts past 4 GiB are refused. */
+attn_status attn__json_parse_lim(const char *text, size_t len,
+                                 const char *label,
+                                 const attn__json_limits *lim, attn__json *j);
 void attn__json_free(attn__json *j);
 
 /* Member key of object node obj (first match), or NULL. */

@@ -359,19 +359,11 @@ attn_status attn_npy_read(const char *path, attn_npy *arr) {
     if (!host_is_little_endian())
         return attn__fail(ATTN_E_UNSUPPORTED,
                           "%s: .npy I/O needs a little-endian host", path);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return attn__fail(ATTN_E_IO, "%s: cannot open: %s", path,
-                          strerror(errno));
-    struct stat sb;
-    attn_status st;
-    if (fstat(fileno(f), &sb) != 0)
-        st =
-            attn__fail(ATTN_E_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(sb.st_mode))
-        st = attn__fail(ATTN_E_IO, "%s: not a regular file", path);
-    else
-        st = read_open(f, path, (uint64_t)sb.st_size, arr);
+    FILE *f;
+    uint64_t fsize;
+    attn_status st = attn__fopen_input(path, &f, &fsize);
+    if (st) return st;
+    st = read_open(f, path, fsize, arr);
     fclose(f);
     return st;
 }

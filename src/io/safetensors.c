@@ -9,6 +9,7 @@
  * demands (sorted by offset, each begins where the last ended, the last
  * ends at the end of the file): overlaps and holes are refused. The file
  * is memory-mapped read-only; tensors point into the mapping. */
+#include "binfile.h"
 #include "json.h"
 #include "attn_pretrained.h"
 
@@ -314,8 +315,12 @@ static attn_status parse_body(attn_safetensors *s, const unsigned char *buf,
     char jl[160];
     snprintf(jl, sizeof jl, "%s header", label);
     attn__json j;
+    /* what a header holds: {name: {dtype, shape (at most 8 extents),
+     * data_offsets (2)}}, and strings in __metadata__; refused past that
+     * while parsing, before a hostile header grows the tree */
+    const attn__json_limits lim = {0, ATTN_ST_MAX_DIMS, 3};
     attn_status st =
-        attn__json_parse((const char *)buf + 8, (size_t)hl, jl, &j);
+        attn__json_parse_lim((const char *)buf + 8, (size_t)hl, jl, &lim, &j);
     if (st) return st;
     const attn__json_node *root = &j.nodes[0];
     if (root->kind != ATTN__JSON_OBJ) {
@@ -394,16 +399,16 @@ attn_status attn_safetensors_open(const char *path, attn_safetensors **out) {
     if (!out) return attn__fail(ATTN_E_INVALID, "out is NULL");
     *out = NULL;
     if (!path) return attn__fail(ATTN_E_INVALID, "path is NULL");
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return attn__fail(ATTN_E_IO, "%s: cannot open: %s", path,
-                          strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    int fd;
+    uint64_t fsize;
+    attn_status ost = attn__open_input(path, &fd, &fsize);
+    if (ost) return ost;
+    if (fsize > (uint64_t)SIZE_MAX) {
         close(fd);
-        return attn__fail(ATTN_E_IO, "%s: not a regular file", path);
+        return attn__fail(ATTN_E_NOMEM, "%s: %llu bytes do not fit in memory",
+                          path, (unsigned long long)fsize);
     }
-    size_t size = (size_t)sb.st_size;
+    size_t size = (size_t)fsize;
     void *map = NULL;
     if (size > 0) {
         map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);

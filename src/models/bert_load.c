@@ -4,11 +4,14 @@
  * the embeddings and attn's encoder parameter block, refusing checkpoints
  * that do not fit (missing, unknown or misshapen tensors, all named). */
 #include "bert.h"
+#include "../io/binfile.h"
 #include "../io/json.h"
 #include "../layers/layers.h"
 
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Where a checkpoint tensor goes. */
 typedef enum {
@@ -94,35 +97,30 @@ static int64_t size_of(const attn_bert_config *c, size_kind k) {
 
 /* ---- configs ------------------------------------------------------------ */
 
+/* A model configuration (config.json and its companions) is a few hundred
+ * bytes; label tables make some larger. Past these it is not one, and a
+ * hostile file must not cost memory out of proportion. */
+#define BERT_MAX_CONFIG ((size_t)1 << 20)
+#define BERT_CONFIG_NODES ((int64_t)1 << 16)
+
 static attn_status read_json(const char *dir, const char *file, int optional,
                              attn__json *j, int *found) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     *found = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    if (access(path, F_OK) != 0 && errno == ENOENT) {
         if (optional) return ATTN_OK;
         return attn__fail(ATTN_E_IO,
                           "%s: cannot open (a model folder holds "
                           "config.json, model.safetensors and vocab.txt)",
                           path);
     }
-    attn_status st = ATTN_OK;
-    char *buf = NULL;
-    long len = -1;
-    if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
-    if (len < 0 || len > (1 << 24))
-        st =
-            attn__fail(ATTN_E_FORMAT, "%s: %ld bytes: not a config", path, len);
-    else if (!(buf = attn__alloc((size_t)len + 1, 1, "config")))
-        st = ATTN_E_NOMEM;
-    else {
-        rewind(f);
-        if (fread(buf, 1, (size_t)len, f) != (size_t)len)
-            st = attn__fail(ATTN_E_IO, "%s: reading failed", path);
-    }
-    fclose(f);
-    if (!st) st = attn__json_parse(buf, (size_t)len, path, j);
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    attn_status st = attn__read_file_max(path, 0, BERT_MAX_CONFIG,
+                                         "a model configuration", &buf, &len);
+    const attn__json_limits lim = {BERT_CONFIG_NODES, 0, 0};
+    if (!st) st = attn__json_parse_lim((const char *)buf, len, path, &lim, j);
     attn__free(buf);
     if (!st && j->nodes[0].kind != ATTN__JSON_OBJ) {
         attn__json_free(j);
@@ -220,6 +218,12 @@ static attn_status read_config(const char *dir, attn_bert_config *c) {
     }
     if (eps) c->layer_norm_eps = eps->num;
     attn__json_free(&j);
+    if (c->pad_token_id >= c->vocab_size)
+        return attn__fail(ATTN_E_FORMAT,
+                          "%s: pad_token_id %lld is outside the vocabulary "
+                          "(vocab_size %lld)",
+                          f, (long long)c->pad_token_id,
+                          (long long)c->vocab_size);
     if (c->hidden_size % c->num_heads)
         return attn__fail(ATTN_E_FORMAT,
                           "%s: hidden_size %lld is not a multiple "

@@ -5,17 +5,21 @@
  * vocabulary. Every step is per character, so one pass over the text
  * suffices; words are cut as soon as they end. */
 #include "wordpiece.h"
+#include "../io/binfile.h"
 #include "../io/json.h"
 #include "attn_pretrained.h"
 
 #include <string.h>
 
-#define WP_MAX_VOCAB_BYTES ((size_t)256 << 20)
+/* The largest WordPiece vocabularies in use are a few MB (250k tokens);
+ * past this a file is not one, and reading it is refused before anything
+ * is allocated for it. */
+#define WP_MAX_VOCAB_BYTES ((size_t)64 << 20)
 
 struct attn_wordpiece {
     attn_wordpiece_opts o;
-    char *text; /* the vocabulary's tokens, NUL-separated       */
-    char **tok; /* tok[id]                                      */
+    char *text;    /* the vocabulary's tokens, NUL-separated       */
+    uint32_t *tok; /* tok[id]: offset of token id in text          */
     int64_t n;
     int32_t *slot; /* hash slots: id or -1                         */
     uint64_t mask;
@@ -49,8 +53,8 @@ static int32_t lookup(const attn_wordpiece *wp, const char *s, size_t n) {
     for (uint64_t i = hash(s, n) & wp->mask;; i = (i + 1) & wp->mask) {
         int32_t id = wp->slot[i];
         if (id < 0) return -1;
-        if (strncmp(wp->tok[id], s, n) == 0 && wp->tok[id][n] == '\0')
-            return id;
+        const char *t = wp->text + wp->tok[id];
+        if (strncmp(t, s, n) == 0 && t[n] == '\0') return id;
     }
 }
 
@@ -62,53 +66,77 @@ void attn_wordpiece_free(attn_wordpiece *wp) {
     attn__free(wp);
 }
 
+/* The next line of text[*at..size) without its line end and trailing
+ * blanks: its start in *start, its length returned; *at moves past it. */
+static size_t next_line(const char *text, size_t size, size_t *at,
+                        size_t *start) {
+    const char *p = text + *at;
+    const char *nl = memchr(p, '\n', size - *at);
+    const char *e = nl ? nl : text + size;
+    *start = *at;
+    *at = nl ? (size_t)(nl - text) + 1 : size;
+    while (e > p && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) e--;
+    return (size_t)(e - p);
+}
+
 static attn_status build(attn_wordpiece *wp, const char *path, size_t size) {
-    int64_t lines = 0;
-    for (size_t i = 0; i < size; i++) lines += wp->text[i] == '\n';
-    if (size && wp->text[size - 1] != '\n') lines++;
-    if (lines < 1 || lines > 0x7ffffffe)
-        return attn__fail(ATTN_E_FORMAT, "%s: %lld lines: not a vocabulary",
-                          path, (long long)lines);
-    wp->tok = attn__alloc((size_t)lines, sizeof *wp->tok, "vocabulary");
-    uint64_t cap = 16;
-    while (cap < (uint64_t)lines * 2) cap *= 2;
-    wp->slot = attn__alloc((size_t)cap, sizeof *wp->slot, "vocabulary hash");
-    if (!wp->tok || !wp->slot) return ATTN_E_NOMEM;
-    wp->mask = cap - 1;
-    for (uint64_t i = 0; i < cap; i++) wp->slot[i] = -1;
-    char *p = wp->text, *end = wp->text + size;
-    for (int64_t id = 0; id < lines; id++) {
-        char *nl = memchr(p, '\n', (size_t)(end - p));
-        char *e = nl ? nl : end;
-        while (e > p && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) e--;
-        *e = '\0';
-        if (strlen(p) != (size_t)(e - p)) {
+    /* a first pass that allocates nothing: the lines, a NUL, the special
+     * tokens; a file that is not a vocabulary is refused here, before the
+     * tables are sized by its line count */
+    static const char *const need[3] = {"[UNK]", "[CLS]", "[SEP]"};
+    int has[3] = {0, 0, 0};
+    int64_t lines = 0, nonempty = 0;
+    for (size_t at = 0, start; at < size;) {
+        const size_t len = next_line(wp->text, size, &at, &start);
+        const char *p = wp->text + start;
+        lines++;
+        nonempty += len > 0;
+        if (memchr(p, '\0', len)) {
             char eb[64];
             return attn__fail(ATTN_E_FORMAT,
                               "%s: line %lld ('%s') holds a NUL "
                               "byte",
-                              path, (long long)id + 1,
+                              path, (long long)lines,
                               attn__escape_bytes(p, strlen(p), eb, sizeof eb));
         }
-        wp->tok[id] = p;
-        size_t len = (size_t)(e - p);
-        uint64_t i = hash(p, len) & wp->mask;
-        for (;; i = (i + 1) & wp->mask) {
-            int32_t o = wp->slot[i];
-            if (o < 0 || strcmp(wp->tok[o], p) == 0) break;
-        }
-        wp->slot[i] = (int32_t)id; /* a repeated token keeps its last id */
-        wp->n = id + 1;
-        p = nl ? nl + 1 : end;
+        for (int k = 0; k < 3; k++)
+            has[k] |= len == strlen(need[k]) && memcmp(p, need[k], len) == 0;
     }
-    static const char *const need[3] = {"[UNK]", "[CLS]", "[SEP]"};
-    int32_t *dst[3] = {&wp->unk, &wp->cls, &wp->sep};
+    if (lines < 1 || lines > 0x7ffffffe)
+        return attn__fail(ATTN_E_FORMAT, "%s: %lld lines: not a vocabulary",
+                          path, (long long)lines);
     for (int k = 0; k < 3; k++)
-        if ((*dst[k] = lookup(wp, need[k], strlen(need[k]))) < 0)
+        if (!has[k])
             return attn__fail(ATTN_E_FORMAT,
                               "%s: the vocabulary has no %s "
                               "token",
                               path, need[k]);
+    wp->tok = attn__alloc((size_t)lines, sizeof *wp->tok, "vocabulary");
+    /* empty lines keep their ids but take no hash slot: no piece is empty */
+    uint64_t cap = 16;
+    while (cap < (uint64_t)nonempty + (uint64_t)nonempty / 2) cap *= 2;
+    wp->slot = attn__alloc((size_t)cap, sizeof *wp->slot, "vocabulary hash");
+    if (!wp->tok || !wp->slot) return ATTN_E_NOMEM;
+    wp->mask = cap - 1;
+    for (uint64_t i = 0; i < cap; i++) wp->slot[i] = -1;
+    size_t at = 0;
+    for (int64_t id = 0; id < lines; id++) {
+        size_t start;
+        const size_t len = next_line(wp->text, size, &at, &start);
+        char *p = wp->text + start;
+        p[len] = '\0';
+        wp->tok[id] = (uint32_t)start;
+        wp->n = id + 1;
+        if (!len) continue;
+        uint64_t i = hash(p, len) & wp->mask;
+        for (;; i = (i + 1) & wp->mask) {
+            int32_t o = wp->slot[i];
+            if (o < 0 || strcmp(wp->text + wp->tok[o], p) == 0) break;
+        }
+        wp->slot[i] = (int32_t)id; /* a repeated token keeps its last id */
+    }
+    int32_t *dst[3] = {&wp->unk, &wp->cls, &wp->sep};
+    for (int k = 0; k < 3; k++) *dst[k] = lookup(wp, need[k], strlen(need[k]));
     for (int k = 0; k < 5; k++)
         wp->special[k] = lookup(wp, specials[k], strlen(specials[k]));
     return ATTN_OK;
@@ -136,36 +164,15 @@ attn_status attn_wordpiece_load(const char *path,
                           "%d: attn lower-cases and strips accents together or "
                           "not at all",
                           o.lowercase, o.strip_accents);
-    FILE *f = fopen(path, "rb");
-    if (!f) return attn__fail(ATTN_E_IO, "%s: cannot open", path);
     attn_wordpiece *wp = attn__alloc(1, sizeof *wp, "tokenizer");
-    if (!wp) {
-        fclose(f);
-        return ATTN_E_NOMEM;
-    }
+    if (!wp) return ATTN_E_NOMEM;
     memset(wp, 0, sizeof *wp);
     wp->o = o;
-    attn_status st = ATTN_OK;
     size_t size = 0;
-    if (fseek(f, 0, SEEK_END) != 0)
-        st = attn__fail(ATTN_E_IO, "%s: cannot seek", path);
-    long len = st ? -1 : ftell(f);
-    if (!st && (len < 0 || (size_t)len > WP_MAX_VOCAB_BYTES))
-        st = attn__fail(ATTN_E_FORMAT,
-                        "%s: %ld bytes: not a vocabulary (at "
-                        "most %zu bytes)",
-                        path, len, WP_MAX_VOCAB_BYTES);
-    if (!st) {
-        size = (size_t)len;
-        rewind(f);
-        if (!(wp->text = attn__alloc(size + 1, 1, "vocabulary")))
-            st = ATTN_E_NOMEM;
-        else if (fread(wp->text, 1, size, f) != size)
-            st = attn__fail(ATTN_E_IO, "%s: reading failed", path);
-        else
-            wp->text[size] = '\0';
-    }
-    fclose(f);
+    unsigned char *text = NULL;
+    attn_status st = attn__read_file_max(
+        path, 0, WP_MAX_VOCAB_BYTES, "a WordPiece vocabulary", &text, &size);
+    wp->text = (char *)text;
     if (!st) st = build(wp, path, size);
     if (st) {
         attn_wordpiece_free(wp);
@@ -180,7 +187,7 @@ int64_t attn_wordpiece_vocab_size(const attn_wordpiece *wp) {
 }
 
 const char *attn_wordpiece_token(const attn_wordpiece *wp, int64_t id) {
-    return wp && id >= 0 && id < wp->n ? wp->tok[id] : NULL;
+    return wp && id >= 0 && id < wp->n ? wp->text + wp->tok[id] : NULL;
 }
 
 attn_status attn_wordpiece_id(const attn_wordpiece *wp, const char *token,

@@ -410,7 +410,11 @@ attn_status attn__viz_doc_end(viz_doc *doc) {
         cs = cairo_surface_write_to_png_stream(doc->surface, collect, doc);
     cairo_surface_finish(doc->surface);
     if (cs == CAIRO_STATUS_SUCCESS) cs = cairo_surface_status(doc->surface);
-    if (cs != CAIRO_STATUS_SUCCESS || doc->bytes_oom || doc->items_oom)
+    if (doc->bad_text[0])
+        st = attn__fail(ATTN_E_INVALID,
+                        "cannot draw '%s': the label '%s' is not valid UTF-8",
+                        doc->path, doc->bad_text);
+    else if (cs != CAIRO_STATUS_SUCCESS || doc->bytes_oom || doc->items_oom)
         st = attn__fail(ATTN_E_NOMEM, "cannot draw '%s': %s", doc->path,
                         cs != CAIRO_STATUS_SUCCESS ? cairo_status_to_string(cs)
                                                    : "out of memory");
@@ -469,6 +473,11 @@ void attn__viz_text(viz_doc *doc, const char *s, double x, double y,
     char cut[VIZ_TEXT_BUF];
     s = attn__viz_clip(s, VIZ_TEXT_MAX, cut, sizeof cut);
     cairo_t *cr = doc->cr;
+    if (!attn__utf8_valid(s)) {
+        if (!doc->bad_text[0])
+            attn__escape(s, doc->bad_text, sizeof doc->bad_text);
+        return;
+    }
     attn__viz_font(cr, size, bold);
     cairo_font_extents_t fe;
     cairo_font_extents(cr, &fe);

@@ -82,6 +82,9 @@ typedef struct {
     viz_text_item *items;
     size_t n_items, cap_items;
     int items_oom;
+    /* the first text that is not valid UTF-8 (escaped), never drawn:
+     * reported as the caller's mistake, not as cairo's failure */
+    char bad_text[80];
 } viz_doc;
 
 /* Picks the format from path's extension (ATTN_E_INVALID if none fits). */

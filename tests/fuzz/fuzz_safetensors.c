@@ -9,14 +9,31 @@
 #include "attn_pretrained.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* The library's allocation counter (internal; the target links the static
+ * library): a header may cost memory in proportion to its size, no more. */
+size_t attn__alloc_peak(void);
+size_t attn__alloc_current(void);
+void attn__alloc_peak_reset(void);
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     attn_safetensors *st = NULL;
-    if (attn_safetensors_parse(data, size, "fuzz", &st) != ATTN_OK) {
+    attn__alloc_peak_reset();
+    const size_t before = attn__alloc_current();
+    const attn_status status = attn_safetensors_parse(data, size, "fuzz", &st);
+    /* 24 bytes a header byte: the tree of a hostile header (a value per
+     * two bytes) must not be what a tree of 80-byte nodes was */
+    if (attn__alloc_peak() > before + 24 * size + 65536) {
+        fprintf(stderr, "safetensors: %zu bytes allocated for %zu bytes\n",
+                attn__alloc_peak() - before, size);
+        abort();
+    }
+    if (status != ATTN_OK) {
         if (st) abort();                    /* a failure must leave no object */
         if (!attn_last_error()[0]) abort(); /* ... and must say why */
         return 0;

@@ -77,11 +77,23 @@ int cli_require(const char *cmd, const char *const *names,
 
 /* Usage error if an output path (outs[i], NULL: not given) is one of the
  * inputs or an earlier output: the same file by device and inode where it
- * exists, by its directory's real path and name where not. */
+ * exists, by its folder's real path and name where not (symbolic links
+ * followed, dangling ones too); then cli_check_outputs on the outputs. */
 int cli_distinct_outputs(const char *cmd, const char *const *in_names,
                          const char *const *ins, int nin,
                          const char *const *out_names, const char *const *outs,
                          int nout);
+
+/* Every output path given (paths[i], NULL: not given) checked before the
+ * work starts by the library writer's own rule (attn__check_output: a
+ * folder, a dangling link, a missing or read-only folder are refused);
+ * the message names the option names[i]. 1 after the message, else 0. */
+int cli_check_outputs(const char *cmd, const char *const *names,
+                      const char *const *paths, int n);
+
+/* The same for an output folder (demo --out, attend --out): an existing
+ * folder that takes files, or a new name in one that does. */
+int cli_check_out_dir(const char *cmd, const char *name, const char *path);
 
 /* The dtype of the .npy file at path as NumPy names it ("bool", "int32"),
  * for messages; "?" if it cannot be read. */

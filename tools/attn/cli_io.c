@@ -4,11 +4,13 @@
 /* realpath is X/Open */
 #define _XOPEN_SOURCE 700
 #include "cli.h"
+#include "binfile.h"
 
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,8 +227,9 @@ const char *cli_npy_descr(const char *path, char *buf, size_t cap) {
 }
 
 /* Where a path leads, for telling two apart: the file's (device, inode)
- * when it exists, else its directory's real path and its name (an output
- * not written yet), else the path as given. */
+ * when it exists, else the real path of its folder and its name (an
+ * output not written yet), following symbolic links on the way, dangling
+ * ones included (alias.npy -> o.npy, o.npy not yet written, is o.npy). */
 typedef struct {
     int exists;
     dev_t dev;
@@ -243,19 +246,54 @@ static void key_of(const char *p, path_key *k) {
         k->ino = st.st_ino;
         return;
     }
-    char d[PATH_MAX], b[PATH_MAX], real[PATH_MAX];
-    snprintf(d, sizeof d, "%s", p);
-    snprintf(b, sizeof b, "%s", p);
+    char cur[PATH_MAX], d[PATH_MAX], b[PATH_MAX], real[PATH_MAX];
+    snprintf(cur, sizeof cur, "%s", p);
+    /* a dangling link: where it points, relative to the link's folder;
+     * 40 hops at most, as the kernel's own limit */
+    for (int hop = 0; hop < 40 && lstat(cur, &st) == 0 && S_ISLNK(st.st_mode);
+         hop++) {
+        char to[PATH_MAX];
+        ssize_t n = readlink(cur, to, sizeof to - 1);
+        if (n <= 0) break;
+        to[n] = '\0';
+        if (to[0] == '/') {
+            snprintf(cur, sizeof cur, "%s", to);
+        } else {
+            snprintf(d, sizeof d, "%s", cur);
+            char next[PATH_MAX + 1];
+            if ((size_t)snprintf(next, sizeof next, "%s/%s", dirname(d), to) >=
+                sizeof cur)
+                break;
+            memcpy(cur, next, sizeof cur);
+        }
+    }
+    snprintf(d, sizeof d, "%s", cur);
+    snprintf(b, sizeof b, "%s", cur);
     if (realpath(dirname(d), real))
         snprintf(k->name, sizeof k->name, "%s/%s", real, basename(b));
     else
-        snprintf(k->name, sizeof k->name, "%s", p);
+        snprintf(k->name, sizeof k->name, "%s", cur);
 }
 
 static int same_key(const path_key *a, const path_key *b) {
     if (a->exists != b->exists) return 0;
     return a->exists ? a->dev == b->dev && a->ino == b->ino
                      : strcmp(a->name, b->name) == 0;
+}
+
+int cli_check_outputs(const char *cmd, const char *const *names,
+                      const char *const *paths, int n) {
+    for (int i = 0; i < n; i++) {
+        if (!paths[i]) continue;
+        attn_status st = attn__check_output(paths[i]);
+        if (st) return cli_fail(cmd, st, names[i]);
+    }
+    return 0;
+}
+
+int cli_check_out_dir(const char *cmd, const char *name, const char *path) {
+    attn_status st = attn__check_output_dir(path);
+    return st ? cli_fail(cmd, st, name) : 0;
 }
 
 int cli_distinct_outputs(const char *cmd, const char *const *in_names,
@@ -287,7 +325,8 @@ int cli_distinct_outputs(const char *cmd, const char *const *in_names,
                                        outs[i]);
         }
     }
-    return 0;
+    /* and each can be written, before the work rather than after it */
+    return cli_check_outputs(cmd, out_names, outs, nout);
 }
 
 void cli_tensor_free(cli_tensor *t) {

@@ -233,6 +233,7 @@ int cmd_attend(int argc, char **argv) {
     }
     if (!model) return cli_usage_error(cmd, "need MODEL.bin");
     if (!input) return cli_usage_error(cmd, "need --input \"TOKENS\"");
+    if (out && cli_check_out_dir(cmd, "--out", out)) return 1;
     attn_trainer *tr;
     attn_status st = attn_trainer_load(model, &tr);
     if (st) return cli_fail(cmd, st, "load");

@@ -153,6 +153,7 @@ int cmd_attend_gen(int argc, char **argv) {
     if (!model || !input || !out)
         return cli_usage_error(cmd, "MODEL.bin, --input TEXT and --out DIR are "
                                     "required");
+    if (cli_check_out_dir(cmd, "--out", out)) return 1;
     cli_train_threads(threads);
     attn_gen_trainer *tr;
     attn_status st = attn_gen_trainer_load(model, &tr);

@@ -263,6 +263,7 @@ int cmd_demo(int argc, char **argv) {
             return cli_usage_error(cmd, "unexpected argument '%s'", argv[i]);
         }
     }
+    if (cli_check_out_dir(cmd, "--out", dir)) return 1;
     if (dir && mkdir(dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "attn demo: cannot create %s: %s\n", dir,
                 strerror(errno));

@@ -132,6 +132,10 @@ int cmd_embed(int argc, char **argv) {
     }
     if (!rc && !dir) rc = cli_usage_error(cmd, "need the model folder DIR");
     if (!rc && !n) rc = cli_usage_error(cmd, "need at least one --text");
+    if (!rc && out) {
+        const char *name = "--out";
+        rc = cli_check_outputs(cmd, &name, &out, 1);
+    }
     attn_bert *m = NULL;
     float *emb = NULL;
     if (!rc) rc = load(cmd, dir, &m);
@@ -283,6 +287,7 @@ int cli_attend_pretrained(int argc, char **argv) {
     }
     if (!dir || !text)
         return cli_usage_error(cmd, "need DIR and --text \"...\"");
+    if (cli_check_out_dir(cmd, "--out", out)) return 1;
     attn_bert *m;
     int rc = load(cmd, dir, &m);
     if (rc) return rc;

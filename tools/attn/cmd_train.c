@@ -211,6 +211,9 @@ static int parse_args(const char *cmd, int argc, char **argv, train_args *t) {
                                t->task_name ? "a task" : t->run_opt_seen);
     if (!t->resume && !t->task_name)
         return cli_usage_error(cmd, "which task? (reverse, copy, sort, add)");
+    /* a run is lost if its output cannot be written: check it first */
+    const char *name = "--save";
+    if (cli_check_outputs(cmd, &name, &t->save, 1)) return 1;
     return -1;
 }
 

@@ -3,6 +3,7 @@
  * Transformer with teacher forcing and saves a checkpoint (which attn
  * generate, attn eval, attn attend and --resume read). */
 #include "cli.h"
+#include "binfile.h"
 #include "attn_transformer.h"
 
 #include <math.h>
@@ -76,8 +77,10 @@ static double now_s(void) {
 }
 
 int cli_gen_checkpoint(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
+    FILE *f;
+    uint64_t size;
+    /* not a regular file (a FIFO would hang fopen): the loader says why */
+    if (attn__fopen_input(path, &f, &size)) return 0;
     char m[8];
     const int ok = fread(m, 1, 8, f) == 8 && memcmp(m, "ATTNGENM", 8) == 0;
     fclose(f);
@@ -209,7 +212,9 @@ static int parse(const char *cmd, int argc, char **argv, gen_args *g) {
                                g->task ? "a task" : g->run_opt);
     if (!g->resume && !g->task)
         return cli_usage_error(cmd, "which task? (date, reverse, sort, add)");
-    return 0;
+    /* a run is lost if its output cannot be written: check it first */
+    const char *name = "--save";
+    return cli_check_outputs(cmd, &name, &g->save, 1);
 }
 
 static int configure(const char *cmd, const gen_args *g,
