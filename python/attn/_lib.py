@@ -131,6 +131,27 @@ def fspath(path, name="path"):
     return b
 
 
+def utf8(text, name):
+    """text (a str) as UTF-8 bytes for C, which reads it up to a NUL: a NUL
+    inside would cut it short silently, and a lone surrogate has no UTF-8
+    form, so both are refused with the position."""
+    if not isinstance(text, str):
+        raise AttnError(ATTN_E_INVALID, "%s must be a str, not %s"
+                        % (name, type(text).__name__))
+    at = text.find("\0")
+    if at >= 0:
+        raise AttnError(ATTN_E_INVALID, "%s holds a NUL character at index %d "
+                        "(%s); C reads text up to a NUL, so it is refused "
+                        "rather than cut short" % (name, at, ascii(text[:40])))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise AttnError(ATTN_E_INVALID, "%s cannot be written as UTF-8: %s at "
+                        "index %d is a lone surrogate (%s)"
+                        % (name, ascii(text[e.start]), e.start,
+                           ascii(text[:40]))) from None
+
+
 def nomem(fn):
     """Wraps a public function so that NumPy's MemoryError (an output or a
     copy too large to allocate) surfaces as AttnError(ATTN_E_NOMEM), as

@@ -203,6 +203,23 @@ class KVCache:
             del d
         del k, v, keep
 
+    def _span(self, entry, start, count, clamp=False):
+        """count (None: to the entry's end) checked against the stored
+        positions before anything is allocated for them."""
+        if entry >= self.batch:
+            fail(ATTN_E_SHAPE, "entry %d is outside [0, %d)", entry, self.batch)
+        n = int(self.lengths[entry])
+        if count is None:
+            count = max(n - int(start), 0) if clamp else n - int(start)
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) \
+                or count < 0:
+            fail(ATTN_E_INVALID, "count is %r; an integer >= 0 is needed", count)
+        if int(start) + int(count) > n:
+            fail(ATTN_E_SHAPE, "positions %d .. %d of entry %d are asked for, but "
+                 "it holds %d (capacity %d)", int(start), int(start) + int(count) - 1,
+                 entry, n, self.capacity)
+        return int(count)
+
     def doc_ids(self, entry, start=0, count=None):
         """Document ids of positions start .. start+count-1 of one entry
         (int64; count None: to the entry's end). Raises AttnError for a
@@ -211,11 +228,8 @@ class KVCache:
         for name, x in (("entry", entry), ("start", start)):
             if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0:
                 fail(ATTN_E_INVALID, "%s is %r; an integer >= 0 is needed", name, x)
-        if count is None:
-            if entry >= self.batch:
-                fail(ATTN_E_SHAPE, "entry %d is outside [0, %d)", entry, self.batch)
-            count = max(int(self.lengths[entry]) - int(start), 0)
-        out = np.zeros(int(count), np.int64)
+        count = self._span(entry, start, count, clamp=True)
+        out = np.zeros(count, np.int64)
         _lib.call("attn_kv_cache_doc_ids", h, int(entry), int(start), int(count),
                   out.ctypes.data_as(_I64P))
         return out
@@ -246,14 +260,7 @@ class KVCache:
         for name, x in (("entry", entry), ("start", start)):
             if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0:
                 fail(ATTN_E_INVALID, "%s is %r; an integer >= 0 is needed", name, x)
-        if count is None:
-            ln = self.lengths
-            if entry >= self.batch:
-                fail(ATTN_E_SHAPE, "entry %d is outside [0, %d)", entry, self.batch)
-            count = int(ln[entry]) - int(start)
-        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) \
-                or count < 0:
-            fail(ATTN_E_INVALID, "count is %r; an integer >= 0 is needed", count)
+        count = self._span(entry, start, count)
         k = np.zeros((1, self.kv_heads, int(count), self.head_dim), np.float32)
         v = np.zeros((1, self.kv_heads, int(count), self.value_dim), np.float32)
         if count > 0:

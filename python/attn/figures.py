@@ -127,7 +127,7 @@ def figure(maps, path, titles=None, ncols=None, title=None, x_tokens=None,
                      block_sparse=block_sparse, random_blocks=random_blocks)
     o.mask = ctypes.pointer(mask)
     panels = (Panel * len(Ws))()
-    enc = [None if titles is None else t.encode("utf-8") for t in
+    enc = [None if titles is None else _lib.utf8(t, "titles") for t in
            (titles or [None] * len(Ws))]
     for P, W, t in zip(panels, Ws, enc):
         P.w = ctypes.pointer(W.T)

@@ -488,7 +488,7 @@ class Transformer:
             ids = np.zeros(256, dtype=np.int32)
             n = _i64()
             _lib.call("attn_gen_input", byref(self._task), kind,
-                      t.encode("utf-8"), ids.ctypes.data, 256, byref(n))
+                      _lib.utf8(t, "texts"), ids.ctypes.data, 256, byref(n))
             rows.append(ids[:n.value])
             lens.append(n.value)
         L = max(lens)

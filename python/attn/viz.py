@@ -208,7 +208,7 @@ def _labels(tokens, n, name):
         fail(ATTN_E_SHAPE, "%s has %d tokens but the weights have %d %s", name,
              len(toks), n, "columns (keys)" if name in ("x_tokens", "key_tokens")
              else "rows (queries)")
-    enc = [t.encode("utf-8") for t in toks]
+    enc = [_lib.utf8(t, "%s[%d]" % (name, i)) for i, t in enumerate(toks)]
     arr = (ctypes.c_char_p * n)(*enc)
     return ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)), (arr, enc)
 
@@ -218,7 +218,7 @@ def _text(x, name):
         return None
     if not isinstance(x, str):
         fail(ATTN_E_INVALID, "%s is %r; a string is needed", name, x)
-    return x.encode("utf-8")
+    return _lib.utf8(x, name)
 
 
 def _scale(vmin, vmax):
