@@ -7,6 +7,7 @@ picture modules) build on these pieces.
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import struct
 
@@ -156,8 +157,6 @@ def nomem(fn):
     """Wraps a public function so that NumPy's MemoryError (an output or a
     copy too large to allocate) surfaces as AttnError(ATTN_E_NOMEM), as
     the library's own allocation failures do."""
-    import functools
-
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
@@ -454,3 +453,26 @@ def out_tensor(shape4, np_dtype, attn_dtype, zero=False):
     """A fresh C-contiguous output array of shape4 and its view."""
     arr = (np.zeros if zero else np.empty)(shape4, dtype=np_dtype)
     return arr, tensor(arr, attn_dtype)
+
+
+def shape_str(shape):
+    return "(" + ", ".join(str(int(n)) for n in shape) + ")"
+
+
+def native(arr):
+    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
+
+
+def passable(arr, is_mask=False):
+    """arr itself if C can read it through its strides, else a C-contiguous
+    copy; returns (array, element strides). Masks may broadcast (stride 0)
+    and need no contiguous last axis; q, k, v and gradients may not."""
+    st = element_strides(arr)
+    if st is not None:
+        if is_mask:
+            return arr, st
+        bcast = 0 in st and any(s == 0 and n > 1 for n, s in zip(arr.shape, st))
+        if not bcast and not (arr.shape[-1] > 1 and st[-1] != 1):
+            return arr, st
+    arr = c_array(arr)
+    return arr, element_strides(arr)

@@ -16,14 +16,13 @@ scaled_dot_product_attention, over the scores (B, H, Lq, Lk).
 """
 
 import ctypes
-import os
 from ctypes import byref
 
 import numpy as np
 
 from . import _lib
-from ._lib import ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE, fail
-from .sdpa import _IMPLS, MaskArgs, _shape_str
+from ._lib import ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE, fail, shape_str
+from ._masks import IMPLS, MaskArgs
 
 _i64 = ctypes.c_int64
 _pf = ctypes.POINTER(ctypes.c_float)
@@ -110,17 +109,17 @@ _d("attn_encoder_backward", ctypes.c_int,
 _lib.lib.check_layout()
 
 
-def _ptr(a):
+def ptr_of(a):
     return None if a is None else a.ctypes.data
 
 
-def _count(name, v, minimum=1):
+def count_arg(name, v, minimum=1):
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
         fail(ATTN_E_INVALID, "%s is %r; an integer >= %d is needed", name, v, minimum)
     return int(v)
 
 
-def _activation(x, name, features):
+def activation_array(x, name, features):
     """x as a contiguous float32 (B, L, features) array and whether it was
     one sequence (L, features)."""
     a = np.asarray(x)
@@ -131,13 +130,13 @@ def _activation(x, name, features):
         a = a[None]
     if a.ndim != 3:
         fail(ATTN_E_SHAPE, "%s has shape %s; (B, L, %d) or (L, %d) is needed",
-             name, _shape_str(np.shape(x)), features, features)
+             name, shape_str(np.shape(x)), features, features)
     if a.shape[2] != features:
         fail(ATTN_E_SHAPE, "%s has %d features (last axis) but the layer takes %d",
              name, a.shape[2], features)
     if 0 in a.shape:
         fail(ATTN_E_SHAPE, "%s has an empty axis (shape %s)", name,
-             _shape_str(np.shape(x)))
+             shape_str(np.shape(x)))
     return _lib.c_array(a, dtype=np.float32), single
 
 
@@ -163,15 +162,15 @@ def _opts(B, H, Lq, Lk, attn_mask, is_causal, causal_alignment, window,
         if not (s > 0 and np.isfinite(s)):
             fail(ATTN_E_INVALID, "scale is %r; it must be positive and finite", scale)
         o.scale = s
-    if impl not in _IMPLS:
+    if impl not in IMPLS:
         fail(ATTN_E_INVALID, "impl is %r; one of 'auto', 'ref', 'flash'", impl)
-    o.impl = _IMPLS[impl]
-    o.threads = 0 if threads is None else _count("threads", threads)
+    o.impl = IMPLS[impl]
+    o.threads = 0 if threads is None else count_arg("threads", threads)
     return o, keep
 
 
 @_lib.nomem_class
-class _Layer:
+class Layer:
     """Parameter block, named views, workspace, save and load."""
 
     kind = None
@@ -274,7 +273,7 @@ def _mask_kw(kw):
 
 
 @_lib.nomem_class
-class AdditiveAttention(_Layer):
+class AdditiveAttention(Layer):
     """Additive (Bahdanau) attention: score(i, j) = v . tanh(W_q q_i + b_q +
     W_k k_j + b_k); context = weights @ values (or @ projected keys with
     context_from_keys)."""
@@ -285,10 +284,10 @@ class AdditiveAttention(_Layer):
     def __init__(self, query_dim, key_dim, attn_dim, value_dim=None, bias=True,
                  context_from_keys=False, seed=0):
         cfg = AdditiveConfig()
-        cfg.query_dim = _count("query_dim", query_dim)
-        cfg.key_dim = _count("key_dim", key_dim)
-        cfg.attn_dim = _count("attn_dim", attn_dim)
-        cfg.value_dim = 0 if value_dim is None else _count("value_dim", value_dim)
+        cfg.query_dim = count_arg("query_dim", query_dim)
+        cfg.key_dim = count_arg("key_dim", key_dim)
+        cfg.attn_dim = count_arg("attn_dim", attn_dim)
+        cfg.value_dim = 0 if value_dim is None else count_arg("value_dim", value_dim)
         if value_dim is None and not context_from_keys:
             cfg.value_dim = cfg.key_dim
         cfg.bias = 1 if bias else 0
@@ -304,8 +303,8 @@ class AdditiveAttention(_Layer):
         with context_from_keys). Returns the context (B, Lq, out_dim), and
         the weights (B, Lq, Lk) when asked."""
         c = self.config
-        q, single = _activation(query, "query", c.query_dim)
-        k, _ = _activation(key, "key", c.key_dim)
+        q, single = activation_array(query, "query", c.query_dim)
+        k, _ = activation_array(key, "key", c.key_dim)
         if c.context_from_keys:
             if value is not None:
                 fail(ATTN_E_INVALID, "value is given but context_from_keys is set")
@@ -313,10 +312,10 @@ class AdditiveAttention(_Layer):
         else:
             if value is None:
                 fail(ATTN_E_INVALID, "value is needed (context_from_keys is not set)")
-            v, _ = _activation(value, "value", c.value_dim)
+            v, _ = activation_array(value, "value", c.value_dim)
             if v.shape[:2] != k.shape[:2]:
                 fail(ATTN_E_SHAPE, "value %s and key %s differ in batch or length",
-                     _shape_str(v.shape), _shape_str(k.shape))
+                     shape_str(v.shape), shape_str(k.shape))
         if q.shape[0] != k.shape[0]:
             fail(ATTN_E_SHAPE, "batch sizes differ: query has %d, key has %d",
                  q.shape[0], k.shape[0])
@@ -327,8 +326,8 @@ class AdditiveAttention(_Layer):
         out = np.empty((B, Lq, self.out_dim), dtype=np.float32)
         w = np.empty((B, Lq, Lk), dtype=np.float32) if return_weights else None
         _lib.call("attn_additive_forward", byref(c), self.params.ctypes.data, B,
-                  Lq, Lk, q.ctypes.data, k.ctypes.data, _ptr(v), byref(opts),
-                  out.ctypes.data, _ptr(w), ws.ctypes.data)
+                  Lq, Lk, q.ctypes.data, k.ctypes.data, ptr_of(v), byref(opts),
+                  out.ctypes.data, ptr_of(w), ws.ctypes.data)
         self._saved = (q, k, v, opts, keep, ws, single)
         out = out[0] if single else out
         if return_weights:
@@ -343,16 +342,16 @@ class AdditiveAttention(_Layer):
         self._need_forward()
         q, k, v, opts, keep, ws, single = self._saved
         B, Lq, Lk = q.shape[0], q.shape[1], k.shape[1]
-        g, _ = _activation(dout, "dout", self.out_dim)
+        g, _ = activation_array(dout, "dout", self.out_dim)
         if g.shape[:2] != (B, Lq):
             fail(ATTN_E_SHAPE, "dout has shape %s but the output has (%d, %d, %d)",
-                 _shape_str(g.shape), B, Lq, self.out_dim)
+                 shape_str(g.shape), B, Lq, self.out_dim)
         dq, dk = np.zeros_like(q), np.zeros_like(k)
         dv = None if v is None else np.zeros_like(v)
         _lib.call("attn_additive_backward", byref(self.config),
                   self.params.ctypes.data, B, Lq, Lk, q.ctypes.data, k.ctypes.data,
-                  _ptr(v), byref(opts), g.ctypes.data, ws.ctypes.data,
-                  self.grads.ctypes.data, dq.ctypes.data, dk.ctypes.data, _ptr(dv))
+                  ptr_of(v), byref(opts), g.ctypes.data, ws.ctypes.data,
+                  self.grads.ctypes.data, dq.ctypes.data, dk.ctypes.data, ptr_of(dv))
         if single:
             return dq[0], dk[0], None if dv is None else dv[0]
         return dq, dk, dv
@@ -370,8 +369,8 @@ def additive_attention(query, key, value=None, *, w_q, w_k, v, b_q=None, b_k=Non
         vv = vv[0]
     if w_q.ndim != 2 or w_k.ndim != 2 or vv.ndim != 1:
         fail(ATTN_E_SHAPE, "w_q (A, Dq), w_k (A, Dk) and v (A,) are needed; got "
-             "%s, %s and %s", _shape_str(w_q.shape), _shape_str(w_k.shape),
-             _shape_str(vv.shape))
+             "%s, %s and %s", shape_str(w_q.shape), shape_str(w_k.shape),
+             shape_str(vv.shape))
     A = w_q.shape[0]
     if w_k.shape[0] != A or vv.shape[0] != A:
         fail(ATTN_E_SHAPE, "w_q, w_k and v disagree on the hidden size: %d, %d, %d",
@@ -391,13 +390,13 @@ def additive_attention(query, key, value=None, *, w_q, w_k, v, b_q=None, b_k=Non
             b = np.asarray(b, dtype=np.float32)
             if b.shape != (A,):
                 fail(ATTN_E_SHAPE, "%s has shape %s; (%d,) is needed", name,
-                     _shape_str(b.shape), A)
+                     shape_str(b.shape), A)
             p[name][:] = b
     return layer.forward(query, key, value, return_weights=return_weights, **kw)
 
 
 @_lib.nomem_class
-class MultiHeadAttention(_Layer):
+class MultiHeadAttention(Layer):
     """Multi-head attention as torch.nn.MultiheadAttention(batch_first=True)
     (with grouped key/value heads when num_kv_heads < num_heads)."""
 
@@ -407,12 +406,12 @@ class MultiHeadAttention(_Layer):
     def __init__(self, d_model, num_heads, num_kv_heads=None, kdim=None,
                  vdim=None, bias=True, seed=0):
         cfg = MhaConfig()
-        cfg.d_model = _count("d_model", d_model)
-        cfg.num_heads = _count("num_heads", num_heads)
-        cfg.num_kv_heads = 0 if num_kv_heads is None else _count("num_kv_heads",
+        cfg.d_model = count_arg("d_model", d_model)
+        cfg.num_heads = count_arg("num_heads", num_heads)
+        cfg.num_kv_heads = 0 if num_kv_heads is None else count_arg("num_kv_heads",
                                                                  num_kv_heads)
-        cfg.kdim = 0 if kdim is None else _count("kdim", kdim)
-        cfg.vdim = 0 if vdim is None else _count("vdim", vdim)
+        cfg.kdim = 0 if kdim is None else count_arg("kdim", kdim)
+        cfg.vdim = 0 if vdim is None else count_arg("vdim", vdim)
         cfg.bias = 1 if bias else 0
         self._setup(cfg, seed)
 
@@ -424,25 +423,25 @@ class MultiHeadAttention(_Layer):
         asked."""
         c = self.config
         E, H = c.d_model, c.num_heads
-        q, single = _activation(query, "query", E)
+        q, single = activation_array(query, "query", E)
         kdim, vdim = c.kdim or E, c.vdim or E
         if key is None:  # self-attention: one input, one gradient
             if value is not None:
                 fail(ATTN_E_INVALID, "value is given without key")
             k = v = q
         else:
-            k, _ = _activation(key, "key", kdim)
+            k, _ = activation_array(key, "key", kdim)
             if value is None:
                 if vdim != kdim:
                     fail(ATTN_E_INVALID, "value is needed: vdim %d differs from "
                          "kdim %d", vdim, kdim)
                 v = k
             else:
-                v, _ = _activation(value, "value", vdim)
+                v, _ = activation_array(value, "value", vdim)
         if not (q.shape[0] == k.shape[0] == v.shape[0]) or k.shape[1] != v.shape[1]:
             fail(ATTN_E_SHAPE, "query %s, key %s and value %s disagree on batch or "
-                 "length", _shape_str(q.shape), _shape_str(k.shape),
-                 _shape_str(v.shape))
+                 "length", shape_str(q.shape), shape_str(k.shape),
+                 shape_str(v.shape))
         B, Lq, Lk = q.shape[0], q.shape[1], k.shape[1]
         kw = _mask_kw(kw)
         opts, keep = _opts(B, H, Lq, Lk, **kw)
@@ -454,7 +453,7 @@ class MultiHeadAttention(_Layer):
                          dtype=np.float32)
         _lib.call("attn_mha_forward", byref(c), self.params.ctypes.data, B, Lq, Lk,
                   q.ctypes.data, k.ctypes.data, v.ctypes.data, byref(opts),
-                  out.ctypes.data, _ptr(w), 1 if average_weights else 0,
+                  out.ctypes.data, ptr_of(w), 1 if average_weights else 0,
                   ws.ctypes.data)
         self._saved = (q, k, v, opts, keep, ws, single)
         out = out[0] if single else out
@@ -474,10 +473,10 @@ class MultiHeadAttention(_Layer):
         self._need_forward()
         q, k, v, opts, keep, ws, single = self._saved
         B, Lq, Lk = q.shape[0], q.shape[1], k.shape[1]
-        g, _ = _activation(dout, "dout", self.config.d_model)
+        g, _ = activation_array(dout, "dout", self.config.d_model)
         if g.shape[:2] != (B, Lq):
             fail(ATTN_E_SHAPE, "dout has shape %s but the output has (%d, %d, %d)",
-                 _shape_str(g.shape), B, Lq, self.config.d_model)
+                 shape_str(g.shape), B, Lq, self.config.d_model)
         # aliased inputs share one gradient buffer (the C adds each part)
         dq = np.zeros_like(q)
         dk = dq if k is q else np.zeros_like(k)
@@ -496,12 +495,12 @@ class MultiHeadAttention(_Layer):
         return dq, dk, dv
 
 
-_ATTENTION = {"dot": 0, "additive": 1}
-_ACT = {"relu": 0, "gelu": 1}
+ATTENTION_TYPES = {"dot": 0, "additive": 1}
+ACTIVATIONS = {"relu": 0, "gelu": 1}
 
 
 @_lib.nomem_class
-class EncoderLayer(_Layer):
+class EncoderLayer(Layer):
     """A Transformer encoder of num_layers layers (post-norm by default, as
     nn.TransformerEncoderLayer; norm_first for pre-norm), with dot-product
     or additive self-attention."""
@@ -515,20 +514,20 @@ class EncoderLayer(_Layer):
                  layer_norm_eps=1e-5, seed=0):
         cfg = EncoderConfig()
         _lib.lib.attn_encoder_config_init(byref(cfg))
-        cfg.num_layers = _count("num_layers", num_layers)
-        cfg.d_model = _count("d_model", d_model)
-        cfg.num_heads = _count("num_heads", num_heads)
-        cfg.num_kv_heads = 0 if num_kv_heads is None else _count("num_kv_heads",
+        cfg.num_layers = count_arg("num_layers", num_layers)
+        cfg.d_model = count_arg("d_model", d_model)
+        cfg.num_heads = count_arg("num_heads", num_heads)
+        cfg.num_kv_heads = 0 if num_kv_heads is None else count_arg("num_kv_heads",
                                                                  num_kv_heads)
-        cfg.dim_feedforward = _count("dim_feedforward", dim_feedforward)
-        if attention not in _ATTENTION:
+        cfg.dim_feedforward = count_arg("dim_feedforward", dim_feedforward)
+        if attention not in ATTENTION_TYPES:
             fail(ATTN_E_INVALID, "attention is %r; 'dot' or 'additive'", attention)
-        cfg.attention = _ATTENTION[attention]
-        cfg.additive_dim = 0 if additive_dim is None else _count("additive_dim",
+        cfg.attention = ATTENTION_TYPES[attention]
+        cfg.additive_dim = 0 if additive_dim is None else count_arg("additive_dim",
                                                                  additive_dim)
-        if activation not in _ACT:
+        if activation not in ACTIVATIONS:
             fail(ATTN_E_INVALID, "activation is %r; 'relu' or 'gelu'", activation)
-        cfg.activation = _ACT[activation]
+        cfg.activation = ACTIVATIONS[activation]
         cfg.norm_first = 1 if norm_first else 0
         cfg.final_norm = 1 if final_norm else 0
         eps = float(layer_norm_eps)
@@ -547,7 +546,7 @@ class EncoderLayer(_Layer):
         (B, L, E), and every layer's weights (num_layers, B, Hw, L, L) when
         asked (Hw = num_heads, or 1 for additive attention)."""
         c = self.config
-        a, single = _activation(x, "x", c.d_model)
+        a, single = activation_array(x, "x", c.d_model)
         B, L = a.shape[:2]
         Hw = self.weight_heads
         kw = _mask_kw(kw)
@@ -557,7 +556,7 @@ class EncoderLayer(_Layer):
         w = (np.empty((c.num_layers, B, Hw, L, L), dtype=np.float32)
              if return_weights else None)
         _lib.call("attn_encoder_forward", byref(c), self.params.ctypes.data, B, L,
-                  a.ctypes.data, byref(opts), out.ctypes.data, _ptr(w),
+                  a.ctypes.data, byref(opts), out.ctypes.data, ptr_of(w),
                   ws.ctypes.data)
         self._saved = (a, opts, keep, ws, single)
         out = out[0] if single else out
@@ -572,10 +571,10 @@ class EncoderLayer(_Layer):
         self._need_forward()
         a, opts, keep, ws, single = self._saved
         B, L = a.shape[:2]
-        g, _ = _activation(dout, "dout", self.config.d_model)
+        g, _ = activation_array(dout, "dout", self.config.d_model)
         if g.shape != a.shape:
             fail(ATTN_E_SHAPE, "dout has shape %s but the output has %s",
-                 _shape_str(g.shape), _shape_str(a.shape))
+                 shape_str(g.shape), shape_str(a.shape))
         dx = np.zeros_like(a)
         _lib.call("attn_encoder_backward", byref(self.config),
                   self.params.ctypes.data, B, L, a.ctypes.data, byref(opts),
