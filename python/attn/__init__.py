@@ -20,7 +20,7 @@ from .sdpa import (BLOCK_EMPTY, BLOCK_FULL, BLOCK_PARTIAL, block_mask,
                    sdpa_backward)
 from .cache import KVCache, sdpa_cached
 from .layers import (AdditiveAttention, EncoderLayer, MultiHeadAttention,
-                     additive_attention)
+                     MultiheadAttention, additive_attention)
 from .transformer import Transformer, TransformerDecoderLayer
 from .viz import VERDICT_FLAGS, compare, heatmap, stats, text_heatmap
 from .tiles import block_average, weight_tiles
@@ -36,6 +36,7 @@ __all__ = [
     "doc_ids_from_cu_seqlens",
     "KVCache", "sdpa_cached",
     "AdditiveAttention", "additive_attention", "MultiHeadAttention",
+    "MultiheadAttention",
     "EncoderLayer", "TransformerDecoderLayer", "Transformer", "heatmap", "stats", "text_heatmap", "compare", "VERDICT_FLAGS",
     "weight_tiles", "block_average", "html", "figure", "diff_heatmap",
     "geometry", "load_model", "BertModel",

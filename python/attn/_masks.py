@@ -426,3 +426,55 @@ class MaskArgs:
             m.bias = ctypes.pointer(t)
         else:
             m.keep = ctypes.pointer(t)
+
+
+def _torch_part(x, name, shapes, want):
+    """One of nn.MultiheadAttention's masks as (hidden, bias): a bool mask
+    (True = NOT allowed to attend) or a float one (added to the scores),
+    reshaped from one of shapes (a dict from shape to the 4-d shape over
+    (B, H, Lq, Lk) it means)."""
+    a = np.asarray(x)
+    if a.shape not in shapes:
+        fail(ATTN_E_SHAPE, "%s has shape %s; %s is needed", name, shape_str(a.shape),
+             want)
+    a = a.reshape(shapes[a.shape])
+    if a.dtype == np.bool_:
+        return a, None
+    if a.dtype.kind == "f":
+        return None, a.astype(np.float64 if a.dtype.itemsize == 8 else np.float32)
+    fail(ATTN_E_DTYPE, "%s has dtype %s; bool (True = not allowed to attend, "
+         "as PyTorch's) or float (added to the scores) is needed", name, a.dtype)
+
+
+def torch_mha_mask(attn_mask, key_padding_mask, B, H, Lq, Lk, batched):
+    """torch.nn.MultiheadAttention's attn_mask ((Lq, Lk), or (B * H, Lq, Lk)
+    batched, (H, Lq, Lk) unbatched) and key_padding_mask ((B, Lk), or (Lk,)
+    unbatched), where a bool True means NOT allowed and a float is added,
+    as one mask over the scores (B, H, Lq, Lk) in attn's convention (the
+    attn_mask of scaled_dot_product_attention: bool True = attend, float
+    added); None when both are None. Bool and float masks mix as PyTorch
+    mixes them: the bool becomes -inf where True."""
+    parts = []
+    if attn_mask is not None:
+        lead = (B * H,) if batched else (H,)
+        parts.append(_torch_part(
+            attn_mask, "attn_mask",
+            {(Lq, Lk): (1, 1, Lq, Lk), lead + (Lq, Lk): (B, H, Lq, Lk)},
+            "(%d, %d) or (%d, %d, %d) (%s)" % (
+                Lq, Lk, lead[0], Lq, Lk,
+                "batch * num_heads, L, S" if batched else "num_heads, L, S")))
+    if key_padding_mask is not None:
+        parts.append(_torch_part(
+            key_padding_mask, "key_padding_mask",
+            {((B, Lk) if batched else (Lk,)): (B, 1, 1, Lk)},
+            "(%d, %d) (batch, S)" % (B, Lk) if batched else "(%d,) (S)" % Lk))
+    if not parts:
+        return None
+    if all(bias is None for _, bias in parts):
+        hidden = parts[0][0] if len(parts) == 1 else parts[0][0] | parts[1][0]
+        return ~hidden
+    total = 0.0
+    for hidden, bias in parts:
+        total = total + (bias if bias is not None else
+                         np.where(hidden, -np.inf, 0.0).astype(np.float32))
+    return total

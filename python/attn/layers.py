@@ -21,8 +21,9 @@ from ctypes import byref
 import numpy as np
 
 from . import _lib
-from ._lib import ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE, fail, shape_str
-from ._masks import IMPLS, MaskArgs
+from ._lib import (ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE,
+                   ATTN_E_UNSUPPORTED, fail, shape_str)
+from ._masks import IMPLS, MaskArgs, torch_mha_mask
 
 _i64 = ctypes.c_int64
 _pf = ctypes.POINTER(ctypes.c_float)
@@ -395,88 +396,182 @@ def additive_attention(query, key, value=None, *, w_q, w_k, v, b_q=None, b_k=Non
     return layer.forward(query, key, value, return_weights=return_weights, **kw)
 
 
+def _layout(x, name, batch_first):
+    """x in the layout the layer was made for: batch-first (N, L, E) or
+    PyTorch's default (L, N, E); (L, E) is one sequence either way. Returns
+    the batch-first view (a copy only where C needs one later)."""
+    a = np.asarray(x)
+    if not batch_first and a.ndim == 3:
+        return np.swapaxes(a, 0, 1)
+    return a
+
+
+# the extras of MultiHeadAttention.forward (attn's, beyond PyTorch's)
+_MHA_EXTRAS = dict(causal_alignment="top-left", window=None, key_lengths=None,
+                   query_lengths=None, seed=0, scale=None, impl="auto",
+                   threads=None)
+
+
 @_lib.nomem_class
 class MultiHeadAttention(Layer):
-    """Multi-head attention as torch.nn.MultiheadAttention(batch_first=True)
-    (with grouped key/value heads when num_kv_heads < num_heads)."""
+    """torch.nn.MultiheadAttention on libattn, with its arguments, their
+    meanings and defaults: inputs (L, N, E) by default, (N, L, E) with
+    batch_first=True, (L, E) for one sequence; a bool attn_mask or
+    key_padding_mask marks with True what may NOT be attended (a float one
+    is added to the scores); forward returns (output, weights), the
+    weights averaged over heads unless average_attn_weights=False, None
+    with need_weights=False. dropout applies to the weights in training
+    mode (the default of a module, as PyTorch's; eval() turns it off).
+    MultiheadAttention is the same class under PyTorch's spelling.
+
+    attn's extras (keyword only): num_kv_heads < num_heads groups the key
+    and value heads (grouped-query attention); seed draws the parameters
+    (Xavier, zero biases; None leaves them zero) and is the dropout seed
+    of forward; backward(dout) gives the gradients (see backward).
+    add_bias_kv and add_zero_attn are refused (ATTN_E_UNSUPPORTED).
+    Parameters: .parameters() with attn's names (w_q, w_k, w_v, w_o, b_q,
+    ...), state_dict()/load_state_dict() with PyTorch's (in_proj_weight,
+    out_proj.weight, ...)."""
 
     kind = "mha"
     config_type = MhaConfig
+    # what a layer loaded from a file starts with (as a new one)
+    dropout = 0.0
+    batch_first = False
+    training = True
 
-    def __init__(self, d_model, num_heads, num_kv_heads=None, kdim=None,
-                 vdim=None, bias=True, seed=0):
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True,
+                 add_bias_kv=False, add_zero_attn=False, kdim=None, vdim=None,
+                 batch_first=False, device=None, dtype=None, *,
+                 num_kv_heads=None, seed=0):
+        if add_bias_kv or add_zero_attn:
+            fail(ATTN_E_UNSUPPORTED, "add_bias_kv and add_zero_attn are not "
+                 "supported by attn's multi-head attention (both must be False)")
+        if device not in (None, "cpu"):
+            fail(ATTN_E_UNSUPPORTED, "device is %r; attn runs on the CPU (None "
+                 "or 'cpu')", device)
+        if dtype not in (None, np.float32, "float32"):
+            fail(ATTN_E_DTYPE, "dtype is %r; attn's layers hold float32 "
+                 "parameters (None or 'float32')", dtype)
+        self.dropout = _dropout_p(dropout, "dropout")
+        self.batch_first = bool(batch_first)
+        self.training = True
         cfg = MhaConfig()
-        cfg.d_model = count_arg("d_model", d_model)
+        cfg.d_model = count_arg("embed_dim", embed_dim)
         cfg.num_heads = count_arg("num_heads", num_heads)
         cfg.num_kv_heads = 0 if num_kv_heads is None else count_arg("num_kv_heads",
-                                                                 num_kv_heads)
+                                                                    num_kv_heads)
         cfg.kdim = 0 if kdim is None else count_arg("kdim", kdim)
         cfg.vdim = 0 if vdim is None else count_arg("vdim", vdim)
         cfg.bias = 1 if bias else 0
         self._setup(cfg, seed)
 
-    def forward(self, query, key=None, value=None, *, return_weights=False,
-                average_weights=False, **kw):
-        """query (B, Lq, E), key (B, Lk, kdim), value (B, Lk, vdim); key and
-        value default to query (self-attention). Returns out (B, Lq, E), and
-        the weights (B, H, Lq, Lk) (or (B, Lq, Lk) averaged over heads) when
-        asked."""
+    @property
+    def embed_dim(self):
+        return self.config.d_model
+
+    @property
+    def num_heads(self):
+        return self.config.num_heads
+
+    def train(self, mode=True):
+        """Training mode (dropout on), as a PyTorch module; returns self."""
+        self.training = bool(mode)
+        return self
+
+    def eval(self):
+        """Evaluation mode (dropout off); returns self."""
+        return self.train(False)
+
+    def forward(self, query, key=None, value=None, key_padding_mask=None,
+                need_weights=True, attn_mask=None, average_attn_weights=True,
+                is_causal=False, **kw):
+        """query (L, N, E) ((N, L, E) with batch_first; (L, E) unbatched),
+        key (S, N, kdim), value (S, N, vdim); key and value omitted:
+        self-attention on query (attn's extra). Masks as PyTorch's:
+        attn_mask (L, S) or (N * num_heads, L, S), key_padding_mask (N, S),
+        bool True = not allowed, float = added; is_causal applies the
+        causal mask (PyTorch also wants it given as attn_mask; given, both
+        apply). Returns (out, weights): out shaped like query with
+        embed_dim features, weights (N, L, S) averaged over heads or
+        (N, num_heads, L, S), unbatched without N; weights None when
+        need_weights=False. A row that may attend to nothing gives zeros
+        (PyTorch gives NaN). attn's extras: causal_alignment, window,
+        key_lengths, query_lengths (one per batch entry), scale, impl,
+        threads, seed (of dropout)."""
+        for k in kw:
+            if k not in _MHA_EXTRAS:
+                raise TypeError("forward() got an unexpected keyword argument %r"
+                                % k)
+        extra = dict(_MHA_EXTRAS, **kw)
         c = self.config
         E, H = c.d_model, c.num_heads
-        q, single = activation_array(query, "query", E)
+        bf = self.batch_first
+        q, single = activation_array(_layout(query, "query", bf), "query", E)
         kdim, vdim = c.kdim or E, c.vdim or E
         if key is None:  # self-attention: one input, one gradient
             if value is not None:
                 fail(ATTN_E_INVALID, "value is given without key")
             k = v = q
         else:
-            k, _ = activation_array(key, "key", kdim)
+            k, _ = activation_array(_layout(key, "key", bf), "key", kdim)
             if value is None:
                 if vdim != kdim:
                     fail(ATTN_E_INVALID, "value is needed: vdim %d differs from "
                          "kdim %d", vdim, kdim)
                 v = k
             else:
-                v, _ = activation_array(value, "value", vdim)
+                v, _ = activation_array(_layout(value, "value", bf), "value", vdim)
         if not (q.shape[0] == k.shape[0] == v.shape[0]) or k.shape[1] != v.shape[1]:
             fail(ATTN_E_SHAPE, "query %s, key %s and value %s disagree on batch or "
                  "length", shape_str(q.shape), shape_str(k.shape),
                  shape_str(v.shape))
         B, Lq, Lk = q.shape[0], q.shape[1], k.shape[1]
-        kw = _mask_kw(kw)
-        opts, keep = _opts(B, H, Lq, Lk, **kw)
+        mask = torch_mha_mask(attn_mask, key_padding_mask, B, H, Lq, Lk,
+                              not single)
+        p = self.dropout if self.training else 0.0
+        opts, keep = _opts(B, H, Lq, Lk, mask, is_causal,
+                           extra["causal_alignment"], extra["window"],
+                           extra["key_lengths"], extra["query_lengths"], p,
+                           extra["seed"], extra["scale"], extra["impl"],
+                           extra["threads"])
         ws = self._workspace("attn_mha_workspace_size", B, Lq, Lk)
         out = np.empty((B, Lq, E), dtype=np.float32)
+        avg = bool(average_attn_weights)
         w = None
-        if return_weights:
-            w = np.empty((B, Lq, Lk) if average_weights else (B, H, Lq, Lk),
-                         dtype=np.float32)
+        if need_weights:
+            w = np.empty((B, Lq, Lk) if avg else (B, H, Lq, Lk), dtype=np.float32)
         _lib.call("attn_mha_forward", byref(c), self.params.ctypes.data, B, Lq, Lk,
                   q.ctypes.data, k.ctypes.data, v.ctypes.data, byref(opts),
-                  out.ctypes.data, ptr_of(w), 1 if average_weights else 0,
-                  ws.ctypes.data)
+                  out.ctypes.data, ptr_of(w), 1 if avg else 0, ws.ctypes.data)
         self._saved = (q, k, v, opts, keep, ws, single)
-        out = out[0] if single else out
-        if return_weights:
-            return out, (w[0] if single else w)
-        return out
+        if single:
+            out, w = out[0], (None if w is None else w[0])
+        elif not bf:
+            out = np.ascontiguousarray(np.swapaxes(out, 0, 1))
+        return out, w
 
     __call__ = forward
 
     def backward(self, dout):
         """Adds the parameter gradients into .grads; returns one gradient
-        per input given to forward, so that none is counted twice:
-        self-attention (key and value omitted) returns dx, the gradient of
-        the single input (its query, key and value parts summed); key given
-        without value returns (dquery, dkey); all three give (dquery, dkey,
-        dvalue)."""
+        per input given to forward (in the inputs' layout), so that none is
+        counted twice: self-attention (key and value omitted) returns dx,
+        the gradient of the single input (its query, key and value parts
+        summed); key given without value returns (dquery, dkey); all three
+        give (dquery, dkey, dvalue)."""
         self._need_forward()
         q, k, v, opts, keep, ws, single = self._saved
         B, Lq, Lk = q.shape[0], q.shape[1], k.shape[1]
-        g, _ = activation_array(dout, "dout", self.config.d_model)
+        bf = self.batch_first
+        g, _ = activation_array(_layout(dout, "dout", bf), "dout",
+                                self.config.d_model)
         if g.shape[:2] != (B, Lq):
-            fail(ATTN_E_SHAPE, "dout has shape %s but the output has (%d, %d, %d)",
-                 shape_str(g.shape), B, Lq, self.config.d_model)
+            fail(ATTN_E_SHAPE, "dout has shape %s but the output has %s",
+                 shape_str(np.shape(dout)), shape_str(
+                     (Lq, self.config.d_model) if single else
+                     (B, Lq, self.config.d_model) if bf else
+                     (Lq, B, self.config.d_model)))
         # aliased inputs share one gradient buffer (the C adds each part)
         dq = np.zeros_like(q)
         dk = dq if k is q else np.zeros_like(k)
@@ -488,11 +583,90 @@ class MultiHeadAttention(Layer):
                   dv.ctypes.data)
         if single:
             dq, dk, dv = dq[0], dk[0], dv[0]
+        elif not bf:
+            dq, dk, dv = (np.ascontiguousarray(np.swapaxes(a, 0, 1))
+                          for a in (dq, dk, dv))
         if k is q:
             return dq
         if v is k:
             return dq, dk
         return dq, dk, dv
+
+    @classmethod
+    def load(cls, path, batch_first=False, dropout=0.0):
+        """A layer with the config and parameters of a file that save
+        wrote (the layout and dropout are not stored: give them here)."""
+        self = super().load(path)
+        self.batch_first = bool(batch_first)
+        self.dropout = _dropout_p(dropout, "dropout")
+        return self
+
+    def _torch_names(self):
+        c = self.config
+        E = c.d_model
+        packed = (c.kdim in (0, E) and c.vdim in (0, E) and
+                  c.num_kv_heads in (0, c.num_heads))
+        names = ({"in_proj_weight": ("w_q", "w_k", "w_v")} if packed else
+                 {"q_proj_weight": ("w_q",), "k_proj_weight": ("w_k",),
+                  "v_proj_weight": ("w_v",)})
+        if c.bias:
+            names["in_proj_bias"] = ("b_q", "b_k", "b_v")
+        names["out_proj.weight"] = ("w_o",)
+        if c.bias:
+            names["out_proj.bias"] = ("b_o",)
+        return names
+
+    def state_dict(self):
+        """The parameters under torch.nn.MultiheadAttention's names (copies,
+        float32): in_proj_weight (3E, E) or q/k/v_proj_weight when kdim,
+        vdim or num_kv_heads differ, in_proj_bias, out_proj.weight,
+        out_proj.bias."""
+        p = self.parameters()
+        return {name: np.concatenate([p[a] for a in parts]) if len(parts) > 1
+                else p[parts[0]].copy()
+                for name, parts in self._torch_names().items()}
+
+    def load_state_dict(self, state):
+        """Copies parameters in from a dict with state_dict()'s names (NumPy
+        arrays or anything np.asarray reads: a PyTorch state_dict's CPU
+        tensors); every name is needed and no other is taken."""
+        _load_named(self.parameters(), self._torch_names(), state, "")
+        return self
+
+
+MultiheadAttention = MultiHeadAttention
+
+
+def _dropout_p(p, name):
+    try:
+        f = float(p)
+    except (TypeError, ValueError):
+        f = float("nan")
+    if not 0.0 <= f < 1.0:
+        fail(ATTN_E_INVALID, "%s is %r; it must be in [0, 1)", name, p)
+    return f
+
+
+def _load_named(views, names, state, prefix):
+    """Copies state[prefix + name] into the views its names list, split in
+    equal parts along axis 0 when one name holds several (in_proj_*)."""
+    want = {prefix + n for n in names}
+    extra = sorted(set(state) - want) if prefix == "" else []
+    missing = sorted(want - set(state))
+    if missing or extra:
+        fail(ATTN_E_INVALID, "load_state_dict: %s%s", "missing %s" % missing
+             if missing else "", (" unexpected %s" % extra) if extra else "")
+    for n, parts in names.items():
+        a = np.asarray(state[prefix + n], dtype=np.float32)
+        size = sum(views[p].shape[0] for p in parts)
+        rest = views[parts[0]].shape[1:]
+        if a.shape != (size,) + rest:
+            fail(ATTN_E_SHAPE, "load_state_dict: %s has shape %s; %s is needed",
+                 prefix + n, shape_str(a.shape), shape_str((size,) + rest))
+        off = 0
+        for p in parts:
+            views[p][...] = a[off:off + views[p].shape[0]]
+            off += views[p].shape[0]
 
 
 ATTENTION_TYPES = {"dot": 0, "additive": 1}
