@@ -509,13 +509,15 @@ class MultiHeadAttention(Layer):
         bf = self.batch_first
         q, single = activation_array(_layout(query, "query", bf), "query", E)
         kdim, vdim = c.kdim or E, c.vdim or E
-        if key is None:  # self-attention: one input, one gradient
-            if value is not None:
+        # one array given as several inputs (x, x, x as PyTorch's
+        # self-attention) is one input: one gradient
+        if key is None or (key is query and (value is None or value is key)):
+            if key is None and value is not None:
                 fail(ATTN_E_INVALID, "value is given without key")
             k = v = q
         else:
             k, _ = activation_array(_layout(key, "key", bf), "key", kdim)
-            if value is None:
+            if value is None or value is key:
                 if vdim != kdim:
                     fail(ATTN_E_INVALID, "value is needed: vdim %d differs from "
                          "kdim %d", vdim, kdim)
@@ -556,10 +558,11 @@ class MultiHeadAttention(Layer):
     def backward(self, dout):
         """Adds the parameter gradients into .grads; returns one gradient
         per input given to forward (in the inputs' layout), so that none is
-        counted twice: self-attention (key and value omitted) returns dx,
-        the gradient of the single input (its query, key and value parts
-        summed); key given without value returns (dquery, dkey); all three
-        give (dquery, dkey, dvalue)."""
+        counted twice: self-attention (key and value omitted, or the query
+        array itself given as key and value) returns dx, the gradient of
+        the single input (its query, key and value parts summed); key given
+        without value (or the key array given again as value) returns
+        (dquery, dkey); three arrays give (dquery, dkey, dvalue)."""
         self._need_forward()
         q, k, v, opts, keep, ws, single = self._saved
         B, Lq, Lk = q.shape[0], q.shape[1], k.shape[1]
@@ -601,7 +604,9 @@ class MultiHeadAttention(Layer):
         self.dropout = _dropout_p(dropout, "dropout")
         return self
 
-    def _torch_names(self):
+    def torch_names(self):
+        """PyTorch's parameter names -> attn's parameters they hold (several
+        stacked along axis 0 for in_proj_*)."""
         c = self.config
         E = c.d_model
         packed = (c.kdim in (0, E) and c.vdim in (0, E) and
@@ -624,13 +629,13 @@ class MultiHeadAttention(Layer):
         p = self.parameters()
         return {name: np.concatenate([p[a] for a in parts]) if len(parts) > 1
                 else p[parts[0]].copy()
-                for name, parts in self._torch_names().items()}
+                for name, parts in self.torch_names().items()}
 
     def load_state_dict(self, state):
         """Copies parameters in from a dict with state_dict()'s names (NumPy
         arrays or anything np.asarray reads: a PyTorch state_dict's CPU
         tensors); every name is needed and no other is taken."""
-        _load_named(self.parameters(), self._torch_names(), state, "")
+        _load_named(self.parameters(), self.torch_names(), state, "")
         return self
 
 

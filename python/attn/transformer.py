@@ -1,13 +1,16 @@
-"""The decoder and the whole Transformer as Python objects:
-TransformerDecoderLayer (a stack of decoder layers: masked self-attention,
-cross-attention over a memory, feed-forward) and Transformer (token
+"""attn's trainable decoder and token model as Python objects:
+DecoderLayer (a stack of decoder layers: causal self-attention,
+cross-attention over a memory, feed-forward) and TokenTransformer (token
 embeddings, encoder and decoder stacks and a head: an encoder-decoder, or
 a decoder-only model) with forward, backward, save/load and generate.
 
-Names and argument order follow PyTorch's nn.TransformerDecoderLayer and
-nn.Transformer where they exist; activations are batch-first float32, as
-everywhere in attn. Transformer works on token ids (int) and returns
-logits; its generate method decodes with libattn's key/value cache.
+They are attn's own (batch-first float32 activations, always-causal
+self-attention, attn's defaults), so their names are not PyTorch's;
+PyTorch's nn.TransformerDecoderLayer and nn.Transformer, with PyTorch's
+arguments and meanings, are attn.TransformerDecoderLayer and
+attn.Transformer (modules.py). TokenTransformer works on token ids (int)
+and returns logits; its generate method decodes with libattn's key/value
+cache.
 """
 
 import ctypes
@@ -180,9 +183,10 @@ def _decoder_config(cfg, d_model, nhead, dim_feedforward, activation,
     cfg.layer_norm_eps = eps
 
 
-class TransformerDecoderLayer(Layer):
-    """num_layers decoder layers (post-norm by default, as
-    nn.TransformerDecoderLayer): causal self-attention, cross-attention
+class DecoderLayer(Layer):
+    """num_layers decoder layers of attn (post-norm by default), trainable
+    (backward): causal self-attention (always: it is the decoder of
+    generation), cross-attention
     over memory (dot or additive; none when cross=False, a decoder-only
     stack), feed-forward, residuals and LayerNorm. dropout is used by
     forward(..., train=True) at every dropout site."""
@@ -288,9 +292,10 @@ def _ids(x, name, vocab):
     return np.ascontiguousarray(a, dtype=np.int32), single
 
 
-class Transformer:
-    """A token model: an encoder-decoder (nn.Transformer's arguments, plus
-    the vocabularies and lengths an embedding and a head need) or, with
+class TokenTransformer:
+    """attn's token model: an encoder-decoder (arguments named as
+    nn.Transformer's, with attn's defaults: pre-norm, dim_feedforward 256;
+    plus the vocabularies and lengths an embedding and a head need) or, with
     decoder_only=True, a causal decoder-only model over tgt_vocab.
 
     Parameters live in one float32 block (.params, .grads; parameters()
