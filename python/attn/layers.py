@@ -12,7 +12,10 @@ clears them) and returns the gradients of the inputs. ``save(path)`` and
 
 Activations are batch-first float32: (B, L, features), or (L, features)
 for one sequence. The mask arguments mean what they mean in
-scaled_dot_product_attention, over the scores (B, H, Lq, Lk).
+scaled_dot_product_attention, over the scores (B, H, Lq, Lk) -- except in
+MultiHeadAttention, which follows torch.nn.MultiheadAttention (its name):
+(L, N, E) unless batch_first=True, masks True = not allowed, (out,
+weights) returned.
 """
 
 import ctypes
