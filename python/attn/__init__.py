@@ -20,8 +20,10 @@ from .sdpa import (BLOCK_EMPTY, BLOCK_FULL, BLOCK_PARTIAL, block_mask,
                    sdpa_backward)
 from .cache import KVCache, sdpa_cached
 from .layers import (AdditiveAttention, EncoderLayer, MultiHeadAttention,
-                     additive_attention)
-from .transformer import Transformer, TransformerDecoderLayer
+                     MultiheadAttention, additive_attention)
+from .transformer import DecoderLayer, TokenTransformer
+from .modules import (Transformer, TransformerDecoder, TransformerDecoderLayer,
+                      TransformerEncoder, TransformerEncoderLayer)
 from .viz import VERDICT_FLAGS, compare, heatmap, stats, text_heatmap
 from .tiles import block_average, weight_tiles
 from .figures import diff_heatmap, figure, geometry, html
@@ -37,7 +39,10 @@ __all__ = [
     "doc_ids_from_cu_seqlens",
     "KVCache", "sdpa_cached",
     "AdditiveAttention", "additive_attention", "MultiHeadAttention",
-    "EncoderLayer", "TransformerDecoderLayer", "Transformer", "heatmap", "stats", "text_heatmap", "compare", "VERDICT_FLAGS",
+    "MultiheadAttention",
+    "EncoderLayer", "DecoderLayer", "TokenTransformer", "Transformer",
+    "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
+    "TransformerDecoder", "heatmap", "stats", "text_heatmap", "compare", "VERDICT_FLAGS",
     "weight_tiles", "block_average", "html", "figure", "diff_heatmap",
     "geometry", "load_model", "BertModel", "Tokenizer",
     "library_path", "STATUS_NAMES", "ATTN_OK", "ATTN_E_INVALID",

@@ -7,6 +7,7 @@ picture modules) build on these pieces.
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import struct
 
@@ -131,12 +132,31 @@ def fspath(path, name="path"):
     return b
 
 
+def utf8(text, name):
+    """text (a str) as UTF-8 bytes for C, which reads it up to a NUL: a NUL
+    inside would cut it short silently, and a lone surrogate has no UTF-8
+    form, so both are refused with the position."""
+    if not isinstance(text, str):
+        raise AttnError(ATTN_E_INVALID, "%s must be a str, not %s"
+                        % (name, type(text).__name__))
+    at = text.find("\0")
+    if at >= 0:
+        raise AttnError(ATTN_E_INVALID, "%s holds a NUL character at index %d "
+                        "(%s); C reads text up to a NUL, so it is refused "
+                        "rather than cut short" % (name, at, ascii(text[:40])))
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise AttnError(ATTN_E_INVALID, "%s cannot be written as UTF-8: %s at "
+                        "index %d is a lone surrogate (%s)"
+                        % (name, ascii(text[e.start]), e.start,
+                           ascii(text[:40]))) from None
+
+
 def nomem(fn):
     """Wraps a public function so that NumPy's MemoryError (an output or a
     copy too large to allocate) surfaces as AttnError(ATTN_E_NOMEM), as
     the library's own allocation failures do."""
-    import functools
-
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
@@ -433,3 +453,26 @@ def out_tensor(shape4, np_dtype, attn_dtype, zero=False):
     """A fresh C-contiguous output array of shape4 and its view."""
     arr = (np.zeros if zero else np.empty)(shape4, dtype=np_dtype)
     return arr, tensor(arr, attn_dtype)
+
+
+def shape_str(shape):
+    return "(" + ", ".join(str(int(n)) for n in shape) + ")"
+
+
+def native(arr):
+    return arr if arr.dtype.isnative else arr.astype(arr.dtype.newbyteorder("="))
+
+
+def passable(arr, is_mask=False):
+    """arr itself if C can read it through its strides, else a C-contiguous
+    copy; returns (array, element strides). Masks may broadcast (stride 0)
+    and need no contiguous last axis; q, k, v and gradients may not."""
+    st = element_strides(arr)
+    if st is not None:
+        if is_mask:
+            return arr, st
+        bcast = 0 in st and any(s == 0 and n > 1 for n, s in zip(arr.shape, st))
+        if not bcast and not (arr.shape[-1] > 1 and st[-1] != 1):
+            return arr, st
+    arr = c_array(arr)
+    return arr, element_strides(arr)

@@ -21,8 +21,8 @@ import numpy as np
 from . import _lib
 from ._lib import (ATTN_BF16, ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE,
                    ATTN_F16, ATTN_F32, ATTN_F64, ATTN_Q8, fail)
-from .sdpa import (_ALIGNS, _IMPLS, MaskArgs, _int_or_none, _lengths,
-                   _passable, _shape_str)
+from ._lib import passable, shape_str
+from ._masks import ALIGNS, IMPLS, MaskArgs, int_or_none, lengths_arg
 
 _STORAGE = {"float32": ATTN_F32, "float16": ATTN_F16, "bfloat16": ATTN_BF16,
             "q8": ATTN_Q8}
@@ -86,7 +86,7 @@ def _int_array(x, name, B):
         a = np.full(B, int(a))
     if a.shape != (B,):
         fail(ATTN_E_SHAPE, "%s has shape %s but the cache has %d entries (one "
-             "per entry is needed)", name, _shape_str(a.shape), B)
+             "per entry is needed)", name, shape_str(a.shape), B)
     a = np.ascontiguousarray(a, dtype=np.int64)
     return a, a.ctypes.data_as(_I64P)
 
@@ -156,13 +156,13 @@ class KVCache:
                  "needed", name, x.dtype)
         if x.ndim != 4:
             fail(ATTN_E_SHAPE, "%s has shape %s; (batch, kv_heads, T, %d) is "
-                 "needed", name, _shape_str(x.shape), dim)
+                 "needed", name, shape_str(x.shape), dim)
         if 0 in x.shape:
             fail(ATTN_E_SHAPE, "%s has an empty axis (shape %s)", name,
-                 _shape_str(x.shape))
+                 shape_str(x.shape))
         if not x.dtype.isnative:
             x = x.astype(x.dtype.newbyteorder("="))
-        x, st = _passable(x)
+        x, st = passable(x)
         return x, _lib.tensor(x, _INPUT[x.dtype], None, st)
 
     def append(self, key, value, counts=None, doc_ids=None):
@@ -196,12 +196,29 @@ class KVCache:
             if d.shape != (self.batch, T):
                 fail(ATTN_E_SHAPE, "doc_ids has shape %s but (%d, %d) or (%d,) "
                      "is needed (one id per new position)",
-                     _shape_str(np.shape(doc_ids)), self.batch, T, T)
+                     shape_str(np.shape(doc_ids)), self.batch, T, T)
             d = np.ascontiguousarray(d, dtype=np.int64)
             _lib.call("attn_kv_cache_append_docs", h, byref(K), byref(V), ptr,
                       d.ctypes.data_as(_I64P), tensors={"k": K, "v": V})
             del d
         del k, v, keep
+
+    def _span(self, entry, start, count, clamp=False):
+        """count (None: to the entry's end) checked against the stored
+        positions before anything is allocated for them."""
+        if entry >= self.batch:
+            fail(ATTN_E_SHAPE, "entry %d is outside [0, %d)", entry, self.batch)
+        n = int(self.lengths[entry])
+        if count is None:
+            count = max(n - int(start), 0) if clamp else n - int(start)
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) \
+                or count < 0:
+            fail(ATTN_E_INVALID, "count is %r; an integer >= 0 is needed", count)
+        if int(start) + int(count) > n:
+            fail(ATTN_E_SHAPE, "positions %d .. %d of entry %d are asked for, but "
+                 "it holds %d (capacity %d)", int(start), int(start) + int(count) - 1,
+                 entry, n, self.capacity)
+        return int(count)
 
     def doc_ids(self, entry, start=0, count=None):
         """Document ids of positions start .. start+count-1 of one entry
@@ -211,11 +228,8 @@ class KVCache:
         for name, x in (("entry", entry), ("start", start)):
             if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0:
                 fail(ATTN_E_INVALID, "%s is %r; an integer >= 0 is needed", name, x)
-        if count is None:
-            if entry >= self.batch:
-                fail(ATTN_E_SHAPE, "entry %d is outside [0, %d)", entry, self.batch)
-            count = max(int(self.lengths[entry]) - int(start), 0)
-        out = np.zeros(int(count), np.int64)
+        count = self._span(entry, start, count, clamp=True)
+        out = np.zeros(count, np.int64)
         _lib.call("attn_kv_cache_doc_ids", h, int(entry), int(start), int(count),
                   out.ctypes.data_as(_I64P))
         return out
@@ -246,14 +260,7 @@ class KVCache:
         for name, x in (("entry", entry), ("start", start)):
             if isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 0:
                 fail(ATTN_E_INVALID, "%s is %r; an integer >= 0 is needed", name, x)
-        if count is None:
-            ln = self.lengths
-            if entry >= self.batch:
-                fail(ATTN_E_SHAPE, "entry %d is outside [0, %d)", entry, self.batch)
-            count = int(ln[entry]) - int(start)
-        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) \
-                or count < 0:
-            fail(ATTN_E_INVALID, "count is %r; an integer >= 0 is needed", count)
+        count = self._span(entry, start, count)
         k = np.zeros((1, self.kv_heads, int(count), self.head_dim), np.float32)
         v = np.zeros((1, self.kv_heads, int(count), self.value_dim), np.float32)
         if count > 0:
@@ -261,14 +268,6 @@ class KVCache:
             _lib.call("attn_kv_cache_read", h, int(entry), int(start), byref(K),
                       byref(V))
         return k[0], v[0]
-
-
-class _Mods(MaskArgs):
-    """The score-modifier checks of scaled_dot_product_attention, alone."""
-
-    def __init__(self):
-        self.keepalive = []
-        self.sinks = None
 
 
 def sdpa_cached(query, cache, is_causal=True, scale=None, *,
@@ -312,31 +311,31 @@ def sdpa_cached(query, cache, is_causal=True, scale=None, *,
         q = q.astype(np.float32)
     if q.ndim != 4 or 0 in q.shape:
         fail(ATTN_E_SHAPE, "query has shape %s; (batch, heads, Lq, %d) is needed",
-             _shape_str(q.shape), cache.head_dim)
+             shape_str(q.shape), cache.head_dim)
     if not q.dtype.isnative:
         q = q.astype(q.dtype.newbyteorder("="))
-    q, sq = _passable(q)
+    q, sq = passable(q)
     Q = _lib.tensor(q, _INPUT[q.dtype], None, sq)
     B, H, Lq = q.shape[:3]
     if impl not in ("auto", "ref"):
         fail(ATTN_E_INVALID, "impl is %r; 'auto' or 'ref' is needed", impl)
     opts = _lib.SdpaOpts()
     _lib.lib.attn_sdpa_opts_init(byref(opts))
-    opts.impl = _IMPLS[impl]
+    opts.impl = IMPLS[impl]
     if is_causal not in (True, False, 0, 1):
         fail(ATTN_E_INVALID, "is_causal is %r; True or False is needed", is_causal)
     opts.mask.causal = 1 if is_causal else 0
-    if causal_alignment not in _ALIGNS:
+    if causal_alignment not in ALIGNS:
         fail(ATTN_E_INVALID, "causal_alignment is %r; 'bottom-right' (new "
              "queries at the end of the cache) or 'top-left' is needed",
              causal_alignment)
-    opts.mask.align = _ALIGNS[causal_alignment]
+    opts.mask.align = ALIGNS[causal_alignment]
     if window is not None:
         if not isinstance(window, (tuple, list)) or len(window) != 2:
             fail(ATTN_E_INVALID, "window is %r; a pair (left, right) of counts "
                  "or None is needed", window)
-        opts.mask.window_left = _int_or_none(window[0], "window[0] (left)")
-        opts.mask.window_right = _int_or_none(window[1], "window[1] (right)")
+        opts.mask.window_left = int_or_none(window[0], "window[0] (left)")
+        opts.mask.window_right = int_or_none(window[1], "window[1] (right)")
     if scale is not None:
         try:
             s = float(scale)
@@ -354,14 +353,14 @@ def sdpa_cached(query, cache, is_causal=True, scale=None, *,
         opts.threads = int(threads)
     keep = None
     if query_lengths is not None:
-        keep, opts.mask.query_lengths = _lengths(query_lengths, "query_lengths",
-                                                 B, Lq)
-    mods = _Mods()
-    mods._score_mods(opts.mask, H, B, Lq, cache.capacity,
-                     alibi_slopes=alibi_slopes, alibi_mode=alibi_mode,
-                     softcap=softcap, sinks=sinks)
+        keep, opts.mask.query_lengths = lengths_arg(query_lengths,
+                                                    "query_lengths", B, Lq)
+    mods = MaskArgs.modifiers_only()
+    mods.score_mods(opts.mask, H, B, Lq, cache.capacity,
+                    alibi_slopes=alibi_slopes, alibi_mode=alibi_mode,
+                    softcap=softcap, sinks=sinks)
     if doc_ids is not None:
-        d = mods._docs(doc_ids, "doc_ids", B, Lq)
+        d = mods.doc_array(doc_ids, "doc_ids", B, Lq)
         opts.mask.doc_q = d.ctypes.data_as(_I64P)
         opts.mask.n_doc_q = d.size
     out, O = _lib.out_tensor((B, H, Lq, cache.value_dim), np.float32, ATTN_F32)

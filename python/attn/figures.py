@@ -8,9 +8,9 @@ from ctypes import byref
 import numpy as np
 
 from . import _lib
-from ._lib import ATTN_E_INVALID, ATTN_E_SHAPE, fail
-from .sdpa import MaskArgs, _shape_str
-from .viz import _heatmap_opts, _labels, _path, _text, _Weights
+from ._lib import ATTN_E_INVALID, ATTN_E_SHAPE, fail, shape_str
+from ._masks import MaskArgs
+from .viz import Panel, Weights, c_text, heatmap_opts, labels, out_path
 
 
 class HtmlOpts(_lib.Struct):
@@ -22,17 +22,7 @@ class HtmlOpts(_lib.Struct):
     ]
 
 
-class Panel(_lib.Struct):
-    _fields_ = [
-        ("w", ctypes.POINTER(_lib.Tensor)),
-        ("b", ctypes.c_int64),
-        ("h", ctypes.c_int64),
-        ("title", ctypes.c_char_p),
-        ("mask", ctypes.POINTER(_lib.Mask)),
-    ]
-
-
-_lib.MIRRORED.update({"attn_html_opts": HtmlOpts, "attn_panel": Panel})
+_lib.MIRRORED.update({"attn_html_opts": HtmlOpts})
 _T = ctypes.POINTER(_lib.Tensor)
 for _name, _res, _args in (
         ("attn_html_write", ctypes.c_int, [ctypes.c_char_p, _T, ctypes.POINTER(HtmlOpts)]),
@@ -74,15 +64,15 @@ def html(weights, path, tokens=None, key_tokens=None, title=None, dtype=None,
             fail(ATTN_E_SHAPE, "batch = %r is outside [0, %d)", batch, w.shape[1])
         weights = w[:, batch]
         axes = ("layer", "head")
-    W = _Weights(weights, dtype, axes=axes)
-    p = _path(path)
+    W = Weights(weights, dtype, axes=axes)
+    p = out_path(path)
     o = HtmlOpts()
-    o.title = _text(title, "title")
+    o.title = c_text(title, "title")
     # the first picker is the view's first axis, by its name
     first = [n for k, n in enumerate(W.names) if W.axes[0] == k]
     o.first_axis = (first[0] if first else "batch").encode()
-    o.q_tokens, keep_q = _labels(tokens, W.Lq, "tokens")
-    o.k_tokens, keep_k = _labels(key_tokens, W.Lk, "key_tokens")
+    o.q_tokens, keep_q = labels(tokens, W.Lq, "tokens")
+    o.k_tokens, keep_k = labels(key_tokens, W.Lk, "key_tokens")
     _lib.call("attn_html_write", p, byref(W.T), byref(o), tensors={"w": W.T})
     del keep_q, keep_k
     return path
@@ -110,11 +100,11 @@ def figure(maps, path, titles=None, ncols=None, title=None, x_tokens=None,
              type(maps).__name__)
     if not 1 <= len(maps) <= 4096:
         fail(ATTN_E_INVALID, "maps has %d arrays; 1 to 4096 are needed", len(maps))
-    Ws = [_Weights(m, dtype, "maps[%d]" % i) for i, m in enumerate(maps)]
+    Ws = [Weights(m, dtype, "maps[%d]" % i) for i, m in enumerate(maps)]
     for i, W in enumerate(Ws):
         if W.w.ndim != 2:
             fail(ATTN_E_SHAPE, "maps[%d] has shape %s; each map is (Lq, Lk) "
-                 "(pick one with w[n, h])", i, _shape_str(W.w.shape))
+                 "(pick one with w[n, h])", i, shape_str(W.w.shape))
     if titles is not None:
         titles = [t if isinstance(t, str) else str(t) for t in titles]
         if len(titles) != len(maps):
@@ -123,9 +113,9 @@ def figure(maps, path, titles=None, ncols=None, title=None, x_tokens=None,
         ncols = len(maps)
     if isinstance(ncols, bool) or not isinstance(ncols, (int, np.integer)) or ncols < 1:
         fail(ATTN_E_INVALID, "ncols is %r; an integer >= 1 is needed", ncols)
-    p = _path(path)
+    p = out_path(path)
     Lq, Lk = Ws[0].Lq, Ws[0].Lk
-    o, keep = _heatmap_opts(Lq, Lk, title, x_tokens, y_tokens, annotate, cmap,
+    o, keep = heatmap_opts(Lq, Lk, title, x_tokens, y_tokens, annotate, cmap,
                             vmin, vmax, x_title, y_title, colorbar, max_cells,
                             cell_px)
     mask = _lib.Mask()
@@ -135,7 +125,7 @@ def figure(maps, path, titles=None, ncols=None, title=None, x_tokens=None,
                      block_sparse=block_sparse, random_blocks=random_blocks)
     o.mask = ctypes.pointer(mask)
     panels = (Panel * len(Ws))()
-    enc = [None if titles is None else t.encode("utf-8") for t in
+    enc = [None if titles is None else _lib.utf8(t, "titles") for t in
            (titles or [None] * len(Ws))]
     for P, W, t in zip(panels, Ws, enc):
         P.w = ctypes.pointer(W.T)
@@ -155,13 +145,13 @@ def diff_heatmap(a, b, path, title=None, x_tokens=None, y_tokens=None,
     """Draws a - b (two weight arrays of one shape; every map in a grid)
     in a diverging colour map, white at 0, the scale symmetric around 0
     unless vmin/vmax are given. Returns path."""
-    A = _Weights(a, dtype, "a")
-    B = _Weights(b, dtype, "b")
+    A = Weights(a, dtype, "a")
+    B = Weights(b, dtype, "b")
     if A.w.shape != B.w.shape:
-        fail(ATTN_E_SHAPE, "a has shape %s but b has %s", _shape_str(A.w.shape),
-             _shape_str(B.w.shape))
-    p = _path(path)
-    o, keep = _heatmap_opts(A.Lq, A.Lk, title, x_tokens, y_tokens, annotate,
+        fail(ATTN_E_SHAPE, "a has shape %s but b has %s", shape_str(A.w.shape),
+             shape_str(B.w.shape))
+    p = out_path(path)
+    o, keep = heatmap_opts(A.Lq, A.Lk, title, x_tokens, y_tokens, annotate,
                             "diverging", vmin, vmax, x_title, y_title, colorbar,
                             max_cells, cell_px)
     _lib.call("attn_diff_write", p, byref(A.T), byref(B.T), byref(o),
@@ -180,9 +170,9 @@ def geometry(a, b, path, a_name=None, b_name=None):
         x = np.asarray(v)
         if x.dtype.kind not in "iuf" or x.shape != (2,):
             fail(ATTN_E_SHAPE, "%s has shape %s and dtype %s; two numbers are "
-                 "needed", name, _shape_str(x.shape), x.dtype)
+                 "needed", name, shape_str(x.shape), x.dtype)
         vecs.append((ctypes.c_double * 2)(*x.astype(np.float64).tolist()))
-    p = _path(path)
-    _lib.call("attn_geometry_write", p, vecs[0], vecs[1], _text(a_name, "a_name"),
-              _text(b_name, "b_name"))
+    p = out_path(path)
+    _lib.call("attn_geometry_write", p, vecs[0], vecs[1], c_text(a_name, "a_name"),
+              c_text(b_name, "b_name"))
     return path

@@ -57,9 +57,7 @@ def _ptr(a, t):
 
 
 def _text(s, name):
-    if not isinstance(s, str):
-        fail(ATTN_E_INVALID, "%s must be a str, not %s", name, type(s).__name__)
-    return s.encode("utf-8")
+    return _lib.utf8(s, name)
 
 
 class BertModel:

@@ -8,8 +8,8 @@ from ctypes import byref
 import numpy as np
 
 from . import _lib
-from ._lib import ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE, fail
-from .sdpa import _Call, _shape_str
+from ._call import SdpaCall
+from ._lib import ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE, fail, shape_str
 
 # attn_weight_tile_fn; w as a plain address (no pointer object per tile)
 TILE_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int64,
@@ -38,7 +38,7 @@ for _name, _res, _args in (
 def _prepare(query, key, attn_mask, is_causal, scale, enable_gqa, kw):
     """The validated call: key stands in for value (only q, k and the mask
     matter)."""
-    c = _Call(query, key, key, attn_mask, 0.0, is_causal, scale, enable_gqa,
+    c = SdpaCall(query, key, key, attn_mask, 0.0, is_causal, scale, enable_gqa,
               kw.pop("causal_alignment"), kw.pop("window"), kw.pop("key_lengths"),
               kw.pop("query_lengths"), None, "auto", None, kw.pop("dtype"),
               block_sparse=kw.pop("block_sparse"),
@@ -55,7 +55,7 @@ def _lse(c, lse):
         fail(ATTN_E_DTYPE, "lse has dtype %s; a float array is needed", lse.dtype)
     if lse.shape != c.lse_shape:
         fail(ATTN_E_SHAPE, "lse has shape %s but %s is needed (the forward's "
-             "return_lse)", _shape_str(lse.shape), _shape_str(c.lse_shape))
+             "return_lse)", shape_str(lse.shape), shape_str(c.lse_shape))
     return _lib.c_array(lse, dtype=np.float32)
 
 
@@ -170,7 +170,7 @@ def block_average(query, key, lse=None, attn_mask=None, is_causal=False,
                 isinstance(i, bool) or not isinstance(i, (int, np.integer))
                 or not 0 <= i < n for i, n in zip(want, lead)):
             fail(ATTN_E_SHAPE, "index is %r; %s of the leading axes %s is needed",
-                 index, "an index" if lead else "None (one map)", _shape_str(lead))
+                 index, "an index" if lead else "None (one map)", shape_str(lead))
         maps = [m for m in maps if _lead_index(c, *m) == tuple(int(i) for i in want)]
     lse = _lse(c, lse)
     accs = {}

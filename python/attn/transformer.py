@@ -1,13 +1,16 @@
-"""The decoder and the whole Transformer as Python objects:
-TransformerDecoderLayer (a stack of decoder layers: masked self-attention,
-cross-attention over a memory, feed-forward) and Transformer (token
+"""attn's trainable decoder and token model as Python objects:
+DecoderLayer (a stack of decoder layers: causal self-attention,
+cross-attention over a memory, feed-forward) and TokenTransformer (token
 embeddings, encoder and decoder stacks and a head: an encoder-decoder, or
 a decoder-only model) with forward, backward, save/load and generate.
 
-Names and argument order follow PyTorch's nn.TransformerDecoderLayer and
-nn.Transformer where they exist; activations are batch-first float32, as
-everywhere in attn. Transformer works on token ids (int) and returns
-logits; its generate method decodes with libattn's key/value cache.
+They are attn's own (batch-first float32 activations, always-causal
+self-attention, attn's defaults), so their names are not PyTorch's;
+PyTorch's nn.TransformerDecoderLayer and nn.Transformer, with PyTorch's
+arguments and meanings, are attn.TransformerDecoderLayer and
+attn.Transformer (modules.py). TokenTransformer works on token ids (int)
+and returns logits; its generate method decodes with libattn's key/value
+cache.
 """
 
 import ctypes
@@ -17,10 +20,10 @@ from ctypes import byref
 import numpy as np
 
 from . import _lib
-from ._lib import ATTN_E_INVALID, ATTN_E_SHAPE, fail
-from .layers import (EncoderConfig, _ACT, _ATTENTION, _Layer, _activation,
-                     _count, _ptr, ParamSlice)
-from .sdpa import _IMPLS, _shape_str
+from ._lib import ATTN_E_INVALID, ATTN_E_SHAPE, fail, shape_str
+from ._masks import IMPLS
+from .layers import (ACTIVATIONS, ATTENTION_TYPES, EncoderConfig, Layer,
+                     ParamSlice, activation_array, count_arg, ptr_of)
 
 _i64 = ctypes.c_int64
 _pf = ctypes.POINTER(ctypes.c_float)
@@ -127,7 +130,7 @@ def _padding_to_lengths(mask, B, L):
     m = np.asarray(mask, dtype=bool)
     if m.shape != (B, L):
         fail(ATTN_E_SHAPE, "memory_key_padding_mask has shape %s; (%d, %d) is "
-             "needed", _shape_str(m.shape), B, L)
+             "needed", shape_str(m.shape), B, L)
     lens = (~m).sum(axis=1).astype(np.int64)
     for b in range(B):
         if m[b, :lens[b]].any() or not m[b, lens[b]:].all():
@@ -144,10 +147,10 @@ def _layer_opts(dropout_p, seed, impl, threads):
         fail(ATTN_E_INVALID, "dropout_p is %r; it must be in [0, 1)", dropout_p)
     o.dropout_p = p
     o.seed = int(seed)
-    if impl not in _IMPLS:
+    if impl not in IMPLS:
         fail(ATTN_E_INVALID, "impl is %r; one of 'auto', 'ref', 'flash'", impl)
-    o.impl = _IMPLS[impl]
-    o.threads = 0 if threads is None else _count("threads", threads)
+    o.impl = IMPLS[impl]
+    o.threads = 0 if threads is None else count_arg("threads", threads)
     return o
 
 
@@ -155,22 +158,22 @@ def _decoder_config(cfg, d_model, nhead, dim_feedforward, activation,
                     layer_norm_eps, norm_first, num_layers, cross,
                     cross_attention, num_kv_heads, additive_dim, final_norm):
     _lib.lib.attn_decoder_config_init(byref(cfg))
-    cfg.num_layers = _count("num_layers", num_layers)
-    cfg.d_model = _count("d_model", d_model)
-    cfg.num_heads = _count("nhead", nhead)
-    cfg.num_kv_heads = 0 if num_kv_heads is None else _count("num_kv_heads",
+    cfg.num_layers = count_arg("num_layers", num_layers)
+    cfg.d_model = count_arg("d_model", d_model)
+    cfg.num_heads = count_arg("nhead", nhead)
+    cfg.num_kv_heads = 0 if num_kv_heads is None else count_arg("num_kv_heads",
                                                              num_kv_heads)
-    cfg.dim_feedforward = _count("dim_feedforward", dim_feedforward)
+    cfg.dim_feedforward = count_arg("dim_feedforward", dim_feedforward)
     cfg.cross = 1 if cross else 0
-    if cross_attention not in _ATTENTION:
+    if cross_attention not in ATTENTION_TYPES:
         fail(ATTN_E_INVALID, "cross_attention is %r; 'dot' or 'additive'",
              cross_attention)
-    cfg.cross_attention = _ATTENTION[cross_attention]
-    cfg.additive_dim = 0 if additive_dim is None else _count("additive_dim",
+    cfg.cross_attention = ATTENTION_TYPES[cross_attention]
+    cfg.additive_dim = 0 if additive_dim is None else count_arg("additive_dim",
                                                              additive_dim)
-    if activation not in _ACT:
+    if activation not in ACTIVATIONS:
         fail(ATTN_E_INVALID, "activation is %r; 'relu' or 'gelu'", activation)
-    cfg.activation = _ACT[activation]
+    cfg.activation = ACTIVATIONS[activation]
     cfg.norm_first = 1 if norm_first else 0
     cfg.final_norm = 1 if final_norm else 0
     eps = float(layer_norm_eps)
@@ -180,9 +183,10 @@ def _decoder_config(cfg, d_model, nhead, dim_feedforward, activation,
     cfg.layer_norm_eps = eps
 
 
-class TransformerDecoderLayer(_Layer):
-    """num_layers decoder layers (post-norm by default, as
-    nn.TransformerDecoderLayer): causal self-attention, cross-attention
+class DecoderLayer(Layer):
+    """num_layers decoder layers of attn (post-norm by default), trainable
+    (backward): causal self-attention (always: it is the decoder of
+    generation), cross-attention
     over memory (dot or additive; none when cross=False, a decoder-only
     stack), feed-forward, residuals and LayerNorm. dropout is used by
     forward(..., train=True) at every dropout site."""
@@ -216,13 +220,13 @@ class TransformerDecoderLayer(_Layer):
         PyTorch's, or memory_lengths (B,). Returns out (B, Lt, E), and the
         cross-attention weights (num_layers, B, Hc, Lt, Ls) when asked."""
         c = self.config
-        a, single = _activation(tgt, "tgt", c.d_model)
+        a, single = activation_array(tgt, "tgt", c.d_model)
         B, Lt = a.shape[:2]
         if c.cross:
             if memory is None:
                 fail(ATTN_E_INVALID, "this decoder has cross-attention: memory "
                      "is needed")
-            m, _ = _activation(memory[None] if single else memory, "memory",
+            m, _ = activation_array(memory[None] if single else memory, "memory",
                                c.d_model)
             if m.shape[0] != B:
                 fail(ATTN_E_SHAPE, "memory has batch %d, tgt %d", m.shape[0], B)
@@ -241,8 +245,8 @@ class TransformerDecoderLayer(_Layer):
         w = (np.empty((c.num_layers, B, Hc, Lt, Ls), dtype=np.float32)
              if return_cross_weights and c.cross else None)
         _lib.call("attn_decoder_forward", byref(c), self.params.ctypes.data, B,
-                  Lt, Ls, a.ctypes.data, _ptr(m), _ptr(lens), byref(opts),
-                  out.ctypes.data, None, _ptr(w), ws.ctypes.data)
+                  Lt, Ls, a.ctypes.data, ptr_of(m), ptr_of(lens), byref(opts),
+                  out.ctypes.data, None, ptr_of(w), ws.ctypes.data)
         self._saved = (a, m, lens, opts, ws, single, Ls)
         out = out[0] if single else out
         if return_cross_weights:
@@ -257,16 +261,16 @@ class TransformerDecoderLayer(_Layer):
         self._need_forward()
         a, m, lens, opts, ws, single, Ls = self._saved
         B, Lt = a.shape[:2]
-        g, _ = _activation(dout, "dout", self.config.d_model)
+        g, _ = activation_array(dout, "dout", self.config.d_model)
         if g.shape != a.shape:
             fail(ATTN_E_SHAPE, "dout has shape %s but the output has %s",
-                 _shape_str(g.shape), _shape_str(a.shape))
+                 shape_str(g.shape), shape_str(a.shape))
         dx = np.zeros_like(a)
         dm = None if m is None else np.zeros_like(m)
         _lib.call("attn_decoder_backward", byref(self.config),
-                  self.params.ctypes.data, B, Lt, Ls, a.ctypes.data, _ptr(m),
-                  _ptr(lens), byref(opts), g.ctypes.data, ws.ctypes.data,
-                  self.grads.ctypes.data, dx.ctypes.data, _ptr(dm))
+                  self.params.ctypes.data, B, Lt, Ls, a.ctypes.data, ptr_of(m),
+                  ptr_of(lens), byref(opts), g.ctypes.data, ws.ctypes.data,
+                  self.grads.ctypes.data, dx.ctypes.data, ptr_of(dm))
         if single:
             return dx[0], (None if dm is None else dm[0])
         return dx, dm
@@ -282,15 +286,16 @@ def _ids(x, name, vocab):
         a = a[None]
     if a.ndim != 2 or 0 in a.shape:
         fail(ATTN_E_SHAPE, "%s has shape %s; (B, L) or (L,) ids are needed",
-             name, _shape_str(np.shape(x)))
+             name, shape_str(np.shape(x)))
     if a.min() < 0 or a.max() >= vocab:
         fail(ATTN_E_INVALID, "%s holds ids outside 0..%d", name, vocab - 1)
     return np.ascontiguousarray(a, dtype=np.int32), single
 
 
-class Transformer:
-    """A token model: an encoder-decoder (nn.Transformer's arguments, plus
-    the vocabularies and lengths an embedding and a head need) or, with
+class TokenTransformer:
+    """attn's token model: an encoder-decoder (arguments named as
+    nn.Transformer's, with attn's defaults: pre-norm, dim_feedforward 256;
+    plus the vocabularies and lengths an embedding and a head need) or, with
     decoder_only=True, a causal decoder-only model over tgt_vocab.
 
     Parameters live in one float32 block (.params, .grads; parameters()
@@ -313,17 +318,17 @@ class Transformer:
                         norm_first, num_decoder_layers, not decoder_only,
                         cross_attention, None, None, norm_first)
         e = c.enc
-        e.num_layers = _count("num_encoder_layers", num_encoder_layers)
+        e.num_layers = count_arg("num_encoder_layers", num_encoder_layers)
         e.d_model = c.dec.d_model
         e.num_heads = c.dec.num_heads
         e.dim_feedforward = c.dec.dim_feedforward
         e.activation = c.dec.activation
         e.norm_first = e.final_norm = 1 if norm_first else 0
-        c.vocab_tgt = _count("tgt_vocab", tgt_vocab)
-        c.max_tgt = _count("max_tgt_len", max_tgt_len)
+        c.vocab_tgt = count_arg("tgt_vocab", tgt_vocab)
+        c.max_tgt = count_arg("max_tgt_len", max_tgt_len)
         if not decoder_only:
-            c.vocab_src = _count("src_vocab", src_vocab)
-            c.max_src = _count("max_src_len", max_src_len)
+            c.vocab_src = count_arg("src_vocab", src_vocab)
+            c.max_src = count_arg("max_src_len", max_src_len)
         c.share_embeddings = 1 if share_embeddings else 0
         c.tie_output = 1 if tie_output else 0
         self.dropout = float(dropout)
@@ -397,8 +402,8 @@ class Transformer:
         w = (np.empty((c.dec.num_layers, B, Hc, Lt, Ls), dtype=np.float32)
              if return_cross_weights and not self.decoder_only else None)
         _lib.call("attn_transformer_forward", byref(c), self.params.ctypes.data, B,
-                  Ls, _ptr(s), _ptr(lens), Lt, t.ctypes.data, byref(opts),
-                  logits.ctypes.data, _ptr(w), ws.ctypes.data)
+                  Ls, ptr_of(s), ptr_of(lens), Lt, t.ctypes.data, byref(opts),
+                  logits.ctypes.data, ptr_of(w), ws.ctypes.data)
         self._saved = (s, lens, t, opts, ws, single, Ls)
         out = logits[0] if single else logits
         if return_cross_weights:
@@ -416,7 +421,7 @@ class Transformer:
         g = np.ascontiguousarray(dlogits, dtype=np.float32).reshape(
             B, Lt, self.config.vocab_tgt)
         _lib.call("attn_transformer_backward", byref(self.config),
-                  self.params.ctypes.data, B, Ls, _ptr(s), _ptr(lens), Lt,
+                  self.params.ctypes.data, B, Ls, ptr_of(s), ptr_of(lens), Lt,
                   t.ctypes.data, byref(opts), g.ctypes.data, ws.ctypes.data,
                   self.grads.ctypes.data)
 
@@ -452,14 +457,14 @@ class Transformer:
         o = GenerateOpts()
         _lib.lib.attn_generate_opts_init(byref(o))
         o.max_len = int(max_len)
-        o.beam = _count("beam", beam)
+        o.beam = count_arg("beam", beam)
         o.length_penalty = float(length_penalty)
         o.sample = 1 if sample else 0
         o.temperature = float(temperature)
         o.top_k = int(top_k)
         o.top_p = float(top_p)
         o.seed = int(seed)
-        o.threads = 0 if threads is None else _count("threads", threads)
+        o.threads = 0 if threads is None else count_arg("threads", threads)
         o.recompute = 0 if use_cache else 1
         o.bos_id = int(bos_id)
         o.eos_id = int(eos_id)
@@ -468,7 +473,7 @@ class Transformer:
         n = np.zeros(B, dtype=np.int64)
         sc = np.zeros(B, dtype=np.float64)
         _lib.call("attn_generate", byref(c), self.params.ctypes.data, B, Ls,
-                  s.ctypes.data, _ptr(lens), byref(o), out.ctypes.data, cap,
+                  s.ctypes.data, ptr_of(lens), byref(o), out.ctypes.data, cap,
                   n.ctypes.data, sc.ctypes.data)
         toks = [out[b, :n[b]].copy() for b in range(B)]
         return (toks[0], sc[0]) if single else (toks, sc)
@@ -488,7 +493,7 @@ class Transformer:
             ids = np.zeros(256, dtype=np.int32)
             n = _i64()
             _lib.call("attn_gen_input", byref(self._task), kind,
-                      t.encode("utf-8"), ids.ctypes.data, 256, byref(n))
+                      _lib.utf8(t, "texts"), ids.ctypes.data, 256, byref(n))
             rows.append(ids[:n.value])
             lens.append(n.value)
         L = max(lens)

@@ -19,8 +19,8 @@ import numpy as np
 
 from . import _lib
 from ._lib import (ATTN_BF16, ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE,
-                   ATTN_F16, ATTN_F32, ATTN_F64, fail)
-from .sdpa import MaskArgs, _shape_str
+                   ATTN_F16, ATTN_F32, ATTN_F64, fail, shape_str)
+from ._masks import MaskArgs
 
 
 class HeatmapOpts(_lib.Struct):
@@ -78,6 +78,17 @@ class TermOpts(_lib.Struct):
     ]
 
 
+# one map of a figure (attn_figure_write): viz draws grids, figures.py the rest
+class Panel(_lib.Struct):
+    _fields_ = [
+        ("w", ctypes.POINTER(_lib.Tensor)),
+        ("b", ctypes.c_int64),
+        ("h", ctypes.c_int64),
+        ("title", ctypes.c_char_p),
+        ("mask", ctypes.POINTER(_lib.Mask)),
+    ]
+
+
 class CompareResult(_lib.Struct):
     _fields_ = [
         ("max_abs", ctypes.c_double),
@@ -90,7 +101,7 @@ class CompareResult(_lib.Struct):
 
 
 _lib.MIRRORED.update({"attn_heatmap_opts": HeatmapOpts, "attn_stats": Stats,
-                      "attn_term_opts": TermOpts,
+                      "attn_term_opts": TermOpts, "attn_panel": Panel,
                       "attn_compare_result": CompareResult})
 _T = ctypes.POINTER(_lib.Tensor)
 for _name, _res, _args in (
@@ -120,7 +131,7 @@ _CMAPS = {"viridis": 0, "diverging": 1}
 _TERM_COLORS = {"plain": 0, "256": 1, "truecolor": 2}
 
 
-class _Weights:
+class Weights:
     """A weights array as a (N, H, Lq, Lk) view, with its mask."""
 
     def __init__(self, weights, dtype, name="weights", mask_kw=None, axes=None):
@@ -144,10 +155,10 @@ class _Weights:
         if w.ndim not in (2, 3, 4, 5):
             fail(ATTN_E_SHAPE, "%s has rank %d (shape %s); (Lq, Lk), (batch, Lq, "
                  "Lk), (batch, head, Lq, Lk) or (layer, batch, head, Lq, Lk) is "
-                 "needed", name, w.ndim, _shape_str(w.shape))
+                 "needed", name, w.ndim, shape_str(w.shape))
         if 0 in w.shape:
             fail(ATTN_E_SHAPE, "%s has an empty axis (shape %s)", name,
-                 _shape_str(w.shape))
+                 shape_str(w.shape))
         self.rank = w.ndim
         self.names = _axis_names(axes, w.ndim)
         self.layers = self.batch = None
@@ -212,7 +223,7 @@ class _Weights:
         else:
             if not isinstance(index, (tuple, list)) or len(index) != 2:
                 fail(ATTN_E_INVALID, "index is %r; (n, h) is needed for weights "
-                     "of shape %s", index, _shape_str(self.w.shape))
+                     "of shape %s", index, shape_str(self.w.shape))
             n, h = index
         for v, lim, what in ((n, self.N, "n"), (h, self.H, "h")):
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) \
@@ -241,7 +252,7 @@ def _axis_names(axes, rank):
     return axes
 
 
-def _labels(tokens, n, name):
+def labels(tokens, n, name):
     if tokens is None:
         return None, None
     toks = [t if isinstance(t, str) else str(t) for t in tokens]
@@ -249,17 +260,17 @@ def _labels(tokens, n, name):
         fail(ATTN_E_SHAPE, "%s has %d tokens but the weights have %d %s", name,
              len(toks), n, "columns (keys)" if name in ("x_tokens", "key_tokens")
              else "rows (queries)")
-    enc = [t.encode("utf-8") for t in toks]
+    enc = [_lib.utf8(t, "%s[%d]" % (name, i)) for i, t in enumerate(toks)]
     arr = (ctypes.c_char_p * n)(*enc)
     return ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p)), (arr, enc)
 
 
-def _text(x, name):
+def c_text(x, name):
     if x is None:
         return None
     if not isinstance(x, str):
         fail(ATTN_E_INVALID, "%s is %r; a string is needed", name, x)
-    return x.encode("utf-8")
+    return _lib.utf8(x, name)
 
 
 def _scale(vmin, vmax):
@@ -274,14 +285,14 @@ def _scale(vmin, vmax):
     return vmin, vmax
 
 
-def _path(path):
+def out_path(path):
     try:
         return _lib.fspath(path)
     except TypeError:
         fail(ATTN_E_INVALID, "path is %r; a file name is needed", path)
 
 
-def _heatmap_opts(Lq, Lk, title=None, x_tokens=None, y_tokens=None,
+def heatmap_opts(Lq, Lk, title=None, x_tokens=None, y_tokens=None,
                   annotate=None, cmap="viridis", vmin=None, vmax=None,
                   x_title=None, y_title=None, colorbar=True, max_cells=None,
                   cell_px=None, x_extent=None, y_extent=None):
@@ -289,10 +300,10 @@ def _heatmap_opts(Lq, Lk, title=None, x_tokens=None, y_tokens=None,
     label pointers need alive."""
     o = HeatmapOpts()
     _lib.lib.attn_heatmap_opts_init(byref(o))
-    o.title, o.x_title, o.y_title = (_text(title, "title"), _text(x_title, "x_title"),
-                                     _text(y_title, "y_title"))
-    o.x_labels, keep_x = _labels(x_tokens, Lk, "x_tokens")
-    o.y_labels, keep_y = _labels(y_tokens, Lq, "y_tokens")
+    o.title, o.x_title, o.y_title = (c_text(title, "title"), c_text(x_title, "x_title"),
+                                     c_text(y_title, "y_title"))
+    o.x_labels, keep_x = labels(x_tokens, Lk, "x_tokens")
+    o.y_labels, keep_y = labels(y_tokens, Lq, "y_tokens")
     if cmap not in _CMAPS:
         fail(ATTN_E_INVALID, "cmap is %r; 'viridis' or 'diverging' is needed", cmap)
     o.cmap = _CMAPS[cmap]
@@ -331,13 +342,13 @@ def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
     the map is already averaged (block_average), for the ticks.
     Returns path.
     """
-    W = _Weights(weights, dtype, mask_kw=dict(
+    W = Weights(weights, dtype, mask_kw=dict(
         attn_mask=attn_mask, is_causal=is_causal,
         causal_alignment=causal_alignment, window=window,
         key_lengths=key_lengths, query_lengths=query_lengths,
         block_sparse=block_sparse, random_blocks=random_blocks), axes=axes)
-    p = _path(path)
-    o, keep = _heatmap_opts(W.Lq, W.Lk, title, x_tokens, y_tokens, annotate,
+    p = out_path(path)
+    o, keep = heatmap_opts(W.Lq, W.Lk, title, x_tokens, y_tokens, annotate,
                             cmap, vmin, vmax, x_title, y_title, colorbar,
                             max_cells, cell_px, x_extent, y_extent)
     o.mask = ctypes.pointer(W.mask)
@@ -345,7 +356,6 @@ def heatmap(weights, path, x_tokens=None, y_tokens=None, title=None,
     if index is None and W.rank > 2 and W.names != ("batch", "head"):
         # every map, titled by its own axes (the library's grid says
         # "batch n, head h")
-        from .figures import Panel
         n = W.N * W.H
         if n > 4096:
             fail(ATTN_E_SHAPE, "weights hold %d maps; a grid holds at most 4096", n)
@@ -392,7 +402,7 @@ def stats(weights, attn_mask=None, is_causal=False, *, causal_alignment="top-lef
     nested like the weights' leading axes, and "axes": their names
     (("batch", "head") for rank 4; axes= names them otherwise).
     """
-    W = _Weights(weights, dtype, mask_kw=dict(
+    W = Weights(weights, dtype, mask_kw=dict(
         attn_mask=attn_mask, is_causal=is_causal,
         causal_alignment=causal_alignment, window=window,
         key_lengths=key_lengths, query_lengths=query_lengths,
@@ -423,7 +433,7 @@ def text_heatmap(weights, index=None, x_tokens=None, y_tokens=None, title=None,
                  block_sparse=None, random_blocks=None):
     """One map as text for a terminal: shades (color="plain") or colour
     escapes ("256", "truecolor"). Returns the string."""
-    W = _Weights(weights, dtype, mask_kw=dict(
+    W = Weights(weights, dtype, mask_kw=dict(
         attn_mask=attn_mask, is_causal=is_causal, block_sparse=block_sparse,
         random_blocks=random_blocks))
     n, h = W.index(index)
@@ -437,9 +447,9 @@ def text_heatmap(weights, index=None, x_tokens=None, y_tokens=None, title=None,
     if isinstance(width, bool) or not isinstance(width, (int, np.integer)):
         fail(ATTN_E_INVALID, "width is %r; an integer is needed", width)
     o.width = int(width)
-    o.title = _text(title, "title")
-    o.x_labels, keep_x = _labels(x_tokens, W.Lk, "x_tokens")
-    o.y_labels, keep_y = _labels(y_tokens, W.Lq, "y_tokens")
+    o.title = c_text(title, "title")
+    o.x_labels, keep_x = labels(x_tokens, W.Lk, "x_tokens")
+    o.y_labels, keep_y = labels(y_tokens, W.Lq, "y_tokens")
     o.vmin, o.vmax = _scale(vmin, vmax)
     o.mask = ctypes.pointer(W.mask)
     size = ctypes.c_size_t()
@@ -458,11 +468,11 @@ def compare(a, b, dtype=None):
     """Differences of two weight arrays of one shape: max and mean |a - b|,
     and KL(a || b) per row (mean and max; a is the teacher). Returns a
     dict."""
-    A = _Weights(a, dtype, "a")
-    B = _Weights(b, dtype, "b")
+    A = Weights(a, dtype, "a")
+    B = Weights(b, dtype, "b")
     if A.w.shape != B.w.shape:
-        fail(ATTN_E_SHAPE, "a has shape %s but b has %s", _shape_str(A.w.shape),
-             _shape_str(B.w.shape))
+        fail(ATTN_E_SHAPE, "a has shape %s but b has %s", shape_str(A.w.shape),
+             shape_str(B.w.shape))
     r = CompareResult()
     _lib.call("attn_compare_weights", byref(A.T), byref(B.T), byref(r),
               tensors={"a": A.T, "b": B.T})

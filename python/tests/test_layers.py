@@ -57,7 +57,8 @@ def np_mha_grads(p, q, k, v, g, H, Hkv, **kw):
 @pytest.mark.parametrize("impl", ["auto", "ref"])
 def test_mha_cross_attention(rng, Hkv, impl):
     E, H, B, Lq, Lk = 16, 4, 2, 5, 7
-    m = attn.MultiHeadAttention(E, H, num_kv_heads=Hkv, kdim=6, vdim=3, seed=3)
+    m = attn.MultiHeadAttention(E, H, num_kv_heads=Hkv, kdim=6, vdim=3, seed=3,
+                               batch_first=True)
     p = m.parameters()
     for b in ("b_q", "b_k", "b_v", "b_o"):   # biases start at 0: give them values
         p[b][:] = rnd(rng, *p[b].shape)
@@ -65,7 +66,9 @@ def test_mha_cross_attention(rng, Hkv, impl):
     mask = rng.random((B, 1, 1, Lk)) < 0.8
     mask[:, ..., 0] = True
     kw = dict(is_causal=True, causal_alignment="bottom-right")
-    out, w = m(q, k, v, attn_mask=mask, impl=impl, return_weights=True, **kw)
+    # PyTorch's key_padding_mask: True = not allowed
+    out, w = m(q, k, v, key_padding_mask=~mask[:, 0, 0], impl=impl,
+               average_attn_weights=False, **kw)
     want, W, _ = np_mha(p, q, k, v, H, Hkv, mask=mask, align="bottom-right",
                         is_causal=True)
     np.testing.assert_allclose(out, want, atol=TOL * 10, rtol=0)
@@ -88,9 +91,9 @@ def test_mha_cross_attention(rng, Hkv, impl):
 
 
 def test_mha_self_attention_and_weights(rng):
-    m = attn.MultiHeadAttention(8, 2, seed=5)
+    m = attn.MultiHeadAttention(8, 2, seed=5, batch_first=True)
     x = rnd(rng, 3, 6, 8)
-    out, w = m(x, return_weights=True, average_weights=True, key_lengths=[6, 2, 4])
+    out, w = m(x, key_lengths=[6, 2, 4])
     want, W, _ = np_mha(m.parameters(), x, x, x, 2, 2, key_lengths=[6, 2, 4])
     np.testing.assert_allclose(out, want, atol=1e-4, rtol=0)
     np.testing.assert_allclose(w, W.mean(axis=1), atol=TOL, rtol=0)
@@ -108,7 +111,7 @@ def test_mha_self_attention_and_weights(rng):
     np.testing.assert_allclose(dq, dx["q"], atol=1e-4, rtol=1e-4)
     np.testing.assert_allclose(dkv, dx["k"] + dx["v"], atol=1e-4, rtol=1e-4)
     # one sequence (L, E)
-    one = m(x[1], key_lengths=[2])
+    one, _ = m(x[1], key_lengths=[2])
     np.testing.assert_allclose(one, out[1], atol=1e-6, rtol=0)
 
 
@@ -299,7 +302,7 @@ def test_parameter_views_write_through():
     assert not m.params.any()
     m.parameters()["b_o"][:] = 1.5
     x = np.zeros((1, 3, 4), np.float32)
-    np.testing.assert_allclose(m(x), 1.5)
+    np.testing.assert_allclose(m(x)[0], 1.5)
     m.init(1)
     a = m.params.copy()
     m.init(1)
@@ -313,8 +316,8 @@ def test_layer_errors(rng):
     assert e.value.status == E.ATTN_E_INVALID and "not a multiple" in str(e.value)
     with pytest.raises(attn.AttnError) as e:
         attn.MultiHeadAttention(0, 1)
-    assert "d_model is 0" in str(e.value)
-    m = attn.MultiHeadAttention(8, 2)
+    assert "embed_dim is 0" in str(e.value)
+    m = attn.MultiHeadAttention(8, 2, batch_first=True)
     with pytest.raises(attn.AttnError) as e:
         m.backward(np.zeros((1, 2, 8), np.float32))
     assert "forward first" in str(e.value)
@@ -326,7 +329,7 @@ def test_layer_errors(rng):
     assert "disagree" in str(e.value)
     with pytest.raises(attn.AttnError) as e:
         m(rnd(rng, 2, 3, 8), attn_mask=np.ones((4, 4), bool))
-    assert "cannot broadcast" in str(e.value)
+    assert "attn_mask has shape (4, 4); (3, 3) or (4, 3, 3)" in str(e.value)
     with pytest.raises(attn.AttnError) as e:
         m(np.full((1, 2, 8), np.nan, np.float32))
     assert e.value.status == E.ATTN_E_NONFINITE

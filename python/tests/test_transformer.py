@@ -1,4 +1,4 @@
-"""TransformerDecoderLayer against a NumPy decoder written from the formulas
+"""DecoderLayer against a NumPy decoder written from the formulas
 (post-norm, causal self-attention, cross-attention with key padding, ReLU
 FFN), central differences of its backward; Transformer forward/backward,
 cross_entropy, generate (cache vs no cache, beam 1 vs greedy, seeded
@@ -61,7 +61,7 @@ def np_decoder(p, x, m, H, layers, lengths):
 
 
 def test_decoder_layer_matches_numpy(rng):
-    d = attn.TransformerDecoderLayer(8, 2, 12, num_layers=2, seed=4)
+    d = attn.DecoderLayer(8, 2, 12, num_layers=2, seed=4)
     d.params += 0.1 * rnd(rng, d.params.size)
     x, m = rnd(rng, 2, 5, 8), rnd(rng, 2, 4, 8)
     pad = np.array([[False] * 4, [False, False, False, True]])
@@ -77,7 +77,7 @@ def test_decoder_layer_matches_numpy(rng):
 
 
 def test_decoder_layer_backward(rng):
-    d = attn.TransformerDecoderLayer(6, 2, 7, norm_first=True, final_norm=True,
+    d = attn.DecoderLayer(6, 2, 7, norm_first=True, final_norm=True,
                                      cross_attention="additive", seed=2)
     x, m = rnd(rng, 2, 3, 6), rnd(rng, 2, 4, 6)
     R = rnd(rng, 2, 3, 6)
@@ -114,20 +114,20 @@ def test_decoder_layer_backward(rng):
 
 
 def test_decoder_save_load(tmp_path, rng):
-    d = attn.TransformerDecoderLayer(8, 4, 16, num_layers=2, cross=False, seed=1)
+    d = attn.DecoderLayer(8, 4, 16, num_layers=2, cross=False, seed=1)
     p = d.save(str(tmp_path / "d.bin"))
-    e = attn.TransformerDecoderLayer.load(p)
+    e = attn.DecoderLayer.load(p)
     assert np.array_equal(d.params, e.params)
     x = rnd(rng, 1, 4, 8)
     assert np.array_equal(d(x), e(x))
     with pytest.raises(attn.AttnError):
-        attn.TransformerDecoderLayer(8, 3, 16)  # 8 is not a multiple of 3
+        attn.DecoderLayer(8, 3, 16)  # 8 is not a multiple of 3
     with pytest.raises(attn.AttnError):
-        attn.TransformerDecoderLayer(8, 2, 16)(x)  # cross-attention needs memory
+        attn.DecoderLayer(8, 2, 16)(x)  # cross-attention needs memory
 
 
 def model(decoder_only=False, seed=3):
-    return attn.Transformer(9, 8, d_model=16, nhead=2, num_encoder_layers=1,
+    return attn.TokenTransformer(9, 8, d_model=16, nhead=2, num_encoder_layers=1,
                             num_decoder_layers=2, dim_feedforward=24,
                             max_src_len=8, max_tgt_len=9,
                             decoder_only=decoder_only, seed=seed)
@@ -140,16 +140,16 @@ def test_transformer_backward(rng):
     tgt = np.array([[1, 4, 5, 6], [1, 7, 7, 5]])
     y = np.array([[4, 5, 6, 2], [7, 7, 5, -1]])
     lg = t(src, tgt, src_lengths=[5, 3])
-    loss, dz = attn.Transformer.cross_entropy(lg, y, label_smoothing=0.1)
+    loss, dz = attn.TokenTransformer.cross_entropy(lg, y, label_smoothing=0.1)
     t.zero_grad()
     t.backward(dz)
     h = 1e-2
     for i in range(0, t.params.size, t.params.size // 23):
         v = t.params[i]
         t.params[i] = v + h
-        fp = attn.Transformer.cross_entropy(t(src, tgt, src_lengths=[5, 3]), y, 0.1)[0]
+        fp = attn.TokenTransformer.cross_entropy(t(src, tgt, src_lengths=[5, 3]), y, 0.1)[0]
         t.params[i] = v - h
-        fm = attn.Transformer.cross_entropy(t(src, tgt, src_lengths=[5, 3]), y, 0.1)[0]
+        fm = attn.TokenTransformer.cross_entropy(t(src, tgt, src_lengths=[5, 3]), y, 0.1)[0]
         t.params[i] = v
         assert abs((fp - fm) / (2 * h) - t.grads[i]) < 3e-3 + 3e-2 * abs(t.grads[i])
 
@@ -171,7 +171,7 @@ def test_generate(decoder_only, tmp_path):
     a2, _ = t.generate(src, lens, max_len=4, sample=True, seed=5, threads=2)
     assert all(np.array_equal(x, y) for x, y in zip(a1, a2))
     p = t.save(str(tmp_path / "t.bin"))
-    u = attn.Transformer.load(p)
+    u = attn.TokenTransformer.load(p)
     assert np.array_equal(u.params, t.params)
     assert all(np.array_equal(x, y) for x, y in zip(g, u.generate(src, lens, max_len=4)[0]))
 
@@ -187,4 +187,4 @@ def test_errors():
     with pytest.raises(attn.AttnError):
         model().backward(np.zeros((1, 1, 8)))  # no forward yet
     with pytest.raises(attn.AttnError):
-        attn.Transformer.load(__file__)  # not a parameter file
+        attn.TokenTransformer.load(__file__)  # not a parameter file
