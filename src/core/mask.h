@@ -102,9 +102,11 @@ typedef enum {
     ATTN__TILE_PARTIAL = 2 /* check each pair with attn_mask_visible         */
 } attn__tile_class;
 
-attn__tile_class attn__mask_classify(const attn_mask *m, int64_t b, int64_t h,
-                                     int64_t i0, int64_t i1, int64_t j0,
-                                     int64_t j1, int64_t Lq, int64_t Lk);
+ATTN__RING_API attn__tile_class attn__mask_classify(const attn_mask *m,
+                                                    int64_t b, int64_t h,
+                                                    int64_t i0, int64_t i1,
+                                                    int64_t j0, int64_t j1,
+                                                    int64_t Lq, int64_t Lk);
 
 /* ---- score modifiers and documents (kernels/score_mod.c) ------------ */
 
