@@ -1,5 +1,5 @@
-/* The C example of the README's "## Layers" section, verbatim between the
- * markers (tests/cli_layers_numpy.py checks that), compiled and run: one
+/* The C example of docs/layers.md, verbatim between the
+ * markers (tests/cli_readme.py checks that), compiled and run: one
  * tutorial-sized encoder layer forward and backward. */
 #include "attn.h"
 #include "attn_layers.h"

@@ -1,6 +1,6 @@
-/* The C lines of the README's "Soft-capping, ALiBi, sinks and documents"
+/* The C lines of docs/masks.md's "Soft-capping, ALiBi, sinks and documents"
  * section, compiled and run here (tests/cli_readme.py checks that the
- * README's block is a part of this file, character for character). */
+ * page's block is a part of this file, character for character). */
 #include "attn.h"
 #include "check.h"
 
