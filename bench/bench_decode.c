@@ -46,7 +46,7 @@ typedef struct {
     const bench_decode_opts *o;
     FILE *out;
     int threads;
-    double bw[3];       /* GB/s at 1 and 2 threads                       */
+    double bw[3];         /* GB/s at 1 and 2 threads                       */
     const bench_mem *mem; /* the probe; its flush runs before each step  */
     int failed;
 } runner;
@@ -57,9 +57,7 @@ typedef struct {
     double ms;
 } result;
 
-static void flush_llc(const runner *r) {
-    bench_mem_flush(r->mem, r->threads);
-}
+static void flush_llc(const runner *r) { bench_mem_flush(r->mem, r->threads); }
 
 /* Fills the cache with random K/V, 512 positions per append. */
 static int fill_cache(attn_kv_cache *c, int64_t B, int64_t Hkv, int64_t Lk,
@@ -369,9 +367,8 @@ int bench_decode_run(const bench_decode_opts *o, FILE *out) {
                 "reads): %.1f GB/s on 1 thread (%s), %.1f GB/s on 2 (%s); "
                 "last-level cache %zu MB, flushed before each step; decode "
                 "runs on %d thread%s\n",
-                mem.bytes >> 20, r.bw[1], mem.method[1], r.bw[2],
-                mem.method[2], mem.llc_bytes >> 20, r.threads,
-                r.threads == 1 ? "" : "s");
+                mem.bytes >> 20, r.bw[1], mem.method[1], r.bw[2], mem.method[2],
+                mem.llc_bytes >> 20, r.threads, r.threads == 1 ? "" : "s");
     }
     print_header(&r);
     result res[256];

@@ -129,8 +129,8 @@ void bench_mem_flush(const bench_mem *m, int t) {
 void bench_mem_share(double gbps, double ceiling, char *buf, size_t cap) {
     double s = ceiling > 0 ? 100.0 * gbps / ceiling : 0.0;
     if (s > 100.0)
-        snprintf(buf, cap, "%.0f%% (above the measured ceiling: the probe is low)",
-                 s);
+        snprintf(buf, cap,
+                 "%.0f%% (above the measured ceiling: the probe is low)", s);
     else
         snprintf(buf, cap, "%.0f%%", s);
 }

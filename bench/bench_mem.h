@@ -10,12 +10,12 @@
 #include <stdint.h>
 
 typedef struct {
-    double gbps[3];         /* best GB/s on 1 and 2 threads (index 1, 2)  */
-    const char *method[3];  /* the method that gave it                    */
-    size_t bytes;           /* size of the probe's buffer                 */
-    size_t llc_bytes;       /* last-level cache as the system reports it  */
-    const uint64_t *buf;    /* the probe's buffer (also the flush's)      */
-    size_t flush_words;     /* words read by bench_mem_flush              */
+    double gbps[3];        /* best GB/s on 1 and 2 threads (index 1, 2)  */
+    const char *method[3]; /* the method that gave it                    */
+    size_t bytes;          /* size of the probe's buffer                 */
+    size_t llc_bytes;      /* last-level cache as the system reports it  */
+    const uint64_t *buf;   /* the probe's buffer (also the flush's)      */
+    size_t flush_words;    /* words read by bench_mem_flush              */
 } bench_mem;
 
 /* Allocates the buffer (mb MiB, or 0: the larger of 1 GiB and 4x the
