@@ -1,5 +1,6 @@
-/* The decode benchmark: memory bandwidth first (a STREAM-style read of a
- * buffer far larger than the last-level cache, 1 and 2 threads), then for
+/* The decode benchmark: memory bandwidth first (bench_mem.c: the best of
+ * several read methods over a buffer far larger than the last-level
+ * cache, 1 and 2 threads), then for
  * each case one decode step (Lq new queries per entry, bottom-right
  * causal) over a full KV cache: ms per step, GB/s of K/V bytes read
  * (values and q8 scales of every cached position), the ratio to the
@@ -7,10 +8,12 @@
  * the same call (q and the cache's K/V as tensors of the cache's dtype;
  * f32 for q8). Every case is first checked against the reference (max
  * |error| <= 1e-4 over outputs of magnitude <= 1) and not reported if
- * wrong. Before each timed step a 64 MB buffer is read so that the cache
- * comes from memory, not from the last-level cache, as it does when the
- * layers of a model take turns. Times are the best of several steps. */
+ * wrong. Before each timed step twice the last-level cache is read so that
+ * the cache comes from memory, not from the last-level cache, as it does
+ * when the layers of a model take turns. Times are the best of several
+ * steps. */
 #include "bench_decode.h"
+#include "bench_mem.h"
 
 #include "attn.h"
 #include "attn_cache.h"
@@ -37,38 +40,14 @@ static void fill_random(float *x, size_t n, uint64_t seed) {
     }
 }
 
-/* XOR of n words split over t threads: the compiler vectorizes it, so one
- * core streams as fast as its loads allow. */
-static uint64_t read_words(const uint64_t *p, size_t n, int t) {
-    uint64_t x = 0;
-#pragma omp parallel for num_threads(t) reduction(^ : x) schedule(static)
-    for (size_t i = 0; i < n; i++) x ^= p[i];
-    return x;
-}
-
-static volatile uint64_t sink;
-
-/* GB/s of a read of 512 MB with t threads, best of 5. */
-static double stream_gbps(const uint64_t *buf, size_t n, int t) {
-    double best = INFINITY;
-    for (int r = 0; r < 5; r++) {
-        double t0 = now_s();
-        sink ^= read_words(buf, n, t);
-        double dt = now_s() - t0;
-        if (dt < best) best = dt;
-    }
-    return (double)(n * sizeof(uint64_t)) / best * 1e-9;
-}
-
 /* ---- cases ------------------------------------------------------------- */
 
 typedef struct {
     const bench_decode_opts *o;
     FILE *out;
     int threads;
-    double bw[3];          /* GB/s at 1 and 2 threads                    */
-    const uint64_t *flush; /* 64 MB read before each timed step          */
-    size_t flush_n;
+    double bw[3];         /* GB/s at 1 and 2 threads                       */
+    const bench_mem *mem; /* the probe; its flush runs before each step  */
     int failed;
 } runner;
 
@@ -78,9 +57,7 @@ typedef struct {
     double ms;
 } result;
 
-static void flush_llc(const runner *r) {
-    sink ^= read_words(r->flush, r->flush_n, r->threads);
-}
+static void flush_llc(const runner *r) { bench_mem_flush(r->mem, r->threads); }
 
 /* Fills the cache with random K/V, 512 positions per append. */
 static int fill_cache(attn_kv_cache *c, int64_t B, int64_t Hkv, int64_t Lk,
@@ -263,22 +240,25 @@ static double run_case(runner *r, int64_t B, int64_t Hkv, int64_t Lk,
                 "\"Hkv\": %lld, \"Lq\": %lld, \"Lk\": %lld, \"D\": %lld, "
                 "\"kv_dtype\": \"%s\", \"threads\": %d, \"ms\": %.4f, "
                 "\"gbps\": %.3f, \"bandwidth_gbps\": %.3f, \"ratio\": %.4f, "
-                "\"kv_bytes\": %zu, \"flash_ms\": %s, \"max_err\": %.3g}\n",
+                "\"above_ceiling\": %s, \"kv_bytes\": %zu, \"flash_ms\": %s, "
+                "\"max_err\": %.3g}\n",
                 (long long)B, (long long)H, (long long)Hkv, (long long)Lq,
                 (long long)Lk, (long long)D, attn_dtype_name(dt), r->threads,
-                ms, gbps, bw, gbps / bw, bytes, fjson, err);
+                ms, gbps, bw, gbps / bw, gbps > bw ? "true" : "false", bytes,
+                fjson, err);
     } else {
-        char fbuf[32] = "-", sbuf[32] = "-";
+        char fbuf[32] = "-", sbuf[32] = "-", share[96];
+        bench_mem_share(gbps, bw, share, sizeof share);
         if (fms >= 0) {
             snprintf(fbuf, sizeof fbuf, "%.3f", fms);
             snprintf(sbuf, sizeof sbuf, "%.2fx", fms / ms);
         }
         fprintf(r->out,
                 "| %lld | %lld | %lld | %lld | %lld | %lld | %s | %.3f "
-                "| %.1f | %.0f%% | %s | %s | %.1e |\n",
+                "| %.1f | %s | %s | %s | %.1e |\n",
                 (long long)B, (long long)H, (long long)Hkv, (long long)Lq,
                 (long long)Lk, (long long)D, attn_dtype_name(dt), ms, gbps,
-                100.0 * gbps / bw, fbuf, sbuf, err);
+                share, fbuf, sbuf, err);
     }
     fflush(r->out);
 done:
@@ -363,32 +343,32 @@ int bench_decode_run(const bench_decode_opts *o, FILE *out) {
                 o->dtypes);
         return 2;
     }
-    /* the bandwidth: 512 MB, far beyond any last-level cache */
-    const int64_t mb = o->bandwidth_mb > 0 ? o->bandwidth_mb : 512;
-    size_t n = ((size_t)mb << 20) / sizeof(uint64_t);
-    uint64_t *buf = malloc(n * sizeof(uint64_t));
-    if (!buf) {
-        fprintf(stderr, "attn bench --decode: cannot allocate %lld MB\n",
-                (long long)mb);
+    /* the ceiling: far beyond any last-level cache, the best of several
+     * methods */
+    bench_mem mem;
+    if (bench_mem_measure(&mem, o->bandwidth_mb)) {
+        fprintf(stderr, "attn bench --decode: cannot allocate the bandwidth "
+                        "probe's buffer\n");
         return 2;
     }
-    for (size_t i = 0; i < n; i++) buf[i] = i * 0x9e3779b97f4a7c15ull;
-    r.bw[1] = stream_gbps(buf, n, 1);
-    r.bw[2] = stream_gbps(buf, n, 2);
-    r.flush = buf;
-    r.flush_n = ((size_t)(mb < 64 ? mb : 64) << 20) / sizeof(uint64_t);
+    r.mem = &mem;
+    r.bw[1] = mem.gbps[1];
+    r.bw[2] = mem.gbps[2];
     if (o->json) {
         for (int t = 1; t <= 2; t++)
             fprintf(out,
                     "{\"impl\": \"stream\", \"threads\": %d, \"gbps\": "
-                    "%.3f, \"bytes\": %zu}\n",
-                    t, r.bw[t], n * sizeof(uint64_t));
+                    "%.3f, \"method\": \"%s\", \"bytes\": %zu, "
+                    "\"llc_bytes\": %zu}\n",
+                    t, r.bw[t], mem.method[t], mem.bytes, mem.llc_bytes);
     } else {
         fprintf(out,
-                "memory bandwidth (read of %lld MB, best of 5): %.1f GB/s "
-                "on 1 thread, %.1f GB/s on 2; decode runs on %d thread%s\n",
-                (long long)mb, r.bw[1], r.bw[2], r.threads,
-                r.threads == 1 ? "" : "s");
+                "memory bandwidth (read of %zu MB, best of 3 methods x 3 "
+                "reads): %.1f GB/s on 1 thread (%s), %.1f GB/s on 2 (%s); "
+                "last-level cache %zu MB, flushed before each step; decode "
+                "runs on %d thread%s\n",
+                mem.bytes >> 20, r.bw[1], mem.method[1], r.bw[2], mem.method[2],
+                mem.llc_bytes >> 20, r.threads, r.threads == 1 ? "" : "s");
     }
     print_header(&r);
     result res[256];
@@ -426,6 +406,6 @@ int bench_decode_run(const bench_decode_opts *o, FILE *out) {
                             attn_dtype_name(a->dt), a->ms / b->ms);
             }
     }
-    free(buf);
+    bench_mem_free(&mem);
     return r.failed;
 }

@@ -18,7 +18,7 @@ typedef struct {
     const char *dtypes;   /* comma list of kv dtypes (NULL: all four)       */
     const char *batches;  /* comma list of B (NULL: 1,4)                    */
     const char *kv_heads; /* comma list of Hkv (NULL: 32,8)                */
-    int64_t bandwidth_mb; /* size of the bandwidth read (0: 512 MB)        */
+    int64_t bandwidth_mb; /* MiB of the bandwidth read (0: bench_mem.c)   */
 } bench_decode_opts;
 
 /* Returns 0 when every case ran and passed its check, 1 if a case failed

@@ -37,6 +37,24 @@ s = run(["bench", "--decode", "--quick", "--bandwidth-mb", "1", "--max-gb", "0.0
          "--kv-dtypes", "f32",
          "--kv-heads", "32", "--max-lk", "1024"])
 check(s.returncode == 0 and "skipped: the cache needs" in s.stdout, "--max-gb skips")
+# The ceiling is a ceiling: by default the probe reads at least 1 GiB and 4x
+# the last-level cache (a 512 MB read sat inside a 260 MB cache's reach and
+# the decode "beat" it), and a case past the ceiling says so.
+d = run(["bench", "--decode", "--json", "--threads", "2", "--quick", "--kv-heads", "8",
+         "--max-lk", "1024", "--flash-max-lk", "0", "--kv-dtypes", "f32"], timeout=300)
+check(d.returncode == 0, "default probe run: %s" % d.stderr)
+dl = [json.loads(l) for l in d.stdout.splitlines() if l.startswith("{")]
+ds = [l for l in dl if l.get("impl") == "stream"]
+check(len(ds) == 2 and all(x["bytes"] >= 1 << 30 and x["bytes"] >= 4 * x["llc_bytes"]
+                           and x["method"] in ("xor", "sum8", "memchr") for x in ds),
+      "the probe reads max(1 GiB, 4x LLC) and names its method: %s" % ds)
+check(len(ds) == 2 and ds[1]["gbps"] >= ds[0]["gbps"], "2 threads >= 1 thread: %s" % ds)
+for c in [l for l in dl + lines if l.get("impl") == "decode"]:
+    check((c["ratio"] > 1.0) == c["above_ceiling"], "above_ceiling marks ratio > 1: %s" % c)
+for row in t.stdout.splitlines():
+    m = re.match(r"\|(?:[^|]*\|){8} ([0-9]+)%([^|]*)\|", row)
+    if m and int(m.group(1)) > 100:
+        check("above the measured ceiling" in m.group(2), "a share past 100%% says so: %s" % row)
 for bad in (["--lq", "0"], ["--kv-dtypes", "f8"], ["--kv-heads", "5"], ["--bogus"],
             ["--max-gb", "-1"]):
     b = run(["bench", "--decode"] + bad)

@@ -6,7 +6,9 @@ on any ATTN_API declaration the library does not define, and on any C
 function the Python binding (python/attn/*.py) looks up that the library
 does not export. Internal functions (attn__*) are hidden by
 -fvisibility=hidden; the command, the benchmark and the tests reach them
-through the static library.
+through the static library. The exception is the few internal functions
+the ring library (libattn_dist) calls: their declarations under src/ are
+marked ATTN__RING_API, and the library must export exactly those too.
 
 usage: exported_symbols.py PATH/TO/libattn.so SOURCE_DIR
 """
@@ -54,6 +56,19 @@ def declared(src):
     return api, types
 
 
+def ring_interface(src):
+    """Internal names declared with ATTN__RING_API under src/."""
+    names = {}
+    decl = re.compile(r"ATTN__RING_API\s+[^;(]*?\b(attn__\w+)\s*\(", re.S)
+    for path in sorted(glob.glob(os.path.join(src, "src", "**", "*.h"),
+                             recursive=True)):
+        text = re.sub(r"/\*.*?\*/|//[^\n]*", "", open(path).read(), flags=re.S)
+        text = re.sub(r"#define ATTN__RING_API[^\n]*", "", text)
+        for name in decl.findall(text):
+            names[name] = os.path.relpath(path, src)
+    return names
+
+
 def python_calls(src):
     """C functions the binding names: quoted "attn_..." strings and
     lib.attn_... attributes, less the names of types (attn_sizeof's
@@ -70,7 +85,8 @@ def main():
     lib, src = sys.argv[1], sys.argv[2]
     have = exported(lib)
     api, types = declared(src)
-    extra = sorted(have - set(api))
+    ring = ring_interface(src)
+    extra = sorted(have - set(api) - set(ring))
     for name in extra:
         print("FAIL %s exports %s, which no include/attn*.h declares with "
               "ATTN_API" % (os.path.basename(lib), name))
@@ -78,6 +94,13 @@ def main():
     for name in missing:
         print("FAIL %s declares %s (ATTN_API) but %s does not export it"
               % (api[name], name, os.path.basename(lib)))
+    for name in sorted(set(ring) - have):
+        print("FAIL %s marks %s ATTN__RING_API but %s does not export it"
+              % (ring[name], name, os.path.basename(lib)))
+        missing.append(name)
+    if not ring:
+        print("FAIL no ATTN__RING_API declaration found under src/")
+        missing.append("(ring interface)")
     py = python_calls(src) - types
     unexported = sorted(n for n in py if n not in have)
     for name in unexported:
@@ -86,8 +109,8 @@ def main():
     if not api:
         print("FAIL no ATTN_API declaration found under include/")
     failed = len(extra) + len(missing) + len(unexported) + (not api)
-    print("%d symbols exported, %d declared, %d named by the binding"
-          % (len(have), len(api), len(py)))
+    print("%d symbols exported, %d declared, %d for the ring library, "
+          "%d named by the binding" % (len(have), len(api), len(ring), len(py)))
     print("%d passed, %d failed" % (0 if failed else 1, failed))
     return 1 if failed else 0
 

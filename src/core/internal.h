@@ -12,12 +12,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* The ring library (libattn_dist, src/dist/) is built apart from libattn
+ * and calls a few of its internal functions (the flash kernel at an offset,
+ * the argument check, messages, allocation). Those are exported from
+ * libattn.so on purpose, marked ATTN__RING_API, so that a ring program
+ * links with `-lattn_dist -lattn` against the shared library as well as the
+ * static one. They are not the public API and carry no promise to
+ * programs; test exported_symbols allows exactly these. */
+#define ATTN__RING_API __attribute__((visibility("default")))
+
 /* Records a detail message for this thread and returns status, so that
  * callers can write `return attn__fail(ATTN_E_SHAPE, "k has %d ...", n);`. */
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-attn_status
+ATTN__RING_API attn_status
 attn__fail(attn_status status, const char *fmt, ...);
 
 /* Copies in to out (cap bytes, NUL-terminated, cut at a whole character)
@@ -56,8 +65,8 @@ static inline int attn__mul_size(size_t a, size_t b, size_t *out) {
 
 /* Allocation of n elements of size sz, 64-byte aligned, NULL on overflow or
  * failure (with the message set). Free with attn__free. */
-void *attn__alloc(size_t n, size_t sz, const char *what);
-void attn__free(void *p);
+ATTN__RING_API void *attn__alloc(size_t n, size_t sz, const char *what);
+ATTN__RING_API void attn__free(void *p);
 
 /* Bytes held through attn__alloc now, and the most held since the last
  * attn__alloc_peak_reset (0 where the C library cannot tell block sizes).
@@ -78,18 +87,20 @@ static inline int64_t attn__off(const attn_tensor *t, int64_t i0, int64_t i1,
 void attn__load_f32(const void *src, attn_dtype dtype, int64_t n, float *dst);
 
 /* 1 for f32, f16, bf16 and f64. */
-int attn__is_float_dtype(attn_dtype d);
+ATTN__RING_API int attn__is_float_dtype(attn_dtype d);
 
 /* Element i of a contiguous array of any dtype, as double. */
 double attn__load_one(const void *src, attn_dtype d, size_t i);
 
 /* n elements of any dtype at src into a float dtype (f32, f16, bf16, f64)
  * at dst, unchecked: attn_convert validates, then calls this. */
-void attn__convert_to_float(const void *src, attn_dtype src_dtype, void *dst,
-                            attn_dtype dst_dtype, size_t n);
+ATTN__RING_API void attn__convert_to_float(const void *src,
+                                           attn_dtype src_dtype, void *dst,
+                                           attn_dtype dst_dtype, size_t n);
 
 /* Checks a tensor for NaN/Inf (ATTN_E_NONFINITE with the first position). */
-attn_status attn__check_finite(const attn_tensor *t, const char *name);
+ATTN__RING_API attn_status attn__check_finite(const attn_tensor *t,
+                                              const char *name);
 /* The same, also giving the largest |element| in *maxabs (0 if none). */
 attn_status attn__check_finite_max(const attn_tensor *t, const char *name,
                                    double *maxabs);

@@ -8,8 +8,10 @@
 
 #include "score_mod.h"
 
-attn__tile_class attn__mask_classify(const attn_mask *m, int64_t b, int64_t h,
-                                     int64_t i0, int64_t i1, int64_t j0,
-                                     int64_t j1, int64_t Lq, int64_t Lk);
+ATTN__RING_API attn__tile_class attn__mask_classify(const attn_mask *m,
+                                                    int64_t b, int64_t h,
+                                                    int64_t i0, int64_t i1,
+                                                    int64_t j0, int64_t j1,
+                                                    int64_t Lq, int64_t Lk);
 
 #endif /* ATTN_MASK_H */

@@ -88,7 +88,8 @@ void attn__flash_to_f32(const void *src, attn_dtype dtype, int64_t n,
 /* ATTN_E_UNSUPPORTED (naming who) when Dk or Dv is beyond what the flash
  * kernels' BLAS calls take (int dimensions, with room for a tile of rows);
  * ATTN_OK otherwise. */
-attn_status attn__flash_check_dims(const attn__sdpa_dims *d, const char *who);
+ATTN__RING_API attn_status attn__flash_check_dims(const attn__sdpa_dims *d,
+                                                  const char *who);
 
 /* ---- threads ----------------------------------------------------------- */
 
@@ -169,25 +170,22 @@ void attn__flash_frame(const attn__sdpa_dims *d, const attn__flash_pos *pos,
 /* attn__flash_forward_ml for the block pos places in a longer sequence:
  * out, lse, mrow and lrow are of the block's rows, normalized over the
  * block's keys only. */
-attn_status attn__flash_forward_at(const attn_tensor *q, const attn_tensor *k,
-                                   const attn_tensor *v,
-                                   const attn_sdpa_opts *opts,
-                                   const attn__sdpa_dims *d,
-                                   const attn__flash_pos *pos, attn_tensor *out,
-                                   float *lse, float *mrow, float *lrow);
+ATTN__RING_API attn_status
+attn__flash_forward_at(const attn_tensor *q, const attn_tensor *k,
+                       const attn_tensor *v, const attn_sdpa_opts *opts,
+                       const attn__sdpa_dims *d, const attn__flash_pos *pos,
+                       attn_tensor *out, float *lse, float *mrow, float *lrow);
 
 /* attn__sdpa_flash_backward for a block: lse, out and dout are the full
  * sequence's (the rows' lse over every key), so the block's P, and its
  * contributions added into dq, dk, dv, are exact parts of the full ones.
  * No bias (dbias) in this form. */
-attn_status attn__flash_backward_at(const attn_tensor *q, const attn_tensor *k,
-                                    const attn_tensor *v,
-                                    const attn_tensor *out, const float *lse,
-                                    const attn_tensor *dout,
-                                    const attn_sdpa_opts *opts,
-                                    const attn__sdpa_dims *d,
-                                    const attn__flash_pos *pos, attn_tensor *dq,
-                                    attn_tensor *dk, attn_tensor *dv);
+ATTN__RING_API attn_status attn__flash_backward_at(
+    const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+    const attn_tensor *out, const float *lse, const attn_tensor *dout,
+    const attn_sdpa_opts *opts, const attn__sdpa_dims *d,
+    const attn__flash_pos *pos, attn_tensor *dq, attn_tensor *dk,
+    attn_tensor *dv);
 
 /* ---- the weight pass (sdpa_weights.c) --------------------------------- */
 

@@ -18,10 +18,10 @@ typedef struct {
 /* Validates q, k, v (and out / weights if not NULL) against each other
  * and against opts; fills dims. Used by every SDPA kernel. allow_f64 lets
  * the reference accept f64 inputs and outputs (sdpa_check.c). */
-attn_status attn__sdpa_check(const attn_tensor *q, const attn_tensor *k,
-                             const attn_tensor *v, const attn_sdpa_opts *opts,
-                             const attn_tensor *out, const attn_tensor *weights,
-                             int allow_f64, attn__sdpa_dims *dims);
+ATTN__RING_API attn_status attn__sdpa_check(
+    const attn_tensor *q, const attn_tensor *k, const attn_tensor *v,
+    const attn_sdpa_opts *opts, const attn_tensor *out,
+    const attn_tensor *weights, int allow_f64, attn__sdpa_dims *dims);
 
 /* A view of shape (d0, d1, d2, d3) and dtype f32 (or f64 with allow_f64);
  * written outputs (is_output) may not broadcast. ATTN_E_DTYPE or

@@ -1,13 +1,16 @@
 """`mpirun -np P attn sdpa --ring LAYOUT` and `attn sdpa-backward --ring`
 write the files of the one-process command (same shapes, values within
 f32 rounding, dropout included); rank 0 alone writes; --ring's own errors;
-a sequence too short for P ranks is a clear error, not a hang.
+a sequence too short for P ranks is a clear error, not a hang; ranks
+that read different inputs are refused; a rank that does not join (no
+--ring, --help, not attn at all) ends the job within a bounded wait.
 `attn bench --ring` runs and prints its summary lines.
 
 usage: cli_ring.py PATH/TO/attn SOURCE_DIR MPIEXEC
 (the mpirun of the build; each mpirun has a timeout)
 """
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -25,6 +28,31 @@ def mpirun(np_, args, timeout=120):
            "--bind-to", "none", ATTN] + list(args)
     return subprocess.run(cmd, capture_output=True, text=True, env=ENV,
                           timeout=timeout)
+
+
+def per_rank(np_, args_of, timeout=120, other=None, env=None):
+    """mpirun with a command per rank: args_of(rank) for attn, or the
+    program `other` on the ranks above 0 when given."""
+    lines = ["#!/bin/sh", 'case "$OMPI_COMM_WORLD_RANK" in']
+    for rank in range(np_):
+        if other and rank > 0:
+            cmd = other
+        else:
+            cmd = " ".join(shlex.quote(a) for a in [ATTN] + list(args_of(rank)))
+        lines.append("%d) exec %s ;;" % (rank, cmd))
+    lines.append("esac")
+    fd, script = tempfile.mkstemp(suffix=".sh")
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.chmod(script, 0o700)
+    e = dict(ENV)
+    e.update(env or {})
+    try:
+        return subprocess.run([MPIEXEC, "-np", str(np_), "--oversubscribe",
+                               "--allow-run-as-root", "--bind-to", "none", script],
+                              capture_output=True, text=True, env=e, timeout=timeout)
+    finally:
+        os.remove(script)
 
 
 def main():
@@ -147,6 +175,46 @@ def main():
                    "--bias", p("b.npy")])
         check(r.returncode != 0 and "mask.bias is set" in r.stderr,
               "--bias under --ring: " + r.stderr[-300:])
+
+        # ranks that disagree: rank 1 reads other values for q (refused on
+        # every rank, nothing written); rank 1 runs without --ring, or
+        # stops before joining, or is not attn at all (nobody waits forever)
+        e2 = rng.standard_normal((41, 5)).astype("<f4")
+        np.save(p("e2.npy"), e2)
+        for f in ("o3.npy",):
+            if os.path.exists(p(f)):
+                os.remove(p(f))
+        r = per_rank(2, lambda rank: ["sdpa", "--ring", "zigzag", "--q",
+                                      p("e2.npy" if rank == 1 else "e.npy"),
+                                      "--k", p("e.npy"), "--v", p("e.npy"),
+                                      "--out", p("o3.npy")])
+        check(r.returncode != 0 and "rank 1 read other data for q than rank 0"
+              in r.stderr, "ranks read different q: rc %d %s"
+              % (r.returncode, r.stderr[-400:]))
+        check(not os.path.exists(p("o3.npy")), "different inputs wrote an output")
+        r = per_rank(2, lambda rank: ["sdpa-backward", "--ring", "zigzag"] + io +
+                     ["--dout", p("e2.npy" if rank == 1 else "e.npy"),
+                      "--dq", p("o3.npy"), "--dk", p("o4.npy"), "--dv", p("o5.npy")])
+        check(r.returncode != 0 and "rank 1 read other data for dout" in r.stderr,
+              "ranks read different dout: " + r.stderr[-400:])
+        r = per_rank(2, lambda rank: ["sdpa"] + (["--ring", "zigzag"] if rank == 0
+                                                 else []) + io + ["--out", p("o3.npy")],
+                     timeout=90)
+        check(r.returncode != 0 and "rank 1 of 2: 'attn sdpa' runs under mpirun "
+              "with 2 ranks but without --ring" in r.stderr,
+              "a rank without --ring: rc %d %s" % (r.returncode, r.stderr[-400:]))
+        r = per_rank(2, lambda rank: ["sdpa", "--ring", "zigzag"] + io +
+                     (["--help"] if rank == 1 else ["--out", p("o3.npy")]), timeout=90)
+        check(r.returncode != 0 and "rank 1 of 2 stopped before joining the ring"
+              in r.stderr, "a rank that asks for --help: rc %d %s"
+              % (r.returncode, r.stderr[-400:]))
+        r = per_rank(2, lambda rank: ["sdpa", "--ring", "zigzag"] + io +
+                     ["--out", p("o3.npy")], timeout=90, other="true",
+                     env={"ATTN_RING_JOIN_TIMEOUT": "3"})
+        check(r.returncode != 0 and "rank 0 of 2: not every rank joined the ring "
+              "within 3 s" in r.stderr, "a rank that is not attn: rc %d %s"
+              % (r.returncode, r.stderr[-400:]))
+        check(not os.path.exists(p("o3.npy")), "a failed join wrote an output")
 
         # the benchmark runs (tiny) and prints its summary lines
         r = mpirun(2, ["bench", "--ring", "zigzag", "--L", "256", "--H", "2",

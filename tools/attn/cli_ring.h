@@ -31,8 +31,19 @@ int cli_ring_backward(const char *cmd, const char *layout, cli_tensor *q,
  * passed with the layout as argv[0]'s companion (see cli_ring_bench.c). */
 int cli_ring_bench(const char *layout, int argc, char **argv);
 
+/* The size of the MPI job this process was launched in, from the
+ * launcher's environment (0 when not under one), and its rank in *rank. */
+int cli_mpi_world(int *rank);
+
+/* 1 once this process has joined the ring (MPI started). */
+int cli_ring_joined(void);
+
 #ifdef ATTN_HAVE_MPI
 #include "attn_dist.h"
+/* Starts MPI (once) and gives the ring's size and this rank: waits at most
+ * ATTN_RING_JOIN_TIMEOUT seconds (default 120) for every rank to join,
+ * then exits 1 with a message. */
+void cli_ring_init(int *P, int *R);
 /* "zigzag" or "contiguous" (cli_ring_take checked it). */
 attn_ring_layout cli_ring_layout(const char *s);
 #endif

@@ -412,11 +412,8 @@ int cli_ring_bench(const char *layout, int argc, char **argv) {
             return cli_usage_error(cmd, "--ring: unknown option '%s'", a);
         }
     }
-    int up = 0, P, R;
-    MPI_Initialized(&up);
-    if (!up) MPI_Init(NULL, NULL);
-    MPI_Comm_size(MPI_COMM_WORLD, &P);
-    MPI_Comm_rank(MPI_COMM_WORLD, &R);
+    int P, R;
+    cli_ring_init(&P, &R);
     int rc = run(cli_ring_layout(layout), layout, &b, P, R);
     MPI_Finalize();
     return rc;

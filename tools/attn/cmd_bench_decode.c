@@ -14,8 +14,9 @@ static void help(void) {
         "                  [--max-lk L] [--max-gb G] [--flash-max-lk L]\n"
         "                  [--batch LIST] [--kv-heads LIST] [--kv-dtypes LIST]\n"
         "\n"
-        "Measures this machine's memory bandwidth (a read of 512 MB with 1 and 2\n"
-        "threads, best of 5), then for B in {1, 4}, H = 32, Hkv in {32, 8}, D = 128,\n"
+        "Measures this machine's memory bandwidth (the best of three read\n"
+        "methods with 1 and 2 threads over max(1 GiB, 4x the last-level cache)),\n"
+        "then for B in {1, 4}, H = 32, Hkv in {32, 8}, D = 128,\n"
         "Lk in {1024, 8192, 32768, 131072} and the cache dtypes f32, f16, bf16, q8\n"
         "one decode step (Lq new queries per entry, bottom-right causal) over a\n"
         "full cache: ms per step (best of several, the cache read from memory each\n"
@@ -38,8 +39,9 @@ static void help(void) {
         "  --batch LIST     batch sizes, e.g. 1,4\n"
         "  --kv-heads LIST  KV heads (divisors of 32), e.g. 32,8\n"
         "  --kv-dtypes LIST cache dtypes among f32,f16,bf16,q8\n"
-        "  --bandwidth-mb N size of the bandwidth read (default 512; the 64 MB read\n"
-        "                   between steps shrinks with it: for quick test runs)\n");
+        "  --bandwidth-mb N size of the bandwidth read in MiB (default: the larger\n"
+        "                   of 1024 and 4x the last-level cache; the read between\n"
+        "                   steps, 2x that cache, shrinks with it: for quick tests)\n");
 }
 
 int cmd_bench_decode(int argc, char **argv) {

@@ -1,6 +1,7 @@
 /* attn: the command-line front of libattn. Dispatches to one subcommand per
  * file; each returns its exit status (0 ok, 1 failure, 2 usage error). */
 #include "cli.h"
+#include "cli_ring.h"
 #include "internal.h"
 
 #include <stdarg.h>
@@ -150,6 +151,35 @@ static int refuse_repeats(int argc, char **argv) {
     return 0;
 }
 
+/* Under mpirun every rank must join the ring, or the ranks that do wait
+ * in MPI_Init for it: a command without --ring in a job of several ranks
+ * is refused at once, and a rank that stops before joining says so and
+ * exits non-zero, so that mpirun ends the job (the waiting ranks also
+ * give up after a bounded wait: cli_ring_init). */
+static int run_command(const cli_command *c, int argc, char **argv) {
+    int rank, world = cli_mpi_world(&rank), ring = 0;
+    for (int i = 2; i < argc; i++) ring |= strcmp(argv[i], "--ring") == 0;
+    if (world > 1 && !ring) {
+        fprintf(stderr,
+                "attn: rank %d of %d: 'attn %s' runs under mpirun with %d "
+                "ranks but without --ring: each rank would do the whole job "
+                "alone (give every rank the same command with --ring "
+                "LAYOUT, or run it without mpirun)\n",
+                rank, world, c->name, world);
+        return 2;
+    }
+    int rc = refuse_repeats(argc - 1, argv + 1);
+    if (!rc) rc = c->run(argc - 1, argv + 1);
+    if (world > 1 && !cli_ring_joined()) {
+        fprintf(stderr,
+                "attn: rank %d of %d stopped before joining the ring (exit "
+                "status %d): the other ranks cannot go on\n",
+                rank, world, rc);
+        if (rc == 0) rc = 1;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv) {
     prefer_passive_wait(argv);
     if (argc < 2) {
@@ -163,10 +193,8 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)
         return cmd_version(argc - 1, argv + 1);
     for (size_t i = 0; i < NCOMMANDS; i++)
-        if (strcmp(argv[1], commands[i].name) == 0) {
-            int rc = refuse_repeats(argc - 1, argv + 1);
-            return rc ? rc : commands[i].run(argc - 1, argv + 1);
-        }
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return run_command(&commands[i], argc, argv);
     char esc[256];
     attn__escape(argv[1], esc, sizeof esc);
     fprintf(stderr, "attn: unknown command '%s'\n", esc);
