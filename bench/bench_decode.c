@@ -11,6 +11,7 @@
  * comes from memory, not from the last-level cache, as it does when the
  * layers of a model take turns. Times are the best of several steps. */
 #include "bench_decode.h"
+#include "cpu.h"
 
 #include "attn.h"
 #include "attn_cache.h"
@@ -172,6 +173,7 @@ static double flash_ms(const runner *r, const attn_kv_cache *c,
 
 static void print_header(const runner *r) {
     if (r->o->json) return;
+    fprintf(r->out, "\nkernels %s\n", attn__isa_describe());
     fprintf(
         r->out,
         "\n| B | H | Hkv | Lq | Lk | D | kv | ms/step | GB/s | of bandwidth "
