@@ -2,13 +2,13 @@
  *
  * For each (batch, head, query tile) -- the unit of OpenMP work -- stream
  * the key/value tiles in a fixed order:
- *   S = scale * Q_t K_t^T                      (cblas_sgemm)
+ *   S = scale * Q_t K_t^T                      (attn__tile_nt, tile.h)
  *   mask + bias on S, row by row, only for tiles the mask classifies as
  *   PARTIAL (or when there is a bias); EMPTY tiles are skipped entirely
  *   online softmax per row: m' = max(m, max S), P = exp(S - m'),
  *   l = l e^(m - m') + sum P, O_t *= e^(m - m')
  *   dropout on P (l keeps the un-dropped sum: lse is the softmax's)
- *   O_t += P V_t                               (cblas_sgemm)
+ *   O_t += P V_t                               (attn__tile_nn_acc)
  * and finally O = O_t / l, lse = m + log l (a row that saw no visible key
  * keeps m = -inf: O = 0, lse = -inf, and no exp(-inf - -inf) is formed).
  *
@@ -16,8 +16,8 @@
  * sizes that depend only on the shapes, so any thread count gives the same
  * bits. */
 #include "flash.h"
+#include "tile.h"
 
-#include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -25,7 +25,7 @@
 
 /* Floats of one thread's workspace, each part rounded up to 64 bytes. */
 typedef struct {
-    size_t s, o, m, l, q, k, v, blk, total;
+    size_t s, o, m, l, q, k, v, kp, blk, total;
 } ws_layout;
 
 /* q, k, v rows read in place (qd, kd, vd) need no buffer. */
@@ -40,6 +40,7 @@ static ws_layout layout_of(const attn__sdpa_dims *d, int64_t bq, int64_t bk,
     w.q = attn__ws_take(&at, qd ? 0 : (size_t)(bq * d->Dk));
     w.k = attn__ws_take(&at, kd ? 0 : (size_t)(bk * d->Dk));
     w.v = attn__ws_take(&at, vd ? 0 : (size_t)(bk * d->Dv));
+    w.kp = attn__ws_take(&at, attn__tile_nt_pack_floats(bk, d->Dk));
     w.blk = attn__ws_take(&at, attn__flash_blocks_floats(d, bq));
     w.total = at;
     return w;
@@ -67,7 +68,7 @@ typedef struct {
  * keys (i0, j0 and the block's) are positions in the mask's frame. */
 static int fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
                      int64_t i0, const attn__flash_block *blk, int64_t j0,
-                     const float *Q, int64_t ldq, const float *K, int64_t ldk,
+                     const float *Q, int64_t ldq, const attn__tile_bt *K,
                      const float *V, int64_t ldv) {
     const attn__sdpa_dims *d = c->d;
     const attn_mask *mask = &c->opts->mask;
@@ -77,9 +78,7 @@ static int fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
     const double p = c->opts->dropout_p;
     float *S = ws + c->w.s, *O = ws + c->w.o + ro * Dv;
     float *M = ws + c->w.m + ro, *L = ws + c->w.l + ro;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nc,
-                (int)d->Dk, (float)d->scale, Q + ro * ldq, (int)ldq,
-                K + co * ldk, (int)ldk, 0.0f, S, (int)lds);
+    attn__tile_nt(nr, co, nc, (float)d->scale, Q + ro * ldq, ldq, K, S, lds);
     const int need_mask = attn__flash_row_needed(mask, blk->cls);
     for (int64_t r = 0; r < nr; r++) {
         float *s = S + r * lds;
@@ -109,9 +108,7 @@ static int fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
             attn__flash_dropout_row(c->opts->seed, p, b, h, blk->r0 + r,
                                     blk->c0, nc, s);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv,
-                (int)nc, 1.0f, S, (int)lds, V + co * ldv, (int)ldv, 1.0f, O,
-                (int)Dv);
+    attn__tile_nn_acc(nr, Dv, nc, S, lds, V + co * ldv, ldv, O, Dv);
     return 0;
 }
 
@@ -153,9 +150,10 @@ static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
             attn__flash_rows(c->k, b, hk, j0, nj, ws + c->w.k, &ldk);
         const float *V =
             attn__flash_rows(c->v, b, hk, j0, nj, ws + c->w.v, &ldv);
+        attn__tile_bt kt;
+        attn__tile_bt_prepare(&kt, nj, d->Dk, K, ldk, ws + c->w.kp);
         for (int64_t x = 0; x < nb; x++)
-            if (fwd_block(c, ws, b, h, gi, &blocks[x], gj, Q, ldq, K, ldk, V,
-                          ldv))
+            if (fwd_block(c, ws, b, h, gi, &blocks[x], gj, Q, ldq, &kt, V, ldv))
                 return; /* a user function failed: the call reports it */
     }
     /* O / l and lse; a row with no visible key stays 0 with lse = -inf */
