@@ -310,10 +310,11 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
         else if (strcmp(v, "flash_bf16") == 0)
             o->impl = ATTN_IMPL_FLASH_BF16;
         else
-            return cli_usage_error(cmd,
-                                   "--impl takes auto, ref, flash or flash_bf16, not "
-                                   "'%s'",
-                                   v);
+            return cli_usage_error(
+                cmd,
+                "--impl takes auto, ref, flash or flash_bf16, not "
+                "'%s'",
+                v);
     } else if (strcmp(opt, "--threads") == 0) {
         int64_t t;
         if (cli_parse_i64(v, &t) || t < 0 || t > 4096)
