@@ -17,6 +17,7 @@ CMAKE_ARGS ?=
 # ring attention, cppcheck and clang-format for make lint and the format
 # check).
 DEB_BUILD    = build-essential cmake pkg-config libopenblas-dev libcairo2-dev \
+               libdnnl-dev libxsmm-dev \
                fonts-dejavu-core
 DEB_TEST     = python3 python3-numpy python3-venv python3-pip python3-pytest \
                chromium clang libclang-rt-14-dev libomp-14-dev \

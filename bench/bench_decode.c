@@ -14,6 +14,7 @@
  * steps. */
 #include "bench_decode.h"
 #include "bench_mem.h"
+#include "cpu.h"
 
 #include "attn.h"
 #include "attn_cache.h"
@@ -149,6 +150,7 @@ static double flash_ms(const runner *r, const attn_kv_cache *c,
 
 static void print_header(const runner *r) {
     if (r->o->json) return;
+    fprintf(r->out, "\nkernels %s\n", attn__isa_describe());
     fprintf(
         r->out,
         "\n| B | H | Hkv | Lq | Lk | D | kv | ms/step | GB/s | of bandwidth "

@@ -1,6 +1,7 @@
 /* attn bench --score-mods (see bench_score_mods.h). B = 1, H = 8, D = 64,
  * f32, causal. */
 #include "bench_score_mods.h"
+#include "cpu.h"
 
 #include "attn.h"
 
@@ -118,9 +119,10 @@ int bench_score_mods_run(FILE *out, const bench_score_mods_opts *o) {
         return 1;
     }
     fprintf(out,
-            "B=1, H=%d, D=%d, f32, causal, flash, %d threads%s; best of %d\n\n",
+            "B=1, H=%d, D=%d, f32, causal, flash, %d threads%s; best of %d; "
+            "kernels %s\n\n",
             H, D, o->threads, o->threads ? "" : " (0: OpenMP's default)",
-            o->reps);
+            o->reps, attn__isa_describe());
     fprintf(out,
             "| L = %lld | forward ms | / plain | fwd + bwd ms | / plain |\n"
             "| --- | --- | --- | --- | --- |\n",

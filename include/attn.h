@@ -480,9 +480,15 @@ ATTN_API attn_status attn_mask_from_torch_mha(const void *src, attn_dtype dtype,
 /* ===================================================================== */
 
 typedef enum {
-    ATTN_IMPL_AUTO = 0, /* the fastest correct kernel (flash)          */
-    ATTN_IMPL_REF = 1,  /* the exact reference, double accumulation    */
-    ATTN_IMPL_FLASH = 2 /* the tiled, multithreaded online-softmax one */
+    ATTN_IMPL_AUTO = 0,  /* the fastest correct kernel (flash)          */
+    ATTN_IMPL_REF = 1,   /* the exact reference, double accumulation    */
+    ATTN_IMPL_FLASH = 2, /* the tiled, multithreaded online-softmax one */
+    /* FLASH with bf16 tile products for bf16 q, k, v on CPUs with
+     * AVX512_BF16 (f32 accumulation, softmax in f32, the weights rounded
+     * to bf16 for P V, as FlashAttention does in half precision): faster,
+     * about bf16's accuracy. Elsewhere, for other dtypes, when weights
+     * are asked for, and in backward: FLASH. */
+    ATTN_IMPL_FLASH_BF16 = 3
 } attn_impl;
 
 typedef struct {

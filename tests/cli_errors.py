@@ -178,7 +178,7 @@ def main():
             (["--window", "a,b"], "--window takes LEFT,RIGHT"),
             (["--window", "-2,0"], "--window takes LEFT,RIGHT"),
             (["--window", "1,2,3"], "--window takes LEFT,RIGHT"),
-            (["--impl", "fast"], "--impl takes auto, ref or flash"),
+            (["--impl", "fast"], "--impl takes auto, ref, flash or flash_bf16"),
             (["--threads", "-1"], "--threads must be an integer"),
             (["--threads", "2x"], "--threads must be an integer"),
             (["--dropout", "1"], "--dropout must be in [0, 1)"),

@@ -101,14 +101,11 @@ T static inline float hsum_avx512(__m512 v) {
 
 #include "decode_simd.inc"
 
-/* F16C by CPUID (attn__cpu_has_f16c): the OS keeps the YMM state
- * whenever "avx2" holds. */
+/* The process's path (cpu.h) includes F16C from AVX2 up. */
 static int cpu_has(attn__vec_level level) {
-    int avx2 = __builtin_cpu_supports("avx2") &&
-               __builtin_cpu_supports("fma") && attn__cpu_has_f16c();
-    if (level == ATTN__VEC_AVX512)
-        return avx2 && __builtin_cpu_supports("avx512f");
-    return avx2;
+    const attn__isa isa = attn__isa_cpu();
+    if (level == ATTN__VEC_AVX512) return isa >= ATTN__ISA_AVX512;
+    return isa >= ATTN__ISA_AVX2;
 }
 
 const attn__decode_ops *attn__decode_simd_ops(attn_dtype dtype,

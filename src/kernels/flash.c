@@ -8,7 +8,6 @@
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define ATTN_X86 1
 #else
@@ -33,7 +32,7 @@ void attn__flash_to_f32(const void *src, attn_dtype dtype, int64_t n,
                         float *dst) {
     if (dtype == ATTN_F16) {
 #if ATTN_X86
-        if (attn__cpu_has_f16c() && __builtin_cpu_supports("avx")) {
+        if (attn__isa_get() >= ATTN__ISA_AVX2) {
             f16_rows_f16c(src, n, dst);
             return;
         }

@@ -108,7 +108,7 @@ attn_status attn__sdpa_check(const attn_tensor *q, const attn_tensor *k,
     if (opts->threads < 0)
         return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", opts->threads);
     if (opts->impl != ATTN_IMPL_AUTO && opts->impl != ATTN_IMPL_REF &&
-        opts->impl != ATTN_IMPL_FLASH)
+        opts->impl != ATTN_IMPL_FLASH && opts->impl != ATTN_IMPL_FLASH_BF16)
         return attn__fail(ATTN_E_INVALID, "impl is %d: not a kernel",
                           (int)opts->impl);
     if ((st = attn_mask_check(&opts->mask, B, H, Lq, Lk))) return st;

@@ -2,13 +2,13 @@
  *
  * For each (batch, head, query tile) -- the unit of OpenMP work -- stream
  * the key/value tiles in a fixed order:
- *   S = scale * Q_t K_t^T                      (cblas_sgemm)
+ *   S = scale * Q_t K_t^T                      (attn__tile_nt, tile.h)
  *   mask + bias on S, row by row, only for tiles the mask classifies as
  *   PARTIAL (or when there is a bias); EMPTY tiles are skipped entirely
  *   online softmax per row: m' = max(m, max S), P = exp(S - m'),
  *   l = l e^(m - m') + sum P, O_t *= e^(m - m')
  *   dropout on P (l keeps the un-dropped sum: lse is the softmax's)
- *   O_t += P V_t                               (cblas_sgemm)
+ *   O_t += P V_t                               (attn__tile_nn_acc)
  * and finally O = O_t / l, lse = m + log l (a row that saw no visible key
  * keeps m = -inf: O = 0, lse = -inf, and no exp(-inf - -inf) is formed).
  *
@@ -16,8 +16,9 @@
  * sizes that depend only on the shapes, so any thread count gives the same
  * bits. */
 #include "flash.h"
+#include "tile.h"
+#include "tile_bf16.h"
 
-#include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -25,14 +26,18 @@
 
 /* Floats of one thread's workspace, each part rounded up to 64 bytes. */
 typedef struct {
-    size_t s, o, m, l, q, k, v, blk, total;
+    size_t s, o, m, l, q, k, v, kp, blk, total;
+    /* the bf16 path: Q rows, raw K or V rows, packed K and V, P (bf16) */
+    size_t qb, raw, kpb, vpb, pb;
+    int64_t ldqb, ldpb;
 } ws_layout;
 
 /* q, k, v rows read in place (qd, kd, vd) need no buffer. */
 static ws_layout layout_of(const attn__sdpa_dims *d, int64_t bq, int64_t bk,
-                           int qd, int kd, int vd) {
+                           int qd, int kd, int vd, int bf16) {
     ws_layout w;
     size_t at = 0;
+    memset(&w, 0, sizeof w);
     w.s = attn__ws_take(&at, (size_t)(bq * bk));
     w.o = attn__ws_take(&at, (size_t)(bq * d->Dv));
     w.m = attn__ws_take(&at, (size_t)bq);
@@ -40,7 +45,19 @@ static ws_layout layout_of(const attn__sdpa_dims *d, int64_t bq, int64_t bk,
     w.q = attn__ws_take(&at, qd ? 0 : (size_t)(bq * d->Dk));
     w.k = attn__ws_take(&at, kd ? 0 : (size_t)(bk * d->Dk));
     w.v = attn__ws_take(&at, vd ? 0 : (size_t)(bk * d->Dv));
+    w.kp = attn__ws_take(&at, attn__tile_nt_pack_floats(bk, d->Dk));
     w.blk = attn__ws_take(&at, attn__flash_blocks_floats(d, bq));
+    if (bf16) {
+        /* bf16 counts in floats (two to a float); rows padded to even */
+        const int64_t D = d->Dk > d->Dv ? d->Dk : d->Dv;
+        w.ldqb = (d->Dk + 1) & ~(int64_t)1;
+        w.ldpb = (bk + 3) & ~(int64_t)1;
+        w.qb = attn__ws_take(&at, (size_t)(bq * w.ldqb) / 2);
+        w.raw = attn__ws_take(&at, (size_t)(bk * D + 1) / 2);
+        w.kpb = attn__ws_take(&at, attn__bf16_pack_elems(bk, d->Dk) / 2 + 1);
+        w.vpb = attn__ws_take(&at, attn__bf16_pack_elems(d->Dv, bk) / 2 + 1);
+        w.pb = attn__ws_take(&at, (size_t)(bq * w.ldpb) / 2);
+    }
     w.total = at;
     return w;
 }
@@ -58,8 +75,52 @@ typedef struct {
     int64_t bq, bk, nqt, nkt;
     ws_layout w;
     const attn__vec_ops *vec;
+    int bf16; /* bf16 inputs on AVX512_BF16: bf16 products (tile_bf16.h) */
     attn__ufn_err *err; /* the first failure of a user function */
 } fwd_ctx;
+
+/* The operands of one key tile's products: f32 rows (Q, K prepared, V) or,
+ * on the bf16 path, Q's bf16 rows and the packed K and V of nj keys. */
+typedef struct {
+    const float *q, *v;
+    int64_t ldq, ldv;
+    const attn__tile_bt *k;
+    const uint16_t *qb, *kpb, *vpb;
+    int64_t nj;
+} operands;
+
+/* Rows r0 .. r0+n-1 of slice (b, h) of a bf16 tensor, D values each, into
+ * dst rows of ld elements (zeros from D to ld). */
+static void bf16_rows(const attn_tensor *t, int64_t b, int64_t h, int64_t r0,
+                      int64_t n, uint16_t *dst, int64_t ld) {
+    const int64_t D = t->shape[3];
+    const uint16_t *src = t->data;
+    for (int64_t r = 0; r < n; r++) {
+        const uint16_t *row = src + attn__off(t, b, h, r0 + r, 0);
+        uint16_t *o = dst + r * ld;
+        if (t->stride[3] == 1)
+            memcpy(o, row, (size_t)D * sizeof *o);
+        else
+            for (int64_t e = 0; e < D; e++) o[e] = row[e * t->stride[3]];
+        for (int64_t e = D; e < ld; e++) o[e] = 0;
+    }
+}
+
+/* O += P V on the bf16 path: P (the block's f32 weights, nr x nc, ld lds,
+ * for keys co .. co+nc-1 of the tile) rounded to bf16 into pairs aligned on
+ * the packed V's (zeros around), then the pair products. */
+static void pv_bf16(const fwd_ctx *c, float *ws, const operands *x, int64_t nr,
+                    int64_t co, int64_t nc, const float *S, int64_t lds,
+                    float *O) {
+    const int64_t p0 = co / 2, p1 = (co + nc + 1) / 2, ld = c->w.ldpb;
+    uint16_t *P = (uint16_t *)(void *)(ws + c->w.pb);
+    for (int64_t r = 0; r < nr; r++) {
+        uint16_t *row = P + r * ld;
+        row[0] = row[2 * (p1 - p0) - 1] = 0;
+        attn__bf16_from_f32(S + r * lds, nc, row + (co - 2 * p0));
+    }
+    attn__bf16_nn_acc(nr, c->d->Dv, x->nj, p0, p1, P, ld, x->vpb, O, c->d->Dv);
+}
 
 /* One block of a tile: S = scale Q K^T over rows r0.. (of the query tile
  * that starts at i0) and keys c0.., the online softmax on its rows, and
@@ -67,8 +128,7 @@ typedef struct {
  * keys (i0, j0 and the block's) are positions in the mask's frame. */
 static int fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
                      int64_t i0, const attn__flash_block *blk, int64_t j0,
-                     const float *Q, int64_t ldq, const float *K, int64_t ldk,
-                     const float *V, int64_t ldv) {
+                     const operands *x) {
     const attn__sdpa_dims *d = c->d;
     const attn_mask *mask = &c->opts->mask;
     const attn__vec_ops *vec = c->vec;
@@ -77,9 +137,12 @@ static int fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
     const double p = c->opts->dropout_p;
     float *S = ws + c->w.s, *O = ws + c->w.o + ro * Dv;
     float *M = ws + c->w.m + ro, *L = ws + c->w.l + ro;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nc,
-                (int)d->Dk, (float)d->scale, Q + ro * ldq, (int)ldq,
-                K + co * ldk, (int)ldk, 0.0f, S, (int)lds);
+    if (c->bf16)
+        attn__bf16_nt(nr, co, nc, d->Dk, (float)d->scale,
+                      x->qb + ro * c->w.ldqb, c->w.ldqb, x->kpb, S, lds);
+    else
+        attn__tile_nt(nr, co, nc, (float)d->scale, x->q + ro * x->ldq, x->ldq,
+                      x->k, S, lds);
     const int need_mask = attn__flash_row_needed(mask, blk->cls);
     for (int64_t r = 0; r < nr; r++) {
         float *s = S + r * lds;
@@ -109,9 +172,11 @@ static int fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
             attn__flash_dropout_row(c->opts->seed, p, b, h, blk->r0 + r,
                                     blk->c0, nc, s);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nr, (int)Dv,
-                (int)nc, 1.0f, S, (int)lds, V + co * ldv, (int)ldv, 1.0f, O,
-                (int)Dv);
+    if (c->bf16)
+        pv_bf16(c, ws, x, nr, co, nc, S, lds, O);
+    else
+        attn__tile_nn_acc(nr, Dv, nc, S, lds, x->v + co * x->ldv, x->ldv, O,
+                          Dv);
     return 0;
 }
 
@@ -147,15 +212,39 @@ static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
         int64_t nb = attn__flash_split_tile(mask, &c->md, b, h, gi, ni, gj, nj,
                                             cls, blocks);
         if (nb == 0) continue;
-        if (!Q) Q = attn__flash_rows(c->q, b, h, i0, ni, ws + c->w.q, &ldq);
-        int64_t ldk, ldv;
-        const float *K =
-            attn__flash_rows(c->k, b, hk, j0, nj, ws + c->w.k, &ldk);
-        const float *V =
-            attn__flash_rows(c->v, b, hk, j0, nj, ws + c->w.v, &ldv);
-        for (int64_t x = 0; x < nb; x++)
-            if (fwd_block(c, ws, b, h, gi, &blocks[x], gj, Q, ldq, K, ldk, V,
-                          ldv))
+        operands x;
+        attn__tile_bt kt;
+        memset(&x, 0, sizeof x);
+        x.nj = nj;
+        if (c->bf16) {
+            uint16_t *qb = (uint16_t *)(void *)(ws + c->w.qb);
+            uint16_t *raw = (uint16_t *)(void *)(ws + c->w.raw);
+            uint16_t *kp = (uint16_t *)(void *)(ws + c->w.kpb);
+            uint16_t *vp = (uint16_t *)(void *)(ws + c->w.vpb);
+            if (!Q) {
+                bf16_rows(c->q, b, h, i0, ni, qb, c->w.ldqb);
+                Q = ws; /* loaded */
+            }
+            bf16_rows(c->k, b, hk, j0, nj, raw, d->Dk);
+            attn__bf16_pack_nt(nj, d->Dk, raw, d->Dk, kp);
+            bf16_rows(c->v, b, hk, j0, nj, raw, Dv);
+            attn__bf16_pack_nn(nj, Dv, raw, Dv, vp);
+            x.qb = qb;
+            x.kpb = kp;
+            x.vpb = vp;
+        } else {
+            if (!Q) Q = attn__flash_rows(c->q, b, h, i0, ni, ws + c->w.q, &ldq);
+            int64_t ldk;
+            const float *K =
+                attn__flash_rows(c->k, b, hk, j0, nj, ws + c->w.k, &ldk);
+            x.v = attn__flash_rows(c->v, b, hk, j0, nj, ws + c->w.v, &x.ldv);
+            attn__tile_bt_prepare(&kt, nj, d->Dk, K, ldk, ws + c->w.kp);
+            x.q = Q;
+            x.ldq = ldq;
+            x.k = &kt;
+        }
+        for (int64_t xb = 0; xb < nb; xb++)
+            if (fwd_block(c, ws, b, h, gi, &blocks[xb], gj, &x))
                 return; /* a user function failed: the call reports it */
     }
     /* O / l and lse; a row with no visible key stays 0 with lse = -inf */
@@ -227,8 +316,15 @@ attn_status attn__flash_forward_at(const attn_tensor *q, const attn_tensor *k,
     attn__flash_tile_sizes(d, &c.bq, &c.bk);
     c.nqt = (d->Lq + c.bq - 1) / c.bq;
     c.nkt = (d->Lk + c.bk - 1) / c.bk;
-    c.w = layout_of(d, c.bq, c.bk, attn__flash_rows_direct(q),
-                    attn__flash_rows_direct(k), attn__flash_rows_direct(v));
+    /* bf16 products when asked, for bf16 inputs, where the CPU has them;
+     * not when the weight pass follows (mrow): it recomputes the scores in
+     * f32 */
+    c.bf16 = opts->impl == ATTN_IMPL_FLASH_BF16 && q->dtype == ATTN_BF16 &&
+             k->dtype == ATTN_BF16 && v->dtype == ATTN_BF16 && !mrow &&
+             attn__isa_get() >= ATTN__ISA_AVX512_BF16;
+    c.w = layout_of(d, c.bq, c.bk, attn__flash_rows_direct(q) || c.bf16,
+                    attn__flash_rows_direct(k) || c.bf16,
+                    attn__flash_rows_direct(v) || c.bf16, c.bf16);
     c.vec = attn__vec_get();
     attn__ufn_err err;
     memset(&err, 0, sizeof err);

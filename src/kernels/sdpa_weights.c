@@ -7,8 +7,8 @@
  * handed tile by tile to a callback (attn_sdpa_weight_tiles), or written
  * with dropout into a weights tensor (attn__flash_fill_weights). */
 #include "flash.h"
+#include "tile.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -19,14 +19,14 @@ typedef struct {
     const attn__sdpa_dims *d;
     const float *m, *l; /* per row: exp(s - m) / l; l NULL means 1 */
     int64_t bq, bk;
-    size_t s_off, q_off, k_off, b_off,
+    size_t s_off, q_off, k_off, b_off, kp_off,
         total; /* floats of a thread's workspace */
     const attn__vec_ops *vec;
     attn__ufn_err err; /* the first failure of a user function */
 } wctx;
 
-/* The forward's tile sizes: the scores are then recomputed by the very same
- * sgemm calls, bit for bit. */
+/* The forward's tile sizes and tile products (tile.h): the scores are
+ * recomputed bit for bit. */
 static void wctx_init(wctx *c, const attn_tensor *q, const attn_tensor *k,
                       const attn_sdpa_opts *opts, const attn__sdpa_dims *d,
                       const float *m, const float *l) {
@@ -42,6 +42,7 @@ static void wctx_init(wctx *c, const attn_tensor *q, const attn_tensor *k,
     c->q_off = attn__ws_take(&at, (size_t)(c->bq * d->Dk));
     c->k_off = attn__ws_take(&at, (size_t)(c->bk * d->Dk));
     c->b_off = attn__ws_take(&at, attn__flash_blocks_floats(d, c->bq));
+    c->kp_off = attn__ws_take(&at, attn__tile_nt_pack_floats(c->bk, d->Dk));
     c->total = at;
     c->vec = attn__vec_get();
     memset(&c->err, 0, sizeof c->err);
@@ -67,13 +68,14 @@ static int weight_tile(wctx *c, float *ws, int64_t b, int64_t h, int64_t i0,
     int64_t ldk;
     const float *K =
         attn__flash_rows(c->k, b, h / d->group, j0, nj, ws + c->k_off, &ldk);
+    attn__tile_bt kt;
+    attn__tile_bt_prepare(&kt, nj, d->Dk, K, ldk, ws + c->kp_off);
     for (int64_t x = 0; x < nb; x++) {
         const attn__flash_block *bl = &blocks[x];
         int64_t ro = bl->r0 - i0, co = bl->c0 - j0;
         float *Sb = S + ro * c->bk + co;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)bl->nr,
-                    (int)bl->nc, (int)d->Dk, (float)d->scale, Q + ro * ldq,
-                    (int)ldq, K + co * ldk, (int)ldk, 0.0f, Sb, (int)c->bk);
+        attn__tile_nt(bl->nr, co, bl->nc, (float)d->scale, Q + ro * ldq, ldq,
+                      &kt, Sb, c->bk);
         for (int64_t r = 0; r < bl->nr; r++) {
             float *s = Sb + r * c->bk;
             int64_t row = (b * d->H + h) * d->Lq + bl->r0 + r;

@@ -6,12 +6,10 @@
  * filled with -inf (whose exp is 0), so they use the very same code. */
 #include "vec.h"
 
-#include <stdatomic.h>
 #include <math.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
 #include <immintrin.h>
 #define ATTN_X86 1
 #else
@@ -359,29 +357,24 @@ static const attn__vec_ops ops_avx512 = {ATTN__VEC_AVX512, exp_avx512,
 
 /* ------------------------------------------------------------- dispatch */
 
-static attn__vec_level max_level = ATTN__VEC_AVX512;
-
-static attn__vec_level cpu_level(void) {
-#if ATTN_X86
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2") &&
-        __builtin_cpu_supports("fma"))
-        return ATTN__VEC_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return ATTN__VEC_AVX2;
-#endif
-    return ATTN__VEC_SCALAR;
+/* The row helpers' level is the process's path (cpu.h) up to AVX-512: the
+ * bf16 and AMX paths add tile products, not row helpers. */
+static attn__vec_level of_isa(attn__isa isa) {
+    return isa >= ATTN__ISA_AVX512 ? ATTN__VEC_AVX512
+           : isa == ATTN__ISA_AVX2 ? ATTN__VEC_AVX2
+                                   : ATTN__VEC_SCALAR;
 }
 
-attn__vec_level attn__vec_best(void) {
-    attn__vec_level l = cpu_level();
-    return l < max_level ? l : max_level;
-}
+attn__vec_level attn__vec_best(void) { return of_isa(attn__isa_get()); }
 
-void attn__vec_set_max_level(attn__vec_level level) { max_level = level; }
+void attn__vec_set_max_level(attn__vec_level level) {
+    attn__isa_set_max(level >= ATTN__VEC_AVX512 ? ATTN__ISA_AMX
+                                                : (attn__isa)level);
+}
 
 const attn__vec_ops *attn__vec_table(attn__vec_level level) {
 #if ATTN_X86
-    attn__vec_level have = cpu_level();
+    attn__vec_level have = of_isa(attn__isa_cpu());
     if (level > have) level = have;
     if (level == ATTN__VEC_AVX512) return &ops_avx512;
     if (level == ATTN__VEC_AVX2) return &ops_avx2;
@@ -389,21 +382,4 @@ const attn__vec_ops *attn__vec_table(attn__vec_level level) {
     (void)level;
 #endif
     return &ops_scalar;
-}
-
-int attn__cpu_has_f16c(void) {
-    /* asked once: CPUID traps to the hypervisor in a virtual machine (a few
-     * microseconds), and the f16 row conversions ask for every row */
-    static atomic_int known = -1;
-    int v = atomic_load_explicit(&known, memory_order_relaxed);
-    if (v < 0) {
-#if ATTN_X86
-        unsigned a, b, c, d;
-        v = __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
-#else
-        v = 0;
-#endif
-        atomic_store_explicit(&known, v, memory_order_relaxed);
-    }
-    return v;
 }

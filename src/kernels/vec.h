@@ -1,8 +1,8 @@
 /* Vectorized row helpers of the flash kernels: exp, max, sums, scaling.
  *
  * Each helper has a portable scalar version and an AVX2+FMA version (and,
- * where it pays, an AVX-512 one); attn__vec_get() picks the best the CPU
- * has, at run time (__builtin_cpu_supports), so one binary runs everywhere.
+ * where it pays, an AVX-512 one); attn__vec_get() follows the process's
+ * instruction-set path (cpu.h), so one binary runs everywhere.
  * Results are deterministic for a given level: lanes are reduced in a fixed
  * order, so the same row gives the same bits on any thread.
  *
@@ -11,6 +11,8 @@
  * between the vector exp is within a few ulp of libm (tests/test_vec.c). */
 #ifndef ATTN_VEC_H
 #define ATTN_VEC_H
+
+#include "cpu.h"
 
 #include <stdint.h>
 
@@ -41,11 +43,7 @@ typedef struct {
 /* The scalar tanh of the soft-cap op, for tests and scalar callers. */
 float attn__vec_tanh1(float y);
 
-/* The CPU has F16C (CPUID leaf 1, ECX bit 29; 0 off x86). Asked through
- * CPUID because clang 14's __builtin_cpu_supports does not know "f16c". */
-int attn__cpu_has_f16c(void);
-
-/* The best level this CPU supports, capped by attn__vec_set_max_level. */
+/* The level of the process's path (attn__isa_get, at most AVX-512). */
 attn__vec_level attn__vec_best(void);
 
 /* The table of a level (a level the CPU lacks gives the scalar table). */
@@ -56,9 +54,10 @@ static inline const attn__vec_ops *attn__vec_get(void) {
     return attn__vec_table(attn__vec_best());
 }
 
-/* Caps the level used by attn__vec_get (tests use it to run the kernels on
- * the scalar and AVX2 paths of an AVX-512 machine). Not thread-safe: call
- * it while no kernel runs. */
+/* Caps the process's path at this level (attn__isa_set_max; AVX-512, the
+ * top level, lifts the cap): tests run the kernels on the scalar and AVX2
+ * paths of an AVX-512 machine with it. Not thread-safe: call it while no
+ * kernel runs. */
 void attn__vec_set_max_level(attn__vec_level level);
 
 #endif /* ATTN_VEC_H */

@@ -493,7 +493,7 @@ attn_status attn__layer_opts_check(const attn_layer_opts *o, int64_t B,
     if (o->threads < 0)
         return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", o->threads);
     if (o->impl != ATTN_IMPL_AUTO && o->impl != ATTN_IMPL_REF &&
-        o->impl != ATTN_IMPL_FLASH)
+        o->impl != ATTN_IMPL_FLASH && o->impl != ATTN_IMPL_FLASH_BF16)
         return attn__fail(ATTN_E_INVALID, "impl is %d: not a kernel",
                           (int)o->impl);
     return attn_mask_check(&o->mask, B, H, Lq, Lk);

@@ -94,7 +94,10 @@ void cli_args_help(FILE *f, unsigned kinds) {
     if (kinds & CLI_OPTS_KERNEL)
         fprintf(
             f,
-            "  --impl auto|ref|flash   kernel (ref: exact reference, double sums)\n");
+            "  --impl auto|ref|flash|flash_bf16\n"
+            "                       kernel (ref: exact reference, double sums;\n"
+            "                       flash_bf16: bf16 tile products for bf16\n"
+            "                       inputs on AVX512_BF16 CPUs)\n");
     if (kinds & CLI_OPTS_THREADS)
         fprintf(f, "  --threads N          threads (0: OpenMP's default)\n");
     if (kinds & CLI_OPTS_KERNEL)
@@ -304,11 +307,14 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
             o->impl = ATTN_IMPL_REF;
         else if (strcmp(v, "flash") == 0)
             o->impl = ATTN_IMPL_FLASH;
+        else if (strcmp(v, "flash_bf16") == 0)
+            o->impl = ATTN_IMPL_FLASH_BF16;
         else
-            return cli_usage_error(cmd,
-                                   "--impl takes auto, ref or flash, not "
-                                   "'%s'",
-                                   v);
+            return cli_usage_error(
+                cmd,
+                "--impl takes auto, ref, flash or flash_bf16, not "
+                "'%s'",
+                v);
     } else if (strcmp(opt, "--threads") == 0) {
         int64_t t;
         if (cli_parse_i64(v, &t) || t < 0 || t > 4096)

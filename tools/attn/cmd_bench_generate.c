@@ -4,6 +4,7 @@
  * 256 tokens. Ratios are measured in the same run, so a busy machine
  * slows both sides alike. */
 #include "cli.h"
+#include "cpu.h"
 #include "attn_transformer.h"
 
 #include <stdlib.h>
@@ -167,6 +168,7 @@ int cmd_bench_generate(int argc, char **argv) {
     attn_generate_opts o;
     attn_generate_opts_init(&o);
     o.threads = (int)threads;
+    printf("kernels %s\n\n", attn__isa_describe());
     printf("| model | sequences x tokens | cache tokens/s | recompute "
            "tokens/s | cache / recompute | whole model each step tokens/s "
            "(cache / it) |\n|---|---|---|---|---|---|\n");

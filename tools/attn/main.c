@@ -2,6 +2,7 @@
  * file; each returns its exit status (0 ok, 1 failure, 2 usage error). */
 #include "cli.h"
 #include "cli_ring.h"
+#include "cpu.h"
 #include "internal.h"
 
 #include <stdarg.h>
@@ -99,12 +100,15 @@ static void usage(FILE *f) {
 
 int cmd_version(int argc, char **argv) {
     if (argc > 1 && cli_is_help(argv[1])) {
-        printf("usage: attn version\n\nPrints the library version.\n");
+        printf("usage: attn version\n\nPrints the library version and the "
+               "kernels' instruction-set path\n(the environment variable "
+               "ATTN_ISA=scalar|avx2|avx512|avx512_bf16|amx\nforces a lower "
+               "one).\n");
         return 0;
     }
     if (argc > 1)
         return cli_usage_error("version", "unexpected argument '%s'", argv[1]);
-    printf("attn %s\n", attn_version());
+    printf("attn %s\nkernels: %s\n", attn_version(), attn__isa_describe());
     return 0;
 }
 

@@ -1,0 +1,212 @@
+/* The flash kernels' tile products on their real shapes, one thread, each
+ * implementation checked against a double-precision product first, then
+ * timed interleaved (best of REPS single calls) and printed as GFLOP/s, as a
+ * fraction of this core's FMA peak (measured here) and against OpenBLAS:
+ *
+ *   scores  S = Q K^T   m x n x k = 256 x 256 x D, and bands of 32 rows
+ *   output  O += P V    m x n x k = 256 x D x 256
+ *
+ * Implementations: OpenBLAS cblas_sgemm (single thread), oneDNN's
+ * dnnl_sgemm (its own runtime ISA dispatch), LIBXSMM's JIT kernels
+ * (libxsmm_smmdispatch, column-major: C^T = B^T A^T) and attn's AVX-512
+ * micro-kernels (src/kernels/tile.c). Built as `attn_tile_gemm` when
+ * CMake finds libdnnl and libxsmm (make deps installs them); run
+ * build/attn_tile_gemm [reps]. */
+#include "../../src/kernels/cpu.h"
+#include "../../src/kernels/tile.h"
+
+#include <cblas.h>
+#include <immintrin.h>
+#include <libxsmm.h>
+#include <math.h>
+#include <oneapi/dnnl/dnnl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { OPENBLAS, DNNL, XSMM, OWN, NIMPL };
+static const char *const names[NIMPL] = {"openblas", "onednn", "libxsmm",
+                                         "attn avx512"};
+
+typedef struct {
+    const char *what;
+    int nt; /* 1: C = alpha A B^T (B is n x k); 0: C += A B (B is k x n) */
+    int m, n, k;
+} shape;
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* 16 independent chains of zmm FMAs, in bursts of about 0.2 ms (best of
+ * 2000, so that a shared machine's time slices do not count): this core's
+ * f32 FMA peak. */
+__attribute__((target("avx512f"))) static double fma_peak(void) {
+    __m512 a[16];
+    const __m512 x = _mm512_set1_ps(1.0000001f), y = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 16; i++) a[i] = _mm512_set1_ps((float)i);
+    const long n = 2000;
+    double best = 1e30;
+    for (int rep = 0; rep < 2000; rep++) {
+        double t0 = now();
+        for (long it = 0; it < n; it++)
+            for (int i = 0; i < 16; i++) a[i] = _mm512_fmadd_ps(a[i], x, y);
+        double t = now() - t0;
+        if (t < best) best = t;
+    }
+    float s = 0;
+    for (int i = 0; i < 16; i++) s += _mm512_reduce_add_ps(a[i]);
+    if (s == 12345.0f) printf(" ");
+    return 2.0 * 16 * 16 * (double)n / best * 1e-9;
+}
+
+typedef struct {
+    libxsmm_smmfunction xk;
+    float *pack;
+} impl_state;
+
+static int run(int impl, const shape *s, const float *A, const float *B,
+               float *C, const impl_state *st) {
+    const float alpha = s->nt ? 0.125f : 1.0f, beta = s->nt ? 0.0f : 1.0f;
+    const int lda = s->k, ldb = s->nt ? s->k : s->n, ldc = s->n;
+    switch (impl) {
+    case OPENBLAS:
+        cblas_sgemm(CblasRowMajor, CblasNoTrans,
+                    s->nt ? CblasTrans : CblasNoTrans, s->m, s->n, s->k, alpha,
+                    A, lda, B, ldb, beta, C, ldc);
+        return 1;
+    case DNNL:
+        return dnnl_sgemm('N', s->nt ? 'T' : 'N', s->m, s->n, s->k, alpha, A,
+                          lda, B, ldb, beta, C, ldc) == dnnl_success;
+    case XSMM:
+        if (!st->xk) return 0;
+        /* column-major: C^T (n x m) = op(B) A^T */
+        st->xk(B, A, C);
+        return 1;
+    default:
+        if (s->nt)
+            return attn__tile_nt_avx512(s->m, s->n, s->k, alpha, A, lda, B, ldb,
+                                        C, ldc, st->pack);
+        return attn__tile_nn_acc_avx512(s->m, s->n, s->k, A, lda, B, ldb, C,
+                                        ldc);
+    }
+}
+
+int main(int argc, char **argv) {
+    const int reps = argc > 1 ? atoi(argv[1]) : 300;
+    if (reps < 1 || reps > 100000) {
+        fprintf(stderr, "usage: attn_tile_gemm [reps (1..100000)]\n");
+        return 2;
+    }
+    openblas_set_num_threads(1);
+    dnnl_set_max_cpu_isa(dnnl_cpu_isa_all);
+    libxsmm_init();
+    const double peak = attn__isa_cpu() >= ATTN__ISA_AVX512 ? fma_peak() : 0.0;
+    printf("tile products, 1 thread; CPU path %s; f32 FMA peak of one core "
+           "%.1f GFLOP/s (measured)\n\n",
+           attn__isa_name(attn__isa_cpu()), peak);
+    printf("| product | m x n x k | impl | GFLOP/s | of peak | / openblas "
+           "| max rel err |\n| --- | --- | --- | ---: | ---: | ---: | ---: "
+           "|\n");
+    const shape shapes[] = {
+        {"S = Q K^T", 1, 256, 256, 64},     {"S = Q K^T", 1, 256, 256, 128},
+        {"S = Q K^T band", 1, 32, 256, 64}, {"O += P V", 0, 256, 64, 256},
+        {"O += P V", 0, 256, 128, 256},     {"O += P V band", 0, 32, 64, 256}};
+    int bad = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const shape *s = &shapes[si];
+        const size_t na = (size_t)s->m * s->k, nb = (size_t)s->n * s->k,
+                     nc = (size_t)s->m * s->n;
+        float *A = malloc(na * 4), *B = malloc(nb * 4), *C = malloc(nc * 4),
+              *C0 = malloc(nc * 4);
+        double *R = malloc(nc * sizeof(double));
+        impl_state st;
+        st.pack =
+            aligned_alloc(64, attn__tile_nt_pack_floats(s->n, s->k) * 4 + 64);
+        unsigned long long seed = 12345 + si;
+        for (size_t i = 0; i < na + nb + nc; i++) {
+            seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+            float v =
+                (float)((double)(seed >> 40) / (double)(1ULL << 24)) - 0.5f;
+            if (i < na)
+                A[i] = v;
+            else if (i < na + nb)
+                B[i - na] = v;
+            else
+                C0[i - na - nb] = v;
+        }
+        const libxsmm_blasint m = s->n, n = s->m, k = s->k;
+        const libxsmm_blasint lda = s->nt ? s->k : s->n, ldb = s->k, ldc = s->n;
+        const float alpha = s->nt ? 0.125f : 1.0f, beta = s->nt ? 0.f : 1.f;
+        const int flags = s->nt ? LIBXSMM_GEMM_FLAG_TRANS_A : 0;
+        const int pf = LIBXSMM_PREFETCH_NONE;
+        st.xk = libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta,
+                                    &flags, &pf);
+        double rmax = 0;
+        for (int i = 0; i < s->m; i++)
+            for (int j = 0; j < s->n; j++) {
+                double acc = 0;
+                for (int x = 0; x < s->k; x++)
+                    acc += (double)A[(size_t)i * s->k + x] *
+                           (s->nt ? B[(size_t)j * s->k + x]
+                                  : B[(size_t)x * s->n + j]);
+                R[(size_t)i * s->n + j] =
+                    s->nt ? 0.125 * acc : C0[(size_t)i * s->n + j] + acc;
+                if (fabs(R[(size_t)i * s->n + j]) > rmax)
+                    rmax = fabs(R[(size_t)i * s->n + j]);
+            }
+        double best[NIMPL], err[NIMPL];
+        int ok[NIMPL];
+        for (int im = 0; im < NIMPL; im++) {
+            memcpy(C, C0, nc * 4);
+            ok[im] = run(im, s, A, B, C, &st);
+            err[im] = 0;
+            for (size_t i = 0; ok[im] && i < nc; i++) {
+                double e = fabs(C[i] - R[i]) / rmax;
+                if (!(e <= err[im])) err[im] = e;
+            }
+            if (ok[im] && !(err[im] < 1e-5)) {
+                printf("%s %s: wrong result (err %.3g)\n", s->what, names[im],
+                       err[im]);
+                ok[im] = 0;
+                bad = 1;
+            }
+            best[im] = 1e30;
+        }
+        for (int r = 0; r < reps; r++)
+            for (int im = 0; im < NIMPL; im++) {
+                if (!ok[im]) continue;
+                memcpy(C, C0, nc * 4);
+                const int inner = 1; /* short: a shared machine's
+                                        * time slices fall between */
+                double t0 = now();
+                for (int x = 0; x < inner; x++) run(im, s, A, B, C, &st);
+                double t = (now() - t0) / inner;
+                if (t < best[im]) best[im] = t;
+            }
+        const double flop = 2.0 * s->m * s->n * s->k;
+        for (int im = 0; im < NIMPL; im++) {
+            if (!ok[im]) {
+                printf("| %s | %d x %d x %d | %s | n/a | | | |\n", s->what,
+                       s->m, s->n, s->k, names[im]);
+                continue;
+            }
+            const double g = flop / best[im] * 1e-9;
+            printf("| %s | %d x %d x %d | %s | %.1f | %.2f | %.2fx | %.1e |\n",
+                   s->what, s->m, s->n, s->k, names[im], g,
+                   peak > 0 ? g / peak : 0.0,
+                   ok[OPENBLAS] ? best[OPENBLAS] / best[im] : 0.0, err[im]);
+        }
+        free(A);
+        free(B);
+        free(C);
+        free(C0);
+        free(R);
+        free(st.pack);
+    }
+    libxsmm_finalize();
+    return bad;
+}

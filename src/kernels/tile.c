@@ -1,0 +1,347 @@
+/* The flash kernels' tile products (see tile.h).
+ *
+ * AVX-512 micro-kernel: 8 rows x 32 columns of C in 16 zmm accumulators;
+ * per k, two 16-wide loads of B and 8 broadcasts of A (folded into the FMAs
+ * as {1to16} memory operands): 16 FMAs for 2 loads, so the two FMA ports
+ * stay busy. For A B^T, B is packed once per call into panels of 32
+ * columns, [k][32], the last one padded with zeros; for A B the rows of B
+ * are read in place (masked in the last panel). Columns past n are never
+ * stored. Rows are taken 8 at a time (then 4, 2, 1), panels innermost so a
+ * block of A rows stays in L1 while B streams from L2. */
+#include "tile.h"
+
+#include "cpu.h"
+
+#include <cblas.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ATTN_X86 1
+#else
+#define ATTN_X86 0
+#endif
+
+#define NR 32
+
+size_t attn__tile_nt_pack_floats(int64_t n, int64_t k) {
+    return (size_t)((n + NR - 1) / NR) * NR * (size_t)(k > 0 ? k : 1);
+}
+
+#if ATTN_X86
+#define T512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define INL __attribute__((always_inline)) inline
+
+/* Rows [0, MR) x 32 columns: acc = sum_k A[r][k] B[k][0..32) in k order.
+ * B rows are ldb apart; lm0/lm1 mask the loads of the two halves. Written
+ * out per MR with named accumulators: arrays of __m512 end up in memory. */
+T512 static void micro_8(int64_t k, const float *A, int64_t lda, const float *B,
+                         int64_t ldb, __mmask16 lm0, __mmask16 lm1,
+                         __m512 *out) {
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00;
+    __m512 c10 = _mm512_setzero_ps(), c11 = c10;
+    __m512 c20 = _mm512_setzero_ps(), c21 = c20;
+    __m512 c30 = _mm512_setzero_ps(), c31 = c30;
+    __m512 c40 = _mm512_setzero_ps(), c41 = c40;
+    __m512 c50 = _mm512_setzero_ps(), c51 = c50;
+    __m512 c60 = _mm512_setzero_ps(), c61 = c60;
+    __m512 c70 = _mm512_setzero_ps(), c71 = c70;
+    const float *A0 = A + 0 * lda;
+    const float *A1 = A + 1 * lda;
+    const float *A2 = A + 2 * lda;
+    const float *A3 = A + 3 * lda;
+    const float *A4 = A + 4 * lda;
+    const float *A5 = A + 5 * lda;
+    const float *A6 = A + 6 * lda;
+    const float *A7 = A + 7 * lda;
+    for (int64_t x = 0; x < k; x++) {
+        const __m512 b0 = _mm512_maskz_loadu_ps(lm0, B + x * ldb);
+        const __m512 b1 = _mm512_maskz_loadu_ps(lm1, B + x * ldb + 16);
+        __m512 a;
+        a = _mm512_set1_ps(A0[x]);
+        c00 = _mm512_fmadd_ps(a, b0, c00);
+        c01 = _mm512_fmadd_ps(a, b1, c01);
+        a = _mm512_set1_ps(A1[x]);
+        c10 = _mm512_fmadd_ps(a, b0, c10);
+        c11 = _mm512_fmadd_ps(a, b1, c11);
+        a = _mm512_set1_ps(A2[x]);
+        c20 = _mm512_fmadd_ps(a, b0, c20);
+        c21 = _mm512_fmadd_ps(a, b1, c21);
+        a = _mm512_set1_ps(A3[x]);
+        c30 = _mm512_fmadd_ps(a, b0, c30);
+        c31 = _mm512_fmadd_ps(a, b1, c31);
+        a = _mm512_set1_ps(A4[x]);
+        c40 = _mm512_fmadd_ps(a, b0, c40);
+        c41 = _mm512_fmadd_ps(a, b1, c41);
+        a = _mm512_set1_ps(A5[x]);
+        c50 = _mm512_fmadd_ps(a, b0, c50);
+        c51 = _mm512_fmadd_ps(a, b1, c51);
+        a = _mm512_set1_ps(A6[x]);
+        c60 = _mm512_fmadd_ps(a, b0, c60);
+        c61 = _mm512_fmadd_ps(a, b1, c61);
+        a = _mm512_set1_ps(A7[x]);
+        c70 = _mm512_fmadd_ps(a, b0, c70);
+        c71 = _mm512_fmadd_ps(a, b1, c71);
+    }
+    out[0] = c00;
+    out[1] = c01;
+    out[2] = c10;
+    out[3] = c11;
+    out[4] = c20;
+    out[5] = c21;
+    out[6] = c30;
+    out[7] = c31;
+    out[8] = c40;
+    out[9] = c41;
+    out[10] = c50;
+    out[11] = c51;
+    out[12] = c60;
+    out[13] = c61;
+    out[14] = c70;
+    out[15] = c71;
+}
+
+T512 static void micro_4(int64_t k, const float *A, int64_t lda, const float *B,
+                         int64_t ldb, __mmask16 lm0, __mmask16 lm1,
+                         __m512 *out) {
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00;
+    __m512 c10 = _mm512_setzero_ps(), c11 = c10;
+    __m512 c20 = _mm512_setzero_ps(), c21 = c20;
+    __m512 c30 = _mm512_setzero_ps(), c31 = c30;
+    const float *A0 = A + 0 * lda;
+    const float *A1 = A + 1 * lda;
+    const float *A2 = A + 2 * lda;
+    const float *A3 = A + 3 * lda;
+    for (int64_t x = 0; x < k; x++) {
+        const __m512 b0 = _mm512_maskz_loadu_ps(lm0, B + x * ldb);
+        const __m512 b1 = _mm512_maskz_loadu_ps(lm1, B + x * ldb + 16);
+        __m512 a;
+        a = _mm512_set1_ps(A0[x]);
+        c00 = _mm512_fmadd_ps(a, b0, c00);
+        c01 = _mm512_fmadd_ps(a, b1, c01);
+        a = _mm512_set1_ps(A1[x]);
+        c10 = _mm512_fmadd_ps(a, b0, c10);
+        c11 = _mm512_fmadd_ps(a, b1, c11);
+        a = _mm512_set1_ps(A2[x]);
+        c20 = _mm512_fmadd_ps(a, b0, c20);
+        c21 = _mm512_fmadd_ps(a, b1, c21);
+        a = _mm512_set1_ps(A3[x]);
+        c30 = _mm512_fmadd_ps(a, b0, c30);
+        c31 = _mm512_fmadd_ps(a, b1, c31);
+    }
+    out[0] = c00;
+    out[1] = c01;
+    out[2] = c10;
+    out[3] = c11;
+    out[4] = c20;
+    out[5] = c21;
+    out[6] = c30;
+    out[7] = c31;
+}
+
+T512 static void micro_2(int64_t k, const float *A, int64_t lda, const float *B,
+                         int64_t ldb, __mmask16 lm0, __mmask16 lm1,
+                         __m512 *out) {
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00;
+    __m512 c10 = _mm512_setzero_ps(), c11 = c10;
+    const float *A0 = A + 0 * lda;
+    const float *A1 = A + 1 * lda;
+    for (int64_t x = 0; x < k; x++) {
+        const __m512 b0 = _mm512_maskz_loadu_ps(lm0, B + x * ldb);
+        const __m512 b1 = _mm512_maskz_loadu_ps(lm1, B + x * ldb + 16);
+        __m512 a;
+        a = _mm512_set1_ps(A0[x]);
+        c00 = _mm512_fmadd_ps(a, b0, c00);
+        c01 = _mm512_fmadd_ps(a, b1, c01);
+        a = _mm512_set1_ps(A1[x]);
+        c10 = _mm512_fmadd_ps(a, b0, c10);
+        c11 = _mm512_fmadd_ps(a, b1, c11);
+    }
+    out[0] = c00;
+    out[1] = c01;
+    out[2] = c10;
+    out[3] = c11;
+}
+
+T512 static void micro_1(int64_t k, const float *A, int64_t lda, const float *B,
+                         int64_t ldb, __mmask16 lm0, __mmask16 lm1,
+                         __m512 *out) {
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00;
+    const float *A0 = A + 0 * lda;
+    for (int64_t x = 0; x < k; x++) {
+        const __m512 b0 = _mm512_maskz_loadu_ps(lm0, B + x * ldb);
+        const __m512 b1 = _mm512_maskz_loadu_ps(lm1, B + x * ldb + 16);
+        __m512 a;
+        a = _mm512_set1_ps(A0[x]);
+        c00 = _mm512_fmadd_ps(a, b0, c00);
+        c01 = _mm512_fmadd_ps(a, b1, c01);
+    }
+    out[0] = c00;
+    out[1] = c01;
+}
+
+typedef void (*micro_fn)(int64_t, const float *, int64_t, const float *,
+                         int64_t, __mmask16, __mmask16, __m512 *);
+
+/* Stores rows of the accumulators: C = alpha acc, or C += acc. */
+T512 static void store(int mr, const __m512 *acc, float *C, int64_t ldc,
+                       __mmask16 m0, __mmask16 m1, float alpha, int add) {
+    const __m512 al = _mm512_set1_ps(alpha);
+    for (int r = 0; r < mr; r++) {
+        float *c = C + r * ldc;
+        if (add) {
+            _mm512_mask_storeu_ps(
+                c, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, c), acc[2 * r]));
+            _mm512_mask_storeu_ps(
+                c + 16, m1,
+                _mm512_add_ps(_mm512_maskz_loadu_ps(m1, c + 16),
+                              acc[2 * r + 1]));
+        } else {
+            _mm512_mask_storeu_ps(c, m0, _mm512_mul_ps(al, acc[2 * r]));
+            _mm512_mask_storeu_ps(c + 16, m1,
+                                  _mm512_mul_ps(al, acc[2 * r + 1]));
+        }
+    }
+}
+
+/* C rows [0, m) x columns [c0, c0 + n) of B, stored at C[.][0 .. n):
+ * panel p of B (its columns 32p ..) starts at B + p * pstride with rows
+ * ldb apart. With mask_loads (B read in place, c0 = 0) the loads stop at
+ * column n; packed panels are padded, so only the stores are masked. */
+T512 static void drive(int64_t m, int64_t c0, int64_t n, int64_t k,
+                       const float *A, int64_t lda, const float *B,
+                       int64_t pstride, int64_t ldb, int mask_loads, float *C,
+                       int64_t ldc, float alpha, int add) {
+    __m512 acc[16];
+    const int64_t p0 = c0 / NR, p1 = (c0 + n + NR - 1) / NR;
+    for (int64_t i = 0; i < m;) {
+        const int64_t left = m - i;
+        const int mr = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        const micro_fn fn = mr == 8   ? micro_8
+                            : mr == 4 ? micro_4
+                            : mr == 2 ? micro_2
+                                      : micro_1;
+        for (int64_t p = p0; p < p1; p++) {
+            /* the panel's columns j .. j+31 relative to c0; keep [0, n) */
+            const int64_t j = p * NR - c0;
+            __mmask32 keep = 0xffffffffu;
+            if (j < 0) keep &= 0xffffffffu << (-j);
+            if (j + NR > n) keep &= 0xffffffffu >> (j + NR - n);
+            const __mmask16 m0 = (__mmask16)keep, m1 = (__mmask16)(keep >> 16);
+            fn(k, A + i * lda, lda, B + p * pstride, ldb,
+               mask_loads ? m0 : (__mmask16)0xffff,
+               mask_loads ? m1 : (__mmask16)0xffff, acc);
+            /* a negative j only with packed panels: shift the store base */
+            store(mr, acc, C + i * ldc + j, ldc, m0, m1, alpha, add);
+        }
+        i += mr;
+    }
+}
+
+/* B [n x k] (ldb) into panels [k][32], zeros past n. */
+T512 static void pack_nt(int64_t n, int64_t k, const float *B, int64_t ldb,
+                         float *pack) {
+    for (int64_t j = 0; j < n; j += NR) {
+        float *p = pack + (j / NR) * NR * k;
+        const int64_t w = n - j < NR ? n - j : NR;
+        for (int64_t x = 0; x < k; x++) {
+            float *row = p + x * NR;
+            for (int64_t c = 0; c < w; c++) row[c] = B[(j + c) * ldb + x];
+            for (int64_t c = w; c < NR; c++) row[c] = 0.0f;
+        }
+    }
+}
+
+int attn__tile_nt_avx512(int64_t m, int64_t n, int64_t k, float alpha,
+                         const float *A, int64_t lda, const float *B,
+                         int64_t ldb, float *C, int64_t ldc, float *pack) {
+    if (attn__isa_cpu() < ATTN__ISA_AVX512) return 0;
+    if (m <= 0 || n <= 0) return 1;
+    pack_nt(n, k, B, ldb, pack);
+    drive(m, 0, n, k, A, lda, pack, NR * k, NR, 0, C, ldc, alpha, 0);
+    return 1;
+}
+
+static void nt_packed(int64_t m, int64_t c0, int64_t nc, int64_t k, float alpha,
+                      const float *A, int64_t lda, const float *pack, float *C,
+                      int64_t ldc) {
+    drive(m, c0, nc, k, A, lda, pack, NR * k, NR, 0, C, ldc, alpha, 0);
+}
+
+static void pack_b(int64_t n, int64_t k, const float *B, int64_t ldb,
+                   float *pack) {
+    pack_nt(n, k, B, ldb, pack);
+}
+
+int attn__tile_nn_acc_avx512(int64_t m, int64_t n, int64_t k, const float *A,
+                             int64_t lda, const float *B, int64_t ldb, float *C,
+                             int64_t ldc) {
+    if (attn__isa_cpu() < ATTN__ISA_AVX512) return 0;
+    if (m <= 0 || n <= 0) return 1;
+    drive(m, 0, n, k, A, lda, B, NR, ldb, 1, C, ldc, 1.0f, 1);
+    return 1;
+}
+#else
+static void nt_packed(int64_t m, int64_t c0, int64_t nc, int64_t k, float alpha,
+                      const float *A, int64_t lda, const float *pack, float *C,
+                      int64_t ldc) {
+    (void)m, (void)c0, (void)nc, (void)k, (void)alpha, (void)A, (void)lda;
+    (void)pack, (void)C, (void)ldc;
+}
+static void pack_b(int64_t n, int64_t k, const float *B, int64_t ldb,
+                   float *pack) {
+    (void)n, (void)k, (void)B, (void)ldb, (void)pack;
+}
+int attn__tile_nt_avx512(int64_t m, int64_t n, int64_t k, float alpha,
+                         const float *A, int64_t lda, const float *B,
+                         int64_t ldb, float *C, int64_t ldc, float *pack) {
+    (void)m, (void)n, (void)k, (void)alpha, (void)A, (void)lda, (void)B;
+    (void)ldb, (void)C, (void)ldc, (void)pack;
+    return 0;
+}
+int attn__tile_nn_acc_avx512(int64_t m, int64_t n, int64_t k, const float *A,
+                             int64_t lda, const float *B, int64_t ldb, float *C,
+                             int64_t ldc) {
+    (void)m, (void)n, (void)k, (void)A, (void)lda, (void)B, (void)ldb;
+    (void)C, (void)ldc;
+    return 0;
+}
+#endif
+
+static int use_own(void) { return attn__isa_get() >= ATTN__ISA_AVX512; }
+
+const char *attn__tile_impl(void) {
+    return use_own() ? "avx512 micro-kernels" : "openblas sgemm";
+}
+
+void attn__tile_bt_prepare(attn__tile_bt *t, int64_t n, int64_t k,
+                           const float *B, int64_t ldb, float *pack) {
+    t->b = B;
+    t->ldb = ldb;
+    t->n = n;
+    t->k = k;
+    t->pack = pack;
+    t->packed = use_own();
+    if (t->packed && n > 0) pack_b(n, k, B, ldb, pack);
+}
+
+void attn__tile_nt(int64_t m, int64_t c0, int64_t nc, float alpha,
+                   const float *A, int64_t lda, const attn__tile_bt *t,
+                   float *C, int64_t ldc) {
+    if (m <= 0 || nc <= 0) return;
+    if (t->packed) {
+        nt_packed(m, c0, nc, t->k, alpha, A, lda, t->pack, C, ldc);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)nc,
+                (int)t->k, alpha, A, (int)lda, t->b + c0 * t->ldb, (int)t->ldb,
+                0.0f, C, (int)ldc);
+}
+
+void attn__tile_nn_acc(int64_t m, int64_t n, int64_t k, const float *A,
+                       int64_t lda, const float *B, int64_t ldb, float *C,
+                       int64_t ldc) {
+    if (use_own() && attn__tile_nn_acc_avx512(m, n, k, A, lda, B, ldb, C, ldc))
+        return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n,
+                (int)k, 1.0f, A, (int)lda, B, (int)ldb, 1.0f, C, (int)ldc);
+}

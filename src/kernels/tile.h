@@ -1,0 +1,60 @@
+/* The tile products of the flash kernels (tile.c): S = alpha A B^T (the
+ * scores Q K^T) and C += A B (the output P V). On the AVX-512 paths they are
+ * register-blocked micro-kernels of this file; below, OpenBLAS's
+ * single-thread sgemm (bench/tile_gemm.c measures both, and oneDNN and
+ * LIBXSMM, on the attention tile shapes).
+ *
+ * With the micro-kernels each element is one chain of FMAs over k in
+ * order, started from 0, so a product's bits do not depend on how its rows
+ * and columns are cut into tiles or bands (OpenBLAS's do: there the
+ * forward and the weight pass cut their tiles identically, which they do
+ * on every path). Internal: not installed. */
+#ifndef ATTN_TILE_H
+#define ATTN_TILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Floats of the packing buffer of an n x k B (64-byte aligned buffers run
+ * fastest). */
+size_t attn__tile_nt_pack_floats(int64_t n, int64_t k);
+
+/* The B of products A B^T whose columns are rows of B [n x k] (ldb): K for
+ * the scores. Prepared once per key tile, used by every block of it. */
+typedef struct {
+    const float *b;
+    int64_t ldb, n, k;
+    float *pack; /* panels [k][32] when the micro-kernels run, else unused */
+    int packed;
+} attn__tile_bt;
+
+/* Prepares t for B; pack holds attn__tile_nt_pack_floats(n, k) floats. */
+void attn__tile_bt_prepare(attn__tile_bt *t, int64_t n, int64_t k,
+                           const float *B, int64_t ldb, float *pack);
+
+/* C[m x nc] (ldc) = alpha A[m x k] (lda) B[c0 .. c0+nc)^T: columns
+ * c0 .. c0+nc-1 of the product with t's B. */
+void attn__tile_nt(int64_t m, int64_t c0, int64_t nc, float alpha,
+                   const float *A, int64_t lda, const attn__tile_bt *t,
+                   float *C, int64_t ldc);
+
+/* C[m x n] (ldc) += A[m x k] (lda) B[k x n] (ldb). */
+void attn__tile_nn_acc(int64_t m, int64_t n, int64_t k, const float *A,
+                       int64_t lda, const float *B, int64_t ldb, float *C,
+                       int64_t ldc);
+
+/* The implementation the current path uses: "avx512 micro-kernels" or
+ * "openblas sgemm". */
+const char *attn__tile_impl(void);
+
+/* The AVX-512 micro-kernels themselves, whatever the path (0 when the CPU
+ * lacks AVX-512: then they do nothing); for tests and bench/tile_gemm.
+ * C[m x n] = alpha A B^T with B [n x k] (pack as above). */
+int attn__tile_nt_avx512(int64_t m, int64_t n, int64_t k, float alpha,
+                         const float *A, int64_t lda, const float *B,
+                         int64_t ldb, float *C, int64_t ldc, float *pack);
+int attn__tile_nn_acc_avx512(int64_t m, int64_t n, int64_t k, const float *A,
+                             int64_t lda, const float *B, int64_t ldb, float *C,
+                             int64_t ldc);
+
+#endif /* ATTN_TILE_H */

@@ -1,0 +1,44 @@
+/* bf16 tile products with f32 accumulation for the flash forward on bf16
+ * inputs (tile_bf16.c): AVX512_BF16's vdpbf16ps, which multiplies pairs of
+ * bf16 exactly and adds them to f32 lanes. Operands are packed in pairs
+ * along the summed axis; odd lengths are padded with zeros. Each output
+ * element is one fixed chain over the pairs in order, so the bits do not
+ * depend on how rows are cut, nor on the thread count. Callers check
+ * attn__isa_get() >= ATTN__ISA_AVX512_BF16 first. Internal. */
+#ifndef ATTN_TILE_BF16_H
+#define ATTN_TILE_BF16_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Elements of bf16 (uint16_t) needed by a packed n x k operand. */
+size_t attn__bf16_pack_elems(int64_t n, int64_t k);
+
+/* Packs B [n x k] (ldb; rows are the products' columns: K for Q K^T) into
+ * panels of 32 columns x pairs of k. */
+void attn__bf16_pack_nt(int64_t n, int64_t k, const uint16_t *B, int64_t ldb,
+                        uint16_t *pack);
+
+/* Packs B [k x n] (ldb; V for P V) the same way: panels of 32 of its n
+ * columns, pairs of its k rows (row k, if odd, padded with zeros). */
+void attn__bf16_pack_nn(int64_t k, int64_t n, const uint16_t *B, int64_t ldb,
+                        uint16_t *pack);
+
+/* C[m x nc] (ldc) = alpha A B^T over columns c0 .. c0+nc-1 of a B packed
+ * by attn__bf16_pack_nt(n, k): A [m x kp] bf16 rows of lda elements (lda
+ * even, each row zero-padded to an even kp >= k). */
+void attn__bf16_nt(int64_t m, int64_t c0, int64_t nc, int64_t k, float alpha,
+                   const uint16_t *A, int64_t lda, const uint16_t *pack,
+                   float *C, int64_t ldc);
+
+/* C[m x n] (ldc) += A B over pairs p0 .. p1-1 of B's k rows (packed by
+ * attn__bf16_pack_nn(k, n)): A's row r holds the k entries 2 p0 .. 2 p1 - 1
+ * (lda even). */
+void attn__bf16_nn_acc(int64_t m, int64_t n, int64_t k, int64_t p0, int64_t p1,
+                       const uint16_t *A, int64_t lda, const uint16_t *pack,
+                       float *C, int64_t ldc);
+
+/* n floats to bf16, rounded to nearest even (vcvtneps2bf16). */
+void attn__bf16_from_f32(const float *x, int64_t n, uint16_t *y);
+
+#endif /* ATTN_TILE_BF16_H */
