@@ -512,6 +512,12 @@ attn_status attn_encoder_load(const char *path, attn_encoder_config *cfg,
 
 attn_status attn_decoder_save(const char *path, const attn_decoder_config *c,
                               const float *params) {
+    if (c && (c->norm || c->attn_no_bias || c->rope.theta != 0 ||
+              c->sliding_window || c->activation == ATTN_ACT_SWIGLU))
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "decoder files hold the LayerNorm stack: RMSNorm, "
+                          "SwiGLU, attention without biases, rotary "
+                          "positions and windows are not written");
     return attn__save_kind(&decoder_kind, path, c, params);
 }
 
