@@ -8,7 +8,7 @@
  * each sequence what it gets alone; bad input is refused. */
 #include "attn_transformer.h"
 #include "check.h"
-#include "../train/gen.h"
+#include "../transformer/transformer.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -38,8 +38,6 @@ attn_status attn__mha_slices(const void *cfg, attn_param_slice *sl, int64_t cap,
                              int64_t *n);
 attn_status attn__encoder_slices(const void *cfg, attn_param_slice *sl,
                                  int64_t cap, int64_t *n);
-attn_status attn__decoder_slices(const void *cfg, attn_param_slice *sl,
-                                 int64_t cap, int64_t *n);
 /* Allocates cfg's slice table into *slices (free with attn__free; NULL on
  * failure before the allocation), n entries. */
 attn_status attn__slices_alloc(attn__slices_fn fn, const void *cfg,

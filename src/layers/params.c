@@ -6,7 +6,6 @@
  * name. Reading checks every field before trusting it. */
 #include "layers.h"
 #include "../io/binfile.h"
-#include "attn_transformer.h"
 
 #include <limits.h>
 #include <stddef.h>
@@ -315,20 +314,6 @@ static const cfg_field encoder_cfg[11] = {
     CFG(attn_encoder_config, norm_first, CFG_INT),
     CFG(attn_encoder_config, final_norm, CFG_INT),
     CFG(attn_encoder_config, layer_norm_eps, CFG_F64)};
-static const cfg_field decoder_cfg[13] = {
-    CFG(attn_decoder_config, num_layers, CFG_I64),
-    CFG(attn_decoder_config, d_model, CFG_I64),
-    CFG(attn_decoder_config, num_heads, CFG_I64),
-    CFG(attn_decoder_config, num_kv_heads, CFG_I64),
-    CFG(attn_decoder_config, dim_feedforward, CFG_I64),
-    CFG(attn_decoder_config, cross, CFG_INT),
-    CFG(attn_decoder_config, cross_attention, CFG_INT),
-    CFG(attn_decoder_config, additive_dim, CFG_I64),
-    CFG(attn_decoder_config, activation, CFG_INT),
-    CFG(attn_decoder_config, norm_first, CFG_INT),
-    CFG(attn_decoder_config, final_norm, CFG_INT),
-    CFG(attn_decoder_config, layer_norm_eps, CFG_F64),
-    {0, CFG_ZERO}};
 
 static void cfg_to_words(const cfg_field *f, int n, const void *cfg,
                          int64_t *v) {
@@ -439,10 +424,6 @@ static int64_t encoder_count(const void *c) {
     return attn_encoder_param_count(c);
 }
 
-static int64_t decoder_count(const void *c) {
-    return attn_decoder_param_count(c);
-}
-
 static const typed_kind additive_kind = {"additive",
                                          additive_cfg,
                                          6,
@@ -457,12 +438,6 @@ static const typed_kind encoder_kind = {"encoder",
                                         sizeof(attn_encoder_config),
                                         attn__encoder_slices,
                                         encoder_count};
-static const typed_kind decoder_kind = {"decoder",
-                                        decoder_cfg,
-                                        13,
-                                        sizeof(attn_decoder_config),
-                                        attn__decoder_slices,
-                                        decoder_count};
 
 attn_status attn_additive_save(const char *path, const attn_additive_config *c,
                                const float *params) {
@@ -508,22 +483,4 @@ attn_status attn_encoder_save(const char *path, const attn_encoder_config *c,
 attn_status attn_encoder_load(const char *path, attn_encoder_config *cfg,
                               float **params) {
     return attn__load_kind(&encoder_kind, path, cfg, params);
-}
-
-attn_status attn_decoder_save(const char *path, const attn_decoder_config *c,
-                              const float *params) {
-    if (c && (c->norm || c->attn_no_bias || c->rope.theta != 0 ||
-              c->sliding_window || c->activation == ATTN_ACT_SWIGLU))
-        return attn__fail(ATTN_E_UNSUPPORTED,
-                          "decoder files hold the LayerNorm stack: RMSNorm, "
-                          "SwiGLU, attention without biases, rotary "
-                          "positions and windows are not written");
-    return attn__save_kind(&decoder_kind, path, c, params);
-}
-
-attn_status attn_decoder_load(const char *path, attn_decoder_config *cfg,
-                              float **params) {
-    ATTN__NEED(path);
-    if (params) *params = NULL;
-    return attn__load_kind(&decoder_kind, path, cfg, params);
 }

@@ -66,21 +66,5 @@ void attn__batch_accuracy(const float *logits, const int32_t *targets,
                           int64_t B, int64_t L, int64_t V, int64_t *tokens,
                           int64_t *tokens_right, int64_t *seqs_right);
 
-/* Offsets of the parts of a generation model's parameter block
- * (src == tgt when shared, head_w == tgt when tied); total 0 on overflow. */
-typedef struct {
-    int64_t src, tgt, enc, dec, head_w, head_b, total;
-} attn__tlayout;
-#include "attn_transformer.h"
-attn__tlayout attn__transformer_layout(const attn_transformer_config *cfg);
-/* Allocates the generation model's slice table (free with attn__free). */
-attn_status attn__transformer_slices_alloc(const attn_transformer_config *cfg,
-                                           attn_param_slice **slices,
-                                           int64_t *n);
-/* x (n rows of E) = table[ids] * sqrt(E) + pe[positions[r]] (pe (P, E)),
- * positions NULL: r % L. */
-void attn__embed_rows(const float *table, const int32_t *ids, int64_t n,
-                      int64_t L, int64_t E, const float *pe,
-                      const int64_t *positions, float *x);
 
 #endif

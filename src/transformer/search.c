@@ -4,7 +4,7 @@
  * id, so ties break the same way as greedy's first maximum; finished
  * hypotheses kept only when ranked within the width; the caches reordered
  * by parent beam after each step). Also the exact-match evaluation. */
-#include "gen.h"
+#include "transformer.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,5 +1,5 @@
-/* The KV cache's insides, shared by core/kv_cache.c (the object) and
- * kernels/decode*.c (attention over it). Internal: not installed.
+/* The KV cache's insides, shared by kv_cache.c (the object) and
+ * decode*.c (attention over it). Internal: not installed.
  *
  * Storage is slot-major: slot s holds the K rows of its Hkv heads, each a
  * run of capacity rows of D values (row_k bytes), then likewise V. The

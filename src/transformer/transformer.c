@@ -4,8 +4,7 @@
  * head optionally tied to the target embedding. Teacher-forced forward and
  * backward side by side, and the label-smoothed cross-entropy. Loops run in
  * a fixed order, so results are the same bits on any thread count. */
-#include "train.h"
-#include "attn_transformer.h"
+#include "transformer.h"
 
 #include <math.h>
 #include <string.h>

@@ -3,8 +3,8 @@
  * every buffer allocated once; and its checkpoints (the layout of
  * docs/checkpoint-format.md with magic ATTNGENM and the generation
  * configuration words). */
-#include "ckpt.h"
-#include "attn_transformer.h"
+#include "../train/ckpt.h"
+#include "transformer.h"
 
 #include <math.h>
 #include <string.h>

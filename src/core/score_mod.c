@@ -3,7 +3,7 @@
  * checks, the ALiBi slopes, and the document ranges the tile classifier
  * and the row passes use. The formulas are documented at attn_mask in
  * include/attn.h; every kernel takes them from here. */
-#include "mask.h"
+#include "score_mod.h"
 
 #include <math.h>
 

@@ -1,11 +1,33 @@
-/* Internal: the decoding state of generation (src/train/generate.c) used
- * by the search loops (src/train/search.c). Not installed. */
-#ifndef ATTN_GEN_H
-#define ATTN_GEN_H
+/* Internal pieces of the transformer floor (src/transformer): the
+ * decoder's parameter table, the generation models' parameter layout, and
+ * the decoding state of generation (generate.c) that the search loops
+ * (search.c) drive. Not installed. */
+#ifndef ATTN_TRANSFORMER_INTERNAL_H
+#define ATTN_TRANSFORMER_INTERNAL_H
 
-#include "train.h"
-
+#include "../train/train.h"
 #include "attn_cache.h"
+#include "attn_transformer.h"
+
+/* The decoder's slice table (layers.h: attn__slices_fn). */
+attn_status attn__decoder_slices(const void *cfg, attn_param_slice *sl,
+                                 int64_t cap, int64_t *n);
+
+/* Offsets of the parts of a generation model's parameter block
+ * (src == tgt when shared, head_w == tgt when tied); total 0 on overflow. */
+typedef struct {
+    int64_t src, tgt, enc, dec, head_w, head_b, total;
+} attn__tlayout;
+attn__tlayout attn__transformer_layout(const attn_transformer_config *cfg);
+/* Allocates the generation model's slice table (free with attn__free). */
+attn_status attn__transformer_slices_alloc(const attn_transformer_config *cfg,
+                                           attn_param_slice **slices,
+                                           int64_t *n);
+/* x (n rows of E) = table[ids] * sqrt(E) + pe[positions[r]] (pe (P, E)),
+ * positions NULL: r % L. */
+void attn__embed_rows(const float *table, const int32_t *ids, int64_t n,
+                      int64_t L, int64_t E, const float *pe,
+                      const int64_t *positions, float *x);
 
 /* Attention over the history of one self-attention layer: an attn_kv_cache
  * (attn_cache.h) of R rows (sequences or beams), all holding len

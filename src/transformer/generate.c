@@ -7,7 +7,7 @@
  * forward does on a whole sequence; with recompute set it instead runs the
  * decoder's forward over the whole prefix (the reference and the
  * baseline of the benchmark). */
-#include "gen.h"
+#include "transformer.h"
 
 #include <cblas.h>
 #include <string.h>

@@ -4,7 +4,7 @@
  * contract of attn_score_mod_fn in one place (masked entries stay -inf,
  * NaN / +inf is an error, the first failure is recorded for the caller).
  * The contract itself is documented in include/attn.h. */
-#include "mask.h"
+#include "user_mod.h"
 
 #include <float.h>
 #include <math.h>

@@ -1,14 +1,14 @@
-/* Inner loops of the decode kernel (kernels/decode.c): scores of a block of
+/* Inner loops of the decode kernel (decode.c): scores of a block of
  * query rows against a run of cached key rows, and the weighted sum of a
  * run of cached value rows, reading the rows in their storage dtype and
  * converting them in registers. One table per (storage dtype, vector
- * level); kernels/decode_ops.c holds them. Internal: not installed. */
+ * level); decode_ops.c holds them. Internal: not installed. */
 #ifndef ATTN_DECODE_H
 #define ATTN_DECODE_H
 
 #include "attn_cache.h"
 #include "internal.h"
-#include "vec.h"
+#include "../kernels/vec.h"
 
 #include <stddef.h>
 

@@ -6,8 +6,7 @@
  * body, so the residual and norm logic exists once. Forward keeps what
  * backward needs in the caller's workspace; backward walks the sublayers in
  * reverse. */
-#include "layers.h"
-#include "attn_transformer.h"
+#include "transformer.h"
 
 #include <string.h>
 
@@ -700,4 +699,49 @@ attn_decoder_backward(const attn_decoder_config *cfg, const float *params,
     st = decoder_backward_body(&d, dout, dx);
     attn__blas_single_end(blas);
     return st;
+}
+
+/* ---- typed files (docs/params-format.md) ----------------------------- */
+
+static const attn__cfg_field decoder_cfg[13] = {
+    ATTN__CFG(attn_decoder_config, num_layers, ATTN__CFG_I64),
+    ATTN__CFG(attn_decoder_config, d_model, ATTN__CFG_I64),
+    ATTN__CFG(attn_decoder_config, num_heads, ATTN__CFG_I64),
+    ATTN__CFG(attn_decoder_config, num_kv_heads, ATTN__CFG_I64),
+    ATTN__CFG(attn_decoder_config, dim_feedforward, ATTN__CFG_I64),
+    ATTN__CFG(attn_decoder_config, cross, ATTN__CFG_INT),
+    ATTN__CFG(attn_decoder_config, cross_attention, ATTN__CFG_INT),
+    ATTN__CFG(attn_decoder_config, additive_dim, ATTN__CFG_I64),
+    ATTN__CFG(attn_decoder_config, activation, ATTN__CFG_INT),
+    ATTN__CFG(attn_decoder_config, norm_first, ATTN__CFG_INT),
+    ATTN__CFG(attn_decoder_config, final_norm, ATTN__CFG_INT),
+    ATTN__CFG(attn_decoder_config, layer_norm_eps, ATTN__CFG_F64),
+    {0, ATTN__CFG_ZERO}};
+static int64_t decoder_count(const void *c) {
+    return attn_decoder_param_count(c);
+}
+
+static const attn__typed_kind decoder_kind = {"decoder",
+                                        decoder_cfg,
+                                        13,
+                                        sizeof(attn_decoder_config),
+                                        attn__decoder_slices,
+                                        decoder_count};
+
+attn_status attn_decoder_save(const char *path, const attn_decoder_config *c,
+                              const float *params) {
+    if (c && (c->norm || c->attn_no_bias || c->rope.theta != 0 ||
+              c->sliding_window || c->activation == ATTN_ACT_SWIGLU))
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "decoder files hold the LayerNorm stack: RMSNorm, "
+                          "SwiGLU, attention without biases, rotary "
+                          "positions and windows are not written");
+    return attn__save_kind(&decoder_kind, path, c, params);
+}
+
+attn_status attn_decoder_load(const char *path, attn_decoder_config *cfg,
+                              float **params) {
+    ATTN__NEED(path);
+    if (params) *params = NULL;
+    return attn__load_kind(&decoder_kind, path, cfg, params);
 }

@@ -13,10 +13,10 @@
  * sequence of operations on any thread count. */
 #include "attn_cache.h"
 #include "decode.h"
-#include "flash.h"
+#include "../kernels/flash.h"
 #include "kv_cache.h"
 #include "mask.h"
-#include "rope.h"
+#include "../kernels/rope.h"
 
 #include <math.h>
 #include <omp.h>
