@@ -24,6 +24,7 @@
  *                      user score_mod / mask_mod, attn_block_mask),
  *                      attn_mask_visible,
  *                      builders for the tutorials' conventions
+ *   Rotary positions   attn_rope, attn_rope_forward, attn_rope_backward
  *   Scaled dot-product attention
  *                      attn_sdpa_opts, attn_sdpa_forward,
  *                      attn_sdpa_backward, attn_sdpa_weight_tiles, dropout
@@ -476,6 +477,97 @@ ATTN_API attn_status attn_mask_from_torch_mha(const void *src, attn_dtype dtype,
                                               size_t n, uint8_t *keep);
 
 /* ===================================================================== */
+/* Rotary position embeddings (RoPE)                                     */
+/* ===================================================================== */
+
+/* How the rotated features are paired (Su et al., "RoFormer", 2021):
+ *   ATTN_ROPE_NEOX: feature i with i + rd/2 (the two halves of the rotary
+ *     part; GPT-NeoX, transformers' Llama, Mistral, Qwen2 "rotate_half");
+ *   ATTN_ROPE_INTERLEAVED: feature 2i with 2i + 1 (GPT-J, the paper).
+ * Pair i turns by the angle pos * inv_freq[i], i < rd/2, where rd is the
+ * rotary dimension; features from rd on pass through unchanged (partial
+ * rotary, as GPT-NeoX's rotary_pct). */
+typedef enum { ATTN_ROPE_NEOX = 0, ATTN_ROPE_INTERLEAVED = 1 } attn_rope_style;
+
+/* Frequency scalings, as config.json's rope_scaling names them
+ * ("rope_type": "linear" or "llama3"). With base frequencies
+ * f_i = theta^(-2i / rd):
+ *   LINEAR: f_i / factor (positions divided by factor);
+ *   LLAMA3: with wavelength w = 2 pi / f_i, lo = original_max_position /
+ *     low_freq_factor and hi = original_max_position / high_freq_factor:
+ *     w < hi keeps f_i, w > lo gives f_i / factor, and in between
+ *     s = (original_max_position / w - low_freq_factor) /
+ *         (high_freq_factor - low_freq_factor),
+ *     f = (1 - s) f_i / factor + s f_i (transformers' _compute_llama3_
+ *     parameters). */
+typedef enum {
+    ATTN_ROPE_SCALING_NONE = 0,
+    ATTN_ROPE_SCALING_LINEAR = 1,
+    ATTN_ROPE_SCALING_LLAMA3 = 2
+} attn_rope_scaling;
+
+typedef struct {
+    int style;                   /* attn_rope_style                       */
+    int64_t rotary_dim;          /* even, <= head dim; 0: the head dim    */
+    double theta;                /* base, > 1 (default 10000)             */
+    int scaling;                 /* attn_rope_scaling                     */
+    double factor;               /* LINEAR, LLAMA3: >= 1                  */
+    double low_freq_factor;      /* LLAMA3: > 0                           */
+    double high_freq_factor;     /* LLAMA3: > low_freq_factor             */
+    double original_max_position; /* LLAMA3: the original context, > 0   */
+} attn_rope;
+
+/* Defaults: NEOX, the whole head, theta 10000, no scaling (factor 1,
+ * llama3's factors 1 and 4 and 8192 positions, as Llama 3.1 writes
+ * them). */
+ATTN_API void attn_rope_init(attn_rope *rope);
+
+/* Checks rope for heads of head_dim features: ATTN_E_INVALID naming the
+ * field (an odd or too large rotary_dim, theta <= 1, an unknown style or
+ * scaling, factors out of range, NaN). */
+ATTN_API attn_status attn_rope_check(const attn_rope *rope, int64_t head_dim);
+
+/* The n = rd / 2 angular frequencies into inv_freq[n] (after scaling).
+ * ATTN_E_SHAPE when n is not rd / 2. */
+ATTN_API attn_status attn_rope_inv_freq(const attn_rope *rope, int64_t head_dim,
+                                        double *inv_freq, int64_t n);
+
+/* Rotates x (B, H, L, D) into y (B, H, L, D), overwritten:
+ * y = R(pos) x, pos the position of row l of entry b:
+ *   positions NULL: l;  n_positions == L: positions[l] (every entry);
+ *   n_positions == B * L: positions[b * L + l].
+ * Positions lie in [0, 2^40]. Angles and rotations are computed in double.
+ * x is f32, f16, bf16 or f64; y is f32 or f64, any strides (no
+ * broadcast); y may be x itself (the same data and strides, f32 or f64),
+ * any other overlap is not allowed. Results do not depend on the thread
+ * count (threads 0: OpenMP's default).
+ * Errors: ATTN_E_INVALID (NULL, a bad rope, a position out of range,
+ * naming it), ATTN_E_SHAPE, ATTN_E_DTYPE, ATTN_E_NONFINITE (NaN/Inf in x).
+ *
+ * Example: position 1 turns the pair (x0, x1) of a 2-feature head by 1 rad.
+ *     float x[2 * 2] = {1, 0, 1, 0};           // rows at positions 0, 1
+ *     attn_tensor X = attn_tensor_4d(x, ATTN_F32, 1, 1, 2, 2);
+ *     attn_rope r;
+ *     attn_rope_init(&r);
+ *     if (attn_rope_forward(&r, &X, NULL, 0, &X, 1)) return 1;
+ *     printf("%.4f %.4f\n", x[2], x[3]);       // cos 1, sin 1: 0.5403 0.8415
+ */
+ATTN_API attn_status attn_rope_forward(const attn_rope *rope,
+                                       const attn_tensor *x,
+                                       const int64_t *positions,
+                                       int64_t n_positions, attn_tensor *y,
+                                       int threads);
+
+/* The gradient of attn_rope_forward: dx += R(pos)^T dy (ADDED INTO).
+ * dy is f32 or f64; dx f32 or f64, not overlapping dy. Positions and
+ * errors as attn_rope_forward. */
+ATTN_API attn_status attn_rope_backward(const attn_rope *rope,
+                                        const attn_tensor *dy,
+                                        const int64_t *positions,
+                                        int64_t n_positions, attn_tensor *dx,
+                                        int threads);
+
+/* ===================================================================== */
 /* Scaled dot-product attention                                          */
 /* ===================================================================== */
 
@@ -498,6 +590,23 @@ typedef struct {
     uint64_t seed;    /* dropout seed                                    */
     attn_impl impl;
     int threads; /* 0: OpenMP's default                             */
+
+    /* ---- rotary positions (appended; NULL = off) ------------------------
+     * With rope set, q and k are rotated (attn_rope_forward) before the
+     * scores, and the backward takes dq and dk back through the rotation.
+     * Positions as attn_rope_forward takes them ([Lq] or [B * Lq], [Lk] or
+     * [B * Lk]); NULL: the keys sit at j and query i of entry b at the
+     * mask's aligned position c (i, or i + lk - lq under
+     * ATTN_ALIGN_BOTTOM_RIGHT, see attn_mask), so a causal bottom-right
+     * call over the last Lq of Lk positions needs no positions. Over a KV
+     * cache the cache's own rope applies (attn_kv_cache_set_rope) and
+     * rope must be NULL. The rotated q and k are f32 copies (f64 for f64
+     * inputs) made before the kernel runs. */
+    const attn_rope *rope;
+    const int64_t *rope_q_positions;
+    int64_t n_rope_q_positions;
+    const int64_t *rope_k_positions;
+    int64_t n_rope_k_positions;
 } attn_sdpa_opts;
 
 /* Defaults: scale 1/sqrt(Dk), no mask, no dropout, AUTO, default threads. */

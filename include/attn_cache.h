@@ -185,6 +185,28 @@ ATTN_API attn_status attn_kv_cache_doc_ids(const attn_kv_cache *cache,
                                            int64_t b, int64_t start, int64_t n,
                                            int64_t *ids);
 
+/*
+ * Rotary positions (attn.h's attn_rope) over a cache: from this call on,
+ * keys are stored rotated at their absolute positions (the row appended at
+ * position p of an entry turns by p), and attn_sdpa_cached rotates the
+ * queries at theirs: mask.align's aligned position c (with BOTTOM_RIGHT,
+ * i + lk - lq: a decode step continues at the cache's length), or
+ * opts.rope_q_positions when given. Truncate, reorder and clear keep the
+ * stored keys right (positions do not move); with documents, keys keep
+ * their positions in the packed entry, which leaves the scores of a
+ * document, which depend on position differences only, unchanged. The
+ * cache must be empty (every length 0); rope NULL turns rotation off. The
+ * rope is copied. Errors: ATTN_E_INVALID (NULL cache, a non-empty cache,
+ * a bad rope for the head dim), ATTN_E_NOMEM.
+ */
+ATTN_API attn_status attn_kv_cache_set_rope(attn_kv_cache *cache,
+                                            const attn_rope *rope);
+
+/* The cache's rope into *rope and 1 into *has_rope, or attn_rope_init's
+ * defaults and 0 when keys are not rotated. */
+ATTN_API attn_status attn_kv_cache_get_rope(const attn_kv_cache *cache,
+                                            attn_rope *rope, int *has_rope);
+
 /* Rollback: entry b keeps its first lengths[b] positions (the rest is
  * forgotten). lengths [B], each in [0, current length of b]: truncate
  * never grows an entry (ATTN_E_SHAPE naming the entry and both lengths). */
@@ -242,6 +264,8 @@ ATTN_API attn_status attn_kv_cache_read(const attn_kv_cache *cache, int64_t b,
  *         its document, as stored by attn_kv_cache_append_docs (mask.doc_k
  *         must be NULL: the keys' ids are the cache's). Chunks of keys of
  *         other documents are skipped.
+ *         Rotary positions: the cache's (attn_kv_cache_set_rope) rotate
+ *         q; opts.rope must be NULL (ATTN_E_INVALID otherwise).
  * A row with no visible key (a padded query, an empty entry) gives 0 and
  * lse -inf.
  * Errors: ATTN_E_INVALID (NULL pointers, bad options), ATTN_E_SHAPE (q or

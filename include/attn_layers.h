@@ -297,7 +297,10 @@ typedef enum {
 
 typedef enum {
     ATTN_ACT_RELU = 0,
-    ATTN_ACT_GELU = 1 /* exact: x * Phi(x) (erf)                          */
+    ATTN_ACT_GELU = 1, /* exact: x * Phi(x) (erf)                         */
+    /* gated: w_1 is (2F, E), gate rows then up rows, and the hidden layer
+     * silu(gate) * up (Llama's gate_proj, up_proj); the decoder only    */
+    ATTN_ACT_SWIGLU = 2
 } attn_activation;
 
 /*

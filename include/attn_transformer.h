@@ -54,10 +54,31 @@ typedef struct {
     int norm_first;        /* 0 post-norm, 1 pre-norm                  */
     int final_norm;        /* 1: LayerNorm after the last layer        */
     double layer_norm_eps; /* 0 means 1e-5                             */
+
+    /* ---- the Llama family's layers (appended; zero: the stack above) --
+     * norm ATTN_NORM_RMS: every norm (the final one too) is RMSNorm,
+     *   y = x / sqrt(mean(x^2) + eps) * gamma + beta (beta zero in the
+     *   Llama family's checkpoints; the slices keep their names);
+     * activation ATTN_ACT_SWIGLU (attn_layers.h): the gated feed-forward;
+     * attn_bias 0: the self- and cross-attention projections have no
+     *   biases (their slices are absent); 1 (as attn_decoder_config_init
+     *   sets it): they have;
+     * rope.theta > 0: rotary positions on the self-attention's q and k
+     *   (attn.h's attn_rope; 0 leaves positions to the caller's inputs);
+     * sliding_window W > 0: query i sees keys i - W + 1 .. i (Mistral's
+     *   window), 0: all earlier keys. */
+    int norm;              /* attn_norm_kind                           */
+    int attn_no_bias;      /* 0 or 1                                   */
+    attn_rope rope;        /* theta 0: none                            */
+    int64_t sliding_window;
 } attn_decoder_config;
 
+/* Norms of attn_decoder_config.norm. */
+typedef enum { ATTN_NORM_LAYER = 0, ATTN_NORM_RMS = 1 } attn_norm_kind;
+
 /* Defaults: 1 layer, E 512, 8 heads, F 2048, cross-attention (dot),
- * ReLU, post-norm (PyTorch's nn.TransformerDecoderLayer). */
+ * ReLU, post-norm (PyTorch's nn.TransformerDecoderLayer), LayerNorm,
+ * attention biases, no rotary positions, no window. */
 ATTN_API void attn_decoder_config_init(attn_decoder_config *cfg);
 ATTN_API attn_status attn_decoder_check(const attn_decoder_config *cfg);
 

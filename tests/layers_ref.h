@@ -162,6 +162,12 @@ static inline void ref_mha(const attn_mha_config *c, const double *prm,
     ref_linear(B * Lq, E, E, query, P_("w_q"), P_("b_q"), Q);
     ref_linear(B * Lk, kd, Hkv * hd, key, P_("w_k"), P_("b_k"), K);
     ref_linear(B * Lk, vd, Hkv * hd, value, P_("w_v"), P_("b_v"), V);
+    if (o->rope) { /* rotary positions i and j (tested in test_rope) */
+        attn_tensor tq = attn_tensor_bthd(Q, ATTN_F64, B, Lq, H, hd);
+        attn_tensor tk = attn_tensor_bthd(K, ATTN_F64, B, Lk, Hkv, hd);
+        attn_rope_forward(o->rope, &tq, NULL, 0, &tq, 1);
+        attn_rope_forward(o->rope, &tk, NULL, 0, &tk, 1);
+    }
     const double scale = o->scale > 0 ? o->scale : 1.0 / sqrt((double)hd);
     for (int64_t b = 0; b < B; b++)
         for (int64_t h = 0; h < H; h++) {
@@ -219,6 +225,19 @@ static inline void ref_layernorm(int64_t n, int64_t d, const double *x,
         var /= (double)d;
         for (int64_t c = 0; c < d; c++)
             y[r * d + c] = (x[r * d + c] - mu) / sqrt(var + eps) * g[c] + be[c];
+    }
+}
+
+/* RMSNorm over the last axis: x / sqrt(mean(x^2) + eps) * g + be. */
+static inline void ref_rmsnorm(int64_t n, int64_t d, const double *x,
+                               const double *g, const double *be, double eps,
+                               double *y) {
+    for (int64_t r = 0; r < n; r++) {
+        double ms = 0;
+        for (int64_t c = 0; c < d; c++) ms += x[r * d + c] * x[r * d + c];
+        ms /= (double)d;
+        for (int64_t c = 0; c < d; c++)
+            y[r * d + c] = x[r * d + c] / sqrt(ms + eps) * g[c] + be[c];
     }
 }
 

@@ -42,9 +42,12 @@ typedef void (*body_fn)(const dref *e, int64_t l, const double *in, double *a);
 
 static void body_sa(const dref *e, int64_t l, const double *in, double *a) {
     const attn_decoder_config *c = e->c;
-    attn_mha_config mc = {c->d_model, c->num_heads, c->num_kv_heads, 0, 0, 1};
+    attn_mha_config mc = {c->d_model, c->num_heads, c->num_kv_heads, 0, 0,
+                          !c->attn_no_bias};
     attn_layer_opts o = *e->o;
     o.mask.causal = 1;
+    if (c->rope.theta != 0) o.rope = &c->rope;
+    if (c->sliding_window) o.mask.window_left = c->sliding_window - 1;
     o.seed = attn__enc_seed(e->o->seed, 2 * l);
     ref_mha(&mc, S(e, "layers.%lld.self_attn.w_q", l), e->B, e->Lt, e->Lt, in,
             in, in, &o, a, NULL);
@@ -59,7 +62,8 @@ static void body_ca(const dref *e, int64_t l, const double *in, double *a) {
     o.seed = attn__enc_seed(e->o->seed, 2 * l + 1);
     o.mask.key_lengths = e->mlen;
     if (c->cross_attention == ATTN_ATTENTION_DOT) {
-        attn_mha_config mc = {E, c->num_heads, c->num_kv_heads, 0, 0, 1};
+        attn_mha_config mc = {E, c->num_heads, c->num_kv_heads, 0, 0,
+                              !c->attn_no_bias};
         ref_mha(&mc, S(e, "layers.%lld.cross_attn.w_q", l), e->B, e->Lt, e->Ls,
                 in, e->mem, e->mem, &o, a, NULL);
         return;
@@ -77,13 +81,21 @@ static void body_ca(const dref *e, int64_t l, const double *in, double *a) {
 static void body_ff(const dref *e, int64_t l, const double *in, double *a) {
     const attn_decoder_config *c = e->c;
     const int64_t n = e->B * e->Lt, E = c->d_model, F = c->dim_feedforward;
-    double *h = malloc(sizeof(double) * n * F);
-    ref_linear(n, E, F, in, S(e, "layers.%lld.w_1", l),
+    const int glu = c->activation == ATTN_ACT_SWIGLU;
+    double *h = malloc(sizeof(double) * n * F * 2);
+    ref_linear(n, E, glu ? 2 * F : F, in, S(e, "layers.%lld.w_1", l),
                S(e, "layers.%lld.b_1", l), h);
-    for (int64_t i = 0; i < n * F; i++)
-        h[i] = c->activation == ATTN_ACT_GELU
-                   ? 0.5 * h[i] * (1 + erf(h[i] / sqrt(2.0)))
-                   : (h[i] > 0 ? h[i] : 0);
+    if (glu) /* silu(gate) * up, packed back to (n, F) */
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t f = 0; f < F; f++) {
+                double gt = h[r * 2 * F + f], up = h[r * 2 * F + F + f];
+                h[r * F + f] = gt / (1 + exp(-gt)) * up;
+            }
+    else
+        for (int64_t i = 0; i < n * F; i++)
+            h[i] = c->activation == ATTN_ACT_GELU
+                       ? 0.5 * h[i] * (1 + erf(h[i] / sqrt(2.0)))
+                       : (h[i] > 0 ? h[i] : 0);
     drop_mask(e->o, l, 3, h, n * F);
     ref_linear(n, F, E, h, S(e, "layers.%lld.w_2", l),
                S(e, "layers.%lld.b_2", l), a);
@@ -98,9 +110,11 @@ static void sub(const dref *e, int64_t l, body_fn body, int site,
     snprintf(g, sizeof g, "layers.%%lld.%s_gamma", ln);
     snprintf(b, sizeof b, "layers.%%lld.%s_beta", ln);
     double *in = malloc(sizeof(double) * n), *a = malloc(sizeof(double) * n);
+    void (*norm)(int64_t, int64_t, const double *, const double *,
+                 const double *, double, double *) =
+        e->c->norm == ATTN_NORM_RMS ? ref_rmsnorm : ref_layernorm;
     if (e->c->norm_first)
-        ref_layernorm(rows, e->c->d_model, cur, S(e, g, l), S(e, b, l), eps,
-                      in);
+        norm(rows, e->c->d_model, cur, S(e, g, l), S(e, b, l), eps, in);
     else
         memcpy(in, cur, sizeof(double) * n);
     body(e, l, in, a);
@@ -109,7 +123,7 @@ static void sub(const dref *e, int64_t l, body_fn body, int site,
     if (e->c->norm_first)
         memcpy(cur, a, sizeof(double) * n);
     else
-        ref_layernorm(rows, e->c->d_model, a, S(e, g, l), S(e, b, l), eps, cur);
+        norm(rows, e->c->d_model, a, S(e, g, l), S(e, b, l), eps, cur);
     free(in);
     free(a);
 }
@@ -126,8 +140,9 @@ static void ref_decoder(dref *e) {
         sub(e, l, body_ff, 4, "ln3", cur);
     }
     if (c->final_norm)
-        ref_layernorm(e->B * e->Lt, c->d_model, cur, S(e, "norm_gamma", 0),
-                      S(e, "norm_beta", 0), eps, e->out);
+        (c->norm == ATTN_NORM_RMS ? ref_rmsnorm : ref_layernorm)(
+            e->B * e->Lt, c->d_model, cur, S(e, "norm_gamma", 0),
+            S(e, "norm_beta", 0), eps, e->out);
     else
         memcpy(e->out, cur, sizeof(double) * n);
     free(cur);
@@ -376,6 +391,29 @@ int main(void) {
     run_case(big, 2, 17, 29, 1, 0.1, 0);
     big.cross_attention = ATTN_ATTENTION_ADDITIVE;
     run_case(big, 2, 17, 29, 1, 0.1, 0);
+    /* the Llama family's layers: RMSNorm, SwiGLU, no attention biases,
+     * rotary positions (neox and interleaved), grouped heads, a window */
+    attn_decoder_config ll = c;
+    ll.cross = 0;
+    ll.d_model = 8;
+    ll.num_heads = 2;
+    ll.num_kv_heads = 1;
+    ll.dim_feedforward = 5;
+    ll.norm_first = 1;
+    ll.final_norm = 1;
+    ll.norm = ATTN_NORM_RMS;
+    ll.activation = ATTN_ACT_SWIGLU;
+    ll.attn_no_bias = 1;
+    ll.layer_norm_eps = 1e-6;
+    attn_rope_init(&ll.rope);
+    ll.rope.theta = 100;
+    run_case(ll, 2, 6, 1, 0, 0.0, 1);
+    ll.rope.style = ATTN_ROPE_INTERLEAVED;
+    ll.rope.rotary_dim = 2;
+    ll.sliding_window = 3;
+    ll.attn_no_bias = 0; /* Qwen2's q, k, v biases */
+    run_case(ll, 2, 7, 1, 0, 0.0, 1);
+    run_case(ll, 1, 5, 1, 0, 0.2, 1);
     causal();
     return check_done("test_decoder");
 }

@@ -257,10 +257,30 @@ class SdpaOpts(Struct):
         ("seed", ctypes.c_uint64),
         ("impl", ctypes.c_int),
         ("threads", ctypes.c_int),
+        ("rope", ctypes.c_void_p),
+        ("rope_q_positions", ctypes.c_void_p),
+        ("n_rope_q_positions", ctypes.c_int64),
+        ("rope_k_positions", ctypes.c_void_p),
+        ("n_rope_k_positions", ctypes.c_int64),
     ]
 
 
-MIRRORED = {"attn_tensor": Tensor, "attn_mask": Mask, "attn_sdpa_opts": SdpaOpts}
+class Rope(Struct):
+    _c_name_ = "attn_rope"
+    _fields_ = [
+        ("style", ctypes.c_int),
+        ("rotary_dim", ctypes.c_int64),
+        ("theta", ctypes.c_double),
+        ("scaling", ctypes.c_int),
+        ("factor", ctypes.c_double),
+        ("low_freq_factor", ctypes.c_double),
+        ("high_freq_factor", ctypes.c_double),
+        ("original_max_position", ctypes.c_double),
+    ]
+
+
+MIRRORED = {"attn_tensor": Tensor, "attn_mask": Mask, "attn_sdpa_opts": SdpaOpts,
+            "attn_rope": Rope}
 
 # --------------------------------------------------------------------------
 # Finding and loading the library

@@ -37,7 +37,9 @@ class DecoderConfig(_lib.Struct):
                 ("cross", ctypes.c_int), ("cross_attention", ctypes.c_int),
                 ("additive_dim", _i64), ("activation", ctypes.c_int),
                 ("norm_first", ctypes.c_int), ("final_norm", ctypes.c_int),
-                ("layer_norm_eps", ctypes.c_double)]
+                ("layer_norm_eps", ctypes.c_double), ("norm", ctypes.c_int),
+                ("attn_no_bias", ctypes.c_int), ("rope", _lib.Rope),
+                ("sliding_window", _i64)]
 
 
 class TransformerConfig(_lib.Struct):

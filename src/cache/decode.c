@@ -16,6 +16,7 @@
 #include "../kernels/flash.h"
 #include "kv_cache.h"
 #include "mask.h"
+#include "../kernels/rope.h"
 
 #include <math.h>
 #include <omp.h>
@@ -571,6 +572,45 @@ static int64_t *logical_docs(const attn_kv_cache *c) {
     return d;
 }
 
+/* Queries rotated at their positions (the keys are stored rotated), then
+ * the plain call on the rotated copy. */
+static attn_status rope_cached(const attn_tensor *q, const attn_kv_cache *cache,
+                               const attn_sdpa_opts *opts, attn_tensor *out,
+                               float *lse) {
+    dims_t dm;
+    attn_status st = check_args(q, cache, opts, out, &dm);
+    if (st) return st;
+    const int64_t B = q->shape[0], Lq = q->shape[2];
+    if ((st = attn__rope_check_positions("rope_q_positions",
+                                         opts->rope_q_positions,
+                                         opts->n_rope_q_positions, B, Lq)))
+        return st;
+    const int64_t *pos = opts->rope_q_positions;
+    int64_t npos = opts->n_rope_q_positions, *own = NULL;
+    if (!pos) {
+        own = attn__alloc((size_t)(B * Lq), sizeof(int64_t), "positions");
+        if (!own) return ATTN_E_NOMEM;
+        attn__rope_query_positions(&opts->mask, B, Lq, cache->cfg.capacity,
+                                   cache->len, own);
+        pos = own;
+        npos = B * Lq;
+    }
+    attn_tensor qr;
+    void *buf = NULL;
+    attn_rope rope = cache->rope;
+    st = attn__rope_copy(&rope, q, pos, npos, opts->threads, &qr, &buf);
+    if (!st) {
+        /* the same call without rotation: a shallow copy of the cache
+         * whose keys count as given */
+        attn_kv_cache plain = *cache;
+        plain.rope_freq = NULL;
+        st = attn_sdpa_cached(&qr, &plain, opts, out, lse);
+    }
+    attn__free(buf);
+    attn__free(own);
+    return st;
+}
+
 attn_status attn_sdpa_cached(const attn_tensor *q, const attn_kv_cache *cache,
                              const attn_sdpa_opts *opts, attn_tensor *out,
                              float *lse) {
@@ -580,6 +620,12 @@ attn_status attn_sdpa_cached(const attn_tensor *q, const attn_kv_cache *cache,
                           "attention over a KV cache takes the keys' "
                           "document ids from the cache "
                           "(attn_kv_cache_append_docs), not mask.doc_k");
+    if (opts->rope)
+        return attn__fail(ATTN_E_INVALID,
+                          "opts.rope is set for attention over a KV cache: "
+                          "the cache's rope rotates keys and queries "
+                          "(attn_kv_cache_set_rope)");
+    if (cache->rope_freq) return rope_cached(q, cache, opts, out, lse);
     attn_sdpa_opts o = *opts;
     int64_t *docs = NULL;
     if (o.mask.doc_q && cache->doc) {

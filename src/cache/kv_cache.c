@@ -3,6 +3,7 @@
  * mutating call checks everything first and writes afterwards, so a
  * refused call leaves the cache as it was. */
 #include "kv_cache.h"
+#include "../kernels/rope.h"
 #include "mask.h"
 
 #include <math.h>
@@ -94,6 +95,7 @@ void attn_kv_cache_free(attn_kv_cache *c) {
     attn__free(c->len);
     attn__free(c->slot);
     attn__free(c->doc);
+    attn__free(c->rope_freq);
     attn__free(c);
 }
 
@@ -260,6 +262,9 @@ static attn_status append_pass(attn_kv_cache *c, const attn_tensor *t,
         for (int64_t h = 0; h < Hkv; h++)
             for (int64_t l = 0; l < cnt; l++) {
                 load_row(t, b, h, l, buf);
+                if (is_k && c->rope_freq) /* keys stored rotated */
+                    attn__rope_row_f32(&c->rope, c->rope_freq, n,
+                                       c->len[b] + l, buf);
                 if (!write) {
                     int64_t bad = store_check(c->cfg.dtype, buf, n);
                     if (bad >= 0)
@@ -405,6 +410,44 @@ static attn_status append(attn_kv_cache *c, const attn_tensor *k,
     }
     attn__free(buf);
     return st;
+}
+
+attn_status attn_kv_cache_set_rope(attn_kv_cache *c, const attn_rope *rope) {
+    if (!c) return attn__fail(ATTN_E_INVALID, "cache is NULL");
+    for (int64_t b = 0; b < c->cfg.batch; b++)
+        if (c->len[b] != 0)
+            return attn__fail(ATTN_E_INVALID,
+                              "set_rope: entry %lld already holds %lld "
+                              "positions (set the rope on an empty cache)",
+                              (long long)b, (long long)c->len[b]);
+    if (!rope) {
+        attn__free(c->rope_freq);
+        c->rope_freq = NULL;
+        return ATTN_OK;
+    }
+    attn_status st = attn_rope_check(rope, c->cfg.head_dim);
+    if (st) return st;
+    int64_t n = attn__rope_dim(rope, c->cfg.head_dim) / 2;
+    double *f = attn__alloc((size_t)(n > 0 ? n : 1), sizeof(double),
+                            "KV cache rope frequencies");
+    if (!f) return ATTN_E_NOMEM;
+    attn__rope_freqs(rope, c->cfg.head_dim, f);
+    attn__free(c->rope_freq);
+    c->rope_freq = f;
+    c->rope = *rope;
+    return ATTN_OK;
+}
+
+attn_status attn_kv_cache_get_rope(const attn_kv_cache *c, attn_rope *rope,
+                                   int *has_rope) {
+    if (!c || !rope || !has_rope)
+        return attn__fail(ATTN_E_INVALID, "cache, rope or has_rope is NULL");
+    *has_rope = c->rope_freq != NULL;
+    if (*has_rope)
+        *rope = c->rope;
+    else
+        attn_rope_init(rope);
+    return ATTN_OK;
 }
 
 attn_status attn_kv_cache_truncate(attn_kv_cache *c, const int64_t *lengths) {

@@ -24,6 +24,10 @@ struct attn_kv_cache {
      * position p at s * capacity + p); NULL until the first
      * attn_kv_cache_append_docs */
     int64_t *doc;
+    /* rotary positions of the keys (attn_kv_cache_set_rope): rope_freq
+     * [rotary dim / 2], NULL when keys are stored as given */
+    attn_rope rope;
+    double *rope_freq;
 };
 
 /* Document ids of logical entry b's positions (c->doc not NULL). */

@@ -18,6 +18,7 @@ size_t attn_sizeof(const char *type_name) {
         {"attn_tensor", sizeof(attn_tensor)},
         {"attn_mask", sizeof(attn_mask)},
         {"attn_sdpa_opts", sizeof(attn_sdpa_opts)},
+        {"attn_rope", sizeof(attn_rope)},
         {"attn_npy", sizeof(attn_npy)},
         {"attn_heatmap_opts", sizeof(attn_heatmap_opts)},
         {"attn_stats", sizeof(attn_stats)},

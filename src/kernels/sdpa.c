@@ -1,6 +1,7 @@
 /* Scaled dot-product attention: options and the choice of kernel. The
  * argument checks every kernel shares are in sdpa_check.c. */
 #include "flash.h"
+#include "rope.h"
 
 #include <float.h>
 #include <math.h>
@@ -33,6 +34,13 @@ attn_status attn_sdpa_forward(const attn_tensor *q, const attn_tensor *k,
         return attn__fail(ATTN_E_UNSUPPORTED,
                           "f64 tensors are served by the reference kernel "
                           "only (impl = ATTN_IMPL_REF)");
+    if (opts->rope) { /* rotated copies of q and k, then the plain call */
+        attn__rope_qk r;
+        if ((st = attn__rope_qk_make(q, k, v, opts, &r))) return st;
+        st = attn_sdpa_forward(&r.q, &r.k, &r.v, &r.opts, out, weights, lse);
+        attn__rope_qk_free(&r);
+        return st;
+    }
     if (opts->impl == ATTN_IMPL_REF)
         return attn__sdpa_ref_forward(q, k, v, opts, &dims, out, weights, lse);
     /* AUTO and FLASH: the flash kernel; weights, when asked, come from its
@@ -54,6 +62,43 @@ static attn_status check_in(const attn_tensor *t, const char *name,
                             const attn__sdpa_dims *dm, int allow_f64) {
     return attn__sdpa_check_view(t, name, dm->B, dm->H, dm->Lq, dm->Dv,
                                  allow_f64, 0);
+}
+
+/* Backward through the rotation: the gradients at the rotated q and k
+ * (fresh zeroed buffers), then dq += R^T dq_rot and dk += R^T dk_rot. */
+static attn_status rope_backward(const attn_tensor *q, const attn_tensor *k,
+                                 const attn_tensor *v, const attn_tensor *out,
+                                 const float *lse, const attn_tensor *dout,
+                                 const attn_sdpa_opts *opts, attn_tensor *dq,
+                                 attn_tensor *dk, attn_tensor *dv,
+                                 attn_tensor *dbias) {
+    attn__rope_qk r;
+    attn_status st = attn__rope_qk_make(q, k, v, opts, &r);
+    if (st) return st;
+    attn_dtype gt = dq->dtype;
+    size_t es = attn_dtype_size(gt);
+    int64_t nq = attn_tensor_numel(q), nk = attn_tensor_numel(k);
+    char *g = attn__alloc((size_t)(nq + nk), es, "rotated gradients");
+    if (!g) {
+        attn__rope_qk_free(&r);
+        return ATTN_E_NOMEM;
+    }
+    memset(g, 0, (size_t)(nq + nk) * es);
+    attn_tensor gq = attn_tensor_4d(g, gt, q->shape[0], q->shape[1],
+                                    q->shape[2], q->shape[3]);
+    attn_tensor gk = attn_tensor_4d(g + (size_t)nq * es, gt, k->shape[0],
+                                    k->shape[1], k->shape[2], k->shape[3]);
+    st = attn_sdpa_backward(&r.q, &r.k, &r.v, out, lse, dout, &r.opts, &gq, &gk,
+                            dv, dbias);
+    if (!st)
+        st = attn_rope_backward(opts->rope, &gq, r.qpos,
+                                q->shape[0] * q->shape[2], dq, opts->threads);
+    if (!st)
+        st = attn_rope_backward(opts->rope, &gk, r.kpos, r.n_kpos, dk,
+                                opts->threads);
+    attn__free(g);
+    attn__rope_qk_free(&r);
+    return st;
 }
 
 attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k,
@@ -95,6 +140,8 @@ attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k,
                           "needs the log-sum-exp saved by attn_sdpa_forward "
                           "(only IMPL_REF recomputes it)");
     if ((st = attn__check_finite(dout, "dout"))) return st;
+    if (opts->rope) return rope_backward(q, k, v, out, lse, dout, opts, dq, dk,
+                                         dv, dbias);
     if (opts->impl == ATTN_IMPL_REF)
         return attn__sdpa_ref_backward(q, k, v, dout, opts, &dm, dq, dk, dv,
                                        dbias);

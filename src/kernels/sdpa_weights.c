@@ -6,6 +6,7 @@
  * the accuracy of a plain softmax when scores are large)
  * handed tile by tile to a callback (attn_sdpa_weight_tiles), or written
  * with dropout into a weights tensor (attn__flash_fill_weights). */
+#include "rope.h"
 #include "flash.h"
 #include "tile.h"
 
@@ -106,6 +107,13 @@ attn_status attn_sdpa_weight_tiles(const attn_tensor *q, const attn_tensor *k,
     if (!fn)
         return attn__fail(ATTN_E_INVALID, "fn (the tile callback) is NULL");
     if ((st = attn__flash_check_dims(&d, "weight tiles"))) return st;
+    if (opts->rope) { /* the rotated q and k, then the plain call */
+        attn__rope_qk r;
+        if ((st = attn__rope_qk_make(q, k, NULL, opts, &r))) return st;
+        st = attn_sdpa_weight_tiles(&r.q, &r.k, lse, &r.opts, fn, user);
+        attn__rope_qk_free(&r);
+        return st;
+    }
     wctx c;
     wctx_init(&c, q, k, opts, &d, lse, NULL);
     float *ws = attn__alloc(c.total, sizeof(float), "weight tile workspace");

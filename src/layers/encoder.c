@@ -34,6 +34,10 @@ static attn_status check_cfg(const attn_encoder_config *c) {
         INT64_MAX,     INT64_MAX};
     attn_status st = attn__stack_check("encoder", &f);
     if (st) return st;
+    if (c->activation == ATTN_ACT_SWIGLU)
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "encoder activation SwiGLU: the gated "
+                          "feed-forward is the decoder's");
     if (c->attention != ATTN_ATTENTION_DOT &&
         c->attention != ATTN_ATTENTION_ADDITIVE)
         return attn__fail(ATTN_E_INVALID, "encoder attention type is %d",
@@ -165,7 +169,7 @@ attn_status attn_encoder_param_slices(const attn_encoder_config *c,
         snprintf(pre, sizeof pre, "%.16slayers.%lld.", prefix ? prefix : "",
                  (long long)l);
         attn__ln_slices(slices, cap, &n, pre, "ln1", &offset, E);
-        attn__ffn_slices(slices, cap, &n, pre, &offset, E, F);
+        attn__ffn_slices(slices, cap, &n, pre, &offset, E, F, F);
         attn__ln_slices(slices, cap, &n, pre, "ln2", &offset, E);
     }
     if (c->final_norm) {

@@ -164,6 +164,23 @@ typedef struct {
 /* ATTN_E_INVALID naming who ("encoder", "decoder") and the values. */
 attn_status attn__stack_check(const char *who, const attn__stack_fields *f);
 
+/* RMSNorm (rmsnorm.c): y = x rstd gamma (+ beta if not NULL) over n rows
+ * of d, rstd = 1 / sqrt(mean(x^2) + eps) saved per row (or NULL); the
+ * backward ADDS into dgamma, dbeta, dx (each may be NULL). */
+void attn__rmsnorm_forward(int64_t n, int64_t d, const float *x,
+                           const float *gamma, const float *beta, double eps,
+                           float *y, float *rstd, int threads);
+void attn__rmsnorm_backward(int64_t n, int64_t d, const float *x,
+                            const float *gamma, const float *rstd,
+                            const float *dy, float *dgamma, float *dbeta,
+                            float *dx, int threads);
+/* SwiGLU over n rows: pre (n, 2F) holds the gate then the up projection,
+ * h (n, F) = silu(gate) * up. The backward turns g (dh, n F) into d pre
+ * (n 2F) in place: g must hold n 2F floats. */
+void attn__swiglu_forward(int64_t n, int64_t F, const float *pre, float *h,
+                          int threads);
+void attn__swiglu_backward(int64_t n, int64_t F, const float *pre, float *g);
+
 /* One sublayer's residual connection and LayerNorm around its body:
  * pre-norm out = x + drop(body(LN(x))), post-norm out = LN(x +
  * drop(body(x))), drop the output dropout of stream `stream` of seed. The
@@ -171,6 +188,7 @@ attn_status attn__stack_check(const char *who, const attn__stack_fields *f);
 typedef struct {
     int64_t n, E; /* rows, features                                  */
     int norm_first, th;
+    int rms; /* 1: RMSNorm (gamma, beta; mean unused) instead of LayerNorm */
     double eps;
     const float *gamma, *beta;
     float *dgamma, *dbeta; /* added into by backward; NULL: not wanted */
@@ -202,14 +220,16 @@ typedef struct {
     attn_activation act;
     const float *w_1, *b_1, *w_2, *b_2;
     float *dw_1, *db_1, *dw_2, *db_2; /* backward; NULL: not wanted     */
-    float *hpre, *hact;               /* saved: (n F) before and after act */
+    float *hpre, *hact; /* saved: (n F) before and after act ((n 2F) hpre
+                           for SwiGLU)                               */
     uint64_t seed;
     uint32_t stream;
     double p;
     int th;
 } attn__ffn;
 attn_status attn__ffn_forward(const attn__ffn *f, const float *in, float *out);
-/* dy (n E) -> the gradient of in ADDED into din; gh (n F) is scratch. */
+/* dy (n E) -> the gradient of in ADDED into din; gh (n F; n 2F for
+ * SwiGLU) is scratch. */
 attn_status attn__ffn_backward(const attn__ffn *f, const float *in,
                                const float *dy, float *gh, float *din);
 
@@ -221,7 +241,8 @@ void attn__ln_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
                      const char *pre, const char *ln, int64_t *offset,
                      int64_t E);
 void attn__ffn_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
-                      const char *pre, int64_t *offset, int64_t E, int64_t F);
+                      const char *pre, int64_t *offset, int64_t E, int64_t F,
+                      int64_t F1); /* F1: rows of w_1 (2F for SwiGLU) */
 void attn__out_proj_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
                            const char *pre, int64_t *offset, int64_t E);
 

@@ -21,7 +21,8 @@ attn_status attn__stack_check(const char *who, const attn__stack_fields *f) {
     if (!attn__blas_ok(f->dim_feedforward) || f->num_layers > 100000 ||
         f->d_model > f->max_d_model || f->dim_feedforward > f->max_ff)
         return attn__fail(ATTN_E_INVALID, "%s config sizes out of range", who);
-    if (f->activation != ATTN_ACT_RELU && f->activation != ATTN_ACT_GELU)
+    if (f->activation != ATTN_ACT_RELU && f->activation != ATTN_ACT_GELU &&
+        f->activation != ATTN_ACT_SWIGLU)
         return attn__fail(ATTN_E_INVALID, "%s activation is %d", who,
                           (int)f->activation);
     if ((f->norm_first != 0 && f->norm_first != 1) ||
@@ -39,10 +40,28 @@ attn_status attn__stack_check(const char *who, const attn__stack_fields *f) {
 
 /* ---- residual + norm -------------------------------------------------- */
 
+static void norm_fwd(const attn__sublayer *s, const float *x) {
+    if (s->rms)
+        attn__rmsnorm_forward(s->n, s->E, x, s->gamma, s->beta, s->eps, s->lny,
+                              s->rstd, s->th);
+    else
+        attn__layernorm_forward(s->n, s->E, x, s->gamma, s->beta, s->eps,
+                                s->lny, s->mean, s->rstd, s->th);
+}
+
+static void norm_bwd(const attn__sublayer *s, const float *x, const float *g,
+                     float *dx) {
+    if (s->rms)
+        attn__rmsnorm_backward(s->n, s->E, x, s->gamma, s->rstd, g, s->dgamma,
+                               s->dbeta, dx, s->th);
+    else
+        attn__layernorm_backward(s->n, s->E, x, s->gamma, s->mean, s->rstd, g,
+                                 s->dgamma, s->dbeta, dx, s->th);
+}
+
 const float *attn__sublayer_in(const attn__sublayer *s) {
     if (!s->norm_first) return s->x;
-    attn__layernorm_forward(s->n, s->E, s->x, s->gamma, s->beta, s->eps, s->lny,
-                            s->mean, s->rstd, s->th);
+    norm_fwd(s, s->x);
     return s->lny;
 }
 
@@ -51,8 +70,7 @@ const float *attn__sublayer_out(const attn__sublayer *s, float *a) {
     attn__dropout_apply(s->seed, s->stream, s->p, a, ne, s->th);
     for (int64_t i = 0; i < ne; i++) s->r[i] = s->x[i] + a[i];
     if (s->norm_first) return s->r;
-    attn__layernorm_forward(s->n, s->E, s->r, s->gamma, s->beta, s->eps, s->lny,
-                            s->mean, s->rstd, s->th);
+    norm_fwd(s, s->r);
     return s->lny;
 }
 
@@ -70,8 +88,7 @@ float *attn__sublayer_back_in(const attn__sublayer *s, float *g, float *dy,
     }
     /* out = LN(x + drop(body(x))): d r is the residual's and the body's */
     memset(dy, 0, bytes);
-    attn__layernorm_backward(s->n, s->E, s->r, s->gamma, s->mean, s->rstd, g,
-                             s->dgamma, s->dbeta, dy, s->th);
+    norm_bwd(s, s->r, g, dy);
     memcpy(g, dy, bytes);
     attn__dropout_apply(s->seed, s->stream, s->p, dy, ne, s->th);
     *bin = s->x;
@@ -80,17 +97,20 @@ float *attn__sublayer_back_in(const attn__sublayer *s, float *g, float *dy,
 
 void attn__sublayer_back_out(const attn__sublayer *s, float *g,
                              const float *t) {
-    if (s->norm_first)
-        attn__layernorm_backward(s->n, s->E, s->x, s->gamma, s->mean, s->rstd,
-                                 t, s->dgamma, s->dbeta, g, s->th);
+    if (s->norm_first) norm_bwd(s, s->x, t, g);
 }
 
 /* ---- the feed-forward body -------------------------------------------- */
 
 attn_status attn__ffn_forward(const attn__ffn *f, const float *in, float *out) {
     const int64_t nf = f->n * f->F;
-    attn_linear_forward(f->n, f->E, f->F, in, f->w_1, f->b_1, f->hpre);
-    attn__act_forward(f->act, f->hpre, f->hact, nf, f->th);
+    if (f->act == ATTN_ACT_SWIGLU) { /* w_1 (2F, E): gate rows, then up */
+        attn_linear_forward(f->n, f->E, 2 * f->F, in, f->w_1, f->b_1, f->hpre);
+        attn__swiglu_forward(f->n, f->F, f->hpre, f->hact, f->th);
+    } else {
+        attn_linear_forward(f->n, f->E, f->F, in, f->w_1, f->b_1, f->hpre);
+        attn__act_forward(f->act, f->hpre, f->hact, nf, f->th);
+    }
     attn__dropout_apply(f->seed, f->stream, f->p, f->hact, nf, f->th);
     return attn_linear_forward(f->n, f->F, f->E, f->hact, f->w_2, f->b_2, out);
 }
@@ -102,6 +122,11 @@ attn_status attn__ffn_backward(const attn__ffn *f, const float *in,
     attn_linear_backward(f->n, f->F, f->E, f->hact, f->w_2, dy, f->dw_2,
                          f->db_2, gh);
     attn__dropout_apply(f->seed, f->stream, f->p, gh, nf, f->th);
+    if (f->act == ATTN_ACT_SWIGLU) {
+        attn__swiglu_backward(f->n, f->F, f->hpre, gh);
+        return attn_linear_backward(f->n, f->E, 2 * f->F, in, f->w_1, gh,
+                                    f->dw_1, f->db_1, din);
+    }
     attn__act_backward(f->act, f->hpre, gh, gh, nf, f->th);
     return attn_linear_backward(f->n, f->E, f->F, in, f->w_1, gh, f->dw_1,
                                 f->db_1, din);
@@ -120,9 +145,11 @@ void attn__ln_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
 }
 
 void attn__ffn_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
-                      const char *pre, int64_t *offset, int64_t E, int64_t F) {
-    attn__slice_add(slices, cap, n, pre, "w_1", offset, F, E, ATTN_INIT_XAVIER);
-    attn__slice_add(slices, cap, n, pre, "b_1", offset, F, 1, ATTN_INIT_ZERO);
+                      const char *pre, int64_t *offset, int64_t E, int64_t F,
+                      int64_t F1) {
+    attn__slice_add(slices, cap, n, pre, "w_1", offset, F1, E,
+                    ATTN_INIT_XAVIER);
+    attn__slice_add(slices, cap, n, pre, "b_1", offset, F1, 1, ATTN_INIT_ZERO);
     attn__slice_add(slices, cap, n, pre, "w_2", offset, E, F, ATTN_INIT_XAVIER);
     attn__slice_add(slices, cap, n, pre, "b_2", offset, E, 1, ATTN_INIT_ZERO);
 }

@@ -21,11 +21,20 @@ void attn_decoder_config_init(attn_decoder_config *c) {
     c->dim_feedforward = 2048;
     c->cross = 1;
     c->cross_attention = ATTN_ATTENTION_DOT;
-    c->activation = ATTN_ACT_RELU;
+    c->activation = ATTN_ACT_RELU; /* rope all zero: no rotary positions */
 }
 
 static attn_mha_config sa_cfg(const attn_decoder_config *c) {
-    return attn__layer_mha_cfg(c->d_model, c->num_heads, c->num_kv_heads);
+    attn_mha_config m =
+        attn__layer_mha_cfg(c->d_model, c->num_heads, c->num_kv_heads);
+    m.bias = !c->attn_no_bias;
+    return m;
+}
+
+/* Rows of w_1: the gate and up projections of SwiGLU, else F. */
+static int64_t ffn_rows(const attn_decoder_config *c) {
+    return c->activation == ATTN_ACT_SWIGLU ? 2 * c->dim_feedforward
+                                            : c->dim_feedforward;
 }
 static attn_additive_config add_cfg(const attn_decoder_config *c) {
     return attn__layer_add_cfg(c->d_model, c->additive_dim);
@@ -48,6 +57,24 @@ attn_status attn_decoder_check(const attn_decoder_config *c) {
                           "decoder cross must be 0 or 1, not "
                           "%d",
                           c->cross);
+    if ((c->norm != ATTN_NORM_LAYER && c->norm != ATTN_NORM_RMS) ||
+        (c->attn_no_bias != 0 && c->attn_no_bias != 1) ||
+        c->sliding_window < 0)
+        return attn__fail(ATTN_E_INVALID,
+                          "decoder norm %d (0 LayerNorm, 1 RMSNorm), "
+                          "attn_no_bias %d (0 or 1), sliding_window %lld "
+                          "(>= 0)",
+                          c->norm, c->attn_no_bias,
+                          (long long)c->sliding_window);
+    if (c->rope.theta != 0) {
+        if (c->num_heads < 1 || c->d_model % c->num_heads != 0)
+            return attn__fail(ATTN_E_INVALID,
+                              "decoder d_model %lld is not a multiple of "
+                              "num_heads %lld",
+                              (long long)c->d_model, (long long)c->num_heads);
+        if ((st = attn_rope_check(&c->rope, c->d_model / c->num_heads)))
+            return st;
+    }
     if (c->cross_attention != ATTN_ATTENTION_DOT &&
         c->cross_attention != ATTN_ATTENTION_ADDITIVE)
         return attn__fail(ATTN_E_INVALID, "decoder cross_attention type is %d",
@@ -82,8 +109,8 @@ static int64_t ca_count(const attn_decoder_config *c) {
  * one layer's count fits int64 without further checks. */
 static int64_t layer_count(const attn_decoder_config *c) {
     attn_mha_config m = sa_cfg(c);
-    const int64_t E = c->d_model, F = c->dim_feedforward;
-    return attn_mha_param_count(&m) + ca_count(c) + 2 * F * E + F + E +
+    const int64_t E = c->d_model, F = c->dim_feedforward, F1 = ffn_rows(c);
+    return attn_mha_param_count(&m) + ca_count(c) + (F1 + F) * E + F1 + E +
            (c->cross ? 6 : 4) * E;
 }
 
@@ -135,8 +162,8 @@ attn_status attn_decoder_layer_view(const attn_decoder_config *c, float *block,
     p->ln3_gamma = x;
     p->ln3_beta = x + E;
     p->w_1 = x + 2 * E;
-    p->b_1 = p->w_1 + F * E;
-    p->w_2 = p->b_1 + F;
+    p->b_1 = p->w_1 + ffn_rows(c) * E;
+    p->w_2 = p->b_1 + ffn_rows(c);
     p->b_2 = p->w_2 + E * F;
     return ATTN_OK;
 }
@@ -203,7 +230,7 @@ attn_status attn_decoder_param_slices(const attn_decoder_config *c,
             attn__ln_slices(slices, cap, &n, pre, "ln2", &offset, E);
         }
         attn__ln_slices(slices, cap, &n, pre, "ln3", &offset, E);
-        attn__ffn_slices(slices, cap, &n, pre, &offset, E, F);
+        attn__ffn_slices(slices, cap, &n, pre, &offset, E, F, ffn_rows(c));
     }
     if (c->final_norm) {
         attn__ln_slices(slices, cap, &n, px, "norm", &offset, E);
@@ -250,7 +277,7 @@ static int ws_sizes_of(const attn_decoder_config *c, int64_t B, int64_t Lt,
                        int64_t Ls, ws_sizes *z) {
     memset(z, 0, sizeof *z);
     z->be = attn__size3(B, Lt, c->d_model);
-    z->bf = attn__size3(B, Lt, c->dim_feedforward);
+    z->bf = attn__size3(B, Lt, ffn_rows(c));
     z->bl = attn__size3(B, Lt, 1);
     attn_mha_config m = sa_cfg(c);
     if (!z->be || !z->bf || !z->bl ||
@@ -401,6 +428,7 @@ static attn__sublayer sub_of(const dctx *d, int k) {
     s.n = d->n;
     s.E = d->E;
     s.norm_first = d->c->norm_first;
+    s.rms = d->c->norm == ATTN_NORM_RMS;
     s.th = d->th;
     s.eps = attn__layer_ln_eps(d->c->layer_norm_eps);
     float *g, *b;
@@ -526,6 +554,8 @@ static attn_status setup(dctx *d, const attn_decoder_config *c,
     d->osa = *opts;
     d->osa.mask.causal = 1;
     d->osa.mask.align = ATTN_ALIGN_TOP_LEFT;
+    if (c->rope.theta != 0) d->osa.rope = &c->rope;
+    if (c->sliding_window > 0) d->osa.mask.window_left = c->sliding_window - 1;
     if ((st = attn__layer_opts_check(&d->osa, B, c->num_heads, Lt, Lt)))
         return st;
     if ((st = attn__check_finite_f32(x, B * Lt * c->d_model, "x"))) return st;
@@ -583,9 +613,14 @@ static attn_status decoder_forward_body(dctx *d, const float *x, float *out) {
     if (c->final_norm) {
         float *g, *b;
         attn_decoder_final_norm_view(c, (float *)d->params, &g, &b);
-        attn__layernorm_forward(d->n, d->E, d->sw.xn, g, b,
-                                attn__layer_ln_eps(c->layer_norm_eps), out,
-                                d->sw.mf, d->sw.sf, d->th);
+        if (c->norm == ATTN_NORM_RMS)
+            attn__rmsnorm_forward(d->n, d->E, d->sw.xn, g, b,
+                                  attn__layer_ln_eps(c->layer_norm_eps), out,
+                                  d->sw.sf, d->th);
+        else
+            attn__layernorm_forward(d->n, d->E, d->sw.xn, g, b,
+                                    attn__layer_ln_eps(c->layer_norm_eps), out,
+                                    d->sw.mf, d->sw.sf, d->th);
     } else {
         memcpy(out, d->sw.xn, d->z.be * sizeof(float));
     }
@@ -625,8 +660,12 @@ static attn_status decoder_backward_body(dctx *d, const float *dout,
         attn_decoder_final_norm_view(c, (float *)d->params, &g, &b);
         if (d->grads) attn_decoder_final_norm_view(c, d->grads, &dg, &db);
         memset(d->sw.g, 0, be);
-        attn__layernorm_backward(d->n, d->E, d->sw.xn, g, d->sw.mf, d->sw.sf,
-                                 dout, dg, db, d->sw.g, d->th);
+        if (c->norm == ATTN_NORM_RMS)
+            attn__rmsnorm_backward(d->n, d->E, d->sw.xn, g, d->sw.sf, dout, dg,
+                                   db, d->sw.g, d->th);
+        else
+            attn__layernorm_backward(d->n, d->E, d->sw.xn, g, d->sw.mf,
+                                     d->sw.sf, dout, dg, db, d->sw.g, d->th);
     } else {
         memcpy(d->sw.g, dout, be);
     }
@@ -691,6 +730,12 @@ static const attn__typed_kind decoder_kind = {"decoder",
 
 attn_status attn_decoder_save(const char *path, const attn_decoder_config *c,
                               const float *params) {
+    if (c && (c->norm || c->attn_no_bias || c->rope.theta != 0 ||
+              c->sliding_window || c->activation == ATTN_ACT_SWIGLU))
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "decoder files hold the LayerNorm stack: RMSNorm, "
+                          "SwiGLU, attention without biases, rotary "
+                          "positions and windows are not written");
     return attn__save_kind(&decoder_kind, path, c, params);
 }
 

@@ -55,6 +55,14 @@ attn_status attn_transformer_check(const attn_transformer_config *c) {
                           (int)c->kind);
     attn_status st = attn_decoder_check(&c->dec);
     if (st) return st;
+    const attn_decoder_config *d = &c->dec;
+    if (d->norm || d->attn_no_bias || d->rope.theta != 0 ||
+        d->sliding_window || d->activation == ATTN_ACT_SWIGLU)
+        return attn__fail(ATTN_E_UNSUPPORTED,
+                          "the task models use the LayerNorm decoder with "
+                          "sinusoidal positions: RMSNorm, SwiGLU, attention "
+                          "without biases, rotary positions and windows are "
+                          "the pretrained Llama family's (attn_llama_*)");
     if (c->dec.cross != is_encdec(c))
         return attn__fail(ATTN_E_INVALID,
                           "a%s model needs dec.cross = %d, not "

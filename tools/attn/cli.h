@@ -166,7 +166,8 @@ int cli_parse_u64(const char *s, uint64_t *out);
  * Options: --scale --causal --align --window --key-lengths --query-lengths
  * --mask --mask-convention --bias --block-sparse --random-blocks --impl
  * --threads --dropout --seed --softcap --alibi --alibi-slopes --sinks
- * --doc-ids --cu-seqlens --cu-seqlens-k (see cli_sdpa_args_help). */
+ * --doc-ids --cu-seqlens --cu-seqlens-k --rope --rope-theta --rope-dim
+ * --rope-scaling --rope-offset (see cli_sdpa_args_help). */
 #define CLI_SDPA_NFILES 11 /* the files those options may name */
 typedef struct {
     attn_sdpa_opts opts; /* complete after cli_sdpa_args_bind          */
@@ -181,6 +182,11 @@ typedef struct {
     char *doc_paths;              /* --doc-ids's value, cut at its comma    */
     int64_t *cu[2], ncu[2];       /* --cu-seqlens, --cu-seqlens-k starts    */
     int causal_set, align_set;
+    /* --rope STYLE, --rope-theta, --rope-dim, --rope-scaling, --rope-offset */
+    attn_rope rope;
+    int rope_set;
+    int64_t rope_offset;
+    int64_t *rope_pos; /* [Lq + Lk] with an offset: q's, then k's        */
     int mask_was_bias; /* a float --mask became the bias (PyTorch rule) */
     /* which options this command takes besides the mask (CLI_OPTS_*; set
      * after init; 0 = all): the others are refused as having no effect */

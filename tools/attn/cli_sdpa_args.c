@@ -15,6 +15,7 @@
 void cli_sdpa_args_init(cli_sdpa_args *a) {
     memset(a, 0, sizeof *a);
     attn_sdpa_opts_init(&a->opts);
+    attn_rope_init(&a->rope);
 }
 
 void cli_sdpa_args_free(cli_sdpa_args *a) {
@@ -31,6 +32,7 @@ void cli_sdpa_args_free(cli_sdpa_args *a) {
     free(a->doc_paths);
     free(a->cu[0]);
     free(a->cu[1]);
+    free(a->rope_pos);
     memset(a, 0, sizeof *a);
 }
 
@@ -98,6 +100,20 @@ void cli_args_help(FILE *f, unsigned kinds) {
             "                       kernel (ref: exact reference, double sums;\n"
             "                       flash_bf16: bf16 tile products for bf16\n"
             "                       inputs on AVX512_BF16 CPUs)\n");
+    if (kinds & CLI_OPTS_KERNEL)
+        fprintf(
+            f,
+            "  --rope neox|interleaved  rotary positions on q and k before the\n"
+            "                       scores: neox rotates feature i with i + R/2\n"
+            "                       (Llama, Qwen2), interleaved 2i with 2i+1 (GPT-J);\n"
+            "                       keys sit at j, query i at its aligned position c\n"
+            "  --rope-theta T       the base of the frequencies (default 10000)\n"
+            "  --rope-dim R         rotate the first R features only (even; default all)\n"
+            "  --rope-scaling linear:F | llama3:F,LOW,HIGH,ORIG\n"
+            "                       frequency scaling as config.json's rope_scaling\n"
+            "                       (factor, low/high_freq_factor,\n"
+            "                       original_max_position_embeddings)\n"
+            "  --rope-offset N      add N to every position (a cache's prefix)\n");
     if (kinds & CLI_OPTS_THREADS)
         fprintf(f, "  --threads N          threads (0: OpenMP's default)\n");
     if (kinds & CLI_OPTS_KERNEL)
@@ -153,6 +169,72 @@ static int split_commas(const char *v, char *buf, size_t cap, char **parts,
     return n;
 }
 
+/* --rope, --rope-theta, --rope-dim, --rope-scaling, --rope-offset. */
+static int parse_rope(const char *cmd, const char *opt, const char *v,
+                      cli_sdpa_args *a) {
+    attn_rope *r = &a->rope;
+    if (strcmp(opt, "--rope") == 0) {
+        if (strcmp(v, "neox") == 0)
+            r->style = ATTN_ROPE_NEOX;
+        else if (strcmp(v, "interleaved") == 0)
+            r->style = ATTN_ROPE_INTERLEAVED;
+        else
+            return cli_usage_error(cmd,
+                                   "--rope takes neox or interleaved, not "
+                                   "'%s'",
+                                   v);
+        a->rope_set = 1;
+    } else if (strcmp(opt, "--rope-theta") == 0) {
+        if (cli_parse_double(v, &r->theta) || !(r->theta > 1) ||
+            isinf(r->theta))
+            return cli_usage_error(cmd,
+                                   "--rope-theta must be a number > 1, not "
+                                   "'%s'",
+                                   v);
+    } else if (strcmp(opt, "--rope-dim") == 0) {
+        if (cli_parse_i64(v, &r->rotary_dim) || r->rotary_dim < 2 ||
+            r->rotary_dim % 2)
+            return cli_usage_error(cmd,
+                                   "--rope-dim must be an even number >= 2, "
+                                   "not '%s'",
+                                   v);
+    } else if (strcmp(opt, "--rope-offset") == 0) {
+        if (cli_parse_i64(v, &a->rope_offset) || a->rope_offset < 0 ||
+            a->rope_offset > ((int64_t)1 << 40))
+            return cli_usage_error(cmd,
+                                   "--rope-offset must be an integer in "
+                                   "[0, 2^40], not '%s'",
+                                   v);
+    } else { /* --rope-scaling linear:F or llama3:F,LOW,HIGH,ORIG */
+        char buf[256];
+        char *parts[5];
+        const char *colon = strchr(v, ':');
+        int n = colon ? split_commas(colon + 1, buf, sizeof buf, parts, 4) : 0;
+        double x[4] = {0, 0, 0, 0};
+        int bad = n < 1;
+        for (int i = 0; i < n && i < 4; i++)
+            bad |= cli_parse_double(parts[i], &x[i]) != 0 || !isfinite(x[i]);
+        if (!bad && strncmp(v, "linear:", 7) == 0 && n == 1 && x[0] >= 1) {
+            r->scaling = ATTN_ROPE_SCALING_LINEAR;
+            r->factor = x[0];
+        } else if (!bad && strncmp(v, "llama3:", 7) == 0 && n == 4 &&
+                   x[0] >= 1 && x[1] > 0 && x[2] > x[1] && x[3] > 0) {
+            r->scaling = ATTN_ROPE_SCALING_LLAMA3;
+            r->factor = x[0];
+            r->low_freq_factor = x[1];
+            r->high_freq_factor = x[2];
+            r->original_max_position = x[3];
+        } else {
+            return cli_usage_error(cmd,
+                                   "--rope-scaling takes linear:FACTOR or "
+                                   "llama3:FACTOR,LOW,HIGH,ORIG (FACTOR >= 1, "
+                                   "0 < LOW < HIGH, ORIG > 0), not '%s'",
+                                   cli_esc(v));
+        }
+    }
+    return 0;
+}
+
 /* Handles one option at argv[i] (value at argv[i + 1]); *used is how many
  * arguments it took (0: not ours). */
 static int parse_one(const char *cmd, int argc, char **argv, int i,
@@ -165,7 +247,8 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
         "--threads",      "--dropout",         "--seed",
         "--softcap",      "--alibi",           "--alibi-slopes",
         "--sinks",        "--doc-ids",         "--cu-seqlens",
-        "--cu-seqlens-k"};
+        "--cu-seqlens-k", "--rope",            "--rope-theta",
+        "--rope-dim",     "--rope-scaling",    "--rope-offset"};
     const char *opt = argv[i];
     *used = 0;
     size_t k, nopts = sizeof with_value / sizeof with_value[0];
@@ -178,7 +261,7 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
         strcmp(opt, "--scale") == 0     ? CLI_OPTS_SCALE
         : strcmp(opt, "--threads") == 0 ? CLI_OPTS_THREADS
         : (strcmp(opt, "--impl") == 0 || strcmp(opt, "--dropout") == 0 ||
-           strcmp(opt, "--seed") == 0)
+           strcmp(opt, "--seed") == 0 || strncmp(opt, "--rope", 6) == 0)
             ? CLI_OPTS_KERNEL
             : 0;
     if (need && !(kinds & need))
@@ -199,6 +282,8 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
                                    "--scale must be a positive number, "
                                    "not '%s'",
                                    v);
+    } else if (strncmp(opt, "--rope", 6) == 0) {
+        return parse_rope(cmd, opt, v, a) ? 2 : 0;
     } else if (strcmp(opt, "--causal") == 0) {
         attn_align al = ATTN_ALIGN_TOP_LEFT;
         if (parse_align(cmd, opt, v, &al)) return 2;
@@ -731,6 +816,40 @@ int cli_sdpa_args_parse(const char *cmd, int *argc, char **argv,
     return load_files(cmd, a, &pf);
 }
 
+/* --rope-* without --rope is an error; an offset becomes positions. */
+static int bind_rope(const char *cmd, cli_sdpa_args *a, int64_t Lq,
+                     int64_t Lk) {
+    attn_rope def;
+    attn_rope_init(&def);
+    if (!a->rope_set) {
+        if (memcmp(&def, &a->rope, sizeof def) != 0 || a->rope_offset)
+            return cli_usage_error(cmd, "--rope-theta, --rope-dim, "
+                                        "--rope-scaling and --rope-offset "
+                                        "need --rope neox|interleaved");
+        return 0;
+    }
+    a->opts.rope = &a->rope;
+    if (!a->rope_offset) return 0;
+    free(a->rope_pos);
+    a->rope_pos = malloc(sizeof(int64_t) * (size_t)(Lq + Lk));
+    if (!a->rope_pos) {
+        fprintf(stderr, "attn %s: out of memory for the rope positions\n",
+                cmd);
+        return 1;
+    }
+    int br = a->opts.mask.align == ATTN_ALIGN_BOTTOM_RIGHT;
+    for (int64_t i = 0; i < Lq; i++) {
+        int64_t c = br ? i + Lk - Lq : i;
+        a->rope_pos[i] = a->rope_offset + (c < 0 ? 0 : c);
+    }
+    for (int64_t j = 0; j < Lk; j++) a->rope_pos[Lq + j] = a->rope_offset + j;
+    a->opts.rope_q_positions = a->rope_pos;
+    a->opts.n_rope_q_positions = Lq;
+    a->opts.rope_k_positions = a->rope_pos + Lq;
+    a->opts.n_rope_k_positions = Lk;
+    return 0;
+}
+
 int cli_sdpa_args_bind(const char *cmd, cli_sdpa_args *a, int64_t B, int64_t H,
                        int64_t Lq, int64_t Lk) {
     attn_mask *m = &a->opts.mask;
@@ -773,5 +892,5 @@ int cli_sdpa_args_bind(const char *cmd, cli_sdpa_args *a, int64_t B, int64_t H,
     if (rc) return rc;
     attn_status st = attn_mask_check(m, B, H, Lq, Lk);
     if (st) return cli_fail(cmd, st, "checking the mask");
-    return 0;
+    return bind_rope(cmd, a, Lq, Lk);
 }
