@@ -146,7 +146,9 @@ class BertModel:
 
     def attention(self, text, text_b=None, threads=0):
         """Attention weights (layers, heads, n, n) float32 of text (a pair
-        with text_b), row = query; tokenize(text) names the n positions."""
+        with text_b), row = query; tokenize(text) names the n positions.
+        Draw or summarize them with axes=("layer", "head") (attn.heatmap,
+        attn.stats, attn.html): a rank-4 array is (batch, head) otherwise."""
         ids, types = self.encode(text, text_b)
         _, w = self.forward(ids[None], types[None], weights=True, threads=threads)
         return w[:, 0]

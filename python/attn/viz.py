@@ -200,8 +200,9 @@ class Weights:
         return ", ".join(parts)
 
     def index(self, index):
-        """(n, h) of one map from index: None for a single map, h for
-        (H, Lq, Lk), (n, h) for (N, H, Lq, Lk)."""
+        """(n, h) of one map from index: None for a single map, an int
+        along the one leading axis of rank 3, (n, h) for rank 4, (l, b, h)
+        for rank 5."""
         r = self.rank
         if index is None:
             return 0, 0

@@ -59,7 +59,7 @@ int cli_labels_opt(const char *cmd, cli_labels *l, const char *arg,
                     : strcmp(arg, l->yopt) == 0  ? &l->y
                                                  : NULL;
     if (!t) return 0;
-    cli_tokens_free(t); /* given twice: the last list counts */
+    cli_tokens_free(t); /* main refuses repeats; kept for safety */
     *rc = cli_tokens_parse(cmd, arg, val, t);
     return 1;
 }

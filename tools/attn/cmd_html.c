@@ -54,7 +54,7 @@ int cmd_html(int argc, char **argv) {
         }
         /* the names of the first version */
         else if (strcmp(arg, "--q-tokens") == 0) {
-            cli_tokens_free(&lb.y); /* given twice: the last list counts */
+            cli_tokens_free(&lb.y); /* main refuses repeats */
             rc = cli_tokens_parse(cmd, arg, val, &lb.y);
         } else if (strcmp(arg, "--k-tokens") == 0) {
             cli_tokens_free(&lb.x);
