@@ -179,6 +179,17 @@ def fifos_refused(d, qkv):
               "model %s as a FIFO: rc %d %r" % (name, r.returncode, r.stderr))
 
 
+    # an output that is a FIFO without a reader: an error, never a wait
+    m = tiny_model(os.path.join(d, "fifo_outmodel"))
+    od = os.path.join(d, "fifo_outdir")
+    os.mkdir(od)
+    os.mkfifo(os.path.join(od, "tokens.txt"))
+    r = run(["attend", m, "--text", "the cat", "--out", od])
+    check(r is not None and r.returncode == 1 and "tokens.txt" in r.stderr,
+          "attend --out with a FIFO tokens.txt: %s" %
+          ("hung" if r is None else "rc %d %r" % (r.returncode, r.stderr)))
+
+
 def modes_kept(d, qkv):
     q, k, v = qkv
     o = os.path.join(d, "m.npy")
