@@ -212,7 +212,7 @@ def main():
                     "I/O error", "not a regular file", code=1)
         expect_fail(attn, "unwritable output",
                     base[:-1] + [os.path.join(d, "no", "such", "dir.npy")],
-                    "I/O error", "cannot create", code=1)
+                    "I/O error", "no/such does not exist", code=1)
         expect_fail(attn, "missing mask file",
                     base + ["--mask", os.path.join(d, "nomask.npy")],
                     "reading --mask", "I/O error", code=1)

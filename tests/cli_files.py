@@ -10,7 +10,6 @@ the test run.
 """
 import json
 import os
-import resource
 import stat
 import struct
 import subprocess
@@ -131,7 +130,10 @@ def outputs_checked_first(d, qkv):
         refused(run(args), " ".join(args[:1] + args[-2:]), [word])
     check(not os.path.exists(os.path.join(d, "o.npy")),
           "mha wrote --out although --save-params could not be written")
-    if os.geteuid() != 0:  # root writes anywhere: no read-only folder then
+    if os.geteuid() == 0:
+        print("read-only folder: running as root, which writes anywhere; "
+              "that part needs an unprivileged user")
+    else:
         ro = os.path.join(d, "ro")
         os.mkdir(ro, 0o555)
         refused(run(["train", "reverse", "--save", os.path.join(ro, "m.bin")]
@@ -177,6 +179,17 @@ def fifos_refused(d, qkv):
             continue
         check(r.returncode == 1 and "FIFO" in r.stderr and name in r.stderr,
               "model %s as a FIFO: rc %d %r" % (name, r.returncode, r.stderr))
+
+
+    # an output that is a FIFO without a reader: an error, never a wait
+    m = tiny_model(os.path.join(d, "fifo_outmodel"))
+    od = os.path.join(d, "fifo_outdir")
+    os.mkdir(od)
+    os.mkfifo(os.path.join(od, "tokens.txt"))
+    r = run(["attend", m, "--text", "the cat", "--out", od])
+    check(r is not None and r.returncode == 1 and "tokens.txt" in r.stderr,
+          "attend --out with a FIFO tokens.txt: %s" %
+          ("hung" if r is None else "rc %d %r" % (r.returncode, r.stderr)))
 
 
 def modes_kept(d, qkv):

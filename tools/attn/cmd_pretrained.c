@@ -2,6 +2,7 @@
  * DIR, attn attend DIR (cmd_attend.c hands a folder argument here) and
  * attn bench --model DIR (cmd_bench.c hands it here). */
 #include "cli.h"
+#include "binfile.h"
 #include "attn_pretrained.h"
 
 #include <errno.h>
@@ -329,14 +330,25 @@ int cli_attend_pretrained(int argc, char **argv) {
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/tokens.txt", out);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "attn %s: cannot write %s\n", cmd, path);
-        rc = 1;
-        goto done;
+    {
+        /* through the library's writer, as every other output: atomic,
+         * and a FIFO or device in the folder is written, never waited on
+         * by a blocking open */
+        size_t len = 0;
+        for (int64_t i = 0; i < n; i++) len += strlen(labels[i]) + 1;
+        char *text = malloc(len + 1), *t = text;
+        if (!text) {
+            rc = cli_fail(cmd, ATTN_E_NOMEM, "tokens.txt");
+            goto done;
+        }
+        for (int64_t i = 0; i < n; i++) t += sprintf(t, "%s\n", labels[i]);
+        st = attn__write_atomic(path, (const unsigned char *)text, len);
+        free(text);
+        if (st) {
+            rc = cli_fail(cmd, st, "writing tokens.txt");
+            goto done;
+        }
     }
-    for (int64_t i = 0; i < n; i++) fprintf(f, "%s\n", labels[i]);
-    fclose(f);
     /* (layer, batch, head, query, key) with batch 1, as attn encoder
      * --weights writes: the rank names the axes for stats, heatmap, html */
     int64_t shape[5] = {N, 1, H, n, n};
