@@ -176,6 +176,20 @@ def main():
         check(r.returncode != 0 and "mask.bias is set" in r.stderr,
               "--bias under --ring: " + r.stderr[-300:])
 
+        # outputs follow the one-process rule: f16 inputs give f16 outputs
+        np.save(p("h.npy"), rng.standard_normal((41, 5)).astype("<f2"))
+        hio = ["--q", p("h.npy"), "--k", p("h.npy"), "--v", p("h.npy")]
+        r1 = run(["sdpa"] + hio + ["--out", p("h1.npy"), "--causal", "top-left"])
+        r = mpirun(2, ["sdpa", "--ring", "zigzag"] + hio + ["--out", p("h2.npy"),
+                   "--causal", "top-left"])
+        check(r1.returncode == 0 and r.returncode == 0, "f16 ring: " + r.stderr[-300:])
+        if r1.returncode == 0 and r.returncode == 0:
+            h1, h2 = np.load(p("h1.npy")), np.load(p("h2.npy"))
+            check(h1.dtype == np.float16 and h2.dtype == np.float16,
+                  "f16 in, f16 out: %s %s" % (h1.dtype, h2.dtype))
+            check(np.max(np.abs(h1.astype(np.float32) - h2.astype(np.float32))) <= 2e-3,
+                  "f16 ring output equals one process within f16 rounding")
+
         # ranks that disagree: rank 1 reads other values for q (refused on
         # every rank, nothing written); rank 1 runs without --ring, or
         # stops before joining, or is not attn at all (nobody waits forever)

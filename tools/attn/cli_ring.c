@@ -72,7 +72,8 @@ int cli_ring_take(const char *cmd, int *argc, char **argv,
 
 int cli_ring_sdpa(const char *cmd, const char *layout, cli_tensor *q,
                   cli_tensor *k, cli_tensor *v, const attn_sdpa_opts *opts,
-                  const char *out_path, const char *lse_path) {
+                  const char *out_path, const char *lse_path,
+                  attn_dtype out_dtype) {
     (void)layout;
     (void)q;
     (void)k;
@@ -80,15 +81,17 @@ int cli_ring_sdpa(const char *cmd, const char *layout, cli_tensor *q,
     (void)opts;
     (void)out_path;
     (void)lse_path;
+    (void)out_dtype;
     return no_mpi(cmd);
 }
 
-int cli_ring_backward(const char *cmd, const char *layout, cli_tensor *q,
-                      cli_tensor *k, cli_tensor *v, cli_tensor *dout,
-                      const attn_sdpa_opts *opts, const char *dq_path,
-                      const char *dk_path, const char *dv_path,
-                      const char *dsinks_path) {
+int cli_ring_backward(const char *cmd, const char *layout, attn_dtype out_dtype,
+                      cli_tensor *q, cli_tensor *k, cli_tensor *v,
+                      cli_tensor *dout, const attn_sdpa_opts *opts,
+                      const char *dq_path, const char *dk_path,
+                      const char *dv_path, const char *dsinks_path) {
     (void)dsinks_path;
+    (void)out_dtype;
     (void)layout;
     (void)q;
     (void)k;
@@ -321,7 +324,8 @@ static int alloc_f32(float **p, size_t n) {
 
 int cli_ring_sdpa(const char *cmd, const char *layout, cli_tensor *q,
                   cli_tensor *k, cli_tensor *v, const attn_sdpa_opts *opts,
-                  const char *out_path, const char *lse_path) {
+                  const char *out_path, const char *lse_path,
+                  attn_dtype out_dtype) {
     int P, R, rc = 0;
     cli_ring_init(&P, &R);
     const attn_ring_layout lay = cli_ring_layout(layout);
@@ -360,7 +364,8 @@ int cli_ring_sdpa(const char *cmd, const char *layout, cli_tensor *q,
     }
     if (R == 0) {
         const int64_t os[4] = {B, H, Lq, Dv}, ls[3] = {B, H, Lq};
-        rc = cli_save_like(cmd, out_path, ATTN_F32, ofull, 4, os, q->rank);
+        rc = cli_save_like_as(cmd, out_path, ATTN_F32, ofull, 4, os, q->rank,
+                              out_dtype);
         if (!rc && lse_path)
             rc = cli_save_like(cmd, lse_path, ATTN_F32, lfull, 3, ls, q->rank);
     }
@@ -376,11 +381,11 @@ done:
     return rc;
 }
 
-int cli_ring_backward(const char *cmd, const char *layout, cli_tensor *q,
-                      cli_tensor *k, cli_tensor *v, cli_tensor *dout,
-                      const attn_sdpa_opts *opts, const char *dq_path,
-                      const char *dk_path, const char *dv_path,
-                      const char *dsinks_path) {
+int cli_ring_backward(const char *cmd, const char *layout, attn_dtype out_dtype,
+                      cli_tensor *q, cli_tensor *k, cli_tensor *v,
+                      cli_tensor *dout, const attn_sdpa_opts *opts,
+                      const char *dq_path, const char *dk_path,
+                      const char *dv_path, const char *dsinks_path) {
     int P, R, rc = 0;
     cli_ring_init(&P, &R);
     const attn_ring_layout lay = cli_ring_layout(layout);
@@ -439,12 +444,13 @@ int cli_ring_backward(const char *cmd, const char *layout, cli_tensor *q,
         const int64_t qs[4] = {B, H, q->t.shape[2], Dk};
         const int64_t ks[4] = {B, Hkv, k->t.shape[2], Dk};
         const int64_t vs[4] = {B, Hkv, k->t.shape[2], Dv};
-        if ((rc = cli_save_like(cmd, dq_path, ATTN_F32, full[0], 4, qs,
-                                q->rank)) ||
-            (rc = cli_save_like(cmd, dk_path, ATTN_F32, full[1], 4, ks,
-                                k->rank)))
+        if ((rc = cli_save_like_as(cmd, dq_path, ATTN_F32, full[0], 4, qs,
+                                   q->rank, out_dtype)) ||
+            (rc = cli_save_like_as(cmd, dk_path, ATTN_F32, full[1], 4, ks,
+                                   k->rank, out_dtype)))
             goto done;
-        rc = cli_save_like(cmd, dv_path, ATTN_F32, full[2], 4, vs, v->rank);
+        rc = cli_save_like_as(cmd, dv_path, ATTN_F32, full[2], 4, vs, v->rank,
+                              out_dtype);
         if (!rc && dsinks_path) {
             const int64_t nh = H;
             rc = cli_save_array(cmd, dsinks_path, ATTN_F64, ds, 1, &nh);

@@ -12,20 +12,22 @@
 int cli_ring_take(const char *cmd, int *argc, char **argv, const char **layout);
 
 /* attn sdpa --ring: q, k, v are the full inputs (read by every rank), opts
- * bound to them; rank 0 writes out (and lse if lse_path). Returns the exit
+ * bound to them; rank 0 writes out (in out_dtype, the one-process
+ * command's rule) and lse (f32) if lse_path. Returns the exit
  * status. Starts and ends MPI. */
 int cli_ring_sdpa(const char *cmd, const char *layout, cli_tensor *q,
                   cli_tensor *k, cli_tensor *v, const attn_sdpa_opts *opts,
-                  const char *out_path, const char *lse_path);
+                  const char *out_path, const char *lse_path,
+                  attn_dtype out_dtype);
 
 /* attn sdpa-backward --ring: the ring forward, then the ring backward;
  * rank 0 writes dq, dk, dv, and dL/dsinks to dsinks_path when it is not
  * NULL (opts then has sinks). */
-int cli_ring_backward(const char *cmd, const char *layout, cli_tensor *q,
-                      cli_tensor *k, cli_tensor *v, cli_tensor *dout,
-                      const attn_sdpa_opts *opts, const char *dq_path,
-                      const char *dk_path, const char *dv_path,
-                      const char *dsinks_path);
+int cli_ring_backward(const char *cmd, const char *layout, attn_dtype out_dtype,
+                      cli_tensor *q, cli_tensor *k, cli_tensor *v,
+                      cli_tensor *dout, const attn_sdpa_opts *opts,
+                      const char *dq_path, const char *dk_path,
+                      const char *dv_path, const char *dsinks_path);
 
 /* attn bench --ring LAYOUT [options]: argv without "--ring LAYOUT" is
  * passed with the layout as argv[0]'s companion (see cli_ring_bench.c). */

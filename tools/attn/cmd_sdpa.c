@@ -115,7 +115,7 @@ int cmd_sdpa(int argc, char **argv) {
                                       "--weights (Lq x Lk), no f64");
             goto done;
         }
-        rc = cli_ring_sdpa(cmd, ring, &q, &k, &v, &a.opts, op, lp);
+        rc = cli_ring_sdpa(cmd, ring, &q, &k, &v, &a.opts, op, lp, fdt);
         goto done;
     }
     attn_dtype odt = compute == ATTN_F64 ? ATTN_F64 : ATTN_F32;

@@ -127,8 +127,8 @@ int cmd_sdpa_backward(int argc, char **argv) {
                                       "no --dbias, no f64");
             goto done;
         }
-        rc = cli_ring_backward(cmd, ring, &q, &k, &v, &dout, &a.opts, dqp, dkp,
-                               dvp, dsp);
+        rc = cli_ring_backward(cmd, ring, fdt, &q, &k, &v, &dout, &a.opts, dqp,
+                               dkp, dvp, dsp);
         goto done;
     }
     if ((rc = cli_alloc_tensor(cmd, "out", gdt, B, H, Lq, Dv, &out)) ||
