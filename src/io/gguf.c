@@ -303,8 +303,8 @@ static attn_status parse_value(cursor *c, kv_entry *e, uint64_t *nsoff,
     }
     if (soff) e->soff = soff + *nsoff;
     for (uint64_t k = 0; k < n; k++) {
-        const char *s;
-        size_t len;
+        const char *s = NULL;
+        size_t len = 0;
         if (soff) soff[*nsoff + k] = c->at;
         if ((st = get_str(c, "an array's string", &s, &len))) return st;
     }
@@ -386,8 +386,8 @@ static attn_status bad_tensor(const attn_gguf *g, const char *name,
 }
 
 static attn_status parse_tensor(attn_gguf *g, cursor *c, tensor_entry *t) {
-    const char *s;
-    size_t len;
+    const char *s = NULL;
+    size_t len = 0;
     attn_status st = get_str(c, "a tensor name", &s, &len);
     if (st) return st;
     if (len == 0 || len > GGUF_MAX_NAME || memchr(s, 0, len)) {
@@ -548,8 +548,8 @@ static attn_status parse_metadata(attn_gguf *g, cursor *c) {
             return ATTN_E_NOMEM;
         for (int64_t i = 0; i < g->nkv && !st; i++) {
             kv_entry *e = &g->kv[i];
-            const char *k;
-            size_t len;
+            const char *k = NULL;
+            size_t len = 0;
             if ((st = get_str(c, "a metadata key", &k, &len))) break;
             if (pass == 0) {
                 if (len == 0 || len > GGUF_MAX_KEY || memchr(k, 0, len)) {
