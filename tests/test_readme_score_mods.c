@@ -20,9 +20,9 @@ int main(void) {
     /* README begin */
     opts.mask.softcap = 50.0;                  /* s = 50 tanh(s / 50) (Gemma 2) */
     opts.mask.alibi = ATTN_ALIBI_CAUSAL;       /* -slope_h (i - j), slopes from H */
-    opts.mask.sinks = sinks;                   /* one logit per head, [H] */
+    opts.mask.sinks = sinks;                   /* double sinks[H]: one logit per head */
     opts.mask.n_sinks = H;
-    opts.mask.sinks_grad = dsinks;             /* backward adds dL/dsinks here */
+    opts.mask.sinks_grad = dsinks;             /* double dsinks[H]: backward adds dL/dsinks */
     int64_t docs[L] = {0, 0, 0, 1, 1, 2};      /* packed: 3 documents */
     opts.mask.doc_q = docs;                    /* keys use the same ids (Lq == Lk) */
     opts.mask.n_doc_q = L;                     /* B * Lq */
