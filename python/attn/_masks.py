@@ -39,7 +39,7 @@ KEYWORDS = {
 NOT_KEYWORDS = ("score_mod", "score_ctx", "mask_mod", "mask_ctx", "block_mask",
                 "sinks_grad")
 
-IMPLS = {"auto": 0, "ref": 1, "flash": 2}
+IMPLS = {"auto": 0, "ref": 1, "flash": 2, "flash_bf16": 3}
 ALIGNS = {"top-left": 0, "bottom-right": 1}
 
 
