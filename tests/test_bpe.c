@@ -384,6 +384,18 @@ static void streaming(void) {
     CHECK_STATUS(attn_bpe_stream_next(t, &s, 0, 0, out, 2, &k), ATTN_E_INVALID);
     CHECK_STATUS(attn_bpe_stream_next(t, &s, 7, 0, out, sizeof out, &k),
                  ATTN_E_INVALID);
+    /* a state no stream can reach is refused, not trusted */
+    s.n_held = 2;
+    s.held[0] = 'A';
+    CHECK_STATUS(attn_bpe_stream_next(t, &s, 0, 0, out, sizeof out, &k),
+                 ATTN_E_INVALID);
+    CHECK(strstr(attn_last_error(), "stream state") != NULL);
+    s.held[0] = 0xf0;
+    s.held[1] = 0x80; /* F0 must be followed by 90..BF */
+    CHECK_STATUS(attn_bpe_stream_end(&s, out, sizeof out, &k), ATTN_E_INVALID);
+    s.held[1] = 0x90;
+    CHECK_STATUS(attn_bpe_stream_end(&s, out, sizeof out, &k), ATTN_OK);
+    CHECK(k == 3 && s.n_held == 0);
     attn_bpe_free(t);
 }
 

@@ -198,7 +198,7 @@ typedef struct {
     size_t xcap;
     cache_slot *cache;
     char *carena;
-    size_t cused;
+    size_t cused, ccap;
 } enc;
 
 static void emit(enc *r, int32_t id) {
@@ -363,7 +363,8 @@ static void word(enc *r, const unsigned char *w, size_t m) {
     for (size_t i = 0; i < nids; i++) emit(r, r->wout[i]);
     if (!c || r->st) return;
     size_t need = m + 4 * nids;
-    if (r->cused + need > CACHE_ARENA) { /* full: start over */
+    if (need > r->ccap) return;
+    if (r->cused + need > r->ccap) { /* full: start over */
         memset(r->cache, 0, sizeof *r->cache * CACHE_SLOTS);
         r->cused = 0;
     }
@@ -492,9 +493,10 @@ attn_status attn_bpe_encode(const attn_bpe *t, const char *text, size_t len,
     r.t = t;
     r.ids = ids;
     r.cap = cap;
-    if (len > 64) { /* a cache pays for itself on longer texts */
+    if (len > 256) { /* a cache pays for itself on longer texts */
+        r.ccap = len < CACHE_ARENA / 8 ? 8 * len : CACHE_ARENA;
         r.cache = attn__alloc(CACHE_SLOTS, sizeof *r.cache, "word cache");
-        r.carena = attn__alloc(CACHE_ARENA, 1, "word cache");
+        r.carena = attn__alloc(r.ccap, 1, "word cache");
         if (!r.cache || !r.carena) {
             attn__free(r.cache);
             attn__free(r.carena);
@@ -577,6 +579,20 @@ static size_t put_fffd(char *o) {
     return 3;
 }
 
+/* The held bytes are the start of a valid sequence, short of its end. */
+static int stream_ok(const attn_bpe_stream *s) {
+    if (s->n_held == 0) return 1;
+    if (s->n_held < 0 || s->n_held > 3) return 0;
+    unsigned lo, hi;
+    int need = lead_len(s->held[0], &lo, &hi);
+    if (need < 2 || s->n_held >= need) return 0;
+    for (int i = 1; i < s->n_held; i++) {
+        if (s->held[i] < lo || s->held[i] > hi) return 0;
+        lo = 0x80, hi = 0xbf;
+    }
+    return 1;
+}
+
 /* Feeds byte c to the stream; writes completed text at o. */
 static size_t feed(attn_bpe_stream *s, unsigned c, char *o) {
     size_t w = 0;
@@ -628,8 +644,10 @@ attn_status attn_bpe_stream_next(const attn_bpe *t, attn_bpe_stream *s,
         return attn__fail(ATTN_E_INVALID,
                           "cap %zu is below attn_bpe_stream_max (%zu)", cap,
                           attn_bpe_stream_max(t));
-    if (s->n_held < 0 || s->n_held > 3)
-        return attn__fail(ATTN_E_INVALID, "stream state is corrupt");
+    if (!stream_ok(s))
+        return attn__fail(ATTN_E_INVALID,
+                          "the stream state is not one attn_bpe_stream_init "
+                          "or attn_bpe_stream_next left");
     const attn__bpe_tok *k = &t->tok[id];
     size_t w = 0;
     if (!(skip_special && k->special))
@@ -647,6 +665,10 @@ attn_status attn_bpe_stream_end(attn_bpe_stream *s, char *out, size_t cap,
                           : !out ? "out"
                                  : "len");
     if (cap < 3) return attn__fail(ATTN_E_INVALID, "cap %zu is below 3", cap);
+    if (!stream_ok(s))
+        return attn__fail(ATTN_E_INVALID,
+                          "the stream state is not one attn_bpe_stream_init "
+                          "or attn_bpe_stream_next left");
     *len = s->n_held ? put_fffd(out) : 0;
     s->n_held = 0;
     return ATTN_OK;
