@@ -176,9 +176,9 @@ static size_t llama_piece(const unsigned char *s, size_t i, size_t end,
 /* ---- one call's state ---------------------------------------------------
  */
 
-#define CACHE_SLOTS 4096
+#define CACHE_SLOTS_MAX 65536 /* slots: a power of two, about len / 64 */
 #define CACHE_MAX_WORD 48
-#define CACHE_ARENA ((size_t)1 << 20)
+#define CACHE_ARENA ((size_t)8 << 20)
 
 typedef struct {
     uint64_t h;
@@ -198,7 +198,7 @@ typedef struct {
     size_t xcap;
     cache_slot *cache;
     char *carena;
-    size_t cused, ccap;
+    size_t cused, ccap, nslots;
 } enc;
 
 static void emit(enc *r, int32_t id) {
@@ -347,7 +347,7 @@ static void word(enc *r, const unsigned char *w, size_t m) {
     cache_slot *c = NULL;
     if (m <= CACHE_MAX_WORD && r->cache) {
         h = attn__bpe_hash((const char *)w, m);
-        c = &r->cache[h & (CACHE_SLOTS - 1)];
+        c = &r->cache[h & (r->nslots - 1)];
         if (c->klen == m && c->h == h &&
             memcmp(r->carena + c->off, w, m) == 0) {
             const char *v = r->carena + c->off + m;
@@ -365,7 +365,7 @@ static void word(enc *r, const unsigned char *w, size_t m) {
     size_t need = m + 4 * nids;
     if (need > r->ccap) return;
     if (r->cused + need > r->ccap) { /* full: start over */
-        memset(r->cache, 0, sizeof *r->cache * CACHE_SLOTS);
+        memset(r->cache, 0, sizeof *r->cache * r->nslots);
         r->cused = 0;
     }
     memcpy(r->carena + r->cused, w, m);
@@ -495,14 +495,16 @@ attn_status attn_bpe_encode(const attn_bpe *t, const char *text, size_t len,
     r.cap = cap;
     if (len > 256) { /* a cache pays for itself on longer texts */
         r.ccap = len < CACHE_ARENA / 8 ? 8 * len : CACHE_ARENA;
-        r.cache = attn__alloc(CACHE_SLOTS, sizeof *r.cache, "word cache");
+        r.nslots = 256;
+        while (r.nslots < CACHE_SLOTS_MAX && r.nslots * 64 < len) r.nslots *= 2;
+        r.cache = attn__alloc(r.nslots, sizeof *r.cache, "word cache");
         r.carena = attn__alloc(r.ccap, 1, "word cache");
         if (!r.cache || !r.carena) {
             attn__free(r.cache);
             attn__free(r.carena);
             return ATTN_E_NOMEM;
         }
-        memset(r.cache, 0, sizeof *r.cache * CACHE_SLOTS);
+        memset(r.cache, 0, sizeof *r.cache * r.nslots);
     }
     if (flags & ATTN_BPE_ADD_SPECIAL)
         for (int k = 0; k < t->nprefix; k++) emit(&r, t->prefix[k]);
