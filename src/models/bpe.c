@@ -9,8 +9,7 @@
 
 #include <string.h>
 
-/* ---- characters ----------------------------------------------------------
- */
+/* ---- characters --------------------------------------------------------- */
 
 static int cls_of_cp(uint32_t cp) {
     int lo = 0, hi = attn__bpe_nruns - 1;
@@ -94,8 +93,7 @@ static size_t last_char(const unsigned char *s, size_t i, size_t e) {
     return p;
 }
 
-/* ---- the patterns -------------------------------------------------------
- */
+/* ---- the patterns ------------------------------------------------------- */
 
 /* GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|
  * \s+(?!\S)|\s+ ; the piece that starts at i ends at the return value. */
@@ -140,7 +138,7 @@ static size_t llama_piece(const unsigned char *s, size_t i, size_t end,
         if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') ||
             (a == 'l' && b == 'l'))
             return i + 3;
-        /* U+017F (long s) and U+212A (Kelvin) fold to s and k */
+        /* ' then U+017F (long s), which folds to s, is a contraction */
         if (a == 0xc5 && b == 0xbf) return i + 3;
     }
     if (c == ATTN__BPE_LETTER) return run_of(s, i, end, c);
@@ -173,8 +171,7 @@ static size_t llama_piece(const unsigned char *s, size_t i, size_t end,
     return last > i ? last : e;
 }
 
-/* ---- one call's state ---------------------------------------------------
- */
+/* ---- one call's state --------------------------------------------------- */
 
 #define CACHE_SLOTS_MAX 65536 /* slots: a power of two, about len / 64 */
 #define CACHE_MAX_WORD 48
@@ -241,8 +238,7 @@ static int scratch(enc *r, size_t m) {
     return 1;
 }
 
-/* ---- merges ---------------------------------------------------------------
- */
+/* ---- merges ------------------------------------------------------------- */
 
 static void heap_push(uint64_t *h, size_t *n, uint64_t v) {
     size_t i = (*n)++;
@@ -377,8 +373,7 @@ static void word(enc *r, const unsigned char *w, size_t m) {
     r->cused += need;
 }
 
-/* ---- segments between added tokens ---------------------------------------
- */
+/* ---- segments between added tokens -------------------------------------- */
 
 static void pieces(enc *r, const unsigned char *s, size_t end) {
     const int pre = r->t->pre;
@@ -546,8 +541,7 @@ attn_status attn_bpe_encode(const attn_bpe *t, const char *text, size_t len,
     return ATTN_OK;
 }
 
-/* ---- decoding -------------------------------------------------------------
- */
+/* ---- decoding ----------------------------------------------------------- */
 
 void attn_bpe_stream_init(attn_bpe_stream *s) {
     if (s) memset(s, 0, sizeof *s);
