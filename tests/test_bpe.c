@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAXIDS 4096
 
@@ -483,6 +485,17 @@ static void json_cases(void) {
     free(many);
     CHECK_STATUS(attn_bpe_load("/nonexistent/tokenizer.json", &t), ATTN_E_IO);
     CHECK(t == NULL);
+    /* a folder and a FIFO without a writer: refused, not read or waited on */
+    CHECK_STATUS(attn_bpe_load(ATTN_SOURCE_DIR "/tests", &t), ATTN_E_IO);
+    CHECK(strstr(attn_last_error(), "regular file") != NULL);
+    char fifo[64];
+    snprintf(fifo, sizeof fifo, "/tmp/attn_bpe_fifo_%ld", (long)getpid());
+    if (mkfifo(fifo, 0600) == 0) {
+        CHECK_STATUS(attn_bpe_load(fifo, &t), ATTN_E_IO);
+        unlink(fifo);
+    } else {
+        CHECK_MSG(0, "mkfifo %s failed", fifo);
+    }
 }
 
 int main(void) {
