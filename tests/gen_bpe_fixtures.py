@@ -10,8 +10,9 @@ tokenizers (pip install tokenizers; CI needs none of this):
                    llama3   Split (Llama 3's pattern) + ByteLevel,
                             ignore_merges, a BOS added by TemplateProcessing,
                             merges written as pairs, a word in the vocabulary
-                            that no merge makes
-                   qwen2    NFC, then Split (Qwen2's pattern) + ByteLevel
+                            that no merge makes, merges over a long s
+                   qwen2    NFC, then Split (Qwen2's pattern) + ByteLevel,
+                            merges over a long s
                    smollm   Digits (one by one) + ByteLevel
   NAME.expected  what tokenizers computes on the test strings, one record a
                  line (text as hex of its UTF-8):
@@ -111,6 +112,13 @@ def train(kind):
         tok.add_tokens([AddedToken("[[added]]", lstrip=False, rstrip=False,
                                    normalized=False)])
     data = json.loads(tok.to_str())
+    if kind in ("llama3", "qwen2"):
+        # merges that join a long s (U+017F, bytes C5 BF: "Å¿") to "x": "'ſx"
+        # keeps them apart only where "'ſ" is a contraction (case folding)
+        vocab = data["model"]["vocab"]
+        for t in ("Å¿", "Å¿x"):
+            vocab.setdefault(t, max(vocab.values()) + 1)
+        data["model"]["merges"] += ["Å ¿", "Å¿ x"]
     if kind == "llama3":
         # a word in the vocabulary that no merge makes: with ignore_merges
         # it is one token
@@ -133,7 +141,7 @@ PIECES = [
     " ", "  ", "   ", "\t", "\t\t", "\n", "\n\n", "\r\n", " \n ", "\u00a0",
     "\u3000", "\u2028", "\u0085", "\u001c", "\u000b", "\u200b", "\ufeff",
     "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S", "'T", "'RE", "'Ll",
-    "'D", "'ſ", "’s", "''", "'x", "don't", "I'M", "we'VE", "it's",
+    "'D", "'ſ", "'ſx", "'Sx", "'LLx", "'Kx", "’s", "''", "'x", "don't", "I'M", "we'VE", "it's",
     "!", "?", "...", ",", ".", "(", ")", "{}", "[]", "<>", "<<", "->", "==",
     "@", "$", "%", "&&", "||", "\\", "/", "_", "__init__", "~", "`", "^",
     "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|begin_of_text|>",

@@ -1,6 +1,7 @@
 /* attn_sizeof: the sizes bindings check their mirrored structs against. */
 #include "attn.h"
 #include "attn_layers.h"
+#include "attn_tokenizer.h"
 #include "attn_train.h"
 #include "attn_viz.h"
 #include "check.h"
@@ -20,6 +21,8 @@ int main(void) {
     CHECK(attn_sizeof("attn_additive_config") == sizeof(attn_additive_config));
     CHECK(attn_sizeof("attn_mha_config") == sizeof(attn_mha_config));
     CHECK(attn_sizeof("attn_encoder_config") == sizeof(attn_encoder_config));
+    CHECK(attn_sizeof("attn_bpe_vocab") == sizeof(attn_bpe_vocab));
+    CHECK(attn_sizeof("attn_bpe_stream") == sizeof(attn_bpe_stream));
     /* unknown names and NULL are 0, not a crash */
     CHECK(attn_sizeof("attn_nothing") == 0);
     CHECK(attn_sizeof("") == 0);

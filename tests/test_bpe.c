@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define MAXIDS 4096
 
@@ -384,6 +386,18 @@ static void streaming(void) {
     CHECK_STATUS(attn_bpe_stream_next(t, &s, 0, 0, out, 2, &k), ATTN_E_INVALID);
     CHECK_STATUS(attn_bpe_stream_next(t, &s, 7, 0, out, sizeof out, &k),
                  ATTN_E_INVALID);
+    /* a state no stream can reach is refused, not trusted */
+    s.n_held = 2;
+    s.held[0] = 'A';
+    CHECK_STATUS(attn_bpe_stream_next(t, &s, 0, 0, out, sizeof out, &k),
+                 ATTN_E_INVALID);
+    CHECK(strstr(attn_last_error(), "stream state") != NULL);
+    s.held[0] = 0xf0;
+    s.held[1] = 0x80; /* F0 must be followed by 90..BF */
+    CHECK_STATUS(attn_bpe_stream_end(&s, out, sizeof out, &k), ATTN_E_INVALID);
+    s.held[1] = 0x90;
+    CHECK_STATUS(attn_bpe_stream_end(&s, out, sizeof out, &k), ATTN_OK);
+    CHECK(k == 3 && s.n_held == 0);
     attn_bpe_free(t);
 }
 
@@ -471,6 +485,17 @@ static void json_cases(void) {
     free(many);
     CHECK_STATUS(attn_bpe_load("/nonexistent/tokenizer.json", &t), ATTN_E_IO);
     CHECK(t == NULL);
+    /* a folder and a FIFO without a writer: refused, not read or waited on */
+    CHECK_STATUS(attn_bpe_load(ATTN_SOURCE_DIR "/tests", &t), ATTN_E_IO);
+    CHECK(strstr(attn_last_error(), "regular file") != NULL);
+    char fifo[64];
+    snprintf(fifo, sizeof fifo, "/tmp/attn_bpe_fifo_%ld", (long)getpid());
+    if (mkfifo(fifo, 0600) == 0) {
+        CHECK_STATUS(attn_bpe_load(fifo, &t), ATTN_E_IO);
+        unlink(fifo);
+    } else {
+        CHECK_MSG(0, "mkfifo %s failed", fifo);
+    }
 }
 
 int main(void) {

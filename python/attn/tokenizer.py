@@ -41,6 +41,8 @@ class _Stream(_lib.Struct):
     _fields_ = [("held", ctypes.c_ubyte * 4), ("n_held", ctypes.c_int)]
 
 
+_lib.MIRRORED.update({"attn_bpe_vocab": _Vocab, "attn_bpe_stream": _Stream})
+
 _PROTOS = {
     "attn_bpe_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_vp)]),
     "attn_bpe_from_vocab": (ctypes.c_int, [ctypes.POINTER(_Vocab),
@@ -68,6 +70,7 @@ _PROTOS = {
 }
 for _name, (_res, _args) in _PROTOS.items():
     _lib.lib.declare(_name, _res, _args)
+_lib.lib.check_layout()
 
 PARSE_SPECIAL = 1
 ADD_SPECIAL = 2

@@ -2,6 +2,7 @@
  * ctypes and checks its layout against these at import). */
 #include "attn_cache.h"
 #include "attn_layers.h"
+#include "attn_tokenizer.h"
 #include "attn_train.h"
 #include "attn_viz.h"
 #include "internal.h"
@@ -36,6 +37,8 @@ size_t attn_sizeof(const char *type_name) {
         {"attn_generate_opts", sizeof(attn_generate_opts)},
         {"attn_gen_task", sizeof(attn_gen_task)},
         {"attn_gen_eval_result", sizeof(attn_gen_eval_result)},
+        {"attn_bpe_vocab", sizeof(attn_bpe_vocab)},
+        {"attn_bpe_stream", sizeof(attn_bpe_stream)},
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
         if (strcmp(sizes[i].name, type_name) == 0) return sizes[i].size;

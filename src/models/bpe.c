@@ -9,8 +9,7 @@
 
 #include <string.h>
 
-/* ---- characters ----------------------------------------------------------
- */
+/* ---- characters --------------------------------------------------------- */
 
 static int cls_of_cp(uint32_t cp) {
     int lo = 0, hi = attn__bpe_nruns - 1;
@@ -94,8 +93,7 @@ static size_t last_char(const unsigned char *s, size_t i, size_t e) {
     return p;
 }
 
-/* ---- the patterns -------------------------------------------------------
- */
+/* ---- the patterns ------------------------------------------------------- */
 
 /* GPT-2: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|
  * \s+(?!\S)|\s+ ; the piece that starts at i ends at the return value. */
@@ -140,7 +138,7 @@ static size_t llama_piece(const unsigned char *s, size_t i, size_t end,
         if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') ||
             (a == 'l' && b == 'l'))
             return i + 3;
-        /* U+017F (long s) and U+212A (Kelvin) fold to s and k */
+        /* ' then U+017F (long s), which folds to s, is a contraction */
         if (a == 0xc5 && b == 0xbf) return i + 3;
     }
     if (c == ATTN__BPE_LETTER) return run_of(s, i, end, c);
@@ -173,12 +171,11 @@ static size_t llama_piece(const unsigned char *s, size_t i, size_t end,
     return last > i ? last : e;
 }
 
-/* ---- one call's state ---------------------------------------------------
- */
+/* ---- one call's state --------------------------------------------------- */
 
-#define CACHE_SLOTS 4096
+#define CACHE_SLOTS_MAX 65536 /* slots: a power of two, about len / 64 */
 #define CACHE_MAX_WORD 48
-#define CACHE_ARENA ((size_t)1 << 20)
+#define CACHE_ARENA ((size_t)8 << 20)
 
 typedef struct {
     uint64_t h;
@@ -198,7 +195,7 @@ typedef struct {
     size_t xcap;
     cache_slot *cache;
     char *carena;
-    size_t cused;
+    size_t cused, ccap, nslots;
 } enc;
 
 static void emit(enc *r, int32_t id) {
@@ -241,8 +238,7 @@ static int scratch(enc *r, size_t m) {
     return 1;
 }
 
-/* ---- merges ---------------------------------------------------------------
- */
+/* ---- merges ------------------------------------------------------------- */
 
 static void heap_push(uint64_t *h, size_t *n, uint64_t v) {
     size_t i = (*n)++;
@@ -347,7 +343,7 @@ static void word(enc *r, const unsigned char *w, size_t m) {
     cache_slot *c = NULL;
     if (m <= CACHE_MAX_WORD && r->cache) {
         h = attn__bpe_hash((const char *)w, m);
-        c = &r->cache[h & (CACHE_SLOTS - 1)];
+        c = &r->cache[h & (r->nslots - 1)];
         if (c->klen == m && c->h == h &&
             memcmp(r->carena + c->off, w, m) == 0) {
             const char *v = r->carena + c->off + m;
@@ -363,8 +359,9 @@ static void word(enc *r, const unsigned char *w, size_t m) {
     for (size_t i = 0; i < nids; i++) emit(r, r->wout[i]);
     if (!c || r->st) return;
     size_t need = m + 4 * nids;
-    if (r->cused + need > CACHE_ARENA) { /* full: start over */
-        memset(r->cache, 0, sizeof *r->cache * CACHE_SLOTS);
+    if (need > r->ccap) return;
+    if (r->cused + need > r->ccap) { /* full: start over */
+        memset(r->cache, 0, sizeof *r->cache * r->nslots);
         r->cused = 0;
     }
     memcpy(r->carena + r->cused, w, m);
@@ -376,8 +373,7 @@ static void word(enc *r, const unsigned char *w, size_t m) {
     r->cused += need;
 }
 
-/* ---- segments between added tokens ---------------------------------------
- */
+/* ---- segments between added tokens -------------------------------------- */
 
 static void pieces(enc *r, const unsigned char *s, size_t end) {
     const int pre = r->t->pre;
@@ -492,15 +488,18 @@ attn_status attn_bpe_encode(const attn_bpe *t, const char *text, size_t len,
     r.t = t;
     r.ids = ids;
     r.cap = cap;
-    if (len > 64) { /* a cache pays for itself on longer texts */
-        r.cache = attn__alloc(CACHE_SLOTS, sizeof *r.cache, "word cache");
-        r.carena = attn__alloc(CACHE_ARENA, 1, "word cache");
+    if (len > 256) { /* a cache pays for itself on longer texts */
+        r.ccap = len < CACHE_ARENA / 8 ? 8 * len : CACHE_ARENA;
+        r.nslots = 256;
+        while (r.nslots < CACHE_SLOTS_MAX && r.nslots * 64 < len) r.nslots *= 2;
+        r.cache = attn__alloc(r.nslots, sizeof *r.cache, "word cache");
+        r.carena = attn__alloc(r.ccap, 1, "word cache");
         if (!r.cache || !r.carena) {
             attn__free(r.cache);
             attn__free(r.carena);
             return ATTN_E_NOMEM;
         }
-        memset(r.cache, 0, sizeof *r.cache * CACHE_SLOTS);
+        memset(r.cache, 0, sizeof *r.cache * r.nslots);
     }
     if (flags & ATTN_BPE_ADD_SPECIAL)
         for (int k = 0; k < t->nprefix; k++) emit(&r, t->prefix[k]);
@@ -542,8 +541,7 @@ attn_status attn_bpe_encode(const attn_bpe *t, const char *text, size_t len,
     return ATTN_OK;
 }
 
-/* ---- decoding -------------------------------------------------------------
- */
+/* ---- decoding ----------------------------------------------------------- */
 
 void attn_bpe_stream_init(attn_bpe_stream *s) {
     if (s) memset(s, 0, sizeof *s);
@@ -575,6 +573,20 @@ static int lead_len(unsigned c, unsigned *lo, unsigned *hi) {
 static size_t put_fffd(char *o) {
     memcpy(o, "\xef\xbf\xbd", 3);
     return 3;
+}
+
+/* The held bytes are the start of a valid sequence, short of its end. */
+static int stream_ok(const attn_bpe_stream *s) {
+    if (s->n_held == 0) return 1;
+    if (s->n_held < 0 || s->n_held > 3) return 0;
+    unsigned lo, hi;
+    int need = lead_len(s->held[0], &lo, &hi);
+    if (need < 2 || s->n_held >= need) return 0;
+    for (int i = 1; i < s->n_held; i++) {
+        if (s->held[i] < lo || s->held[i] > hi) return 0;
+        lo = 0x80, hi = 0xbf;
+    }
+    return 1;
 }
 
 /* Feeds byte c to the stream; writes completed text at o. */
@@ -628,8 +640,10 @@ attn_status attn_bpe_stream_next(const attn_bpe *t, attn_bpe_stream *s,
         return attn__fail(ATTN_E_INVALID,
                           "cap %zu is below attn_bpe_stream_max (%zu)", cap,
                           attn_bpe_stream_max(t));
-    if (s->n_held < 0 || s->n_held > 3)
-        return attn__fail(ATTN_E_INVALID, "stream state is corrupt");
+    if (!stream_ok(s))
+        return attn__fail(ATTN_E_INVALID,
+                          "the stream state is not one attn_bpe_stream_init "
+                          "or attn_bpe_stream_next left");
     const attn__bpe_tok *k = &t->tok[id];
     size_t w = 0;
     if (!(skip_special && k->special))
@@ -647,6 +661,10 @@ attn_status attn_bpe_stream_end(attn_bpe_stream *s, char *out, size_t cap,
                           : !out ? "out"
                                  : "len");
     if (cap < 3) return attn__fail(ATTN_E_INVALID, "cap %zu is below 3", cap);
+    if (!stream_ok(s))
+        return attn__fail(ATTN_E_INVALID,
+                          "the stream state is not one attn_bpe_stream_init "
+                          "or attn_bpe_stream_next left");
     *len = s->n_held ? put_fffd(out) : 0;
     s->n_held = 0;
     return ATTN_OK;

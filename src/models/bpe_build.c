@@ -7,8 +7,7 @@
 
 #include <string.h>
 
-/* ---- the byte alphabet ----------------------------------------------------
- */
+/* ---- the byte alphabet -------------------------------------------------- */
 
 /* Printable Latin-1 bytes stand for themselves; the others (controls,
  * space, DEL, NBSP, soft hyphen) are written as U+0100 + their index among
@@ -89,8 +88,7 @@ static size_t token_bytes(const char *str, size_t len, char *o) {
     return k;
 }
 
-/* ---- lookups ---------------------------------------------------------------
- */
+/* ---- lookups ------------------------------------------------------------ */
 
 int32_t attn__bpe_vocab_id(const attn_bpe *t, const char *s, size_t n) {
     for (uint64_t i = attn__bpe_hash(s, n) & t->vmask;;
@@ -150,8 +148,7 @@ attn_status attn_bpe_id(const attn_bpe *t, const char *token, int32_t *id) {
                       attn__escape_bytes(token, n, eb, sizeof eb));
 }
 
-/* ---- building ----------------------------------------------------------------
- */
+/* ---- building ----------------------------------------------------------- */
 
 static uint64_t pow2_above(uint64_t n) {
     uint64_t c = 16;
@@ -384,8 +381,7 @@ attn_status attn__bpe_build(const attn__bpe_spec *sp, attn_bpe **out) {
     return ATTN_OK;
 }
 
-/* ---- the GGUF form ----------------------------------------------------------
- */
+/* ---- the GGUF form ------------------------------------------------------ */
 
 void attn_bpe_vocab_init(attn_bpe_vocab *v) {
     if (!v) return;

@@ -7,7 +7,11 @@
 #include "../io/json.h"
 #include "bpe_spec.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define BPE_MAX_JSON ((size_t)128 << 20)
 
@@ -440,26 +444,34 @@ attn_status attn_bpe_load(const char *path, attn_bpe **out) {
     if (!out) return attn__fail(ATTN_E_INVALID, "out is NULL");
     *out = NULL;
     if (!path) return attn__fail(ATTN_E_INVALID, "path is NULL");
-    FILE *f = fopen(path, "rb");
-    if (!f) return attn__fail(ATTN_E_IO, "%s: cannot open", path);
+    /* O_NONBLOCK: a FIFO without a writer fails instead of hanging; the
+     * size comes from fstat of a regular file, checked before reading */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0)
+        return attn__fail(ATTN_E_IO, "%s: cannot open: %s", path,
+                          strerror(errno));
+    struct stat sb;
     attn_status st = ATTN_OK;
     char *buf = NULL;
-    long len = -1;
-    if (fseek(f, 0, SEEK_END) == 0) len = ftell(f);
-    if (len < 0)
+    size_t len = 0;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode))
         st = attn__fail(ATTN_E_IO, "%s: not a regular file", path);
-    else if ((size_t)len > BPE_MAX_JSON)
-        st = attn__fail(ATTN_E_FORMAT, "%s: %ld bytes (at most %zu)", path, len,
-                        BPE_MAX_JSON);
-    else if (!(buf = attn__alloc((size_t)len + 1, 1, "tokenizer.json")))
+    else if ((uint64_t)sb.st_size > (uint64_t)BPE_MAX_JSON)
+        st = attn__fail(ATTN_E_FORMAT, "%s: %lld bytes (at most %zu)", path,
+                        (long long)sb.st_size, BPE_MAX_JSON);
+    else if (!(buf = attn__alloc((size_t)sb.st_size + 1, 1, "tokenizer.json")))
         st = ATTN_E_NOMEM;
-    else {
-        rewind(f);
-        if (fread(buf, 1, (size_t)len, f) != (size_t)len)
-            st = attn__fail(ATTN_E_IO, "%s: reading failed", path);
+    while (!st && len < (size_t)sb.st_size) {
+        ssize_t k = read(fd, buf + len, (size_t)sb.st_size - len);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0)
+            st = attn__fail(ATTN_E_IO, "%s: reading failed after %zu bytes",
+                            path, len);
+        else
+            len += (size_t)k;
     }
-    fclose(f);
-    if (!st) st = attn_bpe_parse(buf, (size_t)len, path, out);
+    close(fd);
+    if (!st) st = attn_bpe_parse(buf, len, path, out);
     attn__free(buf);
     return st;
 }

@@ -1,12 +1,15 @@
 /* libFuzzer target: encoding arbitrary text. The first input byte picks
  * the pre-tokenizer (gpt2, smollm, llama-bpe, qwen2), ignore_merges and
- * the flags; the rest is the text. The tokenizer, made once per choice,
+ * the flags, or (with its top bit) the same vocabulary as a tokenizer.json
+ * with Qwen2's NFC normalizer; the rest is the text. The tokenizer, made once per choice,
  * has every byte and a few hundred merges built from the byte alphabet
  * and control / user-defined tokens, so that:
  *  - counting and writing give the same ids, all in the vocabulary, at
  *    most one a byte (plus the BOS);
  *  - decoding them gives the text back when it is UTF-8 (added tokens
- *    decode to themselves), and the stream equals the whole decode. */
+ *    decode to themselves), and the stream equals the whole decode;
+ *  - with NFC, decoding gives the normalized text, which encodes to the
+ *    same ids again (NFC is idempotent). */
 #include "attn_tokenizer.h"
 #include "fuzz_util.h"
 
@@ -104,6 +107,65 @@ static attn_bpe *make(int pre, int ign) {
     return t;
 }
 
+/* s as a JSON string (quotes and backslashes escaped) at o. */
+static size_t json_str(char *o, const char *s) {
+    size_t k = 0;
+    o[k++] = '"';
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') o[k++] = '\\';
+        o[k++] = *s;
+    }
+    o[k++] = '"';
+    return k;
+}
+
+/* The vocabulary of make() as a tokenizer.json with NFC (make runs first). */
+static attn_bpe *make_nfc(void) {
+    int64_t nt = 0, nm = 0;
+    while (tok[nt]) nt++;
+    while (mrg[nm]) nm++;
+    size_t cap = 4096;
+    for (int64_t i = 0; i < nt; i++) cap += 2 * strlen(tok[i]) + 32;
+    for (int64_t i = 0; i < nm; i++) cap += 2 * strlen(mrg[i]) + 8;
+    char *j = malloc(cap);
+    size_t k = 0;
+    k += (size_t)sprintf(j + k, "{\"normalizer\": {\"type\": \"NFC\"}, "
+                                "\"model\": {\"type\": \"BPE\", \"vocab\": {");
+    for (int64_t i = 0; i < nt - 4; i++) {
+        k += json_str(j + k, tok[i]);
+        k += (size_t)sprintf(j + k, ": %lld%s", (long long)i,
+                             i + 5 < nt ? ", " : "");
+    }
+    k += (size_t)sprintf(j + k, "}, \"merges\": [");
+    for (int64_t i = 0; i < nm; i++) {
+        k += json_str(j + k, mrg[i]);
+        if (i + 1 < nm) j[k++] = ',';
+    }
+    k += (size_t)sprintf(j + k, "]}, \"added_tokens\": [");
+    for (int64_t i = nt - 4; i < nt; i++) {
+        k += (size_t)sprintf(j + k,
+                             "{\"id\": %lld, \"content\": ", (long long)i);
+        k += json_str(j + k, tok[i]);
+        k += (size_t)sprintf(j + k, ", \"special\": %s}%s",
+                             i < nt - 1 ? "true" : "false",
+                             i + 1 < nt ? ", " : "");
+    }
+    k += (size_t)sprintf(
+        j + k,
+        "], \"pre_tokenizer\": {\"type\": \"Sequence\", "
+        "\"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": "
+        "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|"
+        "\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|"
+        "\\\\s+(?!\\\\S)|\\\\s+\"}, \"behavior\": \"Isolated\", \"invert\": "
+        "false}, {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+        "\"use_regex\": false}]}, \"decoder\": {\"type\": \"ByteLevel\"}}");
+    FUZZ_CHECK(k < cap);
+    attn_bpe *t = NULL;
+    FUZZ_CHECK(attn_bpe_parse(j, k, "nfc", &t) == ATTN_OK);
+    free(j);
+    return t;
+}
+
 static int is_utf8(const uint8_t *s, size_t n) {
     for (size_t i = 0; i < n;) {
         unsigned c = s[i];
@@ -127,8 +189,31 @@ static int is_utf8(const uint8_t *s, size_t n) {
     return 1;
 }
 
+/* NFC: encode, decode, encode again gives the same ids. */
+static void nfc_case(const attn_bpe *t, const char *text, size_t len,
+                     unsigned flags) {
+    int64_t n = -1, m = -1;
+    FUZZ_CHECK(attn_bpe_encode(t, text, len, flags, NULL, 0, &n) == ATTN_OK);
+    FUZZ_CHECK(n >= 0 && n <= 2 * (int64_t)len + 4);
+    int32_t *ids = malloc(sizeof *ids * (size_t)(2 * n + 8));
+    FUZZ_CHECK(attn_bpe_encode(t, text, len, flags, ids, n, &m) == ATTN_OK);
+    FUZZ_CHECK(m == n);
+    size_t tl = 0, k;
+    FUZZ_CHECK(attn_bpe_decode(t, ids, n, 0, NULL, 0, &tl) == ATTN_OK);
+    char *out = malloc(tl + 1);
+    FUZZ_CHECK(attn_bpe_decode(t, ids, n, 0, out, tl + 1, &k) == ATTN_OK);
+    if (is_utf8((const uint8_t *)text, len)) {
+        int32_t *again = ids + n;
+        FUZZ_CHECK(attn_bpe_encode(t, out, tl, flags, again, n + 8, &m) ==
+                   ATTN_OK);
+        FUZZ_CHECK(m == n && memcmp(again, ids, sizeof *ids * (size_t)n) == 0);
+    }
+    free(out);
+    free(ids);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    static attn_bpe *cache[8];
+    static attn_bpe *cache[8], *nfc;
     if (size < 1) return 0;
     int pick = data[0] & 7;
     unsigned flags = (data[0] >> 3) & 3;
@@ -136,6 +221,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const attn_bpe *t = cache[pick];
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
+    if (data[0] & 0x80) {
+        if (!nfc) nfc = make_nfc();
+        nfc_case(nfc, text, len, flags & ATTN_BPE_PARSE_SPECIAL);
+        return 0;
+    }
     int64_t n = -1, m = -1, v = attn_bpe_vocab_size(t);
     FUZZ_CHECK(attn_bpe_encode(t, text, len, flags, NULL, 0, &n) == ATTN_OK);
     FUZZ_CHECK(n >= 0 && n <= (int64_t)len + 1);
