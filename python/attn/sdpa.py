@@ -18,7 +18,7 @@ from . import _lib
 from ._lib import (ATTN_BF16, ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_NONFINITE,
                    ATTN_E_SHAPE, ATTN_F16, ATTN_F32, ATTN_F64, ATTN_U8, fail)
 
-_IMPLS = {"auto": 0, "ref": 1, "flash": 2}
+_IMPLS = {"auto": 0, "ref": 1, "flash": 2, "flash_bf16": 3}
 _ALIGNS = {"top-left": 0, "bottom-right": 1}
 _DTYPE_ARG = (None, "float32", "float16", "bfloat16", "float64")
 _NAMES = {ATTN_F32: "float32", ATTN_F16: "float16", ATTN_BF16: "bfloat16",
