@@ -106,8 +106,8 @@ static int run(int impl, const shape *s, const float *A, const float *B,
         if (s->nt)
             return attn__tile_nt_avx512(s->m, s->n, s->k, alpha, A, lda, B, ldb,
                                         C, ldc, st->pack);
-        return attn__tile_nn_acc_avx512(s->m, s->n, s->k, A, lda, B, ldb, C,
-                                        ldc);
+        return attn__tile_acc_avx512(0, s->m, s->n, s->k, 1.0f, A, lda, B, ldb,
+                                     C, ldc);
     }
 }
 
