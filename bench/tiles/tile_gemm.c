@@ -122,8 +122,8 @@ int main(int argc, char **argv) {
     libxsmm_init();
     const double peak = attn__isa_cpu() >= ATTN__ISA_AVX512 ? fma_peak() : 0.0;
     printf("tile products, 1 thread; CPU path %s; f32 FMA peak of one core "
-           "%.1f GFLOP/s (measured)\n\n",
-           attn__isa_name(attn__isa_cpu()), peak);
+           "%.1f GFLOP/s (measured); OpenBLAS kernels: %s\n\n",
+           attn__isa_name(attn__isa_cpu()), peak, openblas_get_corename());
     printf("| product | m x n x k | impl | GFLOP/s | of peak | / openblas "
            "| max rel err |\n| --- | --- | --- | ---: | ---: | ---: | ---: "
            "|\n");
