@@ -10,7 +10,8 @@
  * measured (AVX512_BF16, no AMX kernel here) vdpbf16ps ran at half the f32
  * FMA rate, 85-89 GFLOP/s per core on the tile shapes against 125-150 for
  * tile.c's f32 micro-kernels (bench/tiles/tile_gemm.c), so bf16 products
- * pay only where the unit is wider (AMD Zen 4: twice the f32 rate).
+ * pay only where vdpbf16ps issues as fast as an FMA (AMD Zen 4 by its
+ * documented rates; not measured here).
  * Internal. */
 #ifndef ATTN_TILE_BF16_H
 #define ATTN_TILE_BF16_H
