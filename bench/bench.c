@@ -111,7 +111,9 @@ typedef struct {
     const bench_opts *o;
     FILE *out;
     int threads;
-    double ceiling; /* sgemm GFLOP/s at the run's thread count */
+    double ceiling;   /* sgemm GFLOP/s at the run's thread count */
+    double ceil_bf16; /* bf16 GEMM GFLOP/s (0: no bf16 path) */
+    double peak;      /* f32 FMA peak of the run's threads (0: unknown) */
 } runner;
 
 /* Visible pairs of one head: L^2, or L (L + 1) / 2 under a causal mask. */
@@ -134,11 +136,14 @@ static void report(const runner *r, const bench_case *c, const char *impl,
             "{\"impl\": \"%s\", \"B\": %lld, \"H\": %lld, \"Lq\": %lld, "
             "\"Lk\": %lld, \"D\": %lld, \"causal\": %s, \"dtype\": \"%s\", "
             "\"threads\": %d, \"ms\": %.3f, \"gflops\": %.2f, "
-            "\"ceiling_gflops\": %.2f, \"ratio\": %.3f, \"extra_bytes\": %zu",
+            "\"ceiling_gflops\": %.2f, \"ratio\": %.3f, \"extra_bytes\": %zu, "
+            "\"ceiling_bf16_gflops\": %.2f, \"ratio_bf16\": %.3f, "
+            "\"fma_peak_gflops\": %.2f",
             bwd_ratio > 0 ? "flash_bwd" : impl, (long long)c->B,
             (long long)c->H, (long long)c->L, (long long)c->L, (long long)c->D,
             c->causal ? "true" : "false", attn_dtype_name((attn_dtype)c->dtype),
-            r->threads, ms, gf, r->ceiling, gf / r->ceiling, extra);
+            r->threads, ms, gf, r->ceiling, gf / r->ceiling, extra,
+            r->ceil_bf16, r->ceil_bf16 > 0 ? gf / r->ceil_bf16 : 0.0, r->peak);
         if (speedup > 0) fprintf(r->out, ", \"speedup\": %.1f", speedup);
         if (err >= 0)
             fprintf(r->out,
@@ -149,16 +154,20 @@ static void report(const runner *r, const bench_case *c, const char *impl,
             fprintf(r->out, ", \"bwd_fwd_ratio\": %.3f", bwd_ratio);
         fprintf(r->out, "}\n");
     } else {
-        char sp[32] = "", er[32] = "", bf[32] = "";
+        char sp[32] = "", er[32] = "", bf[32] = "", c16[32] = "";
+        if (r->ceil_bf16 > 0)
+            snprintf(c16, sizeof c16, "%.1f%%", 100.0 * gf / r->ceil_bf16);
         if (speedup > 0) snprintf(sp, sizeof sp, "%.1fx", speedup);
         if (err >= 0) snprintf(er, sizeof er, "%.1e", err);
         if (bwd_ratio > 0) snprintf(bf, sizeof bf, "%.2f", bwd_ratio);
         fprintf(
             r->out,
-            "%6lld %4lld %-6s %-4s %-5s %10.2f %8.1f %6.1f%% %8s %10.2f %9s %7s\n",
+            "%6lld %4lld %-6s %-4s %-5s %10.2f %8.1f %6.1f%% %7s %8s %10.2f "
+            "%9s %7s\n",
             (long long)c->L, (long long)c->D, c->causal ? "causal" : "full",
             attn_dtype_name((attn_dtype)c->dtype), impl, ms, gf,
-            100.0 * gf / r->ceiling, sp, (double)extra / 1048576.0, er, bf);
+            100.0 * gf / r->ceiling, c16, sp, (double)extra / 1048576.0, er,
+            bf);
     }
     fflush(r->out);
 }
@@ -435,6 +444,60 @@ done:
     return rc;
 }
 
+/* bf16 inputs on a path with AVX512_BF16: the same case with the bf16
+ * tile products (ATTN_IMPL_FLASH_BF16), checked (bf16's tolerance: the
+ * weights are rounded to bf16 for P V) and reported as row "fl16".
+ * Returns 0, 1 (wrong result) or 2 (failure). */
+#define BENCH_TOL_BF16 4e-3
+static int run_flash_bf16(const runner *r, const bench_case *c,
+                          const attn_tensor *q, const attn_tensor *k,
+                          const attn_tensor *v, const attn_sdpa_opts *op,
+                          const float *oref, double ref_ms) {
+    const size_t n = (size_t)(c->B * c->H * c->L * c->D);
+    float *o16 = malloc(n * 4), *l16 = malloc((size_t)(c->B * c->H * c->L) * 4);
+    int rc = 2;
+    if (!o16 || !l16) goto done;
+    attn_tensor ot = attn_tensor_4d(o16, ATTN_F32, c->B, c->H, c->L, c->D);
+    attn_sdpa_opts o = *op;
+    o.impl = ATTN_IMPL_FLASH_BF16;
+    size_t extra = 0;
+    double best = run_once(q, k, v, &o, &ot, l16, &extra);
+    if (best < 0) goto done;
+    double err = 0.0;
+    int failed = 0;
+    if (oref) {
+        for (size_t x = 0; x < n; x++) {
+            double e = fabs((double)o16[x] - oref[x]);
+            if (!(e <= err)) err = e;
+        }
+    } else {
+        err = check_rows(q, k, v, o16, c, &failed);
+    }
+    if (failed || !(err <= BENCH_TOL_BF16)) {
+        fprintf(stderr,
+                "attn bench: L=%lld D=%lld %s bf16: flash_bf16 differs from "
+                "the reference by %.3g (> %.1g): not reported\n",
+                (long long)c->L, (long long)c->D, c->causal ? "causal" : "full",
+                err, BENCH_TOL_BF16);
+        rc = 1;
+        goto done;
+    }
+    double total = best;
+    for (int runs = 1; (total < 0.6 || runs < 2) && best < 1.5; runs++) {
+        double t = run_once(q, k, v, &o, &ot, l16, NULL);
+        if (t < 0) goto done;
+        total += t;
+        if (t < best) best = t;
+    }
+    report(r, c, r->o->json ? "flash_bf16" : "fl16", best * 1e3, extra,
+           ref_ms > 0 ? ref_ms / (best * 1e3) : 0.0, err, 0.0);
+    rc = 0;
+done:
+    free(o16);
+    free(l16);
+    return rc;
+}
+
 static int run_case(const runner *r, const bench_case *c) {
     const int64_t B = c->B, H = c->H, L = c->L, D = c->D;
     const size_t n = (size_t)(B * H * L * D);
@@ -519,6 +582,14 @@ static int run_case(const runner *r, const bench_case *c) {
     if (have_ref) report(r, c, "ref", ref_ms, extra, 0.0, -1.0, 0.0);
     report(r, c, "flash", fl_ms, fextra, have_ref ? ref_ms / fl_ms : 0.0, err,
            0.0);
+    if (dt == ATTN_BF16 && attn__isa_get() >= ATTN__ISA_AVX512_BF16) {
+        int x = run_flash_bf16(r, c, &q, &k, &v, &op, have_ref ? oref : NULL,
+                               have_ref ? ref_ms : 0.0);
+        if (x) {
+            rc = x;
+            goto done;
+        }
+    }
     if (L <= r->o->bwd_max_l) {
         int x = run_backward(r, c, &q, &k, &v, &o, lse, fl_ms);
         if (x) {
@@ -568,6 +639,8 @@ int bench_run(const bench_opts *o, FILE *out) {
                 : r.threads == 2 ? g2
                                  : sgemm_gflops(1024, r.threads);
     r.ceiling = gt;
+    r.peak = bench_fma_peak(r.threads);
+    r.ceil_bf16 = bench_bf16_gemm_gflops(1024, r.threads);
     if (o->json) {
         fprintf(out,
                 "{\"impl\": \"sgemm\", \"M\": 1024, \"N\": 1024, \"K\": 1024, "
@@ -582,6 +655,13 @@ int bench_run(const bench_opts *o, FILE *out) {
                     "{\"impl\": \"sgemm\", \"M\": 1024, \"N\": 1024, "
                     "\"K\": 1024, \"threads\": %d, \"gflops\": %.2f}\n",
                     r.threads, gt);
+        fprintf(out,
+                "{\"impl\": \"gemm_bf16\", \"M\": 1024, \"N\": 1024, "
+                "\"K\": 1024, \"threads\": %d, \"gflops\": %.2f}\n"
+                "{\"impl\": \"fma_peak\", \"threads\": %d, \"gflops\": "
+                "%.2f, \"isa\": \"%s\"}\n",
+                r.threads, r.ceil_bf16, r.threads, r.peak,
+                attn__isa_name(attn__isa_get()));
     } else {
         int64_t bq = 0, bk = 0;
         attn__sdpa_dims d = {1, 1, 1, 1 << 20, 1 << 20, 64, 64, 1, 0.125};
@@ -598,15 +678,26 @@ int bench_run(const bench_opts *o, FILE *out) {
                 g1, g2);
         if (r.threads > 2)
             fprintf(out, ", %d threads %.1f GFLOP/s", r.threads, gt);
+        if (r.ceil_bf16 > 0)
+            fprintf(out,
+                    "\nbf16 GEMM 1024^3 on the bf16 tile products (column "
+                    "bf16 c): %.1f GFLOP/s on %d thread%s",
+                    r.ceil_bf16, r.threads, r.threads == 1 ? "" : "s");
+        else
+            fprintf(out, "\nbf16 GEMM: none (the path lacks AVX512_BF16)");
+        if (r.peak > 0)
+            fprintf(out, "\nf32 FMA peak of %d core%s: %.1f GFLOP/s", r.threads,
+                    r.threads == 1 ? "" : "s", r.peak);
         fprintf(out,
                 "\nB=1 H=8; GFLOP/s = 4 B H D x visible pairs / time (bwd: "
                 "2.5x that); %% of the %d-thread sgemm ceiling; bwd rows: "
                 "backward up to L=%lld, max err relative to the largest "
                 "gradient\n\n",
                 r.threads, (long long)o->bwd_max_l);
-        fprintf(out, "%6s %4s %-6s %-4s %-5s %10s %8s %7s %8s %10s %9s %7s\n",
+        fprintf(out,
+                "%6s %4s %-6s %-4s %-5s %10s %8s %7s %7s %8s %10s %9s %7s\n",
                 "L", "D", "mask", "type", "impl", "ms", "GFLOP/s", "ceil",
-                "speedup", "extra MiB", "max err", "bwd/fwd");
+                "bf16 c", "speedup", "extra MiB", "max err", "bwd/fwd");
     }
 
     bench_case list[64];

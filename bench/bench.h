@@ -36,4 +36,11 @@ int bench_parse_case(const char *spec, bench_case *c);
  * failed its check (its figures are then not reported), 2 on other errors. */
 int bench_run(const bench_opts *o, FILE *out);
 
+/* The f32 FMA peak of `threads` cores in GFLOP/s (0 below AVX-512). */
+double bench_fma_peak(int threads);
+
+/* GFLOP/s of an n^3 product on the bf16 tile products with `threads`
+ * threads (0 where the path lacks AVX512_BF16). */
+double bench_bf16_gemm_gflops(int n, int threads);
+
 #endif

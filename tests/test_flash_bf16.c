@@ -138,10 +138,7 @@ int main(void) {
                 "*** the bf16 tile products NOT run: this process's path is "
                 "%s (AVX512_BF16 needed); FLASH_BF16 checked to be FLASH ***\n",
                 attn__isa_name(attn__isa_get()));
-    if (missing)
-        fprintf(stderr,
-                "*** tests/data/torch_bf16_sdpa_errors.txt lacks cases: "
-                "checked against the bf16 rounding bound only (make the "
-                "fixture with tests/torch_bf16_errors.py) ***\n");
+    CHECK_MSG(!missing, "tests/data/torch_bf16_sdpa_errors.txt lacks cases "
+                        "(make it again with tests/torch_bf16_errors.py)");
     return check_done("test_flash_bf16");
 }

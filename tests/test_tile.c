@@ -75,21 +75,28 @@ static void case_nt(int64_t m, int64_t n, int64_t k, int64_t c0, int64_t nc,
     free(pack);
 }
 
-/* C += A B against double (C starts random), guards around C. */
-static void case_nn(int64_t m, int64_t n, int64_t k, const char *path) {
-    const int64_t lda = k + 2, ldb = n + 3, ldc = n + 4;
-    float *A = malloc(sizeof(float) * (size_t)(m * lda + 1));
+/* C += alpha op(A) B against double (C starts random), guards around C;
+ * op(A) = A [m x k] or, with ta, A^T for A [k x m]. */
+static void case_acc(int ta, int64_t m, int64_t n, int64_t k,
+                     const char *path) {
+    const int64_t lda = (ta ? m : k) + 2, ldb = n + 3, ldc = n + 4;
+    const int64_t arows = ta ? k : m;
+    const float alpha = ta ? 0.25f : 1.0f;
+    float *A = malloc(sizeof(float) * (size_t)(arows * lda + 1));
     float *B = malloc(sizeof(float) * (size_t)(k * ldb + 1));
     float *C = malloc(sizeof(float) * (size_t)((m + 2) * ldc));
     float *C0 = malloc(sizeof(float) * (size_t)(m * ldc + 1));
-    fill(A, (size_t)(m * lda), 11 + (unsigned long long)(m + k));
+    fill(A, (size_t)(arows * lda), 11 + (unsigned long long)(m + k));
     fill(B, (size_t)(k * ldb), 13 + (unsigned long long)(n + k));
     for (int64_t i = 0; i < (m + 2) * ldc; i++) C[i] = GUARD;
     float *Cm = C + ldc;
     fill(C0, (size_t)(m * ldc), 5);
     for (int64_t i = 0; i < m; i++)
         memcpy(Cm + i * ldc, C0 + i * ldc, sizeof(float) * (size_t)n);
-    attn__tile_nn_acc(m, n, k, A, lda, B, ldb, Cm, ldc);
+    if (ta)
+        attn__tile_tn_acc(m, n, k, alpha, A, lda, B, ldb, Cm, ldc);
+    else
+        attn__tile_nn_acc(m, n, k, alpha, A, lda, B, ldb, Cm, ldc);
     double err = 0;
     int guards = 1;
     for (int64_t i = 0; i < m; i++)
@@ -98,17 +105,20 @@ static void case_nn(int64_t m, int64_t n, int64_t k, const char *path) {
                 guards &= Cm[i * ldc + j] == GUARD;
                 continue;
             }
-            double r = C0[i * ldc + j];
+            double r = 0;
             for (int64_t x = 0; x < k; x++)
-                r += (double)A[i * lda + x] * B[x * ldb + j];
+                r += (double)(ta ? A[x * lda + i] : A[i * lda + x]) *
+                     B[x * ldb + j];
+            r = C0[i * ldc + j] + (double)alpha * r;
             double e = fabs(r - Cm[i * ldc + j]);
             if (!(e <= err)) err = e;
         }
     for (int64_t j = 0; j < ldc; j++)
         guards &= C[j] == GUARD && C[(m + 1) * ldc + j] == GUARD;
-    CHECK_MSG(err <= 1e-6 * (double)(k + 1), "%s nn %lldx%lldx%lld: err %g",
-              path, (long long)m, (long long)n, (long long)k, err);
-    CHECK_MSG(guards, "%s nn: wrote outside C", path);
+    CHECK_MSG(err <= 1e-6 * (double)(k + 1), "%s %s %lldx%lldx%lld: err %g",
+              path, ta ? "tn" : "nn", (long long)m, (long long)n, (long long)k,
+              err);
+    CHECK_MSG(guards, "%s %s: wrote outside C", path, ta ? "tn" : "nn");
     free(A);
     free(B);
     free(C);
@@ -128,7 +138,8 @@ int main(void) {
             for (int b = 0; b < ns; b++)
                 for (int c = 0; c < ns; c += 2) {
                     const int64_t m = sizes[a], n = sizes[b], k = sizes[c];
-                    case_nn(m, n, k, name);
+                    case_acc(0, m, n, k, name);
+                    case_acc(1, m, n, k, name);
                     case_nt(m, n, k, 0, n, name);
                     if (n > 2) {
                         case_nt(m, n, k, 1, n - 2, name);

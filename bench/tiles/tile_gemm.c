@@ -9,11 +9,14 @@
  * Implementations: OpenBLAS cblas_sgemm (single thread), oneDNN's
  * dnnl_sgemm (its own runtime ISA dispatch), LIBXSMM's JIT kernels
  * (libxsmm_smmdispatch, column-major: C^T = B^T A^T) and attn's AVX-512
- * micro-kernels (src/kernels/tile.c). Built as `attn_tile_gemm` when
+ * micro-kernels (src/kernels/tile.c), and its bf16 ones (vdpbf16ps,
+ * src/kernels/tile_bf16.c) on bf16-rounded copies of the operands. Built as `attn_tile_gemm` when
  * CMake finds libdnnl and libxsmm (make deps installs them); run
  * build/attn_tile_gemm [reps]. */
 #include "../../src/kernels/cpu.h"
 #include "../../src/kernels/tile.h"
+#include "../../src/kernels/tile_bf16.h"
+#include "attn.h"
 
 #include <cblas.h>
 #include <immintrin.h>
@@ -25,9 +28,9 @@
 #include <string.h>
 #include <time.h>
 
-enum { OPENBLAS, DNNL, XSMM, OWN, NIMPL };
+enum { OPENBLAS, DNNL, XSMM, OWN, OWN_BF16, NIMPL };
 static const char *const names[NIMPL] = {"openblas", "onednn", "libxsmm",
-                                         "attn avx512"};
+                                         "attn avx512", "attn bf16"};
 
 typedef struct {
     const char *what;
@@ -66,6 +69,10 @@ __attribute__((target("avx512f"))) static double fma_peak(void) {
 typedef struct {
     libxsmm_smmfunction xk;
     float *pack;
+    /* bf16 copies: A (rows padded to even), B packed once (as the flash
+     * kernel packs a key tile once for all its blocks) */
+    uint16_t *ab, *bp;
+    int ldab, bf16;
 } impl_state;
 
 static int run(int impl, const shape *s, const float *A, const float *B,
@@ -86,12 +93,21 @@ static int run(int impl, const shape *s, const float *A, const float *B,
         /* column-major: C^T (n x m) = op(B) A^T */
         st->xk(B, A, C);
         return 1;
+    case OWN_BF16:
+        if (!st->bf16) return 0;
+        if (s->nt)
+            attn__bf16_nt(s->m, 0, s->n, s->k, alpha, st->ab, st->ldab, st->bp,
+                          C, ldc);
+        else
+            attn__bf16_nn_acc(s->m, s->n, s->k, 0, (s->k + 1) / 2, st->ab,
+                              st->ldab, st->bp, C, ldc);
+        return 1;
     default:
         if (s->nt)
             return attn__tile_nt_avx512(s->m, s->n, s->k, alpha, A, lda, B, ldb,
                                         C, ldc, st->pack);
-        return attn__tile_nn_acc_avx512(s->m, s->n, s->k, A, lda, B, ldb, C,
-                                        ldc);
+        return attn__tile_acc_avx512(0, s->m, s->n, s->k, 1.0f, A, lda, B, ldb,
+                                     C, ldc);
     }
 }
 
@@ -106,8 +122,8 @@ int main(int argc, char **argv) {
     libxsmm_init();
     const double peak = attn__isa_cpu() >= ATTN__ISA_AVX512 ? fma_peak() : 0.0;
     printf("tile products, 1 thread; CPU path %s; f32 FMA peak of one core "
-           "%.1f GFLOP/s (measured)\n\n",
-           attn__isa_name(attn__isa_cpu()), peak);
+           "%.1f GFLOP/s (measured); OpenBLAS kernels: %s\n\n",
+           attn__isa_name(attn__isa_cpu()), peak, openblas_get_corename());
     printf("| product | m x n x k | impl | GFLOP/s | of peak | / openblas "
            "| max rel err |\n| --- | --- | --- | ---: | ---: | ---: | ---: "
            "|\n");
@@ -138,6 +154,21 @@ int main(int argc, char **argv) {
             else
                 C0[i - na - nb] = v;
         }
+        st.bf16 = attn__isa_cpu() >= ATTN__ISA_AVX512_BF16;
+        st.ldab = (s->k + 1) & ~1;
+        st.ab = calloc((size_t)s->m * st.ldab, 2);
+        uint16_t *bb = malloc(nb * 2);
+        st.bp = malloc(attn__bf16_pack_elems(s->nt ? s->n : s->n, s->k) * 2);
+        for (int i = 0; i < s->m; i++)
+            for (int x = 0; x < s->k; x++)
+                st.ab[(size_t)i * st.ldab + x] =
+                    attn_f32_to_bf16(A[(size_t)i * s->k + x]);
+        for (size_t i = 0; i < nb; i++) bb[i] = attn_f32_to_bf16(B[i]);
+        if (s->nt)
+            attn__bf16_pack_nt(s->n, s->k, bb, s->k, st.bp);
+        else
+            attn__bf16_pack_nn(s->k, s->n, bb, s->n, st.bp);
+        free(bb);
         const libxsmm_blasint m = s->n, n = s->m, k = s->k;
         const libxsmm_blasint lda = s->nt ? s->k : s->n, ldb = s->k, ldc = s->n;
         const float alpha = s->nt ? 0.125f : 1.0f, beta = s->nt ? 0.f : 1.f;
@@ -168,7 +199,8 @@ int main(int argc, char **argv) {
                 double e = fabs(C[i] - R[i]) / rmax;
                 if (!(e <= err[im])) err[im] = e;
             }
-            if (ok[im] && !(err[im] < 1e-5)) {
+            /* bf16 operands: their rounding (2^-9 relative each) */
+            if (ok[im] && !(err[im] < (im == OWN_BF16 ? 2e-2 : 1e-5))) {
                 printf("%s %s: wrong result (err %.3g)\n", s->what, names[im],
                        err[im]);
                 ok[im] = 0;
@@ -206,6 +238,8 @@ int main(int argc, char **argv) {
         free(C0);
         free(R);
         free(st.pack);
+        free(st.ab);
+        free(st.bp);
     }
     libxsmm_finalize();
     return bad;

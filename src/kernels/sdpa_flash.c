@@ -175,8 +175,8 @@ static int fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
     if (c->bf16)
         pv_bf16(c, ws, x, nr, co, nc, S, lds, O);
     else
-        attn__tile_nn_acc(nr, Dv, nc, S, lds, x->v + co * x->ldv, x->ldv, O,
-                          Dv);
+        attn__tile_nn_acc(nr, Dv, nc, 1.0f, S, lds, x->v + co * x->ldv, x->ldv,
+                          O, Dv);
     return 0;
 }
 

@@ -29,8 +29,8 @@
  * per-thread tiles and the D vector (B * H * Lq floats).
  */
 #include "flash.h"
+#include "tile.h"
 
-#include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -73,6 +73,8 @@ typedef struct {
     const float *q, *dout, *k, *v;
     int64_t ldq, ldo, ldk, ldv;
     float *qb, *ob, *kb, *vb; /* bq x Dk, bq x Dv, bk x Dk, bk x Dv      */
+    float *kp, *vp;           /* K and V packed for the score products   */
+    attn__tile_bt kt, vt;     /* the key tile's K and V as tile.h's B    */
     const float *lse, *dd;    /* lse and D of the query tile's rows      */
     float *p, *pd, *ds;       /* bq x bk: P, P after dropout, dP then dS */
     float *acc;               /* dK|dV (bk x (Dk + Dv)) or dQ (bq x Dk)  */
@@ -102,6 +104,8 @@ static size_t work_carve(work *w, float *f, int64_t bq, int64_t bk,
     w->ob = take(f, &at, (size_t)(bq * d->Dv));
     w->kb = take(f, &at, (size_t)(bk * d->Dk));
     w->vb = take(f, &at, (size_t)(bk * d->Dv));
+    w->kp = take(f, &at, attn__tile_nt_pack_floats(bk, d->Dk));
+    w->vp = take(f, &at, attn__tile_nt_pack_floats(bk, d->Dv));
     w->p = take(f, &at, (size_t)(bq * bk));
     w->pd = take(f, &at, (size_t)(bq * bk));
     w->ds = take(f, &at, (size_t)(bq * bk));
@@ -146,6 +150,8 @@ static void load_key_tile(const bwd_ctx *c, work *w, int64_t b, int64_t hk,
                           int64_t j0, int64_t nk) {
     w->k = attn__flash_rows(c->k, b, hk, j0, nk, w->kb, &w->ldk);
     w->v = attn__flash_rows(c->v, b, hk, j0, nk, w->vb, &w->ldv);
+    attn__tile_bt_prepare(&w->kt, nk, c->d->Dk, w->k, w->ldk, w->kp);
+    attn__tile_bt_prepare(&w->vt, nk, c->d->Dv, w->v, w->ldv, w->vp);
 }
 
 /* The blocks of tile (query tile at i0, key tile at j0) of head (b, h)
@@ -184,12 +190,10 @@ static const float *block_ds(const bwd_ctx *c, work *w, int64_t b, int64_t h,
     const int64_t bk = c->bk, nr = blk->nr, nc = blk->nc;
     const int64_t ro = blk->r0 - i0, co = blk->c0 - j0;
     /* S = scale Q K^T, dP = dO V^T */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nc,
-                (int)d->Dk, (float)d->scale, w->q + ro * w->ldq, (int)w->ldq,
-                w->k + co * w->ldk, (int)w->ldk, 0.0f, w->p, (int)bk);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)nc,
-                (int)d->Dv, 1.0f, w->dout + ro * w->ldo, (int)w->ldo,
-                w->v + co * w->ldv, (int)w->ldv, 0.0f, w->ds, (int)bk);
+    attn__tile_nt(nr, co, nc, (float)d->scale, w->q + ro * w->ldq, w->ldq,
+                  &w->kt, w->p, bk);
+    attn__tile_nt(nr, co, nc, 1.0f, w->dout + ro * w->ldo, w->ldo, &w->vt,
+                  w->ds, bk);
     const double p = c->opts->dropout_p;
     const int need_mask = attn__flash_row_needed(m, blk->cls);
     for (int64_t r = 0; r < nr; r++) {
@@ -241,10 +245,9 @@ static const float *block_ds(const bwd_ctx *c, work *w, int64_t b, int64_t h,
 static void add_dq(const bwd_ctx *c, const work *w, attn_tensor *dq, int64_t b,
                    int64_t h, int64_t j0, const attn__flash_block *blk) {
     float *row = (float *)dq->data + attn__off(dq, b, h, blk->r0, 0);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)blk->nr,
-                (int)c->d->Dk, (int)blk->nc, (float)c->d->scale, w->ds,
-                (int)c->bk, w->k + (blk->c0 - j0) * w->ldk, (int)w->ldk, 1.0f,
-                row, (int)dq->stride[2]);
+    attn__tile_nn_acc(blk->nr, c->d->Dk, blk->nc, (float)c->d->scale, w->ds,
+                      c->bk, w->k + (blk->c0 - j0) * w->ldk, w->ldk, row,
+                      dq->stride[2]);
 }
 
 /* dBias += dS for a bias that broadcasts nowhere: each entry is fed by one
@@ -294,16 +297,12 @@ static void pass_kv(const bwd_ctx *c, work *w, int64_t task, int64_t nkt_task,
                     const float *pd = block_ds(c, w, b, h, i0, j0, blk);
                     if (!pd) return; /* a user function failed */
                     /* dV += Pd^T dO, dK += scale dS^T Q (rows co.. of the tile) */
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
-                                (int)blk->nc, (int)d->Dv, (int)blk->nr, 1.0f,
-                                pd, (int)c->bk, w->dout + ro * w->ldo,
-                                (int)w->ldo, 1.0f, dva + co * d->Dv,
-                                (int)d->Dv);
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans,
-                                (int)blk->nc, (int)d->Dk, (int)blk->nr,
-                                (float)d->scale, w->ds, (int)c->bk,
-                                w->q + ro * w->ldq, (int)w->ldq, 1.0f,
-                                dka + co * d->Dk, (int)d->Dk);
+                    attn__tile_tn_acc(blk->nc, d->Dv, blk->nr, 1.0f, pd, c->bk,
+                                      w->dout + ro * w->ldo, w->ldo,
+                                      dva + co * d->Dv, d->Dv);
+                    attn__tile_tn_acc(blk->nc, d->Dk, blk->nr, (float)d->scale,
+                                      w->ds, c->bk, w->q + ro * w->ldq, w->ldq,
+                                      dka + co * d->Dk, d->Dk);
                     if (dq) add_dq(c, w, dq, b, h, j0, blk);
                     if (dq && dbias) add_dbias_block(c, w, dbias, b, h, blk);
                 }

@@ -31,12 +31,14 @@ size_t attn__tile_nt_pack_floats(int64_t n, int64_t k) {
 #define T512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define INL __attribute__((always_inline)) inline
 
-/* Rows [0, MR) x 32 columns: acc = sum_k A[r][k] B[k][0..32) in k order.
- * B rows are ldb apart; lm0/lm1 mask the loads of the two halves. Written
- * out per MR with named accumulators: arrays of __m512 end up in memory. */
-T512 static void micro_8(int64_t k, const float *A, int64_t lda, const float *B,
-                         int64_t ldb, __mmask16 lm0, __mmask16 lm1,
-                         __m512 *out) {
+/* Rows [0, MR) x 32 columns: acc = sum_k A(r, k) B[k][0..32) in k order,
+ * A(r, k) = A[r sa + k sk] (sa = lda, sk = 1 for A; sa = 1, sk = lda for
+ * A^T). B rows are ldb apart; lm0/lm1 mask the loads of the two halves.
+ * Written out per MR with named accumulators: arrays of __m512 end up in
+ * memory. */
+T512 static void micro_8(int64_t k, const float *A, int64_t sa, int64_t sk,
+                         const float *B, int64_t ldb, __mmask16 lm0,
+                         __mmask16 lm1, __m512 *out) {
     __m512 c00 = _mm512_setzero_ps(), c01 = c00;
     __m512 c10 = _mm512_setzero_ps(), c11 = c10;
     __m512 c20 = _mm512_setzero_ps(), c21 = c20;
@@ -45,40 +47,41 @@ T512 static void micro_8(int64_t k, const float *A, int64_t lda, const float *B,
     __m512 c50 = _mm512_setzero_ps(), c51 = c50;
     __m512 c60 = _mm512_setzero_ps(), c61 = c60;
     __m512 c70 = _mm512_setzero_ps(), c71 = c70;
-    const float *A0 = A + 0 * lda;
-    const float *A1 = A + 1 * lda;
-    const float *A2 = A + 2 * lda;
-    const float *A3 = A + 3 * lda;
-    const float *A4 = A + 4 * lda;
-    const float *A5 = A + 5 * lda;
-    const float *A6 = A + 6 * lda;
-    const float *A7 = A + 7 * lda;
+    const float *A0 = A + 0 * sa;
+    const float *A1 = A + 1 * sa;
+    const float *A2 = A + 2 * sa;
+    const float *A3 = A + 3 * sa;
+    const float *A4 = A + 4 * sa;
+    const float *A5 = A + 5 * sa;
+    const float *A6 = A + 6 * sa;
+    const float *A7 = A + 7 * sa;
     for (int64_t x = 0; x < k; x++) {
         const __m512 b0 = _mm512_maskz_loadu_ps(lm0, B + x * ldb);
         const __m512 b1 = _mm512_maskz_loadu_ps(lm1, B + x * ldb + 16);
+        const int64_t o = x * sk;
         __m512 a;
-        a = _mm512_set1_ps(A0[x]);
+        a = _mm512_set1_ps(A0[o]);
         c00 = _mm512_fmadd_ps(a, b0, c00);
         c01 = _mm512_fmadd_ps(a, b1, c01);
-        a = _mm512_set1_ps(A1[x]);
+        a = _mm512_set1_ps(A1[o]);
         c10 = _mm512_fmadd_ps(a, b0, c10);
         c11 = _mm512_fmadd_ps(a, b1, c11);
-        a = _mm512_set1_ps(A2[x]);
+        a = _mm512_set1_ps(A2[o]);
         c20 = _mm512_fmadd_ps(a, b0, c20);
         c21 = _mm512_fmadd_ps(a, b1, c21);
-        a = _mm512_set1_ps(A3[x]);
+        a = _mm512_set1_ps(A3[o]);
         c30 = _mm512_fmadd_ps(a, b0, c30);
         c31 = _mm512_fmadd_ps(a, b1, c31);
-        a = _mm512_set1_ps(A4[x]);
+        a = _mm512_set1_ps(A4[o]);
         c40 = _mm512_fmadd_ps(a, b0, c40);
         c41 = _mm512_fmadd_ps(a, b1, c41);
-        a = _mm512_set1_ps(A5[x]);
+        a = _mm512_set1_ps(A5[o]);
         c50 = _mm512_fmadd_ps(a, b0, c50);
         c51 = _mm512_fmadd_ps(a, b1, c51);
-        a = _mm512_set1_ps(A6[x]);
+        a = _mm512_set1_ps(A6[o]);
         c60 = _mm512_fmadd_ps(a, b0, c60);
         c61 = _mm512_fmadd_ps(a, b1, c61);
-        a = _mm512_set1_ps(A7[x]);
+        a = _mm512_set1_ps(A7[o]);
         c70 = _mm512_fmadd_ps(a, b0, c70);
         c71 = _mm512_fmadd_ps(a, b1, c71);
     }
@@ -100,31 +103,32 @@ T512 static void micro_8(int64_t k, const float *A, int64_t lda, const float *B,
     out[15] = c71;
 }
 
-T512 static void micro_4(int64_t k, const float *A, int64_t lda, const float *B,
-                         int64_t ldb, __mmask16 lm0, __mmask16 lm1,
-                         __m512 *out) {
+T512 static void micro_4(int64_t k, const float *A, int64_t sa, int64_t sk,
+                         const float *B, int64_t ldb, __mmask16 lm0,
+                         __mmask16 lm1, __m512 *out) {
     __m512 c00 = _mm512_setzero_ps(), c01 = c00;
     __m512 c10 = _mm512_setzero_ps(), c11 = c10;
     __m512 c20 = _mm512_setzero_ps(), c21 = c20;
     __m512 c30 = _mm512_setzero_ps(), c31 = c30;
-    const float *A0 = A + 0 * lda;
-    const float *A1 = A + 1 * lda;
-    const float *A2 = A + 2 * lda;
-    const float *A3 = A + 3 * lda;
+    const float *A0 = A + 0 * sa;
+    const float *A1 = A + 1 * sa;
+    const float *A2 = A + 2 * sa;
+    const float *A3 = A + 3 * sa;
     for (int64_t x = 0; x < k; x++) {
         const __m512 b0 = _mm512_maskz_loadu_ps(lm0, B + x * ldb);
         const __m512 b1 = _mm512_maskz_loadu_ps(lm1, B + x * ldb + 16);
+        const int64_t o = x * sk;
         __m512 a;
-        a = _mm512_set1_ps(A0[x]);
+        a = _mm512_set1_ps(A0[o]);
         c00 = _mm512_fmadd_ps(a, b0, c00);
         c01 = _mm512_fmadd_ps(a, b1, c01);
-        a = _mm512_set1_ps(A1[x]);
+        a = _mm512_set1_ps(A1[o]);
         c10 = _mm512_fmadd_ps(a, b0, c10);
         c11 = _mm512_fmadd_ps(a, b1, c11);
-        a = _mm512_set1_ps(A2[x]);
+        a = _mm512_set1_ps(A2[o]);
         c20 = _mm512_fmadd_ps(a, b0, c20);
         c21 = _mm512_fmadd_ps(a, b1, c21);
-        a = _mm512_set1_ps(A3[x]);
+        a = _mm512_set1_ps(A3[o]);
         c30 = _mm512_fmadd_ps(a, b0, c30);
         c31 = _mm512_fmadd_ps(a, b1, c31);
     }
@@ -138,21 +142,22 @@ T512 static void micro_4(int64_t k, const float *A, int64_t lda, const float *B,
     out[7] = c31;
 }
 
-T512 static void micro_2(int64_t k, const float *A, int64_t lda, const float *B,
-                         int64_t ldb, __mmask16 lm0, __mmask16 lm1,
-                         __m512 *out) {
+T512 static void micro_2(int64_t k, const float *A, int64_t sa, int64_t sk,
+                         const float *B, int64_t ldb, __mmask16 lm0,
+                         __mmask16 lm1, __m512 *out) {
     __m512 c00 = _mm512_setzero_ps(), c01 = c00;
     __m512 c10 = _mm512_setzero_ps(), c11 = c10;
-    const float *A0 = A + 0 * lda;
-    const float *A1 = A + 1 * lda;
+    const float *A0 = A + 0 * sa;
+    const float *A1 = A + 1 * sa;
     for (int64_t x = 0; x < k; x++) {
         const __m512 b0 = _mm512_maskz_loadu_ps(lm0, B + x * ldb);
         const __m512 b1 = _mm512_maskz_loadu_ps(lm1, B + x * ldb + 16);
+        const int64_t o = x * sk;
         __m512 a;
-        a = _mm512_set1_ps(A0[x]);
+        a = _mm512_set1_ps(A0[o]);
         c00 = _mm512_fmadd_ps(a, b0, c00);
         c01 = _mm512_fmadd_ps(a, b1, c01);
-        a = _mm512_set1_ps(A1[x]);
+        a = _mm512_set1_ps(A1[o]);
         c10 = _mm512_fmadd_ps(a, b0, c10);
         c11 = _mm512_fmadd_ps(a, b1, c11);
     }
@@ -162,16 +167,17 @@ T512 static void micro_2(int64_t k, const float *A, int64_t lda, const float *B,
     out[3] = c11;
 }
 
-T512 static void micro_1(int64_t k, const float *A, int64_t lda, const float *B,
-                         int64_t ldb, __mmask16 lm0, __mmask16 lm1,
-                         __m512 *out) {
+T512 static void micro_1(int64_t k, const float *A, int64_t sa, int64_t sk,
+                         const float *B, int64_t ldb, __mmask16 lm0,
+                         __mmask16 lm1, __m512 *out) {
     __m512 c00 = _mm512_setzero_ps(), c01 = c00;
-    const float *A0 = A + 0 * lda;
+    const float *A0 = A + 0 * sa;
     for (int64_t x = 0; x < k; x++) {
         const __m512 b0 = _mm512_maskz_loadu_ps(lm0, B + x * ldb);
         const __m512 b1 = _mm512_maskz_loadu_ps(lm1, B + x * ldb + 16);
+        const int64_t o = x * sk;
         __m512 a;
-        a = _mm512_set1_ps(A0[x]);
+        a = _mm512_set1_ps(A0[o]);
         c00 = _mm512_fmadd_ps(a, b0, c00);
         c01 = _mm512_fmadd_ps(a, b1, c01);
     }
@@ -179,10 +185,12 @@ T512 static void micro_1(int64_t k, const float *A, int64_t lda, const float *B,
     out[1] = c01;
 }
 
-typedef void (*micro_fn)(int64_t, const float *, int64_t, const float *,
-                         int64_t, __mmask16, __mmask16, __m512 *);
+typedef void (*micro_fn)(int64_t, const float *, int64_t, int64_t,
+                         const float *, int64_t, __mmask16, __mmask16,
+                         __m512 *);
 
-/* Stores rows of the accumulators: C = alpha acc, or C += acc. */
+/* Stores rows of the accumulators: C = alpha acc, or C += alpha acc (one
+ * rounding: an FMA). */
 T512 static void store(int mr, const __m512 *acc, float *C, int64_t ldc,
                        __mmask16 m0, __mmask16 m1, float alpha, int add) {
     const __m512 al = _mm512_set1_ps(alpha);
@@ -190,11 +198,12 @@ T512 static void store(int mr, const __m512 *acc, float *C, int64_t ldc,
         float *c = C + r * ldc;
         if (add) {
             _mm512_mask_storeu_ps(
-                c, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, c), acc[2 * r]));
+                c, m0,
+                _mm512_fmadd_ps(al, acc[2 * r], _mm512_maskz_loadu_ps(m0, c)));
             _mm512_mask_storeu_ps(
                 c + 16, m1,
-                _mm512_add_ps(_mm512_maskz_loadu_ps(m1, c + 16),
-                              acc[2 * r + 1]));
+                _mm512_fmadd_ps(al, acc[2 * r + 1],
+                                _mm512_maskz_loadu_ps(m1, c + 16)));
         } else {
             _mm512_mask_storeu_ps(c, m0, _mm512_mul_ps(al, acc[2 * r]));
             _mm512_mask_storeu_ps(c + 16, m1,
@@ -208,7 +217,7 @@ T512 static void store(int mr, const __m512 *acc, float *C, int64_t ldc,
  * ldb apart. With mask_loads (B read in place, c0 = 0) the loads stop at
  * column n; packed panels are padded, so only the stores are masked. */
 T512 static void drive(int64_t m, int64_t c0, int64_t n, int64_t k,
-                       const float *A, int64_t lda, const float *B,
+                       const float *A, int64_t sa, int64_t sk, const float *B,
                        int64_t pstride, int64_t ldb, int mask_loads, float *C,
                        int64_t ldc, float alpha, int add) {
     __m512 acc[16];
@@ -227,7 +236,7 @@ T512 static void drive(int64_t m, int64_t c0, int64_t n, int64_t k,
             if (j < 0) keep &= 0xffffffffu << (-j);
             if (j + NR > n) keep &= 0xffffffffu >> (j + NR - n);
             const __mmask16 m0 = (__mmask16)keep, m1 = (__mmask16)(keep >> 16);
-            fn(k, A + i * lda, lda, B + p * pstride, ldb,
+            fn(k, A + i * sa, sa, sk, B + p * pstride, ldb,
                mask_loads ? m0 : (__mmask16)0xffff,
                mask_loads ? m1 : (__mmask16)0xffff, acc);
             /* a negative j only with packed panels: shift the store base */
@@ -257,14 +266,14 @@ int attn__tile_nt_avx512(int64_t m, int64_t n, int64_t k, float alpha,
     if (attn__isa_cpu() < ATTN__ISA_AVX512) return 0;
     if (m <= 0 || n <= 0) return 1;
     pack_nt(n, k, B, ldb, pack);
-    drive(m, 0, n, k, A, lda, pack, NR * k, NR, 0, C, ldc, alpha, 0);
+    drive(m, 0, n, k, A, lda, 1, pack, NR * k, NR, 0, C, ldc, alpha, 0);
     return 1;
 }
 
 static void nt_packed(int64_t m, int64_t c0, int64_t nc, int64_t k, float alpha,
                       const float *A, int64_t lda, const float *pack, float *C,
                       int64_t ldc) {
-    drive(m, c0, nc, k, A, lda, pack, NR * k, NR, 0, C, ldc, alpha, 0);
+    drive(m, c0, nc, k, A, lda, 1, pack, NR * k, NR, 0, C, ldc, alpha, 0);
 }
 
 static void pack_b(int64_t n, int64_t k, const float *B, int64_t ldb,
@@ -272,12 +281,13 @@ static void pack_b(int64_t n, int64_t k, const float *B, int64_t ldb,
     pack_nt(n, k, B, ldb, pack);
 }
 
-int attn__tile_nn_acc_avx512(int64_t m, int64_t n, int64_t k, const float *A,
-                             int64_t lda, const float *B, int64_t ldb, float *C,
-                             int64_t ldc) {
+int attn__tile_acc_avx512(int ta, int64_t m, int64_t n, int64_t k, float alpha,
+                          const float *A, int64_t lda, const float *B,
+                          int64_t ldb, float *C, int64_t ldc) {
     if (attn__isa_cpu() < ATTN__ISA_AVX512) return 0;
     if (m <= 0 || n <= 0) return 1;
-    drive(m, 0, n, k, A, lda, B, NR, ldb, 1, C, ldc, 1.0f, 1);
+    drive(m, 0, n, k, A, ta ? 1 : lda, ta ? lda : 1, B, NR, ldb, 1, C, ldc,
+          alpha, 1);
     return 1;
 }
 #else
@@ -298,11 +308,11 @@ int attn__tile_nt_avx512(int64_t m, int64_t n, int64_t k, float alpha,
     (void)ldb, (void)C, (void)ldc, (void)pack;
     return 0;
 }
-int attn__tile_nn_acc_avx512(int64_t m, int64_t n, int64_t k, const float *A,
-                             int64_t lda, const float *B, int64_t ldb, float *C,
-                             int64_t ldc) {
-    (void)m, (void)n, (void)k, (void)A, (void)lda, (void)B, (void)ldb;
-    (void)C, (void)ldc;
+int attn__tile_acc_avx512(int ta, int64_t m, int64_t n, int64_t k, float alpha,
+                          const float *A, int64_t lda, const float *B,
+                          int64_t ldb, float *C, int64_t ldc) {
+    (void)ta, (void)m, (void)n, (void)k, (void)alpha, (void)A, (void)lda;
+    (void)B, (void)ldb, (void)C, (void)ldc;
     return 0;
 }
 #endif
@@ -337,11 +347,22 @@ void attn__tile_nt(int64_t m, int64_t c0, int64_t nc, float alpha,
                 0.0f, C, (int)ldc);
 }
 
-void attn__tile_nn_acc(int64_t m, int64_t n, int64_t k, const float *A,
-                       int64_t lda, const float *B, int64_t ldb, float *C,
-                       int64_t ldc) {
-    if (use_own() && attn__tile_nn_acc_avx512(m, n, k, A, lda, B, ldb, C, ldc))
+void attn__tile_nn_acc(int64_t m, int64_t n, int64_t k, float alpha,
+                       const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float *C, int64_t ldc) {
+    if (use_own() &&
+        attn__tile_acc_avx512(0, m, n, k, alpha, A, lda, B, ldb, C, ldc))
         return;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n,
-                (int)k, 1.0f, A, (int)lda, B, (int)ldb, 1.0f, C, (int)ldc);
+                (int)k, alpha, A, (int)lda, B, (int)ldb, 1.0f, C, (int)ldc);
+}
+
+void attn__tile_tn_acc(int64_t m, int64_t n, int64_t k, float alpha,
+                       const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float *C, int64_t ldc) {
+    if (use_own() &&
+        attn__tile_acc_avx512(1, m, n, k, alpha, A, lda, B, ldb, C, ldc))
+        return;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)m, (int)n, (int)k,
+                alpha, A, (int)lda, B, (int)ldb, 1.0f, C, (int)ldc);
 }

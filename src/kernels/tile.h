@@ -1,7 +1,8 @@
 /* The tile products of the flash kernels (tile.c): S = alpha A B^T (the
- * scores Q K^T) and C += A B (the output P V). On the AVX-512 paths they are
- * register-blocked micro-kernels of this file; below, OpenBLAS's
- * single-thread sgemm (bench/tile_gemm.c measures both, and oneDNN and
+ * scores Q K^T), C += alpha A B (the output P V) and C += alpha A^T B (the
+ * backward's key gradients). On the AVX-512 paths they are
+ * register-blocked micro-kernels of tile.c; below, OpenBLAS's
+ * single-thread sgemm (bench/tiles/tile_gemm.c measures both, and oneDNN and
  * LIBXSMM, on the attention tile shapes).
  *
  * With the micro-kernels each element is one chain of FMAs over k in
@@ -38,10 +39,16 @@ void attn__tile_nt(int64_t m, int64_t c0, int64_t nc, float alpha,
                    const float *A, int64_t lda, const attn__tile_bt *t,
                    float *C, int64_t ldc);
 
-/* C[m x n] (ldc) += A[m x k] (lda) B[k x n] (ldb). */
-void attn__tile_nn_acc(int64_t m, int64_t n, int64_t k, const float *A,
-                       int64_t lda, const float *B, int64_t ldb, float *C,
-                       int64_t ldc);
+/* C[m x n] (ldc) += alpha A[m x k] (lda) B[k x n] (ldb). */
+void attn__tile_nn_acc(int64_t m, int64_t n, int64_t k, float alpha,
+                       const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float *C, int64_t ldc);
+
+/* C[m x n] (ldc) += alpha A^T B: A is [k x m] (lda), B [k x n] (ldb) (the
+ * backward's dV += P^T dO, dK += dS^T Q). */
+void attn__tile_tn_acc(int64_t m, int64_t n, int64_t k, float alpha,
+                       const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float *C, int64_t ldc);
 
 /* The implementation the current path uses: "avx512 micro-kernels" or
  * "openblas sgemm". */
@@ -53,8 +60,9 @@ const char *attn__tile_impl(void);
 int attn__tile_nt_avx512(int64_t m, int64_t n, int64_t k, float alpha,
                          const float *A, int64_t lda, const float *B,
                          int64_t ldb, float *C, int64_t ldc, float *pack);
-int attn__tile_nn_acc_avx512(int64_t m, int64_t n, int64_t k, const float *A,
-                             int64_t lda, const float *B, int64_t ldb, float *C,
-                             int64_t ldc);
+/* C += alpha op(A) B, op(A) = A (ta = 0) or A^T (ta = 1, A is k x m). */
+int attn__tile_acc_avx512(int ta, int64_t m, int64_t n, int64_t k, float alpha,
+                          const float *A, int64_t lda, const float *B,
+                          int64_t ldb, float *C, int64_t ldc);
 
 #endif /* ATTN_TILE_H */

@@ -4,7 +4,15 @@
  * along the summed axis; odd lengths are padded with zeros. Each output
  * element is one fixed chain over the pairs in order, so the bits do not
  * depend on how rows are cut, nor on the thread count. Callers check
- * attn__isa_get() >= ATTN__ISA_AVX512_BF16 first. Internal. */
+ * attn__isa_get() >= ATTN__ISA_AVX512_BF16 first.
+ *
+ * Opt-in (ATTN_IMPL_FLASH_BF16), not AUTO's choice: on the Intel Xeon
+ * measured (AVX512_BF16, no AMX kernel here) vdpbf16ps ran at half the f32
+ * FMA rate, 85-89 GFLOP/s per core on the tile shapes against 125-150 for
+ * tile.c's f32 micro-kernels (bench/tiles/tile_gemm.c), so bf16 products
+ * pay only where vdpbf16ps issues as fast as an FMA (AMD Zen 4 by its
+ * documented rates; not measured here).
+ * Internal. */
 #ifndef ATTN_TILE_BF16_H
 #define ATTN_TILE_BF16_H
 
