@@ -4,8 +4,9 @@
  * checks the whole layout before anything uses it and turns the tensor
  * types attn reads into f32.
  *
- * Example: a file's architecture and the f32 values of one tensor, from a
- * GGUF image in memory (attn_gguf_open maps a file the same way).
+ * attn_gguf_open maps a file; attn_gguf_parse reads an image in memory.
+ *
+ * Example: a file's architecture and the f32 values of one tensor.
  *
  *     unsigned char file[136] = {
  *         'G', 'G', 'U', 'F', 3, 0, 0, 0, // magic, version 3

@@ -145,6 +145,10 @@ NOT_RUN = {
     "python3 -m venv /tmp/tv && /tmp/tv/bin/pip install torch sentence-transformers":
         "downloads PyTorch, which no test installs",
     "pip install ./python": "python_venv_install installs the package into a fresh venv",
+    'mpicc ring.c -o ring $(pkg-config --cflags --libs attn_dist) -Wl,-rpath,"$(pkg-config --variable=libdir attn)"':
+        "MPI: dist/cli_ring_install builds the ring example this way from an installed prefix",
+    'mpicc ring.c -o ring $(pkg-config --cflags attn_dist) "$(pkg-config --variable=libdir attn)/libattn_dist.a" "$(pkg-config --variable=libdir attn)/libattn.a" -lopenblas -lcairo -fopenmp -lm':
+        "MPI: dist/cli_ring_install builds the ring example this way (static)",
     "make fuzz FUZZ_SECONDS=3600": "make test runs make fuzz for 30 s a target",
     "./build-fuzz/tests/fuzz/fuzz_npy -jobs=2 build-fuzz/corpus/npy tests/fuzz/corpus/npy":
         "make fuzz runs each target",
