@@ -19,8 +19,8 @@ static void list(void) {
     for (int r = 0; r < n; r++) {
         size_t fl = rows[r].cli ? strcspn(rows[r].cli, " ") : 0;
         printf("%s\t%.*s\t%s\n", rows[r].name, (int)fl,
-               rows[r].cli ? rows[r].cli : "", rows[r].python ? rows[r].python
-                                                              : "");
+               rows[r].cli ? rows[r].cli : "",
+               rows[r].python ? rows[r].python : "");
     }
 }
 

@@ -83,7 +83,8 @@ static void layer_slices(const attn_decoder_config *c, const char *pre,
     char sub[96];
     int64_t k = 0;
     snprintf(sub, sizeof sub, "%sself_attn.", pre);
-    attn_mha_param_slices(&m, sub, *offset, slices && *n < cap ? slices + *n : NULL,
+    attn_mha_param_slices(&m, sub, *offset,
+                          slices && *n < cap ? slices + *n : NULL,
                           slices && *n < cap ? cap - *n : 0, &k);
     *offset += attn_mha_param_count(&m);
     *n += k;
@@ -193,8 +194,9 @@ attn_status attn_decoder_layer_view(const attn_decoder_config *c, float *block,
     const int dot = c->cross_attention == ATTN_ATTENTION_DOT;
     for (int64_t i = 0; i < n; i++) {
         size_t f = 0, nf = sizeof view_fields / sizeof view_fields[0];
-        while (f < nf && (strcmp(view_fields[f].name, sl[i].name) != 0 ||
-                          (view_fields[f].dot >= 0 && view_fields[f].dot != dot)))
+        while (f < nf &&
+               (strcmp(view_fields[f].name, sl[i].name) != 0 ||
+                (view_fields[f].dot >= 0 && view_fields[f].dot != dot)))
             f++;
         if (f == nf)
             return attn__fail(ATTN_E_INVALID, "decoder slice %s has no view",
@@ -716,11 +718,11 @@ static int64_t decoder_count(const void *c) {
 }
 
 static const attn__typed_kind decoder_kind = {"decoder",
-                                        decoder_cfg,
-                                        13,
-                                        sizeof(attn_decoder_config),
-                                        attn__decoder_slices,
-                                        decoder_count};
+                                              decoder_cfg,
+                                              13,
+                                              sizeof(attn_decoder_config),
+                                              attn__decoder_slices,
+                                              decoder_count};
 
 attn_status attn_decoder_save(const char *path, const attn_decoder_config *c,
                               const float *params) {
