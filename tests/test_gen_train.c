@@ -2,10 +2,12 @@
  * its errors; batches for both model kinds), a short training run of an
  * encoder-decoder on reverse to a stated exact-match accuracy, resume from
  * a checkpoint equal to uninterrupted training bitwise for both model
- * kinds, and checkpoints of the wrong kind refused. */
+ * kinds, the same model bitwise on 1, 2, 3 and 5 threads (OpenBLAS's pool
+ * of the same size), and checkpoints of the wrong kind refused. */
 #include "attn_transformer.h"
 #include "check.h"
 
+#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -166,6 +168,30 @@ static void resume(attn_model_kind kind) {
     free(b);
 }
 
+/* 1, 2, 3 and 5 threads train the same model, bit for bit, with dropout. */
+static void threads_bitwise(attn_model_kind kind) {
+    static const int nth[4] = {1, 2, 3, 5};
+    const int blas_was = openblas_get_num_threads();
+    float *p[4] = {NULL, NULL, NULL, NULL};
+    int64_t n = 0;
+    for (int k = 0; k < 4; k++) {
+        attn_gen_train_config c;
+        small(&c, ATTN_GEN_ADD, kind);
+        c.dropout = 0.1;
+        c.threads = nth[k];
+        openblas_set_num_threads(nth[k]);
+        p[k] = train(&c, 6, 0, &n);
+    }
+    openblas_set_num_threads(blas_was);
+    for (int k = 1; k < 4; k++)
+        CHECK_MSG(memcmp(p[0], p[k], sizeof(float) * (size_t)n) == 0,
+                  "%s: 1 and %d threads train different models",
+                  kind == ATTN_MODEL_DECODER ? "decoder-only"
+                                             : "encoder-decoder",
+                  nth[k]);
+    for (int k = 0; k < 4; k++) free(p[k]);
+}
+
 static void short_run(void) {
     attn_gen_train_config c;
     small(&c, ATTN_GEN_REVERSE, ATTN_MODEL_ENCDEC);
@@ -231,6 +257,8 @@ static void wrong_kind(void) {
 int main(void) {
     tasks();
     resume(ATTN_MODEL_ENCDEC);
+    threads_bitwise(ATTN_MODEL_ENCDEC);
+    threads_bitwise(ATTN_MODEL_DECODER);
     resume(ATTN_MODEL_DECODER);
     wrong_kind();
     short_run();

@@ -103,8 +103,8 @@ static void linear_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
  * Cut as linear_gemm cuts (blocks of output columns whose size depends on
  * the shape only, one OpenBLAS thread each): OpenBLAS's threaded sgemv
  * changed the bits with the size of its pool. */
-static void linear_gemv(int n, int in, int out, const float *x,
-                        const float *w, float *y) {
+static void linear_gemv(int n, int in, int out, const float *x, const float *w,
+                        float *y) {
     const int team = openblas_get_num_threads();
     const int per = linear_rows(out);
     const int blocks = (out + per - 1) / per;
@@ -116,8 +116,8 @@ static void linear_gemv(int n, int in, int out, const float *x,
             const int c0 = blk * per;
             const int cols = out - c0 < per ? out - c0 : per;
             cblas_sgemv(CblasRowMajor, CblasNoTrans, cols, in, 1.0f,
-                        w + (size_t)c0 * (size_t)in, in, x + (size_t)r * in,
-                        1, 0.0f, y + (size_t)r * (size_t)out + c0, 1);
+                        w + (size_t)c0 * (size_t)in, in, x + (size_t)r * in, 1,
+                        0.0f, y + (size_t)r * (size_t)out + c0, 1);
         }
     attn__blas_single_end(saved);
 }

@@ -134,7 +134,8 @@ attn_status attn__dec_state_create(const attn_decoder_config *c,
         if ((st = attn_additive_workspace_size(&a, R, 1, s->Ls, &wsn)))
             goto fail;
         st = ATTN_E_NOMEM;
-        if (!(s->add_ws = attn__alloc(wsn, sizeof(float), "additive workspace")))
+        if (!(s->add_ws =
+                  attn__alloc(wsn, sizeof(float), "additive workspace")))
             goto fail;
     }
     *out = s;
@@ -161,8 +162,7 @@ static attn_status attend(const attn__dec_state *s, const attn_kv_cache *c,
 enum { SUB_SA = 0, SUB_CA = 1, SUB_FF = 2 };
 
 /* The body of sublayer k of layer l on in (R, E) -> s->a. */
-static attn_status body(attn__dec_state *s, int64_t l, int k,
-                        const float *in) {
+static attn_status body(attn__dec_state *s, int64_t l, int k, const float *in) {
     const attn_decoder_layer_params *P = &s->P[l];
     const int64_t R = s->R, E = s->E, KV = s->KV;
     attn_status st;
@@ -199,10 +199,10 @@ static attn_status body(attn__dec_state *s, int64_t l, int k,
         return attn_linear_forward(R, E, E, s->ctx, P->cross_w_o, P->cross_b_o,
                                    s->a);
     }
-    const attn__ffn f = {R,       E,    s->F,    s->c->activation,
-                         P->w_1,  P->b_1, P->w_2, P->b_2,
-                         NULL,    NULL, NULL,    NULL,
-                         s->hpre, s->hact, 0,    0,
+    const attn__ffn f = {R,       E,       s->F,   s->c->activation,
+                         P->w_1,  P->b_1,  P->w_2, P->b_2,
+                         NULL,    NULL,    NULL,   NULL,
+                         s->hpre, s->hact, 0,      0,
                          0.0,     s->th};
     return attn__ffn_forward(&f, in, s->a);
 }

@@ -113,9 +113,9 @@ attn_status attn__gen_create(const attn_transformer_config *c,
             !(g->dws = attn__alloc(wsn, sizeof(float), "decoder workspace")))
             goto fail;
         g->ht = g->xt + rce;
-    } else if ((st = attn__dec_state_create(d, params + g->m.dec, R, cap,
-                                            g->mem, g->Ls, g->klen, threads,
-                                            &g->dec)))
+    } else if ((st =
+                    attn__dec_state_create(d, params + g->m.dec, R, cap, g->mem,
+                                           g->Ls, g->klen, threads, &g->dec)))
         goto fail;
     *out = g;
     return ATTN_OK;

@@ -62,8 +62,8 @@ typedef struct {
     float *mem;           /* (R, Ls, E) the memory of each row         */
     int64_t *klen;        /* [R] memory lengths                        */
     float *x, *y, *pe, *logits;
-    int32_t *toks; /* (R, cap) tokens fed so far                  */
-    int64_t t;     /* steps done                                  */
+    int32_t *toks;        /* (R, cap) tokens fed so far                  */
+    int64_t t;            /* steps done                                  */
     float *xt, *ht, *dws; /* recompute: prefix, output, workspace       */
     int32_t *scratch;     /* (R, cap) token reorder                     */
 } attn__gen;
