@@ -29,7 +29,8 @@ EXPECT = {
         ("token accuracy 1.0000",
          lambda out: re.search(r"token accuracy: 1\.0000", out) is not None),
     'attn train add --model decoder --save adder.bin && attn generate adder.bin --input "123+456="':
-        ("579", lambda out: out.strip().splitlines()[-1].strip() == "579"),
+        ("exact match >= 0.95, then 579",
+         lambda out: exact_match(out) >= 0.95 and out.strip().splitlines()[-1].strip() == "579"),
     'attn generate date.bin --input "tue 3 march 2026" --input 03/03/26 --input "march 3, 2026"':
         ("2026-03-03 three times",
          lambda out: [l.split()[-1] for l in out.strip().splitlines()] == ["2026-03-03"] * 3),
