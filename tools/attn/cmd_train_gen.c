@@ -67,8 +67,7 @@ static void help(void) {
         (long long)d.model.dec.num_layers, (long long)d.model.dec.num_heads,
         (long long)d.model.dec.d_model, (long long)d.model.dec.dim_feedforward,
         (long long)d.steps, (long long)a.steps, (long long)d.batch, d.optim.lr,
-        a.optim.lr,
-        (long long)d.optim.warmup, (unsigned long long)d.seed);
+        a.optim.lr, (long long)d.optim.warmup, (unsigned long long)d.seed);
 }
 
 static double now_s(void) {
