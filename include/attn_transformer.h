@@ -1,5 +1,5 @@
 /*
- * attn_transformer.h: the whole Transformer of libattn (issue 15): the
+ * attn_transformer.h: the whole Transformer of libattn: the
  * decoder layer stack, encoder-decoder and decoder-only models, the
  * generation tasks (date normalization, reverse, sort, add), their trainer
  * with checkpoints, and generation (greedy, sampling, beam search) with a
