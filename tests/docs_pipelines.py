@@ -23,13 +23,26 @@ def exact_match(out):
     return float(m.group(1)) if m else -1.0
 
 
+def right(out):
+    """A toy model's answer as attn attend prints it is the expected one."""
+    pred = re.search(r"^prediction: (.*)$", out, re.M)
+    want = re.search(r"^expected: +(.*)$", out, re.M)
+    return (pred is not None and want is not None and pred.group(1) == want.group(1)
+            and "(wrong)" not in out)
+
+
 # command -> (what the page claims, a check of its standard output)
 EXPECT = {
+    'attn attend reverse.bin --input "3 1 4 1 5 9 2 6 5 3 5 8 9 7 9 3" --out maps':
+        ("the reversed input", right),
+    'attn attend add.bin --input "7 8 9 + 5 4 0"':
+        ("987 + 45 = 1032, right", lambda out: right(out) and "1032 (right)" in out),
     "attn eval reverse.bin reverse":
         ("token accuracy 1.0000",
          lambda out: re.search(r"token accuracy: 1\.0000", out) is not None),
     'attn train add --model decoder --save adder.bin && attn generate adder.bin --input "123+456="':
-        ("579", lambda out: out.strip().splitlines()[-1].strip() == "579"),
+        ("exact match >= 0.95, then 579",
+         lambda out: exact_match(out) >= 0.95 and out.strip().splitlines()[-1].strip() == "579"),
     'attn generate date.bin --input "tue 3 march 2026" --input 03/03/26 --input "march 3, 2026"':
         ("2026-03-03 three times",
          lambda out: [l.split()[-1] for l in out.strip().splitlines()] == ["2026-03-03"] * 3),
