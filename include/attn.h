@@ -12,6 +12,8 @@
  *   attn_cache.h   the KV cache and attention over it (attn_sdpa_cached)
  *   attn_pretrained.h  safetensors, WordPiece, BERT-family models
  *   attn_tokenizer.h   byte-level BPE (tokenizer.json, GGUF metadata)
+ *   attn_gguf.h    GGUF files: metadata and (quantized) tensors
+ *   attn_transformer.h the decoder, models and generation
  * Include the floors you use. Everything public is prefixed attn_
  * (functions, types) or ATTN_ (macros, enum values) and marked ATTN_API.
  *
