@@ -27,6 +27,7 @@ from .tiles import block_average, weight_tiles
 from .figures import diff_heatmap, figure, geometry, html
 from .pretrained import BertModel, load_model
 from .rope import rope, rope_backward, rope_inv_freq
+from . import llama
 
 # the version of the library it loads: one source (VERSION), no copy here
 __version__ = version()
