@@ -11,6 +11,7 @@
  *   attn_train.h   toy tasks, the model, AdamW, the trainer, checkpoints
  *   attn_cache.h   the KV cache and attention over it (attn_sdpa_cached)
  *   attn_pretrained.h  safetensors, WordPiece, BERT-family models
+ *   attn_tokenizer.h   byte-level BPE (tokenizer.json, GGUF metadata)
  * Include the floors you use. Everything public is prefixed attn_
  * (functions, types) or ATTN_ (macros, enum values) and marked ATTN_API.
  *
