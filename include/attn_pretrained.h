@@ -294,12 +294,16 @@ typedef struct {
     attn_dtype stored_dtype; /* of the checkpoint's weights              */
 } attn_llama_config;
 
-/* Loads dir (see above) into *out (NULL on failure). Errors: ATTN_E_IO
+/* Loads dir (see above) into *out (NULL on failure), with the folder's
+ * tokenizer.json when there is one (attn_tokenizer.h's byte-level BPE;
+ * a tokenizer.json it refuses fails the load). Errors: ATTN_E_IO
  * (a file missing or unreadable), ATTN_E_FORMAT (malformed config or
  * weights, a tensor missing, unknown or of the wrong shape, naming it),
  * ATTN_E_UNSUPPORTED (naming what), ATTN_E_NOMEM. */
 ATTN_API attn_status attn_llama_load(const char *dir, attn_llama **out);
 ATTN_API void attn_llama_free(attn_llama *m);
+/* The folder's tokenizer (owned by m), or NULL when it has none. */
+ATTN_API const struct attn_bpe *attn_llama_tokenizer(const attn_llama *m);
 /* The model's config (valid while m is). */
 ATTN_API const attn_llama_config *attn_llama_get_config(const attn_llama *m);
 /* Floats of parameters (embeddings, decoder block, output head if not

@@ -12,22 +12,29 @@ Not run by the tests (CI needs no torch). To remake the fixtures:
     /tmp/venv-torch/bin/pip install torch transformers safetensors numpy
     /tmp/venv-torch/bin/python tests/make_llama_fixtures.py
 
-Each folder NAME holds the checkpoint and prompt_K.npy (int64 ids),
+Each folder NAME holds the checkpoint, a byte-level BPE tokenizer.json
+trained by HF tokenizers on a paragraph (a BOS added by the post-processor
+for the Llama ones, none for Qwen2, as those families do), and for each
+prompt K: prompt_K.npy (int64 ids of the tokenizer's encoding),
 logits_K.npy (float32, (L, V)), greedy_K.npy (int64: the prompt and the
-new ids, as generate returns them).
+new ids, as generate returns them); texts.json lists the prompts' texts,
+ids and greedy continuations with their decoded text.
 """
+import json
 import os
 import shutil
 
 import numpy as np
 import torch
 import transformers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+from tokenizers.trainers import BpeTrainer
 from transformers import (LlamaConfig, LlamaForCausalLM, MistralConfig,
                           MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "llama")
 
-COMMON = dict(vocab_size=96, hidden_size=32, num_hidden_layers=2,
+COMMON = dict(vocab_size=300, hidden_size=32, num_hidden_layers=2,
               num_attention_heads=4, intermediate_size=48,
               max_position_embeddings=128, rms_norm_eps=1e-6,
               bos_token_id=1, eos_token_id=2, pad_token_id=0,
@@ -55,7 +62,33 @@ CASES = [
      torch.float16, None),
 ]
 
-PROMPTS = [[1, 17, 33, 5, 80, 41, 9], [1, 60], [1] + list(range(3, 40, 3))]
+CORPUS = """Attention is a weighted average of values, weighted by how well each
+key matches the query. The cat sat on the mat; the dog sat on the log.
+Rotary positions turn queries and keys by angles that grow with position,
+so their dot product depends on the distance only. 1234 + 5678 = 6912.
+Grouped queries share keys and values: eight heads, two key heads.
+""" * 4
+
+TEXTS = ["The cat sat on the", "Attention is", "keys and values: 1234 + 5678"]
+
+
+def tokenizer(bos):
+    """A byte-level BPE of 300 ids trained on CORPUS: <pad> 0, <s> 1,
+    </s> 2, then the 256 bytes and merges."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = BpeTrainer(vocab_size=300, special_tokens=["<pad>", "<s>", "</s>"],
+                         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                         show_progress=False)
+    tok.train_from_iterator([CORPUS], trainer)
+    if bos:
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", 1)])
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    assert tok.get_vocab_size() == 300
+    return tok
 
 
 def randomize(model, gen):
@@ -91,7 +124,11 @@ def main():
         # the reference runs in f32 on the stored (rounded) weights
         ref = model_cls.from_pretrained(out, dtype=torch.float32,
                                         attn_implementation="eager").eval()
-        for k, prompt in enumerate(PROMPTS):
+        tok = tokenizer(bos=not name.startswith("qwen2"))
+        tok.save(os.path.join(out, "tokenizer.json"))
+        records = []
+        for k, text in enumerate(TEXTS):
+            prompt = tok.encode(text).ids
             ids = torch.tensor([prompt])
             with torch.no_grad():
                 logits = ref(ids).logits[0].float().numpy()
@@ -103,6 +140,13 @@ def main():
                     logits.astype(np.float32))
             np.save(os.path.join(out, "greedy_%d.npy" % k),
                     seq[0].numpy().astype(np.int64))
+            new = seq[0].tolist()[len(prompt):]
+            records.append({"text": text, "ids": prompt,
+                            "greedy": seq[0].tolist(),
+                            "greedy_text": tok.decode(new,
+                                                      skip_special_tokens=True)})
+        with open(os.path.join(out, "texts.json"), "w") as f:
+            json.dump(records, f, indent=1)
         print(name, "transformers", transformers.__version__,
               sorted(os.listdir(out)))
 

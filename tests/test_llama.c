@@ -143,7 +143,7 @@ static void refusals(void) {
     CHECK(strstr(attn_last_error(), "bias") != NULL);
     /* a shard missing */
     CHECK_STATUS(load_edited("mistral_window_linear", "x", "x",
-                             "model-00002-of-00004.safetensors"),
+                             "model-00002-of-00005.safetensors"),
                  ATTN_E_IO);
     attn_llama *m = NULL;
     CHECK_STATUS(attn_llama_load("/nonexistent/folder", &m), ATTN_E_IO);

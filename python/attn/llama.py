@@ -97,7 +97,29 @@ class LlamaModel:
                        if f not in ("rope",)}
         self.config["model_type"] = c.model_type.decode()
         self.config["rope_theta"] = c.rope.theta
-        self.tokenizer = None
+        import os
+        from .tokenizer import Tokenizer
+        tj = os.path.join(str(path), "tokenizer.json")
+        self.tokenizer = Tokenizer.from_file(tj) if os.path.exists(tj) else None
+
+    def _tok(self):
+        if self.tokenizer is None:
+            fail(ATTN_E_INVALID, "this model folder has no tokenizer.json: "
+                 "pass token ids")
+        return self.tokenizer
+
+    def encode(self, text):
+        """The ids of text, with special tokens only where the tokenizer's
+        own post-processor adds them (a BOS for Llama 3, none for Qwen2)."""
+        return list(self._tok().encode(text))
+
+    def decode(self, ids, skip_special_tokens=True):
+        """The text of ids (special tokens left out unless asked)."""
+        return self._tok().decode(list(ids),
+                                  skip_special_tokens=skip_special_tokens)
+
+    def _as_ids(self, x):
+        return self.encode(x) if isinstance(x, str) else x
 
     def close(self):
         if getattr(self, "_h", None):
@@ -128,16 +150,16 @@ class LlamaModel:
         return z, w
 
     def logits(self, ids):
-        """Next-token logits: (L, vocab) for (L,) ids, (B, L, vocab) for
-        (B, L)."""
-        a = _ids(ids, self.vocab_size)
+        """Next-token logits: (L, vocab) for (L,) ids (or a text), (B, L,
+        vocab) for (B, L)."""
+        a = _ids(self._as_ids(ids), self.vocab_size)
         z, _ = self._forward(a, False)
         return z[0] if a.ndim == 1 else z
 
     def attention(self, ids):
-        """Every layer's causal attention weights over (L,) ids:
+        """Every layer's causal attention weights over (L,) ids or a text:
         (layers, heads, L, L) float32."""
-        a = _ids(ids, self.vocab_size)
+        a = _ids(self._as_ids(ids), self.vocab_size)
         if a.ndim != 1:
             fail(ATTN_E_SHAPE, "attention takes one sequence of ids")
         _, w = self._forward(a, True)
@@ -147,9 +169,9 @@ class LlamaModel:
                  temperature=1.0, top_k=None, top_p=None, seed=0,
                  eos_token_id=None, callback=None):
         """The prompt ids followed by the new ids (list of int), stopping
-        after the end-of-sequence id. callback(id) sees each new id; a true
-        return stops."""
-        a = _ids(ids, self.vocab_size)
+        after the end-of-sequence id (ids may be a text: it is encoded).
+        callback(id) sees each new id; a true return stops."""
+        a = _ids(self._as_ids(ids), self.vocab_size)
         if a.ndim != 1:
             fail(ATTN_E_SHAPE, "generate takes one sequence of ids")
         o = GenOpts()

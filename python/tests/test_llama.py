@@ -29,6 +29,14 @@ def test_matches_transformers(name):
         assert np.abs(z - want).max() <= 1e-4 * np.abs(want).max()
         greedy = np.load(os.path.join(d, "greedy_%d.npy" % k)).tolist()
         assert m.generate(ids, max_new_tokens=10) == greedy
+    # text in, text out through the folder's tokenizer.json (HF's ids)
+    import json
+    with open(os.path.join(d, "texts.json")) as f:
+        for rec in json.load(f):
+            assert m.encode(rec["text"]) == rec["ids"]
+            out = m.generate(rec["text"], max_new_tokens=10)
+            assert out == rec["greedy"]
+            assert m.decode(out[len(rec["ids"]):]) == rec["greedy_text"]
     # a batch of two equal-length prompts gives each one's logits
     ids = np.load(os.path.join(d, "prompt_0.npy"))
     zb = m.logits(np.stack([ids, ids[::-1]]))
@@ -56,7 +64,7 @@ def test_sampling_attention_errors(tmp_path):
     np.testing.assert_allclose(w.sum(-1), 1, atol=1e-5)
     assert np.all(np.triu(w, 1) == 0)
     with pytest.raises(attn.AttnError, match="outside"):
-        m.logits([1, 96])
+        m.logits([1, 300])
     with pytest.raises(attn.AttnError, match="top_p"):
         m.generate(p, do_sample=True, top_p=1.5)
     (tmp_path / "config.json").write_text('{"model_type": "gemma"}')

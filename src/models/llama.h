@@ -14,6 +14,7 @@ struct attn_llama {
     float *params;           /* attn_decoder_param_count floats         */
     float *head;             /* (V, E): embed when tied                 */
     float *own_head;         /* head's storage when not tied, else NULL */
+    struct attn_bpe *tok;    /* tokenizer.json, or NULL                 */
 };
 
 #endif /* ATTN_LLAMA_INTERNAL_H */

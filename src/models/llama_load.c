@@ -4,6 +4,7 @@
  * model.safetensors.index.json names) through the one name table below
  * onto the embeddings, the decoder's parameter block and the head. */
 #include "llama.h"
+#include "attn_tokenizer.h"
 #include "../io/binfile.h"
 #include "../io/json.h"
 
@@ -574,6 +575,15 @@ attn_status attn_llama_load(const char *dir, attn_llama **out) {
         st = load_weights(m, dir);
         m->head = m->cfg.tie_word_embeddings ? m->embed : m->own_head;
     }
+    if (!st) { /* the tokenizer, when the folder has one */
+        char path[4096];
+        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            fclose(f);
+            st = attn_bpe_load(path, &m->tok);
+        }
+    }
     if (st) {
         attn_llama_free(m);
         return st;
@@ -587,7 +597,12 @@ void attn_llama_free(attn_llama *m) {
     attn__free(m->params);
     attn__free(m->embed);
     attn__free(m->own_head);
+    attn_bpe_free(m->tok);
     attn__free(m);
+}
+
+const struct attn_bpe *attn_llama_tokenizer(const attn_llama *m) {
+    return m ? m->tok : NULL;
 }
 
 const attn_llama_config *attn_llama_get_config(const attn_llama *m) {
