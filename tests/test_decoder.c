@@ -2,7 +2,8 @@
  * the look-ahead mask, cross-attention (dot and additive) with memory key
  * padding, post- and pre-norm, final norm, dropout at every site, and
  * decoder-only stacks; central differences in double for every parameter
- * slice, the target input and the memory; 1 vs 3 threads; save/load. */
+ * slice, the target input and the memory; 1 vs 3 and 5 threads;
+ * save/load. */
 #include "attn_transformer.h"
 #include "check.h"
 #include "layers_ref.h"
@@ -200,15 +201,20 @@ static void run_case(attn_decoder_config c, int64_t B, int64_t Lt, int64_t Ls,
     float *out3 = malloc(sizeof(float) * n);
     const int64_t ng = np + n + nm;
     float *g1 = calloc(ng, sizeof(float)), *g3 = calloc(ng, sizeof(float));
+    float *out5 = malloc(sizeof(float) * n), *g5 = calloc(ng, sizeof(float));
     const int64_t Hc = attn_decoder_cross_heads(&c);
     float *cw = c.cross
                     ? malloc(sizeof(float) * c.num_layers * B * Hc * Lt * Ls)
                     : NULL;
-    for (int pass = 0; pass < 2; pass++) {
-        o.threads = pass ? 3 : 1;
-        float *g = pass ? g3 : g1;
+    for (int pass = 0; pass < 3; pass++) {
+        o.threads = 2 * pass + 1;
+        float *g = pass == 2 ? g5 : pass ? g3 : g1;
         CHECK_STATUS(attn_decoder_forward(&c, prm, B, Lt, Ls, xf, mf, e.mlen,
-                                          &o, pass ? out3 : out, NULL, cw, ws),
+                                          &o,
+                                          pass == 2 ? out5
+                                          : pass    ? out3
+                                                    : out,
+                                          NULL, cw, ws),
                      ATTN_OK);
         CHECK_STATUS(attn_decoder_backward(&c, prm, B, Lt, Ls, xf, mf, e.mlen,
                                            &o, Rf, ws, g, g + np, g + np + n),
@@ -224,6 +230,9 @@ static void run_case(attn_decoder_config c, int64_t B, int64_t Lt, int64_t Ls,
     CHECK_MSG(memcmp(out, out3, sizeof(float) * n) == 0 &&
                   memcmp(g1, g3, sizeof(float) * ng) == 0,
               "decoder %s: 1 and 3 threads differ", kind);
+    CHECK_MSG(memcmp(out, out5, sizeof(float) * n) == 0 &&
+                  memcmp(g1, g5, sizeof(float) * ng) == 0,
+              "decoder %s: 1 and 5 threads differ", kind);
     if (cw && p == 0) { /* cross weights: rows sum to 1 over visible keys */
         double worst = 0;
         for (int64_t r = 0; r < c.num_layers * B * Hc * Lt; r++) {
@@ -268,6 +277,8 @@ static void run_case(attn_decoder_config c, int64_t B, int64_t Lt, int64_t Ls,
     free(ws);
     free(out);
     free(out3);
+    free(out5);
+    free(g5);
     free(g1);
     free(g3);
     free(cw);

@@ -4,12 +4,14 @@
  * the same prefix (within the f32 tolerance) and the same greedy tokens;
  * beam width 1 is greedy; beam search with the cache equals beam search
  * recomputing the prefix; seeded sampling is reproducible and bitwise the
- * same on 1, 2 and 3 threads; batches of different source lengths give
+ * same on 1, 2, 3 and 5 threads, and so are greedy and beam search on a
+ * model wide enough for OpenBLAS to thread its products; batches of different source lengths give
  * each sequence what it gets alone; bad input is refused. */
 #include "attn_transformer.h"
 #include "check.h"
 #include "../transformer/transformer.h"
 
+#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +41,10 @@ static void make(model *m, attn_model_kind kind, int variant) {
         c->dec.final_norm = c->enc.final_norm = 0;
     }
     if (variant == 2) c->dec.num_kv_heads = 2;
+    if (variant == 3) { /* wide enough for OpenBLAS to thread a product */
+        c->enc.d_model = c->dec.d_model = 128;
+        c->enc.dim_feedforward = c->dec.dim_feedforward = 512;
+    }
     c->vocab_src = 9;
     c->vocab_tgt = 8;
     c->max_src = 12;
@@ -198,14 +204,15 @@ static void sampling(void) {
     o.top_p = 0.9;
     o.seed = 42;
     o.max_len = 10;
-    int32_t t[3][3 * 16];
-    int64_t n[3][3];
-    double s[3][3];
-    for (int th = 1; th <= 3; th++) {
-        o.threads = th;
-        gen(&m, &o, t[th - 1], n[th - 1], s[th - 1]);
+    static const int nth[4] = {1, 2, 3, 5};
+    int32_t t[4][3 * 16];
+    int64_t n[4][3];
+    double s[4][3];
+    for (int th = 0; th < 4; th++) {
+        o.threads = nth[th];
+        gen(&m, &o, t[th], n[th], s[th]);
     }
-    for (int th = 1; th < 3; th++)
+    for (int th = 1; th < 4; th++)
         for (int64_t b = 0; b < m.B; b++) {
             CHECK(n[0][b] == n[th][b]);
             CHECK(memcmp(t[0] + b * 16, t[th] + b * 16, 4 * n[0][b]) == 0);
@@ -234,6 +241,46 @@ static void sampling(void) {
     gen(&m, &og, g, ng, sg);
     for (int64_t b = 0; b < m.B; b++)
         CHECK(nu[b] == ng[b] && memcmp(u + b * 16, g + b * 16, 4 * ng[b]) == 0);
+    free(m.prm);
+}
+
+/* Greedy, beam search and sampling on 1, 2, 3 and 5 threads, with
+ * OpenBLAS's pool of the same size (as on a machine of that many cores):
+ * the same tokens and the same bits of the scores. */
+static void threads_wide(attn_model_kind kind) {
+    model m;
+    make(&m, kind, 3);
+    const int blas_was = openblas_get_num_threads();
+    static const int nth[4] = {1, 2, 3, 5};
+    for (int mode = 0; mode < 3; mode++) {
+        attn_generate_opts o;
+        attn_generate_opts_init(&o);
+        o.max_len = 10;
+        if (mode == 1) o.beam = 3;
+        if (mode == 2) {
+            o.sample = 1;
+            o.temperature = 1.3;
+            o.seed = 7;
+        }
+        int32_t t[4][3 * 16];
+        int64_t n[4][3];
+        double s[4][3];
+        for (int th = 0; th < 4; th++) {
+            openblas_set_num_threads(nth[th]);
+            o.threads = nth[th];
+            gen(&m, &o, t[th], n[th], s[th]);
+        }
+        for (int th = 1; th < 4; th++)
+            for (int64_t b = 0; b < m.B; b++)
+                CHECK_MSG(n[0][b] == n[th][b] &&
+                              memcmp(t[0] + b * 16, t[th] + b * 16,
+                                     4 * n[0][b]) == 0 &&
+                              memcmp(&s[0][b], &s[th][b], sizeof(double)) == 0,
+                          "mode %d row %lld: 1 and %d threads differ "
+                          "(score %.17g vs %.17g)",
+                          mode, (long long)b, nth[th], s[0][b], s[th][b]);
+    }
+    openblas_set_num_threads(blas_was);
     free(m.prm);
 }
 
@@ -285,6 +332,8 @@ int main(void) {
     cache_vs_full(ATTN_MODEL_DECODER, 0);
     cache_vs_full(ATTN_MODEL_DECODER, 2);
     sampling();
+    threads_wide(ATTN_MODEL_ENCDEC);
+    threads_wide(ATTN_MODEL_DECODER);
     errors();
     return check_done("test_generate");
 }

@@ -247,7 +247,7 @@ static void run_case(const tcase *c) {
               (long long)c->wr, c->ragged_k, c->ragged_q, (int)attn__vec_best(),
               e, e32, el);
     if (c->threads) {
-        for (int t = 1; t <= 3; t += 2) {
+        for (int t = 1; t <= 5; t += 2) {
             obuf o2 = make_out(c);
             float *l2 = malloc(sizeof(float) * (size_t)rows);
             o.threads = t;

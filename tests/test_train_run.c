@@ -1,7 +1,7 @@
 /* Training end to end: a short run on copy must learn; a run resumed from
  * a checkpoint is bitwise the uninterrupted one; truncated, corrupted and
  * foreign checkpoints are refused while the previous one survives a failed
- * write; 1 and 2 threads give the same model bitwise; NaN stops training
+ * write; 1, 2, 3 and 5 threads give the same model bitwise; NaN stops training
  * with ATTN_E_NONFINITE. */
 #include "attn.h"
 #include "attn_train.h"
@@ -246,38 +246,39 @@ static void checkpoint_files(void) {
     remove(bad);
 }
 
-/* The same seed gives bitwise the same model on 1 and 2 threads (OpenMP
- * inside the kernels and BLAS), with dropout on. */
+/* The same seed gives bitwise the same model on 1, 2, 3 and 5 threads
+ * (OpenMP inside the kernels and BLAS), with dropout on. */
 static void threads_bitwise(attn_attention_type at) {
     attn_train_config c = small(ATTN_TASK_SORT, at);
     c.dropout = 0.1;
     c.model.enc.num_layers = 2;
     c.batch = 24;
-    float *p[2] = {NULL, NULL};
+    static const int nth[4] = {1, 2, 3, 5};
+    float *p[4] = {NULL, NULL, NULL, NULL};
     CHECK_STATUS(attn_train_config_check(&c), ATTN_OK);
     const int64_t n = attn_model_param_count(&c.model);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 4; k++) {
         /* OpenMP follows c.threads; OpenBLAS's pool is global: the layers
          * keep it on the caller's thread for c.threads = 1 and put the
          * caller's setting back afterwards */
-        c.threads = k + 1;
-        openblas_set_num_threads(2);
+        c.threads = nth[k];
+        openblas_set_num_threads(nth[k] > 1 ? nth[k] : 2);
         const int blas_was = openblas_get_num_threads();
         attn_trainer *t = run(&c, 15);
         CHECK_MSG(openblas_get_num_threads() == blas_was,
                   "OpenBLAS threads %d after training, %d before",
                   openblas_get_num_threads(), blas_was);
-        if (!t) return;
+        if (!t) break;
         p[k] = malloc(sizeof(float) * n);
         memcpy(p[k], attn_trainer_params(t), sizeof(float) * n);
         attn_trainer_free(t);
     }
     openblas_set_num_threads(1);
-    CHECK_MSG(memcmp(p[0], p[1], sizeof(float) * n) == 0,
-              "%s: 1 and 2 threads give different models",
-              at == ATTN_ATTENTION_DOT ? "dot" : "additive");
-    free(p[0]);
-    free(p[1]);
+    for (int k = 1; k < 4; k++)
+        CHECK_MSG(p[0] && p[k] && memcmp(p[0], p[k], sizeof(float) * n) == 0,
+                  "%s: 1 and %d threads give different models",
+                  at == ATTN_ATTENTION_DOT ? "dot" : "additive", nth[k]);
+    for (int k = 0; k < 4; k++) free(p[k]);
 }
 
 /* NaN in the model stops a step with ATTN_E_NONFINITE and a message; the

@@ -97,6 +97,31 @@ static void linear_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
     attn__blas_single_end(saved);
 }
 
+/* y (n, out) = x W^T for the few rows of a decoding step or a short
+ * input: matrix-vector products, since sgemm packs the whole weight matrix
+ * for each call, which costs more than a product of fewer than 8 rows.
+ * Cut as linear_gemm cuts (blocks of output columns whose size depends on
+ * the shape only, one OpenBLAS thread each): OpenBLAS's threaded sgemv
+ * changed the bits with the size of its pool. */
+static void linear_gemv(int n, int in, int out, const float *x, const float *w,
+                        float *y) {
+    const int team = openblas_get_num_threads();
+    const int per = linear_rows(out);
+    const int blocks = (out + per - 1) / per;
+    const int saved = attn__blas_single_begin();
+#pragma omp parallel for collapse(2) num_threads(team > 1 ? team : 1)          \
+    schedule(static) if (team > 1 && n * blocks > 1)
+    for (int r = 0; r < n; r++)
+        for (int blk = 0; blk < blocks; blk++) {
+            const int c0 = blk * per;
+            const int cols = out - c0 < per ? out - c0 : per;
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, cols, in, 1.0f,
+                        w + (size_t)c0 * (size_t)in, in, x + (size_t)r * in, 1,
+                        0.0f, y + (size_t)r * (size_t)out + c0, 1);
+        }
+    attn__blas_single_end(saved);
+}
+
 static attn_status linear_dims(int64_t n, int64_t in, int64_t out) {
     if (n < 1 || in < 1 || out < 1)
         return attn__fail(ATTN_E_SHAPE,
@@ -119,8 +144,11 @@ attn_status attn_linear_forward(int64_t n, int64_t in, int64_t out,
     ATTN__NEED(x);
     ATTN__NEED(w);
     ATTN__NEED(y);
-    linear_gemm(CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, x, (int)in,
-                w, (int)in, 0.0f, y, (int)out);
+    if (n < 8)
+        linear_gemv((int)n, (int)in, (int)out, x, w, y);
+    else
+        linear_gemm(CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, x,
+                    (int)in, w, (int)in, 0.0f, y, (int)out);
     if (b)
         for (int64_t r = 0; r < n; r++)
             for (int64_t c = 0; c < out; c++) y[r * out + c] += b[c];

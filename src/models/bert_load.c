@@ -10,30 +10,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Where a checkpoint tensor goes. */
+/* Where a checkpoint tensor goes: an embedding table of the model, or
+ * (per layer) the encoder's parameter of the row's name, found in the
+ * encoder's slice table. */
 typedef enum {
     DST_WORD,
     DST_POS,
     DST_TYPE,
     DST_LN_G,
     DST_LN_B, /* embeddings */
-    DST_WQ,
-    DST_BQ,
-    DST_WK,
-    DST_BK,
-    DST_WV,
-    DST_BV,
-    DST_WO,
-    DST_BO,
-    DST_LN1_G,
-    DST_LN1_B,
-    DST_W1,
-    DST_B1,
-    DST_W2,
-    DST_B2,
-    DST_LN2_G,
-    DST_LN2_B,
-    DST_UNUSED
+    DST_LAYER
 } dst_kind;
 
 /* Sizes a shape is written in. */
@@ -58,23 +44,23 @@ static const struct {
      SZ_ONE},
     {"embeddings.LayerNorm.bias", 0, DST_LN_B, "embeddings.ln_beta", SZ_E,
      SZ_ONE},
-    {"attention.self.query.weight", 1, DST_WQ, "attn.w_q", SZ_E, SZ_E},
-    {"attention.self.query.bias", 1, DST_BQ, "attn.b_q", SZ_E, SZ_ONE},
-    {"attention.self.key.weight", 1, DST_WK, "attn.w_k", SZ_E, SZ_E},
-    {"attention.self.key.bias", 1, DST_BK, "attn.b_k", SZ_E, SZ_ONE},
-    {"attention.self.value.weight", 1, DST_WV, "attn.w_v", SZ_E, SZ_E},
-    {"attention.self.value.bias", 1, DST_BV, "attn.b_v", SZ_E, SZ_ONE},
-    {"attention.output.dense.weight", 1, DST_WO, "attn.w_o", SZ_E, SZ_E},
-    {"attention.output.dense.bias", 1, DST_BO, "attn.b_o", SZ_E, SZ_ONE},
-    {"attention.output.LayerNorm.weight", 1, DST_LN1_G, "ln1_gamma", SZ_E,
+    {"attention.self.query.weight", 1, DST_LAYER, "attn.w_q", SZ_E, SZ_E},
+    {"attention.self.query.bias", 1, DST_LAYER, "attn.b_q", SZ_E, SZ_ONE},
+    {"attention.self.key.weight", 1, DST_LAYER, "attn.w_k", SZ_E, SZ_E},
+    {"attention.self.key.bias", 1, DST_LAYER, "attn.b_k", SZ_E, SZ_ONE},
+    {"attention.self.value.weight", 1, DST_LAYER, "attn.w_v", SZ_E, SZ_E},
+    {"attention.self.value.bias", 1, DST_LAYER, "attn.b_v", SZ_E, SZ_ONE},
+    {"attention.output.dense.weight", 1, DST_LAYER, "attn.w_o", SZ_E, SZ_E},
+    {"attention.output.dense.bias", 1, DST_LAYER, "attn.b_o", SZ_E, SZ_ONE},
+    {"attention.output.LayerNorm.weight", 1, DST_LAYER, "ln1_gamma", SZ_E,
      SZ_ONE},
-    {"attention.output.LayerNorm.bias", 1, DST_LN1_B, "ln1_beta", SZ_E, SZ_ONE},
-    {"intermediate.dense.weight", 1, DST_W1, "w_1", SZ_F, SZ_E},
-    {"intermediate.dense.bias", 1, DST_B1, "b_1", SZ_F, SZ_ONE},
-    {"output.dense.weight", 1, DST_W2, "w_2", SZ_E, SZ_F},
-    {"output.dense.bias", 1, DST_B2, "b_2", SZ_E, SZ_ONE},
-    {"output.LayerNorm.weight", 1, DST_LN2_G, "ln2_gamma", SZ_E, SZ_ONE},
-    {"output.LayerNorm.bias", 1, DST_LN2_B, "ln2_beta", SZ_E, SZ_ONE},
+    {"attention.output.LayerNorm.bias", 1, DST_LAYER, "ln1_beta", SZ_E, SZ_ONE},
+    {"intermediate.dense.weight", 1, DST_LAYER, "w_1", SZ_F, SZ_E},
+    {"intermediate.dense.bias", 1, DST_LAYER, "b_1", SZ_F, SZ_ONE},
+    {"output.dense.weight", 1, DST_LAYER, "w_2", SZ_E, SZ_F},
+    {"output.dense.bias", 1, DST_LAYER, "b_2", SZ_E, SZ_ONE},
+    {"output.LayerNorm.weight", 1, DST_LAYER, "ln2_gamma", SZ_E, SZ_ONE},
+    {"output.LayerNorm.bias", 1, DST_LAYER, "ln2_beta", SZ_E, SZ_ONE},
 };
 #define NTABLE ((int)(sizeof table / sizeof table[0]))
 /* Known names that the model does not use. */
@@ -281,33 +267,24 @@ static int match(const attn_bert_config *c, const char *name, int64_t *layer) {
     return -1;
 }
 
-static float *dst_of(attn_bert *m, dst_kind d, int64_t layer) {
-    attn_encoder_layer_params P;
-    if (layer >= 0) attn_encoder_layer_view(&m->enc, m->params, layer, &P);
-    switch (d) {
+/* The floats of table row k, named an in the model (its slice name for
+ * a per-layer row); NULL when the encoder has no such slice of n floats. */
+static float *dst_of(attn_bert *m, const attn_param_slice *sl, int64_t nsl,
+                     int k, const char *an, int64_t n) {
+    switch (table[k].dst) {
     case DST_WORD: return m->word;
     case DST_POS: return m->pos;
     case DST_TYPE: return m->type;
     case DST_LN_G: return m->ln_g;
     case DST_LN_B: return m->ln_b;
-    case DST_WQ: return P.mha.w_q;
-    case DST_BQ: return P.mha.b_q;
-    case DST_WK: return P.mha.w_k;
-    case DST_BK: return P.mha.b_k;
-    case DST_WV: return P.mha.w_v;
-    case DST_BV: return P.mha.b_v;
-    case DST_WO: return P.mha.w_o;
-    case DST_BO: return P.mha.b_o;
-    case DST_LN1_G: return P.ln1_gamma;
-    case DST_LN1_B: return P.ln1_beta;
-    case DST_W1: return P.w_1;
-    case DST_B1: return P.b_1;
-    case DST_W2: return P.w_2;
-    case DST_B2: return P.b_2;
-    case DST_LN2_G: return P.ln2_gamma;
-    case DST_LN2_B: return P.ln2_beta;
-    default: return NULL;
+    default: break;
     }
+    for (int64_t i = 0; i < nsl; i++)
+        if (strcmp(sl[i].name, an) == 0)
+            return sl[i].shape[0] * sl[i].shape[1] == n
+                       ? m->params + sl[i].offset
+                       : NULL;
+    return NULL;
 }
 
 /* Appends "name" to a problem list of the message, up to its room. */
@@ -337,10 +314,14 @@ static attn_status load_weights(attn_bert *m, const char *dir) {
         names += strlen(t.name) + 64;
     }
     m->names = attn__alloc(names + 1, 1, "mapping names");
-    if (!seen || !m->map || !m->names) {
+    attn_param_slice *sl = NULL; /* the encoder's: where each layer row goes */
+    int64_t nsl = 0;
+    if (!seen || !m->map || !m->names ||
+        (s = attn__slices_alloc(attn__encoder_slices, &m->enc, &sl, &nsl))) {
         attn__free(seen);
+        attn__free(sl);
         attn_safetensors_close(st);
-        return ATTN_E_NOMEM;
+        return s ? s : ATTN_E_NOMEM;
     }
     memset(seen, 0, (size_t)nslots);
     char unexpected[320] = "", shapes[320] = "", missing[320] = "";
@@ -390,8 +371,11 @@ static attn_status load_weights(attn_bert *m, const char *dir) {
             snprintf(an, 64, "%s", table[k].attn);
         row->attn = an;
         used += strlen(an) + 1;
-        s = attn_st_tensor_to_f32(&t, dst_of(m, table[k].dst, layer),
-                                  rows * cols);
+        float *dst = dst_of(m, sl, nsl, k, an, rows * cols);
+        s = dst ? attn_st_tensor_to_f32(&t, dst, rows * cols)
+                : attn__fail(ATTN_E_INVALID,
+                             "the encoder has no parameter %s of %lld floats",
+                             an, (long long)(rows * cols));
     }
     for (int64_t slot = 0; slot < nslots && !s; slot++) {
         int k = (int)(slot % NTABLE);
@@ -406,6 +390,7 @@ static attn_status load_weights(attn_bert *m, const char *dir) {
         note(missing, sizeof missing, &nmiss, nm);
     }
     attn__free(seen);
+    attn__free(sl);
     attn_safetensors_close(st);
     if (s) return s;
     if (nmiss || nun || nshape)

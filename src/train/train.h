@@ -66,5 +66,4 @@ void attn__batch_accuracy(const float *logits, const int32_t *targets,
                           int64_t B, int64_t L, int64_t V, int64_t *tokens,
                           int64_t *tokens_right, int64_t *seqs_right);
 
-
 #endif

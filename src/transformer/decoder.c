@@ -94,25 +94,101 @@ int64_t attn_decoder_cross_heads(const attn_decoder_config *c) {
     return c->cross_attention == ATTN_ATTENTION_DOT ? c->num_heads : 1;
 }
 
-/* Floats of one cross-attention block (additive includes w_o, b_o). */
-static int64_t ca_count(const attn_decoder_config *c) {
-    if (!c->cross) return 0;
-    if (c->cross_attention == ATTN_ATTENTION_DOT) {
-        attn_mha_config m = sa_cfg(c);
-        return attn_mha_param_count(&m);
+/* ---- the parameter table ----------------------------------------------
+ * One layer's slices (names after "layers.l.", offsets from the layer's
+ * start, in block order) are the one table of the decoder's parameters:
+ * the count, the views (of parameters and of gradients), the block's
+ * slice names and init, and the typed files all read it. A new kind of
+ * sublayer adds its slices here and its view fields below. */
+
+/* Appends layer slices under pre (e.g. "layers.3.") at *offset. */
+static void layer_slices(const attn_decoder_config *c, const char *pre,
+                         int64_t *offset, attn_param_slice *slices, int64_t cap,
+                         int64_t *n) {
+    const int64_t E = c->d_model, F = c->dim_feedforward;
+    attn_mha_config m = sa_cfg(c);
+    char sub[96];
+    int64_t k = 0;
+    snprintf(sub, sizeof sub, "%sself_attn.", pre);
+    attn_mha_param_slices(&m, sub, *offset,
+                          slices && *n < cap ? slices + *n : NULL,
+                          slices && *n < cap ? cap - *n : 0, &k);
+    *offset += attn_mha_param_count(&m);
+    *n += k;
+    if (c->cross) {
+        snprintf(sub, sizeof sub, "%scross_attn.", pre);
+        attn_param_slice *dst = slices && *n < cap ? slices + *n : NULL;
+        int64_t room = slices && *n < cap ? cap - *n : 0;
+        if (c->cross_attention == ATTN_ATTENTION_DOT) {
+            attn_mha_param_slices(&m, sub, *offset, dst, room, &k);
+            *offset += attn_mha_param_count(&m);
+            *n += k;
+        } else {
+            attn_additive_config a = add_cfg(c);
+            attn_additive_param_slices(&a, sub, *offset, dst, room, &k);
+            *offset += attn_additive_param_count(&a);
+            *n += k;
+            attn__out_proj_slices(slices, cap, n, sub, offset, E);
+        }
     }
-    attn_additive_config a = add_cfg(c);
-    return attn_additive_param_count(&a) + c->d_model * (c->d_model + 1);
+    attn__ln_slices(slices, cap, n, pre, "ln1", offset, E);
+    if (c->cross) attn__ln_slices(slices, cap, n, pre, "ln2", offset, E);
+    attn__ln_slices(slices, cap, n, pre, "ln3", offset, E);
+    attn__ffn_slices(slices, cap, n, pre, offset, E, F, ffn_rows(c));
 }
 
-/* The sizes are bounded by attn_decoder_check (E <= 2^20, F <= 2^22), so
- * one layer's count fits int64 without further checks. */
+/* Floats of one layer: where its table ends. The sizes are bounded by
+ * attn_decoder_check (E <= 2^20, F <= 2^22), so it fits int64. */
 static int64_t layer_count(const attn_decoder_config *c) {
-    attn_mha_config m = sa_cfg(c);
-    const int64_t E = c->d_model, F = c->dim_feedforward, F1 = ffn_rows(c);
-    return attn_mha_param_count(&m) + ca_count(c) + (F1 + F) * E + F1 + E +
-           (c->cross ? 6 : 4) * E;
+    int64_t offset = 0, n = 0;
+    layer_slices(c, "", &offset, NULL, 0, &n);
+    return offset;
 }
+
+/* The view field of each slice name of a layer; dot says which kind of
+ * cross-attention a cross_attn name belongs to (-1: any). */
+#define VF(name, dot, member)                                                  \
+    { name, dot, offsetof(attn_decoder_layer_params, member) }
+static const struct {
+    const char *name;
+    int dot;
+    size_t off;
+} view_fields[] = {
+    VF("self_attn.w_q", -1, self_attn.w_q),
+    VF("self_attn.w_k", -1, self_attn.w_k),
+    VF("self_attn.w_v", -1, self_attn.w_v),
+    VF("self_attn.w_o", -1, self_attn.w_o),
+    VF("self_attn.b_q", -1, self_attn.b_q),
+    VF("self_attn.b_k", -1, self_attn.b_k),
+    VF("self_attn.b_v", -1, self_attn.b_v),
+    VF("self_attn.b_o", -1, self_attn.b_o),
+    VF("cross_attn.w_q", 1, cross_mha.w_q),
+    VF("cross_attn.w_k", 1, cross_mha.w_k),
+    VF("cross_attn.w_v", 1, cross_mha.w_v),
+    VF("cross_attn.w_o", 1, cross_mha.w_o),
+    VF("cross_attn.b_q", 1, cross_mha.b_q),
+    VF("cross_attn.b_k", 1, cross_mha.b_k),
+    VF("cross_attn.b_v", 1, cross_mha.b_v),
+    VF("cross_attn.b_o", 1, cross_mha.b_o),
+    VF("cross_attn.w_q", 0, cross_add.w_q),
+    VF("cross_attn.w_k", 0, cross_add.w_k),
+    VF("cross_attn.v", 0, cross_add.v),
+    VF("cross_attn.b_q", 0, cross_add.b_q),
+    VF("cross_attn.b_k", 0, cross_add.b_k),
+    VF("cross_attn.w_o", 0, cross_w_o),
+    VF("cross_attn.b_o", 0, cross_b_o),
+    VF("ln1_gamma", -1, ln1_gamma),
+    VF("ln1_beta", -1, ln1_beta),
+    VF("ln2_gamma", -1, ln2_gamma),
+    VF("ln2_beta", -1, ln2_beta),
+    VF("ln3_gamma", -1, ln3_gamma),
+    VF("ln3_beta", -1, ln3_beta),
+    VF("w_1", -1, w_1),
+    VF("b_1", -1, b_1),
+    VF("w_2", -1, w_2),
+    VF("b_2", -1, b_2),
+};
+#undef VF
 
 int64_t attn_decoder_param_count(const attn_decoder_config *c) {
     if (attn_decoder_check(c)) return 0;
@@ -134,37 +210,27 @@ attn_status attn_decoder_layer_view(const attn_decoder_config *c, float *block,
                           (long long)layer, (long long)c->num_layers);
     if (!attn_decoder_param_count(c))
         return attn__fail(ATTN_E_NOMEM, "decoder parameter count overflows");
-    const int64_t E = c->d_model, F = c->dim_feedforward;
+    attn_param_slice sl[48];
+    int64_t n = 0, offset = 0;
+    layer_slices(c, "", &offset, sl, 48, &n);
+    if (n > 48)
+        return attn__fail(ATTN_E_INVALID, "a decoder layer has %lld slices",
+                          (long long)n);
     memset(p, 0, sizeof *p);
-    attn_mha_config m = sa_cfg(c);
-    float *x = block + layer * layer_count(c);
-    attn_mha_params_view(&m, x, &p->self_attn);
-    x += attn_mha_param_count(&m);
-    if (c->cross && c->cross_attention == ATTN_ATTENTION_DOT) {
-        attn_mha_params_view(&m, x, &p->cross_mha);
-        x += attn_mha_param_count(&m);
-    } else if (c->cross) {
-        attn_additive_config a = add_cfg(c);
-        attn_additive_params_view(&a, x, &p->cross_add);
-        x += attn_additive_param_count(&a);
-        p->cross_w_o = x;
-        p->cross_b_o = x + E * E;
-        x += E * E + E;
+    float *x = block + layer * offset;
+    const int dot = c->cross_attention == ATTN_ATTENTION_DOT;
+    for (int64_t i = 0; i < n; i++) {
+        size_t f = 0, nf = sizeof view_fields / sizeof view_fields[0];
+        while (f < nf &&
+               (strcmp(view_fields[f].name, sl[i].name) != 0 ||
+                (view_fields[f].dot >= 0 && view_fields[f].dot != dot)))
+            f++;
+        if (f == nf)
+            return attn__fail(ATTN_E_INVALID, "decoder slice %s has no view",
+                              sl[i].name);
+        float **field = (float **)(void *)((char *)p + view_fields[f].off);
+        *field = x + sl[i].offset;
     }
-    p->ln1_gamma = x;
-    p->ln1_beta = x + E;
-    x += 2 * E;
-    if (c->cross) {
-        p->ln2_gamma = x;
-        p->ln2_beta = x + E;
-        x += 2 * E;
-    }
-    p->ln3_gamma = x;
-    p->ln3_beta = x + E;
-    p->w_1 = x + 2 * E;
-    p->b_1 = p->w_1 + ffn_rows(c) * E;
-    p->w_2 = p->b_1 + ffn_rows(c);
-    p->b_2 = p->w_2 + E * F;
     return ATTN_OK;
 }
 
@@ -193,44 +259,13 @@ attn_status attn_decoder_param_slices(const attn_decoder_config *c,
     ATTN__NEED(count);
     if (!attn_decoder_param_count(c))
         return attn__fail(ATTN_E_NOMEM, "decoder parameter count overflows");
-    const int64_t E = c->d_model, F = c->dim_feedforward;
+    const int64_t E = c->d_model;
     const char *px = prefix ? prefix : "";
-    attn_mha_config m = sa_cfg(c);
     int64_t n = 0;
     char pre[96];
     for (int64_t l = 0; l < c->num_layers; l++) {
-        int64_t k = 0;
-        snprintf(pre, sizeof pre, "%.12slayers.%lld.self_attn.", px,
-                 (long long)l);
-        attn_mha_param_slices(&m, pre, offset,
-                              slices && n < cap ? slices + n : NULL,
-                              slices && n < cap ? cap - n : 0, &k);
-        offset += attn_mha_param_count(&m);
-        n += k;
-        if (c->cross) {
-            snprintf(pre, sizeof pre, "%.12slayers.%lld.cross_attn.", px,
-                     (long long)l);
-            attn_param_slice *dst = slices && n < cap ? slices + n : NULL;
-            int64_t room = slices && n < cap ? cap - n : 0;
-            if (c->cross_attention == ATTN_ATTENTION_DOT) {
-                attn_mha_param_slices(&m, pre, offset, dst, room, &k);
-                offset += attn_mha_param_count(&m);
-                n += k;
-            } else {
-                attn_additive_config a = add_cfg(c);
-                attn_additive_param_slices(&a, pre, offset, dst, room, &k);
-                offset += attn_additive_param_count(&a);
-                n += k;
-                attn__out_proj_slices(slices, cap, &n, pre, &offset, E);
-            }
-        }
         snprintf(pre, sizeof pre, "%.12slayers.%lld.", px, (long long)l);
-        attn__ln_slices(slices, cap, &n, pre, "ln1", &offset, E);
-        if (c->cross) {
-            attn__ln_slices(slices, cap, &n, pre, "ln2", &offset, E);
-        }
-        attn__ln_slices(slices, cap, &n, pre, "ln3", &offset, E);
-        attn__ffn_slices(slices, cap, &n, pre, &offset, E, F, ffn_rows(c));
+        layer_slices(c, pre, &offset, slices, cap, &n);
     }
     if (c->final_norm) {
         attn__ln_slices(slices, cap, &n, px, "norm", &offset, E);
@@ -722,11 +757,11 @@ static int64_t decoder_count(const void *c) {
 }
 
 static const attn__typed_kind decoder_kind = {"decoder",
-                                        decoder_cfg,
-                                        13,
-                                        sizeof(attn_decoder_config),
-                                        attn__decoder_slices,
-                                        decoder_count};
+                                              decoder_cfg,
+                                              13,
+                                              sizeof(attn_decoder_config),
+                                              attn__decoder_slices,
+                                              decoder_count};
 
 attn_status attn_decoder_save(const char *path, const attn_decoder_config *c,
                               const float *params) {

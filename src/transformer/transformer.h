@@ -29,36 +29,45 @@ void attn__embed_rows(const float *table, const int32_t *ids, int64_t n,
                       int64_t L, int64_t E, const float *pe,
                       const int64_t *positions, float *x);
 
-/* Attention over the history of one self-attention layer: an attn_kv_cache
- * (attn_cache.h) of R rows (sequences or beams), all holding len
- * positions, appended, attended and reordered through three functions of
- * generate.c. */
-typedef struct {
-    attn_kv_cache *cache;
-    int64_t R, Hkv, hd, len;
-} attn__hist;
+/* The decoder as generation runs it (decoder_step.c): a state built once
+ * for R rows (sequences or beams) of at most cap positions, over the
+ * memory mem (R, Ls, E) with lengths klen [R] (NULL: Ls; mem NULL: no
+ * cross-attention), and a step that runs one new position per row. */
+typedef struct attn__dec_state attn__dec_state;
+attn_status attn__dec_state_create(const attn_decoder_config *c,
+                                   const float *params, int64_t R, int64_t cap,
+                                   const float *mem, int64_t Ls,
+                                   const int64_t *klen, int threads,
+                                   attn__dec_state **out);
+void attn__dec_state_free(attn__dec_state *s);
+/* x (R, E): the new position's input of every row; *out (R, E, inside the
+ * state, valid until the next step): the stack's output, final-normed. */
+attn_status attn__dec_step(attn__dec_state *s, const float *x,
+                           const float **out);
+/* Beam search: row r takes old row parent[r]'s history. */
+attn_status attn__dec_reorder(attn__dec_state *s, const int64_t *parent);
 
+/* Generation over a model (generate.c): the encoder's memory computed
+ * once, the decoding state, the tokens fed so far, the logits of the last
+ * step. With recompute set a step runs the decoder's forward over the
+ * whole prefix instead (the reference of the tests and the baseline of
+ * the benchmark). */
 typedef struct {
     const attn_transformer_config *c;
     const float *params;
     attn__tlayout m;
-    int64_t R, E, H, Hkv, hd, KV, F, V, Ls, cap, M;
+    int64_t R, E, V, Ls, cap;
     int threads, recompute;
-    attn__hist *self; /* [M]                                        */
-    float *ck, *cv;   /* cross keys / values (M, R, Ls, KV), dot     */
-    float *mem;       /* (R, Ls, E) the memory of each row           */
-    int64_t *klen;    /* [R] memory lengths                          */
-    float *add_ws;    /* additive cross-attention, (R, 1, Ls)        */
-    float *x, *y, *q, *kk, *vv, *ctx, *a, *h, *pe, *logits;
-    int32_t *toks; /* (R, cap) tokens fed so far (recompute)      */
-    int64_t t;     /* steps done                                  */
-    float *xt, *ht, *dws;
-    int32_t *scratch; /* (R, cap) token reorder                    */
+    attn__dec_state *dec; /* NULL with recompute                      */
+    float *mem;           /* (R, Ls, E) the memory of each row         */
+    int64_t *klen;        /* [R] memory lengths                        */
+    float *x, *y, *pe, *logits;
+    int32_t *toks;        /* (R, cap) tokens fed so far                  */
+    int64_t t;            /* steps done                                  */
+    float *xt, *ht, *dws; /* recompute: prefix, output, workspace       */
+    int32_t *scratch;     /* (R, cap) token reorder                     */
 } attn__gen;
 
-/* Builds the state for R = B * K rows (row b * K + k reads source b),
- * runs the encoder once (ENCDEC) and computes the cross keys and values.
- * cap: the most steps. */
 attn_status attn__gen_create(const attn_transformer_config *c,
                              const float *params, int64_t B, int64_t K,
                              int64_t Ls, const int32_t *src,

@@ -1,8 +1,10 @@
 /* Pieces shared by the layer subcommands (attn mha, additive, encoder):
  * the options they all take, loading the sequence inputs, the parameter
- * and output buffers, saving. */
+ * and output buffers, saving; and the OpenBLAS pool of every command
+ * that takes --threads. */
 #include "cli.h"
 
+#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -195,4 +197,11 @@ void cli_layer_free(cli_layer *l) {
     cli_tensor_free(&l->k.t);
     cli_tensor_free(&l->v.t);
     cli_sdpa_args_free(&l->a);
+}
+
+void cli_train_threads(int64_t threads) {
+    /* OpenMP takes the count from the options, and the layers keep BLAS on
+     * the calling thread for a count of 1; only a larger count must reach
+     * OpenBLAS's process-wide pool. */
+    if (threads > 1) openblas_set_num_threads((int)threads);
 }

@@ -2,6 +2,7 @@
  * dropout, kernel, threads): their help, parsing, the files they name
  * and their binding to the shapes of q and k. Split from cli_io.c. */
 #include "cli.h"
+#include "opts_desc.h"
 #include <errno.h>
 #include <libgen.h>
 #include <limits.h>
@@ -38,6 +39,23 @@ void cli_sdpa_args_free(cli_sdpa_args *a) {
 
 void cli_sdpa_args_help(FILE *f) { cli_args_help(f, CLI_OPTS_ALL); }
 
+/* The option rows (opts_desc.h) are CLI_OPTS_* by kind. */
+_Static_assert(CLI_OPTS_SCALE == ATTN__OPT_SCALE &&
+                   CLI_OPTS_THREADS == ATTN__OPT_THREADS &&
+                   CLI_OPTS_KERNEL == ATTN__OPT_KERNEL &&
+                   CLI_OPTS_MASK == ATTN__OPT_MASK,
+               "the command's option kinds are the descriptor's");
+
+/* The flag of a row's "--flag VALUE" into buf; 0 when the row has none. */
+static int row_flag(const attn__opt_desc *d, char *buf, size_t cap) {
+    if (!d->cli) return 0;
+    size_t n = strcspn(d->cli, " ");
+    if (n >= cap) return 0;
+    memcpy(buf, d->cli, n);
+    buf[n] = '\0';
+    return 1;
+}
+
 void cli_args_help(FILE *f, unsigned kinds) {
     if ((kinds & CLI_OPTS_KERNEL) && (kinds & CLI_OPTS_SCALE))
         fprintf(f,
@@ -46,77 +64,26 @@ void cli_args_help(FILE *f, unsigned kinds) {
         fprintf(f, "attention options:\n");
     else
         fprintf(f, "mask options (the mask the weights were made with):\n");
-    if (kinds & CLI_OPTS_SCALE)
-        fprintf(
-            f,
-            "  --scale S            multiplier of q.k (> 0); default 1/sqrt(Dk)\n");
-    fprintf(
-        f,
-        "  --causal ALIGN       look-ahead mask; ALIGN is top-left (query i sees keys\n"
-        "                       0..i, PyTorch is_causal) or bottom-right (the last\n"
-        "                       query sees the last key, FlashAttention / KV cache)\n"
-        "  --align ALIGN        alignment of --window without --causal (top-left)\n"
-        "  --window LEFT,RIGHT  local window: query i sees keys c-LEFT .. c+RIGHT\n"
-        "                       around its diagonal c; -1 leaves a side unbounded\n"
-        "  --key-lengths KL.npy    valid keys per batch entry, B ints (or whole floats)\n"
-        "  --query-lengths QL.npy  valid queries per batch entry; rows past it are 0\n"
-        "  --mask M.npy         mask, rank 2 (Lq, Lk), 3 (B, Lq, Lk) or\n"
-        "                       4 (B|1, H|1, Lq|1, Lk|1); axes of size 1 broadcast.\n"
-        "                       As in PyTorch: bool or integer M says which keys\n"
-        "                       to keep, float M is added to the scores (0 / -inf)\n"
-        "  --mask-convention C  how a bool/integer M reads: keep (nonzero attends,\n"
-        "                       PyTorch SDPA; the default), masked (1 = masked,\n"
-        "                       Keras/TF) or torch-mha (True = blocked,\n"
-        "                       nn.MultiheadAttention); given, a float M of 0/1\n"
-        "                       is read this way too\n"
-        "  --bias BIAS.npy      additive float bias, same ranks as --mask; -inf masks\n"
-        "  --block-sparse BLOCK,LAYOUT.npy\n"
-        "                       block layout of 0/1, (ceil(Lq/BLOCK), ceil(Lk/BLOCK))\n"
-        "                       shared by all heads, or (H, ...) per head\n"
-        "  --random-blocks BLOCK,KEEP_P,SEED\n"
-        "                       keep each BLOCK x BLOCK block with probability KEEP_P\n"
-        "  --softcap C          soft-capping: scores become C tanh(s / C) after the\n"
-        "                       scale, before mask and bias (Gemma 2); C > 0\n"
-        "  --alibi causal|symmetric\n"
-        "                       ALiBi bias -slope_h (c - j) (causal, the paper's and\n"
-        "                       BLOOM's) or -slope_h |c - j| (symmetric, MPT's), c the\n"
-        "                       aligned query position; standard slopes 2^(-8(h+1)/H)\n"
-        "  --alibi-slopes S.npy one ALiBi slope per head (H floats) instead\n"
-        "  --sinks S.npy        attention sinks: one logit per head (H floats) in each\n"
-        "                       softmax's denominator, with no value (gpt-oss)\n"
-        "  --doc-ids Q.npy[,K.npy]\n"
-        "                       packed documents: non-decreasing ids per position,\n"
-        "                       (B, L) or (L,); query i sees key j only when their\n"
-        "                       ids match (K.npy: key ids when Lq != Lk)\n"
-        "  --cu-seqlens CU      packed documents as cumulative starts (FlashAttention\n"
-        "                       varlen): CU.npy or a list 0,n1,n1+n2,...,L; document d\n"
-        "                       holds positions CU[d] .. CU[d+1]-1 of every entry\n"
-        "  --cu-seqlens-k CU    the keys' starts when Lq != Lk (then --cu-seqlens\n"
-        "                       gives the queries')\n");
-    if (kinds & CLI_OPTS_KERNEL)
-        fprintf(
-            f,
-            "  --impl auto|ref|flash   kernel (ref: exact reference, double sums)\n");
-    if (kinds & CLI_OPTS_KERNEL)
-        fprintf(
-            f,
-            "  --rope neox|interleaved  rotary positions on q and k before the\n"
-            "                       scores: neox rotates feature i with i + R/2\n"
-            "                       (Llama, Qwen2), interleaved 2i with 2i+1 (GPT-J);\n"
-            "                       keys sit at j, query i at its aligned position c\n"
-            "  --rope-theta T       the base of the frequencies (default 10000)\n"
-            "  --rope-dim R         rotate the first R features only (even; default all)\n"
-            "  --rope-scaling linear:F | llama3:F,LOW,HIGH,ORIG\n"
-            "                       frequency scaling as config.json's rope_scaling\n"
-            "                       (factor, low/high_freq_factor,\n"
-            "                       original_max_position_embeddings)\n"
-            "  --rope-offset N      add N to every position (a cache's prefix)\n");
-    if (kinds & CLI_OPTS_THREADS)
-        fprintf(f, "  --threads N          threads (0: OpenMP's default)\n");
-    if (kinds & CLI_OPTS_KERNEL)
-        fprintf(f,
-                "  --dropout P          dropout on the weights, P in [0, 1)\n"
-                "  --seed N             dropout seed (default 0)\n");
+    int n;
+    const attn__opt_desc *rows = attn__sdpa_opt_descs(&n);
+    for (int r = 0; r < n; r++) {
+        const attn__opt_desc *d = &rows[r];
+        if (!d->cli || !(kinds & d->where)) continue;
+        /* "  --flag VALUE" then the help at column 23, or below it */
+        const char *h = d->help;
+        if (strlen(d->cli) <= 20) {
+            size_t len = strcspn(h, "\n");
+            fprintf(f, "  %-20s %.*s\n", d->cli, (int)len, h);
+            h += len + (h[len] == '\n');
+        } else {
+            fprintf(f, "  %s\n", d->cli);
+        }
+        while (*h) {
+            size_t len = strcspn(h, "\n");
+            fprintf(f, "%23s%.*s\n", "", (int)len, h);
+            h += len + (h[len] == '\n');
+        }
+    }
     fprintf(f, "All mask parts combine by AND%s.\n",
             (kinds & CLI_OPTS_KERNEL)
                 ? "; a query row with no visible key gives\noutput 0 and "
@@ -236,32 +203,19 @@ static int parse_rope(const char *cmd, const char *opt, const char *v,
  * arguments it took (0: not ours). */
 static int parse_one(const char *cmd, int argc, char **argv, int i,
                      cli_sdpa_args *a, pending_files *pf, int *used) {
-    static const char *const with_value[] = {
-        "--scale",        "--causal",          "--align",
-        "--window",       "--key-lengths",     "--query-lengths",
-        "--mask",         "--mask-convention", "--bias",
-        "--block-sparse", "--random-blocks",   "--impl",
-        "--threads",      "--dropout",         "--seed",
-        "--softcap",      "--alibi",           "--alibi-slopes",
-        "--sinks",        "--doc-ids",         "--cu-seqlens",
-        "--cu-seqlens-k", "--rope",            "--rope-theta",
-        "--rope-dim",     "--rope-scaling",    "--rope-offset"};
     const char *opt = argv[i];
     *used = 0;
-    size_t k, nopts = sizeof with_value / sizeof with_value[0];
-    for (k = 0; k < nopts; k++)
-        if (strcmp(opt, with_value[k]) == 0) break;
-    if (k == nopts) return 0;
+    /* ours when a row of the options' description has this flag */
+    int n;
+    const attn__opt_desc *rows = attn__sdpa_opt_descs(&n), *d = NULL;
+    char flag[64];
+    for (int r = 0; r < n && !d; r++)
+        if (row_flag(&rows[r], flag, sizeof flag) && strcmp(opt, flag) == 0)
+            d = &rows[r];
+    if (!d) return 0;
     /* options of the kernel in a command that computes no attention */
     unsigned kinds = a->kinds ? a->kinds : CLI_OPTS_ALL;
-    unsigned need =
-        strcmp(opt, "--scale") == 0     ? CLI_OPTS_SCALE
-        : strcmp(opt, "--threads") == 0 ? CLI_OPTS_THREADS
-        : (strcmp(opt, "--impl") == 0 || strcmp(opt, "--dropout") == 0 ||
-           strcmp(opt, "--seed") == 0 || strncmp(opt, "--rope", 6) == 0)
-            ? CLI_OPTS_KERNEL
-            : 0;
-    if (need && !(kinds & need))
+    if (d->where != ATTN__OPT_MASK && !(kinds & d->where))
         return cli_usage_error(cmd,
                                "%s has no effect here: attn %s reads "
                                "weights and computes no attention",
@@ -407,12 +361,14 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
             !(o->dropout_p >= 0.0 && o->dropout_p < 1.0))
             return cli_usage_error(cmd, "--dropout must be in [0, 1), not '%s'",
                                    v);
-    } else { /* --seed */
+    } else if (strcmp(opt, "--seed") == 0) {
         if (cli_parse_u64(v, &o->seed))
             return cli_usage_error(cmd,
                                    "--seed must be an integer >= 0, not "
                                    "'%s'",
                                    v);
+    } else { /* a row of opts_desc.c this parser does not know yet */
+        return cli_usage_error(cmd, "%s is described but not parsed", opt);
     }
     return 0;
 }

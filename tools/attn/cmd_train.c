@@ -2,7 +2,6 @@
  * checkpoint (which attn eval, attn attend and --resume read). */
 #include "cli.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,13 +74,6 @@ static void help(void) {
         (long long)d.steps, 2000, (long long)d.batch, d.optim.lr,
         (long long)d.optim.warmup, d.optim.weight_decay, d.optim.clip_norm,
         (unsigned long long)d.seed);
-}
-
-void cli_train_threads(int64_t threads) {
-    /* OpenMP takes the count from the options, and the layers keep BLAS on
-     * the calling thread for a count of 1; only a larger count must reach
-     * OpenBLAS's process-wide pool. */
-    if (threads > 1) openblas_set_num_threads((int)threads);
 }
 
 static double now_s(void) {

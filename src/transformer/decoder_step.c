@@ -1,0 +1,255 @@
+/* The decoder as generation runs it: one new position of every row per
+ * step. The decoding state is built once: the parameter views of every
+ * layer, a KV cache per layer for the self-attention, and, for dot
+ * cross-attention, the keys and values of the memory appended once into a
+ * cache of their own (checked once, then attended every step without a
+ * second look). A step runs each layer's sublayers through the code of the
+ * forward pass (attn__sublayer for the residual and norm, attn__ffn for
+ * the feed-forward body) with attn_sdpa_cached as the attention. */
+#include "transformer.h"
+
+#include <string.h>
+
+struct attn__dec_state {
+    const attn_decoder_config *c;
+    int64_t R, E, H, Hkv, hd, KV, F, Ls, M;
+    int th;
+    attn_decoder_layer_params *P;  /* [M] views of the parameters     */
+    float *norm_g, *norm_b;        /* the final norm (NULL: none)     */
+    attn_kv_cache **self, **cross; /* [M] each; cross: dot only       */
+    const float *mem;              /* (R, Ls, E): additive attention  */
+    const int64_t *klen;           /* [R] memory lengths, NULL: Ls    */
+    float *add_ws;                 /* additive attention's workspace  */
+    float *q, *k, *v, *ctx, *a, *lny, *r, *y, *hpre, *hact;
+};
+
+void attn__dec_state_free(attn__dec_state *s) {
+    if (!s) return;
+    for (int64_t l = 0; l < s->M; l++) {
+        if (s->self) attn_kv_cache_free(s->self[l]);
+        if (s->cross) attn_kv_cache_free(s->cross[l]);
+    }
+    attn__free(s->self);
+    attn__free(s->cross);
+    attn__free(s->P);
+    attn__free(s->add_ws);
+    attn__free(s->q);
+    attn__free(s);
+}
+
+static attn_status cache_of(const attn__dec_state *s, int64_t cap,
+                            attn_kv_cache **out) {
+    attn_kv_cache_config cc;
+    attn_kv_cache_config_init(&cc);
+    cc.batch = s->R;
+    cc.kv_heads = s->Hkv;
+    cc.capacity = cap;
+    cc.head_dim = s->hd;
+    cc.dtype = ATTN_F32;
+    return attn_kv_cache_create(&cc, out);
+}
+
+/* The memory's keys and values of every layer into the cross caches. */
+static attn_status cross_fill(attn__dec_state *s) {
+    const int64_t R = s->R, Ls = s->Ls, KV = s->KV;
+    const size_t per = attn__size3(R, Ls, KV);
+    float *kv = per ? attn__alloc(2 * per, sizeof(float), "memory keys") : NULL;
+    if (!kv) return ATTN_E_NOMEM;
+    attn_status st = ATTN_OK;
+    for (int64_t l = 0; l < s->M && !st; l++) {
+        const attn_mha_params *P = &s->P[l].cross_mha;
+        if ((st = cache_of(s, Ls, &s->cross[l])) ||
+            (st = attn_linear_forward(R * Ls, s->E, KV, s->mem, P->w_k, P->b_k,
+                                      kv)) ||
+            (st = attn_linear_forward(R * Ls, s->E, KV, s->mem, P->w_v, P->b_v,
+                                      kv + per)))
+            break;
+        attn_tensor K = attn_tensor_bthd(kv, ATTN_F32, R, Ls, s->Hkv, s->hd);
+        attn_tensor V =
+            attn_tensor_bthd(kv + per, ATTN_F32, R, Ls, s->Hkv, s->hd);
+        st = attn_kv_cache_append(s->cross[l], &K, &V, s->klen);
+    }
+    attn__free(kv);
+    return st;
+}
+
+attn_status attn__dec_state_create(const attn_decoder_config *c,
+                                   const float *params, int64_t R, int64_t cap,
+                                   const float *mem, int64_t Ls,
+                                   const int64_t *klen, int threads,
+                                   attn__dec_state **out) {
+    *out = NULL;
+    attn_status st = attn_decoder_check(c);
+    if (st) return st;
+    attn__dec_state *s = attn__alloc(1, sizeof *s, "decoding state");
+    if (!s) return ATTN_E_NOMEM;
+    memset(s, 0, sizeof *s);
+    s->c = c;
+    s->R = R;
+    s->E = c->d_model;
+    s->H = c->num_heads;
+    s->Hkv = c->num_kv_heads ? c->num_kv_heads : c->num_heads;
+    s->hd = s->E / s->H;
+    s->KV = s->Hkv * s->hd;
+    s->F = c->dim_feedforward;
+    s->Ls = c->cross ? Ls : 1;
+    s->M = c->num_layers;
+    s->th = threads;
+    s->mem = c->cross ? mem : NULL;
+    s->klen = klen;
+    const size_t re = attn__size3(R, s->E, 1), rf = attn__size3(R, s->F, 1);
+    st = ATTN_E_NOMEM;
+    if (!re || !rf ||
+        !(s->P = attn__alloc((size_t)s->M, sizeof *s->P, "layer views")) ||
+        !(s->self = attn__alloc((size_t)s->M, sizeof *s->self, "caches")) ||
+        !(s->q = attn__alloc(8 * re + 2 * rf, sizeof(float), "step buffers")))
+        goto fail;
+    memset(s->self, 0, sizeof *s->self * (size_t)s->M);
+    s->k = s->q + re;
+    s->v = s->k + re;
+    s->ctx = s->v + re;
+    s->a = s->ctx + re;
+    s->lny = s->a + re;
+    s->r = s->lny + re;
+    s->y = s->r + re;
+    s->hpre = s->y + re;
+    s->hact = s->hpre + rf;
+    for (int64_t l = 0; l < s->M; l++)
+        if ((st = attn_decoder_layer_view(c, (float *)params, l, &s->P[l])) ||
+            (st = cache_of(s, cap, &s->self[l])))
+            goto fail;
+    if ((st = attn_decoder_final_norm_view(c, (float *)params, &s->norm_g,
+                                           &s->norm_b)))
+        goto fail;
+    if (s->mem && c->cross_attention == ATTN_ATTENTION_DOT) {
+        st = ATTN_E_NOMEM;
+        if (!(s->cross = attn__alloc((size_t)s->M, sizeof *s->cross, "caches")))
+            goto fail;
+        memset(s->cross, 0, sizeof *s->cross * (size_t)s->M);
+        if ((st = cross_fill(s))) goto fail;
+    } else if (s->mem) {
+        const attn_additive_config a =
+            attn__layer_add_cfg(s->E, c->additive_dim);
+        size_t wsn;
+        if ((st = attn_additive_workspace_size(&a, R, 1, s->Ls, &wsn)))
+            goto fail;
+        st = ATTN_E_NOMEM;
+        if (!(s->add_ws =
+                  attn__alloc(wsn, sizeof(float), "additive workspace")))
+            goto fail;
+    }
+    *out = s;
+    return ATTN_OK;
+fail:
+    attn__dec_state_free(s);
+    return st;
+}
+
+/* ctx (R, H hd): the new queries q over cache c; causal (bottom-right: the
+ * new position is the cache's last) for the self-attention. */
+static attn_status attend(const attn__dec_state *s, const attn_kv_cache *c,
+                          int causal) {
+    attn_tensor Q = attn_tensor_bthd(s->q, ATTN_F32, s->R, 1, s->H, s->hd);
+    attn_tensor O = attn_tensor_bthd(s->ctx, ATTN_F32, s->R, 1, s->H, s->hd);
+    attn_sdpa_opts o;
+    attn_sdpa_opts_init(&o);
+    o.threads = s->th;
+    o.mask.causal = causal;
+    o.mask.align = ATTN_ALIGN_BOTTOM_RIGHT;
+    return attn_sdpa_cached(&Q, c, &o, &O, NULL);
+}
+
+enum { SUB_SA = 0, SUB_CA = 1, SUB_FF = 2 };
+
+/* The body of sublayer k of layer l on in (R, E) -> s->a. */
+static attn_status body(attn__dec_state *s, int64_t l, int k, const float *in) {
+    const attn_decoder_layer_params *P = &s->P[l];
+    const int64_t R = s->R, E = s->E, KV = s->KV;
+    attn_status st;
+    if (k == SUB_SA) {
+        const attn_mha_params *W = &P->self_attn;
+        attn_tensor K = attn_tensor_bthd(s->k, ATTN_F32, R, 1, s->Hkv, s->hd);
+        attn_tensor V = attn_tensor_bthd(s->v, ATTN_F32, R, 1, s->Hkv, s->hd);
+        if ((st = attn_linear_forward(R, E, E, in, W->w_q, W->b_q, s->q)) ||
+            (st = attn_linear_forward(R, E, KV, in, W->w_k, W->b_k, s->k)) ||
+            (st = attn_linear_forward(R, E, KV, in, W->w_v, W->b_v, s->v)) ||
+            (st = attn_kv_cache_append(s->self[l], &K, &V, NULL)) ||
+            (st = attend(s, s->self[l], 1)))
+            return st;
+        return attn_linear_forward(R, E, E, s->ctx, W->w_o, W->b_o, s->a);
+    }
+    if (k == SUB_CA && s->cross) {
+        const attn_mha_params *W = &P->cross_mha;
+        if ((st = attn_linear_forward(R, E, E, in, W->w_q, W->b_q, s->q)) ||
+            (st = attend(s, s->cross[l], 0)))
+            return st;
+        return attn_linear_forward(R, E, E, s->ctx, W->w_o, W->b_o, s->a);
+    }
+    if (k == SUB_CA) {
+        const attn_additive_config ac =
+            attn__layer_add_cfg(E, s->c->additive_dim);
+        attn_layer_opts o;
+        attn_sdpa_opts_init(&o);
+        o.threads = s->th;
+        o.mask.key_lengths = s->klen;
+        if ((st = attn_additive_forward(&ac, P->cross_add.w_q, R, 1, s->Ls, in,
+                                        s->mem, s->mem, &o, s->ctx, NULL,
+                                        s->add_ws)))
+            return st;
+        return attn_linear_forward(R, E, E, s->ctx, P->cross_w_o, P->cross_b_o,
+                                   s->a);
+    }
+    const attn__ffn f = {R,       E,       s->F,   s->c->activation,
+                         P->w_1,  P->b_1,  P->w_2, P->b_2,
+                         NULL,    NULL,    NULL,   NULL,
+                         s->hpre, s->hact, 0,      0,
+                         0.0,     s->th};
+    return attn__ffn_forward(&f, in, s->a);
+}
+
+attn_status attn__dec_step(attn__dec_state *s, const float *x,
+                           const float **out) {
+    const attn_decoder_config *c = s->c;
+    const float *cur = x;
+    for (int64_t l = 0; l < s->M; l++) {
+        const attn_decoder_layer_params *P = &s->P[l];
+        for (int k = SUB_SA; k <= SUB_FF; k++) {
+            if (k == SUB_CA && !s->mem) continue;
+            attn__sublayer sl;
+            memset(&sl, 0, sizeof sl);
+            sl.n = s->R;
+            sl.E = s->E;
+            sl.norm_first = c->norm_first;
+            sl.th = s->th;
+            sl.eps = attn__layer_ln_eps(c->layer_norm_eps);
+            sl.gamma = k == SUB_SA   ? P->ln1_gamma
+                       : k == SUB_CA ? P->ln2_gamma
+                                     : P->ln3_gamma;
+            sl.beta = k == SUB_SA   ? P->ln1_beta
+                      : k == SUB_CA ? P->ln2_beta
+                                    : P->ln3_beta;
+            sl.x = cur;
+            sl.lny = s->lny;
+            sl.r = s->r;
+            attn_status st = body(s, l, k, attn__sublayer_in(&sl));
+            if (st) return st;
+            cur = attn__sublayer_out(&sl, s->a);
+        }
+    }
+    if (s->norm_g) {
+        attn__layernorm_forward(s->R, s->E, cur, s->norm_g, s->norm_b,
+                                attn__layer_ln_eps(c->layer_norm_eps), s->y,
+                                NULL, NULL, s->th);
+        cur = s->y;
+    }
+    *out = cur;
+    return ATTN_OK;
+}
+
+attn_status attn__dec_reorder(attn__dec_state *s, const int64_t *parent) {
+    for (int64_t l = 0; l < s->M; l++) {
+        attn_status st = attn_kv_cache_reorder(s->self[l], parent);
+        if (st) return st;
+    }
+    return ATTN_OK;
+}
