@@ -116,19 +116,22 @@ attn_status attn_llama_generate(const attn_llama *m, const int32_t *prompt,
     const int64_t eos = o->eos_token_id == -2 ? m->cfg.eos_token_id
                                               : o->eos_token_id;
     const int64_t V = m->cfg.vocab_size, E = m->cfg.hidden_size;
-    int32_t *seq = attn__alloc((size_t)total, sizeof(int32_t), "sequence");
-    float *h = seq ? attn__alloc((size_t)(total * E), sizeof(float), "hidden")
-                   : NULL;
-    float *z = h ? attn__alloc((size_t)V, sizeof(float), "logits") : NULL;
+    /* the decoder in its generation mode: one position per step through
+     * a KV cache per layer (keys stored rotated at their positions) */
+    attn__dec_state *ds = NULL;
+    st = attn__dec_state_create(&m->dec, m->params, 1, total, NULL, 1, NULL,
+                                o->threads, &ds);
+    if (st) return st;
+    float *x = attn__alloc((size_t)E, sizeof(float), "embedding");
+    float *z = x ? attn__alloc((size_t)V, sizeof(float), "logits") : NULL;
     void *work = z ? attn__alloc((size_t)V, attn__gen_pick_work(), "sampling")
                    : NULL;
     if (!work) {
-        attn__free(seq);
-        attn__free(h);
+        attn__dec_state_free(ds);
+        attn__free(x);
         attn__free(z);
         return ATTN_E_NOMEM;
     }
-    memcpy(seq, prompt, (size_t)n * sizeof(int32_t));
     attn_generate_opts go;
     attn_generate_opts_init(&go);
     go.sample = o->do_sample;
@@ -137,21 +140,23 @@ attn_status attn_llama_generate(const attn_llama *m, const int32_t *prompt,
     go.top_p = o->top_p;
     attn_rng rng;
     attn_rng_seed(&rng, o->seed);
-    int64_t len = n;
-    while (!st && len < total) {
-        /* the whole prefix through the decoder; the last row's logits */
-        st = hidden(m, 1, len, seq, o->threads, h, NULL);
-        if (st) break;
-        st = attn_linear_forward(1, E, V, h + (len - 1) * E, m->head, NULL, z);
-        if (st) break;
+    int32_t next = prompt[0];
+    for (int64_t t = 0; !st && t < total - 1; t++) {
+        memcpy(x, m->embed + (int64_t)next * E, (size_t)E * sizeof(float));
+        const float *h;
+        if ((st = attn__dec_step(ds, x, &h))) break;
+        if (t + 1 < n) { /* still the prompt */
+            next = prompt[t + 1];
+            continue;
+        }
+        if ((st = attn_linear_forward(1, E, V, h, m->head, NULL, z))) break;
         double logp;
-        int32_t id = attn__gen_pick(z, V, &go, &rng, work, &logp);
-        seq[len++] = id;
-        out[(*n_out)++] = id;
-        if ((fn && fn(user, id)) || id == eos) break;
+        next = attn__gen_pick(z, V, &go, &rng, work, &logp);
+        out[(*n_out)++] = next;
+        if ((fn && fn(user, next)) || next == eos) break;
     }
-    attn__free(seq);
-    attn__free(h);
+    attn__dec_state_free(ds);
+    attn__free(x);
     attn__free(z);
     attn__free(work);
     return st;
