@@ -34,8 +34,8 @@ CPPCHECK_FLAGS = --quiet --std=c11 --enable=warning,performance,portability \
                  --inline-suppr --error-exitcode=1 -I include -I src/core \
                  -D__GNUC__ -D_POSIX_C_SOURCE=200809L
 # The C sources and headers .clang-format governs.
-# The README's C examples (tests/test_readme_*.c, tests/dist/readme_*.c)
-# stay as the README shows them, character for character: left out.
+# The C examples of README.md and docs/ (tests/test_readme_*.c, tests/dist/readme_*.c)
+# stay as the pages show them, character for character: left out.
 FORMAT_FILES = $(filter-out tests/test_readme_%.c tests/dist/readme_%.c, \
                  $(shell git ls-files '*.c' '*.h' 2>/dev/null || \
                    find src include tools bench tests -name '*.[ch]'))

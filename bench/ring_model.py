@@ -7,7 +7,7 @@ usage: /usr/bin/python3 bench/ring_model.py [--rate GFLOPS] [--markdown]
 --rate is one rank's flash forward rate (GFLOP/s, 4 H D per visible pair),
 e.g. from `attn bench --ring ... ` ("compute alone") or `attn bench`
 (flash GFLOP/s / threads x cores per rank). Default 81 GFLOP/s: one core of
-the development machine (README: 162.7 GFLOP/s on 2 threads, L = 16384).
+the development machine (docs/performance.md: 162.7 GFLOP/s on 2 threads, L = 16384).
 """
 import argparse
 import math
@@ -51,7 +51,7 @@ def main():
     a = ap.parse_args()
     shapes = [("this machine's shape: L=16384 H=8 D=64, ranks of 1 core",
                16384, 8, 8, 64, a.rate * 1e9),
-              ("the issue's: L=2^20 H=32 D=128, ranks of 64 such cores",
+              ("an example: L=2^20 H=32 D=128, ranks of 64 such cores",
                1 << 20, 32, 32, 128, 64 * a.rate * 1e9)]
     for name, L, H, Hkv, D, F in shapes:
         print("\n%s (rank rate %.0f GFLOP/s)\n" % (name, F / 1e9))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures the training targets of issue 7 with the attn CLI:
+# Measures the training targets with the attn CLI:
 #   1. the plain `attn train reverse` (its defaults): time, fresh accuracy and
 #      the best head's mean weight on the mirrored position;
 #   2. the plain `attn train add`: time and whole-sum accuracy;

@@ -52,7 +52,7 @@
  *     }
  *     printf("row 0 sees only key 0: o[0] = %g\n", o[0]);   // v[0] = 0
  *
- * Conventions (see docs/, and docs/design-notes.md for the design):
+ * Conventions (see docs/design-notes.md):
  *  - Every function that can fail returns attn_status; on failure
  *    attn_last_error() holds a thread-local message naming the argument and
  *    the numbers. The others cannot fail: initializers (*_init) and frees

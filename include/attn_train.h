@@ -247,7 +247,7 @@ typedef struct {
 } attn_train_config;
 
 /* Task defaults and the model and optimizer settings chosen by experiment
- * for that task (see the README's "Training"). */
+ * for that task (see docs/training.md). */
 ATTN_API void attn_train_config_init(attn_train_config *cfg,
                                      attn_task_kind kind);
 /* Validates; sets the model's vocabularies and max_len from the task. */

@@ -389,7 +389,7 @@ typedef struct {
 } attn_gen_train_config;
 
 /* Task defaults and the model and optimizer settings chosen by experiment
- * (README "Generation"). */
+ * (docs/generation.md); the decoder-only add task trains longer. */
 ATTN_API void attn_gen_train_config_init(attn_gen_train_config *cfg,
                                          attn_gen_kind task,
                                          attn_model_kind kind);

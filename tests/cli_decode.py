@@ -1,12 +1,11 @@
 """attn bench --decode: a short run prints the bandwidth and JSON lines
-with the issue's keys, each case checked; bad options are usage errors;
-the README's KV cache example is tests/test_readme_cache.c verbatim."""
+with the issue's keys, each case checked; bad options are usage errors (docs/cache.md's
+C example is checked by cli_readme)."""
 import json
-import os
 import re
 import sys
 
-from clitest import SRC, check, run, summary
+from clitest import check, run, summary
 
 r = run(["bench", "--decode", "--json", "--threads", "2", "--quick", "--bandwidth-mb", "16",
          "--kv-heads", "8", "--max-lk", "1024", "--flash-max-lk", "1024",
@@ -45,15 +44,4 @@ for bad in (["--lq", "0"], ["--kv-dtypes", "f8"], ["--kv-heads", "5"], ["--bogus
 check("usage: attn bench --decode" in run(["bench", "--decode", "--help"]).stdout,
       "help")
 
-# the README's KV cache example is tests/test_readme_cache.c verbatim
-readme = open(os.path.join(SRC, "README.md")).read()
-sec = readme.split("## KV cache and decoding", 1)[1].split("\n## ", 1)[0]
-blocks = re.findall(r"```c\n(.*?)```", sec, re.S)
-src = open(os.path.join(SRC, "tests", "test_readme_cache.c")).read()
-parts = [p.split("/* README END */", 1)[0].rstrip(" ")
-         for p in src.split("/* README BEGIN */\n")[1:]]
-inner = "".join(parts)
-inner = "".join(l[4:] + "\n" if l else "\n" for l in inner.rstrip("\n").split("\n"))
-check(len(blocks) == 1 and blocks[0] == inner,
-      "README '## KV cache and decoding' C block differs from tests/test_readme_cache.c")
 sys.exit(summary("cli_decode"))

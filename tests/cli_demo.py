@@ -90,7 +90,7 @@ with tempfile.TemporaryDirectory() as d:
                 check(re.fullmatch(r"\d+\.\d\dx, \d+\.\d\dx", cells[3]) is not None,
                       "part 8 ratio of " + name + ": " + cells[3])
     check(("B = 2" if sanitized else "B = 4") in b8 and
-          "attn bench --layers" in b8 and "README" in b8,
+          "attn bench --layers" in b8 and "docs/layers.md" in b8,
           "part 8 states its shape and points to the full table")
     check(re.search(r"^\(8\) additive vs dot-product", p.stdout, re.M) is not None,
           "part 8 printed")

@@ -20,7 +20,7 @@ import shutil
 import numpy as np
 
 import clitest
-from clitest import SRC, check, summary
+from clitest import check, summary
 
 TMP = tempfile.mkdtemp(prefix="attn_layers_np_")
 atexit.register(shutil.rmtree, TMP, ignore_errors=True)
@@ -284,16 +284,5 @@ expect_fail(["mha", "--query", xq, "--out", path("f.npy"), "--init-seed", "1", "
 expect_fail(["encoder", "--x", xq, "--out", path("f.npy"), "--params", path("missing.bin")], 1, ["I/O"])
 expect_fail(["encoder", "--x", xq, "--out", path("f.npy"), "--init-seed", "1", "--heads", "2",
              "--key-lengths", path("kl_mha.npy")], 1, [])
-
-# ---- the README's Layers example is tests/test_readme_layers.c verbatim ----
-import re  # noqa: E402
-readme = open(os.path.join(SRC, "README.md")).read()
-sec = readme.split("## Layers", 1)[1].split("\n## ", 1)[0]
-blocks = re.findall(r"```c\n(.*?)```", sec, re.S)
-src = open(os.path.join(SRC, "tests", "test_readme_layers.c")).read()
-inner = src.split("/* README BEGIN */\n", 1)[1].split("    /* README END */", 1)[0]
-inner = "".join(l[4:] + "\n" if l else "\n" for l in inner.rstrip("\n").split("\n"))
-check(len(blocks) == 1 and blocks[0] == inner,
-      "README '## Layers' C block differs from tests/test_readme_layers.c")
 
 sys.exit(summary("cli_layers_numpy"))

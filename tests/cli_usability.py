@@ -287,7 +287,9 @@ def readme():
     with is_causal, mha.bin is made before it is used, an additive encoder
     is not given heads (and the CLI warns when it is)."""
     import re
-    text = open(os.path.join(SRC, "README.md")).read()
+    import glob
+    text = "".join(open(p).read() for p in [os.path.join(SRC, "README.md")] +
+                   sorted(glob.glob(os.path.join(SRC, "docs", "*.md"))))
     torch_calls = re.findall(r"torch\.nn\.functional\.scaled_dot_product_attention\(([^)]*)\)", text)
     check(torch_calls and not any("attn_mask" in c and "is_causal=True" in c
                                   for c in torch_calls),

@@ -160,27 +160,35 @@ SENTENCES = [
 ]
 
 
-def readme_check():
-    """The C block of the README's "Pretrained models" section is the
-    example compiled as tests/test_readme_pretrained.c."""
-    import re
-    readme = open(os.path.join(SRC, "README.md"), encoding="utf-8").read()
-    sec = readme.split("## Pretrained models", 1)[-1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```c\n(.*?)```", sec, re.S)
-    test = open(os.path.join(SRC, "tests", "test_readme_pretrained.c")).read()
-    ex = test.split("/* ---- README example ---- */\n", 1)[-1].split(
-        "/* ---- end of README example ---- */", 1)[0]
-    check(len(blocks) == 1 and blocks[0] == ex,
-          "README's Pretrained models C block differs from tests/test_readme_pretrained.c")
+def docs_check(m):
+    """docs/pretrained.md's Python blocks run as written on the model
+    (python/tests/test_docs.py runs the other pages')."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import docs_blocks
+    ids, type_ids = m.encode("The cat sat")
+    ns = {"attn": attn, "np": np, "M": MODEL, "ids": ids[None], "type_ids": type_ids[None],
+          "lengths": np.array([len(ids)])}
+    blocks = docs_blocks.page_blocks(SRC, "docs/pretrained.md", "python")
+    check(blocks, "docs/pretrained.md has Python blocks")
+    cwd = os.getcwd()
+    os.chdir(tempfile.mkdtemp(prefix="attn_docs_"))
+    try:
+        for heading, code in blocks:
+            try:
+                exec(compile(code, "docs/pretrained.md", "exec"), ns)
+            except Exception as e:  # noqa: BLE001 (any failure is the finding)
+                check(False, "docs/pretrained.md, '%s': the block fails: %r" % (heading, e))
+    finally:
+        os.chdir(cwd)
 
 
 def main():
-    readme_check()
     if not MODEL or not os.path.isfile(os.path.join(MODEL, "model.safetensors")):
         print("FAIL: the model is missing (ATTN_TEST_MODEL_DIR=%r); install it with:\n  %s"
               % (MODEL, INSTALL))
         return 1
     m = attn.load_model(MODEL)
+    docs_check(m)
     ref = Reference(MODEL)
 
     # 20 sentences, one padded batch, against each alone in the reference

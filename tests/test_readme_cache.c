@@ -1,5 +1,5 @@
-/* The C example of the README's "## KV cache and decoding" section,
- * verbatim between the markers (tests/cli_decode.py checks that), compiled
+/* The C example of docs/cache.md,
+ * verbatim between the markers (tests/cli_readme.py checks that), compiled
  * and run: a prompt appended to an f16 cache, then decode steps, each
  * against the reference over the same cache. */
 #include "attn.h"

@@ -1,6 +1,6 @@
-/* The C lines of the README's "Packed documents: cu_seqlens, a KV cache,
+/* The C lines of docs/masks.md's "Packed documents: cu_seqlens, a KV cache,
  * a ring" section, compiled and run here (tests/cli_readme.py checks that
- * the README's block is a part of this file, character for character):
+ * the page's block is a part of this file, character for character):
  * cumulative starts to document ids, and a cache whose keys keep their
  * documents, against attn_sdpa_forward over the same keys. */
 #include "attn_cache.h"

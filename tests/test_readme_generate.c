@@ -1,5 +1,5 @@
-/* The C example of the README's "## Generation" section, verbatim between
- * the markers (tests/cli_generate.py checks that), compiled and run: a few
+/* The C example of docs/generation.md, verbatim between
+ * the markers (tests/cli_readme.py checks that), compiled and run: a few
  * training steps of the date model, then beam search through the cache. */
 #include "attn_transformer.h"
 #include "check.h"

@@ -1,6 +1,6 @@
-/* The C example of README.md's "Pretrained models" section, compiled and
+/* The C example of docs/pretrained.md, compiled and
  * run by the tests (on all-MiniLM-L6-v2 from ATTN_TEST_MODEL_DIR). The
- * part between the markers is the README's text. */
+ * part between the markers is the page's text. */
 #include <stdio.h>
 #include <stdlib.h>
 

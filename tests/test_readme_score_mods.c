@@ -1,6 +1,6 @@
-/* The C lines of the README's "Soft-capping, ALiBi, sinks and documents"
+/* The C lines of docs/masks.md's "Soft-capping, ALiBi, sinks and documents"
  * section, compiled and run here (tests/cli_readme.py checks that the
- * README's block is a part of this file, character for character). */
+ * page's block is a part of this file, character for character). */
 #include "attn.h"
 #include "check.h"
 
@@ -20,9 +20,9 @@ int main(void) {
     /* README begin */
     opts.mask.softcap = 50.0;                  /* s = 50 tanh(s / 50) (Gemma 2) */
     opts.mask.alibi = ATTN_ALIBI_CAUSAL;       /* -slope_h (i - j), slopes from H */
-    opts.mask.sinks = sinks;                   /* one logit per head, [H] */
+    opts.mask.sinks = sinks;                   /* double sinks[H]: one logit per head */
     opts.mask.n_sinks = H;
-    opts.mask.sinks_grad = dsinks;             /* backward adds dL/dsinks here */
+    opts.mask.sinks_grad = dsinks;             /* double dsinks[H]: backward adds dL/dsinks */
     int64_t docs[L] = {0, 0, 0, 1, 1, 2};      /* packed: 3 documents */
     opts.mask.doc_q = docs;                    /* keys use the same ids (Lq == Lk) */
     opts.mask.n_doc_q = L;                     /* B * Lq */

@@ -1,5 +1,5 @@
-/* The C code of the README's "User score and mask functions" section,
- * compiled and run here (tests/cli_readme.py checks that the README's
+/* The C code of docs/masks.md's "User score and mask functions",
+ * compiled and run here (tests/cli_readme.py checks that the page's
  * block is the part of this file between its markers, character for
  * character): a user ALiBi and a user causal mask with a block mask give
  * the built-ins' results. */

@@ -11,8 +11,9 @@
 #include <time.h>
 
 static void help(void) {
-    attn_gen_train_config d;
+    attn_gen_train_config d, a;
     attn_gen_train_config_init(&d, ATTN_GEN_DATE, ATTN_MODEL_ENCDEC);
+    attn_gen_train_config_init(&a, ATTN_GEN_ADD, ATTN_MODEL_DECODER);
     printf(
         "usage: attn train date|reverse|sort|add --model encdec|decoder --save M.bin\n"
         "                  [options]      (date: --model encdec is the default)\n"
@@ -49,9 +50,9 @@ static void help(void) {
         "  --length N        most digits (reverse, sort; add: per operand)\n"
         "  --min-len N       fewest digits                             [1]\n"
         "training:\n"
-        "  --steps N                                                   [%lld]\n"
+        "  --steps N                          [%lld; add --model decoder: %lld]\n"
         "  --batch B                                                   [%lld]\n"
-        "  --lr LR                                                     [%g]\n"
+        "  --lr LR                            [%g; add --model decoder: %g]\n"
         "  --warmup N                                                  [%lld]\n"
         "  --label-smoothing S                                         [0]\n"
         "  --seed S                                                    [%llu]\n"
@@ -65,8 +66,8 @@ static void help(void) {
         "'march 3, 2026'\n",
         (long long)d.model.dec.num_layers, (long long)d.model.dec.num_heads,
         (long long)d.model.dec.d_model, (long long)d.model.dec.dim_feedforward,
-        (long long)d.steps, (long long)d.batch, d.optim.lr,
-        (long long)d.optim.warmup, (unsigned long long)d.seed);
+        (long long)d.steps, (long long)a.steps, (long long)d.batch, d.optim.lr,
+        a.optim.lr, (long long)d.optim.warmup, (unsigned long long)d.seed);
 }
 
 static double now_s(void) {

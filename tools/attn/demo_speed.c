@@ -1,6 +1,6 @@
 /* The demo gallery's part 8: additive vs dot-product attention timed on
  * the spot, on a shape small enough for the demo (the full-size table is
- * `attn bench --layers`, in the README). */
+ * `attn bench --layers`, in docs/layers.md). */
 #include "cli.h"
 #include "bench_layers.h"
 
@@ -19,7 +19,7 @@ int gallery_speed(const char *cmd, demo_gallery *g) {
              "%lld and %lld, d_model 512, self-attention; 8 heads of 64 for "
              "dot-product, A = 256 for additive; encoder layers with "
              "dim_feedforward 2048; best of %d after a warm-up, %d threads. "
-             "A reduced shape so that the demo stays short: the README has "
+             "A reduced shape so that the demo stays short: docs/layers.md has "
              "the full-size table (B = 32, L = 100 and 512), made by "
              "attn bench --layers. Small shapes on a busy machine are noisy: "
              "compare within a row pair.",
@@ -29,7 +29,7 @@ int gallery_speed(const char *cmd, demo_gallery *g) {
     gallery_table_row(g, "layer\tL\tforward ms\tfwd+bwd ms\tworkspace MiB\t"
                          "additive / dot (fwd, fwd+bwd)");
     printf("(8) additive vs dot-product (B = %d, d_model 512, best of %d; the "
-           "README has B = 32):\n   %-33s %5s %11s %11s %9s  %s\n",
+           "docs/layers.md has B = 32):\n   %-33s %5s %11s %11s %9s  %s\n",
            SPEED_B, SPEED_REPS, "layer", "L", "forward ms", "fwd+bwd ms",
            "ws MiB", "additive / dot");
     for (int li = 0; li < 2; li++) {
