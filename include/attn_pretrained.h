@@ -276,15 +276,15 @@ ATTN_API attn_status attn_bert_embed_texts(const attn_bert *m,
 typedef struct attn_llama attn_llama;
 
 typedef struct {
-    char model_type[16];     /* "llama", "mistral", "qwen2"              */
-    int64_t vocab_size;      /* V                                        */
-    int64_t hidden_size;     /* E                                        */
-    int64_t num_layers;      /* num_hidden_layers                        */
-    int64_t num_heads;       /* num_attention_heads                      */
-    int64_t num_kv_heads;    /* num_key_value_heads                      */
+    char model_type[16];  /* "llama", "mistral", "qwen2"              */
+    int64_t vocab_size;   /* V                                        */
+    int64_t hidden_size;  /* E                                        */
+    int64_t num_layers;   /* num_hidden_layers                        */
+    int64_t num_heads;    /* num_attention_heads                      */
+    int64_t num_kv_heads; /* num_key_value_heads                      */
     int64_t intermediate_size;
-    int64_t max_position;    /* max_position_embeddings                  */
-    int64_t sliding_window;  /* 0: none                                  */
+    int64_t max_position;   /* max_position_embeddings                  */
+    int64_t sliding_window; /* 0: none                                  */
     double rms_norm_eps;
     attn_rope rope;          /* neox style, theta and scaling            */
     int tie_word_embeddings; /* the output head is the embedding table   */
@@ -328,11 +328,11 @@ ATTN_API attn_status attn_llama_forward(const attn_llama *m, int64_t B,
 typedef struct {
     int64_t max_new_tokens; /* >= 1                                      */
     int do_sample;
-    double temperature;     /* > 0                                       */
-    int64_t top_k;          /* >= 0                                      */
-    double top_p;           /* (0, 1]                                    */
+    double temperature; /* > 0                                       */
+    int64_t top_k;      /* >= 0                                      */
+    double top_p;       /* (0, 1]                                    */
     uint64_t seed;
-    int64_t eos_token_id;   /* stop after it (kept in the output); -1:
+    int64_t eos_token_id; /* stop after it (kept in the output); -1:
                                never; default: the config's              */
     int threads;
 } attn_llama_gen_opts;

@@ -33,13 +33,15 @@ static void run_model(const char *name) {
     for (int k = 0; k < 3; k++) {
         attn_npy p, lg, gr;
         if (!load_npy(dir, "prompt", k, &p)) break;
-        CHECK(load_npy(dir, "logits", k, &lg) && load_npy(dir, "greedy", k, &gr));
+        CHECK(load_npy(dir, "logits", k, &lg) &&
+              load_npy(dir, "greedy", k, &gr));
         attn_npy_convert(&p, ATTN_I64);
         attn_npy_convert(&gr, ATTN_I64);
         attn_npy_convert(&lg, ATTN_F32);
         const int64_t L = p.shape[0];
         int32_t ids[256];
-        for (int64_t i = 0; i < L; i++) ids[i] = (int32_t)((int64_t *)p.data)[i];
+        for (int64_t i = 0; i < L; i++)
+            ids[i] = (int32_t)((int64_t *)p.data)[i];
         float *z[3];
         for (int t = 0; t < 3; t++) {
             z[t] = malloc(sizeof(float) * L * V);
@@ -52,7 +54,8 @@ static void run_model(const char *name) {
             mx = fmax(mx, fabs(want[i]));
             err = fmax(err, fabs(z[0][i] - want[i]));
         }
-        if (getenv("ATTN_VERBOSE")) printf("%s prompt %d: max error %.3g of %.3g\n", name, k, err, mx);
+        if (getenv("ATTN_VERBOSE"))
+            printf("%s prompt %d: max error %.3g of %.3g\n", name, k, err, mx);
         CHECK_MSG(err <= 1e-4 * mx, "%s prompt %d: logits off by %g of %g",
                   name, k, err, mx);
         CHECK_MSG(memcmp(z[0], z[1], sizeof(float) * L * V) == 0 &&
@@ -64,13 +67,15 @@ static void run_model(const char *name) {
         o.max_new_tokens = 10;
         int32_t out[16];
         int64_t n = 0;
-        CHECK_STATUS(attn_llama_generate(m, ids, L, &o, out, 16, &n, NULL, NULL),
-                     ATTN_OK);
+        CHECK_STATUS(
+            attn_llama_generate(m, ids, L, &o, out, 16, &n, NULL, NULL),
+            ATTN_OK);
         const int64_t *g = gr.data;
         int same = n == gr.shape[0] - L;
         for (int64_t i = 0; same && i < n; i++) same = out[i] == g[L + i];
-        CHECK_MSG(same, "%s prompt %d: greedy continuation differs (%lld vs "
-                        "%lld ids)",
+        CHECK_MSG(same,
+                  "%s prompt %d: greedy continuation differs (%lld vs "
+                  "%lld ids)",
                   name, k, (long long)n, (long long)(gr.shape[0] - L));
         /* sampling: the same ids on 1 and 3 threads, others for another seed */
         o.do_sample = 1;
@@ -82,11 +87,13 @@ static void run_model(const char *name) {
         int32_t s1[16], s3[16];
         int64_t n1 = 0, n3 = 0;
         o.threads = 1;
-        CHECK_STATUS(attn_llama_generate(m, ids, L, &o, s1, 16, &n1, NULL, NULL),
-                     ATTN_OK);
+        CHECK_STATUS(
+            attn_llama_generate(m, ids, L, &o, s1, 16, &n1, NULL, NULL),
+            ATTN_OK);
         o.threads = 3;
-        CHECK_STATUS(attn_llama_generate(m, ids, L, &o, s3, 16, &n3, NULL, NULL),
-                     ATTN_OK);
+        CHECK_STATUS(
+            attn_llama_generate(m, ids, L, &o, s3, 16, &n3, NULL, NULL),
+            ATTN_OK);
         CHECK(n1 == 10 && n3 == 10 && memcmp(s1, s3, sizeof s1[0] * 10) == 0);
         for (int t = 0; t < 3; t++) free(z[t]);
         attn_npy_free(&p);
@@ -95,7 +102,8 @@ static void run_model(const char *name) {
     }
     int32_t bad = (int32_t)V;
     float zz[1];
-    CHECK_STATUS(attn_llama_forward(m, 1, 1, &bad, 0, zz, NULL), ATTN_E_INVALID);
+    CHECK_STATUS(attn_llama_forward(m, 1, 1, &bad, 0, zz, NULL),
+                 ATTN_E_INVALID);
     attn_llama_free(m);
 }
 
@@ -127,9 +135,9 @@ static void refusals(void) {
     CHECK_STATUS(load_edited("llama_gqa", "\"llama\"", "\"gemma\"", NULL),
                  ATTN_E_UNSUPPORTED);
     CHECK(strstr(attn_last_error(), "gemma") != NULL);
-    CHECK_STATUS(load_edited("llama_mqa_tied_llama3", "\"llama3\"", "\"yarn\"",
-                             NULL),
-                 ATTN_E_UNSUPPORTED);
+    CHECK_STATUS(
+        load_edited("llama_mqa_tied_llama3", "\"llama3\"", "\"yarn\"", NULL),
+        ATTN_E_UNSUPPORTED);
     CHECK(strstr(attn_last_error(), "yarn") != NULL);
     /* untied: the head is then missing */
     CHECK_STATUS(load_edited("llama_mqa_tied_llama3",

@@ -40,8 +40,8 @@ static attn_status hidden(const attn_llama *m, int64_t B, int64_t L,
     attn_layer_opts o;
     attn_sdpa_opts_init(&o);
     o.threads = threads;
-    st = attn_decoder_forward(&m->dec, m->params, B, L, 1, x, NULL, NULL, &o,
-                              h, weights, NULL, ws);
+    st = attn_decoder_forward(&m->dec, m->params, B, L, 1, x, NULL, NULL, &o, h,
+                              weights, NULL, ws);
     attn__free(ws);
     attn__free(x);
     return st;
@@ -98,7 +98,8 @@ attn_status attn_llama_generate(const attn_llama *m, const int32_t *prompt,
     const attn_llama_gen_opts *o = opts;
     if (o->max_new_tokens < 1 || cap < o->max_new_tokens ||
         !(o->temperature > 0) || !(o->temperature < 1e300) || o->top_k < 0 ||
-        !(o->top_p > 0 && o->top_p <= 1) || (o->do_sample != 0 && o->do_sample != 1))
+        !(o->top_p > 0 && o->top_p <= 1) ||
+        (o->do_sample != 0 && o->do_sample != 1))
         return attn__fail(ATTN_E_INVALID,
                           "generation options: max_new_tokens %lld >= 1 and "
                           "<= cap %lld, temperature %g > 0, top_k %lld >= 0, "
@@ -113,8 +114,8 @@ attn_status attn_llama_generate(const attn_llama *m, const int32_t *prompt,
                           "max_position_embeddings = %lld",
                           (long long)n, (long long)o->max_new_tokens,
                           (long long)m->cfg.max_position);
-    const int64_t eos = o->eos_token_id == -2 ? m->cfg.eos_token_id
-                                              : o->eos_token_id;
+    const int64_t eos =
+        o->eos_token_id == -2 ? m->cfg.eos_token_id : o->eos_token_id;
     const int64_t V = m->cfg.vocab_size, E = m->cfg.hidden_size;
     /* the decoder in its generation mode: one position per step through
      * a KV cache per layer (keys stored rotated at their positions) */
@@ -124,8 +125,8 @@ attn_status attn_llama_generate(const attn_llama *m, const int32_t *prompt,
     if (st) return st;
     float *x = attn__alloc((size_t)E, sizeof(float), "embedding");
     float *z = x ? attn__alloc((size_t)V, sizeof(float), "logits") : NULL;
-    void *work = z ? attn__alloc((size_t)V, attn__gen_pick_work(), "sampling")
-                   : NULL;
+    void *work =
+        z ? attn__alloc((size_t)V, attn__gen_pick_work(), "sampling") : NULL;
     if (!work) {
         attn__dec_state_free(ds);
         attn__free(x);

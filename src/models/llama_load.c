@@ -30,16 +30,15 @@ static attn_status read_json_file(const char *path, attn__json *j) {
     return st;
 }
 
-static const attn__json_node *member(const attn__json *j,
-                                     const attn__json_node *obj,
-                                     const char *key) {
+static const attn__json_node *
+member(const attn__json *j, const attn__json_node *obj, const char *key) {
     const attn__json_node *v = obj ? attn__json_get(j, obj, key) : NULL;
     return v && v->kind != ATTN__JSON_NULL ? v : NULL;
 }
 
 static attn_status get_i64(const attn__json *j, const attn__json_node *obj,
-                           const char *key, int64_t def, int64_t lo,
-                           int64_t hi, int64_t *out) {
+                           const char *key, int64_t def, int64_t lo, int64_t hi,
+                           int64_t *out) {
     const attn__json_node *v = member(j, obj, key);
     if (!v) {
         if (def == INT64_MIN)
@@ -67,8 +66,8 @@ static attn_status get_f64(const attn__json *j, const attn__json_node *obj,
     }
     if (v->kind != ATTN__JSON_NUM || !(v->num >= lo) || !(v->num <= hi))
         return attn__fail(ATTN_E_FORMAT,
-                          "config.json: '%s' must be a number in [%g, %g]",
-                          key, lo, hi);
+                          "config.json: '%s' must be a number in [%g, %g]", key,
+                          lo, hi);
     *out = v->num;
     return ATTN_OK;
 }
@@ -84,9 +83,8 @@ static int64_t token_id(const attn__json *j, const char *key) {
     const attn__json_node *v = member(j, &j->nodes[0], key);
     if (v && v->kind == ATTN__JSON_ARR && v->child >= 0)
         v = &j->nodes[v->child];
-    return v && v->kind == ATTN__JSON_NUM && v->is_int && v->i64 >= 0
-               ? v->i64
-               : -1;
+    return v && v->kind == ATTN__JSON_NUM && v->is_int && v->i64 >= 0 ? v->i64
+                                                                      : -1;
 }
 
 /* rope_theta and the scaling: at the top level and in rope_scaling (older
@@ -103,8 +101,8 @@ static attn_status read_rope(const attn__json *j, attn_rope *r) {
     attn_status st;
     if ((st = get_f64(j, root, "rope_theta", 10000.0, 1.0, 1e300, &r->theta)))
         return st;
-    if (rp && (st = get_f64(j, rp, "rope_theta", r->theta, 1.0, 1e300,
-                            &r->theta)))
+    if (rp &&
+        (st = get_f64(j, rp, "rope_theta", r->theta, 1.0, 1e300, &r->theta)))
         return st;
     const attn__json_node *sc = rs ? rs : rp;
     const char *type = sc ? get_str(j, sc, "rope_type") : NULL;
@@ -153,12 +151,12 @@ static attn_status read_config(const char *dir, attn_llama_config *c) {
     char eb[64];
     if (!type || (strcmp(type, "llama") && strcmp(type, "mistral") &&
                   strcmp(type, "qwen2"))) {
-        st = attn__fail(ATTN_E_UNSUPPORTED,
-                        "config.json: model_type '%s' is not supported "
-                        "(llama, mistral or qwen2)",
-                        type ? attn__escape_bytes(type, strlen(type), eb,
-                                                  sizeof eb)
-                             : "(missing)");
+        st = attn__fail(
+            ATTN_E_UNSUPPORTED,
+            "config.json: model_type '%s' is not supported "
+            "(llama, mistral or qwen2)",
+            type ? attn__escape_bytes(type, strlen(type), eb, sizeof eb)
+                 : "(missing)");
         attn__json_free(&j);
         return st;
     }
@@ -170,14 +168,15 @@ static attn_status read_config(const char *dir, attn_llama_config *c) {
         st = attn__fail(ATTN_E_UNSUPPORTED,
                         "config.json: hidden_act '%s' is not supported (silu)",
                         attn__escape_bytes(act, strlen(act), eb, sizeof eb));
-    if (!st) st = get_i64(&j, root, "vocab_size", M, 1, 1 << 24, &c->vocab_size);
+    if (!st)
+        st = get_i64(&j, root, "vocab_size", M, 1, 1 << 24, &c->vocab_size);
     if (!st)
         st = get_i64(&j, root, "hidden_size", M, 1, 1 << 16, &c->hidden_size);
     if (!st)
         st = get_i64(&j, root, "num_hidden_layers", M, 1, 1024, &c->num_layers);
     if (!st)
-        st = get_i64(&j, root, "num_attention_heads", M, 1, 1024,
-                     &c->num_heads);
+        st =
+            get_i64(&j, root, "num_attention_heads", M, 1, 1024, &c->num_heads);
     if (!st)
         st = get_i64(&j, root, "num_key_value_heads", c->num_heads, 1, 1024,
                      &c->num_kv_heads);
@@ -215,9 +214,9 @@ static attn_status read_config(const char *dir, attn_llama_config *c) {
     }
     if (!st) {
         const attn__json_node *t = member(&j, root, "tie_word_embeddings");
-        c->tie_word_embeddings =
-            t && t->kind == ATTN__JSON_BOOL ? (int)t->num
-                                            : strcmp(type, "qwen2") == 0 ? 0 : 0;
+        c->tie_word_embeddings = t && t->kind == ATTN__JSON_BOOL ? (int)t->num
+                                 : strcmp(type, "qwen2") == 0    ? 0
+                                                                 : 0;
         c->bos_token_id = token_id(&j, "bos_token_id");
         c->eos_token_id = token_id(&j, "eos_token_id");
     }
@@ -305,8 +304,7 @@ static int wanted(const attn_llama_config *c, int k) {
 }
 
 /* The row of the table for a name, and its layer (-1: not per layer). */
-static int match(const attn_llama_config *c, const char *name,
-                 int64_t *layer) {
+static int match(const attn_llama_config *c, const char *name, int64_t *layer) {
     *layer = -1;
     const char *pre = "model.layers.";
     if (strncmp(name, pre, strlen(pre)) == 0) {
@@ -370,13 +368,12 @@ static attn_status load_file(attn_llama *m, const char *path, uint8_t *seen) {
         if (k < 0) {
             /* rotary tables some checkpoints store are recomputed here */
             if (strstr(t.name, "rotary_emb.inv_freq")) continue;
-            s = attn__fail(ATTN_E_FORMAT,
-                           "%s: tensor '%s' is not part of a %s model of "
-                           "this config",
-                           path,
-                           attn__escape_bytes(t.name, strlen(t.name), eb,
-                                              sizeof eb),
-                           c->model_type);
+            s = attn__fail(
+                ATTN_E_FORMAT,
+                "%s: tensor '%s' is not part of a %s model of "
+                "this config",
+                path, attn__escape_bytes(t.name, strlen(t.name), eb, sizeof eb),
+                c->model_type);
             break;
         }
         const int64_t rows = size_of(c, table[k].rows),
@@ -384,24 +381,21 @@ static attn_status load_file(attn_llama *m, const char *path, uint8_t *seen) {
         const int rank = table[k].cols == SZ_ONE ? 1 : 2;
         if (t.ndim != rank || t.shape[0] != rows ||
             (rank == 2 && t.shape[1] != cols)) {
-            s = attn__fail(ATTN_E_FORMAT,
-                           "%s: tensor '%s' has %d dims (%lld, %lld) but the "
-                           "config needs (%lld%s%lld)",
-                           path,
-                           attn__escape_bytes(t.name, strlen(t.name), eb,
-                                              sizeof eb),
-                           t.ndim, (long long)(t.ndim > 0 ? t.shape[0] : 0),
-                           (long long)(t.ndim > 1 ? t.shape[1] : 0),
-                           (long long)rows, rank == 2 ? ", " : "",
-                           rank == 2 ? (long long)cols : 0LL);
+            s = attn__fail(
+                ATTN_E_FORMAT,
+                "%s: tensor '%s' has %d dims (%lld, %lld) but the "
+                "config needs (%lld%s%lld)",
+                path, attn__escape_bytes(t.name, strlen(t.name), eb, sizeof eb),
+                t.ndim, (long long)(t.ndim > 0 ? t.shape[0] : 0),
+                (long long)(t.ndim > 1 ? t.shape[1] : 0), (long long)rows,
+                rank == 2 ? ", " : "", rank == 2 ? (long long)cols : 0LL);
             break;
         }
         const int64_t slot = k * (c->num_layers + 1) + layer + 1;
         if (seen[slot]) {
-            s = attn__fail(ATTN_E_FORMAT, "%s: tensor '%s' is given twice",
-                           path,
-                           attn__escape_bytes(t.name, strlen(t.name), eb,
-                                              sizeof eb));
+            s = attn__fail(
+                ATTN_E_FORMAT, "%s: tensor '%s' is given twice", path,
+                attn__escape_bytes(t.name, strlen(t.name), eb, sizeof eb));
             break;
         }
         seen[slot] = 1;
@@ -441,14 +435,14 @@ static attn_status read_index(const char *dir, char **files, int64_t *count) {
         const char *f = j.nodes[c].str;
         if (j.nodes[c].kind != ATTN__JSON_STR || strchr(f, '/') || !*f ||
             strcmp(f, "..") == 0 || strcmp(f, ".") == 0) {
-            st = attn__fail(ATTN_E_FORMAT,
-                            "%s: weight_map entry '%s' is not a file name in "
-                            "the folder",
-                            path,
-                            j.nodes[c].kind == ATTN__JSON_STR
-                                ? attn__escape_bytes(f, strlen(f), eb,
-                                                     sizeof eb)
-                                : "?");
+            st =
+                attn__fail(ATTN_E_FORMAT,
+                           "%s: weight_map entry '%s' is not a file name in "
+                           "the folder",
+                           path,
+                           j.nodes[c].kind == ATTN__JSON_STR
+                               ? attn__escape_bytes(f, strlen(f), eb, sizeof eb)
+                               : "?");
             break;
         }
         int dup = 0;
@@ -559,9 +553,9 @@ attn_status attn_llama_load(const char *dir, attn_llama **out) {
     if (!st && !np) st = attn__fail(ATTN_E_NOMEM, "the model is too large");
     if (!st) {
         m->params = attn__alloc((size_t)np, sizeof(float), "parameters");
-        m->embed = m->params ? attn__alloc((size_t)VE, sizeof(float),
-                                           "embeddings")
-                             : NULL;
+        m->embed = m->params
+                       ? attn__alloc((size_t)VE, sizeof(float), "embeddings")
+                       : NULL;
         if (m->embed && !m->cfg.tie_word_embeddings)
             m->own_head = attn__alloc((size_t)VE, sizeof(float), "lm_head");
         if (!m->embed || (!m->cfg.tie_word_embeddings && !m->own_head))

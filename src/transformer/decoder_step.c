@@ -246,8 +246,8 @@ attn_status attn__dec_step(attn__dec_state *s, const float *x,
     }
     if (s->norm_g && c->norm == ATTN_NORM_RMS) {
         attn__rmsnorm_forward(s->R, s->E, cur, s->norm_g, s->norm_b,
-                              attn__layer_ln_eps(c->layer_norm_eps), s->y,
-                              NULL, s->th);
+                              attn__layer_ln_eps(c->layer_norm_eps), s->y, NULL,
+                              s->th);
         cur = s->y;
     } else if (s->norm_g) {
         attn__layernorm_forward(s->R, s->E, cur, s->norm_g, s->norm_b,

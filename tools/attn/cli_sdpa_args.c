@@ -783,8 +783,7 @@ static int bind_rope(const char *cmd, cli_sdpa_args *a, int64_t Lq,
     free(a->rope_pos);
     a->rope_pos = malloc(sizeof(int64_t) * (size_t)(Lq + Lk));
     if (!a->rope_pos) {
-        fprintf(stderr, "attn %s: out of memory for the rope positions\n",
-                cmd);
+        fprintf(stderr, "attn %s: out of memory for the rope positions\n", cmd);
         return 1;
     }
     int br = a->opts.mask.align == ATTN_ALIGN_BOTTOM_RIGHT;

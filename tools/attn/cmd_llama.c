@@ -156,13 +156,12 @@ int cli_llama_generate(int argc, char **argv) {
         else if (strcmp(a, "--top-k") == 0)
             bad = cli_parse_i64(v, &o.top_k) || o.top_k < 0;
         else if (strcmp(a, "--top-p") == 0)
-            bad = cli_parse_double(v, &o.top_p) ||
-                  !(o.top_p > 0 && o.top_p <= 1);
+            bad =
+                cli_parse_double(v, &o.top_p) || !(o.top_p > 0 && o.top_p <= 1);
         else if (strcmp(a, "--seed") == 0)
             bad = cli_parse_i64(v, &t) || t < 0, o.seed = (uint64_t)t;
         else if (strcmp(a, "--threads") == 0)
-            bad = cli_parse_i64(v, &t) || t < 0 || t > 1024,
-            o.threads = (int)t;
+            bad = cli_parse_i64(v, &t) || t < 0 || t > 1024, o.threads = (int)t;
         else
             return cli_usage_error(cmd, "unknown option '%s'", a);
         if (bad)
@@ -295,8 +294,9 @@ int cli_llama_attend(int argc, char **argv) {
     char *names = NULL;
     int rc = prompt_ids(cmd, m, text, list, &ids, &n);
     if (!rc && n > 2048)
-        rc = cli_usage_error(cmd, "the prompt has %lld tokens; attend draws "
-                                  "at most 2048",
+        rc = cli_usage_error(cmd,
+                             "the prompt has %lld tokens; attend draws "
+                             "at most 2048",
                              (long long)n);
     if (!rc && (!(w = malloc(sizeof(float) * (size_t)(N * H * n * n))) ||
                 !(z = malloc(sizeof(float) * (size_t)(n * V))) ||
@@ -380,10 +380,9 @@ int cli_llama_info(const char *dir) {
            "(%lld key/value heads%s), SwiGLU feed-forward %lld, pre-norm "
            "RMSNorm eps %g\n",
            c->model_type, (long long)c->num_layers, (long long)c->hidden_size,
-           (long long)c->num_heads,
-           (long long)(c->hidden_size / c->num_heads),
+           (long long)c->num_heads, (long long)(c->hidden_size / c->num_heads),
            (long long)c->num_kv_heads,
-           c->num_kv_heads == 1 ? ": multi-query"
+           c->num_kv_heads == 1             ? ": multi-query"
            : c->num_kv_heads < c->num_heads ? ": grouped-query"
                                             : "",
            (long long)c->intermediate_size, c->rms_norm_eps);
@@ -391,7 +390,8 @@ int cli_llama_info(const char *dir) {
            r->scaling == ATTN_ROPE_SCALING_LINEAR   ? "linear"
            : r->scaling == ATTN_ROPE_SCALING_LLAMA3 ? "llama3"
                                                     : "none");
-    if (r->scaling == ATTN_ROPE_SCALING_LINEAR) printf(" (factor %g)", r->factor);
+    if (r->scaling == ATTN_ROPE_SCALING_LINEAR)
+        printf(" (factor %g)", r->factor);
     if (r->scaling == ATTN_ROPE_SCALING_LLAMA3)
         printf(" (factor %g, low %g, high %g, original %g positions)",
                r->factor, r->low_freq_factor, r->high_freq_factor,

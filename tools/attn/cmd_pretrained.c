@@ -205,8 +205,8 @@ static void head_summary(const float *w, const int32_t *ids, int64_t n,
 }
 
 int cli_attend_pictures(const char *cmd, const char *out, float *w,
-                           const char *const *labels, int64_t N, int64_t H,
-                           int64_t n, const char *text) {
+                        const char *const *labels, int64_t N, int64_t H,
+                        int64_t n, const char *text) {
     char path[4096], title[256];
     attn_tensor W = attn_tensor_4d(w, ATTN_F32, N, H, n, n);
     attn_heatmap_opts ho;
