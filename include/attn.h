@@ -509,13 +509,13 @@ typedef enum {
 } attn_rope_scaling;
 
 typedef struct {
-    int style;                   /* attn_rope_style                       */
-    int64_t rotary_dim;          /* even, <= head dim; 0: the head dim    */
-    double theta;                /* base, > 1 (default 10000)             */
-    int scaling;                 /* attn_rope_scaling                     */
-    double factor;               /* LINEAR, LLAMA3: >= 1                  */
-    double low_freq_factor;      /* LLAMA3: > 0                           */
-    double high_freq_factor;     /* LLAMA3: > low_freq_factor             */
+    int style;                    /* attn_rope_style                       */
+    int64_t rotary_dim;           /* even, <= head dim; 0: the head dim    */
+    double theta;                 /* base, > 1 (default 10000)             */
+    int scaling;                  /* attn_rope_scaling                     */
+    double factor;                /* LINEAR, LLAMA3: >= 1                  */
+    double low_freq_factor;       /* LLAMA3: > 0                           */
+    double high_freq_factor;      /* LLAMA3: > low_freq_factor             */
     double original_max_position; /* LLAMA3: the original context, > 0   */
 } attn_rope;
 

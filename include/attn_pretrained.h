@@ -255,6 +255,107 @@ ATTN_API attn_status attn_bert_embed_texts(const attn_bert *m,
                                            const char *const *texts, int64_t n,
                                            int threads, float *emb);
 
+/* ===================================================================== */
+/* Llama-family causal language models (Llama, Mistral, Qwen2)           */
+/* ===================================================================== */
+/*
+ * A folder as transformers' save_pretrained writes it:
+ *   config.json   model_type "llama", "mistral" or "qwen2"; rope_theta at
+ *                 the top level or inside rope_parameters / rope_scaling
+ *                 (rope_type "default", "linear" or "llama3"); Mistral's
+ *                 sliding_window; tie_word_embeddings
+ *   model.safetensors, or model.safetensors.index.json and its shards;
+ *                 weights f32, bf16 or f16 (kept as f32 in memory)
+ * The model runs on the one decoder of attn_transformer.h (pre-norm
+ * RMSNorm, SwiGLU, grouped-query attention with rotary positions, q/k/v
+ * biases for Qwen2, Mistral's window): one table maps the checkpoint's
+ * tensor names onto its parameters. Anything else (another model_type, a
+ * rope type, a head_dim that is not hidden_size / heads, Qwen2's
+ * use_sliding_window, unknown or missing tensors) is refused naming it.
+ */
+typedef struct attn_llama attn_llama;
+
+typedef struct {
+    char model_type[16];  /* "llama", "mistral", "qwen2"              */
+    int64_t vocab_size;   /* V                                        */
+    int64_t hidden_size;  /* E                                        */
+    int64_t num_layers;   /* num_hidden_layers                        */
+    int64_t num_heads;    /* num_attention_heads                      */
+    int64_t num_kv_heads; /* num_key_value_heads                      */
+    int64_t intermediate_size;
+    int64_t max_position;   /* max_position_embeddings                  */
+    int64_t sliding_window; /* 0: none                                  */
+    double rms_norm_eps;
+    attn_rope rope;          /* neox style, theta and scaling            */
+    int tie_word_embeddings; /* the output head is the embedding table   */
+    int attention_bias;      /* q, k, v projections have biases (Qwen2)  */
+    int64_t bos_token_id;    /* -1 when the config names none           */
+    int64_t eos_token_id;    /* the first if a list; -1 when none        */
+    attn_dtype stored_dtype; /* of the checkpoint's weights              */
+} attn_llama_config;
+
+/* Loads dir (see above) into *out (NULL on failure), with the folder's
+ * tokenizer.json when there is one (attn_tokenizer.h's byte-level BPE;
+ * a tokenizer.json it refuses fails the load). Errors: ATTN_E_IO
+ * (a file missing or unreadable), ATTN_E_FORMAT (malformed config or
+ * weights, a tensor missing, unknown or of the wrong shape, naming it),
+ * ATTN_E_UNSUPPORTED (naming what), ATTN_E_NOMEM. */
+ATTN_API attn_status attn_llama_load(const char *dir, attn_llama **out);
+ATTN_API void attn_llama_free(attn_llama *m);
+/* The folder's tokenizer (owned by m), or NULL when it has none. */
+ATTN_API const struct attn_bpe *attn_llama_tokenizer(const attn_llama *m);
+/* The model's config (valid while m is). */
+ATTN_API const attn_llama_config *attn_llama_get_config(const attn_llama *m);
+/* Floats of parameters (embeddings, decoder block, output head if not
+ * tied). */
+ATTN_API int64_t attn_llama_param_count(const attn_llama *m);
+
+/* Next-token logits of every position: ids (B, L) in [0, V), causal
+ * attention from position 0; logits (B, L, V) f32, overwritten; weights
+ * NULL or (num_layers, B, H, L, L): every layer's attention weights,
+ * overwritten. threads 0: OpenMP's default; results do not depend on it.
+ * Errors: ATTN_E_INVALID (NULL, an id out of range, naming it),
+ * ATTN_E_SHAPE (B or L < 1, L > max_position), ATTN_E_NOMEM. */
+ATTN_API attn_status attn_llama_forward(const attn_llama *m, int64_t B,
+                                        int64_t L, const int32_t *ids,
+                                        int threads, float *logits,
+                                        float *weights);
+
+/* Generation options: greedy by default; do_sample draws from
+ * softmax(logits / temperature) restricted to the top_k most likely ids
+ * (0: all) and then to the fewest whose mass reaches top_p (1: all),
+ * from seed (the same ids on any thread count). */
+typedef struct {
+    int64_t max_new_tokens; /* >= 1                                      */
+    int do_sample;
+    double temperature; /* > 0                                       */
+    int64_t top_k;      /* >= 0                                      */
+    double top_p;       /* (0, 1]                                    */
+    uint64_t seed;
+    int64_t eos_token_id; /* stop after it (kept in the output); -1:
+                               never; default: the config's              */
+    int threads;
+} attn_llama_gen_opts;
+
+/* Defaults: 32 new tokens, greedy, temperature 1, top_k 0, top_p 1, seed
+ * 0, eos_token_id -2 (the config's), threads 0. */
+ATTN_API void attn_llama_gen_opts_init(attn_llama_gen_opts *opts);
+
+/* Called with each new id as it is chosen; return nonzero to stop. */
+typedef int (*attn_llama_token_fn)(void *user, int32_t id);
+
+/* Continues prompt[0 .. n) (n >= 1): out[0 .. *n_out) receives the new ids
+ * (at most cap; cap >= max_new_tokens), stopping after eos_token_id. fn
+ * (or NULL) sees each id as it comes. Errors: those of attn_llama_forward,
+ * ATTN_E_INVALID for bad options, ATTN_E_SHAPE when the prompt and the
+ * new tokens exceed max_position. */
+ATTN_API attn_status attn_llama_generate(const attn_llama *m,
+                                         const int32_t *prompt, int64_t n,
+                                         const attn_llama_gen_opts *opts,
+                                         int32_t *out, int64_t cap,
+                                         int64_t *n_out, attn_llama_token_fn fn,
+                                         void *user);
+
 #ifdef __cplusplus
 }
 #endif

@@ -67,9 +67,9 @@ typedef struct {
      *   (attn.h's attn_rope; 0 leaves positions to the caller's inputs);
      * sliding_window W > 0: query i sees keys i - W + 1 .. i (Mistral's
      *   window), 0: all earlier keys. */
-    int norm;              /* attn_norm_kind                           */
-    int attn_no_bias;      /* 0 or 1                                   */
-    attn_rope rope;        /* theta 0: none                            */
+    int norm;         /* attn_norm_kind                           */
+    int attn_no_bias; /* 0 or 1                                   */
+    attn_rope rope;   /* theta 0: none                            */
     int64_t sliding_window;
 } attn_decoder_config;
 

@@ -50,6 +50,7 @@ BLOCKS = [
      "dist/readme_ring.c"),
     ("docs/layers.md", "Layers", "test_readme_layers.c"),
     ("docs/pretrained.md", "Pretrained models", "test_readme_pretrained.c"),
+    ("docs/llama.md", "Generation", "test_readme_llama.c"),
     ("docs/generation.md", "Generation: the whole Transformer",
      "test_readme_generate.c"),
 ]
@@ -198,6 +199,12 @@ def fixtures(page, d, rng):
         save("v.npy", f32(rng, 2, 7, 16))
         save("x.npy", f32(rng, 2, 5, 512))
         save("lens.npy", np.array([5, 3], np.int64))
+    elif page == "docs/llama.md":
+        shutil.copytree(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                     "data", "llama", "llama_gqa"),
+                        os.path.join(d, "tiny-llama"))
+        for n in ("q", "k", "v"):
+            save(n + ".npy", f32(rng, 1, 2, 6, 8))
     elif page == "docs/pictures.md":
         w = np.exp(f32(rng, 1, 2, 3, 3))
         save("W.npy", (w / w.sum(-1, keepdims=True)).astype(np.float32))

@@ -42,8 +42,8 @@ typedef void (*body_fn)(const dref *e, int64_t l, const double *in, double *a);
 
 static void body_sa(const dref *e, int64_t l, const double *in, double *a) {
     const attn_decoder_config *c = e->c;
-    attn_mha_config mc = {c->d_model, c->num_heads, c->num_kv_heads, 0, 0,
-                          !c->attn_no_bias};
+    attn_mha_config mc = {c->d_model, c->num_heads,    c->num_kv_heads, 0,
+                          0,          !c->attn_no_bias};
     attn_layer_opts o = *e->o;
     o.mask.causal = 1;
     if (c->rope.theta != 0) o.rope = &c->rope;
@@ -62,8 +62,8 @@ static void body_ca(const dref *e, int64_t l, const double *in, double *a) {
     o.seed = attn__enc_seed(e->o->seed, 2 * l + 1);
     o.mask.key_lengths = e->mlen;
     if (c->cross_attention == ATTN_ATTENTION_DOT) {
-        attn_mha_config mc = {E, c->num_heads, c->num_kv_heads, 0, 0,
-                              !c->attn_no_bias};
+        attn_mha_config mc = {E, c->num_heads,    c->num_kv_heads, 0,
+                              0, !c->attn_no_bias};
         ref_mha(&mc, S(e, "layers.%lld.cross_attn.w_q", l), e->B, e->Lt, e->Ls,
                 in, e->mem, e->mem, &o, a, NULL);
         return;

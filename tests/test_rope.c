@@ -32,10 +32,10 @@ static void ref_freq(const attn_rope *r, int64_t rd, double *f) {
             double high_wl = r->original_max_position / r->high_freq_factor;
             double wl = 2 * 3.14159265358979323846 / base;
             double llama = wl > low_wl ? base / r->factor : base;
-            double smooth = (r->original_max_position / wl - r->low_freq_factor) /
-                            (r->high_freq_factor - r->low_freq_factor);
-            double smoothed =
-                (1 - smooth) * llama / r->factor + smooth * llama;
+            double smooth =
+                (r->original_max_position / wl - r->low_freq_factor) /
+                (r->high_freq_factor - r->low_freq_factor);
+            double smoothed = (1 - smooth) * llama / r->factor + smooth * llama;
             int medium = !(wl < high_wl) && !(wl > low_wl);
             base = medium ? smoothed : llama;
         }
@@ -125,8 +125,7 @@ static void forward_case(int style, int scaling, int64_t D, int64_t rd,
         for (int64_t h = 0; h < H; h++)
             for (int64_t l = 0; l < L; l++) {
                 const double *row = x + ((b * H + h) * L + l) * D;
-                ref_row(&r, D, (double)pos_of(pp, npos, B, L, b, l), row,
-                        want);
+                ref_row(&r, D, (double)pos_of(pp, npos, B, L, b, l), row, want);
                 for (int64_t d = 0; d < D; d++) {
                     double e = fabs(y[((b * H + h) * L + l) * D + d] - want[d]);
                     double ef =
@@ -263,9 +262,9 @@ static void sdpa_case(int style, int64_t Lq, int64_t Lk, int use_pos) {
     attn_tensor DQ = attn_tensor_4d(dq, ATTN_F64, B, H, Lq, D);
     attn_tensor DK = attn_tensor_4d(dk, ATTN_F64, B, Hkv, Lk, D);
     attn_tensor DV = attn_tensor_4d(dv, ATTN_F64, B, Hkv, Lk, D);
-    CHECK_STATUS(attn_sdpa_backward(&Q, &K, &V, &O, NULL, &G, &o, &DQ, &DK,
-                                    &DV, NULL),
-                 ATTN_OK);
+    CHECK_STATUS(
+        attn_sdpa_backward(&Q, &K, &V, &O, NULL, &G, &o, &DQ, &DK, &DV, NULL),
+        ATTN_OK);
     double gerr = 0, gmax = 0;
     for (int which = 0; which < 2; which++) {
         double *x = which ? k : q, *dx = which ? dk : dq;
@@ -284,8 +283,8 @@ static void sdpa_case(int style, int64_t Lq, int64_t Lk, int use_pos) {
             gmax = fabs(fd) > gmax ? fabs(fd) : gmax;
         }
     }
-    CHECK_MSG(gerr < 1e-6 * (1 + gmax), "sdpa rope backward: %g (max %g)",
-              gerr, gmax);
+    CHECK_MSG(gerr < 1e-6 * (1 + gmax), "sdpa rope backward: %g (max %g)", gerr,
+              gmax);
 
     /* flash f32 forward and backward against the f64 reference */
     float *qf = malloc(nq * sizeof *qf), *kf = malloc(nk * sizeof *kf),
@@ -374,8 +373,8 @@ static void cache_case(int style, attn_dtype dt) {
     oc.mask.causal = 1;
     oc.mask.align = ATTN_ALIGN_BOTTOM_RIGHT;
     /* prompt: rows 0 .. P-1; then a wrong step that is rolled back */
-    attn_tensor kp = K, vp = V, qp = Q, op = attn_tensor_4d(step, ATTN_F32, 1,
-                                                            H, L, D);
+    attn_tensor kp = K, vp = V, qp = Q,
+                op = attn_tensor_4d(step, ATTN_F32, 1, H, L, D);
     kp.shape[2] = vp.shape[2] = qp.shape[2] = op.shape[2] = P;
     CHECK_STATUS(attn_kv_cache_append(c, &kp, &vp, NULL), ATTN_OK);
     CHECK_STATUS(attn_sdpa_cached(&qp, c, &oc, &op, NULL), ATTN_OK);

@@ -28,8 +28,9 @@ from .viz import VERDICT_FLAGS, compare, heatmap, stats, text_heatmap
 from .tiles import block_average, weight_tiles
 from .figures import diff_heatmap, figure, geometry, html
 from .pretrained import BertModel, load_model
-from .tokenizer import Tokenizer
 from .rope import rope, rope_backward, rope_inv_freq
+from . import llama
+from .tokenizer import Tokenizer
 
 # the version of the library it loads: one source (VERSION), no copy here
 __version__ = version()
@@ -45,8 +46,8 @@ __all__ = [
     "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
     "TransformerDecoder", "heatmap", "stats", "text_heatmap", "compare", "VERDICT_FLAGS",
     "weight_tiles", "block_average", "html", "figure", "diff_heatmap",
-    "geometry", "load_model", "BertModel", "Tokenizer", "rope", "rope_backward",
-    "rope_inv_freq",
+    "geometry", "load_model", "BertModel", "Tokenizer", "rope",
+    "rope_backward", "rope_inv_freq",
     "library_path", "STATUS_NAMES", "ATTN_OK", "ATTN_E_INVALID",
     "ATTN_E_SHAPE", "ATTN_E_DTYPE", "ATTN_E_UNSUPPORTED", "ATTN_E_NOMEM",
     "ATTN_E_IO", "ATTN_E_FORMAT", "ATTN_E_NONFINITE",

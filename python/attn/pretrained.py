@@ -155,7 +155,19 @@ class BertModel:
 
 
 def load_model(path):
-    """Loads a BERT-family model folder (config.json, model.safetensors,
-    vocab.txt): a BertModel with embed(texts), attention(text) and
-    tokenize(text)."""
+    """Loads a model folder by its config.json's model_type: a BERT-family
+    one (config.json, model.safetensors, vocab.txt) as a BertModel with
+    embed(texts), attention(text) and tokenize(text); a Llama-family one
+    (llama, mistral, qwen2) as an attn.llama.LlamaModel with logits(ids),
+    generate(ids, ...) and attention(ids)."""
+    import json
+    import os
+    try:
+        with open(os.path.join(str(path), "config.json"), "rb") as f:
+            kind = json.loads(f.read().decode("utf-8", "replace")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        kind = None  # the C loader says what is wrong
+    if kind in ("llama", "mistral", "qwen2"):
+        from .llama import LlamaModel
+        return LlamaModel(path)
     return BertModel(path)

@@ -61,7 +61,11 @@ def _params(ns, rng):
     attn.MultiHeadAttention(16, 2, seed=0).save("p.bin")
 
 
-PRELUDE = {"README.md": None, "docs/masks.md": _masks, "docs/cache.md": _cache,
+def _llama(ns, rng):
+    ns["M"] = os.path.join(ROOT, "tests", "data", "llama", "llama_gqa")
+
+
+PRELUDE = {"docs/llama.md": _llama, "README.md": None, "docs/masks.md": _masks, "docs/cache.md": _cache,
            "docs/generation.md": _generation, "docs/python.md": _python,
            "docs/params-format.md": _params}
 

@@ -263,8 +263,8 @@ static attn_status append_pass(attn_kv_cache *c, const attn_tensor *t,
             for (int64_t l = 0; l < cnt; l++) {
                 load_row(t, b, h, l, buf);
                 if (is_k && c->rope_freq) /* keys stored rotated */
-                    attn__rope_row_f32(&c->rope, c->rope_freq, n,
-                                       c->len[b] + l, buf);
+                    attn__rope_row_f32(&c->rope, c->rope_freq, n, c->len[b] + l,
+                                       buf);
                 if (!write) {
                     int64_t bad = store_check(c->cfg.dtype, buf, n);
                     if (bad >= 0)

@@ -2,6 +2,7 @@
  * ctypes and checks its layout against these at import). */
 #include "attn_cache.h"
 #include "attn_layers.h"
+#include "attn_pretrained.h"
 #include "attn_tokenizer.h"
 #include "attn_train.h"
 #include "attn_viz.h"
@@ -20,6 +21,8 @@ size_t attn_sizeof(const char *type_name) {
         {"attn_mask", sizeof(attn_mask)},
         {"attn_sdpa_opts", sizeof(attn_sdpa_opts)},
         {"attn_rope", sizeof(attn_rope)},
+        {"attn_llama_config", sizeof(attn_llama_config)},
+        {"attn_llama_gen_opts", sizeof(attn_llama_gen_opts)},
         {"attn_npy", sizeof(attn_npy)},
         {"attn_heatmap_opts", sizeof(attn_heatmap_opts)},
         {"attn_stats", sizeof(attn_stats)},

@@ -58,8 +58,8 @@ attn_status attn_rope_check(const attn_rope *rope, int64_t head_dim) {
                           "head dim %lld (0: all of it)",
                           (long long)rope->rotary_dim, (long long)head_dim);
     if (!(rope->theta > 1.0) || !isfinite(rope->theta))
-        return attn__fail(ATTN_E_INVALID, "rope.theta %g must be finite and > 1",
-                          rope->theta);
+        return attn__fail(ATTN_E_INVALID,
+                          "rope.theta %g must be finite and > 1", rope->theta);
     if (rope->scaling == ATTN_ROPE_SCALING_NONE) return ATTN_OK;
     if (rope->scaling != ATTN_ROPE_SCALING_LINEAR &&
         rope->scaling != ATTN_ROPE_SCALING_LLAMA3)
@@ -187,8 +187,8 @@ static attn_status rotate(const attn_rope *rope, const attn_tensor *x,
     int failed = 0;
 #pragma omp parallel num_threads(nt)
     {
-        double *cs = attn__alloc((size_t)(2 * np + 2), sizeof(double),
-                                 "rope angles");
+        double *cs =
+            attn__alloc((size_t)(2 * np + 2), sizeof(double), "rope angles");
         if (!cs) {
 #pragma omp atomic write
             failed = 1;
@@ -197,7 +197,7 @@ static attn_status rotate(const attn_rope *rope, const attn_tensor *x,
         for (int64_t bl = 0; bl < B * L; bl++) {
             if (!cs) continue;
             int64_t b = bl / L, l = bl % L;
-            int64_t p = !positions            ? l
+            int64_t p = !positions             ? l
                         : n_positions == B * L ? positions[bl]
                                                : positions[l];
             for (int64_t i = 0; i < np; i++) {
@@ -239,14 +239,12 @@ static attn_status check_io(const attn_rope *rope, const attn_tensor *x,
                             int64_t n_positions, const attn_tensor *y,
                             const char *yn, int x_any_float) {
     attn_status st;
-    if (!x || !y)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", !x ? xn : yn);
+    if (!x || !y) return attn__fail(ATTN_E_INVALID, "%s is NULL", !x ? xn : yn);
     if ((st = attn_tensor_check(x, xn)) || (st = attn_tensor_check(y, yn)))
         return st;
     if ((st = attn_rope_check(rope, x->shape[3]))) return st;
     int xok = x->dtype == ATTN_F32 || x->dtype == ATTN_F64 ||
-              (x_any_float &&
-               (x->dtype == ATTN_F16 || x->dtype == ATTN_BF16));
+              (x_any_float && (x->dtype == ATTN_F16 || x->dtype == ATTN_BF16));
     if (!xok)
         return attn__fail(ATTN_E_DTYPE, "%s is %s; rope takes %s", xn,
                           attn_dtype_name(x->dtype),
@@ -320,8 +318,8 @@ attn_status attn__rope_copy(const attn_rope *rope, const attn_tensor *src,
     int64_t n = attn_tensor_numel(src);
     *buf = attn__alloc((size_t)n, attn_dtype_size(dt), "rotated copy");
     if (!*buf) return ATTN_E_NOMEM;
-    *dst = attn_tensor_4d(*buf, dt, src->shape[0], src->shape[1],
-                          src->shape[2], src->shape[3]);
+    *dst = attn_tensor_4d(*buf, dt, src->shape[0], src->shape[1], src->shape[2],
+                          src->shape[3]);
     return attn_rope_forward(rope, src, pos, n_pos, dst, threads);
 }
 
@@ -334,8 +332,8 @@ void attn__rope_qk_free(attn__rope_qk *r) {
 }
 
 attn_status attn__rope_qk_make(const attn_tensor *q, const attn_tensor *k,
-                               const attn_tensor *v,
-                               const attn_sdpa_opts *opts, attn__rope_qk *r) {
+                               const attn_tensor *v, const attn_sdpa_opts *opts,
+                               attn__rope_qk *r) {
     memset(r, 0, sizeof *r);
     const attn_rope *rope = opts->rope;
     const int64_t B = q->shape[0], Lq = q->shape[2], Lk = k->shape[2];

@@ -50,8 +50,8 @@ typedef struct {
 /* Fills r (q, k, v and shapes already validated by attn__sdpa_check); v
  * may be NULL (weights only). */
 attn_status attn__rope_qk_make(const attn_tensor *q, const attn_tensor *k,
-                               const attn_tensor *v,
-                               const attn_sdpa_opts *opts, attn__rope_qk *r);
+                               const attn_tensor *v, const attn_sdpa_opts *opts,
+                               attn__rope_qk *r);
 void attn__rope_qk_free(attn__rope_qk *r);
 
 #endif /* ATTN_ROPE_H */

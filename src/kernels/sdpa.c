@@ -140,8 +140,8 @@ attn_status attn_sdpa_backward(const attn_tensor *q, const attn_tensor *k,
                           "needs the log-sum-exp saved by attn_sdpa_forward "
                           "(only IMPL_REF recomputes it)");
     if ((st = attn__check_finite(dout, "dout"))) return st;
-    if (opts->rope) return rope_backward(q, k, v, out, lse, dout, opts, dq, dk,
-                                         dv, dbias);
+    if (opts->rope)
+        return rope_backward(q, k, v, out, lse, dout, opts, dq, dk, dv, dbias);
     if (opts->impl == ATTN_IMPL_REF)
         return attn__sdpa_ref_backward(q, k, v, dout, opts, &dm, dq, dk, dv,
                                        dbias);

@@ -49,7 +49,8 @@ void attn__rmsnorm_backward(int64_t n, int64_t d, const float *x,
         a /= (double)d;
         float *o = dx + r * d;
         for (int64_t c = 0; c < d; c++)
-            o[c] += (float)(rs * ((double)g[c] * gamma[c] - xr[c] * rs * rs * a));
+            o[c] +=
+                (float)(rs * ((double)g[c] * gamma[c] - xr[c] * rs * rs * a));
     }
 }
 

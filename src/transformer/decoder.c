@@ -58,8 +58,7 @@ attn_status attn_decoder_check(const attn_decoder_config *c) {
                           "%d",
                           c->cross);
     if ((c->norm != ATTN_NORM_LAYER && c->norm != ATTN_NORM_RMS) ||
-        (c->attn_no_bias != 0 && c->attn_no_bias != 1) ||
-        c->sliding_window < 0)
+        (c->attn_no_bias != 0 && c->attn_no_bias != 1) || c->sliding_window < 0)
         return attn__fail(ATTN_E_INVALID,
                           "decoder norm %d (0 LayerNorm, 1 RMSNorm), "
                           "attn_no_bias %d (0 or 1), sliding_window %lld "

@@ -97,7 +97,9 @@ attn_status attn__dec_state_create(const attn_decoder_config *c,
     s->th = threads;
     s->mem = c->cross ? mem : NULL;
     s->klen = klen;
-    const size_t re = attn__size3(R, s->E, 1), rf = attn__size3(R, s->F, 1);
+    /* SwiGLU's hidden layer before the gate is 2F wide */
+    const int64_t F1 = c->activation == ATTN_ACT_SWIGLU ? 2 * s->F : s->F;
+    const size_t re = attn__size3(R, s->E, 1), rf = attn__size3(R, F1, 1);
     st = ATTN_E_NOMEM;
     if (!re || !rf ||
         !(s->P = attn__alloc((size_t)s->M, sizeof *s->P, "layer views")) ||
@@ -116,7 +118,10 @@ attn_status attn__dec_state_create(const attn_decoder_config *c,
     s->hact = s->hpre + rf;
     for (int64_t l = 0; l < s->M; l++)
         if ((st = attn_decoder_layer_view(c, (float *)params, l, &s->P[l])) ||
-            (st = cache_of(s, cap, &s->self[l])))
+            (st = cache_of(s, cap, &s->self[l])) ||
+            /* rotary positions: keys stored rotated at their positions */
+            (c->rope.theta != 0 &&
+             (st = attn_kv_cache_set_rope(s->self[l], &c->rope))))
             goto fail;
     if ((st = attn_decoder_final_norm_view(c, (float *)params, &s->norm_g,
                                            &s->norm_b)))
@@ -156,6 +161,8 @@ static attn_status attend(const attn__dec_state *s, const attn_kv_cache *c,
     o.threads = s->th;
     o.mask.causal = causal;
     o.mask.align = ATTN_ALIGN_BOTTOM_RIGHT;
+    if (causal && s->c->sliding_window > 0)
+        o.mask.window_left = s->c->sliding_window - 1;
     return attn_sdpa_cached(&Q, c, &o, &O, NULL);
 }
 
@@ -220,6 +227,7 @@ attn_status attn__dec_step(attn__dec_state *s, const float *x,
             sl.n = s->R;
             sl.E = s->E;
             sl.norm_first = c->norm_first;
+            sl.rms = c->norm == ATTN_NORM_RMS;
             sl.th = s->th;
             sl.eps = attn__layer_ln_eps(c->layer_norm_eps);
             sl.gamma = k == SUB_SA   ? P->ln1_gamma
@@ -236,7 +244,12 @@ attn_status attn__dec_step(attn__dec_state *s, const float *x,
             cur = attn__sublayer_out(&sl, s->a);
         }
     }
-    if (s->norm_g) {
+    if (s->norm_g && c->norm == ATTN_NORM_RMS) {
+        attn__rmsnorm_forward(s->R, s->E, cur, s->norm_g, s->norm_b,
+                              attn__layer_ln_eps(c->layer_norm_eps), s->y, NULL,
+                              s->th);
+        cur = s->y;
+    } else if (s->norm_g) {
         attn__layernorm_forward(s->R, s->E, cur, s->norm_g, s->norm_b,
                                 attn__layer_ln_eps(c->layer_norm_eps), s->y,
                                 NULL, NULL, s->th);

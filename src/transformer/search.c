@@ -567,3 +567,13 @@ done:
     attn__free(ans);
     return st;
 }
+
+/* The id choice of generation, for other generators (the pretrained
+ * decoder-only models): work holds V entries of attn__gen_pick_work()
+ * bytes. */
+size_t attn__gen_pick_work(void) { return sizeof(cand); }
+
+int32_t attn__gen_pick(const float *z, int64_t V, const attn_generate_opts *o,
+                       attn_rng *rng, void *work, double *logp) {
+    return pick(z, V, o, rng, work, logp);
+}

@@ -56,8 +56,8 @@ attn_status attn_transformer_check(const attn_transformer_config *c) {
     attn_status st = attn_decoder_check(&c->dec);
     if (st) return st;
     const attn_decoder_config *d = &c->dec;
-    if (d->norm || d->attn_no_bias || d->rope.theta != 0 ||
-        d->sliding_window || d->activation == ATTN_ACT_SWIGLU)
+    if (d->norm || d->attn_no_bias || d->rope.theta != 0 || d->sliding_window ||
+        d->activation == ATTN_ACT_SWIGLU)
         return attn__fail(ATTN_E_UNSUPPORTED,
                           "the task models use the LayerNorm decoder with "
                           "sinusoidal positions: RMSNorm, SwiGLU, attention "

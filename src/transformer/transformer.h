@@ -88,4 +88,11 @@ attn_status attn__generate(const attn_transformer_config *cfg,
                            int64_t out_cap, int64_t *out_lengths,
                            double *scores, int force_beam);
 
+/* One id from a row of V logits as attn_generate chooses it (argmax, or a
+ * draw under o's temperature, top_k and top_p from rng); *logp its
+ * log-probability. work: V entries of attn__gen_pick_work() bytes. */
+size_t attn__gen_pick_work(void);
+int32_t attn__gen_pick(const float *z, int64_t V, const attn_generate_opts *o,
+                       attn_rng *rng, void *work, double *logp);
+
 #endif

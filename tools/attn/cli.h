@@ -475,6 +475,18 @@ int cmd_bench(int argc, char **argv);
 int cmd_model(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
 int cli_attend_pretrained(int argc, char **argv);
+/* The per-layer PNG grids and the HTML viewer of N x H heads of n x n
+ * weights w into the folder out (cmd_pretrained.c). */
+int cli_attend_pictures(const char *cmd, const char *out, float *w,
+                        const char *const *labels, int64_t N, int64_t H,
+                        int64_t n, const char *text);
+/* Llama-family folders (cmd_llama.c): 1 when dir's config.json names
+ * model_type llama, mistral or qwen2; attn generate / attend / model info
+ * on them. */
+int cli_is_llama_dir(const char *dir);
+int cli_llama_generate(int argc, char **argv);
+int cli_llama_attend(int argc, char **argv);
+int cli_llama_info(const char *dir);
 int cli_bench_model(int argc, char **argv);
 
 int cmd_generate(int argc, char **argv);

@@ -195,6 +195,8 @@ int cmd_attend(int argc, char **argv) {
     const char *cmd = "attend";
     if (argc > 1 && argv[1][0] != '-' && cli_gen_checkpoint(argv[1]))
         return cmd_attend_gen(argc, argv);
+    if (argc > 1 && cli_is_llama_dir(argv[1]))
+        return cli_llama_attend(argc, argv);
     /* a folder is a pretrained model (cmd_pretrained.c) */
     for (int i = 1; i < argc; i++) {
         struct stat sb;

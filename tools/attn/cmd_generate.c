@@ -60,6 +60,8 @@ int cli_gen_load(const char *cmd, const char *path, attn_gen_trainer **tr) {
 
 int cmd_generate(int argc, char **argv) {
     const char *cmd = "generate";
+    if (argc > 1 && cli_is_llama_dir(argv[1]))
+        return cli_llama_generate(argc, argv);
     if (cli_help_asked(argc, argv, help)) return 0;
     const char *model = NULL;
     const char **inputs = calloc((size_t)argc, sizeof *inputs);

@@ -43,6 +43,7 @@ int cmd_model(int argc, char **argv) {
     if (cli_help_asked(argc, argv, model_help)) return 0;
     if (argc != 3 || strcmp(argv[1], "info") != 0)
         return cli_usage_error(cmd, "expected: attn model info DIR");
+    if (cli_is_llama_dir(argv[2])) return cli_llama_info(argv[2]);
     attn_bert *m;
     int rc = load(cmd, argv[2], &m);
     if (rc) return rc;
@@ -210,9 +211,9 @@ static void head_summary(const float *w, const int32_t *ids, int64_t n,
     *special /= (double)n;
 }
 
-static int attend_pictures(const char *cmd, const char *out, float *w,
-                           const char *const *labels, int64_t N, int64_t H,
-                           int64_t n, const char *text) {
+int cli_attend_pictures(const char *cmd, const char *out, float *w,
+                        const char *const *labels, int64_t N, int64_t H,
+                        int64_t n, const char *text) {
     char path[4096], title[256];
     attn_tensor W = attn_tensor_4d(w, ATTN_F32, N, H, n, n);
     attn_heatmap_opts ho;
@@ -361,7 +362,7 @@ int cli_attend_pretrained(int argc, char **argv) {
             rc = cli_save_array(cmd, path, ATTN_F32, w + (l * H + h) * n * n, 2,
                                 shape + 3);
         }
-    if (rc || (rc = attend_pictures(cmd, out, w, labels, N, H, n, text)))
+    if (rc || (rc = cli_attend_pictures(cmd, out, w, labels, N, H, n, text)))
         goto done;
     printf("%lld word pieces:", (long long)n);
     for (int64_t i = 0; i < n; i++) printf(" %s", labels[i]);

@@ -1,0 +1,196 @@
+"""Llama-family causal language models (Llama, Mistral, Qwen2) from a
+transformers folder (config.json, model.safetensors), run by libattn::
+
+    m = attn.load_model("path/to/model")          # a LlamaModel
+    z = m.logits([1, 17, 33])                      # (3, vocab) float32
+    ids = m.generate([1, 17, 33], max_new_tokens=8)  # prompt + new ids
+    w = m.attention([1, 17, 33])                   # (layers, heads, n, n)
+
+generate returns the prompt followed by the new ids, as transformers'
+generate does; do_sample=True draws with temperature, top_k and top_p
+from seed (the same ids on any thread count). The C side is
+include/attn_pretrained.h (attn_llama_*).
+"""
+
+import ctypes
+from ctypes import byref
+
+import numpy as np
+
+from . import _lib
+from ._lib import ATTN_E_INVALID, ATTN_E_SHAPE, fail
+
+_i32p = ctypes.POINTER(ctypes.c_int32)
+_i64p = ctypes.POINTER(ctypes.c_int64)
+_fp = ctypes.POINTER(ctypes.c_float)
+_vp = ctypes.c_void_p
+
+
+class Config(_lib.Struct):
+    _c_name_ = "attn_llama_config"
+    _fields_ = [("model_type", ctypes.c_char * 16),
+                ("vocab_size", ctypes.c_int64), ("hidden_size", ctypes.c_int64),
+                ("num_layers", ctypes.c_int64), ("num_heads", ctypes.c_int64),
+                ("num_kv_heads", ctypes.c_int64),
+                ("intermediate_size", ctypes.c_int64),
+                ("max_position", ctypes.c_int64),
+                ("sliding_window", ctypes.c_int64),
+                ("rms_norm_eps", ctypes.c_double), ("rope", _lib.Rope),
+                ("tie_word_embeddings", ctypes.c_int),
+                ("attention_bias", ctypes.c_int),
+                ("bos_token_id", ctypes.c_int64),
+                ("eos_token_id", ctypes.c_int64),
+                ("stored_dtype", ctypes.c_int)]
+
+
+class GenOpts(_lib.Struct):
+    _c_name_ = "attn_llama_gen_opts"
+    _fields_ = [("max_new_tokens", ctypes.c_int64), ("do_sample", ctypes.c_int),
+                ("temperature", ctypes.c_double), ("top_k", ctypes.c_int64),
+                ("top_p", ctypes.c_double), ("seed", ctypes.c_uint64),
+                ("eos_token_id", ctypes.c_int64), ("threads", ctypes.c_int)]
+
+
+_lib.MIRRORED.update({"attn_llama_config": Config,
+                      "attn_llama_gen_opts": GenOpts})
+
+_TOKEN_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int32)
+_PROTOS = {
+    "attn_llama_load": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(_vp)]),
+    "attn_llama_free": (None, [_vp]),
+    "attn_llama_get_config": (ctypes.POINTER(Config), [_vp]),
+    "attn_llama_param_count": (ctypes.c_int64, [_vp]),
+    "attn_llama_forward": (ctypes.c_int, [_vp, ctypes.c_int64, ctypes.c_int64,
+                                          _i32p, ctypes.c_int, _fp, _fp]),
+    "attn_llama_gen_opts_init": (None, [ctypes.POINTER(GenOpts)]),
+    "attn_llama_generate": (ctypes.c_int, [
+        _vp, _i32p, ctypes.c_int64, ctypes.POINTER(GenOpts), _i32p,
+        ctypes.c_int64, _i64p, _TOKEN_FN, _vp]),
+}
+for _name, (_res, _args) in _PROTOS.items():
+    _lib.lib.declare(_name, _res, _args)
+_lib.lib.check_layout()
+
+
+def _ids(ids, V):
+    a = np.asarray(ids)
+    if a.dtype.kind not in "iu" and a.size:
+        fail(ATTN_E_INVALID, "ids must be integers, not %s", a.dtype)
+    if a.ndim not in (1, 2) or a.size == 0:
+        fail(ATTN_E_SHAPE, "ids must be a non-empty (L,) or (B, L) array, not "
+             "shape %s", a.shape)
+    if a.size and (a.min() < 0 or a.max() >= V):
+        fail(ATTN_E_INVALID, "an id is outside [0, vocab_size = %d)", V)
+    return _lib.c_array(a.astype(np.int32), np.int32)
+
+
+class LlamaModel:
+    """A loaded Llama-family model; see the module's docstring."""
+
+    def __init__(self, path, threads=0):
+        h = _vp()
+        _lib.call("attn_llama_load", str(path).encode(), byref(h))
+        self._h = h
+        self.threads = threads
+        c = _lib.lib.attn_llama_get_config(h).contents
+        self.config = {f: getattr(c, f) for f, _ in Config._fields_
+                       if f not in ("rope",)}
+        self.config["model_type"] = c.model_type.decode()
+        self.config["rope_theta"] = c.rope.theta
+        import os
+        from .tokenizer import Tokenizer
+        tj = os.path.join(str(path), "tokenizer.json")
+        self.tokenizer = Tokenizer.from_file(tj) if os.path.exists(tj) else None
+
+    def _tok(self):
+        if self.tokenizer is None:
+            fail(ATTN_E_INVALID, "this model folder has no tokenizer.json: "
+                 "pass token ids")
+        return self.tokenizer
+
+    def encode(self, text):
+        """The ids of text, with special tokens only where the tokenizer's
+        own post-processor adds them (a BOS for Llama 3, none for Qwen2)."""
+        return list(self._tok().encode(text))
+
+    def decode(self, ids, skip_special_tokens=True):
+        """The text of ids (special tokens left out unless asked)."""
+        return self._tok().decode(list(ids),
+                                  skip_special_tokens=skip_special_tokens)
+
+    def _as_ids(self, x):
+        return self.encode(x) if isinstance(x, str) else x
+
+    def close(self):
+        if getattr(self, "_h", None):
+            _lib.lib.attn_llama_free(self._h)
+            self._h = None
+
+    def __del__(self):
+        self.close()
+
+    @property
+    def vocab_size(self):
+        return self.config["vocab_size"]
+
+    def param_count(self):
+        return int(_lib.lib.attn_llama_param_count(self._h))
+
+    def _forward(self, a, weights):
+        B, L = (1,) + a.shape if a.ndim == 1 else a.shape
+        z = np.empty((B, L, self.vocab_size), np.float32)
+        w = None
+        if weights:
+            c = self.config
+            w = np.empty((c["num_layers"], B, c["num_heads"], L, L), np.float32)
+        _lib.call("attn_llama_forward", self._h, B, L,
+                  a.ctypes.data_as(_i32p), int(self.threads),
+                  z.ctypes.data_as(_fp),
+                  w.ctypes.data_as(_fp) if w is not None else None)
+        return z, w
+
+    def logits(self, ids):
+        """Next-token logits: (L, vocab) for (L,) ids (or a text), (B, L,
+        vocab) for (B, L)."""
+        a = _ids(self._as_ids(ids), self.vocab_size)
+        z, _ = self._forward(a, False)
+        return z[0] if a.ndim == 1 else z
+
+    def attention(self, ids):
+        """Every layer's causal attention weights over (L,) ids or a text:
+        (layers, heads, L, L) float32."""
+        a = _ids(self._as_ids(ids), self.vocab_size)
+        if a.ndim != 1:
+            fail(ATTN_E_SHAPE, "attention takes one sequence of ids")
+        _, w = self._forward(a, True)
+        return w[:, 0]
+
+    def generate(self, ids, max_new_tokens=20, do_sample=False,
+                 temperature=1.0, top_k=None, top_p=None, seed=0,
+                 eos_token_id=None, callback=None):
+        """The prompt ids followed by the new ids (list of int), stopping
+        after the end-of-sequence id (ids may be a text: it is encoded).
+        callback(id) sees each new id; a true return stops."""
+        a = _ids(self._as_ids(ids), self.vocab_size)
+        if a.ndim != 1:
+            fail(ATTN_E_SHAPE, "generate takes one sequence of ids")
+        o = GenOpts()
+        _lib.lib.attn_llama_gen_opts_init(byref(o))
+        o.max_new_tokens = int(max_new_tokens)
+        o.do_sample = 1 if do_sample else 0
+        o.temperature = float(temperature)
+        o.top_k = 0 if top_k is None else int(top_k)
+        o.top_p = 1.0 if top_p is None else float(top_p)
+        o.seed = int(seed)
+        if eos_token_id is not None:
+            o.eos_token_id = int(eos_token_id)
+        o.threads = int(self.threads)
+        cap = max(int(max_new_tokens), 1)
+        out = np.zeros(cap, np.int32)
+        n = ctypes.c_int64(0)
+        fn = _TOKEN_FN(lambda _u, i: 1 if callback(int(i)) else 0) \
+            if callback else ctypes.cast(None, _TOKEN_FN)
+        _lib.call("attn_llama_generate", self._h, a.ctypes.data_as(_i32p),
+                  a.size, byref(o), out.ctypes.data_as(_i32p), cap, byref(n),
+                  fn, None)
+        return [int(x) for x in a] + [int(x) for x in out[:n.value]]

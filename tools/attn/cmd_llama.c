@@ -1,0 +1,415 @@
+/* Llama-family folders (Llama, Mistral, Qwen2 as transformers saves them)
+ * in the command: attn generate DIR (text streamed as it is produced,
+ * tokens/s at the end), attn attend DIR (every layer's causal heads as
+ * pictures, and per head the weight on the first token, on the previous
+ * token and on the token after an earlier copy of the current one), attn
+ * model info DIR. */
+#include "cli.h"
+#include "attn_pretrained.h"
+#include "attn_tokenizer.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+int cli_is_llama_dir(const char *dir) {
+    struct stat sb;
+    if (!dir || stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char buf[65536];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* "model_type": "llama" (the loader reads the file properly) */
+    const char *p = strstr(buf, "\"model_type\"");
+    if (!p) return 0;
+    p = strchr(p + 12, '"');
+    if (!p) return 0;
+    return strncmp(p, "\"llama\"", 7) == 0 ||
+           strncmp(p, "\"mistral\"", 9) == 0 || strncmp(p, "\"qwen2\"", 7) == 0;
+}
+
+static void gen_help(void) {
+    printf(
+        "usage: attn generate DIR (--prompt TEXT | --ids I,J,..) [--max-new-tokens 32]\n"
+        "                     [--sample] [--temperature 1] [--top-k 0] [--top-p 1]\n"
+        "                     [--seed 0] [--threads 0]\n"
+        "\n"
+        "Continues a prompt with the Llama-family model in DIR (config.json with\n"
+        "model_type llama, mistral or qwen2, model.safetensors, tokenizer.json):\n"
+        "greedy by default, or sampled with temperature, top-k and top-p from\n"
+        "--seed (the same text on any thread count). The text is written as it is\n"
+        "produced (ids when the folder has no tokenizer.json); generation stops\n"
+        "at the end-of-sequence token. The speed is printed at the end.\n");
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+typedef struct {
+    const attn_bpe *tok;
+    attn_bpe_stream st;
+    char *buf;
+    size_t cap;
+} streamer;
+
+static int on_token(void *user, int32_t id) {
+    streamer *s = user;
+    if (!s->tok) {
+        printf(" %d", (int)id);
+    } else {
+        size_t len = 0;
+        if (attn_bpe_stream_next(s->tok, &s->st, id, 1, s->buf, s->cap, &len) ==
+            ATTN_OK)
+            fwrite(s->buf, 1, len, stdout);
+    }
+    fflush(stdout);
+    return 0;
+}
+
+/* The prompt's ids: --ids, or --prompt through the folder's tokenizer. */
+static int prompt_ids(const char *cmd, const attn_llama *m, const char *text,
+                      const char *list, int32_t **ids, int64_t *n) {
+    *ids = NULL;
+    *n = 0;
+    if (list) {
+        int64_t k = 1;
+        for (const char *c = list; *c; c++) k += *c == ',';
+        if (!(*ids = malloc(sizeof(int32_t) * (size_t)k)))
+            return cli_fail(cmd, ATTN_E_NOMEM, "ids");
+        const char *p = list;
+        for (int64_t i = 0; i < k; i++) {
+            char tmp[32];
+            size_t w = strcspn(p, ",");
+            int64_t v;
+            if (w == 0 || w >= sizeof tmp)
+                return cli_usage_error(cmd, "--ids: entry %lld is not an id",
+                                       (long long)i);
+            memcpy(tmp, p, w);
+            tmp[w] = '\0';
+            if (cli_parse_i64(tmp, &v) || v < 0 || v > INT32_MAX)
+                return cli_usage_error(cmd, "--ids: '%s' is not an id",
+                                       cli_esc(tmp));
+            (*ids)[i] = (int32_t)v;
+            p += w + (p[w] == ',');
+        }
+        *n = k;
+        return 0;
+    }
+    const attn_bpe *tok = attn_llama_tokenizer(m);
+    if (!tok)
+        return cli_usage_error(cmd, "the folder has no tokenizer.json: give "
+                                    "the prompt as --ids");
+    size_t len = strlen(text);
+    int64_t need = 0;
+    attn_status st =
+        attn_bpe_encode(tok, text, len, ATTN_BPE_ADD_SPECIAL, NULL, 0, &need);
+    if (!st && need < 1)
+        return cli_usage_error(cmd, "the prompt encodes to no token");
+    if (!st && !(*ids = malloc(sizeof(int32_t) * (size_t)need)))
+        st = ATTN_E_NOMEM;
+    if (!st)
+        st = attn_bpe_encode(tok, text, len, ATTN_BPE_ADD_SPECIAL, *ids, need,
+                             n);
+    return st ? cli_fail(cmd, st, "encoding the prompt") : 0;
+}
+
+int cli_llama_generate(int argc, char **argv) {
+    const char *cmd = "generate";
+    if (cli_help_asked(argc, argv, gen_help)) return 0;
+    const char *dir = NULL, *text = NULL, *list = NULL;
+    attn_llama_gen_opts o;
+    attn_llama_gen_opts_init(&o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] != '-') {
+            if (dir) return cli_usage_error(cmd, "unexpected argument '%s'", a);
+            dir = a;
+            continue;
+        }
+        if (strcmp(a, "--sample") == 0) {
+            o.do_sample = 1;
+            continue;
+        }
+        if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
+        const char *v = argv[++i];
+        int64_t t = 0;
+        int bad = 0;
+        if (strcmp(a, "--prompt") == 0)
+            text = v;
+        else if (strcmp(a, "--ids") == 0)
+            list = v;
+        else if (strcmp(a, "--max-new-tokens") == 0)
+            bad = cli_parse_i64(v, &o.max_new_tokens) || o.max_new_tokens < 1 ||
+                  o.max_new_tokens > (1 << 24);
+        else if (strcmp(a, "--temperature") == 0)
+            bad = cli_parse_double(v, &o.temperature) || !(o.temperature > 0);
+        else if (strcmp(a, "--top-k") == 0)
+            bad = cli_parse_i64(v, &o.top_k) || o.top_k < 0;
+        else if (strcmp(a, "--top-p") == 0)
+            bad =
+                cli_parse_double(v, &o.top_p) || !(o.top_p > 0 && o.top_p <= 1);
+        else if (strcmp(a, "--seed") == 0)
+            bad = cli_parse_i64(v, &t) || t < 0, o.seed = (uint64_t)t;
+        else if (strcmp(a, "--threads") == 0)
+            bad = cli_parse_i64(v, &t) || t < 0 || t > 1024, o.threads = (int)t;
+        else
+            return cli_usage_error(cmd, "unknown option '%s'", a);
+        if (bad)
+            return cli_usage_error(cmd, "bad value '%s' for %s", cli_esc(v), a);
+    }
+    if (!dir || (!text && !list) || (text && list))
+        return cli_usage_error(cmd, "need DIR and one of --prompt TEXT or "
+                                    "--ids I,J,..");
+    attn_llama *m;
+    attn_status st = attn_llama_load(dir, &m);
+    if (st) return cli_fail(cmd, st, "load");
+    int32_t *ids = NULL, *out = NULL;
+    int64_t n = 0, nout = 0;
+    streamer s;
+    memset(&s, 0, sizeof s);
+    int rc = prompt_ids(cmd, m, text, list, &ids, &n);
+    s.tok = attn_llama_tokenizer(m);
+    s.cap = s.tok ? attn_bpe_stream_max(s.tok) + 8 : 0;
+    if (!rc && (!(out = malloc(sizeof(int32_t) * (size_t)o.max_new_tokens)) ||
+                (s.cap && !(s.buf = malloc(s.cap)))))
+        rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
+    if (!rc) {
+        attn_bpe_stream_init(&s.st);
+        if (text)
+            fputs(text, stdout);
+        else
+            printf("%s", list);
+        fflush(stdout);
+        double t0 = now_s();
+        st = attn_llama_generate(m, ids, n, &o, out, o.max_new_tokens, &nout,
+                                 on_token, &s);
+        double dt = now_s() - t0;
+        size_t len = 0;
+        if (s.tok && attn_bpe_stream_end(&s.st, s.buf, s.cap, &len) == ATTN_OK)
+            fwrite(s.buf, 1, len, stdout);
+        printf("\n");
+        if (st)
+            rc = cli_fail(cmd, st, "generate");
+        else
+            fprintf(stderr,
+                    "%lld prompt tokens, %lld new in %.3f s: %.1f tokens/s "
+                    "(prompt fed through the cache one token a step)\n",
+                    (long long)n, (long long)nout, dt,
+                    dt > 0 ? (double)(n + nout) / dt : 0.0);
+    }
+    free(ids);
+    free(out);
+    free(s.buf);
+    attn_llama_free(m);
+    return rc;
+}
+
+static void attend_help(void) {
+    printf(
+        "usage: attn attend DIR (--prompt TEXT | --ids I,J,..) [--out attend-out]\n"
+        "                   [--threads 0]\n"
+        "\n"
+        "Every layer's causal attention heads of the Llama-family model in DIR\n"
+        "over the prompt: OUT/layer<l>.png (a grid of the heads),\n"
+        "OUT/attention.html (the viewer), OUT/weights.npy (layers, heads, n, n),\n"
+        "OUT/tokens.txt; and per head the mean weight on the first token (an\n"
+        "attention sink), on the previous token, and, over the rows whose token\n"
+        "appeared before, on the token after that earlier copy (induction).\n");
+}
+
+/* Mean weights of one head (n x n, causal): on token 0 and on i - 1 over
+ * rows i >= 1, and on j + 1 for the latest earlier j with ids[j] ==
+ * ids[i] (-1 when no row repeats a token). */
+static void head_stats(const float *w, const int32_t *ids, int64_t n,
+                       double *first, double *prev, double *ind) {
+    double f = 0, p = 0, s = 0;
+    int64_t rows = 0, reps = 0;
+    for (int64_t i = 1; i < n; i++) {
+        f += w[i * n];
+        p += w[i * n + i - 1];
+        rows++;
+        for (int64_t j = i - 1; j >= 0; j--)
+            if (ids[j] == ids[i]) {
+                s += w[i * n + j + 1];
+                reps++;
+                break;
+            }
+    }
+    *first = rows ? f / (double)rows : 0;
+    *prev = rows ? p / (double)rows : 0;
+    *ind = reps ? s / (double)reps : -1;
+}
+
+int cli_llama_attend(int argc, char **argv) {
+    const char *cmd = "attend";
+    if (cli_help_asked(argc, argv, attend_help)) return 0;
+    const char *dir = NULL, *text = NULL, *list = NULL, *out = "attend-out";
+    int threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] != '-' || a[1] != '-') {
+            if (dir) return cli_usage_error(cmd, "unexpected argument '%s'", a);
+            dir = a;
+            continue;
+        }
+        if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
+        const char *v = argv[++i];
+        int64_t t;
+        if (strcmp(a, "--prompt") == 0)
+            text = v;
+        else if (strcmp(a, "--ids") == 0)
+            list = v;
+        else if (strcmp(a, "--out") == 0)
+            out = v;
+        else if (strcmp(a, "--threads") == 0) {
+            if (cli_parse_i64(v, &t) || t < 0 || t > 1024)
+                return cli_usage_error(cmd, "bad value '%s' for --threads",
+                                       cli_esc(v));
+            threads = (int)t;
+        } else
+            return cli_usage_error(cmd, "unknown option '%s'", a);
+    }
+    if (!dir || (!text && !list) || (text && list))
+        return cli_usage_error(cmd, "need DIR and one of --prompt TEXT or "
+                                    "--ids I,J,..");
+    attn_llama *m;
+    attn_status st = attn_llama_load(dir, &m);
+    if (st) return cli_fail(cmd, st, "load");
+    const attn_llama_config *c = attn_llama_get_config(m);
+    const int64_t N = c->num_layers, H = c->num_heads, V = c->vocab_size;
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    float *w = NULL, *z = NULL;
+    const char **labels = NULL;
+    char *names = NULL;
+    int rc = prompt_ids(cmd, m, text, list, &ids, &n);
+    if (!rc && n > 2048)
+        rc = cli_usage_error(cmd,
+                             "the prompt has %lld tokens; attend draws "
+                             "at most 2048",
+                             (long long)n);
+    if (!rc && (!(w = malloc(sizeof(float) * (size_t)(N * H * n * n))) ||
+                !(z = malloc(sizeof(float) * (size_t)(n * V))) ||
+                !(labels = malloc(sizeof *labels * (size_t)n)) ||
+                !(names = malloc((size_t)n * 24))))
+        rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
+    if (!rc && (st = attn_llama_forward(m, 1, n, ids, threads, z, w)))
+        rc = cli_fail(cmd, st, "forward");
+    if (!rc && mkdir(out, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "attn %s: cannot create %s: %s\n", cmd, cli_esc(out),
+                strerror(errno));
+        rc = 1;
+    }
+    const attn_bpe *tok = attn_llama_tokenizer(m);
+    for (int64_t i = 0; !rc && i < n; i++) {
+        const char *t = tok ? attn_bpe_token(tok, ids[i]) : NULL;
+        snprintf(names + i * 24, 24, "%s", t ? t : "");
+        if (!t) snprintf(names + i * 24, 24, "%d", (int)ids[i]);
+        labels[i] = names + i * 24;
+    }
+    char path[4096];
+    if (!rc) {
+        snprintf(path, sizeof path, "%s/tokens.txt", out);
+        FILE *f = fopen(path, "w");
+        if (!f) {
+            fprintf(stderr, "attn %s: cannot write %s\n", cmd, cli_esc(path));
+            rc = 1;
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                fprintf(f, "%d\t%s\n", (int)ids[i], labels[i]);
+            fclose(f);
+        }
+    }
+    int64_t shape[4] = {N, H, n, n};
+    if (!rc) {
+        snprintf(path, sizeof path, "%s/weights.npy", out);
+        rc = cli_save_array(cmd, path, ATTN_F32, w, 4, shape);
+    }
+    if (!rc)
+        rc = cli_attend_pictures(cmd, out, w, labels, N, H, n,
+                                 text ? text : list);
+    if (!rc) {
+        printf("%lld tokens; per head, mean weight on the first token, on the "
+               "previous token, and on the token after an earlier copy of "
+               "the current one (induction; - when no token repeats):\n",
+               (long long)n);
+        for (int64_t l = 0; l < N; l++)
+            for (int64_t h = 0; h < H; h++) {
+                double fi, pv, in;
+                head_stats(w + (l * H + h) * n * n, ids, n, &fi, &pv, &in);
+                printf("  layer %lld head %2lld  first %.2f  previous %.2f  "
+                       "induction ",
+                       (long long)l, (long long)h, fi, pv);
+                if (in < 0)
+                    printf("-\n");
+                else
+                    printf("%.2f\n", in);
+            }
+        printf("wrote %s/{tokens.txt, weights.npy, layer<l>.png, "
+               "attention.html}\n",
+               out);
+    }
+    free(ids);
+    free(w);
+    free(z);
+    free(labels);
+    free(names);
+    attn_llama_free(m);
+    return rc;
+}
+
+int cli_llama_info(const char *dir) {
+    const char *cmd = "model";
+    attn_llama *m;
+    attn_status st = attn_llama_load(dir, &m);
+    if (st) return cli_fail(cmd, st, "load");
+    const attn_llama_config *c = attn_llama_get_config(m);
+    const attn_rope *r = &c->rope;
+    printf("model %s\n", cli_esc(dir));
+    printf("  %s decoder-only: %lld layers, hidden %lld, %lld heads of %lld "
+           "(%lld key/value heads%s), SwiGLU feed-forward %lld, pre-norm "
+           "RMSNorm eps %g\n",
+           c->model_type, (long long)c->num_layers, (long long)c->hidden_size,
+           (long long)c->num_heads, (long long)(c->hidden_size / c->num_heads),
+           (long long)c->num_kv_heads,
+           c->num_kv_heads == 1             ? ": multi-query"
+           : c->num_kv_heads < c->num_heads ? ": grouped-query"
+                                            : "",
+           (long long)c->intermediate_size, c->rms_norm_eps);
+    printf("  rotary positions: neox halves, theta %g, scaling %s", r->theta,
+           r->scaling == ATTN_ROPE_SCALING_LINEAR   ? "linear"
+           : r->scaling == ATTN_ROPE_SCALING_LLAMA3 ? "llama3"
+                                                    : "none");
+    if (r->scaling == ATTN_ROPE_SCALING_LINEAR)
+        printf(" (factor %g)", r->factor);
+    if (r->scaling == ATTN_ROPE_SCALING_LLAMA3)
+        printf(" (factor %g, low %g, high %g, original %g positions)",
+               r->factor, r->low_freq_factor, r->high_freq_factor,
+               r->original_max_position);
+    printf("; %lld positions\n", (long long)c->max_position);
+    if (c->sliding_window)
+        printf("  sliding window: %lld keys\n", (long long)c->sliding_window);
+    printf("  q/k/v biases: %s; output head: %s\n",
+           c->attention_bias ? "yes" : "no",
+           c->tie_word_embeddings ? "tied to the embeddings" : "its own");
+    const attn_bpe *tok = attn_llama_tokenizer(m);
+    printf("  vocabulary %lld; tokenizer: %s; bos %lld, eos %lld\n",
+           (long long)c->vocab_size,
+           tok ? "byte-level BPE (tokenizer.json)" : "none (ids only)",
+           (long long)c->bos_token_id, (long long)c->eos_token_id);
+    printf("  weights stored as %s (run in f32); parameters: %lld\n",
+           attn_dtype_name(c->stored_dtype),
+           (long long)attn_llama_param_count(m));
+    attn_llama_free(m);
+    return 0;
+}
