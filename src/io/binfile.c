@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -486,4 +487,32 @@ attn_status attn__write_atomic(const char *path, const unsigned char *buf,
                                size_t size) {
     const attn__piece pc = {buf, size};
     return attn__write_pieces(path, &pc, 1);
+}
+
+attn_status attn__map_input(const char *path, void **map, size_t *size) {
+    *map = NULL;
+    *size = 0;
+    int fd;
+    uint64_t fsize;
+    attn_status st = attn__open_input(path, &fd, &fsize);
+    if (st) return st;
+    if (fsize > (uint64_t)SIZE_MAX) {
+        close(fd);
+        return attn__fail(ATTN_E_NOMEM, "%s: %llu bytes do not fit in memory",
+                          path, (unsigned long long)fsize);
+    }
+    void *m = NULL;
+    if (fsize > 0) {
+        m = mmap(NULL, (size_t)fsize, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return attn__fail(ATTN_E_IO, "%s: cannot map %zu bytes: %s", path,
+                              (size_t)fsize, strerror(e));
+        }
+    }
+    close(fd);
+    *map = m;
+    *size = (size_t)fsize;
+    return ATTN_OK;
 }

@@ -45,6 +45,11 @@ attn_status attn__bad_file(const char *path, const char *what);
 attn_status attn__open_input(const char *path, int *fd, uint64_t *size);
 attn_status attn__fopen_input(const char *path, FILE **f, uint64_t *size);
 
+/* Maps path read-only (opened as attn__open_input does): *map (NULL for an
+ * empty file) and *size; release with munmap(*map, *size). ATTN_E_NOMEM
+ * when it cannot fit the address space, ATTN_E_IO when it cannot map. */
+attn_status attn__map_input(const char *path, void **map, size_t *size);
+
 /* Reads the whole of path into *buf (free with attn__free; a NUL follows
  * the bytes), its length in *size. A file shorter than min is
  * ATTN_E_FORMAT "too short to be KIND (truncated?)", e.g. kind "a

@@ -653,26 +653,10 @@ attn_status attn_gguf_open(const char *path, attn_gguf **out) {
     if (!out) return attn__fail(ATTN_E_INVALID, "out is NULL");
     *out = NULL;
     if (!path) return attn__fail(ATTN_E_INVALID, "path is NULL");
-    int fd;
-    uint64_t fsize;
-    attn_status st = attn__open_input(path, &fd, &fsize);
+    void *map;
+    size_t size;
+    attn_status st = attn__map_input(path, &map, &size);
     if (st) return st;
-    if (fsize > (uint64_t)SIZE_MAX) {
-        close(fd);
-        return attn__fail(ATTN_E_NOMEM, "%s: %llu bytes do not fit in memory",
-                          path, (unsigned long long)fsize);
-    }
-    size_t size = (size_t)fsize;
-    void *map = NULL;
-    if (size > 0) {
-        map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (map == MAP_FAILED) {
-            close(fd);
-            return attn__fail(ATTN_E_IO, "%s: cannot map %zu bytes: %s", path,
-                              size, strerror(errno));
-        }
-    }
-    close(fd);
     static const unsigned char empty[1] = {0};
     st = attn_gguf_parse(map ? map : (const void *)empty, size, path, out);
     if (st) {
