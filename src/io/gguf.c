@@ -18,7 +18,7 @@
  * and sum is rounded to f32, as the reference dequantizer computes them,
  * and this file is compiled without FMA contraction (baseline x86-64), so
  * the values are the same bits. */
-#include "attn_gguf.h"
+#include "gguf_internal.h"
 #include "binfile.h"
 #include "json.h"
 
@@ -28,60 +28,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define GGUF_MAX_DIMS 4
 #define GGUF_MAX_NAME 64   /* the format's limit on tensor names     */
 #define GGUF_MAX_KEY 65535 /* and on keys                            */
 #define GGUF_DEFAULT_ALIGN 32
 
-typedef struct {
-    char *key;
-    attn_gguf_type type;
-    int64_t i;
-    uint64_t u;
-    double f;
-    const char *str;
-    size_t len;
-    attn_gguf_type elem;
-    uint64_t count;
-    size_t at;      /* file offset of the array's first element   */
-    uint64_t *soff; /* string arrays: each element's offset       */
-} kv_entry;
-
-typedef struct {
-    char *name;
-    int type;
-    int ndim;
-    int64_t shape[GGUF_MAX_DIMS];
-    int64_t numel;
-    uint64_t offset, nbytes;
-} tensor_entry;
-
-struct attn_gguf {
-    int version;
-    const unsigned char *base;
-    size_t size;
-    const char *label;
-    char *label_copy;
-    kv_entry *kv;
-    int64_t nkv;
-    int64_t *kv_by_key;
-    tensor_entry *t;
-    int64_t nt;
-    int64_t *t_by_name;
-    const unsigned char *data;
-    uint64_t data_size;
-    uint64_t *soff_pool;
-    void *map;
-    size_t map_size;
-};
-
 /* The format's tensor types: name, values per block, bytes per block. */
-static const struct {
-    int id;
-    const char *name;
-    int block;
-    int bytes;
-} ggml_types[] = {
+static const attn__ggml_type ggml_types[] = {
     {0, "F32", 1, 4},         {1, "F16", 1, 2},
     {2, "Q4_0", 32, 18},      {3, "Q4_1", 32, 20},
     {6, "Q5_0", 32, 22},      {7, "Q5_1", 32, 24},
@@ -100,17 +52,17 @@ static const struct {
     {35, "TQ2_0", 256, 66},
 };
 
-static int type_index(int id) {
+const attn__ggml_type *attn__ggml_type_of(int id) {
     for (size_t i = 0; i < sizeof ggml_types / sizeof ggml_types[0]; i++)
-        if (ggml_types[i].id == id) return (int)i;
-    return -1;
+        if (ggml_types[i].id == id) return &ggml_types[i];
+    return NULL;
 }
 
 static const char *const value_names[] = {
     "UINT8", "INT8",   "UINT16", "INT16",  "UINT32", "INT32",  "FLOAT32",
     "BOOL",  "STRING", "ARRAY",  "UINT64", "INT64",  "FLOAT64"};
 
-static size_t scalar_size(uint32_t t) {
+size_t attn__gguf_scalar_size(uint32_t t) {
     switch (t) {
     case ATTN_GGUF_UINT8:
     case ATTN_GGUF_INT8:
@@ -125,6 +77,12 @@ static size_t scalar_size(uint32_t t) {
     case ATTN_GGUF_FLOAT64: return 8;
     default: return 0;
     }
+}
+
+const char *attn__gguf_value_name(attn_gguf_type t) {
+    return (unsigned)t < sizeof value_names / sizeof value_names[0]
+               ? value_names[t]
+               : "?";
 }
 
 /* ---- the cursor ------------------------------------------------------ */
@@ -150,28 +108,17 @@ static attn_status take(cursor *c, size_t n, const char *what,
     return ATTN_OK;
 }
 
-static uint64_t le64(const unsigned char *b) {
-    uint64_t x = 0;
-    for (int i = 7; i >= 0; i--) x = x << 8 | b[i];
-    return x;
-}
-
-static uint32_t le32(const unsigned char *b) {
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 |
-           (uint32_t)b[3] << 24;
-}
-
 static attn_status get_u64(cursor *c, const char *what, uint64_t *x) {
     const unsigned char *b = NULL;
     attn_status st = take(c, 8, what, &b);
-    if (!st) *x = le64(b);
+    if (!st) *x = attn__le64(b);
     return st;
 }
 
 static attn_status get_u32(cursor *c, const char *what, uint32_t *x) {
     const unsigned char *b = NULL;
     attn_status st = take(c, 4, what, &b);
-    if (!st) *x = le32(b);
+    if (!st) *x = attn__le32(b);
     return st;
 }
 
@@ -203,40 +150,38 @@ static const char *esc(const char *s, size_t n, char *buf, size_t cap) {
 
 /* ---- metadata -------------------------------------------------------- */
 
-static double load_float(const unsigned char *b, uint32_t t) {
+double attn__gguf_load_float(const unsigned char *b, uint32_t t) {
     if (t == ATTN_GGUF_FLOAT32) {
-        uint32_t u = le32(b);
+        uint32_t u = attn__le32(b);
         float f;
         memcpy(&f, &u, 4);
         return f;
     }
-    uint64_t u = le64(b);
+    uint64_t u = attn__le64(b);
     double d;
     memcpy(&d, &u, 8);
     return d;
 }
 
-/* A scalar of type t at b into e (i, u or f). */
-static attn_status load_scalar(const unsigned char *b, uint32_t t, int64_t *i,
-                               uint64_t *u, double *f) {
+void attn__gguf_load_scalar(const unsigned char *b, uint32_t t, int64_t *i,
+                            uint64_t *u, double *f) {
     switch (t) {
     case ATTN_GGUF_UINT8:
     case ATTN_GGUF_BOOL: *i = b[0]; break;
     case ATTN_GGUF_INT8: *i = (int8_t)b[0]; break;
     case ATTN_GGUF_UINT16: *i = (uint16_t)(b[0] | b[1] << 8); break;
     case ATTN_GGUF_INT16: *i = (int16_t)(uint16_t)(b[0] | b[1] << 8); break;
-    case ATTN_GGUF_UINT32: *i = le32(b); break;
-    case ATTN_GGUF_INT32: *i = (int32_t)le32(b); break;
+    case ATTN_GGUF_UINT32: *i = attn__le32(b); break;
+    case ATTN_GGUF_INT32: *i = (int32_t)attn__le32(b); break;
     case ATTN_GGUF_UINT64:
-        *u = le64(b);
+        *u = attn__le64(b);
         *i = *u > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)*u;
         break;
-    case ATTN_GGUF_INT64: *i = (int64_t)le64(b); break;
-    default: *f = load_float(b, t); return ATTN_OK;
+    case ATTN_GGUF_INT64: *i = (int64_t)attn__le64(b); break;
+    default: *f = attn__gguf_load_float(b, t); return;
     }
     if (t != ATTN_GGUF_UINT64) *u = (uint64_t)*i;
     *f = (double)*i;
-    return ATTN_OK;
 }
 
 static attn_status bad_kv(const cursor *c, const kv_entry *e,
@@ -263,10 +208,12 @@ static attn_status parse_value(cursor *c, kv_entry *e, uint64_t *nsoff,
         return get_str(c, "a metadata string", &e->str, &e->len);
     if (t != ATTN_GGUF_ARRAY) {
         const unsigned char *b = NULL;
-        if ((st = take(c, scalar_size(t), "a metadata value", &b))) return st;
+        if ((st = take(c, attn__gguf_scalar_size(t), "a metadata value", &b)))
+            return st;
         if (t == ATTN_GGUF_BOOL && b[0] > 1)
             return bad_kv(c, e, "a bool that is neither 0 nor 1");
-        return load_scalar(b, t, &e->i, &e->u, &e->f);
+        attn__gguf_load_scalar(b, t, &e->i, &e->u, &e->f);
+        return ATTN_OK;
     }
     uint32_t et;
     uint64_t n;
@@ -285,7 +232,7 @@ static attn_status parse_value(cursor *c, kv_entry *e, uint64_t *nsoff,
     e->at = c->at;
     const size_t left = c->size - c->at;
     if (et != ATTN_GGUF_STRING) {
-        size_t es = scalar_size(et);
+        size_t es = attn__gguf_scalar_size(et);
         if (n > left / es) {
             char m[128];
             snprintf(m, sizeof m, "%llu elements of %zu bytes run past the end",
@@ -361,8 +308,8 @@ static attn_status sort_names(const void *base, size_t stride, int64_t n,
     return ATTN_OK;
 }
 
-static int64_t find_name(const void *base, size_t stride, const int64_t *idx,
-                         int64_t n, const char *name) {
+int64_t attn__gguf_find(const void *base, size_t stride, const int64_t *idx,
+                        int64_t n, const char *name) {
     int64_t lo = 0, hi = n;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;
@@ -425,24 +372,24 @@ static attn_status parse_tensor(attn_gguf *g, cursor *c, tensor_entry *t) {
     if ((st = get_u32(c, "a tensor's type", &type)) ||
         (st = get_u64(c, "a tensor's offset", &t->offset)))
         return st;
-    int ti = type_index((int)type);
-    if (ti < 0) {
+    const attn__ggml_type *ty = attn__ggml_type_of((int)type);
+    if (!ty) {
         char m[64];
         snprintf(m, sizeof m, "unknown type %u", type);
         return bad_tensor(g, t->name, m);
     }
     t->type = (int)type;
-    const int blk = ggml_types[ti].block;
+    const int blk = ty->block;
     if (ne[0] % (uint64_t)blk != 0) {
         char m[128];
         snprintf(m, sizeof m,
                  "its rows of %llu values are not whole %s blocks "
                  "of %d",
-                 (unsigned long long)ne[0], ggml_types[ti].name, blk);
+                 (unsigned long long)ne[0], ty->name, blk);
         return bad_tensor(g, t->name, m);
     }
     int64_t nb;
-    if (!attn__mul_i64(numel / blk, ggml_types[ti].bytes, &nb))
+    if (!attn__mul_i64(numel / blk, ty->bytes, &nb))
         return bad_tensor(g, t->name, "its byte size overflows");
     t->nbytes = (uint64_t)nb;
     return ATTN_OK;
@@ -608,8 +555,8 @@ attn_status attn_gguf_parse(const void *buf, size_t size, const char *label,
                         "metadata key", &g->kv_by_key);
     uint64_t align = GGUF_DEFAULT_ALIGN;
     if (!st) {
-        int64_t a = find_name(g->kv, sizeof(kv_entry), g->kv_by_key, g->nkv,
-                              "general.alignment");
+        int64_t a = attn__gguf_find(g->kv, sizeof(kv_entry), g->kv_by_key,
+                                    g->nkv, "general.alignment");
         if (a >= 0) {
             const kv_entry *e = &g->kv[a];
             if (e->type != ATTN_GGUF_UINT32 || e->i == 0 ||
@@ -680,294 +627,4 @@ void attn_gguf_close(attn_gguf *g) {
     attn__free(g->label_copy);
     if (g->map) munmap(g->map, g->map_size);
     attn__free(g);
-}
-
-/* ---- metadata access ------------------------------------------------- */
-
-int attn_gguf_version(const attn_gguf *g) { return g ? g->version : 0; }
-
-int64_t attn_gguf_meta_count(const attn_gguf *g) { return g ? g->nkv : 0; }
-
-static void fill_value(const kv_entry *e, attn_gguf_value *v) {
-    memset(v, 0, sizeof *v);
-    v->key = e->key;
-    v->type = e->type;
-    v->i = e->i;
-    v->u = e->u;
-    v->f = e->f;
-    v->str = e->str;
-    v->len = e->len;
-    v->elem_type = e->elem;
-    v->count = e->count;
-}
-
-attn_status attn_gguf_meta_get(const attn_gguf *g, int64_t i,
-                               attn_gguf_value *v) {
-    if (!g || !v) return attn__fail(ATTN_E_INVALID, "g or v is NULL");
-    if (i < 0 || i >= g->nkv)
-        return attn__fail(ATTN_E_INVALID, "metadata entry %lld of %lld",
-                          (long long)i, (long long)g->nkv);
-    fill_value(&g->kv[i], v);
-    return ATTN_OK;
-}
-
-attn_status attn_gguf_meta_find(const attn_gguf *g, const char *key,
-                                attn_gguf_value *v) {
-    if (!g || !key || !v)
-        return attn__fail(ATTN_E_INVALID, "g, key or v is NULL");
-    int64_t i = find_name(g->kv, sizeof(kv_entry), g->kv_by_key, g->nkv, key);
-    if (i < 0)
-        return attn__fail(ATTN_E_INVALID, "%s: no metadata '%s'", g->label,
-                          key);
-    fill_value(&g->kv[i], v);
-    return ATTN_OK;
-}
-
-static attn_status wrong_type(const attn_gguf *g, const char *key,
-                              attn_gguf_type t, const char *want) {
-    return attn__fail(ATTN_E_FORMAT, "%s: metadata '%s' is %s, not %s",
-                      g->label, key, value_names[t], want);
-}
-
-attn_status attn_gguf_get_string(const attn_gguf *g, const char *key,
-                                 const char **str, size_t *len) {
-    attn_gguf_value v;
-    attn_status st = attn_gguf_meta_find(g, key, &v);
-    if (st) return st;
-    if (v.type != ATTN_GGUF_STRING)
-        return wrong_type(g, key, v.type, "a string");
-    *str = v.str;
-    *len = v.len;
-    return ATTN_OK;
-}
-
-static int is_int_type(attn_gguf_type t) {
-    return t <= ATTN_GGUF_INT32 || t == ATTN_GGUF_BOOL ||
-           t == ATTN_GGUF_UINT64 || t == ATTN_GGUF_INT64;
-}
-
-attn_status attn_gguf_get_int(const attn_gguf *g, const char *key, int64_t *x) {
-    attn_gguf_value v;
-    attn_status st = attn_gguf_meta_find(g, key, &v);
-    if (st) return st;
-    if (!is_int_type(v.type) ||
-        (v.type == ATTN_GGUF_UINT64 && v.u > (uint64_t)INT64_MAX))
-        return wrong_type(g, key, v.type, "an integer");
-    *x = v.i;
-    return ATTN_OK;
-}
-
-attn_status attn_gguf_get_float(const attn_gguf *g, const char *key,
-                                double *x) {
-    attn_gguf_value v;
-    attn_status st = attn_gguf_meta_find(g, key, &v);
-    if (st) return st;
-    if (v.type != ATTN_GGUF_FLOAT32 && v.type != ATTN_GGUF_FLOAT64)
-        return wrong_type(g, key, v.type, "a float");
-    *x = v.f;
-    return ATTN_OK;
-}
-
-/* The entry v describes (by its key), checked to be an array with element
- * i of a type accepted by ok. */
-static attn_status array_elem(const attn_gguf *g, const attn_gguf_value *v,
-                              uint64_t i, const kv_entry **e) {
-    if (!g || !v || !v->key)
-        return attn__fail(ATTN_E_INVALID, "g or v is NULL");
-    int64_t k =
-        find_name(g->kv, sizeof(kv_entry), g->kv_by_key, g->nkv, v->key);
-    if (k < 0 || g->kv[k].type != ATTN_GGUF_ARRAY)
-        return attn__fail(ATTN_E_INVALID,
-                          "%s: '%s' is not an array of this "
-                          "file",
-                          g->label, v->key);
-    if (i >= g->kv[k].count)
-        return attn__fail(ATTN_E_INVALID,
-                          "%s: element %llu of '%s', which has "
-                          "%llu",
-                          g->label, (unsigned long long)i, v->key,
-                          (unsigned long long)g->kv[k].count);
-    *e = &g->kv[k];
-    return ATTN_OK;
-}
-
-attn_status attn_gguf_array_string(const attn_gguf *g, const attn_gguf_value *v,
-                                   uint64_t i, const char **str, size_t *len) {
-    const kv_entry *e;
-    attn_status st = array_elem(g, v, i, &e);
-    if (st) return st;
-    if (e->elem != ATTN_GGUF_STRING)
-        return wrong_type(g, e->key, e->elem, "an array of strings");
-    const unsigned char *b = g->base + e->soff[i];
-    *len = (size_t)le64(b);
-    *str = (const char *)b + 8;
-    return ATTN_OK;
-}
-
-attn_status attn_gguf_array_int(const attn_gguf *g, const attn_gguf_value *v,
-                                uint64_t i, int64_t *x) {
-    const kv_entry *e;
-    attn_status st = array_elem(g, v, i, &e);
-    if (st) return st;
-    if (!is_int_type(e->elem))
-        return wrong_type(g, e->key, e->elem, "an array of integers");
-    size_t es = scalar_size(e->elem);
-    uint64_t u;
-    double f;
-    return load_scalar(g->base + e->at + es * (size_t)i, e->elem, x, &u, &f);
-}
-
-attn_status attn_gguf_array_float(const attn_gguf *g, const attn_gguf_value *v,
-                                  uint64_t i, double *x) {
-    const kv_entry *e;
-    attn_status st = array_elem(g, v, i, &e);
-    if (st) return st;
-    if (e->elem != ATTN_GGUF_FLOAT32 && e->elem != ATTN_GGUF_FLOAT64)
-        return wrong_type(g, e->key, e->elem, "an array of floats");
-    *x =
-        load_float(g->base + e->at + scalar_size(e->elem) * (size_t)i, e->elem);
-    return ATTN_OK;
-}
-
-/* ---- tensor access and dequantization --------------------------------- */
-
-int64_t attn_gguf_tensor_count(const attn_gguf *g) { return g ? g->nt : 0; }
-
-static void fill_tensor(const attn_gguf *g, const tensor_entry *e,
-                        attn_gguf_tensor *t) {
-    memset(t, 0, sizeof *t);
-    t->name = e->name;
-    t->type = e->type;
-    t->type_name = ggml_types[type_index(e->type)].name;
-    t->ndim = e->ndim;
-    for (int d = 0; d < e->ndim; d++) t->shape[d] = e->shape[d];
-    t->numel = e->numel;
-    t->data = g->data + e->offset;
-    t->nbytes = (size_t)e->nbytes;
-}
-
-attn_status attn_gguf_tensor_get(const attn_gguf *g, int64_t i,
-                                 attn_gguf_tensor *t) {
-    if (!g || !t) return attn__fail(ATTN_E_INVALID, "g or t is NULL");
-    if (i < 0 || i >= g->nt)
-        return attn__fail(ATTN_E_INVALID, "tensor %lld of %lld", (long long)i,
-                          (long long)g->nt);
-    fill_tensor(g, &g->t[i], t);
-    return ATTN_OK;
-}
-
-attn_status attn_gguf_find_tensor(const attn_gguf *g, const char *name,
-                                  attn_gguf_tensor *t) {
-    if (!g || !name || !t)
-        return attn__fail(ATTN_E_INVALID, "g, name or t is NULL");
-    int64_t i =
-        find_name(g->t, sizeof(tensor_entry), g->t_by_name, g->nt, name);
-    if (i < 0)
-        return attn__fail(ATTN_E_INVALID, "%s: no tensor '%s'", g->label, name);
-    fill_tensor(g, &g->t[i], t);
-    return ATTN_OK;
-}
-
-static float f16_at(const unsigned char *b) {
-    float f;
-    uint16_t h = (uint16_t)(b[0] | b[1] << 8);
-    attn__load_f32(&h, ATTN_F16, 1, &f);
-    return f;
-}
-
-/* nblocks blocks (or values, for F32/F16/BF16) of type at src into dst. */
-static void dequant(int type, const unsigned char *src, int64_t nblocks,
-                    float *dst) {
-    for (int64_t b = 0; b < nblocks; b++) {
-        switch (type) {
-        case ATTN_GGML_F32: {
-            uint32_t u = le32(src + 4 * b);
-            memcpy(&dst[b], &u, 4);
-            break;
-        }
-        case ATTN_GGML_F16: dst[b] = f16_at(src + 2 * b); break;
-        case ATTN_GGML_BF16: {
-            uint32_t u = (uint32_t)(src[2 * b] | src[2 * b + 1] << 8) << 16;
-            memcpy(&dst[b], &u, 4);
-            break;
-        }
-        case ATTN_GGML_Q8_0: {
-            const unsigned char *p = src + 34 * b;
-            const float d = f16_at(p);
-            for (int j = 0; j < 32; j++)
-                dst[32 * b + j] = (float)(int8_t)p[2 + j] * d;
-            break;
-        }
-        case ATTN_GGML_Q4_0: {
-            const unsigned char *p = src + 18 * b;
-            const float d = f16_at(p);
-            for (int j = 0; j < 16; j++) {
-                dst[32 * b + j] = d * (float)((int)(p[2 + j] & 15) - 8);
-                dst[32 * b + 16 + j] = d * (float)((int)(p[2 + j] >> 4) - 8);
-            }
-            break;
-        }
-        default: { /* Q4_1 */
-            const unsigned char *p = src + 20 * b;
-            const float d = f16_at(p), m = f16_at(p + 2);
-            for (int j = 0; j < 16; j++) {
-                float lo = d * (float)(p[4 + j] & 15);
-                float hi = d * (float)(p[4 + j] >> 4);
-                dst[32 * b + j] = lo + m;
-                dst[32 * b + 16 + j] = hi + m;
-            }
-            break;
-        }
-        }
-    }
-}
-
-static int readable(int type) {
-    return type == ATTN_GGML_F32 || type == ATTN_GGML_F16 ||
-           type == ATTN_GGML_BF16 || type == ATTN_GGML_Q8_0 ||
-           type == ATTN_GGML_Q4_0 || type == ATTN_GGML_Q4_1;
-}
-
-static attn_status check_finite(const attn_gguf_tensor *t, const float *x,
-                                int64_t n, int64_t first) {
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return attn__fail(ATTN_E_NONFINITE,
-                              "tensor '%s' (%s): value %lld "
-                              "is %s",
-                              t->name, t->type_name, (long long)(first + i),
-                              isnan(x[i]) ? "NaN" : "inf");
-    return ATTN_OK;
-}
-
-attn_status attn_gguf_tensor_rows_f32(const attn_gguf_tensor *t, int64_t r0,
-                                      int64_t nrows, float *dst) {
-    if (!t || !t->data || (!dst && nrows > 0))
-        return attn__fail(ATTN_E_INVALID, "t or dst is NULL");
-    if (!readable(t->type))
-        return attn__fail(ATTN_E_UNSUPPORTED,
-                          "tensor '%s' has type %s; attn "
-                          "reads F32, F16, BF16, Q8_0, Q4_0 and Q4_1",
-                          t->name, t->type_name ? t->type_name : "?");
-    const int64_t cols = t->shape[t->ndim - 1], rows = t->numel / cols;
-    if (r0 < 0 || nrows < 0 || r0 > rows || nrows > rows - r0)
-        return attn__fail(ATTN_E_SHAPE, "tensor '%s': rows %lld..%lld of %lld",
-                          t->name, (long long)r0, (long long)(r0 + nrows),
-                          (long long)rows);
-    const int ti = type_index(t->type);
-    const int64_t blk = ggml_types[ti].block, bytes = ggml_types[ti].bytes;
-    const int64_t per_row = cols / blk;
-    dequant(t->type, (const unsigned char *)t->data + r0 * per_row * bytes,
-            nrows * per_row, dst);
-    return check_finite(t, dst, nrows * cols, r0 * cols);
-}
-
-attn_status attn_gguf_tensor_to_f32(const attn_gguf_tensor *t, float *dst,
-                                    int64_t n) {
-    if (!t) return attn__fail(ATTN_E_INVALID, "t is NULL");
-    if (n != t->numel)
-        return attn__fail(ATTN_E_SHAPE, "tensor '%s' has %lld values, not %lld",
-                          t->name, (long long)t->numel, (long long)n);
-    return attn_gguf_tensor_rows_f32(t, 0, t->numel / t->shape[t->ndim - 1],
-                                     dst);
 }
