@@ -13,12 +13,14 @@ include/attn_pretrained.h (attn_llama_*).
 """
 
 import ctypes
+import os
 from ctypes import byref
 
 import numpy as np
 
 from . import _lib
 from ._lib import ATTN_E_INVALID, ATTN_E_SHAPE, fail
+from .tokenizer import Tokenizer
 
 _i32p = ctypes.POINTER(ctypes.c_int32)
 _i64p = ctypes.POINTER(ctypes.c_int64)
@@ -97,8 +99,6 @@ class LlamaModel:
                        if f not in ("rope",)}
         self.config["model_type"] = c.model_type.decode()
         self.config["rope_theta"] = c.rope.theta
-        import os
-        from .tokenizer import Tokenizer
         tj = os.path.join(str(path), "tokenizer.json")
         self.tokenizer = Tokenizer.from_file(tj) if os.path.exists(tj) else None
 

@@ -10,12 +10,15 @@ The C side is include/attn_pretrained.h (attn_bert_*).
 """
 
 import ctypes
+import json
+import os
 from ctypes import byref
 
 import numpy as np
 
 from . import _lib
 from ._lib import ATTN_E_INVALID, fail
+from .llama import LlamaModel
 
 _i32p = ctypes.POINTER(ctypes.c_int32)
 _i64p = ctypes.POINTER(ctypes.c_int64)
@@ -160,14 +163,11 @@ def load_model(path):
     embed(texts), attention(text) and tokenize(text); a Llama-family one
     (llama, mistral, qwen2) as an attn.llama.LlamaModel with logits(ids),
     generate(ids, ...) and attention(ids)."""
-    import json
-    import os
     try:
         with open(os.path.join(str(path), "config.json"), "rb") as f:
             kind = json.loads(f.read().decode("utf-8", "replace")).get("model_type")
     except (OSError, ValueError, AttributeError):
         kind = None  # the C loader says what is wrong
     if kind in ("llama", "mistral", "qwen2"):
-        from .llama import LlamaModel
         return LlamaModel(path)
     return BertModel(path)
