@@ -113,7 +113,12 @@ typedef struct {
  * with a rank's queries is not computed; and the user functions score_mod
  * and mask_mod, asked at positions of the full sequence (every rank must
  * pass the same functions), with block_mask built over the full sequence
- * (B, H, Lq, Lk). impl AUTO or FLASH (the ring
+ * (B, H, Lq, Lk); rotary positions (opts.rope: each rank rotates its q
+ * and k rows at their positions in the full sequence, the defaults of
+ * attn_sdpa_forward or rope_q_positions / rope_k_positions, which are
+ * arrays of the full sequence, [L] or [B x L], the same on every rank;
+ * the backward takes dq and dk back through the rotation). impl AUTO or
+ * FLASH (the ring
  * always runs the flash kernel). The result agrees with attn_sdpa_forward
  * on the full tensors to rounding (the merge order differs).
  * Errors (returned by every rank, the message naming the rank at fault):

@@ -117,4 +117,28 @@ attn__sdpa_dims attn__ring_pair_dims(const attn__ring *c, int64_t ql,
 /* Rows [r0, r0 + n) of t along axis 2 (a view; no copy). */
 attn_tensor attn__ring_rows(const attn_tensor *t, int64_t r0, int64_t n);
 
+/* ---- rotary positions (ring_rope.c) ----------------------------------- */
+
+/* This rank's q and k rotated at their positions in the full sequence (v
+ * as f32), for a ring that then runs without opts.rope. */
+typedef struct {
+    attn_tensor q, k, v;  /* f32 copies (v is the caller's when f32)     */
+    int64_t *qpos, *kpos; /* [B * nq], [B * nk]: this rank's positions   */
+    float *qk, *vbuf;     /* storage                                     */
+    attn_sdpa_opts opts;  /* the caller's, without the rope              */
+} attn__ring_rope;
+
+/* Local (no MPI; the caller agrees the status): fills r, and switches c
+ * to f32 blocks. */
+attn_status attn__ring_rope_make(attn__ring *c, const attn_tensor *q,
+                                 const attn_tensor *k, const attn_tensor *v,
+                                 const attn_sdpa_opts *opts,
+                                 attn__ring_rope *r);
+void attn__ring_rope_free(attn__ring_rope *r);
+/* dq += R^T gq and dk += R^T gk at this rank's positions. */
+attn_status attn__ring_rope_grads(const attn__ring_rope *r,
+                                  const attn_sdpa_opts *opts,
+                                  const attn_tensor *gq, const attn_tensor *gk,
+                                  attn_tensor *dq, attn_tensor *dk);
+
 #endif /* ATTN_DIST_INTERNAL_H */

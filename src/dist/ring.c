@@ -265,7 +265,15 @@ attn_status attn_ring_sdpa_forward(MPI_Comm comm, attn_ring_layout layout,
     attn__ring c;
     attn_status st = attn__ring_begin(comm, layout, local, q, k, opts, &d, &c);
     if (st) return st;
-    st = ring_forward(&c, q, k, v, opts, out, lse, stats);
+    if (opts->rope) { /* rotated copies, then the ring without rotation */
+        attn__ring_rope r;
+        st = attn__ring_agree(&c, attn__ring_rope_make(&c, q, k, v, opts, &r));
+        if (!st)
+            st = ring_forward(&c, &r.q, &r.k, &r.v, &r.opts, out, lse, stats);
+        attn__ring_rope_free(&r);
+    } else {
+        st = ring_forward(&c, q, k, v, opts, out, lse, stats);
+    }
     if (stats) {
         stats->steps = c.P;
         stats->total_s = MPI_Wtime() - t0;

@@ -292,6 +292,40 @@ static attn_status check_f32(const attn_tensor *t, const char *name, int64_t d0,
     return ATTN_OK;
 }
 
+/* With opts.rope: the ring backward of the rotated q and k (ring_rope.c)
+ * into zeroed gradients, then back through the rotation into dq and dk. */
+static attn_status rope_backward(attn__ring *c, const attn_tensor *q,
+                                 const attn_tensor *k, const attn_tensor *v,
+                                 const attn_tensor *out, const float *lse,
+                                 const attn_tensor *dout,
+                                 const attn_sdpa_opts *opts, attn_tensor *dq,
+                                 attn_tensor *dk, attn_tensor *dv,
+                                 attn_ring_stats *stats) {
+    const attn__sdpa_dims *d = &c->d;
+    attn__ring_rope r;
+    attn_status st = attn__ring_rope_make(c, q, k, v, opts, &r);
+    const int64_t nq = d->B * d->H * d->Lq * d->Dk,
+                  nk = d->B * d->Hkv * d->Lk * d->Dk;
+    float *g =
+        st ? NULL
+           : attn__alloc((size_t)(nq + nk), sizeof(float), "rotated gradients");
+    if (!st && !g) st = ATTN_E_NOMEM;
+    st = attn__ring_agree(c, st);
+    if (!st) {
+        memset(g, 0, (size_t)(nq + nk) * sizeof(float));
+        attn_tensor gq = attn_tensor_4d(g, ATTN_F32, d->B, d->H, d->Lq, d->Dk);
+        attn_tensor gk =
+            attn_tensor_4d(g + nq, ATTN_F32, d->B, d->Hkv, d->Lk, d->Dk);
+        bwd_in in = {
+            .q = &r.q, .out = out, .dout = dout, .lse = lse, .dq = &gq};
+        st = ring_backward(c, &in, &r.k, &r.v, &r.opts, &gk, dv, stats);
+        if (!st) st = attn__ring_rope_grads(&r, opts, &gq, &gk, dq, dk);
+    }
+    attn__free(g);
+    if (r.qpos) attn__ring_rope_free(&r);
+    return st;
+}
+
 attn_status attn_ring_sdpa_backward(
     MPI_Comm comm, attn_ring_layout layout, const attn_tensor *q,
     const attn_tensor *k, const attn_tensor *v, const attn_tensor *out,
@@ -323,8 +357,13 @@ attn_status attn_ring_sdpa_backward(
     attn__ring c;
     attn_status st = attn__ring_begin(comm, layout, local, q, k, opts, &d, &c);
     if (st) return st;
-    bwd_in in = {.q = q, .out = out, .dout = dout, .lse = lse, .dq = dq};
-    st = ring_backward(&c, &in, k, v, opts, dk, dv, stats);
+    if (opts->rope) {
+        st =
+            rope_backward(&c, q, k, v, out, lse, dout, opts, dq, dk, dv, stats);
+    } else {
+        bwd_in in = {.q = q, .out = out, .dout = dout, .lse = lse, .dq = dq};
+        st = ring_backward(&c, &in, k, v, opts, dk, dv, stats);
+    }
     if (stats) {
         stats->steps = c.P;
         stats->total_s = MPI_Wtime() - t0;

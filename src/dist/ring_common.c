@@ -57,6 +57,14 @@ attn_status attn__ring_local_check(attn_ring_layout layout,
     o.mask.n_doc_q = o.mask.n_doc_k = 0;
     /* and a block mask: built over the full sequence */
     o.mask.block_mask = NULL;
+    /* and the rotary positions (the rotation itself is checked here) */
+    o.rope = NULL;
+    o.rope_q_positions = o.rope_k_positions = NULL;
+    o.n_rope_q_positions = o.n_rope_k_positions = 0;
+    if (opts->rope) {
+        attn_status rs = attn_rope_check(opts->rope, q->shape[3]);
+        if (rs) return rs;
+    }
     attn_tensor q1 = with_rows(q, q->shape[2] == 0 ? 1 : q->shape[2]);
     attn_tensor k1 = with_rows(k, k->shape[2] == 0 ? 1 : k->shape[2]);
     attn_tensor v1 = with_rows(v, v->shape[2] == 0 ? 1 : v->shape[2]);
@@ -114,6 +122,9 @@ enum {
     F_NDOCQ,
     F_NDOCK,
     F_USER,
+    F_ROPE,
+    F_NRQPOS,
+    F_NRKPOS,
     F_NQ,
     F_NK,
     F_COUNT
@@ -146,6 +157,9 @@ static const char *const field_name[F_COUNT] = {
     "the user functions (score_mod, "
     "mask_mod, block_mask: each "
     "given on every rank or none)",
+    "opts.rope (its style, theta, rotary_dim and scaling)",
+    "opts.n_rope_q_positions",
+    "opts.n_rope_k_positions",
     "",
     ""};
 
@@ -175,6 +189,20 @@ static int64_t hash_doubles(const double *x, int64_t n) {
         h *= 1099511628211ull;
     }
     return (int64_t)(h | 1);
+}
+
+/* The rotation's settings (0 for none). */
+static int64_t hash_rope(const attn_rope *r) {
+    if (!r) return 0;
+    const double x[8] = {(double)r->style,
+                         r->theta,
+                         (double)r->rotary_dim,
+                         (double)r->scaling,
+                         r->factor,
+                         r->low_freq_factor,
+                         r->high_freq_factor,
+                         r->original_max_position};
+    return hash_doubles(x, 8);
 }
 
 #define MSG_LEN 512
@@ -220,20 +248,21 @@ static attn_status check_table(attn__ring *c, const int64_t *tab,
                                const attn_sdpa_opts *opts) {
     const int P = c->P;
     for (int r = 1; r < P; r++)
-        for (int f = F_B; f <= F_USER; f++)
+        for (int f = F_B; f <= F_NRKPOS; f++)
             if (tab[r * F_COUNT + f] != tab[f]) {
                 if ((f >= F_DROPOUT && f <= F_SCALE) || f == F_SOFTCAP ||
-                    f == F_SLOPES || f == F_SINKS || f == F_USER)
+                    f == F_SLOPES || f == F_SINKS || f == F_USER || f == F_ROPE)
                     return attn__fail(ATTN_E_SHAPE,
                                       "ring: rank %d and rank 0 "
                                       "differ in %s",
                                       r, field_name[f]);
-                if (f == F_KLEN || f == F_QLEN || f == F_NDOCQ || f == F_NDOCK)
+                if (f == F_KLEN || f == F_QLEN || f == F_NDOCQ ||
+                    f == F_NDOCK || f == F_NRQPOS || f == F_NRKPOS)
                     return attn__fail(ATTN_E_SHAPE,
                                       "ring: rank %d and rank 0 "
                                       "pass different %s (every rank passes "
-                                      "the full sequence's lengths and "
-                                      "document ids)",
+                                      "the full sequence's lengths, "
+                                      "document ids and positions)",
                                       r, field_name[f]);
                 return attn__fail(ATTN_E_SHAPE,
                                   "ring: rank %d has %lld for %s "
@@ -298,6 +327,20 @@ static attn_status check_table(attn__ring *c, const int64_t *tab,
                           "full sequence needs B x Lk = %lld x %lld = %lld",
                           (long long)m->n_doc_k, (long long)c->d.B,
                           (long long)Lk, (long long)(c->d.B * Lk));
+    /* rotary positions, like the document ids: of the full sequence */
+    for (int x = 0; x < 2; x++) {
+        const int64_t *pos =
+            x ? opts->rope_k_positions : opts->rope_q_positions;
+        const int64_t n =
+            x ? opts->n_rope_k_positions : opts->n_rope_q_positions;
+        const int64_t L = x ? Lk : Lq;
+        if (opts->rope && pos && n != L && n != c->d.B * L)
+            return attn__fail(ATTN_E_SHAPE,
+                              "ring: opts.n_rope_%c_positions is %lld but the "
+                              "full sequence needs L = %lld or B x L = %lld",
+                              x ? 'k' : 'q', (long long)n, (long long)L,
+                              (long long)(c->d.B * L));
+    }
     return ATTN_OK;
 }
 
@@ -308,33 +351,44 @@ static attn_status check_table(attn__ring *c, const int64_t *tab,
 static attn_status check_docs_and_mask(attn__ring *c,
                                        const attn_sdpa_opts *opts) {
     const attn_mask *m = &opts->mask;
-    if (m->doc_q) { /* n_doc_q agreed: every rank is here or none */
-        int64_t mine[2] = {hash_lengths(m->doc_q, m->n_doc_q),
-                           hash_lengths(m->doc_k, m->n_doc_k)};
-        int64_t *all = malloc(sizeof(int64_t) * 2 * (size_t)c->P);
+    const int64_t *rq = opts->rope ? opts->rope_q_positions : NULL;
+    const int64_t *rk = opts->rope ? opts->rope_k_positions : NULL;
+    /* the presence and lengths of all four arrays agreed: every rank is
+     * here or none */
+    if (m->doc_q || m->doc_k || rq || rk) {
+        enum { NA = 4 };
+        static const char *const what[NA] = {
+            "opts.mask.doc_q", "opts.mask.doc_k", "opts.rope_q_positions",
+            "opts.rope_k_positions"};
+        int64_t mine[NA] = {hash_lengths(m->doc_q, m->n_doc_q),
+                            hash_lengths(m->doc_k, m->n_doc_k),
+                            hash_lengths(rq, opts->n_rope_q_positions),
+                            hash_lengths(rk, opts->n_rope_k_positions)};
+        int64_t *all = malloc(sizeof(int64_t) * NA * (size_t)c->P);
         int ok = all != NULL, all_ok = 0;
         MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->comm);
         if (!all_ok) {
             free(all);
-            return attn__fail(ATTN_E_NOMEM, "ring: the document hashes could "
-                                            "not be allocated on some rank");
+            return attn__fail(ATTN_E_NOMEM, "ring: the document and position "
+                                            "hashes could not be allocated on "
+                                            "some rank");
         }
         int err =
-            MPI_Allgather(mine, 2, MPI_INT64_T, all, 2, MPI_INT64_T, c->comm);
+            MPI_Allgather(mine, NA, MPI_INT64_T, all, NA, MPI_INT64_T, c->comm);
         if (err != MPI_SUCCESS) {
             free(all);
             return mpi_fail(err, "MPI_Allgather");
         }
         for (int r = 1; r < c->P; r++)
-            for (int x = 0; x < 2; x++)
-                if (all[2 * r + x] != all[x]) {
+            for (int x = 0; x < NA; x++)
+                if (all[NA * r + x] != all[x]) {
                     free(all);
-                    return attn__fail(
-                        ATTN_E_SHAPE,
-                        "ring: rank %d and rank 0 pass different "
-                        "opts.mask.%s (every rank passes the full "
-                        "sequence's document ids)",
-                        r, x ? "doc_k" : "doc_q");
+                    return attn__fail(ATTN_E_SHAPE,
+                                      "ring: rank %d and rank 0 pass different "
+                                      "%s (every rank passes the full "
+                                      "sequence's %s)",
+                                      r, what[x],
+                                      x < 2 ? "document ids" : "positions");
                 }
         free(all);
     }
@@ -384,6 +438,13 @@ attn_status attn__ring_begin(MPI_Comm comm, attn_ring_layout layout,
         mine[F_NDOCK] = m->doc_k ? m->n_doc_k + 1 : 0;
         mine[F_USER] = (m->score_mod ? 1 : 0) | (m->mask_mod ? 2 : 0) |
                        (m->block_mask ? 4 : 0);
+        mine[F_ROPE] = hash_rope(opts->rope);
+        mine[F_NRQPOS] = opts->rope && opts->rope_q_positions
+                             ? opts->n_rope_q_positions + 1
+                             : 0;
+        mine[F_NRKPOS] = opts->rope && opts->rope_k_positions
+                             ? opts->n_rope_k_positions + 1
+                             : 0;
         mine[F_NQ] = q->shape[2];
         mine[F_NK] = k->shape[2];
     }

@@ -26,9 +26,10 @@ attn_status attn__rope_check_positions(const char *name, const int64_t *pos,
 /* The default query positions of attention: the mask's aligned position c
  * of query i of entry b (i, or i + lk - lq under BOTTOM_RIGHT) into
  * out[B * Lq]; key_lens[b] (or Lk when NULL) are the key lengths. */
-void attn__rope_query_positions(const attn_mask *mask, int64_t B, int64_t Lq,
-                                int64_t Lk, const int64_t *key_lens,
-                                int64_t *out);
+ATTN__RING_API void attn__rope_query_positions(const attn_mask *mask, int64_t B,
+                                               int64_t Lq, int64_t Lk,
+                                               const int64_t *key_lens,
+                                               int64_t *out);
 
 /* A rotated, contiguous f32 (f64 when src is f64) copy of src (B, H, L, D)
  * at the given positions (NULL: l); *buf holds it (attn__free). */

@@ -62,9 +62,11 @@ def main():
         # rank-4 GQA, rank-3 and rank-2 inputs
         shapes = [((2, 4, 37, 8), (2, 2, 37, 8)), ((3, 29, 6), (3, 29, 6)),
                   ((41, 5), (41, 5))]
-        opts = [["--causal", "top-left", "--key-lengths", p("kl.npy")],
+        # rotary positions: each rank rotates its rows at global positions
+        opts = [["--causal", "top-left", "--key-lengths", p("kl.npy"),
+                 "--rope", "neox", "--rope-theta", "500"],
                 ["--causal", "bottom-right", "--dropout", "0.3", "--seed", "11"],
-                ["--window", "4,2"]]
+                ["--window", "4,2", "--rope", "interleaved", "--rope-dim", "4"]]
         # under the sanitizers (ATTN_SANITIZED=1, each mpirun ~5x slower)
         # one case: ring_test covers the masks there
         ncases = 1 if os.environ.get("ATTN_SANITIZED") else len(shapes)

@@ -45,7 +45,10 @@ enum {
                             every step but the first is skipped */
     M_USCORE = 2048,     /* a user score_mod (not additive: with dscore) */
     M_UMASK = 4096,      /* a head-dependent user mask_mod */
-    M_UBLOCK = 8192      /* and its block mask over the full sequence */
+    M_UBLOCK = 8192,     /* and its block mask over the full sequence */
+    M_ROPE = 16384,      /* rotary positions at the default positions */
+    M_ROPE_POS = 32768   /* at given positions ([B * L]), interleaved, a
+                            partial rotary dim and llama3 scaling */
 };
 
 /* score_mod: a per-head stretch and a distance penalty at global
@@ -274,6 +277,28 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
             o.mask.n_doc_k = B * Lk;
         }
     }
+    attn_rope rope;
+    attn_rope_init(&rope);
+    int64_t *rqpos = NULL, *rkpos = NULL;
+    if (c->mask & (M_ROPE | M_ROPE_POS)) o.rope = &rope;
+    if (c->mask & M_ROPE_POS) {
+        rope.style = ATTN_ROPE_INTERLEAVED;
+        rope.rotary_dim = Dk >= 4 ? Dk - 2 : Dk;
+        rope.theta = 500.0;
+        rope.scaling = ATTN_ROPE_SCALING_LLAMA3;
+        rope.factor = 4.0;
+        rope.original_max_position = 64.0;
+        rqpos = malloc((size_t)(B * Lq) * sizeof(int64_t));
+        rkpos = malloc((size_t)(B * Lk) * sizeof(int64_t));
+        for (int64_t b = 0; b < B; b++) {
+            for (int64_t i = 0; i < Lq; i++) rqpos[b * Lq + i] = 3 * i + b + 5;
+            for (int64_t j = 0; j < Lk; j++) rkpos[b * Lk + j] = 2 * j + 7 * b;
+        }
+        o.rope_q_positions = rqpos;
+        o.n_rope_q_positions = B * Lq;
+        o.rope_k_positions = rkpos;
+        o.n_rope_k_positions = B * Lk;
+    }
     char what[200];
     snprintf(
         what, sizeof what,
@@ -468,6 +493,8 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
     free(docq);
     free(dock);
     free(bcls);
+    free(rqpos);
+    free(rkpos);
 }
 
 /* ---- bad input ---------------------------------------------------------- */
@@ -554,6 +581,45 @@ static void bad_inputs(void) {
         CHECK_STATUS(
             attn_ring_runs(ATTN_RING_ZIGZAG, 2 * P - 1, P, R, s2, l2, &nr),
             ATTN_E_SHAPE);
+    }
+    /* rotary settings or positions that differ across ranks */
+    if (P >= 2) {
+        attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, H, n, D);
+        attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, n, D);
+        attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, n, D);
+        attn_rope rope;
+        attn_rope_init(&rope);
+        if (R == P - 1) rope.theta = 500.0;
+        attn_sdpa_opts ro = o;
+        ro.rope = &rope;
+        attn_status st = attn_ring_sdpa_forward(
+            MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv, &ro, &O, lse, NULL);
+        expect_all(st, ATTN_E_SHAPE, "differ in opts.rope",
+                   "rope across ranks");
+        rope.theta = 10000.0;
+        int64_t *pos = calloc((size_t)L, sizeof(int64_t));
+        for (int64_t i = 0; i < L; i++) pos[i] = i + (R == P - 1 && i == 2);
+        ro.rope_q_positions = pos;
+        ro.n_rope_q_positions = L;
+        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
+                                    &kv, &ro, &O, lse, NULL);
+        expect_all(st, ATTN_E_SHAPE, "pass different opts.rope_q_positions",
+                   "rope positions across ranks");
+        /* positions of the shard, not of the full sequence */
+        for (int64_t i = 0; i < L; i++) pos[i] = i;
+        ro.n_rope_q_positions = n;
+        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
+                                    &kv, &ro, &O, lse, NULL);
+        if (n != L)
+            expect_all(st, ATTN_E_SHAPE, "n_rope_q_positions",
+                       "rope positions of the shard");
+        /* a bad rotation is refused before any transfer */
+        ro.n_rope_q_positions = L;
+        rope.rotary_dim = 3;
+        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
+                                    &kv, &ro, &O, lse, NULL);
+        expect_all(st, ATTN_E_INVALID, "rotary_dim", "odd rotary dim");
+        free(pos);
     }
     /* a NaN on the last rank only: every rank reports it, naming the rank */
     {
@@ -734,6 +800,20 @@ int main(int argc, char **argv) {
         {1, 4, 2, 64, 64, 8, 8,
          M_CAUSAL | M_UBLOCK | M_USCORE | M_SOFTCAP | M_DOCS | M_ALIBI, 0, 0.2,
          Z, 0, ATTN_F32},
+        /* rotary positions: each rank's rows at their global positions */
+        {1, 2, 2, 37, 37, 16, 16, M_CAUSAL | M_ROPE, 0, 0, Z, 0, ATTN_F32},
+        {2, 4, 2, 29, 45, 8, 8, M_CAUSAL | M_BR | M_KLEN | M_ROPE, 0, 0, C, 0,
+         ATTN_F32},
+        {2, 2, 1, 41, 33, 16, 16, M_ROPE_POS | M_KLEN | M_QLEN, 0, 0, C, 1,
+         ATTN_F32},
+        {1, 2, 2, 47, 47, 16, 16, M_CAUSAL | M_ROPE | M_SINKS, 0, 0, Z, 0,
+         ATTN_F16},
+        {2, 2, 2, 50, 50, 8, 8, M_CAUSAL | M_ROPE_POS | M_DOCS, 0, 0.2, Z, 0,
+         ATTN_F32},
+        {1, 3, 3, 61, 61, 16, 16, M_CAUSAL | M_BR | M_QLEN | M_ROPE, 0, 0, Z, 0,
+         ATTN_F32},
+        {2, 4, 2, 37, 37, 8, 8, M_CAUSAL | M_KLEN | M_ROPE, 0, 0, Z, 0,
+         ATTN_F32},
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     int64_t klen[8], qlen[8];
