@@ -11,6 +11,8 @@
 #include "bench.h"
 
 #include "attn.h"
+#include "blas.h"
+#include "cpu.h"
 #include "flash.h"
 #include "internal.h"
 
@@ -667,10 +669,10 @@ int bench_run(const bench_opts *o, FILE *out) {
         attn__sdpa_dims d = {1, 1, 1, 1 << 20, 1 << 20, 64, 64, 1, 0.125};
         attn__flash_tile_sizes(&d, &bq, &bk);
         fprintf(out,
-                "attn bench: %d thread%s, kernels %s, flash tiles "
+                "attn bench: %d thread%s, kernels %s, %s, flash tiles "
                 "%lldx%lld (bands of %lld rows; D=64)\n",
                 r.threads, r.threads == 1 ? "" : "s", attn__isa_describe(),
-                (long long)bq, (long long)bk,
+                attn__blas_describe(), (long long)bq, (long long)bk,
                 (long long)attn__flash_split_rows(&d));
         fprintf(out,
                 "sgemm 1024^3 (the ceiling): 1 thread %.1f GFLOP/s, "

@@ -5,6 +5,7 @@
  * forward + backward wall time (best of reps) and the workspace each keeps
  * for backward. */
 #include "bench_layers.h"
+#include "blas.h"
 #include "cpu.h"
 
 #include "attn.h"
@@ -170,8 +171,9 @@ int bench_layers_run(FILE *f, const bench_layers_opts *o) {
     const int64_t Ls[2] = {100, 512};
     fprintf(f,
             "B = %lld, d_model = 512, self-attention with projections; "
-            "best of %d; %d threads (0 = default); kernels %s\n\n",
-            (long long)B, o->reps, o->threads, attn__isa_describe());
+            "best of %d; %d threads (0 = default); kernels %s; %s\n\n",
+            (long long)B, o->reps, o->threads, attn__isa_describe(),
+            attn__blas_describe());
     fprintf(f, "| layer | L | forward ms | fwd+bwd ms | workspace MiB | "
                "additive / dot (fwd, fwd+bwd) |\n");
     fprintf(f, "| --- | --- | --- | --- | --- | --- |\n");

@@ -104,6 +104,8 @@ PIPELINES = ("docs/training.md", "docs/generation.md")
 NOT_RUN = {
     "make demo": "cli_demo runs attn demo, which is the job make demo runs",
     "make test": "CI itself",
+    "OPENBLAS_CORETYPE=SkylakeX ./my_program":
+        "the user's own program; cli_usability and test_blas_env check the core",
     'cmake --install build --prefix "$HOME/attn"': "cli_install installs into a prefix",
     'export PKG_CONFIG_PATH="$HOME/attn/lib/pkgconfig"': "cli_install",
     'cc example.c -o example $(pkg-config --cflags --libs attn) -Wl,-rpath,"$(pkg-config --variable=libdir attn)"':

@@ -6,6 +6,7 @@ usage: cli_usability.py PATH/TO/attn SOURCE_DIR
 """
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -192,6 +193,38 @@ def messages():
     check("dtype int32" in p.stderr, "an int32 file is called int32: " + p.stderr)
     p = run(["--version"])
     check(p.returncode == 0 and p.stdout.startswith("attn "), "attn --version")
+    blas_core()
+
+
+def blas_core():
+    """Where OpenBLAS took this CPU for an older one (Debian's 0.3.21 on
+    some virtual Xeons: Prescott), the command asks for the kernels of the
+    CPU's width; a core the user names is kept and called out."""
+    with open("/proc/cpuinfo") as f:
+        flags = next((set(l.split(":", 1)[1].split()) for l in f
+                      if l.startswith("flags")), set())
+    want = ("SkylakeX" if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags
+            else "Haswell" if {"avx2", "fma"} <= flags else None)
+    wide = {"SkylakeX": ("SkylakeX", "Cooperlake", "SapphireRapids"),
+            "Haswell": ("Haswell", "Zen", "SkylakeX", "Cooperlake",
+                        "SapphireRapids")}
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    p = subprocess.run([ATTN, "version"], env=env, capture_output=True,
+                       text=True)
+    line = next((l for l in p.stdout.splitlines() if l.startswith("blas: ")), "")
+    check(line.startswith("blas: OpenBLAS core "), "attn version names the "
+          "BLAS core: " + p.stdout)
+    core = line.split()[3] if len(line.split()) > 3 else ""
+    print("blas core on this CPU (flags want %s): %s" % (want, line))
+    if want:
+        check(core in wide[want] and "below this CPU" not in line,
+              "OpenBLAS runs %s kernels on a CPU for %s: %s" % (core, want, line))
+    p = run(["version"], env={"OPENBLAS_CORETYPE": "Prescott"})
+    check("core Prescott (OPENBLAS_CORETYPE 'Prescott')" in p.stdout,
+          "a core the user names is kept: " + p.stdout)
+    if want:
+        check("below this CPU (OPENBLAS_CORETYPE=%s fits it)" % want in p.stdout,
+              "and called out: " + p.stdout)
 
 
 def trained_models():

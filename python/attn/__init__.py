@@ -11,6 +11,7 @@ $ATTN_LIBRARY, when set, names the libattn.so to load instead of the one
 installed inside this package.
 """
 
+from . import _blas_env  # noqa: F401 (first: before NumPy loads OpenBLAS)
 from ._lib import (ATTN_E_DTYPE, ATTN_E_FORMAT, ATTN_E_INVALID, ATTN_E_IO,
                    ATTN_E_NOMEM, ATTN_E_NONFINITE, ATTN_E_SHAPE,
                    ATTN_E_UNSUPPORTED, ATTN_OK, STATUS_NAMES, AttnError,

@@ -87,7 +87,8 @@ attn_status attn__ring_rope_make(attn__ring *c, const attn_tensor *q,
     r->v = *v;
     if (!st && v->dtype != ATTN_F32) { /* the ring moves one dtype */
         r->vbuf = f32_copy(v);
-        if (!r->vbuf) st = ATTN_E_NOMEM;
+        if (!r->vbuf)
+            st = ATTN_E_NOMEM;
         else
             r->v = attn_tensor_4d(r->vbuf, ATTN_F32, B, d->Hkv, d->Lk, d->Dv);
     }

@@ -22,4 +22,19 @@ static inline int attn__blas_ok(int64_t n) { return n >= 0 && n <= 0x7fffffff; }
 int attn__blas_single_begin(void);
 void attn__blas_single_end(int saved);
 
+/* OpenBLAS's kernels. Debian's OpenBLAS (0.3.21, DYNAMIC_ARCH) takes some
+ * virtual Xeons, whose cpuid model it does not know, for a Prescott and
+ * runs its SSE3 sgemm kernels: measured 8.5 GFLOP/s on 2 threads against
+ * 30-43 with its AVX-512 (SkylakeX) kernels on the same machine. OpenBLAS
+ * reads OPENBLAS_CORETYPE once, when it is loaded, so a process can only
+ * set it and start again (the CLI does; the Python package sets it before
+ * loading the library). */
+const char *attn__blas_core(void); /* openblas_get_corename()            */
+/* The core to ask for ("SkylakeX", "Haswell") when OpenBLAS's own choice
+ * uses narrower vectors than the kernel path attn__isa_get() takes; NULL
+ * when its choice is right. */
+const char *attn__blas_core_hint(void);
+/* One line for `attn version` and the bench headers (static storage). */
+const char *attn__blas_describe(void);
+
 #endif /* ATTN_BLAS_H */

@@ -2,6 +2,7 @@
  * file; each returns its exit status (0 ok, 1 failure, 2 usage error). */
 #include "cli.h"
 #include "cli_ring.h"
+#include "blas.h"
 #include "cpu.h"
 #include "internal.h"
 
@@ -108,7 +109,8 @@ int cmd_version(int argc, char **argv) {
     }
     if (argc > 1)
         return cli_usage_error("version", "unexpected argument '%s'", argv[1]);
-    printf("attn %s\nkernels: %s\n", attn_version(), attn__isa_describe());
+    printf("attn %s\nkernels: %s\nblas: %s\n", attn_version(),
+           attn__isa_describe(), attn__blas_describe());
     return 0;
 }
 
@@ -119,11 +121,18 @@ int cmd_version(int argc, char **argv) {
  * it is loaded, so the command sets it and starts itself again, once,
  * unless the user chose a policy. The flash kernels measured the same
  * either way. */
-static void prefer_passive_wait(char **argv) {
-    if (getenv("OMP_WAIT_POLICY")) return;
-    if (setenv("OMP_WAIT_POLICY", "passive", 1) != 0) return;
-    execv("/proc/self/exe", argv);
-    /* exec failed (no /proc): carry on with the default policy */
+/* OpenBLAS likewise reads OPENBLAS_CORETYPE only when it is loaded: where
+ * it took this CPU for an older one (blas.h), the command asks for the
+ * right kernels the same way, unless the user chose a core. */
+static void prefer_runtime_env(char **argv) {
+    int again = 0;
+    if (!getenv("OMP_WAIT_POLICY"))
+        again |= setenv("OMP_WAIT_POLICY", "passive", 1) == 0;
+    const char *core =
+        getenv("OPENBLAS_CORETYPE") ? NULL : attn__blas_core_hint();
+    if (core) again |= setenv("OPENBLAS_CORETYPE", core, 1) == 0;
+    if (again) execv("/proc/self/exe", argv);
+    /* exec failed (no /proc): carry on as loaded */
 }
 
 /* An option given twice would silently keep one of its values: refused,
@@ -185,7 +194,7 @@ static int run_command(const cli_command *c, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    prefer_passive_wait(argv);
+    prefer_runtime_env(argv);
     if (argc < 2) {
         usage(stderr);
         return 2;
