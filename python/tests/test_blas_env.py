@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import attn
 from attn._blas_env import prefer_blas_core
 
 AVX512 = "fpu sse2 avx avx2 fma avx512f avx512bw avx512dq avx512vl"
@@ -47,6 +48,9 @@ def test_loaded_core():
             "f.restype = ctypes.c_char_p\n"
             "print(f().decode())\n")
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(attn.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(
+        [pkg] + [p for p in [env.get("PYTHONPATH")] if p])
     out = subprocess.run([sys.executable, "-c", code], env=env,
                          capture_output=True, text=True, check=True)
     core = out.stdout.strip()
