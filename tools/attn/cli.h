@@ -218,6 +218,17 @@ int cli_sdpa_args_bind(const char *cmd, cli_sdpa_args *a, int64_t B, int64_t H,
 
 void cli_sdpa_args_free(cli_sdpa_args *a);
 
+/* The rotary options (cli_rope_args.c): one --rope* option's value, and
+ * after the scan their check (--rope-* needs --rope) and positions. */
+int cli_rope_parse(const char *cmd, const char *opt, const char *v,
+                   cli_sdpa_args *a);
+int cli_rope_bind(const char *cmd, cli_sdpa_args *a, int64_t Lq, int64_t Lk);
+
+/* Splits "A,B" (or "A,B,C") of v into parts in buf (cap bytes); returns
+ * the number found (max + 1 when there are more, 0 when v is too long). */
+int cli_split_commas(const char *v, char *buf, size_t cap, char **parts,
+                     int max);
+
 /* Prints the options' help block (for each subcommand's --help). */
 void cli_sdpa_args_help(FILE *f);
 /* The same for a command taking only the options in kinds (CLI_OPTS_*). */
