@@ -63,36 +63,26 @@ void attn__additive_ptab(attn__ptab *t, const attn_additive_config *c,
 }
 #undef AP
 
-/* The checked config's table; ATTN_E_NOMEM when its count overflows. */
-static attn_status table(const attn_additive_config *c, attn__ptab *t) {
-    attn_status st = attn__additive_check_cfg(c);
-    if (st) return st;
-    t->n = 0;
+static attn_status check_any(const void *c) { return attn__additive_check_cfg(c); }
+static void table_any(const void *c, attn__ptab *t) {
     attn__additive_ptab(t, c, "", 0);
-    if (!attn__ptab_count(t))
-        return attn__fail(ATTN_E_NOMEM, "additive parameter count overflows");
-    return ATTN_OK;
 }
+static const attn__layer_kind kind = {"additive", check_any, table_any};
 
 attn_status attn_additive_param_slices(const attn_additive_config *c,
                                   const char *prefix, int64_t offset,
                                   attn_param_slice *slices, int64_t cap,
                                   int64_t *count) {
-    attn__ptab t;
-    attn_status st = table(c, &t);
-    return st ? st : attn__ptab_slices_to(&t, prefix, offset, slices, cap, count);
+    return attn__kind_slices(&kind, c, prefix, offset, slices, cap, count);
 }
 
 int64_t attn_additive_param_count(const attn_additive_config *c) {
-    attn__ptab t;
-    return table(c, &t) ? 0 : attn__ptab_count(&t);
+    return attn__kind_count(&kind, c);
 }
 
 attn_status attn_additive_params_view(const attn_additive_config *c, float *block,
                                  attn_additive_params *p) {
-    attn__ptab t;
-    attn_status st = table(c, &t);
-    return st ? st : attn__ptab_view_to(&t, block, p, sizeof *p);
+    return attn__kind_view(&kind, c, block, p, sizeof *p);
 }
 
 attn_status attn__additive_slices(const void *c, attn_param_slice *sl,

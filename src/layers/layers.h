@@ -278,31 +278,48 @@ void attn__ptab_view(const attn__ptab *t, float *block, void *view);
 void attn__ptab_slices(const attn__ptab *t, const char *prefix,
                        int64_t *offset, attn_param_slice *slices, int64_t cap,
                        int64_t *n);
-/* The public functions of a layer kind over its checked table: its
- * slices (from offset, *count of them, written up to cap) and its view
- * (size bytes of struct, zeroed, then the rows' fields set). */
-attn_status attn__ptab_slices_to(const attn__ptab *t, const char *prefix,
-                                 int64_t offset, attn_param_slice *slices,
-                                 int64_t cap, int64_t *count);
+/* Zeroes size bytes of view, then points the rows' fields into block. */
 attn_status attn__ptab_view_to(const attn__ptab *t, float *block, void *view,
                                size_t size);
-/* A stack of num_layers layers of table t: the floats of one layer
- * (ATTN_E_NOMEM naming who when the stack's count overflows), a layer's
- * view, and the final LayerNorm's (NULL without final_norm). */
-attn_status attn__stack_per_layer(const char *who, const attn__ptab *t,
-                                  int64_t num_layers, int64_t *per_layer);
-attn_status attn__stack_layer_view(const attn__ptab *t, int64_t per_layer,
-                                   int64_t num_layers, float *block,
-                                   int64_t layer, void *view, size_t size);
-attn_status attn__stack_final_view(int64_t per_layer, int64_t num_layers,
-                                   int final_norm, int64_t E, float *block,
-                                   float **gamma, float **beta);
-/* A stack's slices: num_layers copies of a layer's table under
- * "<prefix>layers.l." (prefix cut to cut characters), then the final
- * LayerNorm "norm" under prefix (cut to norm_cut) when final_norm. */
-attn_status attn__stack_slices(const attn__ptab *layer, int64_t num_layers,
-                               int final_norm, int64_t E, const char *prefix,
-                               int cut, int norm_cut, int64_t offset,
+/* A single layer (MHA, additive attention): its name, its config's check
+ * and its table (names under "", view fields of its params struct). */
+typedef struct {
+    const char *who;
+    attn_status (*check)(const void *cfg);
+    void (*table)(const void *cfg, attn__ptab *t);
+} attn__layer_kind;
+/* Its public functions: the parameter count (0 for an invalid config or
+ * an overflow), the view and the slice table. */
+int64_t attn__kind_count(const attn__layer_kind *k, const void *cfg);
+attn_status attn__kind_view(const attn__layer_kind *k, const void *cfg,
+                            float *block, void *view, size_t size);
+attn_status attn__kind_slices(const attn__layer_kind *k, const void *cfg,
+                              const char *prefix, int64_t offset,
+                              attn_param_slice *slices, int64_t cap,
+                              int64_t *count);
+/* A stack of layers (the encoder, the decoder): its name, its config's
+ * check, the table of one layer, where the config keeps num_layers and
+ * d_model (int64) and final_norm (int), and how many characters of a
+ * prefix its slice names keep (before "layers.l." and before "norm"). */
+typedef struct {
+    const char *who;
+    attn_status (*check)(const void *cfg);
+    void (*layer)(const void *cfg, attn__ptab *t);
+    size_t num_layers, d_model, final_norm;
+    int cut, norm_cut;
+} attn__stack_kind;
+/* The stack's public functions: the parameter count (0 for an invalid
+ * config or an overflow), a layer's view, the final LayerNorm's view
+ * (NULL without final_norm) and the slice table ("<prefix>layers.l."
+ * then "<prefix>norm"). */
+int64_t attn__stack_count(const attn__stack_kind *k, const void *cfg);
+attn_status attn__stack_view(const attn__stack_kind *k, const void *cfg,
+                             float *block, int64_t layer, void *view,
+                             size_t size);
+attn_status attn__stack_norm_view(const attn__stack_kind *k, const void *cfg,
+                                  float *block, float **gamma, float **beta);
+attn_status attn__stack_slices(const attn__stack_kind *k, const void *cfg,
+                               const char *prefix, int64_t offset,
                                attn_param_slice *slices, int64_t cap,
                                int64_t *count);
 

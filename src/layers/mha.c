@@ -69,36 +69,26 @@ void attn__mha_ptab(attn__ptab *t, const attn_mha_config *c, const char *sub,
 }
 #undef MP
 
-/* The checked config's table; ATTN_E_NOMEM when its count overflows. */
-static attn_status table(const attn_mha_config *c, attn__ptab *t) {
-    attn_status st = attn__mha_check_cfg(c, NULL, NULL);
-    if (st) return st;
-    t->n = 0;
+static attn_status check_any(const void *c) { return attn__mha_check_cfg(c, NULL, NULL); }
+static void table_any(const void *c, attn__ptab *t) {
     attn__mha_ptab(t, c, "", 0);
-    if (!attn__ptab_count(t))
-        return attn__fail(ATTN_E_NOMEM, "mha parameter count overflows");
-    return ATTN_OK;
 }
+static const attn__layer_kind kind = {"mha", check_any, table_any};
 
 attn_status attn_mha_param_slices(const attn_mha_config *c,
                                   const char *prefix, int64_t offset,
                                   attn_param_slice *slices, int64_t cap,
                                   int64_t *count) {
-    attn__ptab t;
-    attn_status st = table(c, &t);
-    return st ? st : attn__ptab_slices_to(&t, prefix, offset, slices, cap, count);
+    return attn__kind_slices(&kind, c, prefix, offset, slices, cap, count);
 }
 
 int64_t attn_mha_param_count(const attn_mha_config *c) {
-    attn__ptab t;
-    return table(c, &t) ? 0 : attn__ptab_count(&t);
+    return attn__kind_count(&kind, c);
 }
 
 attn_status attn_mha_params_view(const attn_mha_config *c, float *block,
                                  attn_mha_params *p) {
-    attn__ptab t;
-    attn_status st = table(c, &t);
-    return st ? st : attn__ptab_view_to(&t, block, p, sizeof *p);
+    return attn__kind_view(&kind, c, block, p, sizeof *p);
 }
 
 attn_status attn__mha_slices(const void *c, attn_param_slice *sl, int64_t cap,

@@ -62,27 +62,6 @@ void attn__ptab_slices(const attn__ptab *t, const char *prefix,
                         t->r[i].rows, t->r[i].cols, t->r[i].init);
 }
 
-attn_status attn__stack_slices(const attn__ptab *layer, int64_t num_layers,
-                               int final_norm, int64_t E, const char *prefix,
-                               int cut, int norm_cut, int64_t offset, attn_param_slice *slices,
-                               int64_t cap, int64_t *count) {
-    ATTN__NEED(count);
-    const char *px = prefix ? prefix : "";
-    int64_t n = 0;
-    char pre[96]; /* names longer than ATTN_SLICE_NAME_MAX - 1 are cut */
-    for (int64_t l = 0; l < num_layers; l++) {
-        snprintf(pre, sizeof pre, "%.*slayers.%lld.", cut, px, (long long)l);
-        attn__ptab_slices(layer, pre, &offset, slices, cap, &n);
-    }
-    if (final_norm) {
-        attn__ptab t = {0};
-        attn__ptab_ln(&t, "norm", E, 0, 0);
-        snprintf(pre, sizeof pre, "%.*s", norm_cut, px);
-        attn__ptab_slices(&t, pre, &offset, slices, cap, &n);
-    }
-    *count = n;
-    return ATTN_OK;
-}
 
 void attn__ffn_ptab(attn__ptab *t, int64_t E, int64_t F, int64_t F1,
                     const size_t off[4]) {
@@ -90,15 +69,6 @@ void attn__ffn_ptab(attn__ptab *t, int64_t E, int64_t F, int64_t F1,
     attn__ptab_add(t, "", "b_1", F1, 1, ATTN_INIT_ZERO, off[1]);
     attn__ptab_add(t, "", "w_2", E, F, ATTN_INIT_XAVIER, off[2]);
     attn__ptab_add(t, "", "b_2", E, 1, ATTN_INIT_ZERO, off[3]);
-}
-
-attn_status attn__ptab_slices_to(const attn__ptab *t, const char *prefix,
-                                 int64_t offset, attn_param_slice *slices,
-                                 int64_t cap, int64_t *count) {
-    ATTN__NEED(count);
-    *count = 0;
-    attn__ptab_slices(t, prefix, &offset, slices, cap, count);
-    return ATTN_OK;
 }
 
 attn_status attn__ptab_view_to(const attn__ptab *t, float *block, void *view,
@@ -110,34 +80,138 @@ attn_status attn__ptab_view_to(const attn__ptab *t, float *block, void *view,
     return ATTN_OK;
 }
 
-attn_status attn__stack_per_layer(const char *who, const attn__ptab *t,
-                                  int64_t num_layers, int64_t *per_layer) {
+/* ---- single layers ---------------------------------------------------- */
+
+/* The checked config's table; ATTN_E_NOMEM when its count overflows. */
+static attn_status kind_table(const attn__layer_kind *k, const void *c,
+                              attn__ptab *t) {
+    attn_status st = k->check(c);
+    if (st) return st;
+    t->n = 0;
+    k->table(c, t);
+    if (!attn__ptab_count(t))
+        return attn__fail(ATTN_E_NOMEM, "%s parameter count overflows",
+                          k->who);
+    return ATTN_OK;
+}
+
+int64_t attn__kind_count(const attn__layer_kind *k, const void *c) {
+    attn__ptab t;
+    return kind_table(k, c, &t) ? 0 : attn__ptab_count(&t);
+}
+
+attn_status attn__kind_view(const attn__layer_kind *k, const void *c,
+                            float *block, void *view, size_t size) {
+    attn__ptab t;
+    attn_status st = kind_table(k, c, &t);
+    return st ? st : attn__ptab_view_to(&t, block, view, size);
+}
+
+attn_status attn__kind_slices(const attn__layer_kind *k, const void *c,
+                              const char *prefix, int64_t offset,
+                              attn_param_slice *slices, int64_t cap,
+                              int64_t *count) {
+    attn__ptab t;
+    attn_status st = kind_table(k, c, &t);
+    if (st) return st;
+    ATTN__NEED(count);
+    *count = 0;
+    attn__ptab_slices(&t, prefix, &offset, slices, cap, count);
+    return ATTN_OK;
+}
+
+/* ---- stacks of layers ------------------------------------------------- */
+
+static int64_t cfg_i64(const void *c, size_t off) {
+    int64_t v;
+    memcpy(&v, (const char *)c + off, sizeof v);
+    return v;
+}
+
+/* The checked config's layer table and the floats of one layer. */
+static attn_status stack_table(const attn__stack_kind *k, const void *c,
+                               attn__ptab *t, int64_t *per_layer) {
+    attn_status st = k->check(c);
+    if (st) return st;
+    k->layer(c, t);
     int64_t l = attn__ptab_count(t), n;
-    if (!l || !attn__mul_i64(l, num_layers, &n) || n > INT64_MAX / 2)
-        return attn__fail(ATTN_E_NOMEM, "%s parameter count overflows", who);
+    if (!l || !attn__mul_i64(l, cfg_i64(c, k->num_layers), &n) ||
+        n > INT64_MAX / 2)
+        return attn__fail(ATTN_E_NOMEM, "%s parameter count overflows",
+                          k->who);
     *per_layer = l;
     return ATTN_OK;
 }
 
-attn_status attn__stack_layer_view(const attn__ptab *t, int64_t per_layer,
-                                   int64_t num_layers, float *block,
-                                   int64_t layer, void *view, size_t size) {
-    ATTN__NEED(block);
-    ATTN__NEED(view);
-    if (layer < 0 || layer >= num_layers)
-        return attn__fail(ATTN_E_INVALID, "layer %lld is outside [0, %lld)",
-                          (long long)layer, (long long)num_layers);
-    return attn__ptab_view_to(t, block + layer * per_layer, view, size);
+static int final_norm_of(const attn__stack_kind *k, const void *c) {
+    int v;
+    memcpy(&v, (const char *)c + k->final_norm, sizeof v);
+    return v;
 }
 
-attn_status attn__stack_final_view(int64_t per_layer, int64_t num_layers,
-                                   int final_norm, int64_t E, float *block,
-                                   float **gamma, float **beta) {
+int64_t attn__stack_count(const attn__stack_kind *k, const void *c) {
+    attn__ptab t;
+    int64_t l;
+    if (stack_table(k, c, &t, &l)) return 0;
+    return l * cfg_i64(c, k->num_layers) +
+           (final_norm_of(k, c) ? 2 * cfg_i64(c, k->d_model) : 0);
+}
+
+attn_status attn__stack_view(const attn__stack_kind *k, const void *c,
+                             float *block, int64_t layer, void *view,
+                             size_t size) {
+    attn__ptab t;
+    int64_t l;
+    attn_status st = stack_table(k, c, &t, &l);
+    if (st) return st;
+    ATTN__NEED(block);
+    ATTN__NEED(view);
+    const int64_t L = cfg_i64(c, k->num_layers);
+    if (layer < 0 || layer >= L)
+        return attn__fail(ATTN_E_INVALID, "layer %lld is outside [0, %lld)",
+                          (long long)layer, (long long)L);
+    return attn__ptab_view_to(&t, block + layer * l, view, size);
+}
+
+attn_status attn__stack_norm_view(const attn__stack_kind *k, const void *c,
+                                  float *block, float **gamma, float **beta) {
+    attn__ptab t;
+    int64_t l;
+    attn_status st = stack_table(k, c, &t, &l);
+    if (st) return st;
     ATTN__NEED(block);
     ATTN__NEED(gamma);
     ATTN__NEED(beta);
-    float *x = block + num_layers * per_layer;
-    *gamma = final_norm ? x : NULL;
-    *beta = final_norm ? x + E : NULL;
+    float *x = block + cfg_i64(c, k->num_layers) * l;
+    const int fn = final_norm_of(k, c);
+    *gamma = fn ? x : NULL;
+    *beta = fn ? x + cfg_i64(c, k->d_model) : NULL;
+    return ATTN_OK;
+}
+
+attn_status attn__stack_slices(const attn__stack_kind *k, const void *c,
+                               const char *prefix, int64_t offset,
+                               attn_param_slice *slices, int64_t cap,
+                               int64_t *count) {
+    attn__ptab t;
+    int64_t l;
+    attn_status st = stack_table(k, c, &t, &l);
+    if (st) return st;
+    ATTN__NEED(count);
+    const char *px = prefix ? prefix : "";
+    int64_t n = 0;
+    char pre[96]; /* names longer than ATTN_SLICE_NAME_MAX - 1 are cut */
+    for (int64_t i = 0; i < cfg_i64(c, k->num_layers); i++) {
+        snprintf(pre, sizeof pre, "%.*slayers.%lld.", k->cut, px,
+                 (long long)i);
+        attn__ptab_slices(&t, pre, &offset, slices, cap, &n);
+    }
+    if (final_norm_of(k, c)) {
+        attn__ptab norm = {0};
+        attn__ptab_ln(&norm, "norm", cfg_i64(c, k->d_model), 0, 0);
+        snprintf(pre, sizeof pre, "%.*s", k->norm_cut, px);
+        attn__ptab_slices(&norm, pre, &offset, slices, cap, &n);
+    }
+    *count = n;
     return ATTN_OK;
 }

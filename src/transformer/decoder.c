@@ -124,55 +124,33 @@ static void layer_table(const attn_decoder_config *c, attn__ptab *t) {
 }
 #undef LP
 
-/* The checked config's layer table and the floats of one layer. */
-static attn_status table(const attn_decoder_config *c, attn__ptab *t,
-                         int64_t *per_layer) {
-    attn_status st = attn_decoder_check(c);
-    if (st) return st;
-    layer_table(c, t);
-    return attn__stack_per_layer("decoder", t, c->num_layers, per_layer);
-}
+static attn_status check_any(const void *c) { return attn_decoder_check(c); }
+static void table_any(const void *c, attn__ptab *t) { layer_table(c, t); }
+static const attn__stack_kind kind = {
+    "decoder", check_any, table_any, offsetof(attn_decoder_config, num_layers),
+    offsetof(attn_decoder_config, d_model), offsetof(attn_decoder_config, final_norm), 12, INT_MAX};
 
 int64_t attn_decoder_param_count(const attn_decoder_config *c) {
-    attn__ptab t;
-    int64_t l;
-    if (table(c, &t, &l)) return 0;
-    return l * c->num_layers + (c->final_norm ? 2 * c->d_model : 0);
+    return attn__stack_count(&kind, c);
 }
 
 attn_status attn_decoder_layer_view(const attn_decoder_config *c, float *block,
                                     int64_t layer,
                                     attn_decoder_layer_params *p) {
-    attn__ptab t;
-    int64_t l;
-    attn_status st = table(c, &t, &l);
-    return st ? st
-              : attn__stack_layer_view(&t, l, c->num_layers, block, layer, p,
-                                       sizeof *p);
+    return attn__stack_view(&kind, c, block, layer, p, sizeof *p);
 }
 
 attn_status attn_decoder_final_norm_view(const attn_decoder_config *c,
                                          float *block, float **gamma,
                                          float **beta) {
-    attn__ptab t;
-    int64_t l;
-    attn_status st = table(c, &t, &l);
-    return st ? st
-              : attn__stack_final_view(l, c->num_layers, c->final_norm,
-                                       c->d_model, block, gamma, beta);
+    return attn__stack_norm_view(&kind, c, block, gamma, beta);
 }
 
 attn_status attn_decoder_param_slices(const attn_decoder_config *c,
                                       const char *prefix, int64_t offset,
                                       attn_param_slice *slices, int64_t cap,
                                       int64_t *count) {
-    attn__ptab t;
-    int64_t l;
-    attn_status st = table(c, &t, &l);
-    return st ? st
-              : attn__stack_slices(&t, c->num_layers, c->final_norm,
-                                   c->d_model, prefix, 12, INT_MAX, offset,
-                                   slices, cap, count);
+    return attn__stack_slices(&kind, c, prefix, offset, slices, cap, count);
 }
 
 attn_status attn__decoder_slices(const void *c, attn_param_slice *sl,
