@@ -103,10 +103,14 @@ const char *cli_npy_descr(const char *path, char *buf, size_t cap);
  * S NULL leaves *dt). */
 int cli_compute_dtype(const char *cmd, const char *s, attn_dtype *dt);
 
-/* Converts q, k, v to compute if given, else reads f64 files as f32 and
- * keeps f32 and f16 as they are. */
-int cli_qkv_convert(const char *cmd, int given, attn_dtype compute,
-                    cli_tensor *q, cli_tensor *k, cli_tensor *v);
+/* The inputs of sdpa and sdpa-backward: the compute dtype of
+ * --compute-dtype cd (f64 with the reference kernel only), q, k, v
+ * loaded from paths with one dtype and converted (to the compute dtype
+ * when given, else f64 files read as f32, f32 and f16 kept); *fdt is the
+ * outputs' dtype (the inputs', promoted as NumPy and PyTorch do). */
+int cli_sdpa_inputs(const char *cmd, const char *cd, attn_impl impl,
+                    const char *const paths[3], cli_tensor *qkv[3],
+                    attn_dtype *compute, attn_dtype *fdt);
 
 /* Options that each take a value, e.g. {"--q", &qp}: every argument of
  * argv[1 .. argc - 1] must be one of them followed by its value. */
@@ -392,8 +396,11 @@ int cli_check_map(const char *cmd, const cli_tensor *w, const int64_t m[3],
 
 /* Weights file: rank 2 (Lq, Lk), 3 (batch, Lq, Lk), 4 (batch, head, Lq,
  * Lk) or 5 (layer, batch, head, Lq, Lk), the last seen as 4-d with
- * layer * batch maps on the first axis. */
-int cli_load_weights(const char *cmd, const char *path, cli_tensor *w);
+ * layer * batch maps on the first axis; then --axes (cli_weights_axes;
+ * NULL: the rank's names). A NULL path is the usage error "missing the
+ * weights file". */
+int cli_load_weights(const char *cmd, const char *path, const char *axes,
+                     cli_tensor *w);
 /* "layer 1 batch 0 head 3", "batch 0 head 3" or "batch 2": map (n, h) of
  * w's 4-d view named by the file's axes. */
 void cli_map_name(const cli_tensor *w, int64_t n, int64_t h, char *buf,

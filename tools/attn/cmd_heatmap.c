@@ -400,9 +400,7 @@ int cmd_heatmap(int argc, char **argv) {
         goto done;
     }
     if ((rc = check_range(cmd, &o, have_vmin, have_vmax))) goto done;
-    if ((rc = cli_load_weights(cmd, path, &w)) ||
-        (rc = cli_weights_axes(cmd, &w, axes)))
-        goto done;
+    if ((rc = cli_load_weights(cmd, path, axes, &w))) goto done;
     const attn_tensor *W = &w.t;
     if (!map_n) map_n = w.rank == 5 ? 3 : 2;
     if (!grid && (rc = cli_check_map(cmd, &w, map, map_n, &mb, &mh))) goto done;

@@ -117,13 +117,7 @@ int cmd_show(int argc, char **argv) {
         }
         if (rc) goto done;
     }
-    if (!path) {
-        rc = cli_usage_error(cmd, "missing the weights file");
-        goto done;
-    }
-    if ((rc = cli_load_weights(cmd, path, &w)) ||
-        (rc = cli_weights_axes(cmd, &w, axes)))
-        goto done;
+    if ((rc = cli_load_weights(cmd, path, axes, &w))) goto done;
     const attn_tensor *W = &w.t;
     if (!map_n) map_n = w.rank == 5 ? 3 : 2;
     if ((rc = cli_check_map(cmd, &w, map, map_n, &mb, &mh))) goto done;
