@@ -410,6 +410,11 @@ void cli_map_name(const cli_tensor *w, int64_t n, int64_t h, char *buf,
  * names the first axis batch). */
 attn_status cli_layer_grid_write(const char *path, const attn_tensor *W,
                                  const attn_heatmap_opts *o);
+/* The q-quantile of the finite values v[i] with keep[i] set (0 if none
+ * or out of memory), the scale of a picture that a few outliers must not
+ * set; *top gets the largest. */
+double cli_percentile(const float *v, const uint8_t *keep, int64_t n,
+                      double q, double *top);
 /* "(layer, head, query, key)": the axes of the file. */
 void cli_axes_str(const cli_tensor *w, char *buf, size_t cap);
 /* --axes NAMES: the names of the weights' leading axes (comma-separated,

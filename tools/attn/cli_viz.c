@@ -2,6 +2,7 @@
  * heatmap, stats, compare, demo): token lists, map selection, weights. */
 #include "cli.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -333,4 +334,27 @@ int cli_load_weights(const char *cmd, const char *path, const char *axes,
                      cli_tensor *w) {
     int rc = load_weights_file(cmd, path, w);
     return rc ? rc : cli_weights_axes(cmd, w, axes);
+}
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+double cli_percentile(const float *v, const uint8_t *keep, int64_t n,
+                      double q, double *top) {
+    float *s = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    int64_t m = 0;
+    *top = 0;
+    if (!s) return 0;
+    for (int64_t i = 0; i < n; i++)
+        if (keep[i] && isfinite(v[i])) s[m++] = v[i];
+    double r = 0;
+    if (m > 0) {
+        qsort(s, (size_t)m, sizeof(float), cmp_float);
+        r = s[(int64_t)(q * (double)(m - 1))];
+        *top = s[m - 1];
+    }
+    free(s);
+    return r;
 }

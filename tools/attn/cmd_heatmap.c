@@ -50,31 +50,6 @@ static void help(void) {
         "  attn heatmap w.npy --grid -o heads.svg\n");
 }
 
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-/* The 99th percentile of the finite values v[i] with keep[i] set, *top
- * the largest (0 if none, or out of memory). */
-static double robust_top(const float *v, const uint8_t *keep, int64_t n,
-                         double *top) {
-    float *s = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    int64_t m = 0;
-    *top = 0;
-    if (!s) return 0;
-    for (int64_t i = 0; i < n; i++)
-        if (keep[i] && isfinite(v[i])) s[m++] = v[i];
-    double r = 0;
-    if (m > 0) {
-        qsort(s, (size_t)m, sizeof(float), cmp_float);
-        r = s[(int64_t)(0.99 * (double)(m - 1))];
-        *top = s[m - 1];
-    }
-    free(s);
-    return r;
-}
-
 /* Long sequences: weights streamed as tiles into block averages. */
 static int from_qk(const char *cmd, const char *qp, const char *kp,
                    const char *vp, const char *out, const char *save,
@@ -182,7 +157,7 @@ static int from_qk(const char *cmd, const char *qp, const char *kp,
      * see a handful of keys, their weights would set the scale */
     char cbl[160];
     if (!(ho.vmin < ho.vmax)) {
-        double top = 0, p99 = robust_top(map, seen, rows * cols, &top);
+        double top = 0, p99 = cli_percentile(map, seen, rows * cols, 0.99, &top);
         if (p99 > 0 && p99 < top) {
             ho.vmin = 0;
             ho.vmax = p99;
