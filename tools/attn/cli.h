@@ -108,6 +108,9 @@ int cli_compute_dtype(const char *cmd, const char *s, attn_dtype *dt);
  * loaded from paths with one dtype and converted (to the compute dtype
  * when given, else f64 files read as f32, f32 and f16 kept); *fdt is the
  * outputs' dtype (the inputs', promoted as NumPy and PyTorch do). */
+/* --opt on|off|auto into *out as 1, 0 or -1 (auto). */
+int cli_on_off_auto(const char *cmd, const char *opt, const char *v, int *out);
+
 int cli_sdpa_inputs(const char *cmd, const char *cd, attn_impl impl,
                     const char *const paths[3], cli_tensor *qkv[3],
                     attn_dtype *compute, attn_dtype *fdt);
@@ -413,8 +416,8 @@ attn_status cli_layer_grid_write(const char *path, const attn_tensor *W,
 /* The q-quantile of the finite values v[i] with keep[i] set (0 if none
  * or out of memory), the scale of a picture that a few outliers must not
  * set; *top gets the largest. */
-double cli_percentile(const float *v, const uint8_t *keep, int64_t n,
-                      double q, double *top);
+double cli_percentile(const float *v, const uint8_t *keep, int64_t n, double q,
+                      double *top);
 /* "(layer, head, query, key)": the axes of the file. */
 void cli_axes_str(const cli_tensor *w, char *buf, size_t cap);
 /* --axes NAMES: the names of the weights' leading axes (comma-separated,

@@ -157,12 +157,23 @@ int cli_sdpa_inputs(const char *cmd, const char *cd, attn_impl impl,
     *fdt = cli_out_dtype(qkv[0]->npy.dtype, cd != NULL, *compute);
     /* without --compute-dtype, f64 files are read as f32 (any kernel) */
     for (int i = 0; i < 3; i++) {
-        attn_dtype to = cd ? *compute
-                           : (qkv[i]->t.dtype == ATTN_F64 ? ATTN_F32
-                                                          : qkv[i]->t.dtype);
+        attn_dtype to =
+            cd ? *compute
+               : (qkv[i]->t.dtype == ATTN_F64 ? ATTN_F32 : qkv[i]->t.dtype);
         if ((rc = cli_tensor_convert(cmd, qkv[i], to))) return rc;
     }
     return 0;
+}
+
+int cli_on_off_auto(const char *cmd, const char *opt, const char *v, int *out) {
+    static const char *const words[3] = {"off", "on", "auto"};
+    static const int values[3] = {0, 1, -1};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(v, words[i]) == 0) {
+            *out = values[i];
+            return 0;
+        }
+    return cli_usage_error(cmd, "%s is on, off or auto, not '%s'", opt, v);
 }
 
 int cli_parse_paths(const char *cmd, int argc, char **argv,

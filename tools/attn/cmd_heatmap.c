@@ -157,7 +157,8 @@ static int from_qk(const char *cmd, const char *qp, const char *kp,
      * see a handful of keys, their weights would set the scale */
     char cbl[160];
     if (!(ho.vmin < ho.vmax)) {
-        double top = 0, p99 = cli_percentile(map, seen, rows * cols, 0.99, &top);
+        double top = 0,
+               p99 = cli_percentile(map, seen, rows * cols, 0.99, &top);
         if (p99 > 0 && p99 < top) {
             ho.vmin = 0;
             ho.vmax = p99;
@@ -236,6 +237,48 @@ static int check_range(const char *cmd, const attn_heatmap_opts *o,
     return 0;
 }
 
+/* The picture's options (titles, annotation, colour map, range, cells);
+ * 0 when arg is none of them. */
+static int style_opt(const char *cmd, const char *arg, const char *val,
+                     attn_heatmap_opts *o, int64_t *have_vmin,
+                     int64_t *have_vmax, int *rc) {
+    int64_t n;
+    if (strcmp(arg, "--title") == 0)
+        o->title = val;
+    else if (strcmp(arg, "--x-title") == 0)
+        o->x_title = val;
+    else if (strcmp(arg, "--y-title") == 0)
+        o->y_title = val;
+    else if (strcmp(arg, "--annotate") == 0) {
+        *rc = cli_on_off_auto(cmd, arg, val, &o->annotate);
+    } else if (strcmp(arg, "--cmap") == 0) {
+        if (strcmp(val, "viridis") == 0)
+            o->cmap = ATTN_CMAP_VIRIDIS;
+        else if (strcmp(val, "diverging") == 0)
+            o->cmap = ATTN_CMAP_DIVERGING;
+        else
+            *rc = cli_usage_error(
+                cmd, "--cmap is viridis or diverging, not '%s'", val);
+    } else if (strcmp(arg, "--vmin") == 0) {
+        if (cli_parse_double(val, &o->vmin))
+            *rc = cli_usage_error(cmd, "--vmin '%s' is not a number", val);
+        *have_vmin = 1;
+    } else if (strcmp(arg, "--vmax") == 0) {
+        if (cli_parse_double(val, &o->vmax))
+            *rc = cli_usage_error(cmd, "--vmax '%s' is not a number", val);
+        *have_vmax = 1;
+    } else if (strcmp(arg, "--max-cells") == 0) {
+        if (cli_parse_i64(val, &n) || n < 8 || n > 4096)
+            *rc = cli_usage_error(cmd, "--max-cells wants 8..4096, got '%s'",
+                                  val);
+        else
+            o->max_cells = (int)n;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 int cmd_heatmap(int argc, char **argv) {
     const char *cmd = "heatmap";
     if (cli_help_asked(argc, argv, help)) return 0;
@@ -272,7 +315,6 @@ int cmd_heatmap(int argc, char **argv) {
             goto done;
         }
         i++;
-        int64_t n;
         if (strcmp(arg, "-o") == 0 || strcmp(arg, "--out") == 0)
             out = val;
         else if (strcmp(arg, "--q") == 0)
@@ -288,44 +330,7 @@ int cmd_heatmap(int argc, char **argv) {
         else if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {
         } else if (strcmp(arg, "--map") == 0)
             rc = cli_parse_map(cmd, val, map, &map_n);
-        else if (strcmp(arg, "--title") == 0)
-            o.title = val;
-        else if (strcmp(arg, "--x-title") == 0)
-            o.x_title = val;
-        else if (strcmp(arg, "--y-title") == 0)
-            o.y_title = val;
-        else if (strcmp(arg, "--annotate") == 0) {
-            if (strcmp(val, "on") == 0)
-                o.annotate = 1;
-            else if (strcmp(val, "off") == 0)
-                o.annotate = 0;
-            else if (strcmp(val, "auto") == 0)
-                o.annotate = -1;
-            else
-                rc = cli_usage_error(
-                    cmd, "--annotate is on, off or auto, not '%s'", val);
-        } else if (strcmp(arg, "--cmap") == 0) {
-            if (strcmp(val, "viridis") == 0)
-                o.cmap = ATTN_CMAP_VIRIDIS;
-            else if (strcmp(val, "diverging") == 0)
-                o.cmap = ATTN_CMAP_DIVERGING;
-            else
-                rc = cli_usage_error(
-                    cmd, "--cmap is viridis or diverging, not '%s'", val);
-        } else if (strcmp(arg, "--vmin") == 0) {
-            if (cli_parse_double(val, &o.vmin))
-                rc = cli_usage_error(cmd, "--vmin '%s' is not a number", val);
-            have_vmin = 1;
-        } else if (strcmp(arg, "--vmax") == 0) {
-            if (cli_parse_double(val, &o.vmax))
-                rc = cli_usage_error(cmd, "--vmax '%s' is not a number", val);
-            have_vmax = 1;
-        } else if (strcmp(arg, "--max-cells") == 0) {
-            if (cli_parse_i64(val, &n) || n < 8 || n > 4096)
-                rc = cli_usage_error(cmd, "--max-cells wants 8..4096, got '%s'",
-                                     val);
-            else
-                o.max_cells = (int)n;
+        else if (style_opt(cmd, arg, val, &o, &have_vmin, &have_vmax, &rc)) {
         } else {
             rc = cli_usage_error(cmd, "unknown option '%s'", arg);
         }

@@ -103,15 +103,7 @@ int cmd_show(int argc, char **argv) {
             else
                 o.width = (int)width;
         } else if (strcmp(arg, "--half-blocks") == 0) {
-            if (strcmp(val, "on") == 0)
-                o.half_blocks = 1;
-            else if (strcmp(val, "off") == 0)
-                o.half_blocks = 0;
-            else if (strcmp(val, "auto") == 0)
-                o.half_blocks = -1;
-            else
-                rc = cli_usage_error(
-                    cmd, "--half-blocks is on, off or auto, not '%s'", val);
+            rc = cli_on_off_auto(cmd, arg, val, &o.half_blocks);
         } else {
             rc = cli_usage_error(cmd, "unknown option '%s'", arg);
         }
