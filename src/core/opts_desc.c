@@ -14,6 +14,16 @@
     { ATTN__VAL_OWN, 0, 0, 0, NULL, {0}, NULL }
 #define FILE_VALUE                                                             \
     { ATTN__VAL_FILE, 0, 0, 0, NULL, {0}, NULL }
+/* A number in the range (open: 1 excludes lo, 2 excludes hi), an integer
+ * in [lo, hi], an integer >= 0, one of the words with its values. */
+#define FLOAT_VALUE(lo, hi, open, rule)                                        \
+    { ATTN__VAL_FLOAT, lo, hi, open, NULL, {0}, rule }
+#define INT_VALUE(lo, hi, rule)                                                \
+    { ATTN__VAL_INT, lo, hi, 0, NULL, {0}, rule }
+#define U64_VALUE(rule)                                                        \
+    { ATTN__VAL_U64, 0, 0, 0, NULL, {0}, rule }
+#define ENUM_VALUE(rule, words, ...)                                           \
+    { ATTN__VAL_ENUM, 0, 0, 0, words, {__VA_ARGS__}, rule }
 
 static const attn__opt_desc rows[] = {
     {"scale",
@@ -24,7 +34,7 @@ static const attn__opt_desc rows[] = {
      ATTN__OPT_SCALE,
      "multiplier of q.k (> 0); default 1/sqrt(Dk)",
      {F(scale)},
-     {ATTN__VAL_FLOAT, 0, INFINITY, 3, NULL, {0}, "must be a positive number"}},
+     FLOAT_VALUE(0, INFINITY, 3, "must be a positive number")},
     {"causal",
      "top-left|bottom-right",
      "--causal ALIGN",
@@ -97,7 +107,8 @@ static const attn__opt_desc rows[] = {
      "nn.MultiheadAttention); given, a float M of 0/1\n"
      "is read this way too",
      {{0, 0}},
-     {ATTN__VAL_ENUM, 0, 0, 0, "keep|masked|torch-mha", {0, 1, 2}, "takes keep, masked or torch-mha"}},
+     ENUM_VALUE("takes keep, masked or torch-mha", "keep|masked|torch-mha", 0,
+                1, 2)},
     {"bias",
      "float tensor",
      "--bias BIAS.npy",
@@ -135,7 +146,7 @@ static const attn__opt_desc rows[] = {
      "soft-capping: scores become C tanh(s / C) after the\n"
      "scale, before mask and bias (Gemma 2); C > 0",
      {F(mask.softcap)},
-     {ATTN__VAL_FLOAT, 0, INFINITY, 3, NULL, {0}, "takes a positive cap"}},
+     FLOAT_VALUE(0, INFINITY, 3, "takes a positive cap")},
     {"alibi",
      "causal|symmetric",
      "--alibi causal|symmetric",
@@ -146,7 +157,8 @@ static const attn__opt_desc rows[] = {
      "BLOOM's) or -slope_h |c - j| (symmetric, MPT's), c the\n"
      "aligned query position; standard slopes 2^(-8(h+1)/H)",
      {F(mask.alibi)},
-     {ATTN__VAL_ENUM, 0, 0, 0, "causal|symmetric", {ATTN_ALIBI_CAUSAL, ATTN_ALIBI_SYMMETRIC}, "takes causal or symmetric"}},
+     ENUM_VALUE("takes causal or symmetric", "causal|symmetric",
+                ATTN_ALIBI_CAUSAL, ATTN_ALIBI_SYMMETRIC)},
     {"alibi_slopes",
      "H floats",
      "--alibi-slopes S.npy",
@@ -236,7 +248,9 @@ static const attn__opt_desc rows[] = {
      "flash_bf16: bf16 tile products for bf16\n"
      "inputs on AVX512_BF16 CPUs)",
      {F(impl)},
-     {ATTN__VAL_ENUM, 0, 0, 0, "auto|ref|flash|flash_bf16", {ATTN_IMPL_AUTO, ATTN_IMPL_REF, ATTN_IMPL_FLASH, ATTN_IMPL_FLASH_BF16}, "takes auto, ref, flash or flash_bf16"}},
+     ENUM_VALUE("takes auto, ref, flash or flash_bf16",
+                "auto|ref|flash|flash_bf16", ATTN_IMPL_AUTO, ATTN_IMPL_REF,
+                ATTN_IMPL_FLASH, ATTN_IMPL_FLASH_BF16)},
     {"rope",
      "neox|interleaved (attn_rope)",
      "--rope neox|interleaved",
@@ -297,7 +311,7 @@ static const attn__opt_desc rows[] = {
      ATTN__OPT_THREADS,
      "threads (0: OpenMP's default)",
      {F(threads)},
-     {ATTN__VAL_INT, 0, 4096, 0, NULL, {0}, "must be an integer in [0, 4096]"}},
+     INT_VALUE(0, 4096, "must be an integer in [0, 4096]")},
     {"dropout_p",
      "float in [0, 1)",
      "--dropout P",
@@ -306,7 +320,7 @@ static const attn__opt_desc rows[] = {
      ATTN__OPT_KERNEL,
      "dropout on the weights, P in [0, 1)",
      {F(dropout_p)},
-     {ATTN__VAL_FLOAT, 0, 1, 2, NULL, {0}, "must be in [0, 1)"}},
+     FLOAT_VALUE(0, 1, 2, "must be in [0, 1)")},
     {"seed",
      "integer >= 0",
      "--seed N",
@@ -315,7 +329,7 @@ static const attn__opt_desc rows[] = {
      ATTN__OPT_KERNEL,
      "dropout seed (default 0)",
      {F(seed)},
-     {ATTN__VAL_U64, 0, 0, 0, NULL, {0}, "must be an integer >= 0"}},
+     U64_VALUE("must be an integer >= 0")},
 };
 
 const attn__opt_desc *attn__sdpa_opt_descs(int *n) {

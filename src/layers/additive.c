@@ -63,16 +63,18 @@ void attn__additive_ptab(attn__ptab *t, const attn_additive_config *c,
 }
 #undef AP
 
-static attn_status check_any(const void *c) { return attn__additive_check_cfg(c); }
+static attn_status check_any(const void *c) {
+    return attn__additive_check_cfg(c);
+}
 static void table_any(const void *c, attn__ptab *t) {
     attn__additive_ptab(t, c, "", 0);
 }
 static const attn__layer_kind kind = {"additive", check_any, table_any};
 
 attn_status attn_additive_param_slices(const attn_additive_config *c,
-                                  const char *prefix, int64_t offset,
-                                  attn_param_slice *slices, int64_t cap,
-                                  int64_t *count) {
+                                       const char *prefix, int64_t offset,
+                                       attn_param_slice *slices, int64_t cap,
+                                       int64_t *count) {
     return attn__kind_slices(&kind, c, prefix, offset, slices, cap, count);
 }
 
@@ -80,8 +82,8 @@ int64_t attn_additive_param_count(const attn_additive_config *c) {
     return attn__kind_count(&kind, c);
 }
 
-attn_status attn_additive_params_view(const attn_additive_config *c, float *block,
-                                 attn_additive_params *p) {
+attn_status attn_additive_params_view(const attn_additive_config *c,
+                                      float *block, attn_additive_params *p) {
     return attn__kind_view(&kind, c, block, p, sizeof *p);
 }
 

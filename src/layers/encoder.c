@@ -82,9 +82,14 @@ static void layer_table(const attn_encoder_config *c, attn__ptab *t) {
 
 static attn_status check_any(const void *c) { return check_cfg(c); }
 static void table_any(const void *c, attn__ptab *t) { layer_table(c, t); }
-static const attn__stack_kind kind = {
-    "encoder", check_any, table_any, offsetof(attn_encoder_config, num_layers),
-    offsetof(attn_encoder_config, d_model), offsetof(attn_encoder_config, final_norm), 16, 16};
+static const attn__stack_kind kind = {"encoder",
+                                      check_any,
+                                      table_any,
+                                      offsetof(attn_encoder_config, num_layers),
+                                      offsetof(attn_encoder_config, d_model),
+                                      offsetof(attn_encoder_config, final_norm),
+                                      16,
+                                      16};
 
 int64_t attn_encoder_param_count(const attn_encoder_config *c) {
     return attn__stack_count(&kind, c);

@@ -275,9 +275,8 @@ int64_t attn__ptab_count(const attn__ptab *t);
  * rows are left as they are: the caller zeroes the view first). */
 void attn__ptab_view(const attn__ptab *t, float *block, void *view);
 /* Appends the rows as slices named prefix + name from *offset. */
-void attn__ptab_slices(const attn__ptab *t, const char *prefix,
-                       int64_t *offset, attn_param_slice *slices, int64_t cap,
-                       int64_t *n);
+void attn__ptab_slices(const attn__ptab *t, const char *prefix, int64_t *offset,
+                       attn_param_slice *slices, int64_t cap, int64_t *n);
 /* Zeroes size bytes of view, then points the rows' fields into block. */
 attn_status attn__ptab_view_to(const attn__ptab *t, float *block, void *view,
                                size_t size);

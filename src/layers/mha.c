@@ -69,16 +69,17 @@ void attn__mha_ptab(attn__ptab *t, const attn_mha_config *c, const char *sub,
 }
 #undef MP
 
-static attn_status check_any(const void *c) { return attn__mha_check_cfg(c, NULL, NULL); }
+static attn_status check_any(const void *c) {
+    return attn__mha_check_cfg(c, NULL, NULL);
+}
 static void table_any(const void *c, attn__ptab *t) {
     attn__mha_ptab(t, c, "", 0);
 }
 static const attn__layer_kind kind = {"mha", check_any, table_any};
 
-attn_status attn_mha_param_slices(const attn_mha_config *c,
-                                  const char *prefix, int64_t offset,
-                                  attn_param_slice *slices, int64_t cap,
-                                  int64_t *count) {
+attn_status attn_mha_param_slices(const attn_mha_config *c, const char *prefix,
+                                  int64_t offset, attn_param_slice *slices,
+                                  int64_t cap, int64_t *count) {
     return attn__kind_slices(&kind, c, prefix, offset, slices, cap, count);
 }
 

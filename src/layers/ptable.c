@@ -54,14 +54,12 @@ void attn__ptab_view(const attn__ptab *t, float *block, void *view) {
     }
 }
 
-void attn__ptab_slices(const attn__ptab *t, const char *prefix,
-                       int64_t *offset, attn_param_slice *slices, int64_t cap,
-                       int64_t *n) {
+void attn__ptab_slices(const attn__ptab *t, const char *prefix, int64_t *offset,
+                       attn_param_slice *slices, int64_t cap, int64_t *n) {
     for (int i = 0; i < t->n && i < ATTN__PTAB_MAX; i++)
         attn__slice_add(slices, cap, n, prefix, t->r[i].name, offset,
                         t->r[i].rows, t->r[i].cols, t->r[i].init);
 }
-
 
 void attn__ffn_ptab(attn__ptab *t, int64_t E, int64_t F, int64_t F1,
                     const size_t off[4]) {
@@ -90,8 +88,7 @@ static attn_status kind_table(const attn__layer_kind *k, const void *c,
     t->n = 0;
     k->table(c, t);
     if (!attn__ptab_count(t))
-        return attn__fail(ATTN_E_NOMEM, "%s parameter count overflows",
-                          k->who);
+        return attn__fail(ATTN_E_NOMEM, "%s parameter count overflows", k->who);
     return ATTN_OK;
 }
 
@@ -137,8 +134,7 @@ static attn_status stack_table(const attn__stack_kind *k, const void *c,
     int64_t l = attn__ptab_count(t), n;
     if (!l || !attn__mul_i64(l, cfg_i64(c, k->num_layers), &n) ||
         n > INT64_MAX / 2)
-        return attn__fail(ATTN_E_NOMEM, "%s parameter count overflows",
-                          k->who);
+        return attn__fail(ATTN_E_NOMEM, "%s parameter count overflows", k->who);
     *per_layer = l;
     return ATTN_OK;
 }
@@ -202,8 +198,7 @@ attn_status attn__stack_slices(const attn__stack_kind *k, const void *c,
     int64_t n = 0;
     char pre[96]; /* names longer than ATTN_SLICE_NAME_MAX - 1 are cut */
     for (int64_t i = 0; i < cfg_i64(c, k->num_layers); i++) {
-        snprintf(pre, sizeof pre, "%.*slayers.%lld.", k->cut, px,
-                 (long long)i);
+        snprintf(pre, sizeof pre, "%.*slayers.%lld.", k->cut, px, (long long)i);
         attn__ptab_slices(&t, pre, &offset, slices, cap, &n);
     }
     if (final_norm_of(k, c)) {

@@ -126,9 +126,14 @@ static void layer_table(const attn_decoder_config *c, attn__ptab *t) {
 
 static attn_status check_any(const void *c) { return attn_decoder_check(c); }
 static void table_any(const void *c, attn__ptab *t) { layer_table(c, t); }
-static const attn__stack_kind kind = {
-    "decoder", check_any, table_any, offsetof(attn_decoder_config, num_layers),
-    offsetof(attn_decoder_config, d_model), offsetof(attn_decoder_config, final_norm), 12, INT_MAX};
+static const attn__stack_kind kind = {"decoder",
+                                      check_any,
+                                      table_any,
+                                      offsetof(attn_decoder_config, num_layers),
+                                      offsetof(attn_decoder_config, d_model),
+                                      offsetof(attn_decoder_config, final_norm),
+                                      12,
+                                      INT_MAX};
 
 int64_t attn_decoder_param_count(const attn_decoder_config *c) {
     return attn__stack_count(&kind, c);

@@ -47,7 +47,8 @@ int cli_rope_parse(const char *cmd, const char *opt, const char *v,
         char buf[256];
         char *parts[5];
         const char *colon = strchr(v, ':');
-        int n = colon ? cli_split_commas(colon + 1, buf, sizeof buf, parts, 4) : 0;
+        int n =
+            colon ? cli_split_commas(colon + 1, buf, sizeof buf, parts, 4) : 0;
         double x[4] = {0, 0, 0, 0};
         int bad = n < 1;
         for (int i = 0; i < n && i < 4; i++)

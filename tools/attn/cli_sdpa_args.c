@@ -207,9 +207,8 @@ static int parse_block_sparse(const char *cmd, const char *opt, const char *v,
     return 0;
 }
 
-static int parse_random_blocks(const char *cmd, const char *opt,
-                               const char *v, cli_sdpa_args *a,
-                               pending_files *pf) {
+static int parse_random_blocks(const char *cmd, const char *opt, const char *v,
+                               cli_sdpa_args *a, pending_files *pf) {
     (void)opt, (void)pf;
     char buf[4096];
     char *parts[3];
@@ -471,27 +470,33 @@ static int load_score_files(const char *cmd, cli_sdpa_args *a,
     if (pending(pf, "alibi_slopes") && !a->opts.mask.alibi)
         a->opts.mask.alibi = ATTN_ALIBI_CAUSAL;
     if (pending(pf, "alibi_slopes") &&
-        (rc = load_small(cmd, pending(pf, "alibi_slopes"), "--alibi-slopes", ATTN_F64, 1,
-                         &a->alibi_slopes)))
+        (rc = load_small(cmd, pending(pf, "alibi_slopes"), "--alibi-slopes",
+                         ATTN_F64, 1, &a->alibi_slopes)))
         return rc;
     if (pending(pf, "sinks") &&
-        (rc = load_small(cmd, pending(pf, "sinks"), "--sinks", ATTN_F64, 1, &a->sinks)))
+        (rc = load_small(cmd, pending(pf, "sinks"), "--sinks", ATTN_F64, 1,
+                         &a->sinks)))
         return rc;
-    if (pending(pf, "doc_ids") && (pending(pf, "cu_seqlens") || pending(pf, "cu_seqlens_k")))
+    if (pending(pf, "doc_ids") &&
+        (pending(pf, "cu_seqlens") || pending(pf, "cu_seqlens_k")))
         return cli_usage_error(cmd, "--doc-ids and --cu-seqlens both give the "
                                     "documents: pass one of them");
     if (pending(pf, "cu_seqlens_k") && !pending(pf, "cu_seqlens"))
         return cli_usage_error(cmd, "--cu-seqlens-k needs --cu-seqlens (the "
                                     "queries' starts)");
     /* the paths were cut at parse time (a->files[7], [8]) */
-    if (pending(pf, "doc_ids") && (rc = load_small(cmd, a->files[7], "--doc-ids", ATTN_I64,
-                                        2, &a->doc_q)))
+    if (pending(pf, "doc_ids") &&
+        (rc =
+             load_small(cmd, a->files[7], "--doc-ids", ATTN_I64, 2, &a->doc_q)))
         return rc;
     if (a->files[8] && (rc = load_small(cmd, a->files[8], "--doc-ids (key ids)",
                                         ATTN_I64, 2, &a->doc_k)))
         return rc;
     for (int x = 0; x < 2; x++)
-        if (pending(pf, x ? "cu_seqlens_k" : "cu_seqlens") && (rc = load_cu(cmd, pending(pf, x ? "cu_seqlens_k" : "cu_seqlens"), x, a))) return rc;
+        if (pending(pf, x ? "cu_seqlens_k" : "cu_seqlens") &&
+            (rc = load_cu(cmd, pending(pf, x ? "cu_seqlens_k" : "cu_seqlens"),
+                          x, a)))
+            return rc;
     return 0;
 }
 
@@ -592,8 +597,8 @@ static int load_files(const char *cmd, cli_sdpa_args *a,
                            &a->query_lengths)))
         return rc;
     if (pending(pf, "keep")) {
-        if ((rc =
-                 load_mask_like(cmd, pending(pf, "keep"), "--mask", &a->mask, &a->keep_t)))
+        if ((rc = load_mask_like(cmd, pending(pf, "keep"), "--mask", &a->mask,
+                                 &a->keep_t)))
             return rc;
         attn_dtype mdt = a->mask.dtype;
         int is_float = mdt == ATTN_F32 || mdt == ATTN_F64 || mdt == ATTN_F16 ||
@@ -646,11 +651,14 @@ static int load_files(const char *cmd, cli_sdpa_args *a,
                                            "only 0 and 1 (leave out "
                                            "--mask-convention to add a float "
                                            "mask to the scores, as PyTorch)",
-                                           pending(pf, "keep"), x, i, pending(pf, "mask_convention"));
+                                           pending(pf, "keep"), x, i,
+                                           pending(pf, "mask_convention"));
             }
         }
         /* every convention ends as u8 keep = 1 */
-        const char *conv = pending(pf, "mask_convention") ? pending(pf, "mask_convention") : "keep";
+        const char *conv = pending(pf, "mask_convention")
+                               ? pending(pf, "mask_convention")
+                               : "keep";
         /* to a 0/1 u8 array first (nonzero = 1), then, for the other
          * conventions, through their builders in place (elementwise) */
         st = attn_npy_convert(&a->mask, ATTN_U8);
@@ -670,8 +678,8 @@ static int load_files(const char *cmd, cli_sdpa_args *a,
         m->keep = &a->keep_t;
     }
     if (pending(pf, "bias")) {
-        if ((rc =
-                 load_mask_like(cmd, pending(pf, "bias"), "--bias", &a->bias, &a->bias_t)))
+        if ((rc = load_mask_like(cmd, pending(pf, "bias"), "--bias", &a->bias,
+                                 &a->bias_t)))
             return rc;
         if (a->bias.dtype != ATTN_F32 && a->bias.dtype != ATTN_F64 &&
             (st = attn_npy_convert(&a->bias, ATTN_F64)))
@@ -705,12 +713,15 @@ int cli_sdpa_args_parse(const char *cmd, int *argc, char **argv,
     }
     *argc = out;
     a->file_opt[0] = "--key-lengths", a->files[0] = pending(&pf, "key_lengths");
-    a->file_opt[1] = "--query-lengths", a->files[1] = pending(&pf, "query_lengths");
+    a->file_opt[1] = "--query-lengths",
+    a->files[1] = pending(&pf, "query_lengths");
     a->file_opt[2] = "--mask", a->files[2] = pending(&pf, "keep");
     a->file_opt[3] = "--bias", a->files[3] = pending(&pf, "bias");
-    a->file_opt[4] = "--block-sparse", a->files[4] = pending(&pf, "block_sparse");
+    a->file_opt[4] = "--block-sparse",
+    a->files[4] = pending(&pf, "block_sparse");
     a->file_opt[5] = "--sinks", a->files[5] = pending(&pf, "sinks");
-    a->file_opt[6] = "--alibi-slopes", a->files[6] = pending(&pf, "alibi_slopes");
+    a->file_opt[6] = "--alibi-slopes",
+    a->files[6] = pending(&pf, "alibi_slopes");
     a->file_opt[7] = "--doc-ids", a->file_opt[8] = "--doc-ids (key ids)";
     if (pending(&pf, "doc_ids")) {
         /* Q.npy[,K.npy]: the last comma splits, if what follows ends .npy */
@@ -730,7 +741,9 @@ int cli_sdpa_args_parse(const char *cmd, int *argc, char **argv,
     /* a list of starts names no file */
     for (int x = 0; x < 2; x++) {
         a->file_opt[9 + x] = x ? "--cu-seqlens-k" : "--cu-seqlens";
-        if (pending(&pf, x ? "cu_seqlens_k" : "cu_seqlens") && !is_int_list(pending(&pf, x ? "cu_seqlens_k" : "cu_seqlens"))) a->files[9 + x] = pending(&pf, x ? "cu_seqlens_k" : "cu_seqlens");
+        if (pending(&pf, x ? "cu_seqlens_k" : "cu_seqlens") &&
+            !is_int_list(pending(&pf, x ? "cu_seqlens_k" : "cu_seqlens")))
+            a->files[9 + x] = pending(&pf, x ? "cu_seqlens_k" : "cu_seqlens");
     }
     return load_files(cmd, a, &pf);
 }

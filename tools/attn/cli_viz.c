@@ -120,8 +120,7 @@ int cli_parse_map(const char *cmd, const char *s, int64_t m[3], int *count) {
  * (layer, batch, head, Lq, Lk), as attn encoder --weights writes, folds
  * its first two axes into N = layer * batch + b (the file is C order). */
 /* The file of cli_load_weights, before --axes. */
-static int load_weights_file(const char *cmd, const char *path,
-                             cli_tensor *w) {
+static int load_weights_file(const char *cmd, const char *path, cli_tensor *w) {
     memset(w, 0, sizeof *w);
     if (!path) return cli_usage_error(cmd, "missing the weights file");
     attn_status st = attn_npy_read(path, &w->npy);
@@ -341,8 +340,8 @@ static int cmp_float(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-double cli_percentile(const float *v, const uint8_t *keep, int64_t n,
-                      double q, double *top) {
+double cli_percentile(const float *v, const uint8_t *keep, int64_t n, double q,
+                      double *top) {
     float *s = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
     int64_t m = 0;
     *top = 0;
