@@ -342,15 +342,14 @@ typedef struct {
 #define ATTN__CFG(type, member, kind)                                          \
     { offsetof(type, member), kind }
 
-/* A typed file: its kind, its config's fields, and the slice table and
- * parameter count its config implies. */
+/* A typed file: its kind, its config's fields, and the slice table its
+ * config implies (the parameter count is where the slices end). */
 typedef struct {
     const char *kind;
     const attn__cfg_field *fields;
     int nfields; /* <= ATTN_PARAMS_MAX_CONFIG */
     size_t size; /* of the config struct */
     attn__slices_fn slices;
-    int64_t (*count)(const void *cfg);
 } attn__typed_kind;
 
 /* Saves cfg and params with the slice table the config implies. */

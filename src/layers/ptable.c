@@ -139,6 +139,16 @@ static attn_status stack_table(const attn__stack_kind *k, const void *c,
     return ATTN_OK;
 }
 
+/* stack_table, then block checked. */
+static attn_status stack_open(const attn__stack_kind *k, const void *c,
+                              const float *block, attn__ptab *t,
+                              int64_t *per_layer) {
+    attn_status st = stack_table(k, c, t, per_layer);
+    if (st) return st;
+    ATTN__NEED(block);
+    return ATTN_OK;
+}
+
 static int final_norm_of(const attn__stack_kind *k, const void *c) {
     int v;
     memcpy(&v, (const char *)c + k->final_norm, sizeof v);
@@ -158,9 +168,8 @@ attn_status attn__stack_view(const attn__stack_kind *k, const void *c,
                              size_t size) {
     attn__ptab t;
     int64_t l;
-    attn_status st = stack_table(k, c, &t, &l);
+    attn_status st = stack_open(k, c, block, &t, &l);
     if (st) return st;
-    ATTN__NEED(block);
     ATTN__NEED(view);
     const int64_t L = cfg_i64(c, k->num_layers);
     if (layer < 0 || layer >= L)
@@ -173,9 +182,8 @@ attn_status attn__stack_norm_view(const attn__stack_kind *k, const void *c,
                                   float *block, float **gamma, float **beta) {
     attn__ptab t;
     int64_t l;
-    attn_status st = stack_table(k, c, &t, &l);
+    attn_status st = stack_open(k, c, block, &t, &l);
     if (st) return st;
-    ATTN__NEED(block);
     ATTN__NEED(gamma);
     ATTN__NEED(beta);
     float *x = block + cfg_i64(c, k->num_layers) * l;

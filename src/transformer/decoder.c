@@ -636,16 +636,10 @@ static const attn__cfg_field decoder_cfg[13] = {
     ATTN__CFG(attn_decoder_config, final_norm, ATTN__CFG_INT),
     ATTN__CFG(attn_decoder_config, layer_norm_eps, ATTN__CFG_F64),
     {0, ATTN__CFG_ZERO}};
-static int64_t decoder_count(const void *c) {
-    return attn_decoder_param_count(c);
-}
 
-static const attn__typed_kind decoder_kind = {"decoder",
-                                              decoder_cfg,
-                                              13,
+static const attn__typed_kind decoder_kind = {"decoder", decoder_cfg, 13,
                                               sizeof(attn_decoder_config),
-                                              attn__decoder_slices,
-                                              decoder_count};
+                                              attn__decoder_slices};
 
 attn_status attn_decoder_save(const char *path, const attn_decoder_config *c,
                               const float *params) {

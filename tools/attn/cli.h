@@ -531,6 +531,10 @@ int cmd_attend_gen(int argc, char **argv);
 int cli_gen_alignment(const char *cmd, const attn_gen_train_config *c,
                       const float *params, int64_t count, int threads,
                       double *score);
+/* Evaluates the trainer's model on count fresh examples of its task
+ * (seed) and prints exact match and characters (cmd_train_gen.c). */
+int cli_gen_eval(const char *cmd, const attn_gen_trainer *tr, int64_t count,
+                 uint64_t seed, const attn_generate_opts *o);
 /* The gallery's part 11 (demo_generate.c). */
 int gallery_dates(const char *cmd, demo_gallery *g);
 
