@@ -40,6 +40,28 @@ int main(int argc, char **argv) {
                   "%s: a side without the option needs its reason", d->name);
         CHECK_MSG(!d->cli || strncmp(d->cli, "--", 2) == 0, "%s: flag %s",
                   d->name, d->cli);
+        /* a plain value has a rule for its error and a field of its
+         * type (an enum without a field hands its word on) */
+        const attn__opt_value *v = &d->value;
+        const size_t want[] = {
+            0, sizeof(double), 0, sizeof(uint64_t), sizeof(int), 0};
+        CHECK_MSG(v->kind == ATTN__VAL_OWN || v->kind == ATTN__VAL_FILE ||
+                      (d->cli && v->rule && *v->rule),
+                  "%s: a plain value needs a flag and a rule", d->name);
+        CHECK_MSG(!want[v->kind] || d->fields[0].size == want[v->kind] ||
+                      (v->kind == ATTN__VAL_ENUM && !d->fields[0].size),
+                  "%s: value kind %d into a field of %zu bytes", d->name,
+                  (int)v->kind, d->fields[0].size);
+        CHECK_MSG(v->kind != ATTN__VAL_INT ||
+                      d->fields[0].size == sizeof(int) ||
+                      d->fields[0].size == sizeof(int64_t),
+                  "%s: an integer into %zu bytes", d->name, d->fields[0].size);
+        if (v->kind == ATTN__VAL_ENUM) {
+            int words = 1;
+            for (const char *c = v->words; c && *c; c++) words += *c == '|';
+            CHECK_MSG(v->words && words <= 6, "%s: %d words (6 at most)",
+                      d->name, words);
+        }
         for (int k = 0; k < 5 && d->fields[k].size; k++) {
             const attn__opt_field *f = &d->fields[k];
             CHECK_MSG(f->off + f->size <= sizeof seen, "%s: field %d", d->name,

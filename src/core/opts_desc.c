@@ -4,8 +4,26 @@
  * and the row tells the command and Python what to take. */
 #include "opts_desc.h"
 
+#include <math.h>
+
 #define F(member)                                                              \
     { offsetof(attn_sdpa_opts, member), sizeof(((attn_sdpa_opts *)0)->member) }
+
+/* How the command reads a composite value (its own code) or a file. */
+#define OWN_VALUE                                                              \
+    { ATTN__VAL_OWN, 0, 0, 0, NULL, {0}, NULL }
+#define FILE_VALUE                                                             \
+    { ATTN__VAL_FILE, 0, 0, 0, NULL, {0}, NULL }
+/* A number in the range (open: 1 excludes lo, 2 excludes hi), an integer
+ * in [lo, hi], an integer >= 0, one of the words with its values. */
+#define FLOAT_VALUE(lo, hi, open, rule)                                        \
+    { ATTN__VAL_FLOAT, lo, hi, open, NULL, {0}, rule }
+#define INT_VALUE(lo, hi, rule)                                                \
+    { ATTN__VAL_INT, lo, hi, 0, NULL, {0}, rule }
+#define U64_VALUE(rule)                                                        \
+    { ATTN__VAL_U64, 0, 0, 0, NULL, {0}, rule }
+#define ENUM_VALUE(rule, words, ...)                                           \
+    { ATTN__VAL_ENUM, 0, 0, 0, words, {__VA_ARGS__}, rule }
 
 static const attn__opt_desc rows[] = {
     {"scale",
@@ -15,7 +33,8 @@ static const attn__opt_desc rows[] = {
      NULL,
      ATTN__OPT_SCALE,
      "multiplier of q.k (> 0); default 1/sqrt(Dk)",
-     {F(scale)}},
+     {F(scale)},
+     FLOAT_VALUE(0, INFINITY, 3, "must be a positive number")},
     {"causal",
      "top-left|bottom-right",
      "--causal ALIGN",
@@ -25,7 +44,8 @@ static const attn__opt_desc rows[] = {
      "look-ahead mask; ALIGN is top-left (query i sees keys\n"
      "0..i, PyTorch is_causal) or bottom-right (the last\n"
      "query sees the last key, FlashAttention / KV cache)",
-     {F(mask.causal)}},
+     {F(mask.causal)},
+     OWN_VALUE},
     {"align",
      "top-left|bottom-right",
      "--align ALIGN",
@@ -33,7 +53,8 @@ static const attn__opt_desc rows[] = {
      NULL,
      ATTN__OPT_MASK,
      "alignment of --window without --causal (top-left)",
-     {F(mask.align)}},
+     {F(mask.align)},
+     OWN_VALUE},
     {"window",
      "LEFT,RIGHT (each >= 0, or -1: unbounded)",
      "--window LEFT,RIGHT",
@@ -42,7 +63,8 @@ static const attn__opt_desc rows[] = {
      ATTN__OPT_MASK,
      "local window: query i sees keys c-LEFT .. c+RIGHT\n"
      "around its diagonal c; -1 leaves a side unbounded",
-     {F(mask.window_left), F(mask.window_right)}},
+     {F(mask.window_left), F(mask.window_right)},
+     OWN_VALUE},
     {"key_lengths",
      "B integers",
      "--key-lengths KL.npy",
@@ -50,7 +72,8 @@ static const attn__opt_desc rows[] = {
      NULL,
      ATTN__OPT_MASK,
      "valid keys per batch entry, B ints (or whole floats)",
-     {F(mask.key_lengths)}},
+     {F(mask.key_lengths)},
+     FILE_VALUE},
     {"query_lengths",
      "B integers",
      "--query-lengths QL.npy",
@@ -58,7 +81,8 @@ static const attn__opt_desc rows[] = {
      NULL,
      ATTN__OPT_MASK,
      "valid queries per batch entry; rows past it are 0",
-     {F(mask.query_lengths)}},
+     {F(mask.query_lengths)},
+     FILE_VALUE},
     {"keep",
      "mask tensor (bool, integer)",
      "--mask M.npy",
@@ -69,7 +93,8 @@ static const attn__opt_desc rows[] = {
      "4 (B|1, H|1, Lq|1, Lk|1); axes of size 1 broadcast.\n"
      "As in PyTorch: bool or integer M says which keys\n"
      "to keep, float M is added to the scores (0 / -inf)",
-     {F(mask.keep)}},
+     {F(mask.keep)},
+     FILE_VALUE},
     {"mask_convention",
      "keep|masked|torch-mha",
      "--mask-convention C",
@@ -81,7 +106,9 @@ static const attn__opt_desc rows[] = {
      "Keras/TF) or torch-mha (True = blocked,\n"
      "nn.MultiheadAttention); given, a float M of 0/1\n"
      "is read this way too",
-     {{0, 0}}},
+     {{0, 0}},
+     ENUM_VALUE("takes keep, masked or torch-mha", "keep|masked|torch-mha", 0,
+                1, 2)},
     {"bias",
      "float tensor",
      "--bias BIAS.npy",
@@ -89,7 +116,8 @@ static const attn__opt_desc rows[] = {
      NULL,
      ATTN__OPT_MASK,
      "additive float bias, same ranks as --mask; -inf masks",
-     {F(mask.bias)}},
+     {F(mask.bias)},
+     FILE_VALUE},
     {"block_sparse",
      "BLOCK, 0/1 layout",
      "--block-sparse BLOCK,LAYOUT.npy",
@@ -98,7 +126,8 @@ static const attn__opt_desc rows[] = {
      ATTN__OPT_MASK,
      "block layout of 0/1, (ceil(Lq/BLOCK), ceil(Lk/BLOCK))\n"
      "shared by all heads, or (H, ...) per head",
-     {F(mask.block_size), F(mask.layout), F(mask.layout_heads)}},
+     {F(mask.block_size), F(mask.layout), F(mask.layout_heads)},
+     OWN_VALUE},
     {"random_blocks",
      "BLOCK,KEEP_P,SEED",
      "--random-blocks BLOCK,KEEP_P,SEED",
@@ -106,7 +135,8 @@ static const attn__opt_desc rows[] = {
      NULL,
      ATTN__OPT_MASK,
      "keep each BLOCK x BLOCK block with probability KEEP_P",
-     {F(mask.random_block), F(mask.random_keep_p), F(mask.random_seed)}},
+     {F(mask.random_block), F(mask.random_keep_p), F(mask.random_seed)},
+     OWN_VALUE},
     {"softcap",
      "float > 0 (0: off)",
      "--softcap C",
@@ -115,7 +145,8 @@ static const attn__opt_desc rows[] = {
      ATTN__OPT_MASK,
      "soft-capping: scores become C tanh(s / C) after the\n"
      "scale, before mask and bias (Gemma 2); C > 0",
-     {F(mask.softcap)}},
+     {F(mask.softcap)},
+     FLOAT_VALUE(0, INFINITY, 3, "takes a positive cap")},
     {"alibi",
      "causal|symmetric",
      "--alibi causal|symmetric",
@@ -125,7 +156,9 @@ static const attn__opt_desc rows[] = {
      "ALiBi bias -slope_h (c - j) (causal, the paper's and\n"
      "BLOOM's) or -slope_h |c - j| (symmetric, MPT's), c the\n"
      "aligned query position; standard slopes 2^(-8(h+1)/H)",
-     {F(mask.alibi)}},
+     {F(mask.alibi)},
+     ENUM_VALUE("takes causal or symmetric", "causal|symmetric",
+                ATTN_ALIBI_CAUSAL, ATTN_ALIBI_SYMMETRIC)},
     {"alibi_slopes",
      "H floats",
      "--alibi-slopes S.npy",
@@ -133,7 +166,8 @@ static const attn__opt_desc rows[] = {
      NULL,
      ATTN__OPT_MASK,
      "one ALiBi slope per head (H floats) instead",
-     {F(mask.alibi_slopes), F(mask.n_alibi_slopes)}},
+     {F(mask.alibi_slopes), F(mask.n_alibi_slopes)},
+     FILE_VALUE},
     {"sinks",
      "H floats",
      "--sinks S.npy",
@@ -142,7 +176,8 @@ static const attn__opt_desc rows[] = {
      ATTN__OPT_MASK,
      "attention sinks: one logit per head (H floats) in each\n"
      "softmax's denominator, with no value (gpt-oss)",
-     {F(mask.sinks), F(mask.n_sinks), F(mask.sinks_grad)}},
+     {F(mask.sinks), F(mask.n_sinks), F(mask.sinks_grad)},
+     FILE_VALUE},
     {"doc_ids",
      "non-decreasing integer ids per position",
      "--doc-ids Q.npy[,K.npy]",
@@ -152,7 +187,8 @@ static const attn__opt_desc rows[] = {
      "packed documents: non-decreasing ids per position,\n"
      "(B, L) or (L,); query i sees key j only when their\n"
      "ids match (K.npy: key ids when Lq != Lk)",
-     {F(mask.doc_q), F(mask.n_doc_q), F(mask.doc_k), F(mask.n_doc_k)}},
+     {F(mask.doc_q), F(mask.n_doc_q), F(mask.doc_k), F(mask.n_doc_k)},
+     FILE_VALUE},
     {"cu_seqlens",
      "cumulative starts 0,n1,n1+n2,...,L",
      "--cu-seqlens CU",
@@ -162,7 +198,8 @@ static const attn__opt_desc rows[] = {
      "packed documents as cumulative starts (FlashAttention\n"
      "varlen): CU.npy or a list 0,n1,n1+n2,...,L; document d\n"
      "holds positions CU[d] .. CU[d+1]-1 of every entry",
-     {F(mask.doc_q), F(mask.n_doc_q)}},
+     {F(mask.doc_q), F(mask.n_doc_q)},
+     FILE_VALUE},
     {"cu_seqlens_k",
      "cumulative starts of the keys",
      "--cu-seqlens-k CU",
@@ -171,7 +208,8 @@ static const attn__opt_desc rows[] = {
      ATTN__OPT_MASK,
      "the keys' starts when Lq != Lk (then --cu-seqlens\n"
      "gives the queries')",
-     {F(mask.doc_k), F(mask.n_doc_k)}},
+     {F(mask.doc_k), F(mask.n_doc_k)},
+     FILE_VALUE},
     {"score_mod",
      "function",
      NULL,
@@ -179,7 +217,8 @@ static const attn__opt_desc rows[] = {
      "a function is no command-line value",
      ATTN__OPT_MASK,
      "a function of (b, h, i, j, score) that rewrites visible scores",
-     {F(mask.score_mod), F(mask.score_ctx)}},
+     {F(mask.score_mod), F(mask.score_ctx)},
+     OWN_VALUE},
     {"mask_mod",
      "function",
      NULL,
@@ -187,7 +226,8 @@ static const attn__opt_desc rows[] = {
      "a function is no command-line value",
      ATTN__OPT_MASK,
      "a function of (b, h, i, j) that says which keys are visible",
-     {F(mask.mask_mod), F(mask.mask_ctx)}},
+     {F(mask.mask_mod), F(mask.mask_ctx)},
+     OWN_VALUE},
     {"block_mask",
      "attn_block_mask",
      NULL,
@@ -196,7 +236,8 @@ static const attn__opt_desc rows[] = {
      "empty blocks; the command and Python run mask_mod without one",
      ATTN__OPT_MASK,
      "the tile classes of a mask_mod, made once",
-     {F(mask.block_mask)}},
+     {F(mask.block_mask)},
+     OWN_VALUE},
     {"impl",
      "auto|ref|flash|flash_bf16",
      "--impl auto|ref|flash|flash_bf16",
@@ -206,7 +247,10 @@ static const attn__opt_desc rows[] = {
      "kernel (ref: exact reference, double sums;\n"
      "flash_bf16: bf16 tile products for bf16\n"
      "inputs on AVX512_BF16 CPUs)",
-     {F(impl)}},
+     {F(impl)},
+     ENUM_VALUE("takes auto, ref, flash or flash_bf16",
+                "auto|ref|flash|flash_bf16", ATTN_IMPL_AUTO, ATTN_IMPL_REF,
+                ATTN_IMPL_FLASH, ATTN_IMPL_FLASH_BF16)},
     {"rope",
      "neox|interleaved (attn_rope)",
      "--rope neox|interleaved",
@@ -218,7 +262,8 @@ static const attn__opt_desc rows[] = {
      "scores: neox rotates feature i with i + R/2\n"
      "(Llama, Qwen2), interleaved 2i with 2i+1 (GPT-J);\n"
      "keys sit at j, query i at its aligned position c",
-     {F(rope)}},
+     {F(rope)},
+     OWN_VALUE},
     {"rope_theta",
      "float > 1 (attn_rope.theta)",
      "--rope-theta T",
@@ -226,7 +271,8 @@ static const attn__opt_desc rows[] = {
      "attn.rope's theta",
      ATTN__OPT_KERNEL,
      "the base of the frequencies (default 10000)",
-     {{0, 0}}},
+     {{0, 0}},
+     OWN_VALUE},
     {"rope_dim",
      "even integer (attn_rope.rotary_dim)",
      "--rope-dim R",
@@ -234,7 +280,8 @@ static const attn__opt_desc rows[] = {
      "attn.rope's rotary_dim",
      ATTN__OPT_KERNEL,
      "rotate the first R features only (default all)",
-     {{0, 0}}},
+     {{0, 0}},
+     OWN_VALUE},
     {"rope_scaling",
      "linear or llama3 with their factors (attn_rope.scaling)",
      "--rope-scaling linear:F | llama3:F,LOW,HIGH,ORIG",
@@ -244,7 +291,8 @@ static const attn__opt_desc rows[] = {
      "frequency scaling as config.json's rope_scaling\n"
      "(factor, low/high_freq_factor,\n"
      "original_max_position_embeddings)",
-     {{0, 0}}},
+     {{0, 0}},
+     OWN_VALUE},
     {"rope_positions",
      "positions of q and k ([Lq] or [B Lq], [Lk] or [B Lk])",
      "--rope-offset N",
@@ -253,7 +301,8 @@ static const attn__opt_desc rows[] = {
      ATTN__OPT_KERNEL,
      "add N to every position (a cache's prefix)",
      {F(rope_q_positions), F(n_rope_q_positions), F(rope_k_positions),
-      F(n_rope_k_positions)}},
+      F(n_rope_k_positions)},
+     OWN_VALUE},
     {"threads",
      "integer >= 0 (0: OpenMP's default)",
      "--threads N",
@@ -261,7 +310,8 @@ static const attn__opt_desc rows[] = {
      NULL,
      ATTN__OPT_THREADS,
      "threads (0: OpenMP's default)",
-     {F(threads)}},
+     {F(threads)},
+     INT_VALUE(0, 4096, "must be an integer in [0, 4096]")},
     {"dropout_p",
      "float in [0, 1)",
      "--dropout P",
@@ -269,7 +319,8 @@ static const attn__opt_desc rows[] = {
      NULL,
      ATTN__OPT_KERNEL,
      "dropout on the weights, P in [0, 1)",
-     {F(dropout_p)}},
+     {F(dropout_p)},
+     FLOAT_VALUE(0, 1, 2, "must be in [0, 1)")},
     {"seed",
      "integer >= 0",
      "--seed N",
@@ -277,7 +328,8 @@ static const attn__opt_desc rows[] = {
      NULL,
      ATTN__OPT_KERNEL,
      "dropout seed (default 0)",
-     {F(seed)}},
+     {F(seed)},
+     U64_VALUE("must be an integer >= 0")},
 };
 
 const attn__opt_desc *attn__sdpa_opt_descs(int *n) {

@@ -26,6 +26,28 @@ typedef struct {
     size_t off, size;
 } attn__opt_field;
 
+/* How the command reads a row's value. A row of a plain kind needs no
+ * parsing code of its own: the command checks the value against the
+ * row's rule and stores it into the row's first field. */
+typedef enum {
+    ATTN__VAL_OWN = 0, /* a composite value the command parses itself    */
+    ATTN__VAL_FLOAT,   /* a number in the range, into a double field      */
+    ATTN__VAL_INT,     /* an integer in the range, into an int or int64   */
+    ATTN__VAL_U64,     /* an integer >= 0, into a uint64 field            */
+    ATTN__VAL_ENUM,    /* one of the words, its value into an int field;
+                          a row with no field hands the word on          */
+    ATTN__VAL_FILE     /* a file name, read after every option is seen    */
+} attn__opt_kind;
+
+typedef struct {
+    attn__opt_kind kind;
+    double lo, hi;     /* FLOAT and INT: the range                       */
+    unsigned open;     /* FLOAT: 1 excludes lo, 2 excludes hi            */
+    const char *words; /* ENUM: "a|b|c"                                  */
+    int values[6];     /* ENUM: the value of each word                   */
+    const char *rule;  /* the error says "--flag RULE, not 'VALUE'"      */
+} attn__opt_value;
+
 typedef struct {
     const char *name;   /* the option, as the C field or fields are named */
     const char *type;   /* the kind of value it takes                     */
@@ -36,6 +58,7 @@ typedef struct {
     unsigned where;     /* ATTN__OPT_*                                    */
     const char *help;   /* lines separated by '\n'                        */
     attn__opt_field fields[5]; /* the fields it sets; a size 0 ends       */
+    attn__opt_value value;     /* how the command reads it                */
 } attn__opt_desc;
 
 /* The rows, in the order of the command's --help; n of them. */

@@ -48,55 +48,43 @@ int64_t attn_additive_out_dim(const attn_additive_config *c) {
     return c->context_from_keys ? c->attn_dim : c->value_dim;
 }
 
+#define AP(f) offsetof(attn_additive_params, f)
+void attn__additive_ptab(attn__ptab *t, const attn_additive_config *c,
+                         const char *sub, size_t base) {
+    const int64_t A = c->attn_dim;
+    attn__ptab_add(t, sub, "w_q", A, c->query_dim, ATTN_INIT_XAVIER,
+                   base + AP(w_q));
+    attn__ptab_add(t, sub, "w_k", A, c->key_dim, ATTN_INIT_XAVIER,
+                   base + AP(w_k));
+    attn__ptab_add(t, sub, "v", 1, A, ATTN_INIT_XAVIER, base + AP(v));
+    if (!c->bias) return;
+    attn__ptab_add(t, sub, "b_q", A, 1, ATTN_INIT_ZERO, base + AP(b_q));
+    attn__ptab_add(t, sub, "b_k", A, 1, ATTN_INIT_ZERO, base + AP(b_k));
+}
+#undef AP
+
+static attn_status check_any(const void *c) {
+    return attn__additive_check_cfg(c);
+}
+static void table_any(const void *c, attn__ptab *t) {
+    attn__additive_ptab(t, c, "", 0);
+}
+static const attn__layer_kind kind = {"additive", check_any, table_any};
+
 attn_status attn_additive_param_slices(const attn_additive_config *c,
                                        const char *prefix, int64_t offset,
                                        attn_param_slice *slices, int64_t cap,
                                        int64_t *count) {
-    attn_status st = attn__additive_check_cfg(c);
-    if (st) return st;
-    ATTN__NEED(count);
-    int64_t n = 0, A = c->attn_dim;
-    attn__slice_add(slices, cap, &n, prefix, "w_q", &offset, A, c->query_dim,
-                    ATTN_INIT_XAVIER);
-    attn__slice_add(slices, cap, &n, prefix, "w_k", &offset, A, c->key_dim,
-                    ATTN_INIT_XAVIER);
-    attn__slice_add(slices, cap, &n, prefix, "v", &offset, 1, A,
-                    ATTN_INIT_XAVIER);
-    if (c->bias) {
-        attn__slice_add(slices, cap, &n, prefix, "b_q", &offset, A, 1,
-                        ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, prefix, "b_k", &offset, A, 1,
-                        ATTN_INIT_ZERO);
-    }
-    *count = n;
-    return ATTN_OK;
+    return attn__kind_slices(&kind, c, prefix, offset, slices, cap, count);
 }
 
 int64_t attn_additive_param_count(const attn_additive_config *c) {
-    if (attn__additive_check_cfg(c)) return 0;
-    int64_t a, b, A = c->attn_dim;
-    if (!attn__mul_i64(A, c->query_dim, &a) ||
-        !attn__mul_i64(A, c->key_dim, &b) || a > INT64_MAX / 4 ||
-        b > INT64_MAX / 4)
-        return 0;
-    return a + b + A + (c->bias ? 2 * A : 0);
+    return attn__kind_count(&kind, c);
 }
 
 attn_status attn_additive_params_view(const attn_additive_config *c,
                                       float *block, attn_additive_params *p) {
-    attn_status st = attn__additive_check_cfg(c);
-    if (st) return st;
-    ATTN__NEED(block);
-    ATTN__NEED(p);
-    if (attn_additive_param_count(c) == 0)
-        return attn__fail(ATTN_E_NOMEM, "additive parameter count overflows");
-    int64_t A = c->attn_dim;
-    p->w_q = block;
-    p->w_k = p->w_q + A * c->query_dim;
-    p->v = p->w_k + A * c->key_dim;
-    p->b_q = c->bias ? p->v + A : NULL;
-    p->b_k = c->bias ? p->v + 2 * A : NULL;
-    return ATTN_OK;
+    return attn__kind_view(&kind, c, block, p, sizeof *p);
 }
 
 attn_status attn__additive_slices(const void *c, attn_param_slice *sl,

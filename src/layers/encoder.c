@@ -55,129 +55,63 @@ int64_t attn_encoder_weight_heads(const attn_encoder_config *c) {
     return c->attention == ATTN_ATTENTION_DOT ? c->num_heads : 1;
 }
 
-/* Floats of one layer's attention block (additive includes w_o, b_o). */
-static int64_t att_count(const attn_encoder_config *c) {
+/* ---- the parameter table ----------------------------------------------
+ * One layer's rows (names after "layers.l.", view fields of
+ * attn_encoder_layer_params, in block order) drive the count, the views
+ * of parameters and gradients, the slices (and through them the init,
+ * the typed files and the BERT name mapping). */
+#define LP(f) offsetof(attn_encoder_layer_params, f)
+static void layer_table(const attn_encoder_config *c, attn__ptab *t) {
+    const int64_t E = c->d_model, F = c->dim_feedforward;
+    static const size_t ffn[4] = {LP(w_1), LP(b_1), LP(w_2), LP(b_2)};
+    t->n = 0;
     if (c->attention == ATTN_ATTENTION_DOT) {
         attn_mha_config m = mha_cfg(c);
-        return attn_mha_param_count(&m);
+        attn__mha_ptab(t, &m, "attn.", LP(mha));
+    } else {
+        attn_additive_config a = add_cfg(c);
+        attn__additive_ptab(t, &a, "attn.", LP(additive));
+        attn__ptab_add(t, "attn.", "w_o", E, E, ATTN_INIT_XAVIER, LP(w_o));
+        attn__ptab_add(t, "attn.", "b_o", E, 1, ATTN_INIT_ZERO, LP(b_o));
     }
-    attn_additive_config a = add_cfg(c);
-    int64_t n = attn_additive_param_count(&a), e2;
-    if (!n || !attn__mul_i64(c->d_model, c->d_model + 1, &e2)) return 0;
-    return n + e2;
+    attn__ptab_ln(t, "ln1", E, LP(ln1_gamma), LP(ln1_beta));
+    attn__ffn_ptab(t, E, F, F, ffn);
+    attn__ptab_ln(t, "ln2", E, LP(ln2_gamma), LP(ln2_beta));
 }
+#undef LP
 
-static int64_t layer_count(const attn_encoder_config *c) {
-    const int64_t E = c->d_model, F = c->dim_feedforward;
-    int64_t a = att_count(c), fe;
-    if (!a || !attn__mul_i64(F, E, &fe) || fe > INT64_MAX / 4 - a) return 0;
-    return a + 2 * fe + F + 5 * E;
-}
+static attn_status check_any(const void *c) { return check_cfg(c); }
+static void table_any(const void *c, attn__ptab *t) { layer_table(c, t); }
+static const attn__stack_kind kind = {"encoder",
+                                      check_any,
+                                      table_any,
+                                      offsetof(attn_encoder_config, num_layers),
+                                      offsetof(attn_encoder_config, d_model),
+                                      offsetof(attn_encoder_config, final_norm),
+                                      16,
+                                      16};
 
 int64_t attn_encoder_param_count(const attn_encoder_config *c) {
-    if (check_cfg(c)) return 0;
-    int64_t l = layer_count(c), n;
-    if (!l || !attn__mul_i64(l, c->num_layers, &n) || n > INT64_MAX / 2)
-        return 0;
-    return n + (c->final_norm ? 2 * c->d_model : 0);
+    return attn__stack_count(&kind, c);
 }
 
 attn_status attn_encoder_layer_view(const attn_encoder_config *c, float *block,
                                     int64_t layer,
                                     attn_encoder_layer_params *p) {
-    attn_status st = check_cfg(c);
-    if (st) return st;
-    ATTN__NEED(block);
-    ATTN__NEED(p);
-    if (layer < 0 || layer >= c->num_layers)
-        return attn__fail(ATTN_E_INVALID, "layer %lld is outside [0, %lld)",
-                          (long long)layer, (long long)c->num_layers);
-    if (!attn_encoder_param_count(c))
-        return attn__fail(ATTN_E_NOMEM, "encoder parameter count overflows");
-    const int64_t E = c->d_model, F = c->dim_feedforward;
-    memset(p, 0, sizeof *p);
-    float *x = block + layer * layer_count(c);
-    if (c->attention == ATTN_ATTENTION_DOT) {
-        attn_mha_config m = mha_cfg(c);
-        attn_mha_params_view(&m, x, &p->mha);
-        x += attn_mha_param_count(&m);
-    } else {
-        attn_additive_config a = add_cfg(c);
-        attn_additive_params_view(&a, x, &p->additive);
-        x += attn_additive_param_count(&a);
-        p->w_o = x;
-        p->b_o = x + E * E;
-        x += E * E + E;
-    }
-    p->ln1_gamma = x;
-    p->ln1_beta = x + E;
-    p->w_1 = x + 2 * E;
-    p->b_1 = p->w_1 + F * E;
-    p->w_2 = p->b_1 + F;
-    p->b_2 = p->w_2 + E * F;
-    p->ln2_gamma = p->b_2 + E;
-    p->ln2_beta = p->ln2_gamma + E;
-    return ATTN_OK;
+    return attn__stack_view(&kind, c, block, layer, p, sizeof *p);
 }
 
 attn_status attn_encoder_final_norm_view(const attn_encoder_config *c,
                                          float *block, float **gamma,
                                          float **beta) {
-    attn_status st = check_cfg(c);
-    if (st) return st;
-    ATTN__NEED(block);
-    ATTN__NEED(gamma);
-    ATTN__NEED(beta);
-    if (!attn_encoder_param_count(c))
-        return attn__fail(ATTN_E_NOMEM, "encoder parameter count overflows");
-    float *x = block + c->num_layers * layer_count(c);
-    *gamma = c->final_norm ? x : NULL;
-    *beta = c->final_norm ? x + c->d_model : NULL;
-    return ATTN_OK;
+    return attn__stack_norm_view(&kind, c, block, gamma, beta);
 }
 
 attn_status attn_encoder_param_slices(const attn_encoder_config *c,
                                       const char *prefix, int64_t offset,
                                       attn_param_slice *slices, int64_t cap,
                                       int64_t *count) {
-    attn_status st = check_cfg(c);
-    if (st) return st;
-    ATTN__NEED(count);
-    if (!attn_encoder_param_count(c))
-        return attn__fail(ATTN_E_NOMEM, "encoder parameter count overflows");
-    const int64_t E = c->d_model, F = c->dim_feedforward;
-    int64_t n = 0;
-    char pre[96]; /* names longer than ATTN_SLICE_NAME_MAX - 1 are cut */
-    for (int64_t l = 0; l < c->num_layers; l++) {
-        int64_t k = 0;
-        snprintf(pre, sizeof pre, "%.16slayers.%lld.attn.",
-                 prefix ? prefix : "", (long long)l);
-        attn_param_slice *dst = slices && n < cap ? slices + n : NULL;
-        int64_t room = slices && n < cap ? cap - n : 0;
-        if (c->attention == ATTN_ATTENTION_DOT) {
-            attn_mha_config m = mha_cfg(c);
-            attn_mha_param_slices(&m, pre, offset, dst, room, &k);
-            offset += attn_mha_param_count(&m);
-            n += k;
-        } else {
-            attn_additive_config a = add_cfg(c);
-            attn_additive_param_slices(&a, pre, offset, dst, room, &k);
-            offset += attn_additive_param_count(&a);
-            n += k;
-            attn__out_proj_slices(slices, cap, &n, pre, &offset, E);
-        }
-        snprintf(pre, sizeof pre, "%.16slayers.%lld.", prefix ? prefix : "",
-                 (long long)l);
-        attn__ln_slices(slices, cap, &n, pre, "ln1", &offset, E);
-        attn__ffn_slices(slices, cap, &n, pre, &offset, E, F, F);
-        attn__ln_slices(slices, cap, &n, pre, "ln2", &offset, E);
-    }
-    if (c->final_norm) {
-        snprintf(pre, sizeof pre, "%.16s", prefix ? prefix : "");
-        attn__ln_slices(slices, cap, &n, pre, "norm", &offset, E);
-    }
-    *count = n;
-    return ATTN_OK;
+    return attn__stack_slices(&kind, c, prefix, offset, slices, cap, count);
 }
 
 attn_status attn__encoder_slices(const void *c, attn_param_slice *sl,

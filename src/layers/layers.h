@@ -233,18 +233,94 @@ attn_status attn__ffn_forward(const attn__ffn *f, const float *in, float *out);
 attn_status attn__ffn_backward(const attn__ffn *f, const float *in,
                                const float *dy, float *gh, float *din);
 
-/* Slice-table pieces of the stacks (attn__slice_add each): a LayerNorm
- * named ln ("ln1": ln1_gamma (ones), ln1_beta), the feed-forward network
- * (w_1 (F, E), b_1, w_2 (E, F), b_2) and additive attention's output
- * projection (w_o (E, E), b_o). */
-void attn__ln_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
-                     const char *pre, const char *ln, int64_t *offset,
-                     int64_t E);
-void attn__ffn_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
-                      const char *pre, int64_t *offset, int64_t E, int64_t F,
-                      int64_t F1); /* F1: rows of w_1 (2F for SwiGLU) */
-void attn__out_proj_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
-                           const char *pre, int64_t *offset, int64_t E);
+/* ---- parameter tables (ptable.c) -------------------------------------- */
+
+/* One parameter of a layer: its name (after the layer's prefix), shape,
+ * init and the byte offset of its float * in the layer's view struct.
+ * A layer kind's table, built from its config, drives its count, views
+ * (of parameters and of gradients), slices, init and typed files; rows
+ * are in block order. */
+#define ATTN__PTAB_MAX 32
+typedef struct {
+    char name[32];
+    int64_t rows, cols;
+    attn_init_kind init;
+    size_t view;
+} attn__prow;
+typedef struct {
+    attn__prow r[ATTN__PTAB_MAX];
+    int n; /* ATTN__PTAB_MAX + 1 once a table outgrew the bound */
+} attn__ptab;
+/* Appends a row named sub + name. */
+void attn__ptab_add(attn__ptab *t, const char *sub, const char *name,
+                    int64_t rows, int64_t cols, attn_init_kind init,
+                    size_t view);
+/* A LayerNorm's rows: ln_gamma (E, ones) and ln_beta (E, zeros). */
+void attn__ptab_ln(attn__ptab *t, const char *ln, int64_t E, size_t gamma,
+                   size_t beta);
+/* The tables of the attention layers, their names under sub and their
+ * view fields at base + the field's offset in attn_mha_params /
+ * attn_additive_params (configs already checked). */
+void attn__mha_ptab(attn__ptab *t, const attn_mha_config *c, const char *sub,
+                    size_t base);
+void attn__additive_ptab(attn__ptab *t, const attn_additive_config *c,
+                         const char *sub, size_t base);
+/* The feed-forward network's rows w_1 (F1, E), b_1 (F1), w_2 (E, F), b_2
+ * (E) at the offsets of the four fields (F1: 2F for SwiGLU). */
+void attn__ffn_ptab(attn__ptab *t, int64_t E, int64_t F, int64_t F1,
+                    const size_t off[4]);
+/* Floats of the table; 0 when a size overflows or passes INT64_MAX / 4. */
+int64_t attn__ptab_count(const attn__ptab *t);
+/* Points each row's view field at its floats of block (fields of absent
+ * rows are left as they are: the caller zeroes the view first). */
+void attn__ptab_view(const attn__ptab *t, float *block, void *view);
+/* Appends the rows as slices named prefix + name from *offset. */
+void attn__ptab_slices(const attn__ptab *t, const char *prefix, int64_t *offset,
+                       attn_param_slice *slices, int64_t cap, int64_t *n);
+/* Zeroes size bytes of view, then points the rows' fields into block. */
+attn_status attn__ptab_view_to(const attn__ptab *t, float *block, void *view,
+                               size_t size);
+/* A single layer (MHA, additive attention): its name, its config's check
+ * and its table (names under "", view fields of its params struct). */
+typedef struct {
+    const char *who;
+    attn_status (*check)(const void *cfg);
+    void (*table)(const void *cfg, attn__ptab *t);
+} attn__layer_kind;
+/* Its public functions: the parameter count (0 for an invalid config or
+ * an overflow), the view and the slice table. */
+int64_t attn__kind_count(const attn__layer_kind *k, const void *cfg);
+attn_status attn__kind_view(const attn__layer_kind *k, const void *cfg,
+                            float *block, void *view, size_t size);
+attn_status attn__kind_slices(const attn__layer_kind *k, const void *cfg,
+                              const char *prefix, int64_t offset,
+                              attn_param_slice *slices, int64_t cap,
+                              int64_t *count);
+/* A stack of layers (the encoder, the decoder): its name, its config's
+ * check, the table of one layer, where the config keeps num_layers and
+ * d_model (int64) and final_norm (int), and how many characters of a
+ * prefix its slice names keep (before "layers.l." and before "norm"). */
+typedef struct {
+    const char *who;
+    attn_status (*check)(const void *cfg);
+    void (*layer)(const void *cfg, attn__ptab *t);
+    size_t num_layers, d_model, final_norm;
+    int cut, norm_cut;
+} attn__stack_kind;
+/* The stack's public functions: the parameter count (0 for an invalid
+ * config or an overflow), a layer's view, the final LayerNorm's view
+ * (NULL without final_norm) and the slice table ("<prefix>layers.l."
+ * then "<prefix>norm"). */
+int64_t attn__stack_count(const attn__stack_kind *k, const void *cfg);
+attn_status attn__stack_view(const attn__stack_kind *k, const void *cfg,
+                             float *block, int64_t layer, void *view,
+                             size_t size);
+attn_status attn__stack_norm_view(const attn__stack_kind *k, const void *cfg,
+                                  float *block, float **gamma, float **beta);
+attn_status attn__stack_slices(const attn__stack_kind *k, const void *cfg,
+                               const char *prefix, int64_t offset,
+                               attn_param_slice *slices, int64_t cap,
+                               int64_t *count);
 
 /* ---- typed parameter files (params.c, docs/params-format.md) ---------- */
 
@@ -266,15 +342,14 @@ typedef struct {
 #define ATTN__CFG(type, member, kind)                                          \
     { offsetof(type, member), kind }
 
-/* A typed file: its kind, its config's fields, and the slice table and
- * parameter count its config implies. */
+/* A typed file: its kind, its config's fields, and the slice table its
+ * config implies (the parameter count is where the slices end). */
 typedef struct {
     const char *kind;
     const attn__cfg_field *fields;
     int nfields; /* <= ATTN_PARAMS_MAX_CONFIG */
     size_t size; /* of the config struct */
     attn__slices_fn slices;
-    int64_t (*count)(const void *cfg);
 } attn__typed_kind;
 
 /* Saves cfg and params with the slice table the config implies. */

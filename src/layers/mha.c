@@ -50,70 +50,46 @@ static int64_t vdim_of(const attn_mha_config *c) {
     return c->vdim ? c->vdim : c->d_model;
 }
 
+#define MP(f) offsetof(attn_mha_params, f)
+void attn__mha_ptab(attn__ptab *t, const attn_mha_config *c, const char *sub,
+                    size_t base) {
+    const int64_t E = c->d_model, hd = E / c->num_heads;
+    const int64_t KV = (c->num_kv_heads ? c->num_kv_heads : c->num_heads) * hd;
+    attn__ptab_add(t, sub, "w_q", E, E, ATTN_INIT_XAVIER, base + MP(w_q));
+    attn__ptab_add(t, sub, "w_k", KV, kdim_of(c), ATTN_INIT_XAVIER,
+                   base + MP(w_k));
+    attn__ptab_add(t, sub, "w_v", KV, vdim_of(c), ATTN_INIT_XAVIER,
+                   base + MP(w_v));
+    attn__ptab_add(t, sub, "w_o", E, E, ATTN_INIT_XAVIER, base + MP(w_o));
+    if (!c->bias) return;
+    attn__ptab_add(t, sub, "b_q", E, 1, ATTN_INIT_ZERO, base + MP(b_q));
+    attn__ptab_add(t, sub, "b_k", KV, 1, ATTN_INIT_ZERO, base + MP(b_k));
+    attn__ptab_add(t, sub, "b_v", KV, 1, ATTN_INIT_ZERO, base + MP(b_v));
+    attn__ptab_add(t, sub, "b_o", E, 1, ATTN_INIT_ZERO, base + MP(b_o));
+}
+#undef MP
+
+static attn_status check_any(const void *c) {
+    return attn__mha_check_cfg(c, NULL, NULL);
+}
+static void table_any(const void *c, attn__ptab *t) {
+    attn__mha_ptab(t, c, "", 0);
+}
+static const attn__layer_kind kind = {"mha", check_any, table_any};
+
 attn_status attn_mha_param_slices(const attn_mha_config *c, const char *prefix,
                                   int64_t offset, attn_param_slice *slices,
                                   int64_t cap, int64_t *count) {
-    int64_t hd = 0, kv = 0; /* set by attn__mha_check_cfg */
-    attn_status st = attn__mha_check_cfg(c, &hd, &kv);
-    if (st) return st;
-    ATTN__NEED(count);
-    const int64_t E = c->d_model, KV = kv * hd;
-    int64_t n = 0;
-    attn__slice_add(slices, cap, &n, prefix, "w_q", &offset, E, E,
-                    ATTN_INIT_XAVIER);
-    attn__slice_add(slices, cap, &n, prefix, "w_k", &offset, KV, kdim_of(c),
-                    ATTN_INIT_XAVIER);
-    attn__slice_add(slices, cap, &n, prefix, "w_v", &offset, KV, vdim_of(c),
-                    ATTN_INIT_XAVIER);
-    attn__slice_add(slices, cap, &n, prefix, "w_o", &offset, E, E,
-                    ATTN_INIT_XAVIER);
-    if (c->bias) {
-        attn__slice_add(slices, cap, &n, prefix, "b_q", &offset, E, 1,
-                        ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, prefix, "b_k", &offset, KV, 1,
-                        ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, prefix, "b_v", &offset, KV, 1,
-                        ATTN_INIT_ZERO);
-        attn__slice_add(slices, cap, &n, prefix, "b_o", &offset, E, 1,
-                        ATTN_INIT_ZERO);
-    }
-    *count = n;
-    return ATTN_OK;
+    return attn__kind_slices(&kind, c, prefix, offset, slices, cap, count);
 }
 
 int64_t attn_mha_param_count(const attn_mha_config *c) {
-    int64_t hd = 0, kv = 0; /* set by attn__mha_check_cfg */
-    if (attn__mha_check_cfg(c, &hd, &kv)) return 0;
-    const int64_t E = c->d_model, KV = kv * hd;
-    int64_t a, b, d, e;
-    if (!attn__mul_i64(E, E, &a) || !attn__mul_i64(KV, kdim_of(c), &b) ||
-        !attn__mul_i64(KV, vdim_of(c), &d) || a > INT64_MAX / 8 ||
-        b > INT64_MAX / 8 || d > INT64_MAX / 8)
-        return 0;
-    e = 2 * a + b + d;
-    return e + (c->bias ? 2 * E + 2 * KV : 0);
+    return attn__kind_count(&kind, c);
 }
 
 attn_status attn_mha_params_view(const attn_mha_config *c, float *block,
                                  attn_mha_params *p) {
-    int64_t hd = 0, kv = 0; /* set by attn__mha_check_cfg */
-    attn_status st = attn__mha_check_cfg(c, &hd, &kv);
-    if (st) return st;
-    ATTN__NEED(block);
-    ATTN__NEED(p);
-    if (!attn_mha_param_count(c))
-        return attn__fail(ATTN_E_NOMEM, "mha parameter count overflows");
-    const int64_t E = c->d_model, KV = kv * hd;
-    p->w_q = block;
-    p->w_k = p->w_q + E * E;
-    p->w_v = p->w_k + KV * kdim_of(c);
-    p->w_o = p->w_v + KV * vdim_of(c);
-    float *end = p->w_o + E * E;
-    p->b_q = c->bias ? end : NULL;
-    p->b_k = c->bias ? end + E : NULL;
-    p->b_v = c->bias ? end + E + KV : NULL;
-    p->b_o = c->bias ? end + E + 2 * KV : NULL;
-    return ATTN_OK;
+    return attn__kind_view(&kind, c, block, p, sizeof *p);
 }
 
 attn_status attn__mha_slices(const void *c, attn_param_slice *sl, int64_t cap,

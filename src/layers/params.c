@@ -246,6 +246,16 @@ static attn_status load_typed(const char *path, const char *kind, int ncfg,
     return st;
 }
 
+/* The floats a slice table covers: where its last slice ends. */
+static int64_t slices_end(const attn_param_slice *sl, int64_t n) {
+    int64_t end = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t e = sl[i].offset + sl[i].shape[0] * sl[i].shape[1];
+        if (e > end) end = e;
+    }
+    return end;
+}
+
 /* The slices in the file must be the ones the config implies. */
 static attn_status same_slices(const char *path, const attn_param_slice *a,
                                int64_t na, const attn_param_slice *b,
@@ -404,7 +414,8 @@ attn_status attn__load_kind(const typed_kind *k, const char *path, void *cfg,
         st = ATTN_E_NOMEM;
     } else {
         k->slices(cfg, want, want_n, &want_n);
-        st = same_slices(path, sl, ns, want, want_n, count, k->count(cfg));
+        st = same_slices(path, sl, ns, want, want_n, count,
+                         slices_end(want, want_n));
     }
     attn__free(want);
     attn__free(sl);
@@ -416,28 +427,14 @@ attn_status attn__load_kind(const typed_kind *k, const char *path, void *cfg,
     return ATTN_OK;
 }
 
-static int64_t additive_count(const void *c) {
-    return attn_additive_param_count(c);
-}
-static int64_t mha_count(const void *c) { return attn_mha_param_count(c); }
-static int64_t encoder_count(const void *c) {
-    return attn_encoder_param_count(c);
-}
-
-static const typed_kind additive_kind = {"additive",
-                                         additive_cfg,
-                                         6,
+static const typed_kind additive_kind = {"additive", additive_cfg, 6,
                                          sizeof(attn_additive_config),
-                                         attn__additive_slices,
-                                         additive_count};
-static const typed_kind mha_kind = {
-    "mha", mha_cfg, 6, sizeof(attn_mha_config), attn__mha_slices, mha_count};
-static const typed_kind encoder_kind = {"encoder",
-                                        encoder_cfg,
-                                        11,
+                                         attn__additive_slices};
+static const typed_kind mha_kind = {"mha", mha_cfg, 6, sizeof(attn_mha_config),
+                                    attn__mha_slices};
+static const typed_kind encoder_kind = {"encoder", encoder_cfg, 11,
                                         sizeof(attn_encoder_config),
-                                        attn__encoder_slices,
-                                        encoder_count};
+                                        attn__encoder_slices};
 
 attn_status attn_additive_save(const char *path, const attn_additive_config *c,
                                const float *params) {
@@ -470,7 +467,8 @@ attn_status attn__save_kind(const typed_kind *k, const char *path,
     if (!sl) return ATTN_E_NOMEM;
     k->slices(c, sl, ns, &ns);
     cfg_to_words(k->fields, k->nfields, c, v);
-    st = save_typed(path, k->kind, v, k->nfields, sl, ns, params, k->count(c));
+    st = save_typed(path, k->kind, v, k->nfields, sl, ns, params,
+                    slices_end(sl, ns));
     attn__free(sl);
     return st;
 }

@@ -131,31 +131,3 @@ attn_status attn__ffn_backward(const attn__ffn *f, const float *in,
     return attn_linear_backward(f->n, f->E, f->F, in, f->w_1, gh, f->dw_1,
                                 f->db_1, din);
 }
-
-/* ---- slice tables ------------------------------------------------------ */
-
-void attn__ln_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
-                     const char *pre, const char *ln, int64_t *offset,
-                     int64_t E) {
-    char name[32];
-    snprintf(name, sizeof name, "%s_gamma", ln);
-    attn__slice_add(slices, cap, n, pre, name, offset, E, 1, ATTN_INIT_ONE);
-    snprintf(name, sizeof name, "%s_beta", ln);
-    attn__slice_add(slices, cap, n, pre, name, offset, E, 1, ATTN_INIT_ZERO);
-}
-
-void attn__ffn_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
-                      const char *pre, int64_t *offset, int64_t E, int64_t F,
-                      int64_t F1) {
-    attn__slice_add(slices, cap, n, pre, "w_1", offset, F1, E,
-                    ATTN_INIT_XAVIER);
-    attn__slice_add(slices, cap, n, pre, "b_1", offset, F1, 1, ATTN_INIT_ZERO);
-    attn__slice_add(slices, cap, n, pre, "w_2", offset, E, F, ATTN_INIT_XAVIER);
-    attn__slice_add(slices, cap, n, pre, "b_2", offset, E, 1, ATTN_INIT_ZERO);
-}
-
-void attn__out_proj_slices(attn_param_slice *slices, int64_t cap, int64_t *n,
-                           const char *pre, int64_t *offset, int64_t E) {
-    attn__slice_add(slices, cap, n, pre, "w_o", offset, E, E, ATTN_INIT_XAVIER);
-    attn__slice_add(slices, cap, n, pre, "b_o", offset, E, 1, ATTN_INIT_ZERO);
-}

@@ -8,6 +8,7 @@
  * reverse. */
 #include "transformer.h"
 
+#include <limits.h>
 #include <string.h>
 
 enum { SUB_SA = 0, SUB_CA = 1, SUB_FF = 2 };
@@ -94,183 +95,67 @@ int64_t attn_decoder_cross_heads(const attn_decoder_config *c) {
 }
 
 /* ---- the parameter table ----------------------------------------------
- * One layer's slices (names after "layers.l.", offsets from the layer's
- * start, in block order) are the one table of the decoder's parameters:
- * the count, the views (of parameters and of gradients), the block's
- * slice names and init, and the typed files all read it. A new kind of
- * sublayer adds its slices here and its view fields below. */
-
-/* Appends layer slices under pre (e.g. "layers.3.") at *offset. */
-static void layer_slices(const attn_decoder_config *c, const char *pre,
-                         int64_t *offset, attn_param_slice *slices, int64_t cap,
-                         int64_t *n) {
+ * One layer's rows (names after "layers.l.", view fields of
+ * attn_decoder_layer_params, in block order) are the one table of the
+ * decoder's parameters: the count, the views (of parameters and of
+ * gradients), the block's slice names and init, and the typed files all
+ * read it. A new kind of sublayer adds its rows here. */
+#define LP(f) offsetof(attn_decoder_layer_params, f)
+static void layer_table(const attn_decoder_config *c, attn__ptab *t) {
     const int64_t E = c->d_model, F = c->dim_feedforward;
+    static const size_t ffn[4] = {LP(w_1), LP(b_1), LP(w_2), LP(b_2)};
     attn_mha_config m = sa_cfg(c);
-    char sub[96];
-    int64_t k = 0;
-    snprintf(sub, sizeof sub, "%sself_attn.", pre);
-    attn_mha_param_slices(&m, sub, *offset,
-                          slices && *n < cap ? slices + *n : NULL,
-                          slices && *n < cap ? cap - *n : 0, &k);
-    *offset += attn_mha_param_count(&m);
-    *n += k;
-    if (c->cross) {
-        snprintf(sub, sizeof sub, "%scross_attn.", pre);
-        attn_param_slice *dst = slices && *n < cap ? slices + *n : NULL;
-        int64_t room = slices && *n < cap ? cap - *n : 0;
-        if (c->cross_attention == ATTN_ATTENTION_DOT) {
-            attn_mha_param_slices(&m, sub, *offset, dst, room, &k);
-            *offset += attn_mha_param_count(&m);
-            *n += k;
-        } else {
-            attn_additive_config a = add_cfg(c);
-            attn_additive_param_slices(&a, sub, *offset, dst, room, &k);
-            *offset += attn_additive_param_count(&a);
-            *n += k;
-            attn__out_proj_slices(slices, cap, n, sub, offset, E);
-        }
+    t->n = 0;
+    attn__mha_ptab(t, &m, "self_attn.", LP(self_attn));
+    if (c->cross && c->cross_attention == ATTN_ATTENTION_DOT) {
+        attn__mha_ptab(t, &m, "cross_attn.", LP(cross_mha));
+    } else if (c->cross) {
+        attn_additive_config a = add_cfg(c);
+        attn__additive_ptab(t, &a, "cross_attn.", LP(cross_add));
+        attn__ptab_add(t, "cross_attn.", "w_o", E, E, ATTN_INIT_XAVIER,
+                       LP(cross_w_o));
+        attn__ptab_add(t, "cross_attn.", "b_o", E, 1, ATTN_INIT_ZERO,
+                       LP(cross_b_o));
     }
-    attn__ln_slices(slices, cap, n, pre, "ln1", offset, E);
-    if (c->cross) attn__ln_slices(slices, cap, n, pre, "ln2", offset, E);
-    attn__ln_slices(slices, cap, n, pre, "ln3", offset, E);
-    attn__ffn_slices(slices, cap, n, pre, offset, E, F, ffn_rows(c));
+    attn__ptab_ln(t, "ln1", E, LP(ln1_gamma), LP(ln1_beta));
+    if (c->cross) attn__ptab_ln(t, "ln2", E, LP(ln2_gamma), LP(ln2_beta));
+    attn__ptab_ln(t, "ln3", E, LP(ln3_gamma), LP(ln3_beta));
+    attn__ffn_ptab(t, E, F, ffn_rows(c), ffn);
 }
+#undef LP
 
-/* Floats of one layer: where its table ends. The sizes are bounded by
- * attn_decoder_check (E <= 2^20, F <= 2^22), so it fits int64. */
-static int64_t layer_count(const attn_decoder_config *c) {
-    int64_t offset = 0, n = 0;
-    layer_slices(c, "", &offset, NULL, 0, &n);
-    return offset;
-}
-
-/* The view field of each slice name of a layer; dot says which kind of
- * cross-attention a cross_attn name belongs to (-1: any). */
-#define VF(name, dot, member)                                                  \
-    { name, dot, offsetof(attn_decoder_layer_params, member) }
-static const struct {
-    const char *name;
-    int dot;
-    size_t off;
-} view_fields[] = {
-    VF("self_attn.w_q", -1, self_attn.w_q),
-    VF("self_attn.w_k", -1, self_attn.w_k),
-    VF("self_attn.w_v", -1, self_attn.w_v),
-    VF("self_attn.w_o", -1, self_attn.w_o),
-    VF("self_attn.b_q", -1, self_attn.b_q),
-    VF("self_attn.b_k", -1, self_attn.b_k),
-    VF("self_attn.b_v", -1, self_attn.b_v),
-    VF("self_attn.b_o", -1, self_attn.b_o),
-    VF("cross_attn.w_q", 1, cross_mha.w_q),
-    VF("cross_attn.w_k", 1, cross_mha.w_k),
-    VF("cross_attn.w_v", 1, cross_mha.w_v),
-    VF("cross_attn.w_o", 1, cross_mha.w_o),
-    VF("cross_attn.b_q", 1, cross_mha.b_q),
-    VF("cross_attn.b_k", 1, cross_mha.b_k),
-    VF("cross_attn.b_v", 1, cross_mha.b_v),
-    VF("cross_attn.b_o", 1, cross_mha.b_o),
-    VF("cross_attn.w_q", 0, cross_add.w_q),
-    VF("cross_attn.w_k", 0, cross_add.w_k),
-    VF("cross_attn.v", 0, cross_add.v),
-    VF("cross_attn.b_q", 0, cross_add.b_q),
-    VF("cross_attn.b_k", 0, cross_add.b_k),
-    VF("cross_attn.w_o", 0, cross_w_o),
-    VF("cross_attn.b_o", 0, cross_b_o),
-    VF("ln1_gamma", -1, ln1_gamma),
-    VF("ln1_beta", -1, ln1_beta),
-    VF("ln2_gamma", -1, ln2_gamma),
-    VF("ln2_beta", -1, ln2_beta),
-    VF("ln3_gamma", -1, ln3_gamma),
-    VF("ln3_beta", -1, ln3_beta),
-    VF("w_1", -1, w_1),
-    VF("b_1", -1, b_1),
-    VF("w_2", -1, w_2),
-    VF("b_2", -1, b_2),
-};
-#undef VF
+static attn_status check_any(const void *c) { return attn_decoder_check(c); }
+static void table_any(const void *c, attn__ptab *t) { layer_table(c, t); }
+static const attn__stack_kind kind = {"decoder",
+                                      check_any,
+                                      table_any,
+                                      offsetof(attn_decoder_config, num_layers),
+                                      offsetof(attn_decoder_config, d_model),
+                                      offsetof(attn_decoder_config, final_norm),
+                                      12,
+                                      INT_MAX};
 
 int64_t attn_decoder_param_count(const attn_decoder_config *c) {
-    if (attn_decoder_check(c)) return 0;
-    int64_t n;
-    if (!attn__mul_i64(layer_count(c), c->num_layers, &n) || n > INT64_MAX / 2)
-        return 0;
-    return n + (c->final_norm ? 2 * c->d_model : 0);
+    return attn__stack_count(&kind, c);
 }
 
 attn_status attn_decoder_layer_view(const attn_decoder_config *c, float *block,
                                     int64_t layer,
                                     attn_decoder_layer_params *p) {
-    attn_status st = attn_decoder_check(c);
-    if (st) return st;
-    ATTN__NEED(block);
-    ATTN__NEED(p);
-    if (layer < 0 || layer >= c->num_layers)
-        return attn__fail(ATTN_E_INVALID, "layer %lld is outside [0, %lld)",
-                          (long long)layer, (long long)c->num_layers);
-    if (!attn_decoder_param_count(c))
-        return attn__fail(ATTN_E_NOMEM, "decoder parameter count overflows");
-    attn_param_slice sl[48];
-    int64_t n = 0, offset = 0;
-    layer_slices(c, "", &offset, sl, 48, &n);
-    if (n > 48)
-        return attn__fail(ATTN_E_INVALID, "a decoder layer has %lld slices",
-                          (long long)n);
-    memset(p, 0, sizeof *p);
-    float *x = block + layer * offset;
-    const int dot = c->cross_attention == ATTN_ATTENTION_DOT;
-    for (int64_t i = 0; i < n; i++) {
-        size_t f = 0, nf = sizeof view_fields / sizeof view_fields[0];
-        while (f < nf &&
-               (strcmp(view_fields[f].name, sl[i].name) != 0 ||
-                (view_fields[f].dot >= 0 && view_fields[f].dot != dot)))
-            f++;
-        if (f == nf)
-            return attn__fail(ATTN_E_INVALID, "decoder slice %s has no view",
-                              sl[i].name);
-        float **field = (float **)(void *)((char *)p + view_fields[f].off);
-        *field = x + sl[i].offset;
-    }
-    return ATTN_OK;
+    return attn__stack_view(&kind, c, block, layer, p, sizeof *p);
 }
 
 attn_status attn_decoder_final_norm_view(const attn_decoder_config *c,
                                          float *block, float **gamma,
                                          float **beta) {
-    attn_status st = attn_decoder_check(c);
-    if (st) return st;
-    ATTN__NEED(block);
-    ATTN__NEED(gamma);
-    ATTN__NEED(beta);
-    if (!attn_decoder_param_count(c))
-        return attn__fail(ATTN_E_NOMEM, "decoder parameter count overflows");
-    float *x = block + c->num_layers * layer_count(c);
-    *gamma = c->final_norm ? x : NULL;
-    *beta = c->final_norm ? x + c->d_model : NULL;
-    return ATTN_OK;
+    return attn__stack_norm_view(&kind, c, block, gamma, beta);
 }
 
 attn_status attn_decoder_param_slices(const attn_decoder_config *c,
                                       const char *prefix, int64_t offset,
                                       attn_param_slice *slices, int64_t cap,
                                       int64_t *count) {
-    attn_status st = attn_decoder_check(c);
-    if (st) return st;
-    ATTN__NEED(count);
-    if (!attn_decoder_param_count(c))
-        return attn__fail(ATTN_E_NOMEM, "decoder parameter count overflows");
-    const int64_t E = c->d_model;
-    const char *px = prefix ? prefix : "";
-    int64_t n = 0;
-    char pre[96];
-    for (int64_t l = 0; l < c->num_layers; l++) {
-        snprintf(pre, sizeof pre, "%.12slayers.%lld.", px, (long long)l);
-        layer_slices(c, pre, &offset, slices, cap, &n);
-    }
-    if (c->final_norm) {
-        attn__ln_slices(slices, cap, &n, px, "norm", &offset, E);
-    }
-    *count = n;
-    return ATTN_OK;
+    return attn__stack_slices(&kind, c, prefix, offset, slices, cap, count);
 }
 
 attn_status attn__decoder_slices(const void *c, attn_param_slice *sl,
@@ -751,16 +636,10 @@ static const attn__cfg_field decoder_cfg[13] = {
     ATTN__CFG(attn_decoder_config, final_norm, ATTN__CFG_INT),
     ATTN__CFG(attn_decoder_config, layer_norm_eps, ATTN__CFG_F64),
     {0, ATTN__CFG_ZERO}};
-static int64_t decoder_count(const void *c) {
-    return attn_decoder_param_count(c);
-}
 
-static const attn__typed_kind decoder_kind = {"decoder",
-                                              decoder_cfg,
-                                              13,
+static const attn__typed_kind decoder_kind = {"decoder", decoder_cfg, 13,
                                               sizeof(attn_decoder_config),
-                                              attn__decoder_slices,
-                                              decoder_count};
+                                              attn__decoder_slices};
 
 attn_status attn_decoder_save(const char *path, const attn_decoder_config *c,
                               const float *params) {

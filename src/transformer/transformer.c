@@ -547,13 +547,8 @@ static const attn__cfg_field tr_cfg[TR_NCFG] = {
 _Static_assert(sizeof(attn_model_kind) == sizeof(int),
                "the model kind is int-sized");
 
-static int64_t tr_count(const void *c) {
-    return attn_transformer_param_count(c);
-}
-
 static const attn__typed_kind tr_kind = {
-    "transformer", tr_cfg,  TR_NCFG, sizeof(attn_transformer_config),
-    tr_slices,     tr_count};
+    "transformer", tr_cfg, TR_NCFG, sizeof(attn_transformer_config), tr_slices};
 
 attn_status attn_transformer_save(const char *path,
                                   const attn_transformer_config *cfg,

@@ -103,10 +103,17 @@ const char *cli_npy_descr(const char *path, char *buf, size_t cap);
  * S NULL leaves *dt). */
 int cli_compute_dtype(const char *cmd, const char *s, attn_dtype *dt);
 
-/* Converts q, k, v to compute if given, else reads f64 files as f32 and
- * keeps f32 and f16 as they are. */
-int cli_qkv_convert(const char *cmd, int given, attn_dtype compute,
-                    cli_tensor *q, cli_tensor *k, cli_tensor *v);
+/* The inputs of sdpa and sdpa-backward: the compute dtype of
+ * --compute-dtype cd (f64 with the reference kernel only), q, k, v
+ * loaded from paths with one dtype and converted (to the compute dtype
+ * when given, else f64 files read as f32, f32 and f16 kept); *fdt is the
+ * outputs' dtype (the inputs', promoted as NumPy and PyTorch do). */
+/* --opt on|off|auto into *out as 1, 0 or -1 (auto). */
+int cli_on_off_auto(const char *cmd, const char *opt, const char *v, int *out);
+
+int cli_sdpa_inputs(const char *cmd, const char *cd, attn_impl impl,
+                    const char *const paths[3], cli_tensor *qkv[3],
+                    attn_dtype *compute, attn_dtype *fdt);
 
 /* Options that each take a value, e.g. {"--q", &qp}: every argument of
  * argv[1 .. argc - 1] must be one of them followed by its value. */
@@ -217,6 +224,17 @@ int cli_sdpa_args_bind(const char *cmd, cli_sdpa_args *a, int64_t B, int64_t H,
                        int64_t Lq, int64_t Lk);
 
 void cli_sdpa_args_free(cli_sdpa_args *a);
+
+/* The rotary options (cli_rope_args.c): one --rope* option's value, and
+ * after the scan their check (--rope-* needs --rope) and positions. */
+int cli_rope_parse(const char *cmd, const char *opt, const char *v,
+                   cli_sdpa_args *a);
+int cli_rope_bind(const char *cmd, cli_sdpa_args *a, int64_t Lq, int64_t Lk);
+
+/* Splits "A,B" (or "A,B,C") of v into parts in buf (cap bytes); returns
+ * the number found (max + 1 when there are more, 0 when v is too long). */
+int cli_split_commas(const char *v, char *buf, size_t cap, char **parts,
+                     int max);
 
 /* Prints the options' help block (for each subcommand's --help). */
 void cli_sdpa_args_help(FILE *f);
@@ -381,8 +399,11 @@ int cli_check_map(const char *cmd, const cli_tensor *w, const int64_t m[3],
 
 /* Weights file: rank 2 (Lq, Lk), 3 (batch, Lq, Lk), 4 (batch, head, Lq,
  * Lk) or 5 (layer, batch, head, Lq, Lk), the last seen as 4-d with
- * layer * batch maps on the first axis. */
-int cli_load_weights(const char *cmd, const char *path, cli_tensor *w);
+ * layer * batch maps on the first axis; then --axes (cli_weights_axes;
+ * NULL: the rank's names). A NULL path is the usage error "missing the
+ * weights file". */
+int cli_load_weights(const char *cmd, const char *path, const char *axes,
+                     cli_tensor *w);
 /* "layer 1 batch 0 head 3", "batch 0 head 3" or "batch 2": map (n, h) of
  * w's 4-d view named by the file's axes. */
 void cli_map_name(const cli_tensor *w, int64_t n, int64_t h, char *buf,
@@ -392,6 +413,11 @@ void cli_map_name(const cli_tensor *w, int64_t n, int64_t h, char *buf,
  * names the first axis batch). */
 attn_status cli_layer_grid_write(const char *path, const attn_tensor *W,
                                  const attn_heatmap_opts *o);
+/* The q-quantile of the finite values v[i] with keep[i] set (0 if none
+ * or out of memory), the scale of a picture that a few outliers must not
+ * set; *top gets the largest. */
+double cli_percentile(const float *v, const uint8_t *keep, int64_t n, double q,
+                      double *top);
 /* "(layer, head, query, key)": the axes of the file. */
 void cli_axes_str(const cli_tensor *w, char *buf, size_t cap);
 /* --axes NAMES: the names of the weights' leading axes (comma-separated,
@@ -505,6 +531,10 @@ int cmd_attend_gen(int argc, char **argv);
 int cli_gen_alignment(const char *cmd, const attn_gen_train_config *c,
                       const float *params, int64_t count, int threads,
                       double *score);
+/* Evaluates the trainer's model on count fresh examples of its task
+ * (seed) and prints exact match and characters (cmd_train_gen.c). */
+int cli_gen_eval(const char *cmd, const attn_gen_trainer *tr, int64_t count,
+                 uint64_t seed, const attn_generate_opts *o);
 /* The gallery's part 11 (demo_generate.c). */
 int gallery_dates(const char *cmd, demo_gallery *g);
 

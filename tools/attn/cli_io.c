@@ -140,18 +140,40 @@ int cli_compute_dtype(const char *cmd, const char *s, attn_dtype *dt) {
                            s);
 }
 
-int cli_qkv_convert(const char *cmd, int given, attn_dtype compute,
-                    cli_tensor *q, cli_tensor *k, cli_tensor *v) {
+int cli_sdpa_inputs(const char *cmd, const char *cd, attn_impl impl,
+                    const char *const paths[3], cli_tensor *qkv[3],
+                    attn_dtype *compute, attn_dtype *fdt) {
+    static const char *const names[3] = {"q", "k", "v"};
+    *compute = ATTN_F32;
+    int rc = cli_compute_dtype(cmd, cd, compute);
+    if (rc) return rc;
+    if (*compute == ATTN_F64 && impl != ATTN_IMPL_REF)
+        return cli_usage_error(cmd, "--compute-dtype f64 runs on the "
+                                    "reference kernel only: add --impl ref");
+    for (int i = 0; i < 3; i++)
+        if ((rc = cli_load_tensor(cmd, paths[i], names[i], qkv[i]))) return rc;
+    const cli_tensor *in[3] = {qkv[0], qkv[1], qkv[2]};
+    if ((rc = cli_same_dtype(cmd, names, in, 3))) return rc;
+    *fdt = cli_out_dtype(qkv[0]->npy.dtype, cd != NULL, *compute);
     /* without --compute-dtype, f64 files are read as f32 (any kernel) */
-    cli_tensor *in[3] = {q, k, v};
     for (int i = 0; i < 3; i++) {
         attn_dtype to =
-            given ? compute
-                  : (in[i]->t.dtype == ATTN_F64 ? ATTN_F32 : in[i]->t.dtype);
-        int rc = cli_tensor_convert(cmd, in[i], to);
-        if (rc) return rc;
+            cd ? *compute
+               : (qkv[i]->t.dtype == ATTN_F64 ? ATTN_F32 : qkv[i]->t.dtype);
+        if ((rc = cli_tensor_convert(cmd, qkv[i], to))) return rc;
     }
     return 0;
+}
+
+int cli_on_off_auto(const char *cmd, const char *opt, const char *v, int *out) {
+    static const char *const words[3] = {"off", "on", "auto"};
+    static const int values[3] = {0, 1, -1};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(v, words[i]) == 0) {
+            *out = values[i];
+            return 0;
+        }
+    return cli_usage_error(cmd, "%s is on, off or auto, not '%s'", opt, v);
 }
 
 int cli_parse_paths(const char *cmd, int argc, char **argv,

@@ -91,14 +91,28 @@ void cli_args_help(FILE *f, unsigned kinds) {
                 : "");
 }
 
-/* The file-valued options, recorded during the scan and loaded after it
- * (so --mask-convention may come after --mask). */
+/* The file-valued options (and --mask-convention's word), recorded by
+ * row during the scan and read after it (so --mask-convention may come
+ * after --mask). */
+#define PENDING_ROWS 64
 typedef struct {
-    const char *key_lengths, *query_lengths, *mask, *bias, *layout;
-    const char *convention;
-    const char *sinks, *alibi_slopes, *doc_ids;
-    const char *cu[2]; /* --cu-seqlens, --cu-seqlens-k */
+    const char *v[PENDING_ROWS];
 } pending_files;
+
+/* The row of the options' description named name; -1 when none. */
+static int row_index(const char *name) {
+    int n;
+    const attn__opt_desc *rows = attn__sdpa_opt_descs(&n);
+    for (int r = 0; r < n; r++)
+        if (strcmp(rows[r].name, name) == 0) return r;
+    return -1;
+}
+
+/* The value recorded for the row named name, or NULL. */
+static const char *pending(const pending_files *pf, const char *name) {
+    int r = row_index(name);
+    return r >= 0 && r < PENDING_ROWS ? pf->v[r] : NULL;
+}
 
 static int parse_align(const char *cmd, const char *opt, const char *v,
                        attn_align *out) {
@@ -115,9 +129,8 @@ static int parse_align(const char *cmd, const char *opt, const char *v,
     return 0;
 }
 
-/* Splits "A,B" (or "A,B,C") into parts in buf; returns the number found. */
-static int split_commas(const char *v, char *buf, size_t cap, char **parts,
-                        int max) {
+int cli_split_commas(const char *v, char *buf, size_t cap, char **parts,
+                     int max) {
     if (strlen(v) >= cap) return 0;
     strcpy(buf, v);
     int n = 0;
@@ -133,69 +146,163 @@ static int split_commas(const char *v, char *buf, size_t cap, char **parts,
     return n;
 }
 
-/* --rope, --rope-theta, --rope-dim, --rope-scaling, --rope-offset. */
-static int parse_rope(const char *cmd, const char *opt, const char *v,
-                      cli_sdpa_args *a) {
-    attn_rope *r = &a->rope;
-    if (strcmp(opt, "--rope") == 0) {
-        if (strcmp(v, "neox") == 0)
-            r->style = ATTN_ROPE_NEOX;
-        else if (strcmp(v, "interleaved") == 0)
-            r->style = ATTN_ROPE_INTERLEAVED;
-        else
-            return cli_usage_error(cmd,
-                                   "--rope takes neox or interleaved, not "
-                                   "'%s'",
-                                   v);
-        a->rope_set = 1;
-    } else if (strcmp(opt, "--rope-theta") == 0) {
-        if (cli_parse_double(v, &r->theta) || !(r->theta > 1) ||
-            isinf(r->theta))
-            return cli_usage_error(cmd,
-                                   "--rope-theta must be a number > 1, not "
-                                   "'%s'",
-                                   v);
-    } else if (strcmp(opt, "--rope-dim") == 0) {
-        if (cli_parse_i64(v, &r->rotary_dim) || r->rotary_dim < 2 ||
-            r->rotary_dim % 2)
-            return cli_usage_error(cmd,
-                                   "--rope-dim must be an even number >= 2, "
-                                   "not '%s'",
-                                   v);
-    } else if (strcmp(opt, "--rope-offset") == 0) {
-        if (cli_parse_i64(v, &a->rope_offset) || a->rope_offset < 0 ||
-            a->rope_offset > ((int64_t)1 << 40))
-            return cli_usage_error(cmd,
-                                   "--rope-offset must be an integer in "
-                                   "[0, 2^40], not '%s'",
-                                   v);
-    } else { /* --rope-scaling linear:F or llama3:F,LOW,HIGH,ORIG */
-        char buf[256];
-        char *parts[5];
-        const char *colon = strchr(v, ':');
-        int n = colon ? split_commas(colon + 1, buf, sizeof buf, parts, 4) : 0;
-        double x[4] = {0, 0, 0, 0};
-        int bad = n < 1;
-        for (int i = 0; i < n && i < 4; i++)
-            bad |= cli_parse_double(parts[i], &x[i]) != 0 || !isfinite(x[i]);
-        if (!bad && strncmp(v, "linear:", 7) == 0 && n == 1 && x[0] >= 1) {
-            r->scaling = ATTN_ROPE_SCALING_LINEAR;
-            r->factor = x[0];
-        } else if (!bad && strncmp(v, "llama3:", 7) == 0 && n == 4 &&
-                   x[0] >= 1 && x[1] > 0 && x[2] > x[1] && x[3] > 0) {
-            r->scaling = ATTN_ROPE_SCALING_LLAMA3;
-            r->factor = x[0];
-            r->low_freq_factor = x[1];
-            r->high_freq_factor = x[2];
-            r->original_max_position = x[3];
-        } else {
-            return cli_usage_error(cmd,
-                                   "--rope-scaling takes linear:FACTOR or "
-                                   "llama3:FACTOR,LOW,HIGH,ORIG (FACTOR >= 1, "
-                                   "0 < LOW < HIGH, ORIG > 0), not '%s'",
-                                   cli_esc(v));
-        }
+/* ---- the options whose values are composite ------------------------- */
+
+/* --causal ALIGN and --align ALIGN: one alignment, said twice at most. */
+static int parse_causal_align(const char *cmd, const char *opt, const char *v,
+                              cli_sdpa_args *a, pending_files *pf) {
+    (void)pf;
+    attn_mask *m = &a->opts.mask;
+    const int causal = strcmp(opt, "--causal") == 0;
+    attn_align al = ATTN_ALIGN_TOP_LEFT;
+    if (parse_align(cmd, opt, v, &al)) return 2;
+    if (a->align_set && m->align != al)
+        return cli_usage_error(cmd, "%s %s contradicts %s", opt, v,
+                               causal ? "--align" : "--causal");
+    if (causal) m->causal = 1;
+    m->align = al;
+    a->align_set = 1;
+    a->causal_set |= causal;
+    return 0;
+}
+
+static int parse_window(const char *cmd, const char *opt, const char *v,
+                        cli_sdpa_args *a, pending_files *pf) {
+    (void)opt, (void)pf;
+    char buf[4096];
+    char *parts[2];
+    int64_t l, r;
+    if (cli_split_commas(v, buf, sizeof buf, parts, 2) != 2 ||
+        cli_parse_i64(parts[0], &l) || cli_parse_i64(parts[1], &r) || l < -1 ||
+        r < -1)
+        return cli_usage_error(cmd,
+                               "--window takes LEFT,RIGHT with each "
+                               ">= 0 or -1 (unbounded), not '%s'",
+                               v);
+    a->opts.mask.window_left = l;
+    a->opts.mask.window_right = r;
+    return 0;
+}
+
+static int parse_block_sparse(const char *cmd, const char *opt, const char *v,
+                              cli_sdpa_args *a, pending_files *pf) {
+    (void)opt;
+    char buf[4096];
+    char *parts[1];
+    int64_t bs;
+    const char *comma = strchr(v, ',');
+    if (!comma || cli_split_commas(v, buf, sizeof buf, parts, 1) < 1)
+        return cli_usage_error(cmd,
+                               "--block-sparse takes BLOCK,LAYOUT.npy, "
+                               "not '%s'",
+                               v);
+    buf[comma - v] = '\0'; /* the path may itself contain commas */
+    if (cli_parse_i64(buf, &bs) || bs < 1)
+        return cli_usage_error(cmd,
+                               "--block-sparse: BLOCK must be a "
+                               "positive integer, not '%s'",
+                               buf);
+    a->opts.mask.block_size = bs;
+    pf->v[row_index("block_sparse")] = comma + 1;
+    return 0;
+}
+
+static int parse_random_blocks(const char *cmd, const char *opt, const char *v,
+                               cli_sdpa_args *a, pending_files *pf) {
+    (void)opt, (void)pf;
+    char buf[4096];
+    char *parts[3];
+    int64_t bs;
+    double p;
+    uint64_t seed;
+    if (cli_split_commas(v, buf, sizeof buf, parts, 3) != 3 ||
+        cli_parse_i64(parts[0], &bs) || bs < 1 ||
+        cli_parse_double(parts[1], &p) || !(p >= 0.0 && p <= 1.0) ||
+        cli_parse_u64(parts[2], &seed))
+        return cli_usage_error(cmd,
+                               "--random-blocks takes BLOCK,KEEP_P,SEED "
+                               "(BLOCK >= 1, KEEP_P in [0, 1], SEED >= 0), "
+                               "not '%s'",
+                               v);
+    a->opts.mask.random_block = bs;
+    a->opts.mask.random_keep_p = p;
+    a->opts.mask.random_seed = seed;
+    return 0;
+}
+
+static int parse_rope_row(const char *cmd, const char *opt, const char *v,
+                          cli_sdpa_args *a, pending_files *pf) {
+    (void)pf;
+    return cli_rope_parse(cmd, opt, v, a);
+}
+
+/* The parsers of the rows of kind ATTN__VAL_OWN, by row name. */
+typedef int (*own_parser)(const char *cmd, const char *opt, const char *v,
+                          cli_sdpa_args *a, pending_files *pf);
+static const struct {
+    const char *row;
+    own_parser fn;
+} own[] = {
+    {"causal", parse_causal_align},
+    {"align", parse_causal_align},
+    {"window", parse_window},
+    {"block_sparse", parse_block_sparse},
+    {"random_blocks", parse_random_blocks},
+    {"rope", parse_rope_row},
+    {"rope_theta", parse_rope_row},
+    {"rope_dim", parse_rope_row},
+    {"rope_scaling", parse_rope_row},
+    {"rope_positions", parse_rope_row},
+};
+
+/* The index of v among the words "a|b|c"; -1 when it is none of them. */
+static int word_index(const char *words, const char *v) {
+    const size_t n = strlen(v);
+    for (int i = 0; words && *words; i++) {
+        size_t len = strcspn(words, "|");
+        if (len == n && strncmp(words, v, n) == 0) return i;
+        words += len + (words[len] == '|');
     }
+    return -1;
+}
+
+/* A value of a plain kind: checked against the row's rule and stored into
+ * the row's first field of o, or (a file name, a word with no field)
+ * recorded for after the scan. */
+static int parse_plain(const char *cmd, const char *opt, const char *v,
+                       const attn__opt_desc *d, int row, attn_sdpa_opts *o,
+                       pending_files *pf) {
+    const attn__opt_value *k = &d->value;
+    char *field = (char *)o + d->fields[0].off;
+    const size_t size = d->fields[0].size;
+    int bad = 0;
+    if (k->kind == ATTN__VAL_FLOAT) {
+        double x;
+        bad = cli_parse_double(v, &x) ||
+              !((k->open & 1) ? x > k->lo : x >= k->lo) ||
+              !((k->open & 2) ? x < k->hi : x <= k->hi);
+        if (!bad && size == sizeof x) memcpy(field, &x, sizeof x);
+    } else if (k->kind == ATTN__VAL_INT) {
+        int64_t x;
+        bad = cli_parse_i64(v, &x) || (double)x < k->lo || (double)x > k->hi;
+        int y = (int)x;
+        if (!bad && size == sizeof y) memcpy(field, &y, sizeof y);
+        if (!bad && size == sizeof x) memcpy(field, &x, sizeof x);
+    } else if (k->kind == ATTN__VAL_U64) {
+        uint64_t x;
+        bad = cli_parse_u64(v, &x);
+        if (!bad && size == sizeof x) memcpy(field, &x, sizeof x);
+    } else if (k->kind == ATTN__VAL_ENUM) {
+        int w = word_index(k->words, v);
+        bad = w < 0;
+        if (!bad && size == sizeof(int))
+            memcpy(field, &k->values[w], sizeof(int));
+        else if (!bad)
+            pf->v[row] = v;
+    } else { /* ATTN__VAL_FILE */
+        pf->v[row] = v;
+    }
+    if (bad) return cli_usage_error(cmd, "%s %s, not '%s'", opt, k->rule, v);
     return 0;
 }
 
@@ -206,12 +313,12 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
     const char *opt = argv[i];
     *used = 0;
     /* ours when a row of the options' description has this flag */
-    int n;
+    int n, row = -1;
     const attn__opt_desc *rows = attn__sdpa_opt_descs(&n), *d = NULL;
     char flag[64];
     for (int r = 0; r < n && !d; r++)
         if (row_flag(&rows[r], flag, sizeof flag) && strcmp(opt, flag) == 0)
-            d = &rows[r];
+            d = &rows[row = r];
     if (!d) return 0;
     /* options of the kernel in a command that computes no attention */
     unsigned kinds = a->kinds ? a->kinds : CLI_OPTS_ALL;
@@ -223,157 +330,15 @@ static int parse_one(const char *cmd, int argc, char **argv, int i,
     if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", opt);
     const char *v = argv[i + 1];
     *used = 2;
-    attn_sdpa_opts *o = &a->opts;
-    char buf[4096];
-    char *parts[4];
-    if (strcmp(opt, "--scale") == 0) {
-        if (cli_parse_double(v, &o->scale) || !(o->scale > 0) ||
-            isinf(o->scale))
-            return cli_usage_error(cmd,
-                                   "--scale must be a positive number, "
-                                   "not '%s'",
-                                   v);
-    } else if (strncmp(opt, "--rope", 6) == 0) {
-        return parse_rope(cmd, opt, v, a) ? 2 : 0;
-    } else if (strcmp(opt, "--causal") == 0) {
-        attn_align al = ATTN_ALIGN_TOP_LEFT;
-        if (parse_align(cmd, opt, v, &al)) return 2;
-        if (a->align_set && o->mask.align != al)
-            return cli_usage_error(cmd, "--causal %s contradicts --align", v);
-        o->mask.causal = 1;
-        o->mask.align = al;
-        a->causal_set = a->align_set = 1;
-    } else if (strcmp(opt, "--align") == 0) {
-        attn_align al = ATTN_ALIGN_TOP_LEFT;
-        if (parse_align(cmd, opt, v, &al)) return 2;
-        if (a->align_set && o->mask.align != al)
-            return cli_usage_error(cmd, "--align %s contradicts --causal", v);
-        o->mask.align = al;
-        a->align_set = 1;
-    } else if (strcmp(opt, "--window") == 0) {
-        int64_t l, r;
-        if (split_commas(v, buf, sizeof buf, parts, 2) != 2 ||
-            cli_parse_i64(parts[0], &l) || cli_parse_i64(parts[1], &r) ||
-            l < -1 || r < -1)
-            return cli_usage_error(cmd,
-                                   "--window takes LEFT,RIGHT with each "
-                                   ">= 0 or -1 (unbounded), not '%s'",
-                                   v);
-        o->mask.window_left = l;
-        o->mask.window_right = r;
-    } else if (strcmp(opt, "--key-lengths") == 0) {
-        pf->key_lengths = v;
-    } else if (strcmp(opt, "--query-lengths") == 0) {
-        pf->query_lengths = v;
-    } else if (strcmp(opt, "--mask") == 0) {
-        pf->mask = v;
-    } else if (strcmp(opt, "--mask-convention") == 0) {
-        if (strcmp(v, "keep") != 0 && strcmp(v, "masked") != 0 &&
-            strcmp(v, "torch-mha") != 0)
-            return cli_usage_error(cmd,
-                                   "--mask-convention takes keep, masked "
-                                   "or torch-mha, not '%s'",
-                                   v);
-        pf->convention = v;
-    } else if (strcmp(opt, "--bias") == 0) {
-        pf->bias = v;
-    } else if (strcmp(opt, "--block-sparse") == 0) {
-        int64_t bs;
-        const char *comma = strchr(v, ',');
-        if (!comma || split_commas(v, buf, sizeof buf, parts, 1) < 1)
-            return cli_usage_error(cmd,
-                                   "--block-sparse takes BLOCK,LAYOUT.npy, "
-                                   "not '%s'",
-                                   v);
-        buf[comma - v] = '\0'; /* the path may itself contain commas */
-        if (cli_parse_i64(buf, &bs) || bs < 1)
-            return cli_usage_error(cmd,
-                                   "--block-sparse: BLOCK must be a "
-                                   "positive integer, not '%s'",
-                                   buf);
-        o->mask.block_size = bs;
-        pf->layout = comma + 1;
-    } else if (strcmp(opt, "--random-blocks") == 0) {
-        int64_t bs;
-        double p;
-        uint64_t seed;
-        if (split_commas(v, buf, sizeof buf, parts, 3) != 3 ||
-            cli_parse_i64(parts[0], &bs) || bs < 1 ||
-            cli_parse_double(parts[1], &p) || !(p >= 0.0 && p <= 1.0) ||
-            cli_parse_u64(parts[2], &seed))
-            return cli_usage_error(cmd,
-                                   "--random-blocks takes BLOCK,KEEP_P,SEED "
-                                   "(BLOCK >= 1, KEEP_P in [0, 1], SEED >= 0), "
-                                   "not '%s'",
-                                   v);
-        o->mask.random_block = bs;
-        o->mask.random_keep_p = p;
-        o->mask.random_seed = seed;
-    } else if (strcmp(opt, "--softcap") == 0) {
-        if (cli_parse_double(v, &o->mask.softcap) || !(o->mask.softcap > 0) ||
-            isinf(o->mask.softcap))
-            return cli_usage_error(cmd,
-                                   "--softcap takes a positive cap, not "
-                                   "'%s'",
-                                   v);
-    } else if (strcmp(opt, "--alibi") == 0) {
-        if (strcmp(v, "causal") == 0)
-            o->mask.alibi = ATTN_ALIBI_CAUSAL;
-        else if (strcmp(v, "symmetric") == 0)
-            o->mask.alibi = ATTN_ALIBI_SYMMETRIC;
-        else
-            return cli_usage_error(cmd,
-                                   "--alibi takes causal or symmetric, "
-                                   "not '%s'",
-                                   v);
-    } else if (strcmp(opt, "--alibi-slopes") == 0) {
-        pf->alibi_slopes = v;
-    } else if (strcmp(opt, "--sinks") == 0) {
-        pf->sinks = v;
-    } else if (strcmp(opt, "--doc-ids") == 0) {
-        pf->doc_ids = v;
-    } else if (strcmp(opt, "--cu-seqlens") == 0) {
-        pf->cu[0] = v;
-    } else if (strcmp(opt, "--cu-seqlens-k") == 0) {
-        pf->cu[1] = v;
-    } else if (strcmp(opt, "--impl") == 0) {
-        if (strcmp(v, "auto") == 0)
-            o->impl = ATTN_IMPL_AUTO;
-        else if (strcmp(v, "ref") == 0)
-            o->impl = ATTN_IMPL_REF;
-        else if (strcmp(v, "flash") == 0)
-            o->impl = ATTN_IMPL_FLASH;
-        else if (strcmp(v, "flash_bf16") == 0)
-            o->impl = ATTN_IMPL_FLASH_BF16;
-        else
-            return cli_usage_error(
-                cmd,
-                "--impl takes auto, ref, flash or flash_bf16, not "
-                "'%s'",
-                v);
-    } else if (strcmp(opt, "--threads") == 0) {
-        int64_t t;
-        if (cli_parse_i64(v, &t) || t < 0 || t > 4096)
-            return cli_usage_error(cmd,
-                                   "--threads must be an integer in "
-                                   "[0, 4096], not '%s'",
-                                   v);
-        o->threads = (int)t;
-    } else if (strcmp(opt, "--dropout") == 0) {
-        if (cli_parse_double(v, &o->dropout_p) ||
-            !(o->dropout_p >= 0.0 && o->dropout_p < 1.0))
-            return cli_usage_error(cmd, "--dropout must be in [0, 1), not '%s'",
-                                   v);
-    } else if (strcmp(opt, "--seed") == 0) {
-        if (cli_parse_u64(v, &o->seed))
-            return cli_usage_error(cmd,
-                                   "--seed must be an integer >= 0, not "
-                                   "'%s'",
-                                   v);
-    } else { /* a row of opts_desc.c this parser does not know yet */
-        return cli_usage_error(cmd, "%s is described but not parsed", opt);
-    }
-    return 0;
+    if (row >= PENDING_ROWS)
+        return cli_usage_error(cmd, "%s: too many option rows", opt);
+    if (d->value.kind != ATTN__VAL_OWN)
+        return parse_plain(cmd, opt, v, d, row, &a->opts, pf);
+    for (size_t k = 0; k < sizeof own / sizeof own[0]; k++)
+        if (strcmp(own[k].row, d->name) == 0)
+            return own[k].fn(cmd, opt, v, a, pf) ? 2 : 0;
+    /* a row of opts_desc.c this parser does not know yet */
+    return cli_usage_error(cmd, "%s is described but not parsed", opt);
 }
 
 /* Reads a lengths file: B integers (ints, or floats holding whole numbers). */
@@ -502,30 +467,36 @@ static int bind_cu(const char *cmd, const cli_sdpa_args *a, int x, int64_t B,
 static int load_score_files(const char *cmd, cli_sdpa_args *a,
                             const pending_files *pf) {
     int rc;
-    if (pf->alibi_slopes && !a->opts.mask.alibi)
+    if (pending(pf, "alibi_slopes") && !a->opts.mask.alibi)
         a->opts.mask.alibi = ATTN_ALIBI_CAUSAL;
-    if (pf->alibi_slopes &&
-        (rc = load_small(cmd, pf->alibi_slopes, "--alibi-slopes", ATTN_F64, 1,
-                         &a->alibi_slopes)))
+    if (pending(pf, "alibi_slopes") &&
+        (rc = load_small(cmd, pending(pf, "alibi_slopes"), "--alibi-slopes",
+                         ATTN_F64, 1, &a->alibi_slopes)))
         return rc;
-    if (pf->sinks &&
-        (rc = load_small(cmd, pf->sinks, "--sinks", ATTN_F64, 1, &a->sinks)))
+    if (pending(pf, "sinks") &&
+        (rc = load_small(cmd, pending(pf, "sinks"), "--sinks", ATTN_F64, 1,
+                         &a->sinks)))
         return rc;
-    if (pf->doc_ids && (pf->cu[0] || pf->cu[1]))
+    if (pending(pf, "doc_ids") &&
+        (pending(pf, "cu_seqlens") || pending(pf, "cu_seqlens_k")))
         return cli_usage_error(cmd, "--doc-ids and --cu-seqlens both give the "
                                     "documents: pass one of them");
-    if (pf->cu[1] && !pf->cu[0])
+    if (pending(pf, "cu_seqlens_k") && !pending(pf, "cu_seqlens"))
         return cli_usage_error(cmd, "--cu-seqlens-k needs --cu-seqlens (the "
                                     "queries' starts)");
     /* the paths were cut at parse time (a->files[7], [8]) */
-    if (pf->doc_ids && (rc = load_small(cmd, a->files[7], "--doc-ids", ATTN_I64,
-                                        2, &a->doc_q)))
+    if (pending(pf, "doc_ids") &&
+        (rc =
+             load_small(cmd, a->files[7], "--doc-ids", ATTN_I64, 2, &a->doc_q)))
         return rc;
     if (a->files[8] && (rc = load_small(cmd, a->files[8], "--doc-ids (key ids)",
                                         ATTN_I64, 2, &a->doc_k)))
         return rc;
     for (int x = 0; x < 2; x++)
-        if (pf->cu[x] && (rc = load_cu(cmd, pf->cu[x], x, a))) return rc;
+        if (pending(pf, x ? "cu_seqlens_k" : "cu_seqlens") &&
+            (rc = load_cu(cmd, pending(pf, x ? "cu_seqlens_k" : "cu_seqlens"),
+                          x, a)))
+            return rc;
     return 0;
 }
 
@@ -615,34 +586,34 @@ static int load_files(const char *cmd, cli_sdpa_args *a,
     attn_mask *m = &a->opts.mask;
     int rc;
     attn_status st;
-    if (pf->convention && !pf->mask)
+    if (pending(pf, "mask_convention") && !pending(pf, "keep"))
         return cli_usage_error(cmd, "--mask-convention needs --mask");
-    if (pf->key_lengths &&
-        (rc = load_lengths(cmd, pf->key_lengths, "--key-lengths",
+    if (pending(pf, "key_lengths") &&
+        (rc = load_lengths(cmd, pending(pf, "key_lengths"), "--key-lengths",
                            &a->key_lengths)))
         return rc;
-    if (pf->query_lengths &&
-        (rc = load_lengths(cmd, pf->query_lengths, "--query-lengths",
+    if (pending(pf, "query_lengths") &&
+        (rc = load_lengths(cmd, pending(pf, "query_lengths"), "--query-lengths",
                            &a->query_lengths)))
         return rc;
-    if (pf->mask) {
-        if ((rc =
-                 load_mask_like(cmd, pf->mask, "--mask", &a->mask, &a->keep_t)))
+    if (pending(pf, "keep")) {
+        if ((rc = load_mask_like(cmd, pending(pf, "keep"), "--mask", &a->mask,
+                                 &a->keep_t)))
             return rc;
         attn_dtype mdt = a->mask.dtype;
         int is_float = mdt == ATTN_F32 || mdt == ATTN_F64 || mdt == ATTN_F16 ||
                        mdt == ATTN_BF16;
-        if (is_float && !pf->convention) {
+        if (is_float && !pending(pf, "mask_convention")) {
             /* PyTorch's (and attn.scaled_dot_product_attention's) rule: a
              * float mask is added to the scores (0 / -inf), a bool or
              * integer one says which keys to keep */
-            if (pf->bias)
+            if (pending(pf, "bias"))
                 return cli_usage_error(cmd,
                                        "--mask %s is float, which is an "
                                        "additive bias (as in PyTorch), and "
                                        "--bias is given too: add the two into "
                                        "one --bias file",
-                                       pf->mask);
+                                       pending(pf, "keep"));
             attn_npy tmp = a->mask;
             a->mask = a->bias;
             a->bias = tmp;
@@ -680,11 +651,14 @@ static int load_files(const char *cmd, cli_sdpa_args *a,
                                            "only 0 and 1 (leave out "
                                            "--mask-convention to add a float "
                                            "mask to the scores, as PyTorch)",
-                                           pf->mask, x, i, pf->convention);
+                                           pending(pf, "keep"), x, i,
+                                           pending(pf, "mask_convention"));
             }
         }
         /* every convention ends as u8 keep = 1 */
-        const char *conv = pf->convention ? pf->convention : "keep";
+        const char *conv = pending(pf, "mask_convention")
+                               ? pending(pf, "mask_convention")
+                               : "keep";
         /* to a 0/1 u8 array first (nonzero = 1), then, for the other
          * conventions, through their builders in place (elementwise) */
         st = attn_npy_convert(&a->mask, ATTN_U8);
@@ -703,9 +677,9 @@ static int load_files(const char *cmd, cli_sdpa_args *a,
         a->keep_t.dtype = ATTN_U8;
         m->keep = &a->keep_t;
     }
-    if (pf->bias) {
-        if ((rc =
-                 load_mask_like(cmd, pf->bias, "--bias", &a->bias, &a->bias_t)))
+    if (pending(pf, "bias")) {
+        if ((rc = load_mask_like(cmd, pending(pf, "bias"), "--bias", &a->bias,
+                                 &a->bias_t)))
             return rc;
         if (a->bias.dtype != ATTN_F32 && a->bias.dtype != ATTN_F64 &&
             (st = attn_npy_convert(&a->bias, ATTN_F64)))
@@ -715,8 +689,8 @@ static int load_files(const char *cmd, cli_sdpa_args *a,
         m->bias = &a->bias_t;
     }
 layout:
-    if (pf->layout) {
-        if ((st = attn_npy_read(pf->layout, &a->layout)))
+    if (pending(pf, "block_sparse")) {
+        if ((st = attn_npy_read(pending(pf, "block_sparse"), &a->layout)))
             return cli_fail(cmd, st, "reading the --block-sparse layout");
         if ((st = attn_npy_convert(&a->layout, ATTN_U8)))
             return cli_fail(cmd, st, "reading the --block-sparse layout");
@@ -738,21 +712,24 @@ int cli_sdpa_args_parse(const char *cmd, int *argc, char **argv,
             i += used;
     }
     *argc = out;
-    a->file_opt[0] = "--key-lengths", a->files[0] = pf.key_lengths;
-    a->file_opt[1] = "--query-lengths", a->files[1] = pf.query_lengths;
-    a->file_opt[2] = "--mask", a->files[2] = pf.mask;
-    a->file_opt[3] = "--bias", a->files[3] = pf.bias;
-    a->file_opt[4] = "--block-sparse", a->files[4] = pf.layout;
-    a->file_opt[5] = "--sinks", a->files[5] = pf.sinks;
-    a->file_opt[6] = "--alibi-slopes", a->files[6] = pf.alibi_slopes;
+    a->file_opt[0] = "--key-lengths", a->files[0] = pending(&pf, "key_lengths");
+    a->file_opt[1] = "--query-lengths",
+    a->files[1] = pending(&pf, "query_lengths");
+    a->file_opt[2] = "--mask", a->files[2] = pending(&pf, "keep");
+    a->file_opt[3] = "--bias", a->files[3] = pending(&pf, "bias");
+    a->file_opt[4] = "--block-sparse",
+    a->files[4] = pending(&pf, "block_sparse");
+    a->file_opt[5] = "--sinks", a->files[5] = pending(&pf, "sinks");
+    a->file_opt[6] = "--alibi-slopes",
+    a->files[6] = pending(&pf, "alibi_slopes");
     a->file_opt[7] = "--doc-ids", a->file_opt[8] = "--doc-ids (key ids)";
-    if (pf.doc_ids) {
+    if (pending(&pf, "doc_ids")) {
         /* Q.npy[,K.npy]: the last comma splits, if what follows ends .npy */
-        if (!(a->doc_paths = malloc(strlen(pf.doc_ids) + 1))) {
+        if (!(a->doc_paths = malloc(strlen(pending(&pf, "doc_ids")) + 1))) {
             fprintf(stderr, "attn %s: out of memory for --doc-ids\n", cmd);
             return 1;
         }
-        strcpy(a->doc_paths, pf.doc_ids);
+        strcpy(a->doc_paths, pending(&pf, "doc_ids"));
         char *comma = strrchr(a->doc_paths, ',');
         if (comma && strlen(comma + 1) >= 4 &&
             strcmp(comma + strlen(comma) - 4, ".npy") == 0) {
@@ -764,42 +741,11 @@ int cli_sdpa_args_parse(const char *cmd, int *argc, char **argv,
     /* a list of starts names no file */
     for (int x = 0; x < 2; x++) {
         a->file_opt[9 + x] = x ? "--cu-seqlens-k" : "--cu-seqlens";
-        if (pf.cu[x] && !is_int_list(pf.cu[x])) a->files[9 + x] = pf.cu[x];
+        if (pending(&pf, x ? "cu_seqlens_k" : "cu_seqlens") &&
+            !is_int_list(pending(&pf, x ? "cu_seqlens_k" : "cu_seqlens")))
+            a->files[9 + x] = pending(&pf, x ? "cu_seqlens_k" : "cu_seqlens");
     }
     return load_files(cmd, a, &pf);
-}
-
-/* --rope-* without --rope is an error; an offset becomes positions. */
-static int bind_rope(const char *cmd, cli_sdpa_args *a, int64_t Lq,
-                     int64_t Lk) {
-    attn_rope def;
-    attn_rope_init(&def);
-    if (!a->rope_set) {
-        if (memcmp(&def, &a->rope, sizeof def) != 0 || a->rope_offset)
-            return cli_usage_error(cmd, "--rope-theta, --rope-dim, "
-                                        "--rope-scaling and --rope-offset "
-                                        "need --rope neox|interleaved");
-        return 0;
-    }
-    a->opts.rope = &a->rope;
-    if (!a->rope_offset) return 0;
-    free(a->rope_pos);
-    a->rope_pos = malloc(sizeof(int64_t) * (size_t)(Lq + Lk));
-    if (!a->rope_pos) {
-        fprintf(stderr, "attn %s: out of memory for the rope positions\n", cmd);
-        return 1;
-    }
-    int br = a->opts.mask.align == ATTN_ALIGN_BOTTOM_RIGHT;
-    for (int64_t i = 0; i < Lq; i++) {
-        int64_t c = br ? i + Lk - Lq : i;
-        a->rope_pos[i] = a->rope_offset + (c < 0 ? 0 : c);
-    }
-    for (int64_t j = 0; j < Lk; j++) a->rope_pos[Lq + j] = a->rope_offset + j;
-    a->opts.rope_q_positions = a->rope_pos;
-    a->opts.n_rope_q_positions = Lq;
-    a->opts.rope_k_positions = a->rope_pos + Lq;
-    a->opts.n_rope_k_positions = Lk;
-    return 0;
 }
 
 int cli_sdpa_args_bind(const char *cmd, cli_sdpa_args *a, int64_t B, int64_t H,
@@ -844,5 +790,5 @@ int cli_sdpa_args_bind(const char *cmd, cli_sdpa_args *a, int64_t B, int64_t H,
     if (rc) return rc;
     attn_status st = attn_mask_check(m, B, H, Lq, Lk);
     if (st) return cli_fail(cmd, st, "checking the mask");
-    return bind_rope(cmd, a, Lq, Lk);
+    return cli_rope_bind(cmd, a, Lq, Lk);
 }

@@ -2,6 +2,7 @@
  * heatmap, stats, compare, demo): token lists, map selection, weights. */
 #include "cli.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -118,8 +119,10 @@ int cli_parse_map(const char *cmd, const char *s, int64_t m[3], int *count) {
 /* A float weights file of rank 2..5 as a 4-d view (N, H, Lq, Lk); rank 5
  * (layer, batch, head, Lq, Lk), as attn encoder --weights writes, folds
  * its first two axes into N = layer * batch + b (the file is C order). */
-int cli_load_weights(const char *cmd, const char *path, cli_tensor *w) {
+/* The file of cli_load_weights, before --axes. */
+static int load_weights_file(const char *cmd, const char *path, cli_tensor *w) {
     memset(w, 0, sizeof *w);
+    if (!path) return cli_usage_error(cmd, "missing the weights file");
     attn_status st = attn_npy_read(path, &w->npy);
     if (st) return cli_fail(cmd, st, "reading the weights");
     const attn_npy *a = &w->npy;
@@ -324,4 +327,33 @@ attn_status cli_layer_grid_write(const char *path, const attn_tensor *W,
     free(pan);
     free(pt);
     return st;
+}
+
+int cli_load_weights(const char *cmd, const char *path, const char *axes,
+                     cli_tensor *w) {
+    int rc = load_weights_file(cmd, path, w);
+    return rc ? rc : cli_weights_axes(cmd, w, axes);
+}
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+double cli_percentile(const float *v, const uint8_t *keep, int64_t n, double q,
+                      double *top) {
+    float *s = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    int64_t m = 0;
+    *top = 0;
+    if (!s) return 0;
+    for (int64_t i = 0; i < n; i++)
+        if (keep[i] && isfinite(v[i])) s[m++] = v[i];
+    double r = 0;
+    if (m > 0) {
+        qsort(s, (size_t)m, sizeof(float), cmp_float);
+        r = s[(int64_t)(q * (double)(m - 1))];
+        *top = s[m - 1];
+    }
+    free(s);
+    return r;
 }

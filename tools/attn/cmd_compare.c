@@ -50,8 +50,8 @@ int cmd_compare(int argc, char **argv) {
             return rc;
     }
     /* any weights file the project writes, rank 5 included */
-    if ((rc = cli_load_weights(cmd, pa, &a)) ||
-        (rc = cli_load_weights(cmd, pb, &b)))
+    if ((rc = cli_load_weights(cmd, pa, NULL, &a)) ||
+        (rc = cli_load_weights(cmd, pb, NULL, &b)))
         goto done;
     /* the files' own shapes, not their 4-d views, in the message */
     int same = a.npy.ndim == b.npy.ndim;

@@ -280,14 +280,7 @@ int cmd_eval_gen(int argc, char **argv) {
     o.beam = beam;
     o.length_penalty = beam > 1 ? 0.6 : 0;
     o.threads = (int)threads;
-    attn_gen_eval_result r;
-    attn_status st = attn_gen_evaluate(&c->model, attn_gen_trainer_params(tr),
-                                       &c->task, count, seed, &o, &r);
-    if (st)
-        rc = cli_fail(cmd, st, "evaluation");
-    else
-        printf("exact match: %.4f\ncharacters: %.4f\n", r.exact_match,
-               r.chars_correct);
+    rc = cli_gen_eval(cmd, tr, count, seed, &o);
     attn_gen_trainer_free(tr);
     return rc;
 }

@@ -50,31 +50,6 @@ static void help(void) {
         "  attn heatmap w.npy --grid -o heads.svg\n");
 }
 
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-/* The 99th percentile of the finite values v[i] with keep[i] set, *top
- * the largest (0 if none, or out of memory). */
-static double robust_top(const float *v, const uint8_t *keep, int64_t n,
-                         double *top) {
-    float *s = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    int64_t m = 0;
-    *top = 0;
-    if (!s) return 0;
-    for (int64_t i = 0; i < n; i++)
-        if (keep[i] && isfinite(v[i])) s[m++] = v[i];
-    double r = 0;
-    if (m > 0) {
-        qsort(s, (size_t)m, sizeof(float), cmp_float);
-        r = s[(int64_t)(0.99 * (double)(m - 1))];
-        *top = s[m - 1];
-    }
-    free(s);
-    return r;
-}
-
 /* Long sequences: weights streamed as tiles into block averages. */
 static int from_qk(const char *cmd, const char *qp, const char *kp,
                    const char *vp, const char *out, const char *save,
@@ -182,7 +157,8 @@ static int from_qk(const char *cmd, const char *qp, const char *kp,
      * see a handful of keys, their weights would set the scale */
     char cbl[160];
     if (!(ho.vmin < ho.vmax)) {
-        double top = 0, p99 = robust_top(map, seen, rows * cols, &top);
+        double top = 0,
+               p99 = cli_percentile(map, seen, rows * cols, 0.99, &top);
         if (p99 > 0 && p99 < top) {
             ho.vmin = 0;
             ho.vmax = p99;
@@ -261,6 +237,48 @@ static int check_range(const char *cmd, const attn_heatmap_opts *o,
     return 0;
 }
 
+/* The picture's options (titles, annotation, colour map, range, cells);
+ * 0 when arg is none of them. */
+static int style_opt(const char *cmd, const char *arg, const char *val,
+                     attn_heatmap_opts *o, int64_t *have_vmin,
+                     int64_t *have_vmax, int *rc) {
+    int64_t n;
+    if (strcmp(arg, "--title") == 0)
+        o->title = val;
+    else if (strcmp(arg, "--x-title") == 0)
+        o->x_title = val;
+    else if (strcmp(arg, "--y-title") == 0)
+        o->y_title = val;
+    else if (strcmp(arg, "--annotate") == 0) {
+        *rc = cli_on_off_auto(cmd, arg, val, &o->annotate);
+    } else if (strcmp(arg, "--cmap") == 0) {
+        if (strcmp(val, "viridis") == 0)
+            o->cmap = ATTN_CMAP_VIRIDIS;
+        else if (strcmp(val, "diverging") == 0)
+            o->cmap = ATTN_CMAP_DIVERGING;
+        else
+            *rc = cli_usage_error(
+                cmd, "--cmap is viridis or diverging, not '%s'", val);
+    } else if (strcmp(arg, "--vmin") == 0) {
+        if (cli_parse_double(val, &o->vmin))
+            *rc = cli_usage_error(cmd, "--vmin '%s' is not a number", val);
+        *have_vmin = 1;
+    } else if (strcmp(arg, "--vmax") == 0) {
+        if (cli_parse_double(val, &o->vmax))
+            *rc = cli_usage_error(cmd, "--vmax '%s' is not a number", val);
+        *have_vmax = 1;
+    } else if (strcmp(arg, "--max-cells") == 0) {
+        if (cli_parse_i64(val, &n) || n < 8 || n > 4096)
+            *rc = cli_usage_error(cmd, "--max-cells wants 8..4096, got '%s'",
+                                  val);
+        else
+            o->max_cells = (int)n;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 int cmd_heatmap(int argc, char **argv) {
     const char *cmd = "heatmap";
     if (cli_help_asked(argc, argv, help)) return 0;
@@ -297,7 +315,6 @@ int cmd_heatmap(int argc, char **argv) {
             goto done;
         }
         i++;
-        int64_t n;
         if (strcmp(arg, "-o") == 0 || strcmp(arg, "--out") == 0)
             out = val;
         else if (strcmp(arg, "--q") == 0)
@@ -313,44 +330,7 @@ int cmd_heatmap(int argc, char **argv) {
         else if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {
         } else if (strcmp(arg, "--map") == 0)
             rc = cli_parse_map(cmd, val, map, &map_n);
-        else if (strcmp(arg, "--title") == 0)
-            o.title = val;
-        else if (strcmp(arg, "--x-title") == 0)
-            o.x_title = val;
-        else if (strcmp(arg, "--y-title") == 0)
-            o.y_title = val;
-        else if (strcmp(arg, "--annotate") == 0) {
-            if (strcmp(val, "on") == 0)
-                o.annotate = 1;
-            else if (strcmp(val, "off") == 0)
-                o.annotate = 0;
-            else if (strcmp(val, "auto") == 0)
-                o.annotate = -1;
-            else
-                rc = cli_usage_error(
-                    cmd, "--annotate is on, off or auto, not '%s'", val);
-        } else if (strcmp(arg, "--cmap") == 0) {
-            if (strcmp(val, "viridis") == 0)
-                o.cmap = ATTN_CMAP_VIRIDIS;
-            else if (strcmp(val, "diverging") == 0)
-                o.cmap = ATTN_CMAP_DIVERGING;
-            else
-                rc = cli_usage_error(
-                    cmd, "--cmap is viridis or diverging, not '%s'", val);
-        } else if (strcmp(arg, "--vmin") == 0) {
-            if (cli_parse_double(val, &o.vmin))
-                rc = cli_usage_error(cmd, "--vmin '%s' is not a number", val);
-            have_vmin = 1;
-        } else if (strcmp(arg, "--vmax") == 0) {
-            if (cli_parse_double(val, &o.vmax))
-                rc = cli_usage_error(cmd, "--vmax '%s' is not a number", val);
-            have_vmax = 1;
-        } else if (strcmp(arg, "--max-cells") == 0) {
-            if (cli_parse_i64(val, &n) || n < 8 || n > 4096)
-                rc = cli_usage_error(cmd, "--max-cells wants 8..4096, got '%s'",
-                                     val);
-            else
-                o.max_cells = (int)n;
+        else if (style_opt(cmd, arg, val, &o, &have_vmin, &have_vmax, &rc)) {
         } else {
             rc = cli_usage_error(cmd, "unknown option '%s'", arg);
         }
@@ -400,9 +380,7 @@ int cmd_heatmap(int argc, char **argv) {
         goto done;
     }
     if ((rc = check_range(cmd, &o, have_vmin, have_vmax))) goto done;
-    if ((rc = cli_load_weights(cmd, path, &w)) ||
-        (rc = cli_weights_axes(cmd, &w, axes)))
-        goto done;
+    if ((rc = cli_load_weights(cmd, path, axes, &w))) goto done;
     const attn_tensor *W = &w.t;
     if (!map_n) map_n = w.rank == 5 ? 3 : 2;
     if (!grid && (rc = cli_check_map(cmd, &w, map, map_n, &mb, &mh))) goto done;

@@ -84,9 +84,7 @@ int cmd_html(int argc, char **argv) {
                                        1)))
             goto done;
     }
-    if ((rc = cli_load_weights(cmd, path, &w)) ||
-        (rc = cli_weights_axes(cmd, &w, axes)))
-        goto done;
+    if ((rc = cli_load_weights(cmd, path, axes, &w))) goto done;
     /* the first picker names the view's first axis: the layer of rank-5
      * weights (one batch entry shown), else the file's own name for it */
     o.first_axis = w.rank == 5 ? "layer" : "batch";

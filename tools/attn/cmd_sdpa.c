@@ -86,25 +86,15 @@ int cmd_sdpa(int argc, char **argv) {
                                        out_names, outs, 3)))
             goto done;
     }
-    attn_dtype compute = ATTN_F32;
-    if ((rc = cli_compute_dtype(cmd, cd, &compute))) goto done;
-    if (compute == ATTN_F64 && a.opts.impl != ATTN_IMPL_REF) {
-        rc = cli_usage_error(cmd, "--compute-dtype f64 runs on the reference "
-                                  "kernel only: add --impl ref");
-        goto done;
-    }
-    if ((rc = cli_load_tensor(cmd, qp, "q", &q)) ||
-        (rc = cli_load_tensor(cmd, kp, "k", &k)) ||
-        (rc = cli_load_tensor(cmd, vp, "v", &v)))
-        goto done;
-    {
-        const char *names[3] = {"q", "k", "v"};
-        const cli_tensor *in[3] = {&q, &k, &v};
-        if ((rc = cli_same_dtype(cmd, names, in, 3))) goto done;
-    }
     /* out and weights in the inputs' dtype (promoted with --compute-dtype) */
-    const attn_dtype fdt = cli_out_dtype(q.npy.dtype, cd != NULL, compute);
-    if ((rc = cli_qkv_convert(cmd, cd != NULL, compute, &q, &k, &v))) goto done;
+    attn_dtype compute, fdt;
+    {
+        const char *paths[3] = {qp, kp, vp};
+        cli_tensor *qkv[3] = {&q, &k, &v};
+        if ((rc = cli_sdpa_inputs(cmd, cd, a.opts.impl, paths, qkv, &compute,
+                                  &fdt)))
+            goto done;
+    }
 
     const int64_t B = q.t.shape[0], H = q.t.shape[1], Lq = q.t.shape[2];
     const int64_t Lk = k.t.shape[2], Dv = v.t.shape[3];

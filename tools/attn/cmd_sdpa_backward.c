@@ -93,26 +93,16 @@ int cmd_sdpa_backward(int argc, char **argv) {
         rc = cli_usage_error(cmd, "--dsinks needs --sinks");
         goto done;
     }
-    attn_dtype compute = ATTN_F32;
-    if ((rc = cli_compute_dtype(cmd, cd, &compute))) goto done;
-    if (compute == ATTN_F64 && a.opts.impl != ATTN_IMPL_REF) {
-        rc = cli_usage_error(cmd, "--compute-dtype f64 runs on the reference "
-                                  "kernel only: add --impl ref");
-        goto done;
-    }
-    if ((rc = cli_load_tensor(cmd, qp, "q", &q)) ||
-        (rc = cli_load_tensor(cmd, kp, "k", &k)) ||
-        (rc = cli_load_tensor(cmd, vp, "v", &v)) ||
-        (rc = cli_load_tensor(cmd, dop, "dout", &dout)))
-        goto done;
-    {
-        const char *names[3] = {"q", "k", "v"};
-        const cli_tensor *in[3] = {&q, &k, &v};
-        if ((rc = cli_same_dtype(cmd, names, in, 3))) goto done;
-    }
     /* gradients in the inputs' dtype (promoted with --compute-dtype) */
-    const attn_dtype fdt = cli_out_dtype(q.npy.dtype, cd != NULL, compute);
-    if ((rc = cli_qkv_convert(cmd, cd != NULL, compute, &q, &k, &v))) goto done;
+    attn_dtype compute, fdt;
+    {
+        const char *paths[3] = {qp, kp, vp};
+        cli_tensor *qkv[3] = {&q, &k, &v};
+        if ((rc = cli_sdpa_inputs(cmd, cd, a.opts.impl, paths, qkv, &compute,
+                                  &fdt)) ||
+            (rc = cli_load_tensor(cmd, dop, "dout", &dout)))
+            goto done;
+    }
     /* out, dout and the gradients: f64 for f64 compute, else f32 */
     const attn_dtype gdt = compute == ATTN_F64 ? ATTN_F64 : ATTN_F32;
     if ((rc = cli_tensor_convert(cmd, &dout, gdt))) goto done;

@@ -103,27 +103,13 @@ int cmd_show(int argc, char **argv) {
             else
                 o.width = (int)width;
         } else if (strcmp(arg, "--half-blocks") == 0) {
-            if (strcmp(val, "on") == 0)
-                o.half_blocks = 1;
-            else if (strcmp(val, "off") == 0)
-                o.half_blocks = 0;
-            else if (strcmp(val, "auto") == 0)
-                o.half_blocks = -1;
-            else
-                rc = cli_usage_error(
-                    cmd, "--half-blocks is on, off or auto, not '%s'", val);
+            rc = cli_on_off_auto(cmd, arg, val, &o.half_blocks);
         } else {
             rc = cli_usage_error(cmd, "unknown option '%s'", arg);
         }
         if (rc) goto done;
     }
-    if (!path) {
-        rc = cli_usage_error(cmd, "missing the weights file");
-        goto done;
-    }
-    if ((rc = cli_load_weights(cmd, path, &w)) ||
-        (rc = cli_weights_axes(cmd, &w, axes)))
-        goto done;
+    if ((rc = cli_load_weights(cmd, path, axes, &w))) goto done;
     const attn_tensor *W = &w.t;
     if (!map_n) map_n = w.rank == 5 ? 3 : 2;
     if ((rc = cli_check_map(cmd, &w, map, map_n, &mb, &mh))) goto done;

@@ -75,13 +75,7 @@ int cmd_stats(int argc, char **argv) {
             path = argv[i];
         }
     }
-    if (!path) {
-        rc = cli_usage_error(cmd, "missing the weights file");
-        goto done;
-    }
-    if ((rc = cli_load_weights(cmd, path, &w)) ||
-        (rc = cli_weights_axes(cmd, &w, axes)))
-        goto done;
+    if ((rc = cli_load_weights(cmd, path, axes, &w))) goto done;
     const attn_tensor *W = &w.t;
     if ((rc = cli_sdpa_args_bind(cmd, &a, W->shape[0], W->shape[1], W->shape[2],
                                  W->shape[3])))

@@ -260,6 +260,18 @@ static int configure(const char *cmd, const gen_args *g,
     return 0;
 }
 
+int cli_gen_eval(const char *cmd, const attn_gen_trainer *tr, int64_t count,
+                 uint64_t seed, const attn_generate_opts *o) {
+    const attn_gen_train_config *c = attn_gen_trainer_config(tr);
+    attn_gen_eval_result r;
+    attn_status st = attn_gen_evaluate(&c->model, attn_gen_trainer_params(tr),
+                                       &c->task, count, seed, o, &r);
+    if (st) return cli_fail(cmd, st, "evaluation");
+    printf("exact match: %.4f\ncharacters: %.4f\n", r.exact_match,
+           r.chars_correct);
+    return 0;
+}
+
 int cmd_train_gen(int argc, char **argv) {
     const char *cmd = "train";
     if (cli_help_asked(argc, argv, help)) return 0;
@@ -343,13 +355,7 @@ int cmd_train_gen(int argc, char **argv) {
             attn_generate_opts o;
             attn_generate_opts_init(&o);
             o.threads = (int)g.threads;
-            attn_gen_eval_result r;
-            if ((st = attn_gen_evaluate(m, attn_gen_trainer_params(tr),
-                                        &c->task, g.eval_n, 12345, &o, &r)))
-                rc = cli_fail(cmd, st, "evaluation");
-            else
-                printf("exact match: %.4f\ncharacters: %.4f\n", r.exact_match,
-                       r.chars_correct);
+            rc = cli_gen_eval(cmd, tr, g.eval_n, 12345, &o);
         }
     }
     attn_gen_trainer_free(tr);

@@ -393,31 +393,6 @@ done:
     return rc;
 }
 
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return (x > y) - (x < y);
-}
-
-/* The q-quantile of the finite values v[i] with keep[i] set (0 if none
- * or out of memory); *top gets the largest. */
-static double scale_percentile(const float *v, const uint8_t *keep, int64_t n,
-                               double q, double *top) {
-    float *s = malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
-    int64_t m = 0;
-    *top = 0;
-    if (!s) return 0;
-    for (int64_t i = 0; i < n; i++)
-        if (keep[i] && isfinite(v[i])) s[m++] = v[i];
-    double r = 0;
-    if (m > 0) {
-        qsort(s, (size_t)m, sizeof(float), cmp_float);
-        r = s[(int64_t)(q * (double)(m - 1))];
-        *top = s[m - 1];
-    }
-    free(s);
-    return r;
-}
-
 static int long_sequence(const char *cmd, demo_gallery *g,
                          const double peak[3]) {
     gallery_section(
@@ -497,7 +472,7 @@ static int long_sequence(const char *cmd, demo_gallery *g,
         ho.y_extent = LL;
         /* the first blocks (queries that see a handful of keys) would set
          * the scale and leave the rest one colour: clip at a percentile */
-        vmax = scale_percentile(map, keep, rows * cols, 0.99, &vtop);
+        vmax = cli_percentile(map, keep, rows * cols, 0.99, &vtop);
         if (vmax > 0) {
             ho.vmin = 0;
             ho.vmax = vmax;

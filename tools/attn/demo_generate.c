@@ -29,6 +29,79 @@ static void mark(char *buf, size_t cap, const char *got, const char *want) {
         snprintf(buf, cap, " " MARK_WRONG " (right: %s)", want);
 }
 
+/* The short training run of the date model, as the captions say it. */
+typedef struct {
+    int64_t steps;
+    double secs, exact, score; /* score: the drawn head's alignment */
+} date_run;
+
+/* The cross-attention picture of src -> text (want: the right answer)
+ * from the weights w (M layers x Hc heads, Lt x n), head best. */
+static int draw_alignment(const char *cmd, demo_gallery *g, const char *src,
+                          const char *want, const char *text, int64_t n,
+                          int64_t no, int64_t Lt, float *w, int64_t M,
+                          int64_t Hc, int64_t best, const date_run *run) {
+    char xs[64][8], ys[64][8];
+    const char *xl[64], *yl[64];
+    for (int64_t j = 0; j < n; j++) {
+        const char ch = src[j];
+        if (ch == ' ')
+            snprintf(xs[j], 8, "\xe2\x90\xa3");
+        else
+            snprintf(xs[j], 8, "%c", ch);
+        xl[j] = xs[j];
+    }
+    for (int64_t i = 0; i < Lt; i++) {
+        if (i < no)
+            snprintf(ys[i], 8, "%c", text[i]);
+        else
+            snprintf(ys[i], 8, "EOS");
+        yl[i] = ys[i];
+    }
+    char title[240], ok[64];
+    mark(ok, sizeof ok, text, want);
+    snprintf(title, sizeof title,
+             "\"%s\" -> %s%s: cross-attention, layer %lld "
+             "head %lld",
+             src, text, ok, (long long)(best / Hc), (long long)(best % Hc));
+    printf("    alignment picture: \"%s\" -> %s%s\n", src, text, ok);
+    attn_heatmap_opts ho;
+    attn_heatmap_opts_init(&ho);
+    ho.title = title;
+    ho.x_labels = xl;
+    ho.y_labels = yl;
+    ho.x_title = "source character";
+    ho.y_title = "output character";
+    ho.annotate = 0;
+    attn_tensor W = attn_tensor_4d(w, ATTN_F32, M, Hc, Lt, n);
+    const char *file = "11_date_alignment.png";
+    attn_status st = attn_heatmap_write(gallery_path(g, file), &W, best / Hc,
+                                        best % Hc, &ho);
+    if (st) return cli_fail(cmd, st, "drawing");
+    {
+        char cap[512];
+        snprintf(cap, sizeof cap,
+                 "A 1 + 1 layer encoder-decoder trained on the "
+                 "spot for %lld steps (%.1f s), a snapshot: `attn train date` "
+                 "trains the full one to ~100%%; this one gets %.3f of 200 "
+                 "fresh dates exactly right. Answers are marked " MARK_RIGHT
+                 " right or " MARK_WRONG " wrong, with the right one beside. "
+                 "Each output character (row) reads the source characters of "
+                 "its own field: over 100 fresh dates this head puts %.2f of "
+                 "its weight on the year, month or day characters the output "
+                 "character comes from.",
+                 (long long)run->steps, run->secs, run->exact, run->score);
+        gallery_add(g, file, cap);
+        snprintf(cap, sizeof cap,
+                 "Trained on the spot (smaller than `attn "
+                 "train date`, said so): %lld steps of 32 dates, %.1f s. "
+                 "Generated with the key/value cache, greedy and beam 4.",
+                 (long long)run->steps, run->secs);
+        gallery_note(g, cap);
+    }
+    return 0;
+}
+
 int gallery_dates(const char *cmd, demo_gallery *g) {
     gallery_section(g, "11. A Transformer that generates: date normalization "
                        "and its cross-attention");
@@ -151,67 +224,9 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
     }
     if (!rc && st) rc = cli_fail(cmd, st, "cross-attention");
     if (!rc) {
-        char xs[64][8], ys[64][8];
-        const char *xl[64], *yl[64];
-        for (int64_t j = 0; j < n; j++) {
-            const char ch = examples[drawn][0][j];
-            if (ch == ' ')
-                snprintf(xs[j], 8, "\xe2\x90\xa3");
-            else
-                snprintf(xs[j], 8, "%c", ch);
-            xl[j] = xs[j];
-        }
-        for (int64_t i = 0; i < Lt; i++) {
-            if (i < no)
-                snprintf(ys[i], 8, "%c", text[i]);
-            else
-                snprintf(ys[i], 8, "EOS");
-            yl[i] = ys[i];
-        }
-        char title[240], ok[64];
-        mark(ok, sizeof ok, text, examples[drawn][1]);
-        snprintf(title, sizeof title,
-                 "\"%s\" -> %s%s: cross-attention, layer %lld "
-                 "head %lld",
-                 examples[drawn][0], text, ok, (long long)(best / Hc),
-                 (long long)(best % Hc));
-        printf("    alignment picture: \"%s\" -> %s%s\n", examples[drawn][0],
-               text, ok);
-        attn_heatmap_opts ho;
-        attn_heatmap_opts_init(&ho);
-        ho.title = title;
-        ho.x_labels = xl;
-        ho.y_labels = yl;
-        ho.x_title = "source character";
-        ho.y_title = "output character";
-        ho.annotate = 0;
-        attn_tensor W = attn_tensor_4d(w, ATTN_F32, M, Hc, Lt, n);
-        const char *file = "11_date_alignment.png";
-        if ((st = attn_heatmap_write(gallery_path(g, file), &W, best / Hc,
-                                     best % Hc, &ho))) {
-            rc = cli_fail(cmd, st, "drawing");
-        } else {
-            char cap[512];
-            snprintf(
-                cap, sizeof cap,
-                "A 1 + 1 layer encoder-decoder trained on the "
-                "spot for %lld steps (%.1f s), a snapshot: `attn train date` "
-                "trains the full one to ~100%%; this one gets %.3f of 200 "
-                "fresh dates exactly right. Answers are marked " MARK_RIGHT
-                " right or " MARK_WRONG " wrong, with the right one beside. "
-                "Each output character (row) reads the source characters of "
-                "its own field: over 100 fresh dates this head puts %.2f of "
-                "its weight on the year, month or day characters the output "
-                "character comes from.",
-                (long long)c.steps, secs, r.exact_match, score[best]);
-            gallery_add(g, file, cap);
-            snprintf(cap, sizeof cap,
-                     "Trained on the spot (smaller than `attn "
-                     "train date`, said so): %lld steps of 32 dates, %.1f s. "
-                     "Generated with the key/value cache, greedy and beam 4.",
-                     (long long)c.steps, secs);
-            gallery_note(g, cap);
-        }
+        const date_run run = {c.steps, secs, r.exact_match, score[best]};
+        rc = draw_alignment(cmd, g, examples[drawn][0], examples[drawn][1],
+                            text, n, no, Lt, w, M, Hc, best, &run);
     }
     free(w);
     free(lg);
