@@ -27,7 +27,7 @@ extern int64_t attn__flash_rc_override;
 
 /* A problem: bf16 inputs and the options of a case. */
 typedef struct {
-    int64_t B, H, Hkv, Lq, Lk, D;
+    int64_t B, H, Hkv, Lq, Lk, D, Dv; /* D: of q and k */
     attn_tensor q, k, v, g;
     attn_sdpa_opts o;
 } prob;
@@ -36,17 +36,18 @@ typedef struct {
 typedef struct {
     float *dq, *dk, *dv, *db;
     double sg[8];
-    int64_t nq, nk, nb;
+    int64_t nq, nk, nv, nb;
 } grads;
 
 static void grads_alloc(grads *r, const prob *p) {
     memset(r, 0, sizeof *r);
     r->nq = p->B * p->H * p->Lq * p->D;
     r->nk = p->B * p->Hkv * p->Lk * p->D;
+    r->nv = p->B * p->Hkv * p->Lk * p->Dv;
     r->nb = p->o.mask.bias ? attn_tensor_numel(p->o.mask.bias) : 0;
     r->dq = calloc((size_t)r->nq + 1, sizeof(float));
     r->dk = calloc((size_t)r->nk + 1, sizeof(float));
-    r->dv = calloc((size_t)r->nk + 1, sizeof(float));
+    r->dv = calloc((size_t)r->nv + 1, sizeof(float));
     r->db = calloc((size_t)r->nb + 1, sizeof(float));
 }
 
@@ -61,12 +62,13 @@ static void grads_free(grads *r) {
  * impl: the bf16 forward's out and lse feed the bf16 backward). */
 static void run_flash(prob *p, attn_impl impl, int threads, grads *r) {
     grads_alloc(r, p);
-    float *out = calloc((size_t)(p->B * p->H * p->Lq * p->D) + 1, 4);
+    float *out = calloc((size_t)(p->B * p->H * p->Lq * p->Dv) + 1, 4);
     float *lse = calloc((size_t)(p->B * p->H * p->Lq) + 1, 4);
-    attn_tensor O = attn_tensor_4d(out, ATTN_F32, p->B, p->H, p->Lq, p->D);
+    attn_tensor O = attn_tensor_4d(out, ATTN_F32, p->B, p->H, p->Lq, p->Dv);
     attn_tensor DQ = attn_tensor_4d(r->dq, ATTN_F32, p->B, p->H, p->Lq, p->D);
     attn_tensor DK = attn_tensor_4d(r->dk, ATTN_F32, p->B, p->Hkv, p->Lk, p->D);
-    attn_tensor DV = attn_tensor_4d(r->dv, ATTN_F32, p->B, p->Hkv, p->Lk, p->D);
+    attn_tensor DV =
+        attn_tensor_4d(r->dv, ATTN_F32, p->B, p->Hkv, p->Lk, p->Dv);
     attn_tensor DB;
     attn_sdpa_opts o = p->o;
     o.impl = impl;
@@ -95,13 +97,14 @@ static void run_ref(prob *p, const grads *shape, refgrads *r) {
     memset(r, 0, sizeof *r);
     r->dq = calloc((size_t)shape->nq + 1, 8);
     r->dk = calloc((size_t)shape->nk + 1, 8);
-    r->dv = calloc((size_t)shape->nk + 1, 8);
+    r->dv = calloc((size_t)shape->nv + 1, 8);
     r->db = calloc((size_t)shape->nb + 1, 8);
-    double *out = calloc((size_t)(p->B * p->H * p->Lq * p->D) + 1, 8);
-    attn_tensor O = attn_tensor_4d(out, ATTN_F64, p->B, p->H, p->Lq, p->D);
+    double *out = calloc((size_t)(p->B * p->H * p->Lq * p->Dv) + 1, 8);
+    attn_tensor O = attn_tensor_4d(out, ATTN_F64, p->B, p->H, p->Lq, p->Dv);
     attn_tensor DQ = attn_tensor_4d(r->dq, ATTN_F64, p->B, p->H, p->Lq, p->D);
     attn_tensor DK = attn_tensor_4d(r->dk, ATTN_F64, p->B, p->Hkv, p->Lk, p->D);
-    attn_tensor DV = attn_tensor_4d(r->dv, ATTN_F64, p->B, p->Hkv, p->Lk, p->D);
+    attn_tensor DV =
+        attn_tensor_4d(r->dv, ATTN_F64, p->B, p->Hkv, p->Lk, p->Dv);
     attn_tensor DB;
     attn_sdpa_opts o = p->o;
     o.impl = ATTN_IMPL_REF;
@@ -145,7 +148,7 @@ static double max_abs(const double *x, int64_t n) {
 static int same_bits(const grads *a, const grads *b) {
     return !memcmp(a->dq, b->dq, sizeof(float) * (size_t)a->nq) &&
            !memcmp(a->dk, b->dk, sizeof(float) * (size_t)a->nk) &&
-           !memcmp(a->dv, b->dv, sizeof(float) * (size_t)a->nk) &&
+           !memcmp(a->dv, b->dv, sizeof(float) * (size_t)a->nv) &&
            !memcmp(a->db, b->db, sizeof(float) * (size_t)a->nb) &&
            !memcmp(a->sg, b->sg, sizeof a->sg);
 }
@@ -172,11 +175,11 @@ static void check_prob(prob *p, const char *name, int bf16_path, double *err,
                   name);
     err[0] = max_err(g[0].dq, r.dq, g[0].nq);
     err[1] = max_err(g[0].dk, r.dk, g[0].nk);
-    err[2] = max_err(g[0].dv, r.dv, g[0].nk);
+    err[2] = max_err(g[0].dv, r.dv, g[0].nv);
     err[3] = max_err(g[0].db, r.db, g[0].nb);
     mag[0] = max_abs(r.dq, g[0].nq);
     mag[1] = max_abs(r.dk, g[0].nk);
-    mag[2] = max_abs(r.dv, g[0].nk);
+    mag[2] = max_abs(r.dv, g[0].nv);
     mag[3] = max_abs(r.db, g[0].nb);
     if (p->o.mask.sinks_grad) {
         /* -sum_i P_sink,i dO_i . O_i: O carries the bf16 forward's error
@@ -199,25 +202,27 @@ static void check_prob(prob *p, const char *name, int bf16_path, double *err,
 }
 
 static void prob_init(prob *p, int64_t B, int64_t H, int64_t Hkv, int64_t Lq,
-                      int64_t Lk, int64_t D, double amp,
+                      int64_t Lk, int64_t D, int64_t Dv, double amp,
                       unsigned long long seed, uint16_t **bufs) {
     unsigned long long st = seed;
     p->B = B, p->H = H, p->Hkv = Hkv, p->Lq = Lq, p->Lk = Lk, p->D = D;
+    p->Dv = Dv;
     const int64_t nq = B * H * Lq * D, nk = B * Hkv * Lk * D;
+    const int64_t nv = B * Hkv * Lk * Dv, no = B * H * Lq * Dv;
     /* the order of bf16_cases.h: q, k, v, then dout */
     bufs[0] = bf16_gen(nq, amp, &st);
     bufs[1] = bf16_gen(nk, amp, &st);
-    bufs[2] = bf16_gen(nk, 1.0, &st);
-    bufs[3] = bf16_gen(nq, 1.0, &st);
+    bufs[2] = bf16_gen(nv, 1.0, &st);
+    bufs[3] = bf16_gen(no, 1.0, &st);
     /* dout is f32 (the API's): the same bf16 values widened */
-    float *g = malloc(sizeof(float) * (size_t)(nq + 1));
-    for (int64_t i = 0; i < nq; i++) g[i] = attn_bf16_to_f32(bufs[3][i]);
+    float *g = malloc(sizeof(float) * (size_t)(no + 1));
+    for (int64_t i = 0; i < no; i++) g[i] = attn_bf16_to_f32(bufs[3][i]);
     free(bufs[3]);
     bufs[3] = (uint16_t *)(void *)g;
     p->q = attn_tensor_4d(bufs[0], ATTN_BF16, B, H, Lq, D);
     p->k = attn_tensor_4d(bufs[1], ATTN_BF16, B, Hkv, Lk, D);
-    p->v = attn_tensor_4d(bufs[2], ATTN_BF16, B, Hkv, Lk, D);
-    p->g = attn_tensor_4d(bufs[3], ATTN_F32, B, H, Lq, D);
+    p->v = attn_tensor_4d(bufs[2], ATTN_BF16, B, Hkv, Lk, Dv);
+    p->g = attn_tensor_4d(bufs[3], ATTN_F32, B, H, Lq, Dv);
     attn_sdpa_opts_init(&p->o);
 }
 
@@ -228,7 +233,7 @@ static void fixture_case(const bf16_case *c, int bf16_path, int *missing) {
     uint16_t *bufs[4];
     uint8_t *keep = NULL;
     attn_tensor Keep;
-    prob_init(&p, c->B, c->H, c->Hkv, c->Lq, c->Lk, c->D, c->amp, c->seed,
+    prob_init(&p, c->B, c->H, c->Hkv, c->Lq, c->Lk, c->D, c->D, c->amp, c->seed,
               bufs);
     p.o.mask.causal = c->mask == BF16_CAUSAL;
     if (c->mask == BF16_PAD) {
@@ -300,17 +305,22 @@ enum {
     O_SCORE_MOD,
     O_MASK_MOD,
     O_ODD_BANDS,
+    O_DV,
     O_COUNT
 };
 
 static const char *opt_name[O_COUNT] = {
-    "window",     "lengths",     "block",     "bias+softcap", "bias-bcast",
-    "alibi+sink", "dropout 0.2", "score_mod", "mask_mod",     "odd bands"};
+    "window",     "lengths",    "block",       "bias+softcap",
+    "bias-bcast", "alibi+sink", "dropout 0.2", "score_mod",
+    "mask_mod",   "odd bands",  "Dv 40"};
 
 static void options_case(int which, int bf16_path) {
     prob p;
     uint16_t *bufs[4];
-    prob_init(&p, 2, 4, 2, 67, 129, 17, 1.0, 100 + (unsigned)which, bufs);
+    /* Dv != Dk in one case: the value side's operands have their own
+     * widths */
+    prob_init(&p, 2, 4, 2, 67, 129, 17, which == O_DV ? 40 : 17, 1.0,
+              100 + (unsigned)which, bufs);
     attn_mask *m = &p.o.mask;
     int64_t klen[2] = {50, 0}, qlen[2] = {67, 40};
     uint8_t layout[3 * 5] = {1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1, 1, 0, 0, 1};
@@ -364,6 +374,7 @@ static void options_case(int which, int bf16_path) {
         break;
     case O_SCORE_MOD: m->score_mod = smod; break;
     case O_MASK_MOD: m->mask_mod = mmod; break;
+    case O_DV: m->causal = 1; break;
     case O_ODD_BANDS: /* the causal diagonal in bands of 5 rows: blocks
                        * start on odd query rows */
         m->causal = 1;
