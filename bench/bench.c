@@ -141,11 +141,12 @@ static void report(const runner *r, const bench_case *c, const char *impl,
             "\"ceiling_gflops\": %.2f, \"ratio\": %.3f, \"extra_bytes\": %zu, "
             "\"ceiling_bf16_gflops\": %.2f, \"ratio_bf16\": %.3f, "
             "\"fma_peak_gflops\": %.2f",
-            bwd_ratio > 0 ? "flash_bwd" : impl, (long long)c->B,
-            (long long)c->H, (long long)c->L, (long long)c->L, (long long)c->D,
-            c->causal ? "true" : "false", attn_dtype_name((attn_dtype)c->dtype),
-            r->threads, ms, gf, r->ceiling, gf / r->ceiling, extra,
-            r->ceil_bf16, r->ceil_bf16 > 0 ? gf / r->ceil_bf16 : 0.0, r->peak);
+            bwd_ratio > 0 && !strcmp(impl, "bwd") ? "flash_bwd" : impl,
+            (long long)c->B, (long long)c->H, (long long)c->L, (long long)c->L,
+            (long long)c->D, c->causal ? "true" : "false",
+            attn_dtype_name((attn_dtype)c->dtype), r->threads, ms, gf,
+            r->ceiling, gf / r->ceiling, extra, r->ceil_bf16,
+            r->ceil_bf16 > 0 ? gf / r->ceil_bf16 : 0.0, r->peak);
         if (speedup > 0) fprintf(r->out, ", \"speedup\": %.1f", speedup);
         if (err >= 0)
             fprintf(r->out,
@@ -389,6 +390,74 @@ out:
     return worst;
 }
 
+/* bf16 inputs on a path with AVX512_BF16: the backward with the bf16 tile
+ * products (ATTN_IMPL_FLASH_BF16; it rounds dO to bf16), checked against
+ * the f32 products' backward (itself checked against the reference) to
+ * bf16's tolerance relative to the largest gradient, reported as row
+ * "bw16". gd is dO in f32; dq, dk, dv are scratch. Returns like run_case. */
+#define BENCH_BWD_TOL_BF16 3e-2
+static int run_backward_bf16(const runner *r, const bench_case *c,
+                             const attn_tensor *q, const attn_tensor *k,
+                             const attn_tensor *v, const attn_tensor *o,
+                             const float *lse, const float *gd, float *dq,
+                             float *dk, float *dv, double fwd_ms) {
+    const int64_t B = c->B, H = c->H, L = c->L, D = c->D;
+    const size_t n = (size_t)(B * H * L * D);
+    double *ref = malloc(3 * n * sizeof(double));
+    int rc = 2;
+    if (!ref) goto done;
+    attn_tensor gf = attn_tensor_4d((void *)gd, ATTN_F32, B, H, L, D);
+    attn_tensor dqt = attn_tensor_4d(dq, ATTN_F32, B, H, L, D);
+    attn_tensor dkt = attn_tensor_4d(dk, ATTN_F32, B, H, L, D);
+    attn_tensor dvt = attn_tensor_4d(dv, ATTN_F32, B, H, L, D);
+    attn_sdpa_opts op;
+    attn_sdpa_opts_init(&op);
+    op.mask.causal = c->causal;
+    op.threads = r->threads;
+    op.impl = ATTN_IMPL_FLASH;
+    float *g3[3] = {dq, dk, dv};
+    for (int pass = 0; pass < 2; pass++) {
+        for (int x = 0; x < 3; x++) memset(g3[x], 0, n * 4);
+        if (run_bwd_once(q, k, v, o, lse, &gf, &op, &dqt, &dkt, &dvt, NULL) < 0)
+            goto done;
+        if (!pass)
+            for (int x = 0; x < 3; x++)
+                for (size_t e = 0; e < n; e++) ref[x * n + e] = g3[x][e];
+        op.impl = ATTN_IMPL_FLASH_BF16;
+    }
+    double err = 0.0;
+    for (int x = 0; x < 3; x++) {
+        double e = rel_err(g3[x], ref + x * n, n);
+        if (!(e <= err)) err = e;
+    }
+    if (!(err <= BENCH_BWD_TOL_BF16)) {
+        fprintf(stderr,
+                "attn bench: L=%lld D=%lld %s bf16: the bf16 backward differs "
+                "from the f32 one by %.3g of the largest gradient (> %.1g): "
+                "not reported\n",
+                (long long)L, (long long)D, c->causal ? "causal" : "full", err,
+                BENCH_BWD_TOL_BF16);
+        rc = 1;
+        goto done;
+    }
+    size_t extra = 0;
+    double best = INFINITY, total = 0.0;
+    for (int runs = 0; runs == 0 || ((total < 0.6 || runs < 2) && best < 1.5);
+         runs++) {
+        double t =
+            run_bwd_once(q, k, v, o, lse, &gf, &op, &dqt, &dkt, &dvt, &extra);
+        if (t < 0) goto done;
+        total += t;
+        if (t < best) best = t;
+    }
+    report(r, c, r->o->json ? "flash_bf16_bwd" : "bw16", best * 1e3, extra, 0.0,
+           err, best * 1e3 / fwd_ms);
+    rc = 0;
+done:
+    free(ref);
+    return rc;
+}
+
 /* The backward of a case whose forward (o, lse, fwd_ms) passed: checked,
  * then the best of a few runs with a dense dO. Returns like run_case. */
 static int run_backward(const runner *r, const bench_case *c,
@@ -436,6 +505,8 @@ static int run_backward(const runner *r, const bench_case *c,
     }
     report(r, c, "bwd", best * 1e3, extra, 0.0, err, best * 1e3 / fwd_ms);
     rc = 0;
+    if (c->dtype == ATTN_BF16 && attn__isa_get() >= ATTN__ISA_AVX512_BF16)
+        rc = run_backward_bf16(r, c, q, k, v, o, lse, gd, dq, dk, dv, fwd_ms);
 done:
     if (rc == 2)
         fprintf(stderr, "attn bench: out of memory or backward error\n");

@@ -248,6 +248,17 @@ ATTN_API attn_status attn_bert_forward(const attn_bert *m, int64_t B, int64_t L,
 ATTN_API attn_status attn_bert_pool(const attn_bert *m, int64_t B, int64_t L,
                                     const float *hidden, const int64_t *lengths,
                                     float *emb);
+/* The precision of the model's linear maps (the attention and
+ * feed-forward projections): ATTN_F32 (the default) or ATTN_BF16, bf16
+ * products with f32 accumulation (inputs and weights rounded to bf16, as
+ * PyTorch's autocast to bfloat16 does; LayerNorm, softmax and activations
+ * stay f32) where the CPU has AVX512_BF16, f32 elsewhere
+ * (attn_bert_get_dtype says which runs). Errors: ATTN_E_INVALID (NULL
+ * model), ATTN_E_DTYPE (another dtype). */
+ATTN_API attn_status attn_bert_set_dtype(attn_bert *m, attn_dtype dtype);
+/* The products the model runs: ATTN_BF16 only when set and the CPU has
+ * AVX512_BF16. */
+ATTN_API attn_dtype attn_bert_get_dtype(const attn_bert *m);
 /* Sentence embeddings of n texts: each encoded (cut to max_seq_length),
  * run in batches of up to 32 padded to the batch's longest: emb (n, E),
  * overwritten, in the order given. */

@@ -6,11 +6,14 @@
  * test_rand(&state) (check.h: xorshift64*, uniform in [-1, 1)) times amp,
  * rounded to bf16 (nearest even), state starting at seed. Keep masks (kind
  * PAD): key j of batch b visible when j < Lk - 7 b - 3; rows see at least
- * one key. */
+ * one key. The tests' helpers below need check.h (included first). */
 #ifndef ATTN_BF16_CASES_H
 #define ATTN_BF16_CASES_H
 
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 enum { BF16_NONE = 0, BF16_CAUSAL = 1, BF16_PAD = 2 };
 
@@ -35,5 +38,27 @@ static const bf16_case bf16_cases[] = {
 };
 
 #define BF16_NCASES ((int)(sizeof bf16_cases / sizeof bf16_cases[0]))
+
+/* PyTorch's error of a case from the fixture; -1 when absent. */
+static double bf16_torch_err(const char *name) {
+    FILE *f =
+        fopen(ATTN_SOURCE_DIR "/tests/data/torch_bf16_sdpa_errors.txt", "r");
+    if (!f) return -1;
+    char line[256], nm[64];
+    double e, found = -1;
+    while (fgets(line, sizeof line, f))
+        if (line[0] != '#' && sscanf(line, "%63s %lf", nm, &e) == 2 &&
+            !strcmp(nm, name))
+            found = e;
+    fclose(f);
+    return found;
+}
+
+static uint16_t *bf16_gen(int64_t n, double amp, unsigned long long *st) {
+    uint16_t *x = malloc(sizeof(uint16_t) * (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = attn_f32_to_bf16((float)(test_rand(st) * amp));
+    return x;
+}
 
 #endif

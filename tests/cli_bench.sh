@@ -16,9 +16,16 @@ done
 [ "$(printf '%s\n' "$out" | grep -c '"impl": "flash"')" -eq 3 ] || { echo "want 3 flash lines"; fail=1; }
 [ "$(printf '%s\n' "$out" | grep -c '"impl": "ref"')" -eq 2 ] || { echo "want 2 ref lines (L <= 200)"; fail=1; }
 [ "$(printf '%s\n' "$out" | grep -c '"impl": "sgemm"')" -eq 3 ] || { echo "want 3 sgemm lines"; fail=1; }
-# the backward of each case (L <= --backward-max, default 4096), checked
-for key in '"impl": "flash_bwd"' '"bwd_fwd_ratio": ' '"max_rel_err": '; do
-  [ "$(printf '%s\n' "$out" | grep -c "$key")" -eq 3 ] || { echo "want 3 backward lines with $key"; fail=1; }
+# the backward of each case (L <= --backward-max, default 4096), checked;
+# a bf16 case on a CPU with AVX512_BF16 adds the bf16 products' forward
+# and backward (flash_bf16, flash_bf16_bwd)
+n16=$(printf '%s\n' "$out" | grep -c '"impl": "flash_bf16"')
+n16b=$(printf '%s\n' "$out" | grep -c '"impl": "flash_bf16_bwd"')
+[ "$n16" -eq "$n16b" ] || { echo "want a bf16 backward line per bf16 forward line ($n16, $n16b)"; fail=1; }
+if grep -qw avx512_bf16 /proc/cpuinfo && [ "$n16b" -ne 1 ]; then echo "AVX512_BF16 CPU: want 1 flash_bf16_bwd line"; fail=1; fi
+[ "$(printf '%s\n' "$out" | grep -c '"impl": "flash_bwd"')" -eq 3 ] || { echo "want 3 flash_bwd lines"; fail=1; }
+for key in '"bwd_fwd_ratio": ' '"max_rel_err": '; do
+  [ "$(printf '%s\n' "$out" | grep -c "$key")" -eq $((3 + n16b)) ] || { echo "want $((3 + n16b)) backward lines with $key"; fail=1; }
 done
 fwd_only=$("$ATTN" bench --json --threads 1 --cases 40:8,100:8 --backward-max 64 2>&1)
 [ "$(printf '%s\n' "$fwd_only" | grep -c '"impl": "flash_bwd"')" -eq 1 ] || { echo "--backward-max 64: want 1 backward line"; fail=1; }

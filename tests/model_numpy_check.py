@@ -206,6 +206,7 @@ def main():
           % (min(lens), max(lens), worst_cos, worst_err))
     check(worst_cos >= 0.99999, "min cosine %.8f < 0.99999" % worst_cos)
     check(worst_err <= 1e-4, "max abs error %.3g > 1e-4" % worst_err)
+    bf16_check(emb)
 
     # attention weights
     text = "The cat sat on the mat because it was tired"
@@ -264,6 +265,39 @@ def run(*args, ok=True):
     if ok and p.returncode != 0:
         print(p.stdout, p.stderr)
     return p
+
+
+def bf16_check(emb):
+    """dtype="bfloat16": the linear maps on bf16 products, embeddings
+    within cosine 0.9999 of f32's; where the CPU lacks AVX512_BF16 the
+    model says float32 and gives f32's embeddings (said loudly)."""
+    m16 = attn.load_model(MODEL, dtype="bfloat16")
+    e16 = m16.embed(SENTENCES, threads=2)
+    worst = min(cosine(a, b) for a, b in zip(emb, e16))
+    if m16.dtype == "bfloat16":
+        print("bf16 linear maps: 20 sentences, min cosine to f32 %.7f" % worst)
+        check(worst >= 0.9999, "bf16 min cosine %.7f < 0.9999" % worst)
+        check(np.abs(e16 - emb).max() > 0, "dtype='bfloat16' gave f32's bits")
+    else:
+        print("*** bf16 linear maps NOT run: this CPU has no AVX512_BF16 "
+              "(or ATTN_ISA caps it); dtype='bfloat16' checked to be f32 ***",
+              file=sys.stderr)
+        check(np.array_equal(e16, emb), "f32 fallback differs from f32")
+    out = os.path.join(tempfile.mkdtemp(), "e16.npy")
+    p = run("embed", MODEL, "--dtype", "bf16", "--out", out, "--threads", "2",
+            "--text", SENTENCES[0], "--text", SENTENCES[1])
+    check(p.returncode == 0, "attn embed --dtype bf16: %s" % p.stderr)
+    if p.returncode == 0:
+        check(np.array_equal(np.load(out), m16.embed(SENTENCES[:2], threads=2)),
+              "attn embed --dtype bf16 differs from dtype='bfloat16'")
+    p = run("embed", MODEL, "--dtype", "f16", "--text", "x", ok=False)
+    check(p.returncode == 2 and "f32 or bf16" in p.stderr, "embed --dtype f16: %s" % p.stderr)
+    try:
+        attn.load_model(MODEL, dtype="float16")
+        check(False, "dtype='float16' was accepted")
+    except attn.AttnError as e:
+        check("bfloat16" in str(e), "dtype='float16': %s" % e)
+    m16.close()
 
 
 def cli_checks(m, tmp, emb, w):

@@ -13,42 +13,20 @@
  * FLASH's bits, and the bf16 path is reported NOT run on stderr. */
 #include "../src/kernels/cpu.h"
 #include "attn.h"
-#include "bf16_cases.h"
 #include "check.h"
+#include "bf16_cases.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* PyTorch's error of a case from the fixture; -1 when absent. */
-static double torch_err(const char *name) {
-    FILE *f =
-        fopen(ATTN_SOURCE_DIR "/tests/data/torch_bf16_sdpa_errors.txt", "r");
-    if (!f) return -1;
-    char line[256], nm[64];
-    double e, found = -1;
-    while (fgets(line, sizeof line, f))
-        if (line[0] != '#' && sscanf(line, "%63s %lf", nm, &e) == 2 &&
-            !strcmp(nm, name))
-            found = e;
-    fclose(f);
-    return found;
-}
-
-static uint16_t *gen(int64_t n, double amp, unsigned long long *st) {
-    uint16_t *x = malloc(sizeof(uint16_t) * (size_t)n);
-    for (int64_t i = 0; i < n; i++)
-        x[i] = attn_f32_to_bf16((float)(test_rand(st) * amp));
-    return x;
-}
-
 static void run(const bf16_case *c, int bf16_path, int *fixture_missing) {
     unsigned long long st = c->seed;
     const int64_t nq = c->B * c->H * c->Lq * c->D,
                   nk = c->B * c->Hkv * c->Lk * c->D;
-    uint16_t *q = gen(nq, c->amp, &st), *k = gen(nk, c->amp, &st),
-             *v = gen(nk, 1.0, &st);
+    uint16_t *q = bf16_gen(nq, c->amp, &st), *k = bf16_gen(nk, c->amp, &st),
+             *v = bf16_gen(nk, 1.0, &st);
     attn_tensor Q = attn_tensor_4d(q, ATTN_BF16, c->B, c->H, c->Lq, c->D);
     attn_tensor K = attn_tensor_4d(k, ATTN_BF16, c->B, c->Hkv, c->Lk, c->D);
     attn_tensor V = attn_tensor_4d(v, ATTN_BF16, c->B, c->Hkv, c->Lk, c->D);
@@ -99,7 +77,7 @@ static void run(const bf16_case *c, int bf16_path, int *fixture_missing) {
     CHECK_MSG(e32 <= 1e-5, "%s: FLASH error %g", c->name, e32);
     if (bf16_path) {
         const double bound = 2.0 * 0x1p-9 * vmax + 1e-6,
-                     te = torch_err(c->name);
+                     te = bf16_torch_err(c->name);
         CHECK_MSG(err <= bound, "%s: bf16 error %g > bound %g", c->name, err,
                   bound);
         if (te >= 0)

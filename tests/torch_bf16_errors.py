@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch's bf16 SDPA error on the cases of tests/bf16_cases.h, written to
 tests/data/torch_bf16_sdpa_errors.txt: the fixture test_flash_bf16 holds
-attn's bf16 kernel to (at most 2x these errors). CI does not run this: it
+attn's bf16 forward to (at most 2x these errors), and test_flash_bwd_bf16
+its bf16 backward (lines NAME.dq, NAME.dk, NAME.dv: the gradients' errors,
+dout drawn after v from the same stream). CI does not run this: it
 needs a PyTorch venv, e.g.
 
     python3 -m venv /tmp/torch && /tmp/torch/bin/pip install torch numpy
@@ -9,7 +11,8 @@ needs a PyTorch venv, e.g.
 
 Inputs are those of the C test: the same xorshift64* stream (check.h's
 test_rand), scaled, rounded to bf16 (nearest even); the error is the max
-|out - reference| with the reference in float64 on the same bf16 values.
+|out - reference| with the reference in float64 on the same bf16 values
+(for the backward, of each gradient).
 """
 import os
 import re
@@ -66,8 +69,9 @@ def to_bf16(x):
 
 def main():
     lines = ["# PyTorch %s bf16 SDPA: max |out - float64 reference| on the "
-             "cases of tests/bf16_cases.h (made by "
-             "tests/torch_bf16_errors.py)" % torch.__version__]
+             "cases of tests/bf16_cases.h, and of its gradients (NAME.dq, "
+             ".dk, .dv; made by tests/torch_bf16_errors.py)"
+             % torch.__version__]
     torch.set_num_threads(2)
     for c in cases():
         r = Rand(c["seed"])
@@ -94,6 +98,19 @@ def main():
         err = (out.double() - ref).abs().max().item()
         lines.append("%s %.6g" % (c["name"], err))
         print(lines[-1], flush=True)
+        g = to_bf16(r.take(B * H * Lq * D)).reshape(B, H, Lq, D)
+        grads = {}
+        for kind in ("double", "bfloat16"):
+            xs = [getattr(torch.from_numpy(x), kind)().requires_grad_()
+                  for x in (q, k, v)]
+            o = F.scaled_dot_product_attention(*xs, **kw)
+            o.backward(getattr(torch.from_numpy(g), kind)())
+            grads[kind] = [x.grad.double() for x in xs]
+        for nm, a, b in zip(("dq", "dk", "dv"), grads["bfloat16"],
+                            grads["double"]):
+            lines.append("%s.%s %.6g" % (c["name"], nm,
+                                         (a - b).abs().max().item()))
+            print(lines[-1], flush=True)
     path = os.path.join(HERE, "data", "torch_bf16_sdpa_errors.txt")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")

@@ -100,7 +100,7 @@ static int run(int impl, const shape *s, const float *A, const float *B,
                           C, ldc);
         else
             attn__bf16_nn_acc(s->m, s->n, s->k, 0, (s->k + 1) / 2, st->ab,
-                              st->ldab, st->bp, C, ldc);
+                              st->ldab, st->bp, C, ldc, alpha);
         return 1;
     default:
         if (s->nt)

@@ -3,6 +3,7 @@ config.json, vocab.txt), run by libattn with no PyTorch::
 
     m = attn.load_model("path/to/all-MiniLM-L6-v2")
     e = m.embed(["A cat sat.", "A dog ran."])     # (2, 384) float32, L2-normalized
+    m16 = attn.load_model("path/to/all-MiniLM-L6-v2", dtype="bfloat16")  # bf16 products
     toks = m.tokenize("The cat sat")              # ['[CLS]', 'the', 'cat', 'sat', '[SEP]']
     w = m.attention("The cat sat")                # (layers, heads, n, n) float32
 
@@ -39,7 +40,13 @@ _PROTOS = {
     "attn_bert_embed_texts": (ctypes.c_int, [_vp, ctypes.POINTER(ctypes.c_char_p),
                                              ctypes.c_int64, ctypes.c_int, _fp]),
     "attn_wordpiece_token": (ctypes.c_char_p, [_vp, ctypes.c_int64]),
+    "attn_bert_set_dtype": (ctypes.c_int, [_vp, ctypes.c_int]),
+    "attn_bert_get_dtype": (ctypes.c_int, [_vp]),
 }
+
+# dtype= of the models: PyTorch's names and attn's
+_DTYPES = {"float32": _lib.ATTN_F32, "f32": _lib.ATTN_F32,
+           "bfloat16": _lib.ATTN_BF16, "bf16": _lib.ATTN_BF16}
 for _name, (_res, _args) in _PROTOS.items():
     _lib.lib.declare(_name, _res, _args)
 
@@ -63,13 +70,26 @@ def _text(s, name):
     return _lib.utf8(s, name)
 
 
-class BertModel:
-    """A loaded model; free with close() or by dropping it."""
+def _dtype_code(dtype):
+    name = getattr(dtype, "name", dtype)  # np.dtype("float32") and strings
+    if not isinstance(name, str) or name not in _DTYPES:
+        fail(_lib.ATTN_E_DTYPE, "dtype %r: the model's linear maps run in "
+             "'float32' or 'bfloat16'" % (dtype,))
+    return _DTYPES[name]
 
-    def __init__(self, path):
+
+class BertModel:
+    """A loaded model; free with close() or by dropping it. dtype
+    "bfloat16" runs its linear maps on bf16 products with f32 accumulation
+    (as PyTorch's autocast to bfloat16) where the CPU has AVX512_BF16;
+    the dtype attribute says which runs ("float32" elsewhere)."""
+
+    def __init__(self, path, dtype="float32"):
+        code = _dtype_code(dtype)
         h = _vp()
         _lib.call("attn_bert_load", str(path).encode(), byref(h))
         self._h = h
+        _lib.call("attn_bert_set_dtype", h, code)
         c = _lib.lib.attn_bert_get_config(h).contents
         self.config = {f: getattr(c, f) for f, _ in _Config._fields_}
         self.num_layers = c.num_layers
@@ -94,6 +114,12 @@ class BertModel:
         if not getattr(self, "_h", None):
             fail(ATTN_E_INVALID, "the model was closed")
         return self._h
+
+    @property
+    def dtype(self):
+        """The products the linear maps run: "float32" or "bfloat16"."""
+        code = _lib.lib.attn_bert_get_dtype(self._handle())
+        return "bfloat16" if code == _lib.ATTN_BF16 else "float32"
 
     def param_count(self):
         return _lib.lib.attn_bert_param_count(self._handle())
@@ -157,17 +183,21 @@ class BertModel:
         return w[:, 0]
 
 
-def load_model(path):
+def load_model(path, dtype=None):
     """Loads a model folder by its config.json's model_type: a BERT-family
     one (config.json, model.safetensors, vocab.txt) as a BertModel with
     embed(texts), attention(text) and tokenize(text); a Llama-family one
     (llama, mistral, qwen2) as an attn.llama.LlamaModel with logits(ids),
-    generate(ids, ...) and attention(ids)."""
+    generate(ids, ...) and attention(ids). dtype ("float32" or "bfloat16",
+    BERT-family models): the precision of the linear maps' products."""
     try:
         with open(os.path.join(str(path), "config.json"), "rb") as f:
             kind = json.loads(f.read().decode("utf-8", "replace")).get("model_type")
     except (OSError, ValueError, AttributeError):
         kind = None  # the C loader says what is wrong
     if kind in ("llama", "mistral", "qwen2"):
+        if dtype is not None:
+            fail(_lib.ATTN_E_UNSUPPORTED, "dtype= applies to BERT-family "
+                 "models; %r is a %s model" % (str(path), kind))
         return LlamaModel(path)
-    return BertModel(path)
+    return BertModel(path, dtype if dtype is not None else "float32")

@@ -49,6 +49,23 @@ void attn__flash_to_f32(const void *src, attn_dtype dtype, int64_t n,
     }
 }
 
+/* Rows r0 .. r0+n-1 of slice (b, h) of a bf16 tensor, D values each, into
+ * dst rows of ld elements (zeros from D to ld). */
+void attn__flash_bf16_rows(const attn_tensor *t, int64_t b, int64_t h,
+                           int64_t r0, int64_t n, uint16_t *dst, int64_t ld) {
+    const int64_t D = t->shape[3];
+    const uint16_t *src = t->data;
+    for (int64_t r = 0; r < n; r++) {
+        const uint16_t *row = src + attn__off(t, b, h, r0 + r, 0);
+        uint16_t *o = dst + r * ld;
+        if (t->stride[3] == 1)
+            memcpy(o, row, (size_t)D * sizeof *o);
+        else
+            for (int64_t e = 0; e < D; e++) o[e] = row[e * t->stride[3]];
+        for (int64_t e = D; e < ld; e++) o[e] = 0;
+    }
+}
+
 int attn__flash_rows_direct(const attn_tensor *t) {
     int64_t D = t->shape[3];
     if (t->dtype != ATTN_F32) return 0;

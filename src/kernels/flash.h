@@ -83,6 +83,12 @@ const float *attn__flash_rows(const attn_tensor *t, int64_t b, int64_t h,
 void attn__flash_to_f32(const void *src, attn_dtype dtype, int64_t n,
                         float *dst);
 
+/* Rows r0 .. r0+n-1 of slice (b, h) of a bf16 tensor, D values each, into
+ * dst rows of ld elements (zeros from D to ld): the bf16 tile products'
+ * operands. */
+void attn__flash_bf16_rows(const attn_tensor *t, int64_t b, int64_t h,
+                           int64_t r0, int64_t n, uint16_t *dst, int64_t ld);
+
 /* ---- limits ---------------------------------------------------------- */
 
 /* ATTN_E_UNSUPPORTED (naming who) when Dk or Dv is beyond what the flash

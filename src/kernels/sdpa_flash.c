@@ -89,23 +89,6 @@ typedef struct {
     int64_t nj;
 } operands;
 
-/* Rows r0 .. r0+n-1 of slice (b, h) of a bf16 tensor, D values each, into
- * dst rows of ld elements (zeros from D to ld). */
-static void bf16_rows(const attn_tensor *t, int64_t b, int64_t h, int64_t r0,
-                      int64_t n, uint16_t *dst, int64_t ld) {
-    const int64_t D = t->shape[3];
-    const uint16_t *src = t->data;
-    for (int64_t r = 0; r < n; r++) {
-        const uint16_t *row = src + attn__off(t, b, h, r0 + r, 0);
-        uint16_t *o = dst + r * ld;
-        if (t->stride[3] == 1)
-            memcpy(o, row, (size_t)D * sizeof *o);
-        else
-            for (int64_t e = 0; e < D; e++) o[e] = row[e * t->stride[3]];
-        for (int64_t e = D; e < ld; e++) o[e] = 0;
-    }
-}
-
 /* O += P V on the bf16 path: P (the block's f32 weights, nr x nc, ld lds,
  * for keys co .. co+nc-1 of the tile) rounded to bf16 into pairs aligned on
  * the packed V's (zeros around), then the pair products. */
@@ -119,7 +102,8 @@ static void pv_bf16(const fwd_ctx *c, float *ws, const operands *x, int64_t nr,
         row[0] = row[2 * (p1 - p0) - 1] = 0;
         attn__bf16_from_f32(S + r * lds, nc, row + (co - 2 * p0));
     }
-    attn__bf16_nn_acc(nr, c->d->Dv, x->nj, p0, p1, P, ld, x->vpb, O, c->d->Dv);
+    attn__bf16_nn_acc(nr, c->d->Dv, x->nj, p0, p1, P, ld, x->vpb, O, c->d->Dv,
+                      1.0f);
 }
 
 /* One block of a tile: S = scale Q K^T over rows r0.. (of the query tile
@@ -222,12 +206,12 @@ static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
             uint16_t *kp = (uint16_t *)(void *)(ws + c->w.kpb);
             uint16_t *vp = (uint16_t *)(void *)(ws + c->w.vpb);
             if (!Q) {
-                bf16_rows(c->q, b, h, i0, ni, qb, c->w.ldqb);
+                attn__flash_bf16_rows(c->q, b, h, i0, ni, qb, c->w.ldqb);
                 Q = ws; /* loaded */
             }
-            bf16_rows(c->k, b, hk, j0, nj, raw, d->Dk);
+            attn__flash_bf16_rows(c->k, b, hk, j0, nj, raw, d->Dk);
             attn__bf16_pack_nt(nj, d->Dk, raw, d->Dk, kp);
-            bf16_rows(c->v, b, hk, j0, nj, raw, Dv);
+            attn__flash_bf16_rows(c->v, b, hk, j0, nj, raw, Dv);
             attn__bf16_pack_nn(nj, Dv, raw, Dv, vp);
             x.qb = qb;
             x.kpb = kp;

@@ -24,12 +24,19 @@
  * order, so the bits do not change. A bias that broadcasts gets a pass over
  * the cells of dBias. No atomics; every output element is summed in one
  * fixed order: bitwise identical on any thread count.
+ * bf16 q, k, v with ATTN_IMPL_FLASH_BF16 on AVX512_BF16 take the five
+ * products on bf16 operands with f32 accumulation (tile_bf16.h), as
+ * FlashAttention does in half precision: P, dS and the softmax statistics
+ * in f32; dO, P (after dropout) and dS rounded to bf16 for their products.
+ * Each product element is one fixed chain there too, so the schemes and
+ * thread counts give the same bits.
  * Empty tiles (mask classification) are skipped in every pass, and partial
  * ones are cut into row bands as in the forward. Extra memory:
  * per-thread tiles and the D vector (B * H * Lq floats).
  */
 #include "flash.h"
 #include "tile.h"
+#include "tile_bf16.h"
 
 #include <limits.h>
 #include <math.h>
@@ -84,6 +91,11 @@ typedef struct {
     float *dsb; /* bq x bk: dS at the biased score (dbias with soft-cap) */
     attn__flash_block *blk; /* the blocks of a split tile              */
     double *bacc;           /* bq x bk: dBias sums (when dbias is asked) */
+    /* the bf16 path (tile_bf16.h): Q and dO rows, staging for the key
+     * tile's rows, the operands packed (K and V for the scores and dP, K
+     * for dQ, Q and dO for dK and dV), dS rows, Pd^T and dS^T */
+    uint16_t *hq, *ho, *hraw, *hk_nt, *hv_nt, *hk_nn, *hq_nn, *ho_nn;
+    uint16_t *hds, *hpt, *hdst, *htmp;
 } work;
 
 /* Next n floats of a workspace at f (64-byte steps); with f == NULL only
@@ -93,10 +105,27 @@ static float *take(float *f, size_t *at, size_t n) {
     return f ? f + off : NULL;
 }
 
+/* Next n bf16 values (two to a float) of a workspace, as take. */
+static uint16_t *take16(float *f, size_t *at, size_t n) {
+    return (uint16_t *)(void *)take(f, at, n / 2 + 1);
+}
+
+/* Leading dimensions of the bf16 path's operands: Q and dO rows padded to
+ * an even length; rows of pairs aligned on an odd offset need two more. */
+typedef struct {
+    int64_t q, o, ds, t; /* Q rows, dO rows, dS rows, Pd^T and dS^T rows */
+} bf16_lds;
+
+static bf16_lds bf16_lds_of(const attn__sdpa_dims *d, int64_t bq, int64_t bk) {
+    bf16_lds l = {(d->Dk + 1) & ~(int64_t)1, (d->Dv + 1) & ~(int64_t)1,
+                  (bk + 3) & ~(int64_t)1, (bq + 3) & ~(int64_t)1};
+    return l;
+}
+
 /* Carves one thread's workspace out of f; returns its floats (f may be
- * NULL to size it). */
+ * NULL to size it). bf16: the bf16 path's parts too. */
 static size_t work_carve(work *w, float *f, int64_t bq, int64_t bk,
-                         const attn__sdpa_dims *d) {
+                         const attn__sdpa_dims *d, int bf16) {
     size_t at = 0;
     int64_t acc = bk * (d->Dk + d->Dv);
     if (bq * d->Dk > acc) acc = bq * d->Dk;
@@ -116,6 +145,22 @@ static size_t work_carve(work *w, float *f, int64_t bq, int64_t bk,
     w->dsb = take(f, &at, (size_t)(bq * bk));
     w->blk = (attn__flash_block *)(void *)take(
         f, &at, attn__flash_blocks_floats(d, bq));
+    if (bf16) {
+        const bf16_lds l = bf16_lds_of(d, bq, bk);
+        const int64_t D = d->Dk > d->Dv ? d->Dk : d->Dv;
+        w->hq = take16(f, &at, (size_t)(bq * l.q));
+        w->ho = take16(f, &at, (size_t)(bq * l.o));
+        w->hraw = take16(f, &at, (size_t)(bk * D));
+        w->hk_nt = take16(f, &at, attn__bf16_pack_elems(bk, d->Dk));
+        w->hv_nt = take16(f, &at, attn__bf16_pack_elems(bk, d->Dv));
+        w->hk_nn = take16(f, &at, attn__bf16_pack_elems(d->Dk, bk));
+        w->hq_nn = take16(f, &at, attn__bf16_pack_elems(d->Dk, bq));
+        w->ho_nn = take16(f, &at, attn__bf16_pack_elems(d->Dv, bq));
+        w->hds = take16(f, &at, (size_t)(bq * l.ds));
+        w->hpt = take16(f, &at, (size_t)(bk * l.t));
+        w->hdst = take16(f, &at, (size_t)(bk * l.t));
+        w->htmp = take16(f, &at, (size_t)bk);
+    }
     return at;
 }
 
@@ -133,14 +178,33 @@ typedef struct {
     const attn__vec_ops *vec;
     /* dBias reads w->dsb (dS before the cap's slope) instead of w->ds */
     int bias_ds;
+    /* bf16 q, k, v with ATTN_IMPL_FLASH_BF16 on AVX512_BF16: the five
+     * products on bf16 operands (tile_bf16.h), dO, P and dS rounded */
+    int bf16;
+    bf16_lds ld16;
     attn__ufn_err *err; /* the first failure of a user function */
 } bwd_ctx;
 
 /* Points w at query rows [i0, i0+nq) of head (b, h): q, dO, lse and D. */
 static void load_query_tile(const bwd_ctx *c, work *w, int64_t b, int64_t h,
                             int64_t i0, int64_t nq) {
-    w->q = attn__flash_rows(c->q, b, h, i0, nq, w->qb, &w->ldq);
-    w->dout = attn__flash_rows(c->dout, b, h, i0, nq, w->ob, &w->ldo);
+    if (!c->bf16) {
+        w->q = attn__flash_rows(c->q, b, h, i0, nq, w->qb, &w->ldq);
+        w->dout = attn__flash_rows(c->dout, b, h, i0, nq, w->ob, &w->ldo);
+    } else {
+        const attn__sdpa_dims *d = c->d;
+        attn__flash_bf16_rows(c->q, b, h, i0, nq, w->hq, c->ld16.q);
+        /* dO (f32) rounded to bf16, rows zero-padded to an even length */
+        int64_t ldo;
+        const float *go = attn__flash_rows(c->dout, b, h, i0, nq, w->ob, &ldo);
+        for (int64_t r = 0; r < nq; r++) {
+            uint16_t *o = w->ho + r * c->ld16.o;
+            o[c->ld16.o - 1] = 0;
+            attn__bf16_from_f32(go + r * ldo, d->Dv, o);
+        }
+        attn__bf16_pack_nn(nq, d->Dk, w->hq, c->ld16.q, w->hq_nn);
+        attn__bf16_pack_nn(nq, d->Dv, w->ho, c->ld16.o, w->ho_nn);
+    }
     const int64_t base = (b * c->d->H + h) * c->d->Lq + i0;
     w->lse = c->lse + base;
     w->dd = c->dvec + base;
@@ -148,6 +212,15 @@ static void load_query_tile(const bwd_ctx *c, work *w, int64_t b, int64_t h,
 
 static void load_key_tile(const bwd_ctx *c, work *w, int64_t b, int64_t hk,
                           int64_t j0, int64_t nk) {
+    if (c->bf16) {
+        const int64_t Dk = c->d->Dk, Dv = c->d->Dv;
+        attn__flash_bf16_rows(c->k, b, hk, j0, nk, w->hraw, Dk);
+        attn__bf16_pack_nt(nk, Dk, w->hraw, Dk, w->hk_nt);
+        attn__bf16_pack_nn(nk, Dk, w->hraw, Dk, w->hk_nn);
+        attn__flash_bf16_rows(c->v, b, hk, j0, nk, w->hraw, Dv);
+        attn__bf16_pack_nt(nk, Dv, w->hraw, Dv, w->hv_nt);
+        return;
+    }
     w->k = attn__flash_rows(c->k, b, hk, j0, nk, w->kb, &w->ldk);
     w->v = attn__flash_rows(c->v, b, hk, j0, nk, w->vb, &w->ldv);
     attn__tile_bt_prepare(&w->kt, nk, c->d->Dk, w->k, w->ldk, w->kp);
@@ -190,10 +263,17 @@ static const float *block_ds(const bwd_ctx *c, work *w, int64_t b, int64_t h,
     const int64_t bk = c->bk, nr = blk->nr, nc = blk->nc;
     const int64_t ro = blk->r0 - i0, co = blk->c0 - j0;
     /* S = scale Q K^T, dP = dO V^T */
-    attn__tile_nt(nr, co, nc, (float)d->scale, w->q + ro * w->ldq, w->ldq,
-                  &w->kt, w->p, bk);
-    attn__tile_nt(nr, co, nc, 1.0f, w->dout + ro * w->ldo, w->ldo, &w->vt,
-                  w->ds, bk);
+    if (c->bf16) {
+        attn__bf16_nt(nr, co, nc, d->Dk, (float)d->scale,
+                      w->hq + ro * c->ld16.q, c->ld16.q, w->hk_nt, w->p, bk);
+        attn__bf16_nt(nr, co, nc, d->Dv, 1.0f, w->ho + ro * c->ld16.o,
+                      c->ld16.o, w->hv_nt, w->ds, bk);
+    } else {
+        attn__tile_nt(nr, co, nc, (float)d->scale, w->q + ro * w->ldq, w->ldq,
+                      &w->kt, w->p, bk);
+        attn__tile_nt(nr, co, nc, 1.0f, w->dout + ro * w->ldo, w->ldo, &w->vt,
+                      w->ds, bk);
+    }
     const double p = c->opts->dropout_p;
     const int need_mask = attn__flash_row_needed(m, blk->cls);
     for (int64_t r = 0; r < nr; r++) {
@@ -245,6 +325,20 @@ static const float *block_ds(const bwd_ctx *c, work *w, int64_t b, int64_t h,
 static void add_dq(const bwd_ctx *c, const work *w, attn_tensor *dq, int64_t b,
                    int64_t h, int64_t j0, const attn__flash_block *blk) {
     float *row = (float *)dq->data + attn__off(dq, b, h, blk->r0, 0);
+    if (c->bf16) {
+        /* dS rounded to bf16 in pairs aligned on the packed K's */
+        const int64_t co = blk->c0 - j0, p0 = co / 2;
+        const int64_t p1 = (co + blk->nc + 1) / 2, ld = c->ld16.ds;
+        for (int64_t r = 0; r < blk->nr; r++) {
+            uint16_t *o = w->hds + r * ld;
+            o[0] = o[2 * (p1 - p0) - 1] = 0;
+            attn__bf16_from_f32(w->ds + r * c->bk, blk->nc, o + (co - 2 * p0));
+        }
+        attn__bf16_nn_acc(blk->nr, c->d->Dk, tile_len(j0, c->bk, c->d->Lk), p0,
+                          p1, w->hds, ld, w->hk_nn, row, dq->stride[2],
+                          (float)c->d->scale);
+        return;
+    }
     attn__tile_nn_acc(blk->nr, c->d->Dk, blk->nc, (float)c->d->scale, w->ds,
                       c->bk, w->k + (blk->c0 - j0) * w->ldk, w->ldk, row,
                       dq->stride[2]);
@@ -261,6 +355,25 @@ static void add_dbias_block(const bwd_ctx *c, const work *w, attn_tensor *db,
         for (int64_t j = 0; j < blk->nc; j++)
             base[attn__off(db, b, h, blk->r0 + r, blk->c0 + j)] +=
                 ds[r * c->bk + j];
+}
+
+/* dV += Pd^T dO and dK += scale dS^T Q on the bf16 path for a block at
+ * rows ro.., keys co.. of the tiles (nq query rows): Pd and dS rounded to
+ * bf16 and transposed, their pairs aligned on the packed dO's and Q's. */
+static void kv_bf16(const bwd_ctx *c, work *w, const attn__flash_block *blk,
+                    int64_t ro, int64_t co, int64_t nq, const float *pd,
+                    float *dka, float *dva) {
+    const int64_t Dk = c->d->Dk, Dv = c->d->Dv, ld = c->ld16.t;
+    const int64_t p0 = ro / 2, p1 = (ro + blk->nr + 1) / 2;
+    const int64_t off = ro - 2 * p0, wd = 2 * (p1 - p0);
+    attn__bf16_pairs_t(blk->nr, blk->nc, pd, c->bk, off, wd, w->hpt, ld,
+                       w->htmp);
+    attn__bf16_pairs_t(blk->nr, blk->nc, w->ds, c->bk, off, wd, w->hdst, ld,
+                       w->htmp);
+    attn__bf16_nn_acc(blk->nc, Dv, nq, p0, p1, w->hpt, ld, w->ho_nn,
+                      dva + co * Dv, Dv, 1.0f);
+    attn__bf16_nn_acc(blk->nc, Dk, nq, p0, p1, w->hdst, ld, w->hq_nn,
+                      dka + co * Dk, Dk, (float)c->d->scale);
 }
 
 /* Pass over (b, kv head, key tile): owns dK and dV of its keys, summed
@@ -297,12 +410,17 @@ static void pass_kv(const bwd_ctx *c, work *w, int64_t task, int64_t nkt_task,
                     const float *pd = block_ds(c, w, b, h, i0, j0, blk);
                     if (!pd) return; /* a user function failed */
                     /* dV += Pd^T dO, dK += scale dS^T Q (rows co.. of the tile) */
-                    attn__tile_tn_acc(blk->nc, d->Dv, blk->nr, 1.0f, pd, c->bk,
-                                      w->dout + ro * w->ldo, w->ldo,
-                                      dva + co * d->Dv, d->Dv);
-                    attn__tile_tn_acc(blk->nc, d->Dk, blk->nr, (float)d->scale,
-                                      w->ds, c->bk, w->q + ro * w->ldq, w->ldq,
-                                      dka + co * d->Dk, d->Dk);
+                    if (c->bf16)
+                        kv_bf16(c, w, blk, ro, co, nq, pd, dka, dva);
+                    else {
+                        attn__tile_tn_acc(blk->nc, d->Dv, blk->nr, 1.0f, pd,
+                                          c->bk, w->dout + ro * w->ldo, w->ldo,
+                                          dva + co * d->Dv, d->Dv);
+                        attn__tile_tn_acc(blk->nc, d->Dk, blk->nr,
+                                          (float)d->scale, w->ds, c->bk,
+                                          w->q + ro * w->ldq, w->ldq,
+                                          dka + co * d->Dk, d->Dk);
+                    }
                     if (dq) add_dq(c, w, dq, b, h, j0, blk);
                     if (dq && dbias) add_dbias_block(c, w, dbias, b, h, blk);
                 }
@@ -482,8 +600,12 @@ flash_backward_pos(const attn_tensor *q, const attn_tensor *k,
     memset(&err, 0, sizeof err);
     c.err = &err;
     c.bias_ds = dbias && opts->mask.softcap > 0;
+    c.bf16 = opts->impl == ATTN_IMPL_FLASH_BF16 && q->dtype == ATTN_BF16 &&
+             k->dtype == ATTN_BF16 && v->dtype == ATTN_BF16 &&
+             attn__isa_get() >= ATTN__ISA_AVX512_BF16;
     attn__flash_frame(d, pos, &c.md, &c.qpos, &c.kpos);
     bwd_tile_sizes(d, &c.bq, &c.bk);
+    c.ld16 = bf16_lds_of(d, c.bq, c.bk);
     c.nqt = (d->Lq + c.bq - 1) / c.bq;
     c.nkt = (d->Lk + c.bk - 1) / c.bk;
 
@@ -508,7 +630,7 @@ flash_backward_pos(const attn_tensor *q, const attn_tensor *k,
                           (d->Lq == 1 || dq->stride[2] >= d->Dk) &&
                           dq->stride[2] <= INT_MAX;
     work w0;
-    const size_t wf = work_carve(&w0, NULL, c.bq, c.bk, d);
+    const size_t wf = work_carve(&w0, NULL, c.bq, c.bk, d, c.bf16);
     float *dvec = attn__alloc((size_t)rows, sizeof(float), "flash backward D");
     float *ws =
         attn__alloc((size_t)nt * wf, sizeof(float), "flash backward tiles");
@@ -549,7 +671,7 @@ flash_backward_pos(const attn_tensor *q, const attn_tensor *k,
     {
         const int tid = omp_get_thread_num();
         work w;
-        work_carve(&w, ws + (size_t)tid * wf, c.bq, c.bk, d);
+        work_carve(&w, ws + (size_t)tid * wf, c.bq, c.bk, d, c.bf16);
         w.bacc = wb ? wb + (size_t)tid * (size_t)(c.bq * c.bk) : NULL;
         /* D_i = dO_i . O_i, in double for a clean cancellation */
 #pragma omp for schedule(static)

@@ -193,7 +193,8 @@ typedef void (*bmicro_fn)(int64_t, const uint16_t *, int64_t, const uint16_t *,
                           __m512 *);
 
 /* rows [0, m), columns [c0, c0 + n) of the packed panels (np pairs each,
- * starting at pair p0), stored at C[.][0 .. n): C = alpha acc or C += acc */
+ * starting at pair p0), stored at C[.][0 .. n): C = alpha acc or
+ * C += alpha acc (one FMA: alpha = 1 is a plain add) */
 TBF static void bdrive(int64_t m, int64_t c0, int64_t n, int64_t np, int64_t p0,
                        int64_t pstride, const uint16_t *A, int64_t lda,
                        const uint16_t *B, float *C, int64_t ldc, float alpha,
@@ -220,12 +221,12 @@ TBF static void bdrive(int64_t m, int64_t c0, int64_t n, int64_t np, int64_t p0,
                 if (add) {
                     _mm512_mask_storeu_ps(
                         c, m0,
-                        _mm512_add_ps(_mm512_maskz_loadu_ps(m0, c),
-                                      acc[2 * r]));
+                        _mm512_fmadd_ps(al, acc[2 * r],
+                                        _mm512_maskz_loadu_ps(m0, c)));
                     _mm512_mask_storeu_ps(
                         c + 16, m1,
-                        _mm512_add_ps(_mm512_maskz_loadu_ps(m1, c + 16),
-                                      acc[2 * r + 1]));
+                        _mm512_fmadd_ps(al, acc[2 * r + 1],
+                                        _mm512_maskz_loadu_ps(m1, c + 16)));
                 } else {
                     _mm512_mask_storeu_ps(c, m0, _mm512_mul_ps(al, acc[2 * r]));
                     _mm512_mask_storeu_ps(c + 16, m1,
@@ -261,10 +262,10 @@ void attn__bf16_nt(int64_t m, int64_t c0, int64_t nc, int64_t k, float alpha,
 
 void attn__bf16_nn_acc(int64_t m, int64_t n, int64_t k, int64_t p0, int64_t p1,
                        const uint16_t *A, int64_t lda, const uint16_t *pk,
-                       float *C, int64_t ldc) {
+                       float *C, int64_t ldc, float alpha) {
     if (m <= 0 || n <= 0 || p1 <= p0) return;
     const int64_t np = (k + 1) / 2;
-    bdrive(m, 0, n, p1 - p0, p0, np * 2 * NR, A, lda, pk, C, ldc, 1.0f, 1);
+    bdrive(m, 0, n, p1 - p0, p0, np * 2 * NR, A, lda, pk, C, ldc, alpha, 1);
 }
 
 void attn__bf16_from_f32(const float *x, int64_t n, uint16_t *y) {
@@ -279,11 +280,26 @@ void attn__bf16_nt(int64_t m, int64_t c0, int64_t nc, int64_t k, float alpha,
 }
 void attn__bf16_nn_acc(int64_t m, int64_t n, int64_t k, int64_t p0, int64_t p1,
                        const uint16_t *A, int64_t lda, const uint16_t *pk,
-                       float *C, int64_t ldc) {
+                       float *C, int64_t ldc, float alpha) {
     (void)m, (void)n, (void)k, (void)p0, (void)p1, (void)A, (void)lda;
-    (void)pk, (void)C, (void)ldc;
+    (void)pk, (void)C, (void)ldc, (void)alpha;
 }
 void attn__bf16_from_f32(const float *x, int64_t n, uint16_t *y) {
     for (int64_t i = 0; i < n; i++) y[i] = attn_f32_to_bf16(x[i]);
 }
 #endif
+
+void attn__bf16_pairs_t(int64_t nr, int64_t nc, const float *X, int64_t ldx,
+                        int64_t off, int64_t w, uint16_t *Y, int64_t ldy,
+                        uint16_t *tmp) {
+    for (int64_t j = 0; j < nc; j++) {
+        uint16_t *y = Y + j * ldy;
+        for (int64_t r = 0; r < off; r++) y[r] = 0;
+        for (int64_t r = off + nr; r < w; r++) y[r] = 0;
+    }
+    for (int64_t r = 0; r < nr; r++) {
+        /* a row at a time through the vector rounding, then scattered */
+        attn__bf16_from_f32(X + r * ldx, nc, tmp);
+        for (int64_t j = 0; j < nc; j++) Y[j * ldy + off + r] = tmp[j];
+    }
+}

@@ -6,6 +6,10 @@
  * depend on how rows are cut, nor on the thread count. Callers check
  * attn__isa_get() >= ATTN__ISA_AVX512_BF16 first.
  *
+ * The operands' layout (pairs of k side by side, 16-column halves of
+ * 64 bytes) is AMX-BF16's B tile layout too: an AMX product would take the
+ * same packed operands behind these functions.
+ *
  * Opt-in (ATTN_IMPL_FLASH_BF16), not AUTO's choice: on the Intel Xeon
  * measured (AVX512_BF16, no AMX kernel here) vdpbf16ps ran at half the f32
  * FMA rate, 85-89 GFLOP/s per core on the tile shapes against 125-150 for
@@ -39,14 +43,23 @@ void attn__bf16_nt(int64_t m, int64_t c0, int64_t nc, int64_t k, float alpha,
                    const uint16_t *A, int64_t lda, const uint16_t *pack,
                    float *C, int64_t ldc);
 
-/* C[m x n] (ldc) += A B over pairs p0 .. p1-1 of B's k rows (packed by
- * attn__bf16_pack_nn(k, n)): A's row r holds the k entries 2 p0 .. 2 p1 - 1
- * (lda even). */
+/* C[m x n] (ldc) += alpha A B over pairs p0 .. p1-1 of B's k rows (packed
+ * by attn__bf16_pack_nn(k, n)): A's row r holds the k entries
+ * 2 p0 .. 2 p1 - 1 (lda even). The product is summed from 0 first, then
+ * scaled and added (one FMA per element). */
 void attn__bf16_nn_acc(int64_t m, int64_t n, int64_t k, int64_t p0, int64_t p1,
                        const uint16_t *A, int64_t lda, const uint16_t *pack,
-                       float *C, int64_t ldc);
+                       float *C, int64_t ldc, float alpha);
 
 /* n floats to bf16, rounded to nearest even (vcvtneps2bf16). */
 void attn__bf16_from_f32(const float *x, int64_t n, uint16_t *y);
+
+/* X [nr x nc] (ldx) rounded to bf16 and transposed into the A operand of
+ * attn__bf16_nn_acc: row j of Y (ldy) holds w entries, X[r][j] at
+ * off + r and zeros around (the backward's P^T and dS^T, whose rows start
+ * at an odd query row as often as not). tmp holds nc elements. */
+void attn__bf16_pairs_t(int64_t nr, int64_t nc, const float *X, int64_t ldx,
+                        int64_t off, int64_t w, uint16_t *Y, int64_t ldy,
+                        uint16_t *tmp);
 
 #endif /* ATTN_TILE_BF16_H */

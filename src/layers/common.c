@@ -144,6 +144,8 @@ attn_status attn_linear_forward(int64_t n, int64_t in, int64_t out,
     ATTN__NEED(x);
     ATTN__NEED(w);
     ATTN__NEED(y);
+    if (attn__linear_bf16_active())
+        return attn__linear_forward_bf16(n, in, out, x, w, b, y);
     if (n < 8)
         linear_gemv((int)n, (int)in, (int)out, x, w, y);
     else

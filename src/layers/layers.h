@@ -361,4 +361,20 @@ attn_status attn__save_kind(const attn__typed_kind *k, const char *path,
 attn_status attn__load_kind(const attn__typed_kind *k, const char *path,
                             void *cfg, float **params);
 
+/* ---- bf16 linear maps (linear_bf16.c) --------------------------------- */
+
+/* Sets the calling thread's switch (1: attn_linear_forward runs on bf16
+ * products where the CPU has AVX512_BF16); returns its previous value, for
+ * the caller to restore. */
+int attn__linear_bf16_scope(int on);
+
+/* 1 when the switch is on and the CPU runs bf16 products. */
+int attn__linear_bf16_active(void);
+
+/* y (n, out) = x W^T + b on bf16 products with f32 accumulation (x and W
+ * rounded to bf16); sizes checked by the caller. */
+attn_status attn__linear_forward_bf16(int64_t n, int64_t in, int64_t out,
+                                      const float *x, const float *w,
+                                      const float *b, float *y);
+
 #endif

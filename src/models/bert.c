@@ -3,6 +3,7 @@
  * padding as key lengths; mean pooling and L2 normalization for sentence
  * embeddings; texts encoded and batched with padding. */
 #include "bert.h"
+#include "../kernels/cpu.h"
 #include "../layers/layers.h"
 
 #include <string.h>
@@ -86,13 +87,30 @@ attn_status attn_bert_forward(const attn_bert *m, int64_t B, int64_t L,
         attn_sdpa_opts_init(&o);
         o.threads = threads;
         o.mask.key_lengths = lens;
+        const int was = attn__linear_bf16_scope(m->bf16);
         st = attn_encoder_forward(&m->enc, m->params, B, L, x, &o, hidden,
                                   weights, ws);
+        attn__linear_bf16_scope(was);
     }
     attn__free(x);
     attn__free(ws);
     attn__free(lens);
     return st;
+}
+
+attn_status attn_bert_set_dtype(attn_bert *m, attn_dtype dtype) {
+    if (!m) return attn__fail(ATTN_E_INVALID, "m is NULL");
+    if (dtype != ATTN_F32 && dtype != ATTN_BF16)
+        return attn__fail(ATTN_E_DTYPE,
+                          "the model's linear maps run in f32 or bf16, not %s",
+                          attn_dtype_name(dtype));
+    m->bf16 = dtype == ATTN_BF16;
+    return ATTN_OK;
+}
+
+attn_dtype attn_bert_get_dtype(const attn_bert *m) {
+    return m && m->bf16 && attn__isa_get() >= ATTN__ISA_AVX512_BF16 ? ATTN_BF16
+                                                                    : ATTN_F32;
 }
 
 attn_status attn_bert_pool(const attn_bert *m, int64_t B, int64_t L,

@@ -14,6 +14,7 @@ struct attn_bert {
     attn_bert_mapped *map; /* one row per tensor of the file            */
     int64_t nmap;
     char *names; /* storage of the rows' names               */
+    int bf16;    /* attn_bert_set_dtype(ATTN_BF16)                 */
 };
 
 #endif

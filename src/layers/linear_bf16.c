@@ -1,0 +1,84 @@
+/* Linear maps on bf16 products with f32 accumulation (the pretrained
+ * model's `dtype` bf16): y = x W^T + b with x and W rounded to bf16 and
+ * the products of tile_bf16.h (AVX512_BF16's vdpbf16ps), like PyTorch's
+ * autocast to bfloat16 on the linear maps. Everything else (LayerNorm,
+ * softmax, activations, residuals) stays f32.
+ *
+ * The switch is per calling thread (attn__linear_bf16_scope), set by a
+ * model's forward around its layers, so the layer code keeps its one call
+ * (attn_linear_forward) and other callers are unaffected. */
+#include "layers.h"
+#include "../kernels/cpu.h"
+#include "../kernels/tile_bf16.h"
+
+#include <cblas.h>
+#include <string.h>
+
+static _Thread_local int bf16_on;
+
+int attn__linear_bf16_scope(int on) {
+    const int was = bf16_on;
+    bf16_on = on;
+    return was;
+}
+
+int attn__linear_bf16_active(void) {
+    return bf16_on && attn__isa_get() >= ATTN__ISA_AVX512_BF16;
+}
+
+/* Rows of y per task: the shape decides, never the thread count; each
+ * element is one fixed chain over the pairs of `in`, so the bits are the
+ * same on any thread count. */
+#define ROWS 64
+#define COLS 256
+
+attn_status attn__linear_forward_bf16(int64_t n, int64_t in, int64_t out,
+                                      const float *x, const float *w,
+                                      const float *b, float *y) {
+    const int64_t ldx = (in + 1) & ~(int64_t)1;
+    uint16_t *wb =
+        attn__alloc((size_t)(out * in), sizeof(uint16_t), "bf16 weights");
+    uint16_t *pk = attn__alloc(attn__bf16_pack_elems(out, in), sizeof(uint16_t),
+                               "bf16 packed weights");
+    uint16_t *xb =
+        attn__alloc((size_t)(n * ldx), sizeof(uint16_t), "bf16 inputs");
+    if (!wb || !pk || !xb) {
+        attn__free(wb);
+        attn__free(pk);
+        attn__free(xb);
+        return ATTN_E_NOMEM;
+    }
+    const int team = openblas_get_num_threads();
+    const int64_t rb = (n + ROWS - 1) / ROWS, cb = (out + COLS - 1) / COLS;
+#pragma omp parallel num_threads(team > 1 ? team : 1)
+    {
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < out; r++)
+            attn__bf16_from_f32(w + r * in, in, wb + r * in);
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < n; r++) {
+            xb[r * ldx + ldx - 1] = 0;
+            attn__bf16_from_f32(x + r * in, in, xb + r * ldx);
+        }
+#pragma omp single
+        attn__bf16_pack_nt(out, in, wb, in, pk);
+#pragma omp for collapse(2) schedule(static)
+        for (int64_t i = 0; i < rb; i++)
+            for (int64_t j = 0; j < cb; j++) {
+                const int64_t r0 = i * ROWS, c0 = j * COLS;
+                const int64_t m = n - r0 < ROWS ? n - r0 : ROWS;
+                const int64_t nc = out - c0 < COLS ? out - c0 : COLS;
+                float *yb = y + r0 * out + c0;
+                attn__bf16_nt(m, c0, nc, in, 1.0f, xb + r0 * ldx, ldx, pk, yb,
+                              out);
+                if (b)
+                    for (int64_t r = 0; r < m; r++)
+                        for (int64_t c = 0; c < nc; c++)
+                            yb[r * out + c] += b[c0 + c];
+            }
+    }
+    attn__free(wb);
+    attn__free(pk);
+    attn__free(xb);
+    return ATTN_OK;
+}
