@@ -356,6 +356,53 @@ ATTN_API attn_status attn_llama_generate(const attn_llama *m,
                                          int64_t *n_out, attn_llama_token_fn fn,
                                          void *user);
 
+/* A generation session: one conversation whose tokens stay in the
+ * decoder's KV cache across calls, so that each call runs only the new
+ * tokens. feed appends tokens; generate continues from everything fed or
+ * generated so far, and its tokens join the conversation too (the last
+ * one is run through the model by the next feed or generate). The ids and
+ * logits are those of running the whole conversation at once through a
+ * fresh session: bitwise, on any thread count. A session borrows m (which
+ * must outlive it); one session is used by one thread at a time. */
+typedef struct attn_llama_session attn_llama_session;
+
+/* A session of at most max_len tokens (1 <= max_len <= max_position; the
+ * KV cache of every layer is allocated for max_len positions at once).
+ * threads 0: OpenMP's default. Errors: ATTN_E_INVALID (NULL),
+ * ATTN_E_SHAPE (max_len), ATTN_E_NOMEM. */
+ATTN_API attn_status attn_llama_session_create(const attn_llama *m,
+                                               int64_t max_len, int threads,
+                                               attn_llama_session **out);
+ATTN_API void attn_llama_session_free(attn_llama_session *s);
+/* Tokens in the conversation so far. */
+ATTN_API int64_t attn_llama_session_length(const attn_llama_session *s);
+/* The session's max_len. */
+ATTN_API int64_t attn_llama_session_capacity(const attn_llama_session *s);
+/* Forgets the conversation (length 0). Errors: ATTN_E_NOMEM (the
+ * session is then unchanged). */
+ATTN_API attn_status attn_llama_session_reset(attn_llama_session *s);
+
+/* Appends ids[0 .. n) (n >= 1) to the conversation; logits NULL or
+ * (vocab_size) f32 receives the next-token logits after the last of them.
+ * Errors: ATTN_E_INVALID (NULL, an id out of range, naming it; nothing is
+ * appended), ATTN_E_SHAPE (the conversation would exceed max_len; nothing
+ * is appended), ATTN_E_NOMEM. */
+ATTN_API attn_status attn_llama_session_feed(attn_llama_session *s,
+                                             const int32_t *ids, int64_t n,
+                                             float *logits);
+
+/* Continues the conversation (length >= 1) as attn_llama_generate does:
+ * out[0 .. *n_out) receives the new ids (at most cap >= max_new_tokens),
+ * stopping after opts->eos_token_id or when fn returns nonzero; they join
+ * the conversation. Sampling draws from opts->seed at every call;
+ * opts->threads is ignored (the session's count holds).
+ * Errors: ATTN_E_INVALID (bad options, an empty conversation),
+ * ATTN_E_SHAPE (length + max_new_tokens exceeds max_len; nothing is
+ * generated), ATTN_E_NOMEM. */
+ATTN_API attn_status attn_llama_session_generate(
+    attn_llama_session *s, const attn_llama_gen_opts *opts, int32_t *out,
+    int64_t cap, int64_t *n_out, attn_llama_token_fn fn, void *user);
+
 #ifdef __cplusplus
 }
 #endif
