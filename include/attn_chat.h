@@ -50,6 +50,13 @@ ATTN_API void attn_chat_template_free(attn_chat_template *t);
 ATTN_API const char *
 attn_chat_template_default_system(const attn_chat_template *t);
 
+/* The chat_template of a transformers tokenizer_config.json (a string;
+ * see above). Errors: ATTN_E_IO (unreadable), ATTN_E_FORMAT (not JSON),
+ * ATTN_E_UNSUPPORTED (no chat_template, a list of named templates, or a
+ * template not recognized), ATTN_E_NOMEM. */
+ATTN_API attn_status attn_chat_template_load(const char *path,
+                                             attn_chat_template **out);
+
 /* Flags of attn_chat_render. */
 enum {
     ATTN_CHAT_GENERATION_PROMPT = 1, /* add_generation_prompt           */

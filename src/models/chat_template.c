@@ -6,7 +6,8 @@
  * the structure and every string must match. */
 #include "attn_chat.h"
 #include "internal.h"
-#include "../io/json.h" /* attn__escape_bytes */
+#include "../io/binfile.h"
+#include "../io/json.h"
 
 #include <string.h>
 
@@ -273,4 +274,36 @@ attn_status attn_chat_render(const attn_chat_template *t,
                           : ATTN_OK;
     out[k.n] = '\0';
     return ATTN_OK;
+}
+
+attn_status attn_chat_template_load(const char *path,
+                                    attn_chat_template **out) {
+    if (!out || !path) return attn__fail(ATTN_E_INVALID, "path or out is NULL");
+    *out = NULL;
+    unsigned char *buf;
+    size_t n;
+    attn_status st = attn__read_file_max(path, 2, (size_t)1 << 26,
+                                         "a tokenizer config", &buf, &n);
+    if (st) return st;
+    attn__json j;
+    st = attn__json_parse((const char *)buf, n, path, &j);
+    attn__free(buf);
+    if (st) return st;
+    const attn__json_node *t =
+        j.nodes[0].kind == ATTN__JSON_OBJ
+            ? attn__json_get(&j, &j.nodes[0], "chat_template")
+            : NULL;
+    char q[512];
+    attn__escape(path, q, sizeof q);
+    if (!t)
+        st = attn__fail(ATTN_E_UNSUPPORTED, "%s has no chat_template", q);
+    else if (t->kind != ATTN__JSON_STR)
+        st = attn__fail(ATTN_E_UNSUPPORTED,
+                        "%s: chat_template is not one string (named "
+                        "templates are not supported)",
+                        q);
+    else
+        st = attn_chat_template_parse(t->str, strlen(t->str), out);
+    attn__json_free(&j);
+    return st;
 }

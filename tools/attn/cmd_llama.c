@@ -49,21 +49,14 @@ static void gen_help(void) {
         "at the end-of-sequence token. The speed is printed at the end.\n");
 }
 
-static double now_s(void) {
+double cli_now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-typedef struct {
-    const attn_bpe *tok;
-    attn_bpe_stream st;
-    char *buf;
-    size_t cap;
-} streamer;
-
-static int on_token(void *user, int32_t id) {
-    streamer *s = user;
+int cli_llama_on_token(void *user, int32_t id) {
+    cli_streamer *s = user;
     if (!s->tok) {
         printf(" %d", (int)id);
     } else {
@@ -123,6 +116,55 @@ static int prompt_ids(const char *cmd, const attn_llama *m, const char *text,
     return st ? cli_fail(cmd, st, "encoding the prompt") : 0;
 }
 
+int cli_llama_gen_option(const char *cmd, int argc, char **argv, int *i,
+                         attn_llama_gen_opts *o) {
+    const char *a = argv[*i];
+    if (strcmp(a, "--sample") == 0) {
+        o->do_sample = 1;
+        return 1;
+    }
+    static const char *const names[] = {"--max-new-tokens", "--temperature",
+                                        "--top-k",          "--top-p",
+                                        "--seed",           "--threads"};
+    int k = -1;
+    for (int j = 0; j < 6; j++)
+        if (strcmp(a, names[j]) == 0) k = j;
+    if (k < 0) return 0;
+    if (*i + 1 >= argc) {
+        cli_usage_error(cmd, "%s needs a value", a);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    int64_t t = 0;
+    int bad = 0;
+    switch (k) {
+    case 0:
+        bad = cli_parse_i64(v, &o->max_new_tokens) || o->max_new_tokens < 1 ||
+              o->max_new_tokens > (1 << 24);
+        break;
+    case 1:
+        bad = cli_parse_double(v, &o->temperature) || !(o->temperature > 0);
+        break;
+    case 2: bad = cli_parse_i64(v, &o->top_k) || o->top_k < 0; break;
+    case 3:
+        bad =
+            cli_parse_double(v, &o->top_p) || !(o->top_p > 0 && o->top_p <= 1);
+        break;
+    case 4:
+        bad = cli_parse_i64(v, &t) || t < 0;
+        o->seed = (uint64_t)t;
+        break;
+    default:
+        bad = cli_parse_i64(v, &t) || t < 0 || t > 1024;
+        o->threads = (int)t;
+    }
+    if (bad) {
+        cli_usage_error(cmd, "bad value '%s' for %s", cli_esc(v), a);
+        return -1;
+    }
+    return 1;
+}
+
 int cli_llama_generate(int argc, char **argv) {
     const char *cmd = "generate";
     if (cli_help_asked(argc, argv, gen_help)) return 0;
@@ -136,36 +178,17 @@ int cli_llama_generate(int argc, char **argv) {
             dir = a;
             continue;
         }
-        if (strcmp(a, "--sample") == 0) {
-            o.do_sample = 1;
-            continue;
-        }
+        const int g = cli_llama_gen_option(cmd, argc, argv, &i, &o);
+        if (g < 0) return 2;
+        if (g) continue;
         if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
         const char *v = argv[++i];
-        int64_t t = 0;
-        int bad = 0;
         if (strcmp(a, "--prompt") == 0)
             text = v;
         else if (strcmp(a, "--ids") == 0)
             list = v;
-        else if (strcmp(a, "--max-new-tokens") == 0)
-            bad = cli_parse_i64(v, &o.max_new_tokens) || o.max_new_tokens < 1 ||
-                  o.max_new_tokens > (1 << 24);
-        else if (strcmp(a, "--temperature") == 0)
-            bad = cli_parse_double(v, &o.temperature) || !(o.temperature > 0);
-        else if (strcmp(a, "--top-k") == 0)
-            bad = cli_parse_i64(v, &o.top_k) || o.top_k < 0;
-        else if (strcmp(a, "--top-p") == 0)
-            bad =
-                cli_parse_double(v, &o.top_p) || !(o.top_p > 0 && o.top_p <= 1);
-        else if (strcmp(a, "--seed") == 0)
-            bad = cli_parse_i64(v, &t) || t < 0, o.seed = (uint64_t)t;
-        else if (strcmp(a, "--threads") == 0)
-            bad = cli_parse_i64(v, &t) || t < 0 || t > 1024, o.threads = (int)t;
         else
             return cli_usage_error(cmd, "unknown option '%s'", a);
-        if (bad)
-            return cli_usage_error(cmd, "bad value '%s' for %s", cli_esc(v), a);
     }
     if (!dir || (!text && !list) || (text && list))
         return cli_usage_error(cmd, "need DIR and one of --prompt TEXT or "
@@ -175,7 +198,7 @@ int cli_llama_generate(int argc, char **argv) {
     if (st) return cli_fail(cmd, st, "load");
     int32_t *ids = NULL, *out = NULL;
     int64_t n = 0, nout = 0;
-    streamer s;
+    cli_streamer s;
     memset(&s, 0, sizeof s);
     int rc = prompt_ids(cmd, m, text, list, &ids, &n);
     s.tok = attn_llama_tokenizer(m);
@@ -190,10 +213,10 @@ int cli_llama_generate(int argc, char **argv) {
         else
             printf("%s", list);
         fflush(stdout);
-        double t0 = now_s();
+        double t0 = cli_now_s();
         st = attn_llama_generate(m, ids, n, &o, out, o.max_new_tokens, &nout,
-                                 on_token, &s);
-        double dt = now_s() - t0;
+                                 cli_llama_on_token, &s);
+        double dt = cli_now_s() - t0;
         size_t len = 0;
         if (s.tok && attn_bpe_stream_end(&s.st, s.buf, s.cap, &len) == ATTN_OK)
             fwrite(s.buf, 1, len, stdout);
