@@ -162,7 +162,15 @@ def load_model(path):
     one (config.json, model.safetensors, vocab.txt) as a BertModel with
     embed(texts), attention(text) and tokenize(text); a Llama-family one
     (llama, mistral, qwen2) as an attn.llama.LlamaModel with logits(ids),
-    generate(ids, ...) and attention(ids)."""
+    generate(ids, ...) and attention(ids); a GGUF file (llama architecture)
+    as a LlamaModel too, with chat(messages)."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4) if os.path.isfile(path) else b""
+    except (OSError, TypeError, ValueError):
+        magic = b""  # the C loader says what is wrong
+    if magic == b"GGUF":
+        return LlamaModel(path)
     try:
         with open(os.path.join(str(path), "config.json"), "rb") as f:
             kind = json.loads(f.read().decode("utf-8", "replace")).get("model_type")

@@ -17,8 +17,8 @@ static void chat_help(void) {
         "                 [--max-new-tokens 256] [--sample] [--temperature 1]\n"
         "                 [--top-k 0] [--top-p 1] [--seed 0] [--threads 0]\n"
         "\n"
-        "Chats with the Llama-family chat model MODEL (a folder with\n"
-        "tokenizer_config.json's chat_template) in its ChatML template. With\n"
+        "Chats with the Llama-family chat model MODEL (a GGUF file, or a folder\n"
+        "with tokenizer_config.json's chat_template) in its ChatML template. With\n"
         "--prompt, one turn; otherwise each line read from standard input is a\n"
         "turn (a terminal or a pipe; /reset starts the conversation over, /quit\n"
         "or the end of input ends it). --system gives the system prompt (else\n"
@@ -44,14 +44,26 @@ typedef struct {
     cli_streamer sm;
 } chat;
 
-/* The template of the model at path. */
+/* The template of the model at path: a GGUF file's
+ * tokenizer.chat_template, a folder's tokenizer_config.json. */
 static int load_template(chat *c, const char *path) {
     struct stat sb;
-    char p[4096];
-    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return cli_usage_error(c->cmd, "'%s' is not a model folder", path);
-    snprintf(p, sizeof p, "%s/tokenizer_config.json", path);
-    attn_status st = attn_chat_template_load(p, &c->tmpl);
+    attn_status st;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/tokenizer_config.json", path);
+        st = attn_chat_template_load(p, &c->tmpl);
+    } else {
+        const char *t = attn_llama_chat_template(c->m);
+        if (!t) {
+            fprintf(stderr,
+                    "attn %s: the file has no tokenizer.chat_template: "
+                    "it cannot chat\n",
+                    c->cmd);
+            return 1;
+        }
+        st = attn_chat_template_parse(t, strlen(t), &c->tmpl);
+    }
     return st ? cli_fail(c->cmd, st, "the chat template") : 0;
 }
 
