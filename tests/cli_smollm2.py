@@ -2,18 +2,22 @@
 Instruct's GGUF file (ATTN_TEST_SMOLLM2, installed by the smollm2_fetch
 fixture): the greedy text equals transformers' continuation
 (tests/data/smollm2/logits.txt), the ChatML prompt's special tokens are
-the tokenizer's, the summary names the file's types, the pictures and
-per-head lines of all 30 layers, errors on the file.
+the tokenizer's, the summary names the file's types; docs/smollm2.md's
+commands print what the page shows (generations, per-head lines), with
+the pictures of all 30 layers; errors on the file.
 
 usage: cli_smollm2.py PATH/TO/attn SOURCE_DIR
 """
 import os
+import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
-from clitest import SRC, check, run, summary
+import docs_blocks
+from cli_readme import NOT_RUN, commands
+from clitest import ATTN, SRC, check, run, summary
 
 FIXTURE = os.path.join(SRC, "tests", "data", "smollm2", "logits.txt")
 
@@ -30,6 +34,66 @@ def prompts():
                 cont = bytes.fromhex(rest).decode() if rest != "-" else ""
                 out.append((text, cont))
     return out
+
+
+def page(path):
+    """docs/smollm2.md's commands with F the fetched file: each succeeds,
+    the generations print the page's first text block, the per-head lines
+    it quotes are in attend's output, and attend's files are there."""
+    page_md = "docs/smollm2.md"
+    cmds = [c for _, code in docs_blocks.page_blocks(SRC, page_md, "sh")
+            for c in commands(code)]
+    texts = [code for _, code in docs_blocks.page_blocks(SRC, page_md, "text")]
+    check(len(texts) == 2, "the page's text blocks: %d" % len(texts))
+    outs = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        bindir = os.path.join(tmp, "bin")
+        os.mkdir(bindir)
+        os.symlink(os.path.abspath(ATTN), os.path.join(bindir, "attn"))
+        env = dict(os.environ, F=path,
+                   PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
+        for cmd in cmds:
+            if not cmd.startswith("attn "):
+                check(cmd in NOT_RUN, "%s: '%s' is run by no test" % (
+                    page_md, cmd))
+                continue
+            p = subprocess.run(["bash", "-c", cmd], cwd=tmp, env=env,
+                               capture_output=True, text=True, timeout=1200)
+            check(p.returncode == 0, "'%s' exits %d: %s" % (
+                cmd, p.returncode, p.stderr[-800:]))
+            outs[cmd] = p.stdout
+        gens = "".join(o for c, o in outs.items()
+                       if c.startswith("attn generate"))
+        check(len(texts) > 0 and gens == texts[0],
+              "the generations print %r, the page says %r" % (
+                  gens, texts[0] if texts else None))
+        att = "".join(o for c, o in outs.items() if c.startswith("attn attend"))
+        lines = att.splitlines()
+        for want in (texts[1].splitlines() if len(texts) > 1 else []):
+            check(want in lines, "attend does not print the page's %r" % want)
+        check(len([l for l in lines if "induction" in l and "layer" in l])
+              == 30 * 9, "attend per-head lines")
+        first = [float(l.split()[5]) for l in lines
+                 if l.startswith("  layer")]
+        check(sum(f > 0.5 for f in first) == 181,
+              "heads with over half their weight on the first token: %d "
+              "(the page says 181)" % sum(f > 0.5 for f in first))
+        out = os.path.join(tmp, "maps")
+        for f in ["layer%d.png" % i for i in range(30)] + [
+                "attention.html", "weights.npy", "tokens.txt"]:
+            check(os.path.exists(os.path.join(out, f)), "attend wrote " + f)
+        if os.path.exists(os.path.join(out, "weights.npy")):
+            w = np.load(os.path.join(out, "weights.npy"))
+            check(w.shape[:2] == (30, 9) and
+                  np.allclose(w.sum(-1), 1, atol=1e-4) and
+                  np.all(np.triu(w, 1) == 0), "attend weights causal")
+        if os.path.exists(os.path.join(out, "tokens.txt")):
+            with open(os.path.join(out, "tokens.txt")) as f:
+                toks = f.read()
+            check("lighthouse" in toks, "token labels: %r" % toks)
+        if os.path.exists(os.path.join(out, "attention.html")):
+            with open(os.path.join(out, "attention.html")) as f:
+                check("lighthouse" in f.read(), "the viewer's token labels")
 
 
 def main():
@@ -59,35 +123,7 @@ def main():
               "Q4_1 x 210", "Q8_0 x 1", "F32 x 61"):
         check(p.returncode == 0 and s in p.stdout, "info lacks %r: %s%s" % (
             s, p.stdout, p.stderr))
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "att")
-        sentence = ("The cat sat on the mat because the cat was tired, and "
-                    "the mat was warm.")
-        p = run(["attend", path, "--prompt", sentence, "--out", out,
-                 "--threads", "2"])
-        check(p.returncode == 0, "attend: %s" % p.stderr)
-        lines = [l for l in p.stdout.splitlines() if "induction" in l and
-                 "layer" in l]
-        check(len(lines) == 30 * 9, "attend per-head lines: %d" % len(lines))
-        for f in ["layer%d.png" % i for i in range(30)] + [
-                "attention.html", "weights.npy", "tokens.txt"]:
-            check(os.path.exists(os.path.join(out, f)), "attend wrote " + f)
-        if os.path.exists(os.path.join(out, "weights.npy")):
-            w = np.load(os.path.join(out, "weights.npy"))
-            check(w.shape[:2] == (30, 9) and
-                  np.allclose(w.sum(-1), 1, atol=1e-4) and
-                  np.all(np.triu(w, 1) == 0), "attend weights causal")
-            # the first token is this model's attention sink
-            sink = w[2:, :, 1:, 0].mean()
-            check(sink > 0.5, "mean weight on the first token %g" % sink)
-        if os.path.exists(os.path.join(out, "tokens.txt")):
-            with open(os.path.join(out, "tokens.txt")) as f:
-                toks = f.read()
-            check("cat" in toks and "mat" in toks, "token labels: %r" % toks)
-        if os.path.exists(os.path.join(out, "attention.html")):
-            with open(os.path.join(out, "attention.html")) as f:
-                html = f.read()
-            check("mat" in html, "the viewer's token labels")
+    page(path)
     for args, msg in ((["generate", path, "--ids", "1,49152"], "outside"),
                       (["generate", path, "--prompt", "a", "--bogus", "1"],
                        "unknown option")):

@@ -446,18 +446,24 @@ static attn_status read_tensors(const attn_gguf *g, attn_llama *m,
     return st;
 }
 
+attn_status attn__llama_from_gguf(attn_llama *m, const attn_gguf *g,
+                                  const char *label) {
+    attn_status st = read_config(g, &m->cfg);
+    if (st) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", attn_last_error());
+        return attn__fail(st, "%s: %s", label, msg);
+    }
+    st = read_tensors(g, m, label);
+    if (!st) st = read_tokenizer(g, m);
+    return st;
+}
+
 attn_status attn__llama_load_gguf(attn_llama *m, const char *path) {
     attn_gguf *g;
     attn_status st = attn_gguf_open(path, &g);
     if (st) return st;
-    st = read_config(g, &m->cfg);
-    if (st) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", attn_last_error());
-        st = attn__fail(st, "%s: %s", path, msg);
-    }
-    if (!st) st = read_tensors(g, m, path);
-    if (!st) st = read_tokenizer(g, m);
+    st = attn__llama_from_gguf(m, g, path);
     attn_gguf_close(g);
     return st;
 }
