@@ -97,8 +97,13 @@ attn_status attn__llama_place(attn_llama *m, const char *path, const char *name,
 /* ATTN_E_FORMAT naming the first wanted tensor not seen. */
 attn_status attn__llama_check_seen(const attn_llama *m, const char *label,
                                    const uint8_t *seen, int gguf);
-/* Reads a GGUF file into m (llama_gguf.c). */
+/* Reads a GGUF file into m (llama_gguf.c), or a file already parsed
+ * (label names it in messages); m zeroed, freed by attn_llama_free on
+ * failure too. */
 attn_status attn__llama_load_gguf(attn_llama *m, const char *path);
+struct attn_gguf;
+attn_status attn__llama_from_gguf(attn_llama *m, const struct attn_gguf *g,
+                                  const char *label);
 void attn__llama_quant_free(attn__llama_quant *q);
 
 #endif /* ATTN_LLAMA_INTERNAL_H */

@@ -338,8 +338,8 @@ static attn__llama_qweight *qslot(attn__llama_quant *q,
 }
 
 /* Values the model's weights need from the file (the table's wanted rows):
- * checked against what the file holds before anything is allocated, so
- * that memory stays in proportion to the file. */
+ * compared with what the file holds before anything is allocated, so that
+ * memory stays in proportion to the file. */
 static int64_t needed_values(const attn_llama_config *c) {
     const int64_t E = c->hidden_size, F = c->intermediate_size,
                   KV = c->num_kv_heads * (E / c->num_heads);
@@ -402,7 +402,8 @@ static attn_status read_tensors(const attn_gguf *g, attn_llama *m,
         if (t.ndim == 2) bytes2d += t.nbytes;
         if (t.numel > max_numel) max_numel = t.numel;
     }
-    if (values < needed_values(&m->cfg))
+    /* a margin, so that a missing tensor is named below */
+    if (needed_values(&m->cfg) > 2 * values + (1 << 16))
         return attn__fail(ATTN_E_FORMAT,
                           "%s: the file's tensors hold %lld values; its "
                           "metadata describes a model of %lld",
@@ -445,18 +446,24 @@ static attn_status read_tensors(const attn_gguf *g, attn_llama *m,
     return st;
 }
 
+attn_status attn__llama_from_gguf(attn_llama *m, const attn_gguf *g,
+                                  const char *label) {
+    attn_status st = read_config(g, &m->cfg);
+    if (st) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", attn_last_error());
+        return attn__fail(st, "%s: %s", label, msg);
+    }
+    st = read_tensors(g, m, label);
+    if (!st) st = read_tokenizer(g, m);
+    return st;
+}
+
 attn_status attn__llama_load_gguf(attn_llama *m, const char *path) {
     attn_gguf *g;
     attn_status st = attn_gguf_open(path, &g);
     if (st) return st;
-    st = read_config(g, &m->cfg);
-    if (st) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", attn_last_error());
-        st = attn__fail(st, "%s: %s", path, msg);
-    }
-    if (!st) st = read_tensors(g, m, path);
-    if (!st) st = read_tokenizer(g, m);
+    st = attn__llama_from_gguf(m, g, path);
     attn_gguf_close(g);
     return st;
 }
