@@ -6,7 +6,8 @@ logits of the whole conversation run at once; LlamaModel.chat on a fixture
 model given a ChatML template (the reply is generate's continuation of the
 template's ids, later turns continue the cached conversation); and on
 SmolLM2-135M-Instruct's GGUF file (ATTN_TEST_SMOLLM2: the ids of the
-template equal transformers', the answer to "What is 2+2?")."""
+template equal transformers', and the answer to "What is 2+2?" its greedy
+answer)."""
 import json
 import os
 import shutil
@@ -145,6 +146,11 @@ def test_smollm2_template_ids_and_answer():
         ids = m.apply_chat_template(case["messages"],
                                     case["add_generation_prompt"], True)
         assert ids == case["ids"], case["messages"]
-    reply = m.chat([{"role": "user", "content": "What is 2+2?"}],
-                   max_new_tokens=16)
-    assert "4" in reply, reply
+    # transformers' greedy answer (ending at <|im_end|>), through a session
+    first = FIX["templates"][0]["cases"][0]
+    s = m.session(128)
+    s.feed(first["ids"])
+    assert s.generate(len(first["greedy"]) + 4,
+                      eos_token_id=first["greedy"][-1]) == first["greedy"]
+    reply = m.chat(first["messages"], max_new_tokens=16)
+    assert reply == first["greedy_text"] and "4" in reply, reply
