@@ -1,5 +1,5 @@
 /* Llama-family folders (Llama, Mistral, Qwen2 as transformers saves them)
- * in the command: attn generate DIR (text streamed as it is produced,
+ * and GGUF files in the command: attn generate DIR (text streamed as it is produced,
  * tokens/s at the end), attn attend DIR (every layer's causal heads as
  * pictures, and per head the weight on the first token, on the previous
  * token and on the token after an earlier copy of the current one), attn
@@ -208,8 +208,9 @@ int cli_llama_generate(int argc, char **argv) {
             return cli_usage_error(cmd, "unknown option '%s'", a);
     }
     if (!dir || (!text && !list) || (text && list))
-        return cli_usage_error(cmd, "need DIR and one of --prompt TEXT or "
-                                    "--ids I,J,..");
+        return cli_usage_error(cmd,
+                               "need DIR (or FILE) and one of --prompt TEXT or "
+                               "--ids I,J,..");
     attn_llama *m;
     attn_status st = attn_llama_load(dir, &m);
     if (st) return cli_fail(cmd, st, "load");
@@ -256,10 +257,11 @@ int cli_llama_generate(int argc, char **argv) {
 
 static void attend_help(void) {
     printf(
-        "usage: attn attend DIR (--prompt TEXT | --ids I,J,..) [--out attend-out]\n"
+        "usage: attn attend DIR|FILE (--prompt TEXT | --ids I,J,..) [--out attend-out]\n"
         "                   [--threads 0]\n"
         "\n"
         "Every layer's causal attention heads of the Llama-family model in DIR\n"
+        "(or in a GGUF FILE)\n"
         "over the prompt: OUT/layer<l>.png (a grid of the heads),\n"
         "OUT/attention.html (the viewer), OUT/weights.npy (layers, heads, n, n),\n"
         "OUT/tokens.txt; and per head the mean weight on the first token (an\n"
@@ -320,8 +322,9 @@ int cli_llama_attend(int argc, char **argv) {
             return cli_usage_error(cmd, "unknown option '%s'", a);
     }
     if (!dir || (!text && !list) || (text && list))
-        return cli_usage_error(cmd, "need DIR and one of --prompt TEXT or "
-                                    "--ids I,J,..");
+        return cli_usage_error(cmd,
+                               "need DIR (or FILE) and one of --prompt TEXT or "
+                               "--ids I,J,..");
     attn_llama *m;
     attn_status st = attn_llama_load(dir, &m);
     if (st) return cli_fail(cmd, st, "load");
