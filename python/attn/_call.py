@@ -4,6 +4,7 @@ batch-first buffer transposed to (N, H, L, E) is not copied; a copy is
 made only when the last axis is not contiguous, or the strides are
 negative or misaligned), the options filled, the mask by MaskArgs."""
 
+import ctypes
 import secrets
 from ctypes import byref
 
@@ -14,6 +15,7 @@ from ._lib import (ATTN_BF16, ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE,
                    ATTN_F16, ATTN_F32, ATTN_F64, fail, native, passable,
                    shape_str)
 from ._masks import IMPLS, MaskArgs
+from .rope import make_rope
 
 _DTYPE_ARG = (None, "float32", "float16", "bfloat16", "float64")
 _NAMES = {ATTN_F32: "float32", ATTN_F16: "float16", ATTN_BF16: "bfloat16",
@@ -62,7 +64,8 @@ class SdpaCall:
     def __init__(self, query, key, value, attn_mask, dropout_p, is_causal,
                  scale, enable_gqa, causal_alignment, window, key_lengths,
                  query_lengths, seed, impl, threads, dtype, backward=False,
-                 block_sparse=None, random_blocks=None, mods=None, user=None):
+                 block_sparse=None, random_blocks=None, mods=None, user=None,
+                 rope=None):
         if impl not in IMPLS:
             fail(ATTN_E_INVALID, "impl is %r; one of 'auto', 'ref', 'flash' is "
                  "needed", impl)
@@ -188,6 +191,7 @@ class SdpaCall:
         self.mask_shape = self.masks.mask_shape
         self.mask_tensors = self.masks.tensors
         self.opts = opts
+        self._rope = _rope_args(rope, opts, self.B, Lq, Lk)
 
     def forward(self, want_weights, want_lse):
         B, H = self.B, self.H
@@ -237,3 +241,49 @@ class SdpaCall:
             x = x.astype(self.np_out)
         x, st = passable(x)
         return x, _lib.tensor(x, self.c_out, self.axes, st)
+
+
+_ROPE_KEYS = ("style", "theta", "rotary_dim", "scaling", "q_positions",
+              "k_positions")
+
+
+def _rope_positions(p, B, L, name):
+    p = np.asarray(p)
+    if p.dtype.kind not in "iu" and not (
+            p.dtype.kind == "f" and np.all(np.mod(p, 1) == 0)):
+        fail(ATTN_E_INVALID, "rope %s must be integers", name)
+    if p.shape not in ((L,), (B, L)):
+        fail(ATTN_E_SHAPE, "rope %s has shape %s; (%d,) or (%d, %d) is "
+             "needed", name, shape_str(p.shape), L, B, L)
+    return np.ascontiguousarray(p, dtype=np.int64)
+
+
+def _rope_args(rope, opts, B, Lq, Lk):
+    """rope= (a style name, or a dict of attn.rope's arguments with
+    q_positions and k_positions) into opts.rope and its positions; returns
+    what must stay alive while opts is used."""
+    if rope is None:
+        return None
+    if isinstance(rope, str):
+        rope = {"style": rope}
+    if not isinstance(rope, dict):
+        fail(ATTN_E_INVALID, "rope is %r; a style ('neox', 'interleaved') or "
+             "a dict of %s is needed", rope, ", ".join(_ROPE_KEYS))
+    extra = sorted(set(rope) - set(_ROPE_KEYS))
+    if extra:
+        fail(ATTN_E_INVALID, "rope has unknown keys %s (known: %s)",
+             ", ".join(map(repr, extra)), ", ".join(_ROPE_KEYS))
+    r = make_rope(rope.get("theta", 10000.0), rope.get("style", "neox"),
+                  rope.get("rotary_dim"), rope.get("scaling"))
+    keep = [r]
+    opts.rope = ctypes.addressof(r)
+    for key, L, ptr, cnt in (("q_positions", Lq, "rope_q_positions",
+                              "n_rope_q_positions"),
+                             ("k_positions", Lk, "rope_k_positions",
+                              "n_rope_k_positions")):
+        if rope.get(key) is not None:
+            p = _rope_positions(rope[key], B, L, key)
+            keep.append(p)
+            setattr(opts, ptr, p.ctypes.data)
+            setattr(opts, cnt, p.size)
+    return keep

@@ -188,8 +188,20 @@ def load_model(path, dtype=None):
     one (config.json, model.safetensors, vocab.txt) as a BertModel with
     embed(texts), attention(text) and tokenize(text); a Llama-family one
     (llama, mistral, qwen2) as an attn.llama.LlamaModel with logits(ids),
-    generate(ids, ...) and attention(ids). dtype ("float32" or "bfloat16",
-    BERT-family models): the precision of the linear maps' products."""
+    generate(ids, ...) and attention(ids); a GGUF file (llama architecture)
+    as a LlamaModel too, with chat(messages). dtype ("float32" or
+    "bfloat16", BERT-family models): the precision of the linear maps'
+    products."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(4) if os.path.isfile(path) else b""
+    except (OSError, TypeError, ValueError):
+        magic = b""  # the C loader says what is wrong
+    if magic == b"GGUF":
+        if dtype is not None:
+            fail(_lib.ATTN_E_UNSUPPORTED, "dtype= applies to BERT-family "
+                 "models; %r is a GGUF file" % (str(path),))
+        return LlamaModel(path)
     try:
         with open(os.path.join(str(path), "config.json"), "rb") as f:
             kind = json.loads(f.read().decode("utf-8", "replace")).get("model_type")

@@ -75,7 +75,7 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                                  cache=None, alibi_slopes=None,
                                  alibi_mode="causal", softcap=None, sinks=None,
                                  doc_ids=None, cu_seqlens=None, score_mod=None,
-                                 mask_mod=None):
+                                 mask_mod=None, rope=None):
     """softmax(scale * query @ key^T + mask) @ value, as PyTorch's
     torch.nn.functional.scaled_dot_product_attention, on NumPy arrays.
 
@@ -142,6 +142,14 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                         (FlashAttention varlen): [0, n1, n1+n2, ..., L] for
                         every batch entry, or a pair (query starts, key
                         starts) when Lq != Lk (doc_ids_from_cu_seqlens)
+      rope              rotary positions on query and key before the
+                        scores (attn_sdpa_opts.rope): a style ("neox",
+                        "interleaved") or a dict of attn.rope's arguments
+                        (style, theta, rotary_dim, scaling) with
+                        q_positions and k_positions ((L,) or (B, L); None:
+                        keys at j, query i at its aligned position, i or
+                        i + Lk - Lq with causal_alignment="bottom-right");
+                        sdpa_backward takes dq and dk back through it
       seed              dropout seed (pass it again to sdpa_backward)
       return_weights    also return the weights (..., Lq, Lk), after dropout
       return_lse        also return the log-sum-exp of each row (..., Lq)
@@ -170,7 +178,9 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
                                 ("random_blocks", random_blocks),
                                 ("cu_seqlens", cu_seqlens),
                                 ("score_mod", score_mod),
-                                ("mask_mod", mask_mod)) if v is not None]
+                                ("mask_mod", mask_mod),
+                                ("rope (the cache's own applies)", rope))
+                 if v is not None]
         extra += [n for n, v in (("dropout_p", dropout_p), ("enable_gqa", enable_gqa),
                                  ("return_weights", return_weights)) if v]
         if extra:
@@ -193,7 +203,7 @@ def scaled_dot_product_attention(query, key=None, value=None, attn_mask=None,
               random_blocks=random_blocks,
               mods=dict(alibi_slopes=alibi_slopes, alibi_mode=alibi_mode,
                         softcap=softcap, sinks=sinks, doc_ids=doc_ids),
-              user=dict(score_mod=score_mod, mask_mod=mask_mod))
+              user=dict(score_mod=score_mod, mask_mod=mask_mod), rope=rope)
     out, w, lse = c.forward(return_weights, return_lse)
     out, w = c.like_input(out), c.like_input(w)
     if not (return_weights or return_lse):
@@ -209,7 +219,7 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
                   threads=None, dtype=None, block_sparse=None,
                   random_blocks=None, alibi_slopes=None, alibi_mode="causal",
                   softcap=None, sinks=None, doc_ids=None, cu_seqlens=None,
-                  score_mod=None, mask_mod=None):
+                  score_mod=None, mask_mod=None, rope=None):
     """Gradients of scaled_dot_product_attention with respect to query, key,
     value (and a float attn_mask).
 
@@ -233,7 +243,7 @@ def sdpa_backward(grad_out, query, key, value, attn_mask=None, dropout_p=0.0,
               block_sparse=block_sparse, random_blocks=random_blocks,
               mods=dict(alibi_slopes=alibi_slopes, alibi_mode=alibi_mode,
                         softcap=softcap, sinks=sinks, doc_ids=doc_ids),
-              user=dict(score_mod=score_mod, mask_mod=mask_mod))
+              user=dict(score_mod=score_mod, mask_mod=mask_mod), rope=rope)
     g, G = c.output_like(grad_out, "grad_out")
     if out is None or lse is None:
         out, _, lse = c.forward(False, True)

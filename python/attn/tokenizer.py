@@ -132,9 +132,11 @@ class Tokenizer:
         return cls(h)
 
     def close(self):
-        """Frees the tokenizer (later calls raise)."""
+        """Frees the tokenizer (later calls raise); one that a model owns
+        (LlamaModel.tokenizer) is freed with the model."""
         if getattr(self, "_h", None):
-            _lib.lib.attn_bpe_free(self._h)
+            if not getattr(self, "_borrowed", False):
+                _lib.lib.attn_bpe_free(self._h)
             self._h = None
 
     def __del__(self):

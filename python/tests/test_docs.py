@@ -63,6 +63,10 @@ def _params(ns, rng):
 
 def _llama(ns, rng):
     ns["M"] = os.path.join(ROOT, "tests", "data", "llama", "llama_gqa")
+    ns["GGUF"] = os.environ.get("ATTN_TEST_SMOLLM2", "")
+    assert os.path.isfile(ns["GGUF"]), (
+        "docs/llama.md's chat example needs SmolLM2-135M-Instruct.Q4_1.gguf: "
+        "set ATTN_TEST_SMOLLM2 to it (CTest does)")
 
 
 PRELUDE = {"docs/llama.md": _llama, "README.md": None, "docs/masks.md": _masks, "docs/cache.md": _cache,

@@ -254,9 +254,8 @@ static const attn__opt_desc rows[] = {
     {"rope",
      "neox|interleaved (attn_rope)",
      "--rope neox|interleaved",
+     "rope",
      NULL,
-     "Python rotates q and k with attn.rope (at any positions) before "
-     "the call",
      ATTN__OPT_KERNEL,
      "rotary positions on q and k before the\n"
      "scores: neox rotates feature i with i + R/2\n"
@@ -268,7 +267,7 @@ static const attn__opt_desc rows[] = {
      "float > 1 (attn_rope.theta)",
      "--rope-theta T",
      NULL,
-     "attn.rope's theta",
+     "Python: rope={'theta': ...}, as attn.rope's theta",
      ATTN__OPT_KERNEL,
      "the base of the frequencies (default 10000)",
      {{0, 0}},
@@ -277,7 +276,7 @@ static const attn__opt_desc rows[] = {
      "even integer (attn_rope.rotary_dim)",
      "--rope-dim R",
      NULL,
-     "attn.rope's rotary_dim",
+     "Python: rope={'rotary_dim': ...}, as attn.rope's rotary_dim",
      ATTN__OPT_KERNEL,
      "rotate the first R features only (default all)",
      {{0, 0}},
@@ -286,7 +285,7 @@ static const attn__opt_desc rows[] = {
      "linear or llama3 with their factors (attn_rope.scaling)",
      "--rope-scaling linear:F | llama3:F,LOW,HIGH,ORIG",
      NULL,
-     "attn.rope's scaling (config.json's rope_scaling dict)",
+     "Python: rope={'scaling': ...}, as attn.rope's scaling",
      ATTN__OPT_KERNEL,
      "frequency scaling as config.json's rope_scaling\n"
      "(factor, low/high_freq_factor,\n"
@@ -297,7 +296,7 @@ static const attn__opt_desc rows[] = {
      "positions of q and k ([Lq] or [B Lq], [Lk] or [B Lk])",
      "--rope-offset N",
      NULL,
-     "attn.rope's positions",
+     "Python: rope={'q_positions': ..., 'k_positions': ...}",
      ATTN__OPT_KERNEL,
      "add N to every position (a cache's prefix)",
      {F(rope_q_positions), F(n_rope_q_positions), F(rope_k_positions),

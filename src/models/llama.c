@@ -1,7 +1,6 @@
 /* Running a Llama-family model: token embeddings, the one decoder stack
  * (attn_decoder_forward with RMSNorm, SwiGLU, grouped heads, rotary
- * positions, a window), the output head; and generation from its logits
- * (greedy or seeded sampling, as attn_generate chooses ids). */
+ * positions, a window), the output head. Generation is llama_session.c's. */
 #include "llama.h"
 #include "../layers/layers.h"
 #include "../transformer/transformer.h"
@@ -84,81 +83,4 @@ void attn_llama_gen_opts_init(attn_llama_gen_opts *o) {
     o->temperature = 1.0;
     o->top_p = 1.0;
     o->eos_token_id = -2;
-}
-
-attn_status attn_llama_generate(const attn_llama *m, const int32_t *prompt,
-                                int64_t n, const attn_llama_gen_opts *opts,
-                                int32_t *out, int64_t cap, int64_t *n_out,
-                                attn_llama_token_fn fn, void *user) {
-    if (!opts || !out || !n_out)
-        return attn__fail(ATTN_E_INVALID, "opts, out or n_out is NULL");
-    *n_out = 0;
-    attn_status st = check_call(m, 1, n, prompt);
-    if (st) return st;
-    const attn_llama_gen_opts *o = opts;
-    if (o->max_new_tokens < 1 || cap < o->max_new_tokens ||
-        !(o->temperature > 0) || !(o->temperature < 1e300) || o->top_k < 0 ||
-        !(o->top_p > 0 && o->top_p <= 1) ||
-        (o->do_sample != 0 && o->do_sample != 1))
-        return attn__fail(ATTN_E_INVALID,
-                          "generation options: max_new_tokens %lld >= 1 and "
-                          "<= cap %lld, temperature %g > 0, top_k %lld >= 0, "
-                          "top_p %g in (0, 1], do_sample %d 0 or 1",
-                          (long long)o->max_new_tokens, (long long)cap,
-                          o->temperature, (long long)o->top_k, o->top_p,
-                          o->do_sample);
-    const int64_t total = n + o->max_new_tokens;
-    if (total > m->cfg.max_position)
-        return attn__fail(ATTN_E_SHAPE,
-                          "the prompt (%lld) and %lld new tokens exceed "
-                          "max_position_embeddings = %lld",
-                          (long long)n, (long long)o->max_new_tokens,
-                          (long long)m->cfg.max_position);
-    const int64_t eos =
-        o->eos_token_id == -2 ? m->cfg.eos_token_id : o->eos_token_id;
-    const int64_t V = m->cfg.vocab_size, E = m->cfg.hidden_size;
-    /* the decoder in its generation mode: one position per step through
-     * a KV cache per layer (keys stored rotated at their positions) */
-    attn__dec_state *ds = NULL;
-    st = attn__dec_state_create(&m->dec, m->params, 1, total, NULL, 1, NULL,
-                                o->threads, &ds);
-    if (st) return st;
-    float *x = attn__alloc((size_t)E, sizeof(float), "embedding");
-    float *z = x ? attn__alloc((size_t)V, sizeof(float), "logits") : NULL;
-    void *work =
-        z ? attn__alloc((size_t)V, attn__gen_pick_work(), "sampling") : NULL;
-    if (!work) {
-        attn__dec_state_free(ds);
-        attn__free(x);
-        attn__free(z);
-        return ATTN_E_NOMEM;
-    }
-    attn_generate_opts go;
-    attn_generate_opts_init(&go);
-    go.sample = o->do_sample;
-    go.temperature = o->temperature;
-    go.top_k = o->top_k;
-    go.top_p = o->top_p;
-    attn_rng rng;
-    attn_rng_seed(&rng, o->seed);
-    int32_t next = prompt[0];
-    for (int64_t t = 0; !st && t < total - 1; t++) {
-        memcpy(x, m->embed + (int64_t)next * E, (size_t)E * sizeof(float));
-        const float *h;
-        if ((st = attn__dec_step(ds, x, &h))) break;
-        if (t + 1 < n) { /* still the prompt */
-            next = prompt[t + 1];
-            continue;
-        }
-        if ((st = attn_linear_forward(1, E, V, h, m->head, NULL, z))) break;
-        double logp;
-        next = attn__gen_pick(z, V, &go, &rng, work, &logp);
-        out[(*n_out)++] = next;
-        if ((fn && fn(user, next)) || next == eos) break;
-    }
-    attn__dec_state_free(ds);
-    attn__free(x);
-    attn__free(z);
-    attn__free(work);
-    return st;
 }

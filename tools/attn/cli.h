@@ -8,6 +8,8 @@
 #include "attn_train.h"
 #include "attn_viz.h"
 #include "attn_transformer.h"
+#include "attn_pretrained.h"
+#include "attn_tokenizer.h"
 
 #include <stdio.h>
 
@@ -513,6 +515,26 @@ int cli_is_llama_dir(const char *dir);
 int cli_llama_generate(int argc, char **argv);
 int cli_llama_attend(int argc, char **argv);
 int cli_llama_info(const char *dir);
+/* attn chat FILE (cmd_chat.c). */
+int cmd_chat(int argc, char **argv);
+/* The sampling options of attn generate for the family (--max-new-tokens,
+ * --sample, --temperature, --top-k, --top-p, --seed, --threads) at argv[*i]:
+ * 1 when it took one (and its value: *i moves past it), 0 when argv[*i] is
+ * none of them, -1 after a usage message for a bad value. */
+int cli_llama_gen_option(const char *cmd, int argc, char **argv, int *i,
+                         attn_llama_gen_opts *o);
+/* Text streamed as ids come (ids written when tok is NULL); buf holds
+ * attn_bpe_stream_max(tok) + 8 bytes. cli_llama_on_token is an
+ * attn_llama_token_fn over a cli_streamer. */
+typedef struct {
+    const struct attn_bpe *tok;
+    attn_bpe_stream st;
+    char *buf;
+    size_t cap;
+} cli_streamer;
+int cli_llama_on_token(void *user, int32_t id);
+/* Monotonic seconds. */
+double cli_now_s(void);
 int cli_bench_model(int argc, char **argv);
 
 int cmd_generate(int argc, char **argv);

@@ -1,10 +1,11 @@
 /* Llama-family folders (Llama, Mistral, Qwen2 as transformers saves them)
- * in the command: attn generate DIR (text streamed as it is produced,
+ * and GGUF files in the command: attn generate DIR (text streamed as it is produced,
  * tokens/s at the end), attn attend DIR (every layer's causal heads as
  * pictures, and per head the weight on the first token, on the previous
  * token and on the token after an earlier copy of the current one), attn
  * model info DIR. */
 #include "cli.h"
+#include "attn_gguf.h"
 #include "attn_pretrained.h"
 #include "attn_tokenizer.h"
 
@@ -14,8 +15,22 @@
 #include <sys/stat.h>
 #include <time.h>
 
+/* A GGUF file by its first bytes (the loader checks the rest). */
+static int is_gguf(const char *path) {
+    struct stat sb;
+    if (!path || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char magic[4] = {0};
+    size_t n = fread(magic, 1, 4, f);
+    fclose(f);
+    return n == 4 && memcmp(magic, "GGUF", 4) == 0;
+}
+
+/* A Llama-family folder, or a GGUF file (which attn_llama_load reads). */
 int cli_is_llama_dir(const char *dir) {
     struct stat sb;
+    if (is_gguf(dir)) return 1;
     if (!dir || stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -37,33 +52,28 @@ int cli_is_llama_dir(const char *dir) {
 
 static void gen_help(void) {
     printf(
-        "usage: attn generate DIR (--prompt TEXT | --ids I,J,..) [--max-new-tokens 32]\n"
+        "usage: attn generate DIR|FILE (--prompt TEXT | --ids I,J,..) [--max-new-tokens 32]\n"
         "                     [--sample] [--temperature 1] [--top-k 0] [--top-p 1]\n"
         "                     [--seed 0] [--threads 0]\n"
         "\n"
         "Continues a prompt with the Llama-family model in DIR (config.json with\n"
-        "model_type llama, mistral or qwen2, model.safetensors, tokenizer.json):\n"
+        "model_type llama, mistral or qwen2, model.safetensors, tokenizer.json)\n"
+        "or in a GGUF FILE (architecture llama; special tokens such as\n"
+        "<|im_start|> in TEXT are the tokenizer's):\n"
         "greedy by default, or sampled with temperature, top-k and top-p from\n"
         "--seed (the same text on any thread count). The text is written as it is\n"
         "produced (ids when the folder has no tokenizer.json); generation stops\n"
         "at the end-of-sequence token. The speed is printed at the end.\n");
 }
 
-static double now_s(void) {
+double cli_now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-typedef struct {
-    const attn_bpe *tok;
-    attn_bpe_stream st;
-    char *buf;
-    size_t cap;
-} streamer;
-
-static int on_token(void *user, int32_t id) {
-    streamer *s = user;
+int cli_llama_on_token(void *user, int32_t id) {
+    cli_streamer *s = user;
     if (!s->tok) {
         printf(" %d", (int)id);
     } else {
@@ -109,18 +119,67 @@ static int prompt_ids(const char *cmd, const attn_llama *m, const char *text,
     if (!tok)
         return cli_usage_error(cmd, "the folder has no tokenizer.json: give "
                                     "the prompt as --ids");
+    /* special tokens written in the text are theirs, as transformers'
+     * tokenizers read them */
+    const unsigned flags = ATTN_BPE_ADD_SPECIAL | ATTN_BPE_PARSE_SPECIAL;
     size_t len = strlen(text);
     int64_t need = 0;
-    attn_status st =
-        attn_bpe_encode(tok, text, len, ATTN_BPE_ADD_SPECIAL, NULL, 0, &need);
+    attn_status st = attn_bpe_encode(tok, text, len, flags, NULL, 0, &need);
     if (!st && need < 1)
         return cli_usage_error(cmd, "the prompt encodes to no token");
     if (!st && !(*ids = malloc(sizeof(int32_t) * (size_t)need)))
         st = ATTN_E_NOMEM;
-    if (!st)
-        st = attn_bpe_encode(tok, text, len, ATTN_BPE_ADD_SPECIAL, *ids, need,
-                             n);
+    if (!st) st = attn_bpe_encode(tok, text, len, flags, *ids, need, n);
     return st ? cli_fail(cmd, st, "encoding the prompt") : 0;
+}
+
+int cli_llama_gen_option(const char *cmd, int argc, char **argv, int *i,
+                         attn_llama_gen_opts *o) {
+    const char *a = argv[*i];
+    if (strcmp(a, "--sample") == 0) {
+        o->do_sample = 1;
+        return 1;
+    }
+    static const char *const names[] = {"--max-new-tokens", "--temperature",
+                                        "--top-k",          "--top-p",
+                                        "--seed",           "--threads"};
+    int k = -1;
+    for (int j = 0; j < 6; j++)
+        if (strcmp(a, names[j]) == 0) k = j;
+    if (k < 0) return 0;
+    if (*i + 1 >= argc) {
+        cli_usage_error(cmd, "%s needs a value", a);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    int64_t t = 0;
+    int bad = 0;
+    switch (k) {
+    case 0:
+        bad = cli_parse_i64(v, &o->max_new_tokens) || o->max_new_tokens < 1 ||
+              o->max_new_tokens > (1 << 24);
+        break;
+    case 1:
+        bad = cli_parse_double(v, &o->temperature) || !(o->temperature > 0);
+        break;
+    case 2: bad = cli_parse_i64(v, &o->top_k) || o->top_k < 0; break;
+    case 3:
+        bad =
+            cli_parse_double(v, &o->top_p) || !(o->top_p > 0 && o->top_p <= 1);
+        break;
+    case 4:
+        bad = cli_parse_i64(v, &t) || t < 0;
+        o->seed = (uint64_t)t;
+        break;
+    default:
+        bad = cli_parse_i64(v, &t) || t < 0 || t > 1024;
+        o->threads = (int)t;
+    }
+    if (bad) {
+        cli_usage_error(cmd, "bad value '%s' for %s", cli_esc(v), a);
+        return -1;
+    }
+    return 1;
 }
 
 int cli_llama_generate(int argc, char **argv) {
@@ -136,46 +195,28 @@ int cli_llama_generate(int argc, char **argv) {
             dir = a;
             continue;
         }
-        if (strcmp(a, "--sample") == 0) {
-            o.do_sample = 1;
-            continue;
-        }
+        const int g = cli_llama_gen_option(cmd, argc, argv, &i, &o);
+        if (g < 0) return 2;
+        if (g) continue;
         if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
         const char *v = argv[++i];
-        int64_t t = 0;
-        int bad = 0;
         if (strcmp(a, "--prompt") == 0)
             text = v;
         else if (strcmp(a, "--ids") == 0)
             list = v;
-        else if (strcmp(a, "--max-new-tokens") == 0)
-            bad = cli_parse_i64(v, &o.max_new_tokens) || o.max_new_tokens < 1 ||
-                  o.max_new_tokens > (1 << 24);
-        else if (strcmp(a, "--temperature") == 0)
-            bad = cli_parse_double(v, &o.temperature) || !(o.temperature > 0);
-        else if (strcmp(a, "--top-k") == 0)
-            bad = cli_parse_i64(v, &o.top_k) || o.top_k < 0;
-        else if (strcmp(a, "--top-p") == 0)
-            bad =
-                cli_parse_double(v, &o.top_p) || !(o.top_p > 0 && o.top_p <= 1);
-        else if (strcmp(a, "--seed") == 0)
-            bad = cli_parse_i64(v, &t) || t < 0, o.seed = (uint64_t)t;
-        else if (strcmp(a, "--threads") == 0)
-            bad = cli_parse_i64(v, &t) || t < 0 || t > 1024, o.threads = (int)t;
         else
             return cli_usage_error(cmd, "unknown option '%s'", a);
-        if (bad)
-            return cli_usage_error(cmd, "bad value '%s' for %s", cli_esc(v), a);
     }
     if (!dir || (!text && !list) || (text && list))
-        return cli_usage_error(cmd, "need DIR and one of --prompt TEXT or "
-                                    "--ids I,J,..");
+        return cli_usage_error(cmd,
+                               "need DIR (or FILE) and one of --prompt TEXT or "
+                               "--ids I,J,..");
     attn_llama *m;
     attn_status st = attn_llama_load(dir, &m);
     if (st) return cli_fail(cmd, st, "load");
     int32_t *ids = NULL, *out = NULL;
     int64_t n = 0, nout = 0;
-    streamer s;
+    cli_streamer s;
     memset(&s, 0, sizeof s);
     int rc = prompt_ids(cmd, m, text, list, &ids, &n);
     s.tok = attn_llama_tokenizer(m);
@@ -190,10 +231,10 @@ int cli_llama_generate(int argc, char **argv) {
         else
             printf("%s", list);
         fflush(stdout);
-        double t0 = now_s();
+        double t0 = cli_now_s();
         st = attn_llama_generate(m, ids, n, &o, out, o.max_new_tokens, &nout,
-                                 on_token, &s);
-        double dt = now_s() - t0;
+                                 cli_llama_on_token, &s);
+        double dt = cli_now_s() - t0;
         size_t len = 0;
         if (s.tok && attn_bpe_stream_end(&s.st, s.buf, s.cap, &len) == ATTN_OK)
             fwrite(s.buf, 1, len, stdout);
@@ -216,10 +257,11 @@ int cli_llama_generate(int argc, char **argv) {
 
 static void attend_help(void) {
     printf(
-        "usage: attn attend DIR (--prompt TEXT | --ids I,J,..) [--out attend-out]\n"
+        "usage: attn attend DIR|FILE (--prompt TEXT | --ids I,J,..) [--out attend-out]\n"
         "                   [--threads 0]\n"
         "\n"
         "Every layer's causal attention heads of the Llama-family model in DIR\n"
+        "(or in a GGUF FILE)\n"
         "over the prompt: OUT/layer<l>.png (a grid of the heads),\n"
         "OUT/attention.html (the viewer), OUT/weights.npy (layers, heads, n, n),\n"
         "OUT/tokens.txt; and per head the mean weight on the first token (an\n"
@@ -280,8 +322,9 @@ int cli_llama_attend(int argc, char **argv) {
             return cli_usage_error(cmd, "unknown option '%s'", a);
     }
     if (!dir || (!text && !list) || (text && list))
-        return cli_usage_error(cmd, "need DIR and one of --prompt TEXT or "
-                                    "--ids I,J,..");
+        return cli_usage_error(cmd,
+                               "need DIR (or FILE) and one of --prompt TEXT or "
+                               "--ids I,J,..");
     attn_llama *m;
     attn_status st = attn_llama_load(dir, &m);
     if (st) return cli_fail(cmd, st, "load");
@@ -368,6 +411,31 @@ int cli_llama_attend(int argc, char **argv) {
     return rc;
 }
 
+/* "weights stored as Q4_1 x 210, F32 x 61, ...": the GGUF file's tensor
+ * types in the order they first come. */
+static void print_gguf_types(const char *path) {
+    attn_gguf *g;
+    printf("  weights stored as");
+    if (attn_gguf_open(path, &g) != ATTN_OK) return;
+    const int64_t nt = attn_gguf_tensor_count(g);
+    int done[64] = {0};
+    for (int64_t i = 0; i < nt; i++) {
+        attn_gguf_tensor t;
+        attn_gguf_tensor_get(g, i, &t);
+        if (t.type < 0 || t.type >= 64 || done[t.type]) continue;
+        done[t.type] = 1;
+        int64_t k = 0;
+        for (int64_t j = 0; j < nt; j++) {
+            attn_gguf_tensor u;
+            attn_gguf_tensor_get(g, j, &u);
+            k += u.type == t.type;
+        }
+        printf("%s %s x %lld", i ? "," : "", t.type_name, (long long)k);
+    }
+    printf(" (GGUF tensors)");
+    attn_gguf_close(g);
+}
+
 int cli_llama_info(const char *dir) {
     const char *cmd = "model";
     attn_llama *m;
@@ -403,12 +471,21 @@ int cli_llama_info(const char *dir) {
            c->attention_bias ? "yes" : "no",
            c->tie_word_embeddings ? "tied to the embeddings" : "its own");
     const attn_bpe *tok = attn_llama_tokenizer(m);
+    const int gguf = is_gguf(dir);
     printf("  vocabulary %lld; tokenizer: %s; bos %lld, eos %lld\n",
            (long long)c->vocab_size,
-           tok ? "byte-level BPE (tokenizer.json)" : "none (ids only)",
+           !tok   ? "none (ids only)"
+           : gguf ? "byte-level BPE (GGUF metadata)"
+                  : "byte-level BPE (tokenizer.json)",
            (long long)c->bos_token_id, (long long)c->eos_token_id);
-    printf("  weights stored as %s (run in f32); parameters: %lld\n",
-           attn_dtype_name(c->stored_dtype),
+    if (attn_llama_chat_template(m))
+        printf("  chat template: %zu bytes\n",
+               strlen(attn_llama_chat_template(m)));
+    if (gguf)
+        print_gguf_types(dir);
+    else
+        printf("  weights stored as %s", attn_dtype_name(c->stored_dtype));
+    printf(" (run in f32); parameters: %lld\n",
            (long long)attn_llama_param_count(m));
     attn_llama_free(m);
     return 0;

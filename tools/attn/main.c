@@ -29,6 +29,7 @@ static const cli_command commands[] = {
     {"train", cmd_train, "train a small Transformer on a toy task"},
     {"generate", cmd_generate,
      "a trained generation model's output (greedy, sampling, beam)"},
+    {"chat", cmd_chat, "a conversation with a chat model (ChatML template)"},
     {"eval", cmd_eval, "accuracy of a trained model on fresh data"},
     {"attend", cmd_attend, "a trained model's prediction and attention maps"},
     {"model", cmd_model,
