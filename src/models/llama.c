@@ -123,7 +123,7 @@ attn_status attn_llama_generate(const attn_llama *m, const int32_t *prompt,
     st = attn__dec_state_create(&m->dec, m->params, 1, total, NULL, 1, NULL,
                                 o->threads, &ds);
     if (st) return st;
-    float *x = attn__alloc((size_t)E, sizeof(float), "embedding");
+    float *x = attn__alloc((size_t)(n * E), sizeof(float), "embeddings");
     float *z = x ? attn__alloc((size_t)V, sizeof(float), "logits") : NULL;
     void *work =
         z ? attn__alloc((size_t)V, attn__gen_pick_work(), "sampling") : NULL;
@@ -141,14 +141,18 @@ attn_status attn_llama_generate(const attn_llama *m, const int32_t *prompt,
     go.top_p = o->top_p;
     attn_rng rng;
     attn_rng_seed(&rng, o->seed);
-    int32_t next = prompt[0];
-    for (int64_t t = 0; !st && t < total - 1; t++) {
-        memcpy(x, m->embed + (int64_t)next * E, (size_t)E * sizeof(float));
-        const float *h;
-        if ((st = attn__dec_step(ds, x, &h))) break;
-        if (t + 1 < n) { /* still the prompt */
-            next = prompt[t + 1];
-            continue;
+    /* the prompt in one pass, then one position per step */
+    for (int64_t t = 0; t < n; t++)
+        memcpy(x + t * E, m->embed + (int64_t)prompt[t] * E,
+               (size_t)E * sizeof(float));
+    const float *h;
+    st = attn__dec_prefill(ds, x, n, 0, &h);
+    for (int64_t t = n; !st && t < total; t++) {
+        int32_t next;
+        if (t > n) {
+            memcpy(x, m->embed + (int64_t)out[*n_out - 1] * E,
+                   (size_t)E * sizeof(float));
+            if ((st = attn__dec_step(ds, x, &h))) break;
         }
         if ((st = attn_linear_forward(1, E, V, h, m->head, NULL, z))) break;
         double logp;
