@@ -272,6 +272,23 @@ ATTN_API attn_status attn_bert_embed_texts(const attn_bert *m,
  * tensor names onto its parameters. Anything else (another model_type, a
  * rope type, a head_dim that is not hidden_size / heads, Qwen2's
  * use_sliding_window, unknown or missing tensors) is refused naming it.
+ *
+ * Or a GGUF file (llama.cpp's single-file form; attn_gguf.h), recognized
+ * by its first bytes "GGUF": general.architecture "llama"; llama.*
+ * metadata (block_count, embedding_length, feed_forward_length,
+ * attention.head_count, head_count_kv, context_length, rope.freq_base,
+ * rope.dimension_count equal to the head size, attention.
+ * layer_norm_rms_epsilon, rope.scaling.type none or linear); tensors
+ * token_embd, output_norm, output (absent: tied to token_embd) and per
+ * layer blk.N.attn_norm, attn_q, attn_k, attn_v, attn_output, ffn_norm,
+ * ffn_gate, ffn_up, ffn_down, through the same table as the folder's
+ * names; F32, F16, BF16, Q8_0, Q4_0 or Q4_1, dequantized to f32 (the Q
+ * and K rows that the GGUF converter interleaves for pair-wise rotation
+ * are put back in halves, so the logits are those of the original
+ * checkpoint); the tokenizer from tokenizer.ggml.* (model gpt2, its pre,
+ * tokens, token_type, merges, bos / eos), and tokenizer.chat_template kept
+ * as text. Another architecture, rope scaling, tokenizer model or tensor
+ * type is refused naming it.
  */
 typedef struct attn_llama attn_llama;
 
@@ -291,19 +308,25 @@ typedef struct {
     int attention_bias;      /* q, k, v projections have biases (Qwen2)  */
     int64_t bos_token_id;    /* -1 when the config names none           */
     int64_t eos_token_id;    /* the first if a list; -1 when none        */
-    attn_dtype stored_dtype; /* of the checkpoint's weights              */
+    attn_dtype stored_dtype; /* of the checkpoint's weights (F32 for GGUF,
+                                whose types attn_gguf.h reports) */
 } attn_llama_config;
 
-/* Loads dir (see above) into *out (NULL on failure), with the folder's
- * tokenizer.json when there is one (attn_tokenizer.h's byte-level BPE;
- * a tokenizer.json it refuses fails the load). Errors: ATTN_E_IO
- * (a file missing or unreadable), ATTN_E_FORMAT (malformed config or
- * weights, a tensor missing, unknown or of the wrong shape, naming it),
- * ATTN_E_UNSUPPORTED (naming what), ATTN_E_NOMEM. */
-ATTN_API attn_status attn_llama_load(const char *dir, attn_llama **out);
+/* Loads path, a folder or a GGUF file (see above), into *out (NULL on
+ * failure), with the folder's tokenizer.json when there is one, or the
+ * file's tokenizer metadata (attn_tokenizer.h's byte-level BPE; a
+ * tokenizer it refuses fails the load). Errors: ATTN_E_IO (a file missing
+ * or unreadable), ATTN_E_FORMAT (malformed config, metadata or weights, a
+ * tensor missing, unknown or of the wrong shape, naming it),
+ * ATTN_E_UNSUPPORTED (naming what), ATTN_E_NONFINITE (a weight NaN or
+ * infinite), ATTN_E_NOMEM. */
+ATTN_API attn_status attn_llama_load(const char *path, attn_llama **out);
 ATTN_API void attn_llama_free(attn_llama *m);
-/* The folder's tokenizer (owned by m), or NULL when it has none. */
+/* The model's tokenizer (owned by m), or NULL when it has none. */
 ATTN_API const struct attn_bpe *attn_llama_tokenizer(const attn_llama *m);
+/* A GGUF file's tokenizer.chat_template as text (owned by m), or NULL
+ * (a folder, or a file without one). */
+ATTN_API const char *attn_llama_chat_template(const attn_llama *m);
 /* The model's config (valid while m is). */
 ATTN_API const attn_llama_config *attn_llama_get_config(const attn_llama *m);
 /* Floats of parameters (embeddings, decoder block, output head if not

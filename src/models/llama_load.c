@@ -9,6 +9,7 @@
 #include "../io/json.h"
 
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- config.json ------------------------------------------------------- */
 
@@ -239,49 +240,35 @@ static attn_status read_config(const char *dir, attn_llama_config *c) {
 
 /* ---- the name table ------------------------------------------------------ */
 
-typedef enum {
-    DST_EMBED,
-    DST_NORM,
-    DST_HEAD,
-    DST_WQ,
-    DST_BQ,
-    DST_WK,
-    DST_BK,
-    DST_WV,
-    DST_BV,
-    DST_WO,
-    DST_LN1,
-    DST_LN3,
-    DST_GATE,
-    DST_UP,
-    DST_DOWN
-} dst_kind;
-
 typedef enum { SZ_V, SZ_E, SZ_KV, SZ_F, SZ_ONE } size_kind;
 
-/* THE table: checkpoint name (per layer: after "model.layers.N.") ->
+/* THE table: checkpoint name in a transformers folder (per layer: after
+ * "model.layers.N.") and in a GGUF file (per layer: after "blk.N.") ->
  * attn parameter and the expected (rows, cols). */
 static const struct {
     const char *name;
+    const char *gguf;
     int per_layer;
-    dst_kind dst;
+    attn__llama_dst dst;
     size_kind rows, cols;
 } table[] = {
-    {"model.embed_tokens.weight", 0, DST_EMBED, SZ_V, SZ_E},
-    {"model.norm.weight", 0, DST_NORM, SZ_E, SZ_ONE},
-    {"lm_head.weight", 0, DST_HEAD, SZ_V, SZ_E},
-    {"self_attn.q_proj.weight", 1, DST_WQ, SZ_E, SZ_E},
-    {"self_attn.q_proj.bias", 1, DST_BQ, SZ_E, SZ_ONE},
-    {"self_attn.k_proj.weight", 1, DST_WK, SZ_KV, SZ_E},
-    {"self_attn.k_proj.bias", 1, DST_BK, SZ_KV, SZ_ONE},
-    {"self_attn.v_proj.weight", 1, DST_WV, SZ_KV, SZ_E},
-    {"self_attn.v_proj.bias", 1, DST_BV, SZ_KV, SZ_ONE},
-    {"self_attn.o_proj.weight", 1, DST_WO, SZ_E, SZ_E},
-    {"input_layernorm.weight", 1, DST_LN1, SZ_E, SZ_ONE},
-    {"post_attention_layernorm.weight", 1, DST_LN3, SZ_E, SZ_ONE},
-    {"mlp.gate_proj.weight", 1, DST_GATE, SZ_F, SZ_E},
-    {"mlp.up_proj.weight", 1, DST_UP, SZ_F, SZ_E},
-    {"mlp.down_proj.weight", 1, DST_DOWN, SZ_E, SZ_F},
+    {"model.embed_tokens.weight", "token_embd.weight", 0, DST_EMBED, SZ_V,
+     SZ_E},
+    {"model.norm.weight", "output_norm.weight", 0, DST_NORM, SZ_E, SZ_ONE},
+    {"lm_head.weight", "output.weight", 0, DST_HEAD, SZ_V, SZ_E},
+    {"self_attn.q_proj.weight", "attn_q.weight", 1, DST_WQ, SZ_E, SZ_E},
+    {"self_attn.q_proj.bias", "attn_q.bias", 1, DST_BQ, SZ_E, SZ_ONE},
+    {"self_attn.k_proj.weight", "attn_k.weight", 1, DST_WK, SZ_KV, SZ_E},
+    {"self_attn.k_proj.bias", "attn_k.bias", 1, DST_BK, SZ_KV, SZ_ONE},
+    {"self_attn.v_proj.weight", "attn_v.weight", 1, DST_WV, SZ_KV, SZ_E},
+    {"self_attn.v_proj.bias", "attn_v.bias", 1, DST_BV, SZ_KV, SZ_ONE},
+    {"self_attn.o_proj.weight", "attn_output.weight", 1, DST_WO, SZ_E, SZ_E},
+    {"input_layernorm.weight", "attn_norm.weight", 1, DST_LN1, SZ_E, SZ_ONE},
+    {"post_attention_layernorm.weight", "ffn_norm.weight", 1, DST_LN3, SZ_E,
+     SZ_ONE},
+    {"mlp.gate_proj.weight", "ffn_gate.weight", 1, DST_GATE, SZ_F, SZ_E},
+    {"mlp.up_proj.weight", "ffn_up.weight", 1, DST_UP, SZ_F, SZ_E},
+    {"mlp.down_proj.weight", "ffn_down.weight", 1, DST_DOWN, SZ_E, SZ_F},
 };
 #define NTABLE ((int)(sizeof table / sizeof table[0]))
 
@@ -297,16 +284,22 @@ static int64_t size_of(const attn_llama_config *c, size_kind k) {
 
 /* Whether row k of the table is part of this model. */
 static int wanted(const attn_llama_config *c, int k) {
-    dst_kind d = table[k].dst;
+    attn__llama_dst d = table[k].dst;
     if (d == DST_HEAD) return !c->tie_word_embeddings;
     if (d == DST_BQ || d == DST_BK || d == DST_BV) return c->attention_bias;
     return 1;
 }
 
-/* The row of the table for a name, and its layer (-1: not per layer). */
-static int match(const attn_llama_config *c, const char *name, int64_t *layer) {
+static const char *col(int k, int gguf) {
+    return gguf ? table[k].gguf : table[k].name;
+}
+
+/* The row of the table for a name (gguf: the file's names), and its layer
+ * (-1: not per layer). */
+static int match(const attn_llama_config *c, const char *name, int gguf,
+                 int64_t *layer) {
     *layer = -1;
-    const char *pre = "model.layers.";
+    const char *pre = gguf ? "blk." : "model.layers.";
     if (strncmp(name, pre, strlen(pre)) == 0) {
         const char *p = name + strlen(pre);
         int64_t l = 0;
@@ -314,19 +307,19 @@ static int match(const attn_llama_config *c, const char *name, int64_t *layer) {
         while (*p >= '0' && *p <= '9' && l < 100000) l = l * 10 + (*p++ - '0');
         if (*p != '.' || l >= c->num_layers) return -1;
         for (int k = 0; k < NTABLE; k++)
-            if (table[k].per_layer && strcmp(p + 1, table[k].name) == 0) {
+            if (table[k].per_layer && strcmp(p + 1, col(k, gguf)) == 0) {
                 *layer = l;
                 return wanted(c, k) ? k : -1;
             }
         return -1;
     }
     for (int k = 0; k < NTABLE; k++)
-        if (!table[k].per_layer && strcmp(name, table[k].name) == 0)
+        if (!table[k].per_layer && strcmp(name, col(k, gguf)) == 0)
             return wanted(c, k) ? k : -1;
     return -1;
 }
 
-static float *dst_of(attn_llama *m, dst_kind d, int64_t layer) {
+static float *dst_of(attn_llama *m, attn__llama_dst d, int64_t layer) {
     attn_decoder_layer_params P;
     if (layer >= 0) attn_decoder_layer_view(&m->dec, m->params, layer, &P);
     float *g = NULL, *b = NULL;
@@ -352,55 +345,66 @@ static float *dst_of(attn_llama *m, dst_kind d, int64_t layer) {
     return NULL;
 }
 
+/* Slots of seen[]: one per table row and layer (and one for the model). */
+int64_t attn__llama_slots(const attn_llama *m) {
+    return (int64_t)NTABLE * (m->cfg.num_layers + 1);
+}
+
+attn_status attn__llama_place(attn_llama *m, const char *path, const char *name,
+                              int gguf, int ndim, const int64_t *shape,
+                              uint8_t *seen, attn__llama_slot *out) {
+    const attn_llama_config *c = &m->cfg;
+    char eb[96];
+    int64_t layer;
+    int k = match(c, name, gguf, &layer);
+    if (k < 0)
+        return attn__fail(
+            ATTN_E_FORMAT,
+            "%s: tensor '%s' is not part of a %s model of this config", path,
+            attn__escape_bytes(name, strlen(name), eb, sizeof eb),
+            c->model_type);
+    const int64_t rows = size_of(c, table[k].rows),
+                  cols = size_of(c, table[k].cols);
+    const int rank = table[k].cols == SZ_ONE ? 1 : 2;
+    if (ndim != rank || shape[0] != rows || (rank == 2 && shape[1] != cols))
+        return attn__fail(
+            ATTN_E_FORMAT,
+            "%s: tensor '%s' has %d dims (%lld, %lld) but the "
+            "config needs (%lld%s%lld)",
+            path, attn__escape_bytes(name, strlen(name), eb, sizeof eb), ndim,
+            (long long)(ndim > 0 ? shape[0] : 0),
+            (long long)(ndim > 1 ? shape[1] : 0), (long long)rows,
+            rank == 2 ? ", " : "", rank == 2 ? (long long)cols : 0LL);
+    const int64_t slot = k * (c->num_layers + 1) + layer + 1;
+    if (seen[slot])
+        return attn__fail(
+            ATTN_E_FORMAT, "%s: tensor '%s' is given twice", path,
+            attn__escape_bytes(name, strlen(name), eb, sizeof eb));
+    seen[slot] = 1;
+    out->dst = dst_of(m, table[k].dst, layer);
+    out->kind = table[k].dst;
+    out->layer = layer;
+    out->rows = rows;
+    out->cols = rank == 2 ? cols : 1;
+    return ATTN_OK;
+}
+
 /* One file's tensors onto the model; seen[] marks the slots filled. */
 static attn_status load_file(attn_llama *m, const char *path, uint8_t *seen) {
-    const attn_llama_config *c = &m->cfg;
     attn_safetensors *st;
     attn_status s = attn_safetensors_open(path, &st);
     if (s) return s;
     const int64_t nt = attn_safetensors_count(st);
-    char eb[96];
     for (int64_t i = 0; i < nt && !s; i++) {
         attn_st_tensor t;
         if ((s = attn_safetensors_get(st, i, &t))) break;
-        int64_t layer;
-        int k = match(c, t.name, &layer);
-        if (k < 0) {
-            /* rotary tables some checkpoints store are recomputed here */
-            if (strstr(t.name, "rotary_emb.inv_freq")) continue;
-            s = attn__fail(
-                ATTN_E_FORMAT,
-                "%s: tensor '%s' is not part of a %s model of "
-                "this config",
-                path, attn__escape_bytes(t.name, strlen(t.name), eb, sizeof eb),
-                c->model_type);
-            break;
-        }
-        const int64_t rows = size_of(c, table[k].rows),
-                      cols = size_of(c, table[k].cols);
-        const int rank = table[k].cols == SZ_ONE ? 1 : 2;
-        if (t.ndim != rank || t.shape[0] != rows ||
-            (rank == 2 && t.shape[1] != cols)) {
-            s = attn__fail(
-                ATTN_E_FORMAT,
-                "%s: tensor '%s' has %d dims (%lld, %lld) but the "
-                "config needs (%lld%s%lld)",
-                path, attn__escape_bytes(t.name, strlen(t.name), eb, sizeof eb),
-                t.ndim, (long long)(t.ndim > 0 ? t.shape[0] : 0),
-                (long long)(t.ndim > 1 ? t.shape[1] : 0), (long long)rows,
-                rank == 2 ? ", " : "", rank == 2 ? (long long)cols : 0LL);
-            break;
-        }
-        const int64_t slot = k * (c->num_layers + 1) + layer + 1;
-        if (seen[slot]) {
-            s = attn__fail(
-                ATTN_E_FORMAT, "%s: tensor '%s' is given twice", path,
-                attn__escape_bytes(t.name, strlen(t.name), eb, sizeof eb));
-            break;
-        }
-        seen[slot] = 1;
+        /* rotary tables some checkpoints store are recomputed here */
+        if (strstr(t.name, "rotary_emb.inv_freq")) continue;
+        attn__llama_slot at;
+        s = attn__llama_place(m, path, t.name, 0, t.ndim, t.shape, seen, &at);
+        if (s) break;
         if (i == 0 || t.dtype != ATTN_F32) m->cfg.stored_dtype = t.dtype;
-        s = attn_st_tensor_to_f32(&t, dst_of(m, table[k].dst, layer), t.numel);
+        s = attn_st_tensor_to_f32(&t, at.dst, t.numel);
     }
     attn_safetensors_close(st);
     return s;
@@ -463,9 +467,31 @@ static attn_status read_index(const char *dir, char **files, int64_t *count) {
     return ATTN_OK;
 }
 
-static attn_status load_weights(attn_llama *m, const char *dir) {
+attn_status attn__llama_check_seen(const attn_llama *m, const char *label,
+                                   const uint8_t *seen, int gguf) {
     const attn_llama_config *c = &m->cfg;
-    const int64_t nslots = NTABLE * (c->num_layers + 1);
+    for (int k = 0; k < NTABLE; k++) {
+        if (!wanted(c, k)) continue;
+        for (int64_t l = table[k].per_layer ? 0 : -1;
+             l < (table[k].per_layer ? c->num_layers : 0); l++) {
+            if (seen[k * (c->num_layers + 1) + l + 1]) continue;
+            if (table[k].per_layer)
+                return attn__fail(ATTN_E_FORMAT,
+                                  "%s: tensor '%s%lld.%s' is missing", label,
+                                  gguf ? "blk." : "model.layers.", (long long)l,
+                                  col(k, gguf));
+            return attn__fail(ATTN_E_FORMAT, "%s: tensor '%s' is missing%s",
+                              label, col(k, gguf),
+                              table[k].dst == DST_HEAD && !gguf
+                                  ? " (tie_word_embeddings is false)"
+                                  : "");
+        }
+    }
+    return ATTN_OK;
+}
+
+static attn_status load_weights(attn_llama *m, const char *dir) {
+    const int64_t nslots = attn__llama_slots(m);
     uint8_t *seen = attn__alloc((size_t)nslots, 1, "tensor table");
     if (!seen) return ATTN_E_NOMEM;
     memset(seen, 0, (size_t)nslots);
@@ -492,26 +518,7 @@ static attn_status load_weights(attn_llama *m, const char *dir) {
         }
         attn__free(files);
     }
-    /* every wanted tensor, for every layer, exactly once */
-    for (int k = 0; k < NTABLE && !st; k++) {
-        if (!wanted(c, k)) continue;
-        for (int64_t l = table[k].per_layer ? 0 : -1;
-             l < (table[k].per_layer ? c->num_layers : 0) && !st; l++)
-            if (!seen[k * (c->num_layers + 1) + l + 1]) {
-                if (table[k].per_layer)
-                    st = attn__fail(ATTN_E_FORMAT,
-                                    "%s: tensor 'model.layers.%lld.%s' is "
-                                    "missing",
-                                    dir, (long long)l, table[k].name);
-                else
-                    st = attn__fail(ATTN_E_FORMAT,
-                                    "%s: tensor '%s' is missing%s", dir,
-                                    table[k].name,
-                                    table[k].dst == DST_HEAD
-                                        ? " (tie_word_embeddings is false)"
-                                        : "");
-            }
-    }
+    if (!st) st = attn__llama_check_seen(m, dir, seen, 0);
     attn__free(seen);
     return st;
 }
@@ -534,48 +541,66 @@ static void decoder_of(const attn_llama_config *c, attn_decoder_config *d) {
     d->sliding_window = c->sliding_window;
 }
 
-attn_status attn_llama_load(const char *dir, attn_llama **out) {
+attn_status attn__llama_alloc(attn_llama *m) {
+    decoder_of(&m->cfg, &m->dec);
+    attn_status st = attn_decoder_check(&m->dec);
+    if (st) return st;
+    const int64_t np = attn_decoder_param_count(&m->dec);
+    const int64_t VE = m->cfg.vocab_size * m->cfg.hidden_size;
+    if (!np) return attn__fail(ATTN_E_NOMEM, "the model is too large");
+    m->params = attn__alloc((size_t)np, sizeof(float), "parameters");
+    m->embed =
+        m->params ? attn__alloc((size_t)VE, sizeof(float), "embeddings") : NULL;
+    if (m->embed && !m->cfg.tie_word_embeddings)
+        m->own_head = attn__alloc((size_t)VE, sizeof(float), "lm_head");
+    if (!m->embed || (!m->cfg.tie_word_embeddings && !m->own_head))
+        return ATTN_E_NOMEM;
+    /* what the checkpoint does not hold is zero: every beta, the FFN
+     * biases, b_o, and the q/k/v biases of llama and mistral */
+    memset(m->params, 0, (size_t)np * sizeof(float));
+    m->head = m->cfg.tie_word_embeddings ? m->embed : m->own_head;
+    return ATTN_OK;
+}
+
+/* Whether path is a regular file that starts as a GGUF file does. */
+static int is_gguf_file(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char magic[4] = {0};
+    const size_t n = fread(magic, 1, 4, f);
+    fclose(f);
+    return n == 4 && memcmp(magic, "GGUF", 4) == 0;
+}
+
+attn_status attn_llama_load(const char *path, attn_llama **out) {
     if (!out) return attn__fail(ATTN_E_INVALID, "out is NULL");
     *out = NULL;
-    if (!dir) return attn__fail(ATTN_E_INVALID, "dir is NULL");
-    if (strlen(dir) > 3000)
-        return attn__fail(ATTN_E_INVALID, "the folder name is too long");
+    if (!path) return attn__fail(ATTN_E_INVALID, "path is NULL");
+    if (strlen(path) > 3000)
+        return attn__fail(ATTN_E_INVALID, "the path is too long");
     attn_llama *m = attn__alloc(1, sizeof *m, "model");
     if (!m) return ATTN_E_NOMEM;
     memset(m, 0, sizeof *m);
-    attn_status st = read_config(dir, &m->cfg);
-    if (!st) {
-        decoder_of(&m->cfg, &m->dec);
-        st = attn_decoder_check(&m->dec);
-    }
-    int64_t np = st ? 0 : attn_decoder_param_count(&m->dec);
-    const int64_t VE = m->cfg.vocab_size * m->cfg.hidden_size;
-    if (!st && !np) st = attn__fail(ATTN_E_NOMEM, "the model is too large");
-    if (!st) {
-        m->params = attn__alloc((size_t)np, sizeof(float), "parameters");
-        m->embed = m->params
-                       ? attn__alloc((size_t)VE, sizeof(float), "embeddings")
-                       : NULL;
-        if (m->embed && !m->cfg.tie_word_embeddings)
-            m->own_head = attn__alloc((size_t)VE, sizeof(float), "lm_head");
-        if (!m->embed || (!m->cfg.tie_word_embeddings && !m->own_head))
-            st = ATTN_E_NOMEM;
-    }
-    if (!st) {
-        /* what the checkpoint does not hold is zero: every beta, the FFN
-         * biases, b_o, and the q/k/v biases of llama and mistral */
-        memset(m->params, 0, (size_t)np * sizeof(float));
-        m->cfg.stored_dtype = ATTN_F32;
-        st = load_weights(m, dir);
-        m->head = m->cfg.tie_word_embeddings ? m->embed : m->own_head;
-    }
-    if (!st) { /* the tokenizer, when the folder has one */
-        char path[4096];
-        snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-        FILE *f = fopen(path, "rb");
-        if (f) {
-            fclose(f);
-            st = attn_bpe_load(path, &m->tok);
+    attn_status st;
+    if (is_gguf_file(path)) {
+        st = attn__llama_load_gguf(m, path);
+    } else {
+        st = read_config(path, &m->cfg);
+        if (!st) st = attn__llama_alloc(m);
+        if (!st) {
+            m->cfg.stored_dtype = ATTN_F32;
+            st = load_weights(m, path);
+        }
+        if (!st) { /* the tokenizer, when the folder has one */
+            char tp[4096];
+            snprintf(tp, sizeof tp, "%s/tokenizer.json", path);
+            FILE *f = fopen(tp, "rb");
+            if (f) {
+                fclose(f);
+                st = attn_bpe_load(tp, &m->tok);
+            }
         }
     }
     if (st) {
@@ -592,7 +617,13 @@ void attn_llama_free(attn_llama *m) {
     attn__free(m->embed);
     attn__free(m->own_head);
     attn_bpe_free(m->tok);
+    attn__llama_quant_free(m->quant);
+    attn__free(m->chat_template);
     attn__free(m);
+}
+
+const char *attn_llama_chat_template(const attn_llama *m) {
+    return m ? m->chat_template : NULL;
 }
 
 const struct attn_bpe *attn_llama_tokenizer(const attn_llama *m) {

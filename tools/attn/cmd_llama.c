@@ -5,6 +5,7 @@
  * token and on the token after an earlier copy of the current one), attn
  * model info DIR. */
 #include "cli.h"
+#include "attn_gguf.h"
 #include "attn_pretrained.h"
 #include "attn_tokenizer.h"
 
@@ -14,8 +15,22 @@
 #include <sys/stat.h>
 #include <time.h>
 
+/* A GGUF file by its first bytes (the loader checks the rest). */
+static int is_gguf(const char *path) {
+    struct stat sb;
+    if (!path || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char magic[4] = {0};
+    size_t n = fread(magic, 1, 4, f);
+    fclose(f);
+    return n == 4 && memcmp(magic, "GGUF", 4) == 0;
+}
+
+/* A Llama-family folder, or a GGUF file (which attn_llama_load reads). */
 int cli_is_llama_dir(const char *dir) {
     struct stat sb;
+    if (is_gguf(dir)) return 1;
     if (!dir || stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -37,12 +52,14 @@ int cli_is_llama_dir(const char *dir) {
 
 static void gen_help(void) {
     printf(
-        "usage: attn generate DIR (--prompt TEXT | --ids I,J,..) [--max-new-tokens 32]\n"
+        "usage: attn generate DIR|FILE (--prompt TEXT | --ids I,J,..) [--max-new-tokens 32]\n"
         "                     [--sample] [--temperature 1] [--top-k 0] [--top-p 1]\n"
         "                     [--seed 0] [--threads 0]\n"
         "\n"
         "Continues a prompt with the Llama-family model in DIR (config.json with\n"
-        "model_type llama, mistral or qwen2, model.safetensors, tokenizer.json):\n"
+        "model_type llama, mistral or qwen2, model.safetensors, tokenizer.json)\n"
+        "or in a GGUF FILE (architecture llama; special tokens such as\n"
+        "<|im_start|> in TEXT are the tokenizer's):\n"
         "greedy by default, or sampled with temperature, top-k and top-p from\n"
         "--seed (the same text on any thread count). The text is written as it is\n"
         "produced (ids when the folder has no tokenizer.json); generation stops\n"
@@ -109,17 +126,17 @@ static int prompt_ids(const char *cmd, const attn_llama *m, const char *text,
     if (!tok)
         return cli_usage_error(cmd, "the folder has no tokenizer.json: give "
                                     "the prompt as --ids");
+    /* special tokens written in the text are theirs, as transformers'
+     * tokenizers read them */
+    const unsigned flags = ATTN_BPE_ADD_SPECIAL | ATTN_BPE_PARSE_SPECIAL;
     size_t len = strlen(text);
     int64_t need = 0;
-    attn_status st =
-        attn_bpe_encode(tok, text, len, ATTN_BPE_ADD_SPECIAL, NULL, 0, &need);
+    attn_status st = attn_bpe_encode(tok, text, len, flags, NULL, 0, &need);
     if (!st && need < 1)
         return cli_usage_error(cmd, "the prompt encodes to no token");
     if (!st && !(*ids = malloc(sizeof(int32_t) * (size_t)need)))
         st = ATTN_E_NOMEM;
-    if (!st)
-        st = attn_bpe_encode(tok, text, len, ATTN_BPE_ADD_SPECIAL, *ids, need,
-                             n);
+    if (!st) st = attn_bpe_encode(tok, text, len, flags, *ids, need, n);
     return st ? cli_fail(cmd, st, "encoding the prompt") : 0;
 }
 
@@ -368,6 +385,31 @@ int cli_llama_attend(int argc, char **argv) {
     return rc;
 }
 
+/* "weights stored as Q4_1 x 210, F32 x 61, ...": the GGUF file's tensor
+ * types in the order they first come. */
+static void print_gguf_types(const char *path) {
+    attn_gguf *g;
+    printf("  weights stored as");
+    if (attn_gguf_open(path, &g) != ATTN_OK) return;
+    const int64_t nt = attn_gguf_tensor_count(g);
+    int done[64] = {0};
+    for (int64_t i = 0; i < nt; i++) {
+        attn_gguf_tensor t;
+        attn_gguf_tensor_get(g, i, &t);
+        if (t.type < 0 || t.type >= 64 || done[t.type]) continue;
+        done[t.type] = 1;
+        int64_t k = 0;
+        for (int64_t j = 0; j < nt; j++) {
+            attn_gguf_tensor u;
+            attn_gguf_tensor_get(g, j, &u);
+            k += u.type == t.type;
+        }
+        printf("%s %s x %lld", i ? "," : "", t.type_name, (long long)k);
+    }
+    printf(" (GGUF tensors)");
+    attn_gguf_close(g);
+}
+
 int cli_llama_info(const char *dir) {
     const char *cmd = "model";
     attn_llama *m;
@@ -403,12 +445,21 @@ int cli_llama_info(const char *dir) {
            c->attention_bias ? "yes" : "no",
            c->tie_word_embeddings ? "tied to the embeddings" : "its own");
     const attn_bpe *tok = attn_llama_tokenizer(m);
+    const int gguf = is_gguf(dir);
     printf("  vocabulary %lld; tokenizer: %s; bos %lld, eos %lld\n",
            (long long)c->vocab_size,
-           tok ? "byte-level BPE (tokenizer.json)" : "none (ids only)",
+           !tok   ? "none (ids only)"
+           : gguf ? "byte-level BPE (GGUF metadata)"
+                  : "byte-level BPE (tokenizer.json)",
            (long long)c->bos_token_id, (long long)c->eos_token_id);
-    printf("  weights stored as %s (run in f32); parameters: %lld\n",
-           attn_dtype_name(c->stored_dtype),
+    if (attn_llama_chat_template(m))
+        printf("  chat template: %zu bytes\n",
+               strlen(attn_llama_chat_template(m)));
+    if (gguf)
+        print_gguf_types(dir);
+    else
+        printf("  weights stored as %s", attn_dtype_name(c->stored_dtype));
+    printf(" (run in f32); parameters: %lld\n",
            (long long)attn_llama_param_count(m));
     attn_llama_free(m);
     return 0;
