@@ -19,6 +19,10 @@
 #include <math.h>
 #include <string.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define ATTN_GEMV_X86 1
@@ -295,6 +299,15 @@ T5 static float dot_q_avx512(int type, const unsigned char *row, size_t bb,
 
 /* ---- the products ------------------------------------------------------- */
 
+static int team(int threads) {
+#ifdef _OPENMP
+    return threads > 0 ? threads : omp_get_max_threads();
+#else
+    (void)threads;
+    return 1;
+#endif
+}
+
 typedef float (*dot_f32_fn)(const float *, const float *, int64_t);
 typedef float (*dot_q_fn)(int, const unsigned char *, size_t, const float *,
                           const float *, int64_t);
@@ -321,7 +334,7 @@ void attn__gemv_f32(int64_t n, int64_t rows, int64_t cols, const float *x,
                     const float *w, float *y, int threads) {
     const dot_f32_fn dot = pick_f32();
     const int64_t chunks = (rows + CHUNK - 1) / CHUNK;
-    const int th = threads > 1 ? threads : 1;
+    const int th = team(threads);
 #pragma omp parallel for num_threads(th) schedule(static) if (th > 1 &&        \
                                                                   chunks > 1)
     for (int64_t c = 0; c < chunks; c++) {
@@ -346,7 +359,7 @@ int attn__gemv_q(int64_t n, const attn__qmat *w, const float *x, float *y,
         sx[b] = (float)s;
     }
     const int64_t chunks = (rows + CHUNK - 1) / CHUNK;
-    const int th = threads > 1 ? threads : 1;
+    const int th = team(threads);
     const unsigned char *base = w->data;
 #pragma omp parallel for num_threads(th) schedule(static) if (th > 1 &&        \
                                                                   chunks > 1)

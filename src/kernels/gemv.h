@@ -27,7 +27,7 @@ typedef struct {
 size_t attn__q_row_bytes(int type, int64_t cols);
 
 /* y[i * rows + r] = sum_j w[r * cols + j] x[i * cols + j], i < n. threads
- * <= 1: the calling thread only. Sizes are the caller's to check. */
+ * 0: OpenMP's default team. Sizes are the caller's to check. */
 void attn__gemv_f32(int64_t n, int64_t rows, int64_t cols, const float *x,
                     const float *w, float *y, int threads);
 

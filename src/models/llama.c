@@ -6,6 +6,7 @@
 #include "../layers/layers.h"
 #include "../transformer/transformer.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static attn_status check_ids(const attn_llama *m, const int32_t *ids,
@@ -77,6 +78,48 @@ attn_status attn_llama_forward(const attn_llama *m, int64_t B, int64_t L,
     return st;
 }
 
+/* The matrices a decoding step reads from the GGUF file's blocks: every
+ * 2-D weight in a block format the matrix-vector products read (Q8_0,
+ * Q4_0, Q4_1), in the decoder state's table order; NULL (f32 throughout)
+ * for a model from safetensors, or when the environment variable
+ * ATTN_LLAMA_F32 is set to 1 (the f32 weights dequantized at load, to
+ * compare the two). *head: the output head's blocks, or NULL. */
+static int use_blocks(const attn_llama *m) {
+    const char *e = getenv("ATTN_LLAMA_F32");
+    return m->quant && !(e && strcmp(e, "1") == 0);
+}
+
+static attn__qmat qmat_of(const attn__llama_qweight *w) {
+    attn__qmat q = {w->type, w->rows, w->cols, NULL};
+    if (w->data && attn__q_row_bytes(w->type, w->cols) == w->row_bytes &&
+        w->row_bytes)
+        q.data = w->data;
+    return q;
+}
+
+static attn__qmat *block_table(const attn_llama *m, attn__qmat *head) {
+    head->data = NULL;
+    if (!use_blocks(m)) return NULL;
+    const int64_t n = m->cfg.num_layers * ATTN__DEC_NQ;
+    attn__qmat *t = attn__alloc((size_t)n, sizeof *t, "block table");
+    if (!t) return NULL; /* f32 then: slower, the same values */
+    for (int64_t i = 0; i < n; i++) t[i] = qmat_of(&m->quant->layers[i]);
+    const attn__llama_qweight *h =
+        m->quant->head.rows ? &m->quant->head : &m->quant->embed;
+    *head = qmat_of(h);
+    return t;
+}
+
+/* The logits z (V) of the output h (E): from the head's blocks if any. */
+static attn_status logits_of(const attn_llama *m, const attn__qmat *head,
+                             const float *h, int threads, float *z) {
+    if (head->data && head->rows == m->cfg.vocab_size &&
+        head->cols == m->cfg.hidden_size)
+        return attn__gemv_q(1, head, h, z, threads) ? ATTN_E_NOMEM : ATTN_OK;
+    return attn_linear_forward(1, m->cfg.hidden_size, m->cfg.vocab_size, h,
+                               m->head, NULL, z);
+}
+
 void attn_llama_gen_opts_init(attn_llama_gen_opts *o) {
     if (!o) return;
     memset(o, 0, sizeof *o);
@@ -123,12 +166,16 @@ attn_status attn_llama_generate(const attn_llama *m, const int32_t *prompt,
     st = attn__dec_state_create(&m->dec, m->params, 1, total, NULL, 1, NULL,
                                 o->threads, &ds);
     if (st) return st;
+    attn__qmat qhead;
+    attn__qmat *qtab = block_table(m, &qhead);
+    attn__dec_state_set_quant(ds, qtab);
     float *x = attn__alloc((size_t)(n * E), sizeof(float), "embeddings");
     float *z = x ? attn__alloc((size_t)V, sizeof(float), "logits") : NULL;
     void *work =
         z ? attn__alloc((size_t)V, attn__gen_pick_work(), "sampling") : NULL;
     if (!work) {
         attn__dec_state_free(ds);
+        attn__free(qtab);
         attn__free(x);
         attn__free(z);
         return ATTN_E_NOMEM;
@@ -154,13 +201,14 @@ attn_status attn_llama_generate(const attn_llama *m, const int32_t *prompt,
                    (size_t)E * sizeof(float));
             if ((st = attn__dec_step(ds, x, &h))) break;
         }
-        if ((st = attn_linear_forward(1, E, V, h, m->head, NULL, z))) break;
+        if ((st = logits_of(m, &qhead, h, o->threads, z))) break;
         double logp;
         next = attn__gen_pick(z, V, &go, &rng, work, &logp);
         out[(*n_out)++] = next;
         if ((fn && fn(user, next)) || next == eos) break;
     }
     attn__dec_state_free(ds);
+    attn__free(qtab);
     attn__free(x);
     attn__free(z);
     attn__free(work);
