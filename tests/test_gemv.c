@@ -80,13 +80,14 @@ static void put_half(unsigned char *p, float v) {
 }
 
 static void fill_blocks(int type, unsigned char *buf, size_t nbytes) {
-    const size_t bb = type == ATTN_GGML_Q8_0 ? 34
+    const size_t bb = type == ATTN_GGML_Q8_0   ? 34
                       : type == ATTN_GGML_Q4_0 ? 18
                                                : 20;
     for (size_t i = 0; i < nbytes; i++) buf[i] = (unsigned char)next_u32();
     for (size_t at = 0; at < nbytes; at += bb) {
         put_half(buf + at, (uniform() + 0.01f) * 0.05f);
-        if (type == ATTN_GGML_Q4_1) put_half(buf + at + 2, -(uniform() * 0.4f + 0.001f));
+        if (type == ATTN_GGML_Q4_1)
+            put_half(buf + at + 2, -(uniform() * 0.4f + 0.001f));
     }
 }
 
@@ -142,8 +143,9 @@ static void test_q(attn__isa isa, int type) {
                           "reference, %d reference off the reader",
                           attn__isa_name(isa), type, (long long)n,
                           (long long)rows, (long long)cols, bad, bad_deq);
-                CHECK_MSG(!diff, "%s type %d rows=%lld cols=%lld: threads "
-                                 "differ",
+                CHECK_MSG(!diff,
+                          "%s type %d rows=%lld cols=%lld: threads "
+                          "differ",
                           attn__isa_name(isa), type, (long long)rows,
                           (long long)cols);
                 free(q);

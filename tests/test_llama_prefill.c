@@ -140,9 +140,9 @@ static void run_quant(const char *name) {
     if (!m) return;
     const int64_t V = m->cfg.vocab_size, E = m->cfg.hidden_size, L = 9;
     const int64_t M = m->dec.num_layers, F = m->dec.dim_feedforward;
-    const int64_t KV = (m->dec.num_kv_heads ? m->dec.num_kv_heads
-                                            : m->dec.num_heads) *
-                       (E / m->dec.num_heads);
+    const int64_t KV =
+        (m->dec.num_kv_heads ? m->dec.num_kv_heads : m->dec.num_heads) *
+        (E / m->dec.num_heads);
     CHECK(E % 32 == 0);
     attn__qmat *qw = calloc((size_t)(M * ATTN__DEC_NQ), sizeof *qw);
     unsigned char **blocks = calloc((size_t)(M * ATTN__DEC_NQ), sizeof *blocks);
@@ -150,9 +150,12 @@ static void run_quant(const char *name) {
         attn_decoder_layer_params P;
         CHECK_STATUS(attn_decoder_layer_view(&m->dec, m->params, l, &P),
                      ATTN_OK);
-        float *w[ATTN__DEC_NQ] = {P.self_attn.w_q, P.self_attn.w_k,
-                                  P.self_attn.w_v, P.self_attn.w_o,
-                                  P.w_1,           P.w_1 + F * E,
+        float *w[ATTN__DEC_NQ] = {P.self_attn.w_q,
+                                  P.self_attn.w_k,
+                                  P.self_attn.w_v,
+                                  P.self_attn.w_o,
+                                  P.w_1,
+                                  P.w_1 + F * E,
                                   P.w_2};
         const int64_t rows[ATTN__DEC_NQ] = {E, KV, KV, E, F, F, E};
         const int64_t cols[ATTN__DEC_NQ] = {E, E, E, E, E, E, F};
@@ -173,9 +176,9 @@ static void run_quant(const char *name) {
     for (int t = 0; t < 2; t++) zq[t] = malloc(sizeof(float) * (size_t)V);
     embed(m, ids, L, x);
     attn__dec_state *s = NULL, *q[2] = {NULL, NULL};
-    CHECK_STATUS(attn__dec_state_create(&m->dec, m->params, 1, L, NULL, 1,
-                                        NULL, 1, &s),
-                 ATTN_OK);
+    CHECK_STATUS(
+        attn__dec_state_create(&m->dec, m->params, 1, L, NULL, 1, NULL, 1, &s),
+        ATTN_OK);
     for (int t = 0; t < 2; t++) {
         CHECK_STATUS(attn__dec_state_create(&m->dec, m->params, 1, L, NULL, 1,
                                             NULL, 1 + 2 * t, &q[t]),

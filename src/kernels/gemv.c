@@ -63,7 +63,10 @@ static float half_to_float(const unsigned char *p) {
 /* The value j of a block at p (the format's definition). */
 static float q_value(int type, const unsigned char *p, int j) {
     const float d = half_to_float(p);
-    if (type == ATTN_GGML_Q8_0) return d * (float)(int8_t)p[2 + j];
+    if (type == ATTN_GGML_Q8_0) {
+        const int8_t q = (int8_t)p[2 + j];
+        return d * (float)q;
+    }
     if (type == ATTN_GGML_Q4_0) {
         const int q = j < 16 ? p[2 + j] & 15 : p[2 + j - 16] >> 4;
         return d * (float)(q - 8);
@@ -115,8 +118,8 @@ static float dot_f32_c(const float *w, const float *x, int64_t cols) {
 
 /* sum_j q_j x_j of block p, and its d and m (m: the multiplier of the
  * block's x sum). */
-static float block_c(int type, const unsigned char *p, const float *x,
-                     float *d, float *m) {
+static float block_c(int type, const unsigned char *p, const float *x, float *d,
+                     float *m) {
     float s = 0.0f;
     *d = half_to_float(p);
     if (type == ATTN_GGML_Q8_0) {
@@ -167,8 +170,8 @@ T2 static float dot_f32_avx2(const float *w, const float *x, int64_t cols) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t j = 0;
     for (; j + 32 <= cols; j += 32) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j), _mm256_loadu_ps(x + j),
-                             a0);
+        a0 =
+            _mm256_fmadd_ps(_mm256_loadu_ps(w + j), _mm256_loadu_ps(x + j), a0);
         a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j + 8),
                              _mm256_loadu_ps(x + j + 8), a1);
         a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j + 16),
@@ -177,9 +180,10 @@ T2 static float dot_f32_avx2(const float *w, const float *x, int64_t cols) {
                              _mm256_loadu_ps(x + j + 24), a3);
     }
     for (; j + 8 <= cols; j += 8)
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + j), _mm256_loadu_ps(x + j),
-                             a0);
-    float s = hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+        a0 =
+            _mm256_fmadd_ps(_mm256_loadu_ps(w + j), _mm256_loadu_ps(x + j), a0);
+    float s =
+        hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
     for (; j < cols; j++) s += w[j] * x[j];
     return s;
 }
@@ -190,8 +194,8 @@ T2 static inline __m256 u8f(__m128i v) {
 }
 
 T2 static inline __m256 s8f(const unsigned char *p) {
-    return _mm256_cvtepi32_ps(
-        _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p)));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+        _mm_loadl_epi64((const __m128i *)(const void *)p)));
 }
 
 T2 static float dot_q_avx2(int type, const unsigned char *row, size_t bb,
@@ -211,8 +215,8 @@ T2 static float dot_q_avx2(int type, const unsigned char *row, size_t bb,
             s = _mm256_fmadd_ps(s8f(p + 26), _mm256_loadu_ps(xb + 24), s);
         } else {
             const int q1 = type == ATTN_GGML_Q4_1;
-            const __m128i v =
-                _mm_loadu_si128((const __m128i *)(const void *)(p + 2 + 2 * q1));
+            const __m128i v = _mm_loadu_si128(
+                (const __m128i *)(const void *)(p + 2 + 2 * q1));
             const __m128i lo = _mm_and_si128(v, low);
             const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), low);
             s = _mm256_mul_ps(u8f(lo), _mm256_loadu_ps(xb));
@@ -236,8 +240,8 @@ T5 static float dot_f32_avx512(const float *w, const float *x, int64_t cols) {
     __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     int64_t j = 0;
     for (; j + 64 <= cols; j += 64) {
-        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + j), _mm512_loadu_ps(x + j),
-                             a0);
+        a0 =
+            _mm512_fmadd_ps(_mm512_loadu_ps(w + j), _mm512_loadu_ps(x + j), a0);
         a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + j + 16),
                              _mm512_loadu_ps(x + j + 16), a1);
         a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w + j + 32),
@@ -246,8 +250,8 @@ T5 static float dot_f32_avx512(const float *w, const float *x, int64_t cols) {
                              _mm512_loadu_ps(x + j + 48), a3);
     }
     for (; j + 16 <= cols; j += 16)
-        a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + j), _mm512_loadu_ps(x + j),
-                             a0);
+        a0 =
+            _mm512_fmadd_ps(_mm512_loadu_ps(w + j), _mm512_loadu_ps(x + j), a0);
     if (j < cols) {
         const __mmask16 k = (__mmask16)((1u << (cols - j)) - 1);
         a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(k, w + j),
@@ -282,8 +286,8 @@ T5 static float dot_q_avx512(int type, const unsigned char *row, size_t bb,
                                 _mm512_loadu_ps(xb + 16), s);
         } else {
             const int q1 = type == ATTN_GGML_Q4_1;
-            const __m128i v =
-                _mm_loadu_si128((const __m128i *)(const void *)(p + 2 + 2 * q1));
+            const __m128i v = _mm_loadu_si128(
+                (const __m128i *)(const void *)(p + 2 + 2 * q1));
             const __m128i lo = _mm_and_si128(v, low);
             const __m128i hi = _mm_and_si128(_mm_srli_epi16(v, 4), low);
             s = _mm512_mul_ps(u8f16(lo), _mm512_loadu_ps(xb));
@@ -335,8 +339,8 @@ void attn__gemv_f32(int64_t n, int64_t rows, int64_t cols, const float *x,
     const dot_f32_fn dot = pick_f32();
     const int64_t chunks = (rows + CHUNK - 1) / CHUNK;
     const int th = team(threads);
-#pragma omp parallel for num_threads(th) schedule(static) if (th > 1 &&        \
-                                                                  chunks > 1)
+#pragma omp parallel for num_threads(th)                                       \
+    schedule(static) if (th > 1 && chunks > 1)
     for (int64_t c = 0; c < chunks; c++) {
         const int64_t r1 = (c + 1) * CHUNK < rows ? (c + 1) * CHUNK : rows;
         for (int64_t i = 0; i < n; i++)
@@ -361,8 +365,8 @@ int attn__gemv_q(int64_t n, const attn__qmat *w, const float *x, float *y,
     const int64_t chunks = (rows + CHUNK - 1) / CHUNK;
     const int th = team(threads);
     const unsigned char *base = w->data;
-#pragma omp parallel for num_threads(th) schedule(static) if (th > 1 &&        \
-                                                                  chunks > 1)
+#pragma omp parallel for num_threads(th)                                       \
+    schedule(static) if (th > 1 && chunks > 1)
     for (int64_t c = 0; c < chunks; c++) {
         const int64_t r1 = (c + 1) * CHUNK < rows ? (c + 1) * CHUNK : rows;
         for (int64_t i = 0; i < n; i++)

@@ -40,7 +40,6 @@ int attn__gemv_q(int64_t n, const attn__qmat *w, const float *x, float *y,
  * defines them): what the tests compare the kernels against. */
 void attn__gemv_f32_ref(int64_t n, int64_t rows, int64_t cols, const float *x,
                         const float *w, float *y);
-void attn__gemv_q_ref(int64_t n, const attn__qmat *w, const float *x,
-                      float *y);
+void attn__gemv_q_ref(int64_t n, const attn__qmat *w, const float *x, float *y);
 
 #endif /* ATTN_GEMV_H */

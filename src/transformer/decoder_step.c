@@ -41,12 +41,11 @@ enum { PIECE = 512 };
 static attn_status buffers(attn__dec_state *s, int64_t n) {
     if (n <= s->rows_cap) return ATTN_OK;
     /* SwiGLU's hidden layer before the gate is 2F wide */
-    const int64_t F1 =
-        s->c->activation == ATTN_ACT_SWIGLU ? 2 * s->F : s->F;
+    const int64_t F1 = s->c->activation == ATTN_ACT_SWIGLU ? 2 * s->F : s->F;
     const size_t re = attn__size3(n, s->E, 1), rf = attn__size3(n, F1, 1);
-    float *q = re && rf ? attn__alloc(8 * re + 2 * rf, sizeof(float),
-                                      "step buffers")
-                        : NULL;
+    float *q = re && rf
+                   ? attn__alloc(8 * re + 2 * rf, sizeof(float), "step buffers")
+                   : NULL;
     if (!q) return ATTN_E_NOMEM;
     attn__free(s->q);
     s->q = q;
@@ -187,8 +186,7 @@ fail:
 static attn_status attend(const attn__dec_state *s, const attn_kv_cache *c,
                           int causal) {
     attn_tensor Q = attn_tensor_bthd(s->q, ATTN_F32, s->R, s->L, s->H, s->hd);
-    attn_tensor O =
-        attn_tensor_bthd(s->ctx, ATTN_F32, s->R, s->L, s->H, s->hd);
+    attn_tensor O = attn_tensor_bthd(s->ctx, ATTN_F32, s->R, s->L, s->H, s->hd);
     attn_sdpa_opts o;
     attn_sdpa_opts_init(&o);
     o.threads = s->th;
@@ -242,8 +240,8 @@ static attn_status ffn(attn__dec_state *s, int64_t l, int64_t n,
     }
     /* w_1 (2F, E): the gate's rows, then the up projection's */
     attn_status st;
-    if ((st = lin(s, l, ATTN__DEC_Q_GATE, n, E, F, in, P->w_1, P->b_1,
-                  s->hpre, 2 * F)) ||
+    if ((st = lin(s, l, ATTN__DEC_Q_GATE, n, E, F, in, P->w_1, P->b_1, s->hpre,
+                  2 * F)) ||
         (st = lin(s, l, ATTN__DEC_Q_UP, n, E, F, in, P->w_1 + F * E,
                   P->b_1 ? P->b_1 + F : NULL, s->hpre + F, 2 * F)))
         return st;
