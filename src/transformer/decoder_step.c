@@ -206,7 +206,7 @@ static attn_status lin(const attn__dec_state *s, int64_t l, int j, int64_t n,
                        int64_t in, int64_t out, const float *x, const float *w,
                        const float *b, float *y, int64_t ldy) {
     const attn__qmat *q = s->qw ? &s->qw[l * ATTN__DEC_NQ + j] : NULL;
-    if (!q || !q->data || n >= 8) {
+    if (!q || !q->data || n >= 8 || q->rows != out || q->cols != in) {
         if (ldy == out) return attn_linear_forward(n, in, out, x, w, b, y);
         for (int64_t r = 0; r < n; r++) {
             attn_status st =
