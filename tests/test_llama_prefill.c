@@ -74,8 +74,8 @@ static void run_case(const char *name) {
     attn_llama *m = NULL;
     CHECK_STATUS(attn_llama_load(dir, &m), ATTN_OK);
     if (!m) return;
-    const int64_t V = m->cfg.vocab_size, E = m->cfg.hidden_size, L = 20;
-    int32_t ids[20];
+    const int64_t V = m->cfg.vocab_size, E = m->cfg.hidden_size, L = 10;
+    int32_t ids[10];
     for (int64_t t = 0; t < L; t++) ids[t] = (int32_t)((t * 7919 + 3) % V);
     float *full = malloc(sizeof(float) * (size_t)(L * V));
     float *x = malloc(sizeof(float) * (size_t)(L * E));
@@ -83,47 +83,49 @@ static void run_case(const char *name) {
     float *zs = malloc(sizeof(float) * (size_t)V);
     CHECK_STATUS(attn_llama_forward(m, 1, L, ids, 1, full, NULL), ATTN_OK);
     embed(m, ids, L, x);
-    static const int64_t lens[] = {1, 3, 17};
-    static const int64_t pieces[] = {0, 5};
-    for (int th = 1; th <= 3; th += 2)
-        for (int a = 0; a < 3; a++)
-            for (int p = 0; p < 2; p++) {
-                const int64_t Lp = lens[a];
-                attn__dec_state *s = NULL, *r = NULL;
-                CHECK_STATUS(attn__dec_state_create(&m->dec, m->params, 1, L,
-                                                    NULL, 1, NULL, th, &s),
-                             ATTN_OK);
-                CHECK_STATUS(attn__dec_state_create(&m->dec, m->params, 1, L,
-                                                    NULL, 1, NULL, th, &r),
-                             ATTN_OK);
-                if (!s || !r) break;
-                const float *h, *hr = NULL;
-                CHECK_STATUS(attn__dec_prefill(s, x, Lp, pieces[p], &h),
-                             ATTN_OK);
-                for (int64_t t = 0; t < Lp; t++)
-                    CHECK_STATUS(attn__dec_step(r, x + t * E, &hr), ATTN_OK);
-                head(m, h, z);
-                head(m, hr, zs);
-                double e1 = rel(z, full + (Lp - 1) * V, V), e2 = rel(z, zs, V);
-                CHECK_MSG(e1 <= 1e-5 && e2 <= 1e-5,
-                          "%s prompt %lld piece %lld threads %d: %.3g off the "
-                          "forward, %.3g off the steps",
-                          name, (long long)Lp, (long long)pieces[p], th, e1,
-                          e2);
-                /* steps after the prompt pass: positions Lp.. */
-                for (int64_t t = Lp; t < L; t++) {
-                    CHECK_STATUS(attn__dec_step(s, x + t * E, &h), ATTN_OK);
-                    head(m, h, z);
-                    e1 = rel(z, full + t * V, V);
-                    if (e1 > 1e-5) {
-                        CHECK_MSG(0, "%s step %lld after %lld: %.3g off", name,
-                                  (long long)t, (long long)Lp, e1);
-                        break;
-                    }
-                }
-                attn__dec_state_free(s);
-                attn__dec_state_free(r);
+    /* threads, prompt length, piece (0: the default) */
+    static const int64_t runs[][3] = {
+        {1, 1, 0}, {1, 6, 0}, {1, 6, 4}, {1, 9, 2}, {3, 6, 4}};
+    for (size_t c = 0; c < sizeof runs / sizeof runs[0]; c++) {
+        const int th = (int)runs[c][0];
+        const int64_t Lp = runs[c][1], piece = runs[c][2];
+        attn__dec_state *s = NULL, *r = NULL;
+        CHECK_STATUS(attn__dec_state_create(&m->dec, m->params, 1, L, NULL, 1,
+                                            NULL, th, &s),
+                     ATTN_OK);
+        CHECK_STATUS(attn__dec_state_create(&m->dec, m->params, 1, L, NULL, 1,
+                                            NULL, th, &r),
+                     ATTN_OK);
+        if (!s || !r) {
+            attn__dec_state_free(s);
+            attn__dec_state_free(r);
+            break;
+        }
+        const float *h, *hr = NULL;
+        CHECK_STATUS(attn__dec_prefill(s, x, Lp, piece, &h), ATTN_OK);
+        for (int64_t t = 0; t < Lp; t++)
+            CHECK_STATUS(attn__dec_step(r, x + t * E, &hr), ATTN_OK);
+        head(m, h, z);
+        head(m, hr, zs);
+        double e1 = rel(z, full + (Lp - 1) * V, V), e2 = rel(z, zs, V);
+        CHECK_MSG(e1 <= 1e-5 && e2 <= 1e-5,
+                  "%s prompt %lld piece %lld threads %d: %.3g off the "
+                  "forward, %.3g off the steps",
+                  name, (long long)Lp, (long long)piece, th, e1, e2);
+        /* steps after the prompt pass: positions Lp.. */
+        for (int64_t t = Lp; t < L; t++) {
+            CHECK_STATUS(attn__dec_step(s, x + t * E, &h), ATTN_OK);
+            head(m, h, z);
+            e1 = rel(z, full + t * V, V);
+            if (e1 > 1e-5) {
+                CHECK_MSG(0, "%s step %lld after %lld: %.3g off", name,
+                          (long long)t, (long long)Lp, e1);
+                break;
             }
+        }
+        attn__dec_state_free(s);
+        attn__dec_state_free(r);
+    }
     free(full);
     free(x);
     free(z);
@@ -138,7 +140,7 @@ static void run_quant(const char *name) {
     attn_llama *m = NULL;
     CHECK_STATUS(attn_llama_load(dir, &m), ATTN_OK);
     if (!m) return;
-    const int64_t V = m->cfg.vocab_size, E = m->cfg.hidden_size, L = 9;
+    const int64_t V = m->cfg.vocab_size, E = m->cfg.hidden_size, L = 6;
     const int64_t M = m->dec.num_layers, F = m->dec.dim_feedforward;
     const int64_t KV =
         (m->dec.num_kv_heads ? m->dec.num_kv_heads : m->dec.num_heads) *
@@ -168,7 +170,7 @@ static void run_quant(const char *name) {
             qw[k] = (attn__qmat){ATTN_GGML_Q8_0, rows[j], cols[j], blocks[k]};
         }
     }
-    int32_t ids[9];
+    int32_t ids[6];
     for (int64_t t = 0; t < L; t++) ids[t] = (int32_t)((t * 31 + 5) % V);
     float *x = malloc(sizeof(float) * (size_t)(L * E));
     float *z = malloc(sizeof(float) * (size_t)V);
