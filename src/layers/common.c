@@ -2,6 +2,7 @@
  * dropout on activations, sinusoidal positions, slice tables and the
  * seeded Xavier initialization. */
 #include "layers.h"
+#include "../kernels/gemv.h"
 #include "../kernels/vec.h"
 
 #include <cblas.h>
@@ -98,28 +99,14 @@ static void linear_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
 }
 
 /* y (n, out) = x W^T for the few rows of a decoding step or a short
- * input: matrix-vector products, since sgemm packs the whole weight matrix
- * for each call, which costs more than a product of fewer than 8 rows.
- * Cut as linear_gemm cuts (blocks of output columns whose size depends on
- * the shape only, one OpenBLAS thread each): OpenBLAS's threaded sgemv
- * changed the bits with the size of its pool. */
+ * input: matrix-vector products (kernels/gemv.c), since sgemm packs the
+ * whole weight matrix for each call, which costs more than a product of
+ * fewer than 8 rows. They read each weight once at the memory's pace and
+ * give the same bits on any thread count (OpenBLAS's threaded sgemv did
+ * not); the team is OpenBLAS's setting, as for linear_gemm. */
 static void linear_gemv(int n, int in, int out, const float *x, const float *w,
                         float *y) {
-    const int team = openblas_get_num_threads();
-    const int per = linear_rows(out);
-    const int blocks = (out + per - 1) / per;
-    const int saved = attn__blas_single_begin();
-#pragma omp parallel for collapse(2) num_threads(team > 1 ? team : 1)          \
-    schedule(static) if (team > 1 && n * blocks > 1)
-    for (int r = 0; r < n; r++)
-        for (int blk = 0; blk < blocks; blk++) {
-            const int c0 = blk * per;
-            const int cols = out - c0 < per ? out - c0 : per;
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, cols, in, 1.0f,
-                        w + (size_t)c0 * (size_t)in, in, x + (size_t)r * in, 1,
-                        0.0f, y + (size_t)r * (size_t)out + c0, 1);
-        }
-    attn__blas_single_end(saved);
+    attn__gemv_f32(n, out, in, x, w, y, openblas_get_num_threads());
 }
 
 static attn_status linear_dims(int64_t n, int64_t in, int64_t out) {

@@ -1,5 +1,7 @@
 /* Generation with a Llama-family model: a session keeps the decoder's KV
- * cache (attn__dec_state, one position per step) across calls, and
+ * cache (attn__dec_state: a prompt in one pass, then one position per
+ * step, the linear maps read from the GGUF blocks where there are) across
+ * calls, and
  * attn_llama_generate is one session used once. The token chosen last is
  * held back (pending) until a later call needs its step: a generation
  * that ends does not pay for a step whose output nobody reads. */
@@ -7,7 +9,50 @@
 #include "../layers/layers.h"
 #include "../transformer/transformer.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+/* The matrices a decoding step reads from the GGUF file's blocks: every
+ * 2-D weight in a block format the matrix-vector products read (Q8_0,
+ * Q4_0, Q4_1), in the decoder state's table order; NULL (f32 throughout)
+ * for a model from safetensors, or when the environment variable
+ * ATTN_LLAMA_F32 is set to 1 (the f32 weights dequantized at load, to
+ * compare the two). *head: the output head's blocks, or NULL. */
+static int use_blocks(const attn_llama *m) {
+    const char *e = getenv("ATTN_LLAMA_F32");
+    return m->quant && !(e && strcmp(e, "1") == 0);
+}
+
+static attn__qmat qmat_of(const attn__llama_qweight *w) {
+    attn__qmat q = {w->type, w->rows, w->cols, NULL};
+    if (w->data && attn__q_row_bytes(w->type, w->cols) == w->row_bytes &&
+        w->row_bytes)
+        q.data = w->data;
+    return q;
+}
+
+static attn__qmat *block_table(const attn_llama *m, attn__qmat *head) {
+    head->data = NULL;
+    if (!use_blocks(m)) return NULL;
+    const int64_t n = m->cfg.num_layers * ATTN__DEC_NQ;
+    attn__qmat *t = attn__alloc((size_t)n, sizeof *t, "block table");
+    if (!t) return NULL; /* f32 then: slower, the same values */
+    for (int64_t i = 0; i < n; i++) t[i] = qmat_of(&m->quant->layers[i]);
+    const attn__llama_qweight *h =
+        m->quant->head.rows ? &m->quant->head : &m->quant->embed;
+    *head = qmat_of(h);
+    return t;
+}
+
+/* The logits z (V) of the output h (E): from the head's blocks if any. */
+static attn_status logits_of(const attn_llama *m, const attn__qmat *head,
+                             const float *h, int threads, float *z) {
+    if (head->data && head->rows == m->cfg.vocab_size &&
+        head->cols == m->cfg.hidden_size)
+        return attn__gemv_q(1, head, h, z, threads) ? ATTN_E_NOMEM : ATTN_OK;
+    return attn_linear_forward(1, m->cfg.hidden_size, m->cfg.vocab_size, h,
+                               m->head, NULL, z);
+}
 
 struct attn_llama_session {
     const attn_llama *m;
@@ -20,6 +65,8 @@ struct attn_llama_session {
     float *h;        /* (E) the output of the last step                */
     float *z;        /* (V) logits                                     */
     void *work;      /* sampling's workspace                           */
+    attn__qmat *qtab; /* the decoding steps' block weights, or NULL     */
+    attn__qmat qhead; /* the output head's blocks (data NULL: f32)      */
 };
 
 void attn_llama_session_free(attn_llama_session *s) {
@@ -27,13 +74,17 @@ void attn_llama_session_free(attn_llama_session *s) {
     attn__dec_state_free(s->ds);
     attn__free(s->x);
     attn__free(s->work);
+    attn__free(s->qtab);
     attn__free(s);
 }
 
 static attn_status new_state(const attn_llama_session *s,
                              attn__dec_state **ds) {
-    return attn__dec_state_create(&s->m->dec, s->m->params, 1, s->cap, NULL, 1,
-                                  NULL, s->threads, ds);
+    attn_status st = attn__dec_state_create(&s->m->dec, s->m->params, 1,
+                                            s->cap, NULL, 1, NULL, s->threads,
+                                            ds);
+    if (!st) attn__dec_state_set_quant(*ds, s->qtab);
+    return st;
 }
 
 attn_status attn_llama_session_create(const attn_llama *m, int64_t max_len,
@@ -54,6 +105,7 @@ attn_status attn_llama_session_create(const attn_llama *m, int64_t max_len,
     s->cap = max_len;
     s->threads = threads;
     s->pending = -1;
+    s->qtab = block_table(m, &s->qhead);
     attn_status st = new_state(s, &s->ds);
     if (!st &&
         (!(s->x = attn__alloc((size_t)(2 * E + V), sizeof(float), "steps")) ||
@@ -115,8 +167,31 @@ static attn_status step_pending(attn_llama_session *s) {
 
 /* The next-token logits after the last step into z. */
 static attn_status head(const attn_llama_session *s, float *z) {
-    return attn_linear_forward(1, s->m->cfg.hidden_size, s->m->cfg.vocab_size,
-                               s->h, s->m->head, NULL, z);
+    return logits_of(s->m, &s->qhead, s->h, s->threads, z);
+}
+
+/* The pending token (if any) and ids[0 .. n) through the decoder in one
+ * pass (attn__dec_prefill: products over all positions); s->h becomes
+ * the last one's output. */
+static attn_status prefill(attn_llama_session *s, const int32_t *ids,
+                           int64_t n) {
+    const int64_t E = s->m->cfg.hidden_size, p = s->pending >= 0, L = p + n;
+    float *x = attn__alloc((size_t)(L * E), sizeof(float), "prompt embeddings");
+    if (!x) return ATTN_E_NOMEM;
+    for (int64_t t = 0; t < L; t++) {
+        const int32_t id = t < p ? s->pending : ids[t - p];
+        memcpy(x + t * E, s->m->embed + (int64_t)id * E,
+               (size_t)E * sizeof(float));
+    }
+    const float *h;
+    attn_status st = attn__dec_prefill(s->ds, x, L, 0, &h);
+    if (!st) {
+        memcpy(s->h, h, (size_t)E * sizeof(float));
+        s->stepped += L;
+        s->pending = -1;
+    }
+    attn__free(x);
+    return st;
 }
 
 attn_status attn_llama_session_feed(attn_llama_session *s, const int32_t *ids,
@@ -135,8 +210,8 @@ attn_status attn_llama_session_feed(attn_llama_session *s, const int32_t *ids,
                               "%lld)",
                               (long long)i, (int)ids[i],
                               (long long)s->m->cfg.vocab_size);
-    attn_status st = step_pending(s);
-    for (int64_t i = 0; !st && i < n; i++) st = step(s, ids[i]);
+    attn_status st = n == 1 ? step_pending(s) : prefill(s, ids, n);
+    if (!st && n == 1) st = step(s, ids[0]);
     if (!st && logits) st = head(s, logits);
     return st;
 }

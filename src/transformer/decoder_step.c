@@ -5,7 +5,17 @@
  * cache of their own (checked once, then attended every step without a
  * second look). A step runs each layer's sublayers through the code of the
  * forward pass (attn__sublayer for the residual and norm, attn__ffn for
- * the feed-forward body) with attn_sdpa_cached as the attention. */
+ * the feed-forward body) with attn_sdpa_cached as the attention.
+ *
+ * A prompt enters in one pass (attn__dec_prefill): the linear maps are
+ * products over all its positions, the keys enter the caches rotated at
+ * their positions, and the attention is causal over the cache; long
+ * prompts go in pieces (PIECE positions unless told), which bounds the
+ * buffers. A
+ * step with a few rows may take the linear maps of the self-attention and
+ * the SwiGLU feed-forward from weights kept in a block format (attn__qmat,
+ * set by attn__dec_state_set_quant): the products read the blocks in
+ * place. */
 #include "transformer.h"
 
 #include <string.h>
@@ -17,11 +27,44 @@ struct attn__dec_state {
     attn_decoder_layer_params *P;  /* [M] views of the parameters     */
     float *norm_g, *norm_b;        /* the final norm (NULL: none)     */
     attn_kv_cache **self, **cross; /* [M] each; cross: dot only       */
+    const attn__qmat *qw;          /* [M][ATTN__DEC_NQ] or NULL       */
+    int64_t L, rows_cap;           /* positions per row now; buffers  */
     const float *mem;              /* (R, Ls, E): additive attention  */
     const int64_t *klen;           /* [R] memory lengths, NULL: Ls    */
     float *add_ws;                 /* additive attention's workspace  */
     float *q, *k, *v, *ctx, *a, *lny, *r, *y, *hpre, *hact;
 };
+
+enum { PIECE = 512 };
+
+/* The step buffers for n = R L rows (kept when large enough). */
+static attn_status buffers(attn__dec_state *s, int64_t n) {
+    if (n <= s->rows_cap) return ATTN_OK;
+    /* SwiGLU's hidden layer before the gate is 2F wide */
+    const int64_t F1 = s->c->activation == ATTN_ACT_SWIGLU ? 2 * s->F : s->F;
+    const size_t re = attn__size3(n, s->E, 1), rf = attn__size3(n, F1, 1);
+    float *q = re && rf
+                   ? attn__alloc(8 * re + 2 * rf, sizeof(float), "step buffers")
+                   : NULL;
+    if (!q) return ATTN_E_NOMEM;
+    attn__free(s->q);
+    s->q = q;
+    s->k = s->q + re;
+    s->v = s->k + re;
+    s->ctx = s->v + re;
+    s->a = s->ctx + re;
+    s->lny = s->a + re;
+    s->r = s->lny + re;
+    s->y = s->r + re;
+    s->hpre = s->y + re;
+    s->hact = s->hpre + rf;
+    s->rows_cap = n;
+    return ATTN_OK;
+}
+
+void attn__dec_state_set_quant(attn__dec_state *s, const attn__qmat *qw) {
+    s->qw = qw;
+}
 
 void attn__dec_state_free(attn__dec_state *s) {
     if (!s) return;
@@ -97,25 +140,13 @@ attn_status attn__dec_state_create(const attn_decoder_config *c,
     s->th = threads;
     s->mem = c->cross ? mem : NULL;
     s->klen = klen;
-    /* SwiGLU's hidden layer before the gate is 2F wide */
-    const int64_t F1 = c->activation == ATTN_ACT_SWIGLU ? 2 * s->F : s->F;
-    const size_t re = attn__size3(R, s->E, 1), rf = attn__size3(R, F1, 1);
+    s->L = 1;
     st = ATTN_E_NOMEM;
-    if (!re || !rf ||
-        !(s->P = attn__alloc((size_t)s->M, sizeof *s->P, "layer views")) ||
-        !(s->self = attn__alloc((size_t)s->M, sizeof *s->self, "caches")) ||
-        !(s->q = attn__alloc(8 * re + 2 * rf, sizeof(float), "step buffers")))
+    if (!(s->P = attn__alloc((size_t)s->M, sizeof *s->P, "layer views")) ||
+        !(s->self = attn__alloc((size_t)s->M, sizeof *s->self, "caches")))
         goto fail;
     memset(s->self, 0, sizeof *s->self * (size_t)s->M);
-    s->k = s->q + re;
-    s->v = s->k + re;
-    s->ctx = s->v + re;
-    s->a = s->ctx + re;
-    s->lny = s->a + re;
-    s->r = s->lny + re;
-    s->y = s->r + re;
-    s->hpre = s->y + re;
-    s->hact = s->hpre + rf;
+    if ((st = buffers(s, R))) goto fail;
     for (int64_t l = 0; l < s->M; l++)
         if ((st = attn_decoder_layer_view(c, (float *)params, l, &s->P[l])) ||
             (st = cache_of(s, cap, &s->self[l])) ||
@@ -150,12 +181,12 @@ fail:
     return st;
 }
 
-/* ctx (R, H hd): the new queries q over cache c; causal (bottom-right: the
- * new position is the cache's last) for the self-attention. */
+/* ctx (R, L, H hd): the new queries q over cache c; causal (bottom-right:
+ * the new positions are the cache's last L) for the self-attention. */
 static attn_status attend(const attn__dec_state *s, const attn_kv_cache *c,
                           int causal) {
-    attn_tensor Q = attn_tensor_bthd(s->q, ATTN_F32, s->R, 1, s->H, s->hd);
-    attn_tensor O = attn_tensor_bthd(s->ctx, ATTN_F32, s->R, 1, s->H, s->hd);
+    attn_tensor Q = attn_tensor_bthd(s->q, ATTN_F32, s->R, s->L, s->H, s->hd);
+    attn_tensor O = attn_tensor_bthd(s->ctx, ATTN_F32, s->R, s->L, s->H, s->hd);
     attn_sdpa_opts o;
     attn_sdpa_opts_init(&o);
     o.threads = s->th;
@@ -168,29 +199,86 @@ static attn_status attend(const attn__dec_state *s, const attn_kv_cache *c,
 
 enum { SUB_SA = 0, SUB_CA = 1, SUB_FF = 2 };
 
-/* The body of sublayer k of layer l on in (R, E) -> s->a. */
+/* y (n, out) = x (n, in) W^T + b for matrix j of layer l: from its blocks
+ * when the state has them and n is a step's few rows, else from the f32
+ * weights w. Rows of y are ldy apart. */
+static attn_status lin(const attn__dec_state *s, int64_t l, int j, int64_t n,
+                       int64_t in, int64_t out, const float *x, const float *w,
+                       const float *b, float *y, int64_t ldy) {
+    const attn__qmat *q = s->qw ? &s->qw[l * ATTN__DEC_NQ + j] : NULL;
+    if (!q || !q->data || n >= 8 || q->rows != out || q->cols != in) {
+        if (ldy == out) return attn_linear_forward(n, in, out, x, w, b, y);
+        for (int64_t r = 0; r < n; r++) {
+            attn_status st =
+                attn_linear_forward(1, in, out, x + r * in, w, b, y + r * ldy);
+            if (st) return st;
+        }
+        return ATTN_OK;
+    }
+    const int64_t per = ldy == out ? n : 1; /* rows a product takes */
+    for (int64_t r = 0; r < n; r += per)
+        if (attn__gemv_q(per, q, x + r * in, y + r * ldy, s->th))
+            return ATTN_E_NOMEM;
+    if (b)
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < out; c++) y[r * ldy + c] += b[c];
+    return ATTN_OK;
+}
+
+/* The feed-forward body on in (n, E) -> s->a. */
+static attn_status ffn(attn__dec_state *s, int64_t l, int64_t n,
+                       const float *in) {
+    const attn_decoder_layer_params *P = &s->P[l];
+    const int64_t E = s->E, F = s->F;
+    if (!s->qw || s->c->activation != ATTN_ACT_SWIGLU || n >= 8) {
+        const attn__ffn f = {n,       E,       F,      s->c->activation,
+                             P->w_1,  P->b_1,  P->w_2, P->b_2,
+                             NULL,    NULL,    NULL,   NULL,
+                             s->hpre, s->hact, 0,      0,
+                             0.0,     s->th};
+        return attn__ffn_forward(&f, in, s->a);
+    }
+    /* w_1 (2F, E): the gate's rows, then the up projection's */
+    attn_status st;
+    if ((st = lin(s, l, ATTN__DEC_Q_GATE, n, E, F, in, P->w_1, P->b_1, s->hpre,
+                  2 * F)) ||
+        (st = lin(s, l, ATTN__DEC_Q_UP, n, E, F, in, P->w_1 + F * E,
+                  P->b_1 ? P->b_1 + F : NULL, s->hpre + F, 2 * F)))
+        return st;
+    attn__swiglu_forward(n, F, s->hpre, s->hact, s->th);
+    return lin(s, l, ATTN__DEC_Q_DOWN, n, F, E, s->hact, P->w_2, P->b_2, s->a,
+               E);
+}
+
+/* The body of sublayer k of layer l on in (R L, E) -> s->a. */
 static attn_status body(attn__dec_state *s, int64_t l, int k, const float *in) {
     const attn_decoder_layer_params *P = &s->P[l];
-    const int64_t R = s->R, E = s->E, KV = s->KV;
+    const int64_t R = s->R, E = s->E, KV = s->KV, n = s->R * s->L;
     attn_status st;
     if (k == SUB_SA) {
         const attn_mha_params *W = &P->self_attn;
-        attn_tensor K = attn_tensor_bthd(s->k, ATTN_F32, R, 1, s->Hkv, s->hd);
-        attn_tensor V = attn_tensor_bthd(s->v, ATTN_F32, R, 1, s->Hkv, s->hd);
-        if ((st = attn_linear_forward(R, E, E, in, W->w_q, W->b_q, s->q)) ||
-            (st = attn_linear_forward(R, E, KV, in, W->w_k, W->b_k, s->k)) ||
-            (st = attn_linear_forward(R, E, KV, in, W->w_v, W->b_v, s->v)) ||
+        attn_tensor K =
+            attn_tensor_bthd(s->k, ATTN_F32, R, s->L, s->Hkv, s->hd);
+        attn_tensor V =
+            attn_tensor_bthd(s->v, ATTN_F32, R, s->L, s->Hkv, s->hd);
+        if ((st = lin(s, l, ATTN__DEC_Q_Q, n, E, E, in, W->w_q, W->b_q, s->q,
+                      E)) ||
+            (st = lin(s, l, ATTN__DEC_Q_K, n, E, KV, in, W->w_k, W->b_k, s->k,
+                      KV)) ||
+            (st = lin(s, l, ATTN__DEC_Q_V, n, E, KV, in, W->w_v, W->b_v, s->v,
+                      KV)) ||
             (st = attn_kv_cache_append(s->self[l], &K, &V, NULL)) ||
             (st = attend(s, s->self[l], 1)))
             return st;
-        return attn_linear_forward(R, E, E, s->ctx, W->w_o, W->b_o, s->a);
+        return lin(s, l, ATTN__DEC_Q_O, n, E, E, s->ctx, W->w_o, W->b_o, s->a,
+                   E);
     }
     if (k == SUB_CA && s->cross) {
         const attn_mha_params *W = &P->cross_mha;
-        if ((st = attn_linear_forward(R, E, E, in, W->w_q, W->b_q, s->q)) ||
+        if ((st = attn_linear_forward(n, E, E, in, W->w_q, W->b_q, s->q)) ||
             (st = attend(s, s->cross[l], 0)))
             return st;
-        return attn_linear_forward(R, E, E, s->ctx, W->w_o, W->b_o, s->a);
+        return attn_linear_forward(n, E, E, s->ctx, W->w_o, W->b_o, s->a);
     }
     if (k == SUB_CA) {
         const attn_additive_config ac =
@@ -206,25 +294,26 @@ static attn_status body(attn__dec_state *s, int64_t l, int k, const float *in) {
         return attn_linear_forward(R, E, E, s->ctx, P->cross_w_o, P->cross_b_o,
                                    s->a);
     }
-    const attn__ffn f = {R,       E,       s->F,   s->c->activation,
-                         P->w_1,  P->b_1,  P->w_2, P->b_2,
-                         NULL,    NULL,    NULL,   NULL,
-                         s->hpre, s->hact, 0,      0,
-                         0.0,     s->th};
-    return attn__ffn_forward(&f, in, s->a);
+    return ffn(s, l, n, in);
 }
 
-attn_status attn__dec_step(attn__dec_state *s, const float *x,
-                           const float **out) {
+/* One pass of L positions of every row (L = 1: a step; the additive
+ * cross-attention's workspace holds one position). */
+static attn_status run(attn__dec_state *s, const float *x, int64_t L,
+                       const float **out) {
     const attn_decoder_config *c = s->c;
     const float *cur = x;
+    const int64_t n = s->R * L;
+    attn_status st0 = buffers(s, n);
+    if (st0) return st0;
+    s->L = L;
     for (int64_t l = 0; l < s->M; l++) {
         const attn_decoder_layer_params *P = &s->P[l];
         for (int k = SUB_SA; k <= SUB_FF; k++) {
             if (k == SUB_CA && !s->mem) continue;
             attn__sublayer sl;
             memset(&sl, 0, sizeof sl);
-            sl.n = s->R;
+            sl.n = n;
             sl.E = s->E;
             sl.norm_first = c->norm_first;
             sl.rms = c->norm == ATTN_NORM_RMS;
@@ -245,17 +334,44 @@ attn_status attn__dec_step(attn__dec_state *s, const float *x,
         }
     }
     if (s->norm_g && c->norm == ATTN_NORM_RMS) {
-        attn__rmsnorm_forward(s->R, s->E, cur, s->norm_g, s->norm_b,
+        attn__rmsnorm_forward(n, s->E, cur, s->norm_g, s->norm_b,
                               attn__layer_ln_eps(c->layer_norm_eps), s->y, NULL,
                               s->th);
         cur = s->y;
     } else if (s->norm_g) {
-        attn__layernorm_forward(s->R, s->E, cur, s->norm_g, s->norm_b,
+        attn__layernorm_forward(n, s->E, cur, s->norm_g, s->norm_b,
                                 attn__layer_ln_eps(c->layer_norm_eps), s->y,
                                 NULL, NULL, s->th);
         cur = s->y;
     }
     *out = cur;
+    return ATTN_OK;
+}
+
+attn_status attn__dec_step(attn__dec_state *s, const float *x,
+                           const float **out) {
+    return run(s, x, 1, out);
+}
+
+attn_status attn__dec_prefill(attn__dec_state *s, const float *x, int64_t L,
+                              int64_t piece, const float **out) {
+    if (s->R != 1)
+        return attn__fail(ATTN_E_SHAPE, "a prompt pass takes one row, not %lld",
+                          (long long)s->R);
+    if (s->add_ws) { /* position by position */
+        for (int64_t t = 0; t < L; t++) {
+            attn_status st = run(s, x + t * s->E, 1, out);
+            if (st) return st;
+        }
+        return ATTN_OK;
+    }
+    if (piece < 1) piece = PIECE;
+    for (int64_t t0 = 0; t0 < L; t0 += piece) {
+        const int64_t len = L - t0 < piece ? L - t0 : piece;
+        attn_status st = run(s, x + t0 * s->E, len, out);
+        if (st) return st;
+        *out += (len - 1) * s->E; /* the last position's row */
+    }
     return ATTN_OK;
 }
 

@@ -5,6 +5,7 @@
 #ifndef ATTN_TRANSFORMER_INTERNAL_H
 #define ATTN_TRANSFORMER_INTERNAL_H
 
+#include "../kernels/gemv.h"
 #include "../train/train.h"
 #include "attn_cache.h"
 #include "attn_transformer.h"
@@ -44,6 +45,28 @@ void attn__dec_state_free(attn__dec_state *s);
  * state, valid until the next step): the stack's output, final-normed. */
 attn_status attn__dec_step(attn__dec_state *s, const float *x,
                            const float **out);
+/* A prompt of L positions in one pass (R must be 1), in pieces of piece
+ * positions (0: 512): x (L, E); *out: the last position's output (as
+ * attn__dec_step's). */
+attn_status attn__dec_prefill(attn__dec_state *s, const float *x, int64_t L,
+                              int64_t piece, const float **out);
+/* The matrices a state may take in a block format, per layer. */
+enum {
+    ATTN__DEC_Q_Q,
+    ATTN__DEC_Q_K,
+    ATTN__DEC_Q_V,
+    ATTN__DEC_Q_O,
+    ATTN__DEC_Q_GATE,
+    ATTN__DEC_Q_UP,
+    ATTN__DEC_Q_DOWN,
+    ATTN__DEC_NQ
+};
+/* Steps then read qw[l * ATTN__DEC_NQ + j] (data NULL: that matrix's f32
+ * weights) instead of the f32 weights of matrix j of layer l; qw (held by
+ * the caller, alive as long as the state) must hold the same values as
+ * the f32 weights, up to their rounding to the block format. NULL: f32
+ * only. */
+void attn__dec_state_set_quant(attn__dec_state *s, const attn__qmat *qw);
 /* Beam search: row r takes old row parent[r]'s history. */
 attn_status attn__dec_reorder(attn__dec_state *s, const int64_t *parent);
 

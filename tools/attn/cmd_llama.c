@@ -244,7 +244,7 @@ int cli_llama_generate(int argc, char **argv) {
         else
             fprintf(stderr,
                     "%lld prompt tokens, %lld new in %.3f s: %.1f tokens/s "
-                    "(prompt fed through the cache one token a step)\n",
+                    "(the prompt in one pass, then one token a step)\n",
                     (long long)n, (long long)nout, dt,
                     dt > 0 ? (double)(n + nout) / dt : 0.0);
     }

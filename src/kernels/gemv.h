@@ -1,0 +1,45 @@
+/* Matrix-vector products for decoding: y (n, rows) = x (n, cols) W^T for
+ * a few rows of x, W (rows, cols) stored as f32 or in the GGUF block
+ * formats Q8_0, Q4_0 and Q4_1 (dequantized inside the dot product, never
+ * into memory). They stream W once at the memory's pace: each chunk of W's
+ * rows is read from memory once and used for every row of x while it is in
+ * the cache. Threads split W's rows; every output is one row's dot
+ * product in a fixed order (cpu.h's path decides the order, the thread
+ * count never does), so the bits are the same on any thread count.
+ * Internal: not installed. */
+#ifndef ATTN_GEMV_H
+#define ATTN_GEMV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A weight matrix in one of the block formats (ATTN_GGML_Q8_0, _Q4_0,
+ * _Q4_1 of attn_gguf.h): rows of cols values (cols a multiple of 32), each
+ * row cols / 32 blocks, row after row. */
+typedef struct {
+    int type;
+    int64_t rows, cols;
+    const void *data;
+} attn__qmat;
+
+/* Bytes of one row of cols values in format type (0: not a block format
+ * this file reads, or cols not a multiple of 32). */
+size_t attn__q_row_bytes(int type, int64_t cols);
+
+/* y[i * rows + r] = sum_j w[r * cols + j] x[i * cols + j], i < n. threads
+ * 0: OpenMP's default team. Sizes are the caller's to check. */
+void attn__gemv_f32(int64_t n, int64_t rows, int64_t cols, const float *x,
+                    const float *w, float *y, int threads);
+
+/* The same for a block-format W (attn__q_row_bytes(w->type, w->cols) != 0).
+ * Returns 0, or -1 when its small workspace cannot be allocated. */
+int attn__gemv_q(int64_t n, const attn__qmat *w, const float *x, float *y,
+                 int threads);
+
+/* Plain references (double sums; W's values dequantized as the format
+ * defines them): what the tests compare the kernels against. */
+void attn__gemv_f32_ref(int64_t n, int64_t rows, int64_t cols, const float *x,
+                        const float *w, float *y);
+void attn__gemv_q_ref(int64_t n, const attn__qmat *w, const float *x, float *y);
+
+#endif /* ATTN_GEMV_H */

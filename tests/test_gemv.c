@@ -1,0 +1,179 @@
+/* The decoding matrix-vector products (src/kernels/gemv.c) on every
+ * instruction-set path this CPU has: f32 and the block formats Q8_0, Q4_0
+ * and Q4_1 against the plain references (double sums), the block formats
+ * also against the GGUF reader's dequantization followed by the f32
+ * product, on odd shapes and 1..7 rows of x; and the same bits on 1, 2
+ * and 3 threads. */
+#include "attn.h"
+#include "attn_gguf.h"
+#include "check.h"
+#include "../src/kernels/cpu.h"
+#include "../src/kernels/gemv.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng = 88172645463325252ull;
+static uint32_t next_u32(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static float uniform(void) { return (float)next_u32() / 4294967296.0f; }
+
+/* |got - want| within a few roundings of the sum of |terms| */
+static int close_to(float got, float want, double scale, int64_t cols) {
+    return fabs((double)got - (double)want) <=
+           1e-6 * (double)(cols + 8) * scale + 1e-30;
+}
+
+static void test_f32(attn__isa isa) {
+    static const int64_t dims[] = {1, 3, 17, 129, 576};
+    for (int a = 0; a < 5; a++)
+        for (int b = 0; b < 5; b++)
+            for (int64_t n = 1; n <= 7; n += 3) {
+                const int64_t rows = dims[a], cols = dims[b];
+                float *w = malloc(sizeof(float) * (size_t)(rows * cols));
+                float *x = malloc(sizeof(float) * (size_t)(n * cols));
+                float *ref = malloc(sizeof(float) * (size_t)(n * rows));
+                float *y[3];
+                for (int t = 0; t < 3; t++)
+                    y[t] = malloc(sizeof(float) * (size_t)(n * rows));
+                for (int64_t i = 0; i < rows * cols; i++)
+                    w[i] = uniform() * 2 - 1;
+                for (int64_t i = 0; i < n * cols; i++) x[i] = uniform() * 4 - 2;
+                attn__gemv_f32_ref(n, rows, cols, x, w, ref);
+                for (int t = 0; t < 3; t++)
+                    attn__gemv_f32(n, rows, cols, x, w, y[t], t + 1);
+                int bad = 0, diff = 0;
+                for (int64_t i = 0; i < n * rows; i++) {
+                    bad += !close_to(y[0][i], ref[i], 2.0, cols);
+                    diff += memcmp(&y[0][i], &y[1][i], 4) != 0 ||
+                            memcmp(&y[0][i], &y[2][i], 4) != 0;
+                }
+                CHECK_MSG(!bad, "%s f32 n=%lld rows=%lld cols=%lld: %d off",
+                          attn__isa_name(isa), (long long)n, (long long)rows,
+                          (long long)cols, bad);
+                CHECK_MSG(!diff, "%s f32 rows=%lld cols=%lld: threads differ",
+                          attn__isa_name(isa), (long long)rows,
+                          (long long)cols);
+                free(w);
+                free(x);
+                free(ref);
+                for (int t = 0; t < 3; t++) free(y[t]);
+            }
+}
+
+/* An IEEE half of v (normal range, rounded toward zero: exactness of the
+ * scale does not matter here). */
+static void put_half(unsigned char *p, float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    const uint32_t s = u >> 31, e = u >> 23 & 255, f = u & 0x7fffff;
+    uint16_t h = (uint16_t)(s << 15);
+    if (v != 0.0f) h |= (uint16_t)((e - 112) << 10 | f >> 13);
+    p[0] = (unsigned char)h;
+    p[1] = (unsigned char)(h >> 8);
+}
+
+static void fill_blocks(int type, unsigned char *buf, size_t nbytes) {
+    const size_t bb = type == ATTN_GGML_Q8_0   ? 34
+                      : type == ATTN_GGML_Q4_0 ? 18
+                                               : 20;
+    for (size_t i = 0; i < nbytes; i++) buf[i] = (unsigned char)next_u32();
+    for (size_t at = 0; at < nbytes; at += bb) {
+        put_half(buf + at, (uniform() + 0.01f) * 0.05f);
+        if (type == ATTN_GGML_Q4_1)
+            put_half(buf + at + 2, -(uniform() * 0.4f + 0.001f));
+    }
+}
+
+static void test_q(attn__isa isa, int type) {
+    static const int64_t rdims[] = {1, 3, 17, 129};
+    static const int64_t cdims[] = {32, 96, 576, 1536};
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++)
+            for (int64_t n = 1; n <= 7; n += 2) {
+                const int64_t rows = rdims[a], cols = cdims[b];
+                const size_t rb = attn__q_row_bytes(type, cols);
+                unsigned char *q = malloc(rb * (size_t)rows);
+                fill_blocks(type, q, rb * (size_t)rows);
+                const attn__qmat W = {type, rows, cols, q};
+                float *x = malloc(sizeof(float) * (size_t)(n * cols));
+                float *wf = malloc(sizeof(float) * (size_t)(rows * cols));
+                float *ref = malloc(sizeof(float) * (size_t)(n * rows));
+                float *deq = malloc(sizeof(float) * (size_t)(n * rows));
+                float *y[3];
+                for (int t = 0; t < 3; t++)
+                    y[t] = malloc(sizeof(float) * (size_t)(n * rows));
+                for (int64_t i = 0; i < n * cols; i++) x[i] = uniform() * 4 - 2;
+                /* the reader's dequantization, then the f32 product */
+                attn_gguf_tensor t;
+                memset(&t, 0, sizeof t);
+                t.name = "w";
+                t.type = type;
+                t.type_name = "q";
+                t.ndim = 2;
+                t.shape[0] = rows;
+                t.shape[1] = cols;
+                t.numel = rows * cols;
+                t.data = q;
+                t.nbytes = rb * (size_t)rows;
+                CHECK(attn_gguf_tensor_to_f32(&t, wf, rows * cols) == ATTN_OK);
+                attn__gemv_f32_ref(n, rows, cols, x, wf, deq);
+                attn__gemv_q_ref(n, &W, x, ref);
+                for (int k = 0; k < 3; k++)
+                    CHECK(attn__gemv_q(n, &W, x, y[k], k + 1) == 0);
+                double scale = 0.0;
+                for (int64_t i = 0; i < rows * cols; i++)
+                    scale = fmax(scale, fabs(wf[i]));
+                int bad = 0, bad_deq = 0, diff = 0;
+                for (int64_t i = 0; i < n * rows; i++) {
+                    bad += !close_to(y[0][i], ref[i], 2.0 * scale, cols);
+                    /* the reference and the reader agree to the last bits */
+                    bad_deq += !close_to(ref[i], deq[i], 0.1 * scale, cols);
+                    diff += memcmp(&y[0][i], &y[1][i], 4) != 0 ||
+                            memcmp(&y[0][i], &y[2][i], 4) != 0;
+                }
+                CHECK_MSG(!bad && !bad_deq,
+                          "%s type %d n=%lld rows=%lld cols=%lld: %d off the "
+                          "reference, %d reference off the reader",
+                          attn__isa_name(isa), type, (long long)n,
+                          (long long)rows, (long long)cols, bad, bad_deq);
+                CHECK_MSG(!diff,
+                          "%s type %d rows=%lld cols=%lld: threads "
+                          "differ",
+                          attn__isa_name(isa), type, (long long)rows,
+                          (long long)cols);
+                free(q);
+                free(x);
+                free(wf);
+                free(ref);
+                free(deq);
+                for (int k = 0; k < 3; k++) free(y[k]);
+            }
+}
+
+int main(void) {
+    CHECK(attn__q_row_bytes(ATTN_GGML_Q4_1, 576) == 18 * 20);
+    CHECK(attn__q_row_bytes(ATTN_GGML_Q8_0, 64) == 68);
+    CHECK(attn__q_row_bytes(ATTN_GGML_Q4_0, 33) == 0);
+    CHECK(attn__q_row_bytes(ATTN_GGML_F32, 64) == 0);
+    const attn__isa top = attn__isa_cpu();
+    static const attn__isa paths[] = {ATTN__ISA_SCALAR, ATTN__ISA_AVX2,
+                                      ATTN__ISA_AVX512};
+    for (int p = 0; p < 3; p++) {
+        if (paths[p] > top) continue;
+        attn__isa_set_max(paths[p]);
+        printf("path %s\n", attn__isa_name(attn__isa_get()));
+        test_f32(paths[p]);
+        test_q(paths[p], ATTN_GGML_Q8_0);
+        test_q(paths[p], ATTN_GGML_Q4_0);
+        test_q(paths[p], ATTN_GGML_Q4_1);
+    }
+    attn__isa_set_max(ATTN__ISA_AMX);
+    return check_done("test_gemv");
+}
