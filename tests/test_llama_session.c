@@ -1,13 +1,17 @@
 /* Generation sessions of Llama-family models (tests/data/llama/): a
- * conversation fed and generated in turns through one session gives,
- * bitwise, the ids and logits of a fresh session fed the whole
- * conversation at once, on 1, 2 and 3 threads; its logits agree with
+ * conversation fed and generated in turns through one session gives the
+ * same bits on 1, 2 and 3 threads, and the ids of a fresh session fed the
+ * whole conversation at once, with logits within 1e-5 of the largest (a
+ * prompt goes in one pass, products over all its positions, a generated
+ * token in a step of its own: the sums are cut differently); its logits
+ * agree with
  * attn_llama_forward over the whole conversation; attn_llama_generate is
  * a session used once; reset forgets; a conversation past max_len, an
  * empty one and bad ids are refused with nothing changed. */
 #include "attn_pretrained.h"
 #include "check.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +85,16 @@ static void turns(const attn_llama *m, int threads, convo *c) {
     attn_llama_session_free(s);
 }
 
+/* |a - b| at most 1e-5 of the largest |b| (n values). */
+static int close_to(const float *a, const float *b, int64_t n) {
+    double mx = 0, err = 0;
+    for (int64_t i = 0; i < n; i++) {
+        mx = fmax(mx, fabs(b[i]));
+        err = fmax(err, fabs(a[i] - b[i]));
+    }
+    return err <= 1e-5 * mx;
+}
+
 static void run_model(const char *name) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/tests/data/llama/%s", ATTN_SOURCE_DIR, name);
@@ -106,7 +120,7 @@ static void run_model(const char *name) {
     attn_llama_gen_opts o;
     opts_of(&o, 1, NEW2);
     CHECK_STATUS(attn_llama_session_feed(s, c[0].ids, c[0].g2_at, z), ATTN_OK);
-    CHECK_MSG(memcmp(z, c[0].z2, zb) == 0,
+    CHECK_MSG(close_to(z, c[0].z2, V),
               "%s: logits after the second "
               "prompt differ from the whole conversation's",
               name);
@@ -120,7 +134,7 @@ static void run_model(const char *name) {
     CHECK_STATUS(attn_llama_session_reset(s), ATTN_OK);
     CHECK(attn_llama_session_length(s) == 0);
     CHECK_STATUS(attn_llama_session_feed(s, c[0].ids, c[0].n, z), ATTN_OK);
-    CHECK_MSG(memcmp(z, c[0].z3, zb) == 0,
+    CHECK_MSG(close_to(z, c[0].z3, V),
               "%s: logits after reset and the "
               "whole conversation differ",
               name);

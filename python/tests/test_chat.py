@@ -70,7 +70,9 @@ def test_session_equals_whole_conversation(tmp_path):
         g2 = s.generate(5, do_sample=True, temperature=0.8, top_k=20, seed=3)
         assert len(s) == len(p1) + 4 + len(p2) + 5
         whole = m.session(64)
-        assert np.array_equal(whole.feed(p1 + g1 + p2), z2)
+        # the prompt in one pass, products cut otherwise than by steps
+        zw = whole.feed(p1 + g1 + p2)
+        assert np.abs(zw - z2).max() <= 1e-5 * np.abs(z2).max()
         assert whole.generate(5, do_sample=True, temperature=0.8, top_k=20,
                               seed=3) == g2
         assert m.generate(p1, max_new_tokens=4)[len(p1):] == g1

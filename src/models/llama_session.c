@@ -59,12 +59,12 @@ struct attn_llama_session {
     int64_t cap; /* max_len                                          */
     int threads;
     attn__dec_state *ds;
-    int64_t stepped; /* positions in the cache                         */
-    int32_t pending; /* chosen, not yet stepped; -1: none              */
-    float *x;        /* (E) the step's input                           */
-    float *h;        /* (E) the output of the last step                */
-    float *z;        /* (V) logits                                     */
-    void *work;      /* sampling's workspace                           */
+    int64_t stepped;  /* positions in the cache                         */
+    int32_t pending;  /* chosen, not yet stepped; -1: none              */
+    float *x;         /* (E) the step's input                           */
+    float *h;         /* (E) the output of the last step                */
+    float *z;         /* (V) logits                                     */
+    void *work;       /* sampling's workspace                           */
     attn__qmat *qtab; /* the decoding steps' block weights, or NULL     */
     attn__qmat qhead; /* the output head's blocks (data NULL: f32)      */
 };
@@ -80,9 +80,8 @@ void attn_llama_session_free(attn_llama_session *s) {
 
 static attn_status new_state(const attn_llama_session *s,
                              attn__dec_state **ds) {
-    attn_status st = attn__dec_state_create(&s->m->dec, s->m->params, 1,
-                                            s->cap, NULL, 1, NULL, s->threads,
-                                            ds);
+    attn_status st = attn__dec_state_create(&s->m->dec, s->m->params, 1, s->cap,
+                                            NULL, 1, NULL, s->threads, ds);
     if (!st) attn__dec_state_set_quant(*ds, s->qtab);
     return st;
 }
