@@ -496,3 +496,26 @@ def passable(arr, is_mask=False):
             return arr, st
     arr = c_array(arr)
     return arr, element_strides(arr)
+
+
+class Owned:
+    """A Python object owning one library handle, self._h, freed by the
+    library function named by the class attribute _free when close() is
+    called or the object is collected (a handle borrowed from its owner,
+    _borrowed true, is only forgotten). Later calls raise through the
+    subclass's _handle()."""
+
+    _free = None
+
+    def close(self):
+        """Frees the handle (later calls raise)."""
+        if getattr(self, "_h", None):
+            if not getattr(self, "_borrowed", False):
+                getattr(lib, self._free)(self._h)
+            self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: the library may be gone
+            pass

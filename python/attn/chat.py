@@ -62,8 +62,10 @@ def messages_of(messages):
     return arr, len(msgs)
 
 
-class ChatTemplate:
+class ChatTemplate(_lib.Owned):
     """A recognized chat template (see the module's docstring)."""
+
+    _free = "attn_chat_template_free"
 
     def __init__(self, text=None, _handle=None):
         if _handle is not None:
@@ -81,16 +83,6 @@ class ChatTemplate:
         _lib.call("attn_chat_template_load", _lib.fspath(path), byref(h))
         return cls(_handle=h)
 
-    def close(self):
-        if getattr(self, "_h", None):
-            _lib.lib.attn_chat_template_free(self._h)
-            self._h = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: the library may be gone
-            pass
 
     @property
     def default_system(self):

@@ -126,8 +126,10 @@ def _token_fn(callback):
     return _TOKEN_FN(lambda _u, i: 1 if callback(int(i)) else 0)
 
 
-class LlamaModel:
+class LlamaModel(_lib.Owned):
     """A loaded Llama-family model; see the module's docstring."""
+
+    _free = "attn_llama_free"
 
     def __init__(self, path, threads=0):
         h = _vp()
@@ -176,12 +178,7 @@ class LlamaModel:
             self.tokenizer.close()
         if getattr(self, "_template", None) is not None:
             self._template.close()
-        if getattr(self, "_h", None):
-            _lib.lib.attn_llama_free(self._h)
-            self._h = None
-
-    def __del__(self):
-        self.close()
+        super().close()
 
     @property
     def vocab_size(self):
@@ -335,12 +332,15 @@ class LlamaModel:
         return reply
 
 
-class Session:
+class Session(_lib.Owned):
     """One conversation with a LlamaModel whose tokens stay in the KV cache
     across calls: feed(ids) appends tokens (and returns the next-token
     logits), generate(...) continues from everything so far (its tokens
     join the conversation). The ids and logits are those of running the
-    whole conversation at once, bitwise."""
+    whole conversation at once; the logits agree to rounding (a feed of
+    several tokens goes through in one pass, products over all of them)."""
+
+    _free = "attn_llama_session_free"
 
     def __init__(self, model, max_len=None):
         if max_len is None:
@@ -351,16 +351,6 @@ class Session:
                   int(model.threads), byref(h))
         self._h = h
 
-    def close(self):
-        if getattr(self, "_h", None):
-            _lib.lib.attn_llama_session_free(self._h)
-            self._h = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: the library may be gone
-            pass
 
     def _handle(self):
         if not getattr(self, "_h", None) or not self._model._h:

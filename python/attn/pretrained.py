@@ -78,11 +78,13 @@ def _dtype_code(dtype):
     return _DTYPES[name]
 
 
-class BertModel:
+class BertModel(_lib.Owned):
     """A loaded model; free with close() or by dropping it. dtype
     "bfloat16" runs its linear maps on bf16 products with f32 accumulation
     (as PyTorch's autocast to bfloat16) where the CPU has AVX512_BF16;
     the dtype attribute says which runs ("float32" elsewhere)."""
+
+    _free = "attn_bert_free"
 
     def __init__(self, path, dtype="float32"):
         code = _dtype_code(dtype)
@@ -98,17 +100,6 @@ class BertModel:
         self.max_seq_length = c.max_seq_length
         self._tok = _lib.lib.attn_bert_tokenizer(h)
 
-    def close(self):
-        """Frees the model (later calls raise)."""
-        if getattr(self, "_h", None):
-            _lib.lib.attn_bert_free(self._h)
-            self._h = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: the library may be gone
-            pass
 
     def _handle(self):
         if not getattr(self, "_h", None):

@@ -86,8 +86,10 @@ def _strs(items, name):
     return (ctypes.c_char_p * max(len(out), 1))(*out)
 
 
-class Tokenizer:
+class Tokenizer(_lib.Owned):
     """A byte-level BPE tokenizer; free with close() or by dropping it."""
+
+    _free = "attn_bpe_free"  # one a model owns (_borrowed) is freed with it
 
     def __init__(self, handle):
         self._h = handle
@@ -131,19 +133,6 @@ class Tokenizer:
         _lib.call("attn_bpe_from_vocab", byref(v), byref(h))
         return cls(h)
 
-    def close(self):
-        """Frees the tokenizer (later calls raise); one that a model owns
-        (LlamaModel.tokenizer) is freed with the model."""
-        if getattr(self, "_h", None):
-            if not getattr(self, "_borrowed", False):
-                _lib.lib.attn_bpe_free(self._h)
-            self._h = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # interpreter shutdown: the library may be gone
-            pass
 
     def _handle(self):
         if not getattr(self, "_h", None):

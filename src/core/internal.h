@@ -89,6 +89,10 @@ void attn__load_f32(const void *src, attn_dtype dtype, int64_t n, float *dst);
 /* 1 for f32, f16, bf16 and f64. */
 ATTN__RING_API int attn__is_float_dtype(attn_dtype d);
 
+/* A contiguous f32 copy of t (any dtype and strides; attn__free), or NULL
+ * when out of memory. */
+ATTN__RING_API float *attn__f32_copy(const attn_tensor *t);
+
 /* Element i of a contiguous array of any dtype, as double. */
 double attn__load_one(const void *src, attn_dtype d, size_t i);
 

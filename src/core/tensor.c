@@ -345,3 +345,16 @@ attn_status attn__check_finite_max(const attn_tensor *t, const char *name,
 attn_status attn__check_finite(const attn_tensor *t, const char *name) {
     return attn__check_finite_max(t, name, NULL);
 }
+
+float *attn__f32_copy(const attn_tensor *t) {
+    float *dst =
+        attn__alloc((size_t)attn_tensor_numel(t), sizeof(float), "f32 copy");
+    if (!dst) return NULL;
+    float *p = dst;
+    for (int64_t a = 0; a < t->shape[0]; a++)
+        for (int64_t h = 0; h < t->shape[1]; h++)
+            for (int64_t l = 0; l < t->shape[2]; l++)
+                for (int64_t d = 0; d < t->shape[3]; d++)
+                    *p++ = (float)attn_tensor_get(t, a, h, l, d);
+    return dst;
+}

@@ -26,20 +26,6 @@ static void pick(const int64_t *given, int64_t n_given, const int64_t *full,
             }
 }
 
-/* A contiguous f32 copy of v (f16 or bf16). */
-static float *f32_copy(const attn_tensor *v) {
-    float *dst = attn__alloc((size_t)attn_tensor_numel(v), sizeof(float),
-                             "f32 copy of v");
-    if (!dst) return NULL;
-    float *p = dst;
-    for (int64_t a = 0; a < v->shape[0]; a++)
-        for (int64_t h = 0; h < v->shape[1]; h++)
-            for (int64_t l = 0; l < v->shape[2]; l++)
-                for (int64_t d = 0; d < v->shape[3]; d++)
-                    *p++ = (float)attn_tensor_get(v, a, h, l, d);
-    return dst;
-}
-
 attn_status attn__ring_rope_make(attn__ring *c, const attn_tensor *q,
                                  const attn_tensor *k, const attn_tensor *v,
                                  const attn_sdpa_opts *opts,
@@ -86,7 +72,7 @@ attn_status attn__ring_rope_make(attn__ring *c, const attn_tensor *q,
                                opts->threads);
     r->v = *v;
     if (!st && v->dtype != ATTN_F32) { /* the ring moves one dtype */
-        r->vbuf = f32_copy(v);
+        r->vbuf = attn__f32_copy(v);
         if (!r->vbuf)
             st = ATTN_E_NOMEM;
         else

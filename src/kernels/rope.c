@@ -369,20 +369,12 @@ attn_status attn__rope_qk_make(const attn_tensor *q, const attn_tensor *k,
     if (!st && v) {
         r->v = *v;
         if (v->dtype != r->q.dtype) { /* f16 / bf16: q and k are f32 now */
-            int64_t n = attn_tensor_numel(v);
-            r->vbuf = attn__alloc((size_t)n, sizeof(float), "f32 copy of v");
-            if (!r->vbuf) {
+            r->vbuf = attn__f32_copy(v);
+            if (!r->vbuf)
                 st = ATTN_E_NOMEM;
-            } else {
+            else
                 r->v = attn_tensor_4d(r->vbuf, ATTN_F32, v->shape[0],
                                       v->shape[1], v->shape[2], v->shape[3]);
-                float *dst = r->vbuf;
-                for (int64_t a = 0; a < v->shape[0]; a++)
-                    for (int64_t h = 0; h < v->shape[1]; h++)
-                        for (int64_t l = 0; l < v->shape[2]; l++)
-                            for (int64_t d = 0; d < v->shape[3]; d++)
-                                *dst++ = (float)attn_tensor_get(v, a, h, l, d);
-            }
         }
     }
     if (st) {
