@@ -24,7 +24,9 @@ PREFILL, DECODE = 512, 128
 
 def main():
     path = sys.argv[1]
-    llm = Llama(model_path=path, n_ctx=PREFILL + DECODE + 8, n_batch=PREFILL,
+    # scores holds n_batch rows: one per position of the whole run
+    llm = Llama(model_path=path, n_ctx=PREFILL + DECODE + 8,
+                n_batch=PREFILL + DECODE + 8,
                 n_threads=THREADS, n_threads_batch=THREADS, verbose=False)
     rng = np.random.default_rng(0)
     prompt = rng.integers(1, llm.n_vocab(), PREFILL).tolist()
