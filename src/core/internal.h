@@ -9,6 +9,9 @@
 #include "attn.h"
 
 #include <stdint.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -92,6 +95,16 @@ ATTN__RING_API int attn__is_float_dtype(attn_dtype d);
 /* A contiguous f32 copy of t (any dtype and strides; attn__free), or NULL
  * when out of memory. */
 ATTN__RING_API float *attn__f32_copy(const attn_tensor *t);
+
+/* Team size for an OpenMP loop: threads, or the OpenMP default when 0
+ * (1 without OpenMP). */
+static inline int attn__omp_threads(int threads) {
+#ifdef _OPENMP
+    return threads > 0 ? threads : omp_get_max_threads();
+#else
+    return threads > 0 ? threads : 1;
+#endif
+}
 
 /* Element i of a contiguous array of any dtype, as double. */
 double attn__load_one(const void *src, attn_dtype d, size_t i);

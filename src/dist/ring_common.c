@@ -3,6 +3,7 @@
  * waiting for a message that does not come), the geometry of the blocks,
  * and chunked nonblocking transfers. */
 #include "dist.h"
+#include "rope.h"
 
 #include <math.h>
 #include <omp.h>
@@ -58,9 +59,7 @@ attn_status attn__ring_local_check(attn_ring_layout layout,
     /* and a block mask: built over the full sequence */
     o.mask.block_mask = NULL;
     /* and the rotary positions (the rotation itself is checked here) */
-    o.rope = NULL;
-    o.rope_q_positions = o.rope_k_positions = NULL;
-    o.n_rope_q_positions = o.n_rope_k_positions = 0;
+    o = attn__opts_without_rope(&o);
     if (opts->rope) {
         attn_status rs = attn_rope_check(opts->rope, q->shape[3]);
         if (rs) return rs;

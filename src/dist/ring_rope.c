@@ -82,10 +82,7 @@ attn_status attn__ring_rope_make(attn__ring *c, const attn_tensor *q,
         attn__ring_rope_free(r);
         return st;
     }
-    r->opts = *opts;
-    r->opts.rope = NULL;
-    r->opts.rope_q_positions = r->opts.rope_k_positions = NULL;
-    r->opts.n_rope_q_positions = r->opts.n_rope_k_positions = 0;
+    r->opts = attn__opts_without_rope(opts);
     c->dt = ATTN_F32;
     c->es = sizeof(float);
     return ATTN_OK;

@@ -303,15 +303,6 @@ T5 static float dot_q_avx512(int type, const unsigned char *row, size_t bb,
 
 /* ---- the products ------------------------------------------------------- */
 
-static int team(int threads) {
-#ifdef _OPENMP
-    return threads > 0 ? threads : omp_get_max_threads();
-#else
-    (void)threads;
-    return 1;
-#endif
-}
-
 typedef float (*dot_f32_fn)(const float *, const float *, int64_t);
 typedef float (*dot_q_fn)(int, const unsigned char *, size_t, const float *,
                           const float *, int64_t);
@@ -338,7 +329,7 @@ void attn__gemv_f32(int64_t n, int64_t rows, int64_t cols, const float *x,
                     const float *w, float *y, int threads) {
     const dot_f32_fn dot = pick_f32();
     const int64_t chunks = (rows + CHUNK - 1) / CHUNK;
-    const int th = team(threads);
+    const int th = attn__omp_threads(threads);
 #pragma omp parallel for num_threads(th)                                       \
     schedule(static) if (th > 1 && chunks > 1)
     for (int64_t c = 0; c < chunks; c++) {
@@ -363,7 +354,7 @@ int attn__gemv_q(int64_t n, const attn__qmat *w, const float *x, float *y,
         sx[b] = (float)s;
     }
     const int64_t chunks = (rows + CHUNK - 1) / CHUNK;
-    const int th = team(threads);
+    const int th = attn__omp_threads(threads);
     const unsigned char *base = w->data;
 #pragma omp parallel for num_threads(th)                                       \
     schedule(static) if (th > 1 && chunks > 1)

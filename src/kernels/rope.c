@@ -156,15 +156,6 @@ attn_status attn__rope_check_positions(const char *name, const int64_t *pos,
     return ATTN_OK;
 }
 
-static int nthreads(int threads) {
-#ifdef _OPENMP
-    return threads > 0 ? threads : omp_get_max_threads();
-#else
-    (void)threads;
-    return 1;
-#endif
-}
-
 static inline void store(const attn_tensor *t, int64_t off, double v) {
     if (t->dtype == ATTN_F64)
         ((double *)t->data)[off] = v;
@@ -183,7 +174,7 @@ static attn_status rotate(const attn_rope *rope, const attn_tensor *x,
                                "rope frequencies");
     if (!freq) return ATTN_E_NOMEM;
     attn__rope_freqs(rope, D, freq);
-    int nt = nthreads(threads);
+    int nt = attn__omp_threads(threads);
     int failed = 0;
 #pragma omp parallel num_threads(nt)
     {
@@ -381,9 +372,6 @@ attn_status attn__rope_qk_make(const attn_tensor *q, const attn_tensor *k,
         attn__rope_qk_free(r);
         return st;
     }
-    r->opts = *opts;
-    r->opts.rope = NULL;
-    r->opts.rope_q_positions = r->opts.rope_k_positions = NULL;
-    r->opts.n_rope_q_positions = r->opts.n_rope_k_positions = 0;
+    r->opts = attn__opts_without_rope(opts);
     return ATTN_OK;
 }

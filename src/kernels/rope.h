@@ -37,6 +37,16 @@ attn_status attn__rope_copy(const attn_rope *rope, const attn_tensor *src,
                             const int64_t *pos, int64_t n_pos, int threads,
                             attn_tensor *dst, void **buf);
 
+/* opts with the rotation and its positions cleared (the kernels' opts once
+ * q and k are rotated copies). */
+static inline attn_sdpa_opts attn__opts_without_rope(const attn_sdpa_opts *o) {
+    attn_sdpa_opts r = *o;
+    r.rope = NULL;
+    r.rope_q_positions = r.rope_k_positions = NULL;
+    r.n_rope_q_positions = r.n_rope_k_positions = 0;
+    return r;
+}
+
 /* q and k rotated for attention with opts->rope: copies, the positions
  * used and opts without the rope, for the kernels to run on. */
 typedef struct {

@@ -111,12 +111,6 @@ static inline uint32_t attn__enc_stream(int64_t layer, int site) {
     return (uint32_t)(layer * 4 + site);
 }
 
-/* Team size for an OpenMP loop of the layers: threads, or the OpenMP
- * default when 0. */
-static inline int attn__omp_threads(int threads) {
-    return threads > 0 ? threads : omp_get_max_threads();
-}
-
 /* OpenMP thread count for a layer call (0 = the default). */
 static inline int attn__threads(const attn_layer_opts *o) {
     return o && o->threads > 0 ? o->threads : 0;
