@@ -9,6 +9,7 @@
  * peak of what the library allocated during the call (attn__alloc's
  * counter), beyond inputs and outputs. */
 #include "bench.h"
+#include "bench_table.h"
 
 #include "attn.h"
 #include "blas.h"
@@ -108,72 +109,6 @@ int bench_parse_case(const char *spec, bench_case *c) {
 }
 
 /* ---- one case ----------------------------------------------------------- */
-
-typedef struct {
-    const bench_opts *o;
-    FILE *out;
-    int threads;
-    double ceiling;   /* sgemm GFLOP/s at the run's thread count */
-    double ceil_bf16; /* bf16 GEMM GFLOP/s (0: no bf16 path) */
-    double peak;      /* f32 FMA peak of the run's threads (0: unknown) */
-} runner;
-
-/* Visible pairs of one head: L^2, or L (L + 1) / 2 under a causal mask. */
-static double pairs(const bench_case *c) {
-    double L = (double)c->L;
-    return c->causal ? L * (L + 1) / 2 : L * L;
-}
-
-/* One row. bwd_ratio > 0 marks a backward row (2.5x the forward's FLOPs,
- * its time over the forward's, err relative to the largest gradient). */
-static void report(const runner *r, const bench_case *c, const char *impl,
-                   double ms, size_t extra, double speedup, double err,
-                   double bwd_ratio) {
-    double fl =
-        (bwd_ratio > 0 ? 2.5 : 1.0) * 4.0 * c->B * c->H * c->D * pairs(c);
-    double gf = fl / (ms * 1e-3) * 1e-9;
-    if (r->o->json) {
-        fprintf(
-            r->out,
-            "{\"impl\": \"%s\", \"B\": %lld, \"H\": %lld, \"Lq\": %lld, "
-            "\"Lk\": %lld, \"D\": %lld, \"causal\": %s, \"dtype\": \"%s\", "
-            "\"threads\": %d, \"ms\": %.3f, \"gflops\": %.2f, "
-            "\"ceiling_gflops\": %.2f, \"ratio\": %.3f, \"extra_bytes\": %zu, "
-            "\"ceiling_bf16_gflops\": %.2f, \"ratio_bf16\": %.3f, "
-            "\"fma_peak_gflops\": %.2f",
-            bwd_ratio > 0 && !strcmp(impl, "bwd") ? "flash_bwd" : impl,
-            (long long)c->B, (long long)c->H, (long long)c->L, (long long)c->L,
-            (long long)c->D, c->causal ? "true" : "false",
-            attn_dtype_name((attn_dtype)c->dtype), r->threads, ms, gf,
-            r->ceiling, gf / r->ceiling, extra, r->ceil_bf16,
-            r->ceil_bf16 > 0 ? gf / r->ceil_bf16 : 0.0, r->peak);
-        if (speedup > 0) fprintf(r->out, ", \"speedup\": %.1f", speedup);
-        if (err >= 0)
-            fprintf(r->out,
-                    bwd_ratio > 0 ? ", \"max_rel_err\": %.3g"
-                                  : ", \"max_err\": %.3g",
-                    err);
-        if (bwd_ratio > 0)
-            fprintf(r->out, ", \"bwd_fwd_ratio\": %.3f", bwd_ratio);
-        fprintf(r->out, "}\n");
-    } else {
-        char sp[32] = "", er[32] = "", bf[32] = "", c16[32] = "";
-        if (r->ceil_bf16 > 0)
-            snprintf(c16, sizeof c16, "%.1f%%", 100.0 * gf / r->ceil_bf16);
-        if (speedup > 0) snprintf(sp, sizeof sp, "%.1fx", speedup);
-        if (err >= 0) snprintf(er, sizeof er, "%.1e", err);
-        if (bwd_ratio > 0) snprintf(bf, sizeof bf, "%.2f", bwd_ratio);
-        fprintf(
-            r->out,
-            "%6lld %4lld %-6s %-4s %-5s %10.2f %8.1f %6.1f%% %7s %8s %10.2f "
-            "%9s %7s\n",
-            (long long)c->L, (long long)c->D, c->causal ? "causal" : "full",
-            attn_dtype_name((attn_dtype)c->dtype), impl, ms, gf,
-            100.0 * gf / r->ceiling, c16, sp, (double)extra / 1048576.0, er,
-            bf);
-    }
-    fflush(r->out);
-}
 
 /* Runs attention once; returns seconds (negative on failure). */
 static double run_once(const attn_tensor *q, const attn_tensor *k,
@@ -396,7 +331,7 @@ out:
  * bf16's tolerance relative to the largest gradient, reported as row
  * "bw16". gd is dO in f32; dq, dk, dv are scratch. Returns like run_case. */
 #define BENCH_BWD_TOL_BF16 3e-2
-static int run_backward_bf16(const runner *r, const bench_case *c,
+static int run_backward_bf16(const bench_runner *r, const bench_case *c,
                              const attn_tensor *q, const attn_tensor *k,
                              const attn_tensor *v, const attn_tensor *o,
                              const float *lse, const float *gd, float *dq,
@@ -450,8 +385,8 @@ static int run_backward_bf16(const runner *r, const bench_case *c,
         total += t;
         if (t < best) best = t;
     }
-    report(r, c, r->o->json ? "flash_bf16_bwd" : "bw16", best * 1e3, extra, 0.0,
-           err, best * 1e3 / fwd_ms);
+    bench_row(r, c, r->o->json ? "flash_bf16_bwd" : "bw16", best * 1e3, extra,
+              0.0, err, best * 1e3 / fwd_ms);
     rc = 0;
 done:
     free(ref);
@@ -460,7 +395,7 @@ done:
 
 /* The backward of a case whose forward (o, lse, fwd_ms) passed: checked,
  * then the best of a few runs with a dense dO. Returns like run_case. */
-static int run_backward(const runner *r, const bench_case *c,
+static int run_backward(const bench_runner *r, const bench_case *c,
                         const attn_tensor *q, const attn_tensor *k,
                         const attn_tensor *v, const attn_tensor *o,
                         const float *lse, double fwd_ms) {
@@ -503,7 +438,7 @@ static int run_backward(const runner *r, const bench_case *c,
         total += t;
         if (t < best) best = t;
     }
-    report(r, c, "bwd", best * 1e3, extra, 0.0, err, best * 1e3 / fwd_ms);
+    bench_row(r, c, "bwd", best * 1e3, extra, 0.0, err, best * 1e3 / fwd_ms);
     rc = 0;
     if (c->dtype == ATTN_BF16 && attn__isa_get() >= ATTN__ISA_AVX512_BF16)
         rc = run_backward_bf16(r, c, q, k, v, o, lse, gd, dq, dk, dv, fwd_ms);
@@ -522,7 +457,7 @@ done:
  * weights are rounded to bf16 for P V) and reported as row "fl16".
  * Returns 0, 1 (wrong result) or 2 (failure). */
 #define BENCH_TOL_BF16 4e-3
-static int run_flash_bf16(const runner *r, const bench_case *c,
+static int run_flash_bf16(const bench_runner *r, const bench_case *c,
                           const attn_tensor *q, const attn_tensor *k,
                           const attn_tensor *v, const attn_sdpa_opts *op,
                           const float *oref, double ref_ms) {
@@ -562,8 +497,8 @@ static int run_flash_bf16(const runner *r, const bench_case *c,
         total += t;
         if (t < best) best = t;
     }
-    report(r, c, r->o->json ? "flash_bf16" : "fl16", best * 1e3, extra,
-           ref_ms > 0 ? ref_ms / (best * 1e3) : 0.0, err, 0.0);
+    bench_row(r, c, r->o->json ? "flash_bf16" : "fl16", best * 1e3, extra,
+              ref_ms > 0 ? ref_ms / (best * 1e3) : 0.0, err, 0.0);
     rc = 0;
 done:
     free(o16);
@@ -571,7 +506,7 @@ done:
     return rc;
 }
 
-static int run_case(const runner *r, const bench_case *c) {
+static int run_case(const bench_runner *r, const bench_case *c) {
     const int64_t B = c->B, H = c->H, L = c->L, D = c->D;
     const size_t n = (size_t)(B * H * L * D);
     const attn_dtype dt = (attn_dtype)c->dtype;
@@ -652,9 +587,9 @@ static int run_case(const runner *r, const bench_case *c) {
         if (t < best) best = t;
     }
     double fl_ms = best * 1e3;
-    if (have_ref) report(r, c, "ref", ref_ms, extra, 0.0, -1.0, 0.0);
-    report(r, c, "flash", fl_ms, fextra, have_ref ? ref_ms / fl_ms : 0.0, err,
-           0.0);
+    if (have_ref) bench_row(r, c, "ref", ref_ms, extra, 0.0, -1.0, 0.0);
+    bench_row(r, c, "flash", fl_ms, fextra, have_ref ? ref_ms / fl_ms : 0.0,
+              err, 0.0);
     if (dt == ATTN_BF16 && attn__isa_get() >= ATTN__ISA_AVX512_BF16) {
         int x = run_flash_bf16(r, c, &q, &k, &v, &op, have_ref ? oref : NULL,
                                have_ref ? ref_ms : 0.0);
@@ -698,7 +633,7 @@ done:
 }
 
 int bench_run(const bench_opts *o, FILE *out) {
-    runner r;
+    bench_runner r;
     r.o = o;
     r.out = out;
     r.threads = o->threads > 0 ? o->threads : omp_get_max_threads();
@@ -714,64 +649,7 @@ int bench_run(const bench_opts *o, FILE *out) {
     r.ceiling = gt;
     r.peak = bench_fma_peak(r.threads);
     r.ceil_bf16 = bench_bf16_gemm_gflops(1024, r.threads);
-    if (o->json) {
-        fprintf(out,
-                "{\"impl\": \"sgemm\", \"M\": 1024, \"N\": 1024, \"K\": 1024, "
-                "\"threads\": 1, \"gflops\": %.2f}\n",
-                g1);
-        fprintf(out,
-                "{\"impl\": \"sgemm\", \"M\": 1024, \"N\": 1024, \"K\": 1024, "
-                "\"threads\": 2, \"gflops\": %.2f}\n",
-                g2);
-        if (r.threads > 2)
-            fprintf(out,
-                    "{\"impl\": \"sgemm\", \"M\": 1024, \"N\": 1024, "
-                    "\"K\": 1024, \"threads\": %d, \"gflops\": %.2f}\n",
-                    r.threads, gt);
-        fprintf(out,
-                "{\"impl\": \"gemm_bf16\", \"M\": 1024, \"N\": 1024, "
-                "\"K\": 1024, \"threads\": %d, \"gflops\": %.2f}\n"
-                "{\"impl\": \"fma_peak\", \"threads\": %d, \"gflops\": "
-                "%.2f, \"isa\": \"%s\"}\n",
-                r.threads, r.ceil_bf16, r.threads, r.peak,
-                attn__isa_name(attn__isa_get()));
-    } else {
-        int64_t bq = 0, bk = 0;
-        attn__sdpa_dims d = {1, 1, 1, 1 << 20, 1 << 20, 64, 64, 1, 0.125};
-        attn__flash_tile_sizes(&d, &bq, &bk);
-        fprintf(out,
-                "attn bench: %d thread%s, kernels %s, %s, flash tiles "
-                "%lldx%lld (bands of %lld rows; D=64)\n",
-                r.threads, r.threads == 1 ? "" : "s", attn__isa_describe(),
-                attn__blas_describe(), (long long)bq, (long long)bk,
-                (long long)attn__flash_split_rows(&d));
-        fprintf(out,
-                "sgemm 1024^3 (the ceiling): 1 thread %.1f GFLOP/s, "
-                "2 threads %.1f GFLOP/s",
-                g1, g2);
-        if (r.threads > 2)
-            fprintf(out, ", %d threads %.1f GFLOP/s", r.threads, gt);
-        if (r.ceil_bf16 > 0)
-            fprintf(out,
-                    "\nbf16 GEMM 1024^3 on the bf16 tile products (column "
-                    "bf16 c): %.1f GFLOP/s on %d thread%s",
-                    r.ceil_bf16, r.threads, r.threads == 1 ? "" : "s");
-        else
-            fprintf(out, "\nbf16 GEMM: none (the path lacks AVX512_BF16)");
-        if (r.peak > 0)
-            fprintf(out, "\nf32 FMA peak of %d core%s: %.1f GFLOP/s", r.threads,
-                    r.threads == 1 ? "" : "s", r.peak);
-        fprintf(out,
-                "\nB=1 H=8; GFLOP/s = 4 B H D x visible pairs / time (bwd: "
-                "2.5x that); %% of the %d-thread sgemm ceiling; bwd rows: "
-                "backward up to L=%lld, max err relative to the largest "
-                "gradient\n\n",
-                r.threads, (long long)o->bwd_max_l);
-        fprintf(out,
-                "%6s %4s %-6s %-4s %-5s %10s %8s %7s %7s %8s %10s %9s %7s\n",
-                "L", "D", "mask", "type", "impl", "ms", "GFLOP/s", "ceil",
-                "bf16 c", "speedup", "extra MiB", "max err", "bwd/fwd");
-    }
+    bench_print_head(&r, g1, g2);
 
     bench_case list[64];
     int nlist = 0;
@@ -805,17 +683,7 @@ int bench_run(const bench_opts *o, FILE *out) {
     /* the ceiling again: a large difference means the machine was busy and
      * the run's ratios are not to be trusted */
     double again = sgemm_gflops(1024, r.threads);
-    if (o->json)
-        fprintf(out,
-                "{\"impl\": \"sgemm\", \"M\": 1024, \"N\": 1024, "
-                "\"K\": 1024, \"threads\": %d, \"gflops\": %.2f, "
-                "\"when\": \"end\"}\n",
-                r.threads, again);
-    else
-        fprintf(out,
-                "\nsgemm 1024^3 again at the end: %.1f GFLOP/s on %d "
-                "thread%s (start: %.1f)\n",
-                again, r.threads, r.threads == 1 ? "" : "s", gt);
+    bench_print_end(&r, again);
     attn__flash_bq_override = attn__flash_bk_override = 0;
     attn__flash_rc_override = 0;
     return rc;

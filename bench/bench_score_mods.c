@@ -105,19 +105,14 @@ static int fail(FILE *out, attn_status st) {
     return 1;
 }
 
-int bench_score_mods_run(FILE *out, const bench_score_mods_opts *o) {
-    const int64_t L = o->l > 0 ? o->l : o->quick ? 1024 : 2048;
-    const int64_t Lp = o->lp >= 16 ? o->lp : o->quick ? 4096 : 16384;
+/* The modifiers' table at length L: each case's forward and forward +
+ * backward against the plain causal attention. */
+static attn_status modifiers_table(FILE *out, const bench_score_mods_opts *o,
+                                   const bufs *b, int64_t L) {
     double sinks[H], slopes[H];
     for (int h = 0; h < H; h++) sinks[h] = 0.25 * h - 1.0;
     attn_alibi_slopes(H, slopes);
-    bufs b;
     attn_status st = ATTN_OK;
-    if (!bufs_make(&b, Lp > L ? Lp : L)) {
-        bufs_free(&b);
-        fprintf(out, "bench --score-mods: out of memory\n");
-        return 1;
-    }
     fprintf(out,
             "B=1, H=%d, D=%d, f32, causal, flash, %d threads%s; best of %d; "
             "kernels %s\n\n",
@@ -173,7 +168,7 @@ int bench_score_mods_run(FILE *out, const bench_score_mods_opts *o) {
         for (int c = 0; c < NCASE && !st; c++)
             for (int back = 0; back < 2 && !st; back++) {
                 double t0 = now();
-                st = call(&b, L, 0, L, &op5[c], back);
+                st = call(b, L, 0, L, &op5[c], back);
                 double dt = now() - t0;
                 if (r > 0 && dt < t5[c][back]) t5[c][back] = dt;
             }
@@ -182,10 +177,14 @@ int bench_score_mods_run(FILE *out, const bench_score_mods_opts *o) {
         fprintf(out, "| %s | %.2f | %.2f | %.2f | %.2f |\n", names[c],
                 1e3 * t5[c][0], t5[c][0] / t5[0][0], 1e3 * t5[c][1],
                 t5[c][1] / t5[0][1]);
-    if (st) {
-        bufs_free(&b);
-        return fail(out, st);
-    }
+    return st;
+}
+
+/* Packed documents (doc ids) against the documents one by one at Lp
+ * positions; 1 when their outputs differ. */
+static int documents_table(FILE *out, const bench_score_mods_opts *o,
+                           const bufs *b, int64_t Lp) {
+    attn_status st = ATTN_OK;
     /* 16 documents of random lengths summing to Lp */
     int64_t len[16], sum = 0;
     uint64_t s = 99;
@@ -206,7 +205,6 @@ int bench_score_mods_run(FILE *out, const bench_score_mods_opts *o) {
     if (!ids || !ref) {
         free(ids);
         free(ref);
-        bufs_free(&b);
         fprintf(out, "bench --score-mods: out of memory\n");
         return 1;
     }
@@ -228,13 +226,13 @@ int bench_score_mods_run(FILE *out, const bench_score_mods_opts *o) {
         for (int back = 0; back < 2 && !st; back++) {
             double t0 = now();
             for (int64_t d = 0, r0 = 0; d < 16 && !st; r0 += len[d], d++)
-                st = call(&b, Lp, r0, len[d], &op, back);
+                st = call(b, Lp, r0, len[d], &op, back);
             double dt = now() - t0;
             if (r > 0 && dt < one[back]) one[back] = dt;
             if (!st && r == 0 && back == 0)
-                memcpy(ref, b.o, sizeof(float) * (size_t)(H * Lp * D));
+                memcpy(ref, b->o, sizeof(float) * (size_t)(H * Lp * D));
             t0 = now();
-            if (!st) st = call(&b, Lp, 0, Lp, &packed, back);
+            if (!st) st = call(b, Lp, 0, Lp, &packed, back);
             dt = now() - t0;
             if (r > 0 && dt < pk[back]) pk[back] = dt;
         }
@@ -243,7 +241,7 @@ int bench_score_mods_run(FILE *out, const bench_score_mods_opts *o) {
     } else {
         double e = 0;
         for (int64_t i = 0; i < H * Lp * D; i++) {
-            double x = fabs((double)ref[i] - b.o[i]);
+            double x = fabs((double)ref[i] - b->o[i]);
             if (!(x <= e)) e = x;
         }
         fprintf(
@@ -266,6 +264,20 @@ int bench_score_mods_run(FILE *out, const bench_score_mods_opts *o) {
     }
     free(ids);
     free(ref);
+    return rc;
+}
+
+int bench_score_mods_run(FILE *out, const bench_score_mods_opts *o) {
+    const int64_t L = o->l > 0 ? o->l : o->quick ? 1024 : 2048;
+    const int64_t Lp = o->lp >= 16 ? o->lp : o->quick ? 4096 : 16384;
+    bufs b;
+    if (!bufs_make(&b, Lp > L ? Lp : L)) {
+        bufs_free(&b);
+        fprintf(out, "bench --score-mods: out of memory\n");
+        return 1;
+    }
+    attn_status st = modifiers_table(out, o, &b, L);
+    int rc = st ? fail(out, st) : documents_table(out, o, &b, Lp);
     bufs_free(&b);
     return rc;
 }

@@ -13,12 +13,10 @@
  * scale, dropout (the f64 reference drops by the same Philox stream, so a
  * single differently dropped weight would fail), f16, contiguous shards of
  * uneven lengths, compute in slices of 7 query rows (odd cases); the
- * skipped steps of a causal contiguous ring. Bad input:
- * zigzag shards of the wrong length, heads that differ across ranks, more
- * ranks than positions, an error on one rank only, options that differ:
- * the same error on every rank, no hang (ctest's timeout). */
+ * skipped steps of a causal contiguous ring. Bad input: ring_bad.c. */
 #include "attn_dist.h"
 #include "check.h"
+#include "ring_test.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -53,8 +51,8 @@ enum {
 
 /* score_mod: a per-head stretch and a distance penalty at global
  * positions, so that its slope (dscore) and the frame both matter */
-static int user_score(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
-                      int64_t n, double *score, double *dscore) {
+int ring_user_score(void *ctx, int64_t b, int64_t h, int64_t i, int64_t j0,
+                    int64_t n, double *score, double *dscore) {
     (void)ctx;
     const double a = 1.0 + 0.25 * (double)h;
     for (int64_t t = 0; t < n; t++) {
@@ -251,7 +249,7 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
     }
     attn_block_mask bm;
     uint8_t *bcls = NULL;
-    if (c->mask & M_USCORE) o.mask.score_mod = user_score;
+    if (c->mask & M_USCORE) o.mask.score_mod = ring_user_score;
     if (c->mask & (M_UMASK | M_UBLOCK)) o.mask.mask_mod = user_mask;
     if (c->mask & M_UBLOCK) {
         int64_t ncls = 0;
@@ -497,256 +495,6 @@ static void run_case(const rcase *c, int idx, int64_t *klen, int64_t *qlen) {
     free(rkpos);
 }
 
-/* ---- bad input ---------------------------------------------------------- */
-
-/* Every rank got status want (and, if given, a message containing frag). */
-static void expect_all(attn_status st, attn_status want, const char *frag,
-                       const char *what) {
-    int bad = st != want || (frag && !strstr(attn_last_error(), frag)), any = 0;
-    if (bad)
-        fprintf(stderr, "rank %d: %s: status %d (want %d): %s\n", R, what,
-                (int)st, (int)want, attn_last_error());
-    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    CHECK_MSG(!any, "%s: not the same error on every rank", what);
-}
-
-static void bad_inputs(void) {
-    const int64_t B = 1, Hkv = 1, D = 4;
-    int64_t L = 6 * P + 1, H = 2;
-    float *buf = calloc((size_t)(B * 4 * (L + 8) * D), sizeof(float));
-    float *out = calloc((size_t)(B * 4 * (L + 8) * D), sizeof(float));
-    float *lse = calloc((size_t)(B * 4 * (L + 8)), sizeof(float));
-    attn_sdpa_opts o;
-    attn_sdpa_opts_init(&o);
-    o.mask.causal = 1;
-    int64_t n;
-    attn_ring_shard_length(ATTN_RING_ZIGZAG, L, P, R, &n);
-
-    /* zigzag shards one row off (rank 0 one more, the last one fewer) */
-    if (P >= 2) {
-        int64_t m = n + (R == 0) - (R == P - 1);
-        attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, H, m, D);
-        attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, m, D);
-        attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, m, D);
-        attn_status st = attn_ring_sdpa_forward(
-            MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv, &o, &O, lse, NULL);
-        expect_all(st, ATTN_E_SHAPE, "ring zigzag: rank 0 holds",
-                   "zigzag lengths");
-    }
-    /* the last rank has other heads */
-    if (P >= 2) {
-        int64_t h = R == P - 1 ? 4 : H;
-        attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, h, n, D);
-        attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, n, D);
-        attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, h, n, D);
-        attn_status st = attn_ring_sdpa_forward(
-            MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv, &o, &O, lse, NULL);
-        char frag[100];
-        snprintf(frag, sizeof frag,
-                 "rank %d has 4 for the number of query heads "
-                 "but rank 0 has 2",
-                 P - 1);
-        expect_all(st, ATTN_E_SHAPE, frag, "heads across ranks");
-        /* and the backward */
-        attn_tensor G = attn_tensor_4d(out, ATTN_F32, B, h, n, D);
-        attn_tensor Gk = attn_tensor_4d(out, ATTN_F32, B, Hkv, n, D);
-        st = attn_ring_sdpa_backward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
-                                     &kv, &O, lse, &O, &o, &G, &Gk, &Gk, NULL);
-        expect_all(st, ATTN_E_SHAPE, frag, "heads across ranks (backward)");
-    }
-    /* more ranks than positions: the last rank holds nothing */
-    if (P >= 2) {
-        int64_t m = R == P - 1 ? 0 : 1;
-        attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, H, 1, D);
-        q.shape[2] = m;
-        attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, 1, D);
-        kv.shape[2] = m;
-        attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, 1, D);
-        O.shape[2] = m;
-        attn_status st =
-            attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_CONTIGUOUS, &q,
-                                   &kv, &kv, &o, &O, lse, NULL);
-        char frag[120];
-        snprintf(frag, sizeof frag,
-                 "rank %d holds no queries: %d ranks for a "
-                 "sequence of %d queries",
-                 P - 1, P, P - 1);
-        expect_all(st, ATTN_E_SHAPE, frag, "more ranks than positions");
-        /* the layout helper says it too */
-        int64_t s2[2], l2[2];
-        int nr;
-        CHECK_STATUS(
-            attn_ring_runs(ATTN_RING_CONTIGUOUS, P - 1, P, R, s2, l2, &nr),
-            ATTN_E_SHAPE);
-        CHECK_STATUS(
-            attn_ring_runs(ATTN_RING_ZIGZAG, 2 * P - 1, P, R, s2, l2, &nr),
-            ATTN_E_SHAPE);
-    }
-    /* rotary settings or positions that differ across ranks */
-    if (P >= 2) {
-        attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, H, n, D);
-        attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, n, D);
-        attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, n, D);
-        attn_rope rope;
-        attn_rope_init(&rope);
-        if (R == P - 1) rope.theta = 500.0;
-        attn_sdpa_opts ro = o;
-        ro.rope = &rope;
-        attn_status st = attn_ring_sdpa_forward(
-            MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv, &ro, &O, lse, NULL);
-        expect_all(st, ATTN_E_SHAPE, "differ in opts.rope",
-                   "rope across ranks");
-        rope.theta = 10000.0;
-        int64_t *pos = calloc((size_t)L, sizeof(int64_t));
-        for (int64_t i = 0; i < L; i++) pos[i] = i + (R == P - 1 && i == 2);
-        ro.rope_q_positions = pos;
-        ro.n_rope_q_positions = L;
-        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
-                                    &kv, &ro, &O, lse, NULL);
-        expect_all(st, ATTN_E_SHAPE, "pass different opts.rope_q_positions",
-                   "rope positions across ranks");
-        /* positions of the shard, not of the full sequence */
-        for (int64_t i = 0; i < L; i++) pos[i] = i;
-        ro.n_rope_q_positions = n;
-        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
-                                    &kv, &ro, &O, lse, NULL);
-        if (n != L)
-            expect_all(st, ATTN_E_SHAPE, "n_rope_q_positions",
-                       "rope positions of the shard");
-        /* a bad rotation is refused before any transfer */
-        ro.n_rope_q_positions = L;
-        rope.rotary_dim = 3;
-        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
-                                    &kv, &ro, &O, lse, NULL);
-        expect_all(st, ATTN_E_INVALID, "rotary_dim", "odd rotary dim");
-        free(pos);
-    }
-    /* a NaN on the last rank only: every rank reports it, naming the rank */
-    {
-        float *qb = calloc((size_t)(B * H * n * D), sizeof(float));
-        if (R == P - 1) qb[3] = NAN;
-        attn_tensor q = attn_tensor_4d(qb, ATTN_F32, B, H, n, D);
-        attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, n, D);
-        attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, n, D);
-        attn_status st = attn_ring_sdpa_forward(
-            MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv, &o, &O, lse, NULL);
-        char frag[40];
-        snprintf(frag, sizeof frag, "ring: rank %d: q[", P - 1);
-        expect_all(st, ATTN_E_NONFINITE, frag, "NaN on one rank");
-        free(qb);
-    }
-    /* options that differ: causal on rank 0 only */
-    if (P >= 2) {
-        attn_sdpa_opts o2 = o;
-        o2.mask.causal = R == 0;
-        attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, H, n, D);
-        attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, n, D);
-        attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, n, D);
-        attn_status st = attn_ring_sdpa_forward(
-            MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv, &o2, &O, lse, NULL);
-        expect_all(st, ATTN_E_SHAPE, "opts.mask.causal", "causal on one rank");
-    }
-    /* score modifiers and documents that differ across ranks, documents
-     * that do not cover the full sequence, decreasing ids */
-    {
-        attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, H, n, D);
-        attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, n, D);
-        attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, n, D);
-        attn_sdpa_opts o2 = o;
-        double sk[2] = {0.5, R == P - 1 && P > 1 ? 1.5 : 0.5};
-        o2.mask.sinks = sk;
-        o2.mask.n_sinks = H;
-        attn_status st = attn_ring_sdpa_forward(
-            MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv, &o2, &O, lse, NULL);
-        if (P > 1)
-            expect_all(st, ATTN_E_SHAPE, "opts.mask.sinks", "sinks differ");
-        /* a user function on some ranks only */
-        o2 = o;
-        if (R == P - 1) o2.mask.score_mod = user_score;
-        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
-                                    &kv, &o2, &O, lse, NULL);
-        if (P > 1)
-            expect_all(st, ATTN_E_SHAPE, "the user functions",
-                       "score_mod on one rank");
-        int64_t *ids = calloc((size_t)L, sizeof(int64_t));
-        for (int64_t i = L / 2; i < L; i++)
-            ids[i] = 1 + (R == P - 1 && i == L - 1);
-        o2 = o;
-        o2.mask.doc_q = ids;
-        o2.mask.n_doc_q = L;
-        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
-                                    &kv, &o2, &O, lse, NULL);
-        if (P > 1)
-            expect_all(st, ATTN_E_SHAPE,
-                       "pass different opts.mask.doc_q (every rank passes "
-                       "the full sequence's document ids)",
-                       "doc ids differ");
-        o2.mask.n_doc_q = L - 1; /* the same on every rank, one short */
-        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
-                                    &kv, &o2, &O, lse, NULL);
-        char frag[120];
-        snprintf(frag, sizeof frag,
-                 "ring: mask.doc_q has %lld entries (n_doc_q) but the full "
-                 "sequence needs B x Lq = 1 x %lld",
-                 (long long)(L - 1), (long long)L);
-        expect_all(st, ATTN_E_SHAPE, frag, "doc ids one short");
-        /* decreasing ids: attn_mask_check's message on every rank */
-        for (int64_t i = 0; i < L; i++) ids[i] = i == 3 ? 0 : 1;
-        o2.mask.n_doc_q = L;
-        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
-                                    &kv, &o2, &O, lse, NULL);
-        expect_all(st, ATTN_E_INVALID, "mask.doc_q decreases in entry 0",
-                   "decreasing doc ids");
-        free(ids);
-    }
-    /* what the ring does not serve: a bias, the reference kernel */
-    {
-        attn_sdpa_opts o2 = o;
-        float bz = 0;
-        attn_tensor bias = attn_tensor_4d(&bz, ATTN_F32, 1, 1, 1, 1);
-        o2.mask.bias = &bias;
-        attn_tensor q = attn_tensor_4d(buf, ATTN_F32, B, H, n, D);
-        attn_tensor kv = attn_tensor_4d(buf, ATTN_F32, B, Hkv, n, D);
-        attn_tensor O = attn_tensor_4d(out, ATTN_F32, B, H, n, D);
-        attn_status st = attn_ring_sdpa_forward(
-            MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv, &kv, &o2, &O, lse, NULL);
-        expect_all(st, ATTN_E_UNSUPPORTED, "mask.bias", "bias");
-        o2 = o;
-        o2.impl = ATTN_IMPL_REF;
-        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
-                                    &kv, &o2, &O, lse, NULL);
-        expect_all(st, ATTN_E_UNSUPPORTED, "impl", "IMPL_REF");
-        /* key lengths beyond the full sequence (checked against it) */
-        o2 = o;
-        int64_t kl[1] = {L + 1};
-        o2.mask.key_lengths = kl;
-        st = attn_ring_sdpa_forward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
-                                    &kv, &o2, &O, lse, NULL);
-        expect_all(st, ATTN_E_SHAPE, "key_lengths[0]", "key lengths");
-        /* backward without lse */
-        st = attn_ring_sdpa_backward(MPI_COMM_WORLD, ATTN_RING_ZIGZAG, &q, &kv,
-                                     &kv, &O, NULL, &O, &o, &O, &O, &O, NULL);
-        expect_all(st, ATTN_E_INVALID, "lse is NULL", "backward lse NULL");
-    }
-    /* the layout helpers: runs, and shard/unshard round trip */
-    {
-        int64_t s2[2], l2[2], tot = 0;
-        int nr;
-        for (int r = 0; r < P; r++) {
-            CHECK_STATUS(attn_ring_runs(ATTN_RING_ZIGZAG, L, P, r, s2, l2, &nr),
-                         ATTN_OK);
-            CHECK(nr == 2 && l2[0] >= 1 && l2[1] >= 1 && s2[0] < s2[1]);
-            tot += l2[0] + l2[1];
-        }
-        CHECK(tot == L);
-        CHECK_STATUS(attn_ring_runs((attn_ring_layout)7, L, P, R, s2, l2, &nr),
-                     ATTN_E_INVALID);
-    }
-    free(buf);
-    free(out);
-    free(lse);
-}
-
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_size(MPI_COMM_WORLD, &P);
@@ -818,8 +566,10 @@ int main(int argc, char **argv) {
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     int64_t klen[8], qlen[8];
     for (int i = 0; i < ncases; i++) run_case(&cases[i], i, klen, qlen);
-    bad_inputs();
-    int mine = check_failures, all = 0;
+    int bad_checks = 0, bad_failures = 0;
+    ring_bad_inputs(P, R, &bad_checks, &bad_failures);
+    check_count += bad_checks;
+    int mine = check_failures + bad_failures, all = 0;
     MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     if (R == 0) {
         static const char *nm[6] = {"O", "lse", "dq", "dk", "dv", "dsinks"};

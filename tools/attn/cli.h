@@ -126,6 +126,53 @@ typedef struct {
 int cli_parse_paths(const char *cmd, int argc, char **argv,
                     const cli_path_opt *opts, size_t n);
 
+/* The options of a subcommand as a table, read by cli_parse_args. A value
+ * is checked when it is read: integers and finite numbers within [lo, hi]
+ * (open_lo: > lo), seeds any unsigned 64-bit number. */
+typedef enum {
+    CLI_OPT_STR,  /* const char **slot                                 */
+    CLI_OPT_LIST, /* repeatable: (const char **)slot[(*count)++]        */
+    CLI_OPT_FLAG, /* int *slot set to 1; takes no value                 */
+    CLI_OPT_I64,  /* int64_t *slot                                      */
+    CLI_OPT_INT,  /* int *slot                                          */
+    CLI_OPT_U64,  /* uint64_t *slot                                     */
+    CLI_OPT_F64   /* double *slot                                       */
+} cli_opt_kind;
+typedef struct {
+    const char *name; /* "--count" */
+    cli_opt_kind kind;
+    void *slot;
+    double lo, hi;
+    int open_lo;
+    int *count; /* CLI_OPT_LIST: entries so far (slot holds argc of them) */
+} cli_opt;
+/* Table rows: CLI_I64("--count", &count, 1, INT64_MAX) and so on. */
+#define CLI_STR(name, p)                                                       \
+    { (name), CLI_OPT_STR, (p), 0, 0, 0, NULL }
+#define CLI_LIST(name, p, n)                                                   \
+    { (name), CLI_OPT_LIST, (p), 0, 0, 0, (n) }
+#define CLI_FLAG(name, p)                                                      \
+    { (name), CLI_OPT_FLAG, (p), 0, 0, 0, NULL }
+#define CLI_I64(name, p, lo, hi)                                               \
+    { (name), CLI_OPT_I64, (p), (double)(lo), (double)(hi), 0, NULL }
+#define CLI_INT(name, p, lo, hi)                                               \
+    { (name), CLI_OPT_INT, (p), (double)(lo), (double)(hi), 0, NULL }
+#define CLI_U64(name, p)                                                       \
+    { (name), CLI_OPT_U64, (p), 0, 0, 0, NULL }
+/* a number in [lo, hi], or in (lo, hi] with open_lo 1 */
+#define CLI_F64(name, p, lo, hi, open_lo)                                      \
+    { (name), CLI_OPT_F64, (p), (lo), (hi), (open_lo), NULL }
+/* Reads argv[1 .. argc - 1]: "--name value" (or "--flag") by the table,
+ * anything else into pos[0 .. npos - 1] in order. 0, or 2 after the usage
+ * message (unexpected argument, unknown option, missing or bad value). */
+int cli_parse_args(const char *cmd, int argc, char **argv, const cli_opt *opts,
+                   size_t n, const char **pos, int npos);
+/* The sampling options of the Llama-family commands (--max-new-tokens
+ * --sample --temperature --top-k --top-p --seed --threads) as table rows
+ * into t[0 .. CLI_LLAMA_GEN_NOPTS - 1]. */
+#define CLI_LLAMA_GEN_NOPTS 7
+void cli_llama_gen_table(attn_llama_gen_opts *o, cli_opt *t);
+
 /* Allocates a zeroed contiguous (d0, d1, d2, d3) tensor of dtype, checking
  * the size; free t->data with free(). */
 int cli_alloc_tensor(const char *cmd, const char *name, attn_dtype dtype,
@@ -517,12 +564,6 @@ int cli_llama_attend(int argc, char **argv);
 int cli_llama_info(const char *dir);
 /* attn chat FILE (cmd_chat.c). */
 int cmd_chat(int argc, char **argv);
-/* The sampling options of attn generate for the family (--max-new-tokens,
- * --sample, --temperature, --top-k, --top-p, --seed, --threads) at argv[*i]:
- * 1 when it took one (and its value: *i moves past it), 0 when argv[*i] is
- * none of them, -1 after a usage message for a bad value. */
-int cli_llama_gen_option(const char *cmd, int argc, char **argv, int *i,
-                         attn_llama_gen_opts *o);
 /* Text streamed as ids come (ids written when tok is NULL); buf holds
  * attn_bpe_stream_max(tok) + 8 bytes. cli_llama_on_token is an
  * attn_llama_token_fn over a cli_streamer. */

@@ -180,40 +180,76 @@ static void report(const rb_res *x, const rb_opts *b, const char *layout,
     }
 }
 
-static int run(attn_ring_layout lay, const char *layout, const rb_opts *b,
-               int P, int R) {
+/* The full tensors (every rank the same), this rank's shards, and the
+ * forward's outputs on the shards. */
+typedef struct {
+    int64_t nl;     /* this rank's sequence length */
+    size_t n, ns;   /* elements of a full tensor and of a shard */
+    float *buf[10]; /* q k v, qs ks vs, os ls, ot lt */
+    attn_tensor Q, K, V, Qs, Ks, Vs, Os;
+    float *ls, *ot, *lt;
+    unsigned long long seed;
+} rb_data;
+
+static void data_free(rb_data *d) {
+    for (int i = 0; i < 10; i++) free(d->buf[i]);
+}
+
+/* The random tensors and this rank's shards of them; 1 after the message
+ * (rank 0) when they cannot be made. */
+static int data_make(attn_ring_layout lay, const rb_opts *b, int P, int R,
+                     rb_data *d) {
     const int64_t L = b->L, H = b->H, D = b->D;
-    unsigned long long seed = 42;
-    const size_t n = (size_t)(H * L * D);
-    float *q = rnd(n, &seed), *k = rnd(n, &seed), *v = rnd(n, &seed);
-    int64_t nl;
-    if (!q || !k || !v || attn_ring_shard_length(lay, L, P, R, &nl)) {
+    memset(d, 0, sizeof *d);
+    d->seed = 42;
+    d->n = (size_t)(H * L * D);
+    for (int i = 0; i < 3; i++) d->buf[i] = rnd(d->n, &d->seed);
+    if (!d->buf[0] || !d->buf[1] || !d->buf[2] ||
+        attn_ring_shard_length(lay, L, P, R, &d->nl)) {
         if (R == 0)
             fprintf(stderr, "attn bench: ring: %s\n", attn_last_error());
         return 1;
     }
-    const size_t ns = (size_t)(H * nl * D);
-    float *qs = malloc(ns * 4), *ks = malloc(ns * 4), *vs = malloc(ns * 4);
-    float *os = malloc(ns * 4), *ls = malloc((size_t)(H * nl) * 4);
-    float *ot = malloc(ns * 4), *lt = malloc((size_t)(H * nl) * 4);
-    attn_tensor Q = attn_tensor_4d(q, ATTN_F32, 1, H, L, D);
-    attn_tensor K = attn_tensor_4d(k, ATTN_F32, 1, H, L, D);
-    attn_tensor V = attn_tensor_4d(v, ATTN_F32, 1, H, L, D);
-    attn_tensor Qs = attn_tensor_4d(qs, ATTN_F32, 1, H, nl, D);
-    attn_tensor Ks = attn_tensor_4d(ks, ATTN_F32, 1, H, nl, D);
-    attn_tensor Vs = attn_tensor_4d(vs, ATTN_F32, 1, H, nl, D);
-    attn_tensor Os = attn_tensor_4d(os, ATTN_F32, 1, H, nl, D);
-    attn_ring_shard(lay, P, R, &Q, &Qs);
-    attn_ring_shard(lay, P, R, &K, &Ks);
-    attn_ring_shard(lay, P, R, &V, &Vs);
-    attn_sdpa_opts o;
-    attn_sdpa_opts_init(&o);
-    o.threads = b->threads;
-    o.mask.causal = b->causal;
+    const int64_t nl = d->nl;
+    d->ns = (size_t)(H * nl * D);
+    for (int i = 3; i < 10; i++)
+        d->buf[i] = malloc((i == 7 || i == 9 ? (size_t)(H * nl) : d->ns) * 4);
+    d->ls = d->buf[7];
+    d->ot = d->buf[8];
+    d->lt = d->buf[9];
+    d->Q = attn_tensor_4d(d->buf[0], ATTN_F32, 1, H, L, D);
+    d->K = attn_tensor_4d(d->buf[1], ATTN_F32, 1, H, L, D);
+    d->V = attn_tensor_4d(d->buf[2], ATTN_F32, 1, H, L, D);
+    d->Qs = attn_tensor_4d(d->buf[3], ATTN_F32, 1, H, nl, D);
+    d->Ks = attn_tensor_4d(d->buf[4], ATTN_F32, 1, H, nl, D);
+    d->Vs = attn_tensor_4d(d->buf[5], ATTN_F32, 1, H, nl, D);
+    d->Os = attn_tensor_4d(d->buf[6], ATTN_F32, 1, H, nl, D);
+    attn_ring_shard(lay, P, R, &d->Q, &d->Qs);
+    attn_ring_shard(lay, P, R, &d->K, &d->Ks);
+    attn_ring_shard(lay, P, R, &d->V, &d->Vs);
+    return 0;
+}
 
-    /* the K/V block transfer alone: a ring exchange of the largest block
-     * (every rank sends and receives the same size), best of 3 */
-    const size_t kvb = (size_t)(2 * H * ((L + P - 1) / P) * D) * 4;
+/* The per-rank figures of rb_res: P doubles each (stepc, stepw P x P). */
+static void res_alloc(rb_res *x, int P) {
+    double **v[] = {&x->txa, &x->alone, &x->comp,  &x->wait,
+                    &x->tot, &x->btot,  &x->bcomp, &x->bwait};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+        *v[i] = malloc(sizeof(double) * (size_t)P);
+    x->stepc = malloc(sizeof(double) * (size_t)P * (size_t)P);
+    x->stepw = malloc(sizeof(double) * (size_t)P * (size_t)P);
+    x->t1 = x->tb1 = -1;
+}
+
+static void res_free(rb_res *x) {
+    double *v[] = {x->txa,  x->alone, x->comp,  x->wait,  x->tot,
+                   x->btot, x->bcomp, x->bwait, x->stepc, x->stepw};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) free(v[i]);
+}
+
+/* The K/V block transfer alone: a ring exchange of kvb bytes (every rank
+ * sends and receives the same size), best of 3. */
+static double transfer_alone(size_t kvb, int P, int R) {
     char *sb = malloc(kvb), *rb = malloc(kvb);
     memset(sb, 1, kvb);
     double tx = 1e30;
@@ -228,156 +264,160 @@ static int run(attn_ring_layout lay, const char *layout, const rb_opts *b,
     }
     free(sb);
     free(rb);
-    double *txa = malloc(sizeof(double) * (size_t)P),
-           *alone = malloc(sizeof(double) * (size_t)P);
-    double *comp = malloc(sizeof(double) * (size_t)P),
-           *wait = malloc(sizeof(double) * (size_t)P);
-    double *tot = malloc(sizeof(double) * (size_t)P);
-    all_of(tx, txa);
+    return tx;
+}
 
-    /* each rank's compute alone (all ranks at once: they share the cores
-     * as the ring's ranks do), then the ring; alternated --reps times, the
-     * fastest of each kept (the ring's by its slowest rank) */
+/* Each rank's compute alone (all ranks at once: they share the cores as
+ * the ring's ranks do), then the ring; alternated --reps times, the
+ * fastest of each kept (the ring's by its slowest rank). */
+static int forward_reps(attn_ring_layout lay, const rb_opts *b, int P, int R,
+                        rb_data *d, const attn_sdpa_opts *o, rb_res *x) {
+    const size_t pb = sizeof(double) * (size_t)P;
     double *sc = calloc((size_t)P, sizeof(double)),
            *sw = calloc((size_t)P, sizeof(double));
     double *sc1 = calloc((size_t)P, sizeof(double)),
            *sw1 = calloc((size_t)P, sizeof(double));
-    double *a1 = malloc(sizeof(double) * (size_t)P),
-           *c1 = malloc(sizeof(double) * (size_t)P);
-    double *w1 = malloc(sizeof(double) * (size_t)P),
-           *t1s = malloc(sizeof(double) * (size_t)P);
-    attn_status s = ATTN_OK;
-    for (int rep = 0; rep < b->reps; rep++) {
+    double *a1 = malloc(pb), *c1 = malloc(pb), *w1 = malloc(pb),
+           *t1s = malloc(pb);
+    int rc = 0;
+    for (int rep = 0; rep < b->reps && !rc; rep++) {
         quiet_barrier();
-        double ta = compute_alone(lay, P, R, &Qs, &K, &V, &o, ot, lt);
+        double ta =
+            compute_alone(lay, P, R, &d->Qs, &d->K, &d->V, o, d->ot, d->lt);
         all_of(ta, a1);
-        if (rep == 0 || vmax(a1, P) < vmax(alone, P))
-            memcpy(alone, a1, sizeof(double) * (size_t)P);
+        if (rep == 0 || vmax(a1, P) < vmax(x->alone, P))
+            memcpy(x->alone, a1, pb);
         attn_ring_stats st;
         memset(&st, 0, sizeof st);
         st.step_compute_s = sc1;
         st.step_wait_s = sw1;
         quiet_barrier();
-        s = attn_ring_sdpa_forward(MPI_COMM_WORLD, lay, &Qs, &Ks, &Vs, &o, &Os,
-                                   ls, &st);
-        if (s) {
+        if (attn_ring_sdpa_forward(MPI_COMM_WORLD, lay, &d->Qs, &d->Ks, &d->Vs,
+                                   o, &d->Os, d->ls, &st)) {
             if (R == 0)
                 fprintf(stderr, "attn bench: ring: %s\n", attn_last_error());
-            return 1;
+            rc = 1;
+            break;
         }
         all_of(st.compute_s, c1);
         all_of(st.wait_s, w1);
         all_of(st.total_s, t1s);
-        if (rep == 0 || vmax(t1s, P) < vmax(tot, P)) {
-            memcpy(comp, c1, sizeof(double) * (size_t)P);
-            memcpy(wait, w1, sizeof(double) * (size_t)P);
-            memcpy(tot, t1s, sizeof(double) * (size_t)P);
-            memcpy(sc, sc1, sizeof(double) * (size_t)P);
-            memcpy(sw, sw1, sizeof(double) * (size_t)P);
+        if (rep == 0 || vmax(t1s, P) < vmax(x->tot, P)) {
+            memcpy(x->comp, c1, pb);
+            memcpy(x->wait, w1, pb);
+            memcpy(x->tot, t1s, pb);
+            memcpy(sc, sc1, pb);
+            memcpy(sw, sw1, pb);
         }
     }
-    free(sc1);
-    free(sw1);
-    free(a1);
-    free(c1);
-    free(w1);
-    free(t1s);
-    double *stepc = malloc(sizeof(double) * (size_t)P * (size_t)P);
-    double *stepw = malloc(sizeof(double) * (size_t)P * (size_t)P);
-    MPI_Gather(sc, P, MPI_DOUBLE, stepc, P, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    MPI_Gather(sw, P, MPI_DOUBLE, stepw, P, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (!rc) {
+        MPI_Gather(sc, P, MPI_DOUBLE, x->stepc, P, MPI_DOUBLE, 0,
+                   MPI_COMM_WORLD);
+        MPI_Gather(sw, P, MPI_DOUBLE, x->stepw, P, MPI_DOUBLE, 0,
+                   MPI_COMM_WORLD);
+    }
+    double *v[] = {sc, sw, sc1, sw1, a1, c1, w1, t1s};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) free(v[i]);
+    return rc;
+}
 
-    /* one process, P x threads threads, full tensors (rank 0 alone) */
-    double t1 = -1;
+/* One process, P x threads threads, full tensors (rank 0 alone): the
+ * forward's seconds. */
+static double single_forward(const rb_data *d, const attn_sdpa_opts *o,
+                             int threads) {
+    float *of = malloc(d->n * 4);
+    attn_tensor Of = attn_tensor_4d(of, ATTN_F32, 1, d->Q.shape[1],
+                                    d->Q.shape[2], d->Q.shape[3]);
+    attn_sdpa_opts o1 = *o;
+    o1.threads = threads;
+    double t0 = MPI_Wtime();
+    attn_sdpa_forward(&d->Q, &d->K, &d->V, &o1, &Of, NULL, NULL);
+    double t = MPI_Wtime() - t0;
+    free(of);
+    return t;
+}
+
+/* The same for the backward (after a forward for its output and lse). */
+static double single_backward(rb_data *d, const attn_sdpa_opts *o,
+                              int threads) {
+    const size_t n = d->n;
+    const int64_t H = d->Q.shape[1], L = d->Q.shape[2], D = d->Q.shape[3];
+    float *of = malloc(n * 4), *lf = malloc((size_t)(H * L) * 4);
+    float *dof = rnd(n, &d->seed), *gf = calloc(3 * n, 4);
+    attn_tensor Of = attn_tensor_4d(of, ATTN_F32, 1, H, L, D);
+    attn_tensor dOf = attn_tensor_4d(dof, ATTN_F32, 1, H, L, D);
+    attn_tensor gq = attn_tensor_4d(gf, ATTN_F32, 1, H, L, D);
+    attn_tensor gk = attn_tensor_4d(gf + n, ATTN_F32, 1, H, L, D);
+    attn_tensor gv = attn_tensor_4d(gf + 2 * n, ATTN_F32, 1, H, L, D);
+    attn_sdpa_opts o1 = *o;
+    o1.threads = threads;
+    attn_sdpa_forward(&d->Q, &d->K, &d->V, &o1, &Of, NULL, lf);
+    double t0 = MPI_Wtime();
+    attn_sdpa_backward(&d->Q, &d->K, &d->V, &Of, lf, &dOf, &o1, &gq, &gk, &gv,
+                       NULL);
+    double t = MPI_Wtime() - t0;
+    free(of);
+    free(lf);
+    free(dof);
+    free(gf);
+    return t;
+}
+
+/* The ring backward (compute alone is not repeated: see the docs), and
+ * one process's backward. */
+static void backward(attn_ring_layout lay, const rb_opts *b, int P, int R,
+                     rb_data *d, const attn_sdpa_opts *o, rb_res *x) {
+    const int64_t H = b->H, D = b->D, nl = d->nl;
+    const size_t ns = d->ns;
+    float *dos = rnd(ns, &d->seed), *g = calloc(3 * ns, 4);
+    attn_tensor dO = attn_tensor_4d(dos, ATTN_F32, 1, H, nl, D);
+    attn_tensor dQ = attn_tensor_4d(g, ATTN_F32, 1, H, nl, D);
+    attn_tensor dK = attn_tensor_4d(g + ns, ATTN_F32, 1, H, nl, D);
+    attn_tensor dV = attn_tensor_4d(g + 2 * ns, ATTN_F32, 1, H, nl, D);
+    attn_ring_stats bs;
+    memset(&bs, 0, sizeof bs);
     quiet_barrier();
-    if (R == 0 && b->single) {
-        float *of = malloc(n * 4);
-        attn_tensor Of = attn_tensor_4d(of, ATTN_F32, 1, H, L, D);
-        attn_sdpa_opts o1 = o;
-        o1.threads = P * b->threads;
-        double t0 = MPI_Wtime();
-        attn_sdpa_forward(&Q, &K, &V, &o1, &Of, NULL, NULL);
-        t1 = MPI_Wtime() - t0;
-        free(of);
-    }
+    if (attn_ring_sdpa_backward(MPI_COMM_WORLD, lay, &d->Qs, &d->Ks, &d->Vs,
+                                &d->Os, d->ls, &dO, o, &dQ, &dK, &dV, &bs) &&
+        R == 0)
+        fprintf(stderr, "attn bench: ring backward: %s\n", attn_last_error());
+    all_of(bs.total_s, x->btot);
+    all_of(bs.compute_s, x->bcomp);
+    all_of(bs.wait_s, x->bwait);
     quiet_barrier();
+    if (R == 0 && b->single) x->tb1 = single_backward(d, o, P * b->threads);
+    quiet_barrier();
+    free(dos);
+    free(g);
+}
 
-    /* backward: ring, and compute alone is not repeated (see the docs) */
-    double *btot = malloc(sizeof(double) * (size_t)P),
-           *bcomp = malloc(sizeof(double) * (size_t)P);
-    double *bwait = malloc(sizeof(double) * (size_t)P);
-    double tb1 = -1;
-    if (b->backward) {
-        float *dos = rnd(ns, &seed), *g = calloc(3 * ns, 4);
-        attn_tensor dO = attn_tensor_4d(dos, ATTN_F32, 1, H, nl, D);
-        attn_tensor dQ = attn_tensor_4d(g, ATTN_F32, 1, H, nl, D);
-        attn_tensor dK = attn_tensor_4d(g + ns, ATTN_F32, 1, H, nl, D);
-        attn_tensor dV = attn_tensor_4d(g + 2 * ns, ATTN_F32, 1, H, nl, D);
-        attn_ring_stats bs;
-        memset(&bs, 0, sizeof bs);
-        quiet_barrier();
-        s = attn_ring_sdpa_backward(MPI_COMM_WORLD, lay, &Qs, &Ks, &Vs, &Os, ls,
-                                    &dO, &o, &dQ, &dK, &dV, &bs);
-        if (s && R == 0)
-            fprintf(stderr, "attn bench: ring backward: %s\n",
-                    attn_last_error());
-        all_of(bs.total_s, btot);
-        all_of(bs.compute_s, bcomp);
-        all_of(bs.wait_s, bwait);
-        quiet_barrier();
-        if (R == 0 && b->single) {
-            float *of = malloc(n * 4), *lf = malloc((size_t)(H * L) * 4);
-            float *dof = rnd(n, &seed), *gf = calloc(3 * n, 4);
-            attn_tensor Of = attn_tensor_4d(of, ATTN_F32, 1, H, L, D);
-            attn_tensor dOf = attn_tensor_4d(dof, ATTN_F32, 1, H, L, D);
-            attn_tensor gq = attn_tensor_4d(gf, ATTN_F32, 1, H, L, D);
-            attn_tensor gk = attn_tensor_4d(gf + n, ATTN_F32, 1, H, L, D);
-            attn_tensor gv = attn_tensor_4d(gf + 2 * n, ATTN_F32, 1, H, L, D);
-            attn_sdpa_opts o1 = o;
-            o1.threads = P * b->threads;
-            attn_sdpa_forward(&Q, &K, &V, &o1, &Of, NULL, lf);
-            double t0 = MPI_Wtime();
-            attn_sdpa_backward(&Q, &K, &V, &Of, lf, &dOf, &o1, &gq, &gk, &gv,
-                               NULL);
-            tb1 = MPI_Wtime() - t0;
-            free(of);
-            free(lf);
-            free(dof);
-            free(gf);
-        }
-        quiet_barrier();
-        free(dos);
-        free(g);
+static int run(attn_ring_layout lay, const char *layout, const rb_opts *b,
+               int P, int R) {
+    rb_data d;
+    if (data_make(lay, b, P, R, &d)) {
+        data_free(&d);
+        return 1;
     }
-
-    if (R == 0) {
-        rb_res x = {txa,  alone, comp,  wait, tot, stepc, stepw,
-                    btot, bcomp, bwait, t1,   tb1, kvb};
-        report(&x, b, layout, P);
+    attn_sdpa_opts o;
+    attn_sdpa_opts_init(&o);
+    o.threads = b->threads;
+    o.mask.causal = b->causal;
+    rb_res x;
+    memset(&x, 0, sizeof x);
+    res_alloc(&x, P);
+    x.kvb = (size_t)(2 * b->H * ((b->L + P - 1) / P) * b->D) * 4;
+    all_of(transfer_alone(x.kvb, P, R), x.txa);
+    int rc = forward_reps(lay, b, P, R, &d, &o, &x);
+    if (!rc) {
+        quiet_barrier();
+        if (R == 0 && b->single) x.t1 = single_forward(&d, &o, P * b->threads);
+        quiet_barrier();
+        if (b->backward) backward(lay, b, P, R, &d, &o, &x);
+        if (R == 0) report(&x, b, layout, P);
     }
-    free(q);
-    free(k);
-    free(v);
-    free(qs);
-    free(ks);
-    free(vs);
-    free(os);
-    free(ls);
-    free(ot);
-    free(lt);
-    free(txa);
-    free(alone);
-    free(comp);
-    free(wait);
-    free(tot);
-    free(sc);
-    free(sw);
-    free(stepc);
-    free(stepw);
-    free(btot);
-    free(bcomp);
-    free(bwait);
-    return 0;
+    res_free(&x);
+    data_free(&d);
+    return rc;
 }
 
 int cli_ring_bench(const char *layout, int argc, char **argv) {

@@ -191,95 +191,10 @@ static int pictures(const char *cmd, const char *dir,
     return rc;
 }
 
-int cmd_attend(int argc, char **argv) {
-    const char *cmd = "attend";
-    if (argc > 1 && argv[1][0] != '-' && cli_gen_checkpoint(argv[1]))
-        return cmd_attend_gen(argc, argv);
-    if (argc > 1 && cli_is_llama_dir(argv[1]))
-        return cli_llama_attend(argc, argv);
-    /* a folder is a pretrained model (cmd_pretrained.c) */
-    for (int i = 1; i < argc; i++) {
-        struct stat sb;
-        if (argv[i][0] != '-' && stat(argv[i], &sb) == 0 && S_ISDIR(sb.st_mode))
-            return cli_attend_pretrained(argc, argv);
-        if (argv[i][0] == '-' && argv[i][1] == '-' && !cli_is_help(argv[i]))
-            i++;
-    }
-    if (cli_help_asked(argc, argv, help)) return 0;
-    const char *model = NULL, *input = NULL, *out = NULL;
-    int64_t threads = 1;
-    int print = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || a[1] != '-') {
-            if (model)
-                return cli_usage_error(cmd, "unexpected argument '%s'", a);
-            model = a;
-            continue;
-        }
-        if (strcmp(a, "--print") == 0) {
-            print = 1;
-            continue;
-        }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
-        const char *v = argv[++i];
-        if (strcmp(a, "--input") == 0)
-            input = v;
-        else if (strcmp(a, "--out") == 0)
-            out = v;
-        else if (strcmp(a, "--threads") == 0) {
-            if (cli_parse_i64(v, &threads) || threads < 0 || threads > 1024)
-                return cli_usage_error(cmd, "bad value '%s' for %s", v, a);
-        } else
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-    }
-    if (!model) return cli_usage_error(cmd, "need MODEL.bin");
-    if (!input) return cli_usage_error(cmd, "need --input \"TOKENS\"");
-    if (out && cli_check_out_dir(cmd, "--out", out)) return 1;
-    attn_trainer *tr;
-    attn_status st = attn_trainer_load(model, &tr);
-    if (st) return cli_fail(cmd, st, "load");
-    cli_train_threads(threads);
-    const attn_train_config *c = attn_trainer_config(tr);
-    const attn_model_config *m = &c->model;
-    const int64_t Lmax = m->max_len, V = m->vocab_out;
-    const int64_t N = m->enc.num_layers,
-                  Hw = attn_encoder_weight_heads(&m->enc);
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(3 * Lmax));
-    float *logits = NULL, *w = NULL, *work = NULL;
-    int rc = 0;
-    int64_t n = 0;
-    size_t ws = 0;
-    if (!ids) {
-        rc = cli_fail(cmd, ATTN_E_NOMEM, "input");
-        goto done;
-    }
-    int32_t *expect = ids + Lmax, *pred = ids + 2 * Lmax;
-    if ((rc = parse_input(cmd, input, c->task.vocab, Lmax, ids, &n))) goto done;
-    if ((st = attn_task_solve(&c->task, ids, n, expect))) {
-        rc = cli_fail(cmd, st, "input");
-        goto done;
-    }
-    if ((st = attn_model_workspace_size(m, 1, n, &ws))) {
-        rc = cli_fail(cmd, st, "workspace");
-        goto done;
-    }
-    logits = malloc(sizeof(float) * (size_t)(n * V));
-    w = malloc(sizeof(float) * (size_t)(N * Hw * n * n));
-    work = malloc(sizeof(float) * ws);
-    if (!logits || !w || !work) {
-        rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
-        goto done;
-    }
-    attn_layer_opts o;
-    attn_sdpa_opts_init(&o);
-    o.threads = (int)threads;
-    if ((st = attn_model_forward(m, attn_trainer_params(tr), 1, n, ids, NULL,
-                                 &o, logits, w, work))) {
-        rc = cli_fail(cmd, st, "forward");
-        goto done;
-    }
-    int64_t right = 0, total = 0;
+/* The argmax of each row of logits (n x V) where expect has an answer. */
+static void predict(const float *logits, const int32_t *expect, int64_t n,
+                    int64_t V, int32_t *pred, int64_t *right, int64_t *total) {
+    *right = *total = 0;
     for (int64_t i = 0; i < n; i++) {
         if (expect[i] == ATTN_IGNORE_INDEX) {
             pred[i] = ATTN_IGNORE_INDEX;
@@ -289,9 +204,17 @@ int cmd_attend(int argc, char **argv) {
         for (int64_t k = 1; k < V; k++)
             if (logits[i * V + k] > logits[i * V + arg]) arg = k;
         pred[i] = (int32_t)arg;
-        total++;
-        right += pred[i] == expect[i];
+        (*total)++;
+        *right += pred[i] == expect[i];
     }
+}
+
+/* The input, prediction and answer, and a warning for a length the model
+ * never saw. */
+static void print_prediction(const char *cmd, const attn_train_config *c,
+                             const int32_t *ids, const int32_t *pred,
+                             const int32_t *expect, int64_t n, int64_t right,
+                             int64_t total) {
     printf("task %s, %lld tokens\n", attn_task_name(c->task.kind),
            (long long)n);
     print_tokens("input:", ids, n, c->task.vocab);
@@ -313,6 +236,12 @@ int cmd_attend(int argc, char **argv) {
                 (long long)c->task.max_len,
                 c->task.kind == ATTN_TASK_ADD ? "digits per number" : "tokens",
                 (long long)len);
+}
+
+/* Per layer and head, the most attended key of each query (and with
+ * --print, the whole map). */
+static void print_heads(const float *w, int64_t N, int64_t Hw, int64_t n,
+                        int print) {
     for (int64_t l = 0; l < N; l++)
         for (int64_t h = 0; h < Hw; h++) {
             const float *wm = w + (l * Hw + h) * n * n;
@@ -332,37 +261,112 @@ int cmd_attend(int argc, char **argv) {
                 cli_print_matrix(stdout, title, wm, n, n, n, 2);
             }
         }
-    if (out) {
-        if (mkdir(out, 0755) != 0 && errno != EEXIST) {
-            fprintf(stderr, "attn %s: cannot create %s: %s\n", cmd,
-                    cli_esc(out), strerror(errno));
-            rc = 1;
-            goto done;
-        }
-        char path[4096];
-        snprintf(path, sizeof path, "%s/weights.npy", out);
-        /* (layer, batch, head, query, key) as attn encoder --weights, so
-         * that heatmap, stats and show name the axes alike */
-        const int64_t shape5[5] = {N, 1, Hw, n, n}, *shape = shape5 + 1;
-        if ((rc = cli_save_array(cmd, path, ATTN_F32, w, 5, shape5))) goto done;
-        for (int64_t l = 0; l < N && !rc; l++)
-            for (int64_t h = 0; h < Hw && !rc; h++) {
-                snprintf(path, sizeof path, "%s/layer%lld_head%lld.npy", out,
-                         (long long)l, (long long)h);
-                rc = cli_save_array(cmd, path, ATTN_F32,
-                                    w + (l * Hw + h) * n * n, 2, shape + 2);
-            }
-        if (!rc) rc = pictures(cmd, out, c, w, ids, pred, n, N, Hw);
-        if (!rc)
-            printf("wrote %s/weights.npy, attention.png and %lld maps "
-                   "layer<l>_head<h>.npy/.png\n",
-                   out, (long long)(N * Hw));
+}
+
+/* --out DIR: weights.npy, a .npy per map and the pictures. */
+static int write_out(const char *cmd, const char *out,
+                     const attn_train_config *c, float *w, const int32_t *ids,
+                     const int32_t *pred, int64_t n, int64_t N, int64_t Hw) {
+    if (mkdir(out, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "attn %s: cannot create %s: %s\n", cmd, cli_esc(out),
+                strerror(errno));
+        return 1;
     }
-done:
+    char path[4096];
+    snprintf(path, sizeof path, "%s/weights.npy", out);
+    /* (layer, batch, head, query, key) as attn encoder --weights, so
+     * that heatmap, stats and show name the axes alike */
+    const int64_t shape5[5] = {N, 1, Hw, n, n}, *shape = shape5 + 1;
+    int rc = cli_save_array(cmd, path, ATTN_F32, w, 5, shape5);
+    for (int64_t l = 0; l < N && !rc; l++)
+        for (int64_t h = 0; h < Hw && !rc; h++) {
+            snprintf(path, sizeof path, "%s/layer%lld_head%lld.npy", out,
+                     (long long)l, (long long)h);
+            rc = cli_save_array(cmd, path, ATTN_F32, w + (l * Hw + h) * n * n,
+                                2, shape + 2);
+        }
+    if (!rc) rc = pictures(cmd, out, c, w, ids, pred, n, N, Hw);
+    if (!rc)
+        printf("wrote %s/weights.npy, attention.png and %lld maps "
+               "layer<l>_head<h>.npy/.png\n",
+               out, (long long)(N * Hw));
+    return rc;
+}
+
+/* Runs the model of tr on input and prints (and writes) what it saw. */
+static int run_attend(const char *cmd, attn_trainer *tr, const char *input,
+                      const char *out, int threads, int print) {
+    const attn_train_config *c = attn_trainer_config(tr);
+    const attn_model_config *m = &c->model;
+    const int64_t Lmax = m->max_len, V = m->vocab_out;
+    const int64_t N = m->enc.num_layers,
+                  Hw = attn_encoder_weight_heads(&m->enc);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(3 * Lmax));
+    float *logits = NULL, *w = NULL, *work = NULL;
+    attn_status st;
+    int64_t n = 0, right, total;
+    size_t ws = 0;
+    if (!ids) return cli_fail(cmd, ATTN_E_NOMEM, "input");
+    int32_t *expect = ids + Lmax, *pred = ids + 2 * Lmax;
+    int rc = parse_input(cmd, input, c->task.vocab, Lmax, ids, &n);
+    if (!rc && (st = attn_task_solve(&c->task, ids, n, expect)))
+        rc = cli_fail(cmd, st, "input");
+    if (!rc && (st = attn_model_workspace_size(m, 1, n, &ws)))
+        rc = cli_fail(cmd, st, "workspace");
+    if (!rc && (!(logits = malloc(sizeof(float) * (size_t)(n * V))) ||
+                !(w = malloc(sizeof(float) * (size_t)(N * Hw * n * n))) ||
+                !(work = malloc(sizeof(float) * ws))))
+        rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
+    attn_layer_opts o;
+    attn_sdpa_opts_init(&o);
+    o.threads = threads;
+    if (!rc && (st = attn_model_forward(m, attn_trainer_params(tr), 1, n, ids,
+                                        NULL, &o, logits, w, work)))
+        rc = cli_fail(cmd, st, "forward");
+    if (!rc) {
+        predict(logits, expect, n, V, pred, &right, &total);
+        print_prediction(cmd, c, ids, pred, expect, n, right, total);
+        print_heads(w, N, Hw, n, print);
+        if (out) rc = write_out(cmd, out, c, w, ids, pred, n, N, Hw);
+    }
     free(ids);
     free(logits);
     free(w);
     free(work);
+    return rc;
+}
+
+int cmd_attend(int argc, char **argv) {
+    const char *cmd = "attend";
+    if (argc > 1 && argv[1][0] != '-' && cli_gen_checkpoint(argv[1]))
+        return cmd_attend_gen(argc, argv);
+    if (argc > 1 && cli_is_llama_dir(argv[1]))
+        return cli_llama_attend(argc, argv);
+    /* a folder is a pretrained model (cmd_pretrained.c) */
+    for (int i = 1; i < argc; i++) {
+        struct stat sb;
+        if (argv[i][0] != '-' && stat(argv[i], &sb) == 0 && S_ISDIR(sb.st_mode))
+            return cli_attend_pretrained(argc, argv);
+        if (argv[i][0] == '-' && argv[i][1] == '-' && !cli_is_help(argv[i]))
+            i++;
+    }
+    if (cli_help_asked(argc, argv, help)) return 0;
+    const char *model = NULL, *input = NULL, *out = NULL;
+    int threads = 1, print = 0;
+    const cli_opt opts[] = {CLI_FLAG("--print", &print),
+                            CLI_STR("--input", &input), CLI_STR("--out", &out),
+                            CLI_INT("--threads", &threads, 0, 1024)};
+    if (cli_parse_args(cmd, argc, argv, opts, sizeof opts / sizeof opts[0],
+                       &model, 1))
+        return 2;
+    if (!model) return cli_usage_error(cmd, "need MODEL.bin");
+    if (!input) return cli_usage_error(cmd, "need --input \"TOKENS\"");
+    if (out && cli_check_out_dir(cmd, "--out", out)) return 1;
+    attn_trainer *tr;
+    attn_status st = attn_trainer_load(model, &tr);
+    if (st) return cli_fail(cmd, st, "load");
+    cli_train_threads(threads);
+    int rc = run_attend(cmd, tr, input, out, threads, print);
     attn_trainer_free(tr);
     return rc;
 }

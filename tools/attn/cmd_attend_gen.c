@@ -122,34 +122,214 @@ static void char_label(char c, char *buf, size_t n) {
         snprintf(buf, n, "%c", c);
 }
 
+/* The output of one input and the decoder's cross-attention over it. */
+typedef struct {
+    int64_t Ls, Lt, n; /* source length, decoder rows, output tokens */
+    int32_t *src;      /* [Lsmax + 2 Ltmax]: source, output, fed rows */
+    char text[128];    /* the output */
+    float *w;          /* (M, Hc, Lt, Ls) */
+    char **lab;        /* Ls source, then Lt output labels */
+    int64_t nlab;
+} gen_maps;
+
+static void gen_maps_free(gen_maps *g) {
+    if (g->lab)
+        for (int64_t i = 0; i < g->nlab; i++) free(g->lab[i]);
+    free(g->lab);
+    free(g->src);
+    free(g->w);
+}
+
+/* Generates the output of input (greedy), then runs the decoder once more
+ * over it with teacher forcing for its cross-attention weights. */
+static int generate_maps(const char *cmd, const attn_gen_train_config *c,
+                         const float *params, const char *input, int threads,
+                         gen_maps *g) {
+    const attn_transformer_config *m = &c->model;
+    const int64_t M = m->dec.num_layers, Hc = attn_decoder_cross_heads(&m->dec);
+    int64_t Lsmax, Ltmax;
+    attn_gen_batch_dims(&c->task, m->kind, &Lsmax, &Ltmax);
+    g->src = calloc((size_t)(Lsmax + 2 * Ltmax), sizeof(int32_t));
+    g->nlab = Lsmax + Ltmax;
+    g->lab = calloc((size_t)g->nlab, sizeof(char *));
+    if (!g->src || !g->lab) return cli_fail(cmd, ATTN_E_NOMEM, "buffers");
+    attn_status st =
+        attn_gen_input(&c->task, m->kind, input, g->src, Lsmax, &g->Ls);
+    if (st) return cli_fail(cmd, st, "input");
+    int32_t *gen = g->src + Lsmax, *tin = gen + Ltmax;
+    attn_generate_opts go;
+    attn_generate_opts_init(&go);
+    go.threads = threads;
+    if ((st = attn_generate(m, params, 1, g->Ls, g->src, &g->Ls, &go, gen,
+                            Ltmax, &g->n, NULL)))
+        return cli_fail(cmd, st, "generation");
+    attn_gen_decode(&c->task, ATTN_SIDE_TARGET, gen, g->n, g->text,
+                    sizeof g->text);
+    printf("input:  %s\noutput: %s\n", input, g->text);
+    /* BOS and the output; its last token is not fed when the output ran to
+     * the model's length without EOS */
+    const int64_t Lt = g->Lt = g->n < m->max_tgt ? g->n + 1 : g->n;
+    tin[0] = ATTN_GEN_BOS;
+    memcpy(tin + 1, gen, sizeof(int32_t) * (size_t)(Lt - 1));
+    size_t wsn;
+    if ((st = attn_transformer_workspace_size(m, 1, g->Ls, Lt, &wsn)))
+        return cli_fail(cmd, st, "workspace");
+    g->w = malloc(sizeof(float) * (size_t)(M * Hc * Lt * g->Ls));
+    float *logits = malloc(sizeof(float) * (size_t)(Lt * m->vocab_tgt));
+    float *ws = malloc(sizeof(float) * wsn);
+    int rc = 0;
+    if (!g->w || !logits || !ws) rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
+    attn_layer_opts o;
+    attn_sdpa_opts_init(&o);
+    o.threads = threads;
+    if (!rc &&
+        (st = attn_transformer_forward(m, params, 1, g->Ls, g->src, &g->Ls, Lt,
+                                       tin, &o, logits, g->w, ws)))
+        rc = cli_fail(cmd, st, "forward");
+    free(logits);
+    free(ws);
+    return rc;
+}
+
+/* Labels: source characters (columns, lower case), output characters
+ * (rows, EOS after the output). */
+static int make_labels(const char *cmd, const char *input, gen_maps *g) {
+    for (int64_t j = 0; j < g->Ls + g->Lt; j++)
+        if (!(g->lab[j] = malloc(8)))
+            return cli_fail(cmd, ATTN_E_NOMEM, "labels");
+    for (int64_t j = 0; j < g->Ls; j++)
+        char_label(input[j] >= 'A' && input[j] <= 'Z' ? (char)(input[j] + 32)
+                                                      : input[j],
+                   g->lab[j], 8);
+    for (int64_t i = 0; i < g->Lt; i++) {
+        if (i < g->n)
+            char_label(g->text[i], g->lab[g->Ls + i], 8);
+        else
+            snprintf(g->lab[g->Ls + i], 8, "EOS");
+    }
+    return 0;
+}
+
+/* DIR/cross_weights.npy, a .npy and a .png per head, and the grid of every
+ * map. */
+static int write_maps(const char *cmd, const char *out, const gen_maps *g,
+                      int64_t M, int64_t Hc, attn_heatmap_opts *ho) {
+    const int64_t Lt = g->Lt, Ls = g->Ls;
+    char path[4096], title[320];
+    /* (layer, batch, head, Lt, Ls) with batch 1: the rank names the axes */
+    int64_t shape[5] = {M, 1, Hc, Lt, Ls};
+    snprintf(path, sizeof path, "%s/cross_weights.npy", out);
+    int rc = cli_save_array(cmd, path, ATTN_F32, g->w, 5, shape);
+    attn_tensor W = attn_tensor_4d(g->w, ATTN_F32, M, Hc, Lt, Ls);
+    attn_status st;
+    for (int64_t l = 0; l < M && !rc; l++)
+        for (int64_t h = 0; h < Hc && !rc; h++) {
+            int64_t s2[2] = {Lt, Ls};
+            snprintf(path, sizeof path, "%s/cross_layer%lld_head%lld.npy", out,
+                     (long long)l, (long long)h);
+            if ((rc = cli_save_array(cmd, path, ATTN_F32,
+                                     g->w + (l * Hc + h) * Lt * Ls, 2, s2)))
+                break;
+            snprintf(title, sizeof title,
+                     "cross-attention, layer %lld head %lld", (long long)l,
+                     (long long)h);
+            ho->title = title;
+            snprintf(path, sizeof path, "%s/cross_layer%lld_head%lld.png", out,
+                     (long long)l, (long long)h);
+            if ((st = attn_heatmap_write(path, &W, l, h, ho)))
+                rc = cli_fail(cmd, st, path);
+        }
+    if (rc) return rc;
+    ho->title = "cross-attention of every layer (rows) and head (columns)";
+    snprintf(path, sizeof path, "%s/cross_attention.png", out);
+    if ((st = cli_layer_grid_write(path, &W, ho)))
+        return cli_fail(cmd, st, path);
+    return 0;
+}
+
+/* The date task's same-field weights per layer and head, printed, and the
+ * best head (*best = layer * Hc + head). */
+static int date_alignment(const char *cmd, const attn_gen_train_config *c,
+                          const float *params, int64_t count, int threads,
+                          int64_t *best, double *best_score) {
+    const attn_transformer_config *m = &c->model;
+    const int64_t M = m->dec.num_layers, Hc = attn_decoder_cross_heads(&m->dec);
+    double *score = calloc((size_t)(M * Hc), sizeof(double));
+    if (!score) return cli_fail(cmd, ATTN_E_NOMEM, "buffers");
+    int rc = cli_gen_alignment(cmd, c, params, count, threads, score);
+    if (rc) {
+        free(score);
+        return rc;
+    }
+    printf("same-field cross-attention weight over %lld fresh dates "
+           "(year, month, day characters):\n",
+           (long long)count);
+    for (int64_t l = 0; l < M; l++) {
+        double avg = 0;
+        printf("  layer %lld:", (long long)l);
+        for (int64_t h = 0; h < Hc; h++) {
+            printf(" head %lld %.3f", (long long)h, score[l * Hc + h]);
+            avg += score[l * Hc + h] / (double)Hc;
+        }
+        printf("  (head average %.3f)\n", avg);
+    }
+    *best = 0;
+    for (int64_t k = 1; k < M * Hc; k++)
+        if (score[k] > score[*best]) *best = k;
+    *best_score = score[*best];
+    printf("best head: layer %lld head %lld, %.3f\n", (long long)(*best / Hc),
+           (long long)(*best % Hc), *best_score);
+    free(score);
+    return 0;
+}
+
+/* DIR/alignment.png: the best-aligned head (date: by the same-field
+ * weight; else the last head), labelled. */
+static int write_alignment(const char *cmd, const char *out,
+                           const attn_gen_train_config *c, const float *params,
+                           const char *input, int64_t count, int threads,
+                           const gen_maps *g, attn_heatmap_opts *ho) {
+    const attn_transformer_config *m = &c->model;
+    const int64_t M = m->dec.num_layers, Hc = attn_decoder_cross_heads(&m->dec);
+    int64_t best = M * Hc - 1;
+    char path[4096], title[320];
+    if (c->task.kind == ATTN_GEN_DATE) {
+        double sc = 0;
+        int rc = date_alignment(cmd, c, params, count, threads, &best, &sc);
+        if (rc) return rc;
+        snprintf(title, sizeof title,
+                 "\"%.40s\" -> %.40s: layer %lld head %lld "
+                 "(same-field weight %.2f)",
+                 input, g->text, (long long)(best / Hc), (long long)(best % Hc),
+                 sc);
+    } else {
+        snprintf(title, sizeof title,
+                 "\"%.40s\" -> %.40s: layer %lld head %lld", input, g->text,
+                 (long long)(best / Hc), (long long)(best % Hc));
+    }
+    ho->title = title;
+    ho->annotate = 1;
+    attn_tensor W = attn_tensor_4d(g->w, ATTN_F32, M, Hc, g->Lt, g->Ls);
+    snprintf(path, sizeof path, "%s/alignment.png", out);
+    attn_status st = attn_heatmap_write(path, &W, best / Hc, best % Hc, ho);
+    if (st) return cli_fail(cmd, st, path);
+    printf("wrote %s/cross_weights.npy, per-head .npy and .png, "
+           "cross_attention.png and alignment.png\n",
+           out);
+    return 0;
+}
+
 int cmd_attend_gen(int argc, char **argv) {
     const char *cmd = "attend";
     if (cli_help_asked(argc, argv, help)) return 0;
     const char *model = NULL, *input = NULL, *out = NULL;
     int64_t threads = 1, count = 200;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || a[1] != '-') {
-            if (model)
-                return cli_usage_error(cmd, "unexpected argument '%s'", a);
-            model = a;
-            continue;
-        }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
-        const char *v = argv[++i];
-        int bad = 0;
-        if (strcmp(a, "--input") == 0)
-            input = v;
-        else if (strcmp(a, "--out") == 0)
-            out = v;
-        else if (strcmp(a, "--count") == 0)
-            bad = cli_parse_i64(v, &count) || count < 1;
-        else if (strcmp(a, "--threads") == 0)
-            bad = cli_parse_i64(v, &threads) || threads < 0 || threads > 1024;
-        else
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        if (bad) return cli_usage_error(cmd, "bad value '%s' for %s", v, a);
-    }
+    const cli_opt opts[] = {CLI_STR("--input", &input), CLI_STR("--out", &out),
+                            CLI_I64("--count", &count, 1, INT64_MAX),
+                            CLI_I64("--threads", &threads, 0, 1024)};
+    if (cli_parse_args(cmd, argc, argv, opts, sizeof opts / sizeof opts[0],
+                       &model, 1))
+        return 2;
     if (!model || !input || !out)
         return cli_usage_error(cmd, "MODEL.bin, --input TEXT and --out DIR are "
                                     "required");
@@ -169,169 +349,27 @@ int cmd_attend_gen(int argc, char **argv) {
         attn_gen_trainer_free(tr);
         return 1;
     }
-    int rc = 0;
-    const int64_t M = m->dec.num_layers, Hc = attn_decoder_cross_heads(&m->dec);
-    int64_t Lsmax, Ltmax, Ls, n;
-    attn_gen_batch_dims(&c->task, m->kind, &Lsmax, &Ltmax);
-    int32_t *src = calloc((size_t)(Lsmax + 2 * Ltmax), sizeof(int32_t));
-    float *w = NULL, *logits = NULL, *ws = NULL;
-    double *score = calloc((size_t)(M * Hc), sizeof(double));
-    char **lab = calloc((size_t)(Lsmax + Ltmax), sizeof(char *));
-    if (!src || !score || !lab) {
-        rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
-        goto done;
-    }
-    if ((st = attn_gen_input(&c->task, m->kind, input, src, Lsmax, &Ls))) {
-        rc = cli_fail(cmd, st, "input");
-        goto done;
-    }
-    int32_t *gen = src + Lsmax, *tin = gen + Ltmax;
-    attn_generate_opts go;
-    attn_generate_opts_init(&go);
-    go.threads = (int)threads;
-    if ((st = attn_generate(m, params, 1, Ls, src, &Ls, &go, gen, Ltmax, &n,
-                            NULL))) {
-        rc = cli_fail(cmd, st, "generation");
-        goto done;
-    }
-    char text[128];
-    attn_gen_decode(&c->task, ATTN_SIDE_TARGET, gen, n, text, sizeof text);
-    printf("input:  %s\noutput: %s\n", input, text);
-    /* BOS and the output; its last token is not fed when the output ran to
-     * the model's length without EOS */
-    const int64_t Lt = n < m->max_tgt ? n + 1 : n;
-    tin[0] = ATTN_GEN_BOS;
-    memcpy(tin + 1, gen, sizeof(int32_t) * (size_t)(Lt - 1));
-    size_t wsn;
-    if ((st = attn_transformer_workspace_size(m, 1, Ls, Lt, &wsn))) {
-        rc = cli_fail(cmd, st, "workspace");
-        goto done;
-    }
-    w = malloc(sizeof(float) * (size_t)(M * Hc * Lt * Ls));
-    logits = malloc(sizeof(float) * (size_t)(Lt * m->vocab_tgt));
-    ws = malloc(sizeof(float) * wsn);
-    if (!w || !logits || !ws) {
-        rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
-        goto done;
-    }
-    attn_layer_opts o;
-    attn_sdpa_opts_init(&o);
-    o.threads = (int)threads;
-    if ((st = attn_transformer_forward(m, params, 1, Ls, src, &Ls, Lt, tin, &o,
-                                       logits, w, ws))) {
-        rc = cli_fail(cmd, st, "forward");
-        goto done;
-    }
-    if (mkdir(out, 0755) != 0 && errno != EEXIST) {
+    gen_maps g;
+    memset(&g, 0, sizeof g);
+    int rc = generate_maps(cmd, c, params, input, (int)threads, &g);
+    if (!rc && mkdir(out, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "attn attend: cannot create %s\n", out);
         rc = 1;
-        goto done;
     }
-    /* labels: source characters (columns), output characters (rows) */
-    for (int64_t j = 0; j < Ls; j++) {
-        lab[j] = malloc(8);
-        char_label(input[j] >= 'A' && input[j] <= 'Z' ? (char)(input[j] + 32)
-                                                      : input[j],
-                   lab[j], 8);
-    }
-    for (int64_t i = 0; i < Lt; i++) {
-        lab[Ls + i] = malloc(8);
-        if (i < n)
-            char_label(text[i], lab[Ls + i], 8);
-        else
-            snprintf(lab[Ls + i], 8, "EOS");
-    }
-    char path[4096], title[320];
-    /* (layer, batch, head, Lt, Ls) with batch 1: the rank names the axes */
-    int64_t shape[5] = {M, 1, Hc, Lt, Ls};
-    snprintf(path, sizeof path, "%s/cross_weights.npy", out);
-    if ((rc = cli_save_array(cmd, path, ATTN_F32, w, 5, shape))) goto done;
+    if (!rc) rc = make_labels(cmd, input, &g);
     attn_heatmap_opts ho;
     attn_heatmap_opts_init(&ho);
-    ho.x_labels = (const char *const *)lab;
-    ho.y_labels = (const char *const *)lab + Ls;
+    ho.x_labels = (const char *const *)g.lab;
+    ho.y_labels = (const char *const *)g.lab + g.Ls;
     ho.x_title = "source character";
     ho.y_title = "output character";
     ho.annotate = 0;
-    attn_tensor W = attn_tensor_4d(w, ATTN_F32, M, Hc, Lt, Ls);
-    for (int64_t l = 0; l < M && !rc; l++)
-        for (int64_t h = 0; h < Hc && !rc; h++) {
-            int64_t s2[2] = {Lt, Ls};
-            snprintf(path, sizeof path, "%s/cross_layer%lld_head%lld.npy", out,
-                     (long long)l, (long long)h);
-            if ((rc = cli_save_array(cmd, path, ATTN_F32,
-                                     w + (l * Hc + h) * Lt * Ls, 2, s2)))
-                break;
-            snprintf(title, sizeof title,
-                     "cross-attention, layer %lld head %lld", (long long)l,
-                     (long long)h);
-            ho.title = title;
-            snprintf(path, sizeof path, "%s/cross_layer%lld_head%lld.png", out,
-                     (long long)l, (long long)h);
-            if ((st = attn_heatmap_write(path, &W, l, h, &ho)))
-                rc = cli_fail(cmd, st, path);
-        }
-    if (rc) goto done;
-    snprintf(title, sizeof title,
-             "cross-attention of every layer (rows) and "
-             "head (columns)");
-    ho.title = title;
-    snprintf(path, sizeof path, "%s/cross_attention.png", out);
-    if ((st = cli_layer_grid_write(path, &W, &ho))) {
-        rc = cli_fail(cmd, st, path);
-        goto done;
-    }
-    /* the best-aligned head (date: by the same-field weight) */
-    int64_t best = M * Hc - 1;
-    if (c->task.kind == ATTN_GEN_DATE) {
-        if ((rc =
-                 cli_gen_alignment(cmd, c, params, count, (int)threads, score)))
-            goto done;
-        printf("same-field cross-attention weight over %lld fresh dates "
-               "(year, month, day characters):\n",
-               (long long)count);
-        for (int64_t l = 0; l < M; l++) {
-            double avg = 0;
-            printf("  layer %lld:", (long long)l);
-            for (int64_t h = 0; h < Hc; h++) {
-                printf(" head %lld %.3f", (long long)h, score[l * Hc + h]);
-                avg += score[l * Hc + h] / (double)Hc;
-            }
-            printf("  (head average %.3f)\n", avg);
-        }
-        best = 0;
-        for (int64_t k = 1; k < M * Hc; k++)
-            if (score[k] > score[best]) best = k;
-        printf("best head: layer %lld head %lld, %.3f\n",
-               (long long)(best / Hc), (long long)(best % Hc), score[best]);
-        snprintf(title, sizeof title,
-                 "\"%.40s\" -> %.40s: layer %lld head %lld "
-                 "(same-field weight %.2f)",
-                 input, text, (long long)(best / Hc), (long long)(best % Hc),
-                 score[best]);
-    } else {
-        snprintf(title, sizeof title,
-                 "\"%.40s\" -> %.40s: layer %lld head %lld", input, text,
-                 (long long)(best / Hc), (long long)(best % Hc));
-    }
-    ho.title = title;
-    ho.annotate = 1;
-    snprintf(path, sizeof path, "%s/alignment.png", out);
-    if ((st = attn_heatmap_write(path, &W, best / Hc, best % Hc, &ho)))
-        rc = cli_fail(cmd, st, path);
-    else
-        printf("wrote %s/cross_weights.npy, per-head .npy and .png, "
-               "cross_attention.png and alignment.png\n",
-               out);
-done:
-    if (lab)
-        for (int64_t i = 0; i < Lsmax + Ltmax; i++) free(lab[i]);
-    free(lab);
-    free(src);
-    free(score);
-    free(w);
-    free(logits);
-    free(ws);
+    const int64_t M = m->dec.num_layers, Hc = attn_decoder_cross_heads(&m->dec);
+    if (!rc) rc = write_maps(cmd, out, &g, M, Hc, &ho);
+    if (!rc)
+        rc = write_alignment(cmd, out, c, params, input, count, (int)threads,
+                             &g, &ho);
+    gen_maps_free(&g);
     attn_gen_trainer_free(tr);
     return rc;
 }

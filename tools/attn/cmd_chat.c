@@ -215,30 +215,13 @@ int cmd_chat(int argc, char **argv) {
     c.o.max_new_tokens = 256;
     const char *path = NULL, *prompt = NULL;
     int64_t context = 4096;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || a[1] != '-') {
-            if (path)
-                return cli_usage_error(c.cmd, "unexpected argument '%s'", a);
-            path = a;
-            continue;
-        }
-        const int g = cli_llama_gen_option(c.cmd, argc, argv, &i, &c.o);
-        if (g < 0) return 2;
-        if (g) continue;
-        if (i + 1 >= argc) return cli_usage_error(c.cmd, "%s needs a value", a);
-        const char *v = argv[++i];
-        if (strcmp(a, "--prompt") == 0)
-            prompt = v;
-        else if (strcmp(a, "--system") == 0)
-            c.system = v;
-        else if (strcmp(a, "--context") == 0) {
-            if (cli_parse_i64(v, &context) || context < 2)
-                return cli_usage_error(c.cmd, "bad value '%s' for --context",
-                                       cli_esc(v));
-        } else
-            return cli_usage_error(c.cmd, "unknown option '%s'", a);
-    }
+    cli_opt opts[CLI_LLAMA_GEN_NOPTS + 3] = {
+        CLI_STR("--prompt", &prompt), CLI_STR("--system", &c.system),
+        CLI_I64("--context", &context, 2, INT64_MAX)};
+    cli_llama_gen_table(&c.o, opts + 3);
+    if (cli_parse_args(c.cmd, argc, argv, opts, sizeof opts / sizeof opts[0],
+                       &path, 1))
+        return 2;
     if (!path) return cli_usage_error(c.cmd, "need MODEL");
     attn_status st = attn_llama_load(path, &c.m);
     if (st) return cli_fail(c.cmd, st, "load");

@@ -4,6 +4,7 @@
 #include "cli.h"
 #include "attn_transformer.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,121 +59,41 @@ int cli_gen_load(const char *cmd, const char *path, attn_gen_trainer **tr) {
     return 0;
 }
 
-int cmd_generate(int argc, char **argv) {
-    const char *cmd = "generate";
-    if (argc > 1 && cli_is_llama_dir(argv[1]))
-        return cli_llama_generate(argc, argv);
-    if (cli_help_asked(argc, argv, help)) return 0;
-    const char *model = NULL;
-    const char **inputs = calloc((size_t)argc, sizeof *inputs);
-    if (!inputs) return cli_fail(cmd, ATTN_E_NOMEM, "inputs");
-    int nin = 0, json = 0, rc = 0;
-    attn_generate_opts o;
-    attn_generate_opts_init(&o);
-    o.length_penalty = 0.6;
-    int64_t threads = 1;
-    for (int i = 1; i < argc && !rc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || a[1] != '-') {
-            if (model) rc = cli_usage_error(cmd, "unexpected argument '%s'", a);
-            model = a;
-            continue;
-        }
-        if (strcmp(a, "--sample") == 0) {
-            o.sample = 1;
-            continue;
-        }
-        if (strcmp(a, "--json") == 0) {
-            json = 1;
-            continue;
-        }
-        if (strcmp(a, "--no-cache") == 0) {
-            o.recompute = 1;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            rc = cli_usage_error(cmd, "%s needs a value", a);
-            break;
-        }
-        const char *v = argv[++i];
-        int bad = 0;
-        if (strcmp(a, "--input") == 0)
-            inputs[nin++] = v;
-        else if (strcmp(a, "--beam") == 0)
-            bad = cli_parse_i64(v, &o.beam) || o.beam < 1 || o.beam > 64;
-        else if (strcmp(a, "--length-penalty") == 0)
-            bad = cli_parse_double(v, &o.length_penalty) ||
-                  !isfinite(o.length_penalty);
-        else if (strcmp(a, "--temperature") == 0)
-            bad = cli_parse_double(v, &o.temperature) || !(o.temperature > 0) ||
-                  isinf(o.temperature);
-        else if (strcmp(a, "--top-k") == 0)
-            bad = cli_parse_i64(v, &o.top_k) || o.top_k < 0;
-        else if (strcmp(a, "--top-p") == 0)
-            bad =
-                cli_parse_double(v, &o.top_p) || !(o.top_p > 0 && o.top_p <= 1);
-        else if (strcmp(a, "--seed") == 0)
-            bad = cli_parse_u64(v, &o.seed);
-        else if (strcmp(a, "--max-len") == 0)
-            bad = cli_parse_i64(v, &o.max_len) || o.max_len < 1;
-        else if (strcmp(a, "--threads") == 0)
-            bad = cli_parse_i64(v, &threads) || threads < 0 || threads > 1024;
-        else
-            rc = cli_usage_error(cmd, "unknown option '%s'", a);
-        if (bad) rc = cli_usage_error(cmd, "bad value '%s' for %s", v, a);
-    }
-    if (!rc && !model) rc = cli_usage_error(cmd, "MODEL.bin is required");
-    if (!rc && nin == 0)
+/* The options of attn generate (inputs[] holds argc entries). */
+static int parse_generate(const char *cmd, int argc, char **argv,
+                          const char **model, const char **inputs, int *nin,
+                          int *json, int64_t *threads, attn_generate_opts *o) {
+    const cli_opt opts[] = {
+        CLI_LIST("--input", inputs, nin),
+        CLI_FLAG("--sample", &o->sample),
+        CLI_FLAG("--json", json),
+        CLI_FLAG("--no-cache", &o->recompute),
+        CLI_I64("--beam", &o->beam, 1, 64),
+        CLI_F64("--length-penalty", &o->length_penalty, -DBL_MAX, DBL_MAX, 0),
+        CLI_F64("--temperature", &o->temperature, 0, DBL_MAX, 1),
+        CLI_I64("--top-k", &o->top_k, 0, INT64_MAX),
+        CLI_F64("--top-p", &o->top_p, 0, 1, 1),
+        CLI_U64("--seed", &o->seed),
+        CLI_I64("--max-len", &o->max_len, 1, INT64_MAX),
+        CLI_I64("--threads", threads, 0, 1024)};
+    int rc = cli_parse_args(cmd, argc, argv, opts, sizeof opts / sizeof opts[0],
+                            model, 1);
+    if (!rc && !*model) rc = cli_usage_error(cmd, "MODEL.bin is required");
+    if (!rc && *nin == 0)
         rc = cli_usage_error(cmd, "give at least one --input TEXT");
-    if (!rc && o.sample && o.beam > 1)
+    if (!rc && o->sample && o->beam > 1)
         rc = cli_usage_error(cmd, "--sample and --beam %lld do not combine",
-                             (long long)o.beam);
-    if (rc) {
-        free(inputs);
-        return rc;
-    }
-    o.threads = (int)threads;
-    cli_train_threads(threads);
-    attn_gen_trainer *tr = NULL;
-    if ((rc = cli_gen_load(cmd, model, &tr))) {
-        free(inputs);
-        return rc;
-    }
-    const attn_gen_train_config *c = attn_gen_trainer_config(tr);
+                             (long long)o->beam);
+    return rc;
+}
+
+/* The outputs, a line each or (json) one JSON object. */
+static void print_outputs(const attn_gen_train_config *c, const char *model,
+                          const attn_generate_opts *o, int json,
+                          const char *const *inputs, int nin,
+                          const int32_t *out, int64_t Lt, const int64_t *olen,
+                          const double *score) {
     const attn_transformer_config *m = &c->model;
-    int64_t Lsmax, Lt;
-    attn_gen_batch_dims(&c->task, m->kind, &Lsmax, &Lt);
-    int32_t *src = calloc((size_t)(nin * Lsmax), sizeof(int32_t));
-    int32_t *out = calloc((size_t)(nin * Lt), sizeof(int32_t));
-    int64_t *len = calloc((size_t)nin, sizeof(int64_t));
-    int64_t *olen = calloc((size_t)nin, sizeof(int64_t));
-    double *score = calloc((size_t)nin, sizeof(double));
-    attn_status st = ATTN_OK;
-    if (!src || !out || !len || !olen || !score) {
-        rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
-        goto done;
-    }
-    int64_t Ls = 1;
-    for (int b = 0; b < nin; b++) {
-        if ((st = attn_gen_input(&c->task, m->kind, inputs[b], src + b * Lsmax,
-                                 Lsmax, &len[b]))) {
-            char what[64];
-            snprintf(what, sizeof what, "input %d", b + 1);
-            rc = cli_fail(cmd, st, what);
-            goto done;
-        }
-        Ls = len[b] > Ls ? len[b] : Ls;
-    }
-    /* repack to the batch's own width */
-    for (int b = 1; b < nin; b++)
-        memmove(src + b * Ls, src + b * Lsmax, sizeof(int32_t) * (size_t)Ls);
-    for (int b = 0; b < nin; b++)
-        for (int64_t i = len[b]; i < Ls; i++) src[b * Ls + i] = ATTN_GEN_PAD;
-    if ((st = attn_generate(m, attn_gen_trainer_params(tr), nin, Ls, src, len,
-                            &o, out, Lt, olen, score))) {
-        rc = cli_fail(cmd, st, "generation");
-        goto done;
-    }
     const attn_gen_side side =
         m->kind == ATTN_MODEL_ENCDEC ? ATTN_SIDE_TARGET : ATTN_SIDE_JOINT;
     if (json) {
@@ -181,10 +102,10 @@ int cmd_generate(int argc, char **argv) {
         printf(", \"task\": \"%s\", \"kind\": \"%s\", \"decoding\": \"%s\", "
                "\"beam\": %lld, \"outputs\": [",
                attn_gen_task_name(c->task.kind), attn_model_kind_name(m->kind),
-               o.sample     ? "sample"
-               : o.beam > 1 ? "beam"
-                            : "greedy",
-               (long long)o.beam);
+               o->sample     ? "sample"
+               : o->beam > 1 ? "beam"
+                             : "greedy",
+               (long long)o->beam);
     }
     for (int b = 0; b < nin; b++) {
         char text[256];
@@ -202,14 +123,87 @@ int cmd_generate(int argc, char **argv) {
         }
     }
     if (json) printf("\n]}\n");
-done:
-    attn_gen_trainer_free(tr);
-    free(inputs);
+}
+
+/* The inputs encoded into src (nin x Lsmax), repacked to the batch's own
+ * width *Ls and padded. */
+static int encode_inputs(const char *cmd, const attn_gen_train_config *c,
+                         const char *const *inputs, int nin, int64_t Lsmax,
+                         int32_t *src, int64_t *len, int64_t *Ls) {
+    *Ls = 1;
+    for (int b = 0; b < nin; b++) {
+        attn_status st = attn_gen_input(&c->task, c->model.kind, inputs[b],
+                                        src + b * Lsmax, Lsmax, &len[b]);
+        if (st) {
+            char what[64];
+            snprintf(what, sizeof what, "input %d", b + 1);
+            return cli_fail(cmd, st, what);
+        }
+        *Ls = len[b] > *Ls ? len[b] : *Ls;
+    }
+    for (int b = 1; b < nin; b++)
+        memmove(src + b * *Ls, src + b * Lsmax, sizeof(int32_t) * (size_t)*Ls);
+    for (int b = 0; b < nin; b++)
+        for (int64_t i = len[b]; i < *Ls; i++) src[b * *Ls + i] = ATTN_GEN_PAD;
+    return 0;
+}
+
+/* Generates the outputs of the inputs with the model of tr and prints
+ * them. */
+static int run_generate(const char *cmd, attn_gen_trainer *tr,
+                        const char *model, const char *const *inputs, int nin,
+                        int json, const attn_generate_opts *o) {
+    const attn_gen_train_config *c = attn_gen_trainer_config(tr);
+    const attn_transformer_config *m = &c->model;
+    int64_t Lsmax, Lt, Ls;
+    attn_gen_batch_dims(&c->task, m->kind, &Lsmax, &Lt);
+    int32_t *src = calloc((size_t)(nin * Lsmax), sizeof(int32_t));
+    int32_t *out = calloc((size_t)(nin * Lt), sizeof(int32_t));
+    int64_t *len = calloc((size_t)nin, sizeof(int64_t));
+    int64_t *olen = calloc((size_t)nin, sizeof(int64_t));
+    double *score = calloc((size_t)nin, sizeof(double));
+    attn_status st;
+    int rc = 0;
+    if (!src || !out || !len || !olen || !score)
+        rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
+    if (!rc) rc = encode_inputs(cmd, c, inputs, nin, Lsmax, src, len, &Ls);
+    if (!rc && (st = attn_generate(m, attn_gen_trainer_params(tr), nin, Ls, src,
+                                   len, o, out, Lt, olen, score)))
+        rc = cli_fail(cmd, st, "generation");
+    if (!rc)
+        print_outputs(c, model, o, json, inputs, nin, out, Lt, olen, score);
     free(src);
     free(out);
     free(len);
     free(olen);
     free(score);
+    return rc;
+}
+
+int cmd_generate(int argc, char **argv) {
+    const char *cmd = "generate";
+    if (argc > 1 && cli_is_llama_dir(argv[1]))
+        return cli_llama_generate(argc, argv);
+    if (cli_help_asked(argc, argv, help)) return 0;
+    const char *model = NULL;
+    const char **inputs = calloc((size_t)argc, sizeof *inputs);
+    if (!inputs) return cli_fail(cmd, ATTN_E_NOMEM, "inputs");
+    int nin = 0, json = 0;
+    attn_generate_opts o;
+    attn_generate_opts_init(&o);
+    o.length_penalty = 0.6;
+    int64_t threads = 1;
+    int rc = parse_generate(cmd, argc, argv, &model, inputs, &nin, &json,
+                            &threads, &o);
+    attn_gen_trainer *tr = NULL;
+    if (!rc) {
+        o.threads = (int)threads;
+        cli_train_threads(threads);
+        rc = cli_gen_load(cmd, model, &tr);
+    }
+    if (!rc) rc = run_generate(cmd, tr, model, inputs, nin, json, &o);
+    attn_gen_trainer_free(tr);
+    free(inputs);
     return rc;
 }
 
@@ -237,32 +231,16 @@ int cmd_eval_gen(int argc, char **argv) {
     const char *model = NULL, *task = NULL;
     int64_t count = 1000, beam = 1, threads = 1;
     uint64_t seed = 12345;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || a[1] != '-') {
-            if (!model)
-                model = a;
-            else if (!task)
-                task = a;
-            else
-                return cli_usage_error(cmd, "unexpected argument '%s'", a);
-            continue;
-        }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
-        const char *v = argv[++i];
-        int bad = 0;
-        if (strcmp(a, "--count") == 0)
-            bad = cli_parse_i64(v, &count) || count < 1;
-        else if (strcmp(a, "--seed") == 0)
-            bad = cli_parse_u64(v, &seed);
-        else if (strcmp(a, "--beam") == 0)
-            bad = cli_parse_i64(v, &beam) || beam < 1 || beam > 64;
-        else if (strcmp(a, "--threads") == 0)
-            bad = cli_parse_i64(v, &threads) || threads < 0 || threads > 1024;
-        else
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        if (bad) return cli_usage_error(cmd, "bad value '%s' for %s", v, a);
-    }
+    const cli_opt opts[] = {CLI_I64("--count", &count, 1, INT64_MAX),
+                            CLI_U64("--seed", &seed),
+                            CLI_I64("--beam", &beam, 1, 64),
+                            CLI_I64("--threads", &threads, 0, 1024)};
+    const char *pos[2] = {NULL, NULL};
+    if (cli_parse_args(cmd, argc, argv, opts, sizeof opts / sizeof opts[0], pos,
+                       2))
+        return 2;
+    model = pos[0];
+    task = pos[1];
     if (!model) return cli_usage_error(cmd, "MODEL.bin is required");
     cli_train_threads(threads);
     attn_gen_trainer *tr;

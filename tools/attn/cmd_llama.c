@@ -10,6 +10,7 @@
 #include "attn_tokenizer.h"
 
 #include <errno.h>
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -133,107 +134,51 @@ static int prompt_ids(const char *cmd, const attn_llama *m, const char *text,
     return st ? cli_fail(cmd, st, "encoding the prompt") : 0;
 }
 
-int cli_llama_gen_option(const char *cmd, int argc, char **argv, int *i,
-                         attn_llama_gen_opts *o) {
-    const char *a = argv[*i];
-    if (strcmp(a, "--sample") == 0) {
-        o->do_sample = 1;
-        return 1;
-    }
-    static const char *const names[] = {"--max-new-tokens", "--temperature",
-                                        "--top-k",          "--top-p",
-                                        "--seed",           "--threads"};
-    int k = -1;
-    for (int j = 0; j < 6; j++)
-        if (strcmp(a, names[j]) == 0) k = j;
-    if (k < 0) return 0;
-    if (*i + 1 >= argc) {
-        cli_usage_error(cmd, "%s needs a value", a);
-        return -1;
-    }
-    const char *v = argv[++*i];
-    int64_t t = 0;
-    int bad = 0;
-    switch (k) {
-    case 0:
-        bad = cli_parse_i64(v, &o->max_new_tokens) || o->max_new_tokens < 1 ||
-              o->max_new_tokens > (1 << 24);
-        break;
-    case 1:
-        bad = cli_parse_double(v, &o->temperature) || !(o->temperature > 0);
-        break;
-    case 2: bad = cli_parse_i64(v, &o->top_k) || o->top_k < 0; break;
-    case 3:
-        bad =
-            cli_parse_double(v, &o->top_p) || !(o->top_p > 0 && o->top_p <= 1);
-        break;
-    case 4:
-        bad = cli_parse_i64(v, &t) || t < 0;
-        o->seed = (uint64_t)t;
-        break;
-    default:
-        bad = cli_parse_i64(v, &t) || t < 0 || t > 1024;
-        o->threads = (int)t;
-    }
-    if (bad) {
-        cli_usage_error(cmd, "bad value '%s' for %s", cli_esc(v), a);
-        return -1;
-    }
-    return 1;
+void cli_llama_gen_table(attn_llama_gen_opts *o, cli_opt *t) {
+    const cli_opt rows[CLI_LLAMA_GEN_NOPTS] = {
+        CLI_I64("--max-new-tokens", &o->max_new_tokens, 1, 1 << 24),
+        CLI_FLAG("--sample", &o->do_sample),
+        CLI_F64("--temperature", &o->temperature, 0, DBL_MAX, 1),
+        CLI_I64("--top-k", &o->top_k, 0, INT64_MAX),
+        CLI_F64("--top-p", &o->top_p, 0, 1, 1),
+        CLI_U64("--seed", &o->seed),
+        CLI_INT("--threads", &o->threads, 0, 1024)};
+    memcpy(t, rows, sizeof rows);
 }
 
-int cli_llama_generate(int argc, char **argv) {
-    const char *cmd = "generate";
-    if (cli_help_asked(argc, argv, gen_help)) return 0;
-    const char *dir = NULL, *text = NULL, *list = NULL;
-    attn_llama_gen_opts o;
-    attn_llama_gen_opts_init(&o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || a[1] != '-') {
-            if (dir) return cli_usage_error(cmd, "unexpected argument '%s'", a);
-            dir = a;
-            continue;
-        }
-        const int g = cli_llama_gen_option(cmd, argc, argv, &i, &o);
-        if (g < 0) return 2;
-        if (g) continue;
-        if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
-        const char *v = argv[++i];
-        if (strcmp(a, "--prompt") == 0)
-            text = v;
-        else if (strcmp(a, "--ids") == 0)
-            list = v;
-        else
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-    }
+/* The prompt given as one of --prompt TEXT or --ids I,J,.. and the model
+ * as DIR or FILE. */
+static int need_prompt(const char *cmd, const char *dir, const char *text,
+                       const char *list) {
     if (!dir || (!text && !list) || (text && list))
         return cli_usage_error(cmd,
                                "need DIR (or FILE) and one of --prompt TEXT or "
                                "--ids I,J,..");
-    attn_llama *m;
-    attn_status st = attn_llama_load(dir, &m);
-    if (st) return cli_fail(cmd, st, "load");
-    int32_t *ids = NULL, *out = NULL;
-    int64_t n = 0, nout = 0;
+    return 0;
+}
+
+/* Writes the prompt, streams the generated text and prints the speed. */
+static int run_generate(const char *cmd, attn_llama *m, const int32_t *ids,
+                        int64_t n, const char *shown,
+                        const attn_llama_gen_opts *o) {
+    int32_t *out = NULL;
+    int64_t nout = 0;
     cli_streamer s;
     memset(&s, 0, sizeof s);
-    int rc = prompt_ids(cmd, m, text, list, &ids, &n);
     s.tok = attn_llama_tokenizer(m);
     s.cap = s.tok ? attn_bpe_stream_max(s.tok) + 8 : 0;
-    if (!rc && (!(out = malloc(sizeof(int32_t) * (size_t)o.max_new_tokens)) ||
-                (s.cap && !(s.buf = malloc(s.cap)))))
+    int rc = 0;
+    if (!(out = malloc(sizeof(int32_t) * (size_t)o->max_new_tokens)) ||
+        (s.cap && !(s.buf = malloc(s.cap))))
         rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
     if (!rc) {
         attn_bpe_stream_init(&s.st);
-        if (text)
-            fputs(text, stdout);
-        else
-            printf("%s", list);
+        fputs(shown, stdout);
         fflush(stdout);
         double t0 = cli_now_s();
-        st = attn_llama_generate(m, ids, n, &o, out, o.max_new_tokens, &nout,
-                                 cli_llama_on_token, &s);
+        attn_status st =
+            attn_llama_generate(m, ids, n, o, out, o->max_new_tokens, &nout,
+                                cli_llama_on_token, &s);
         double dt = cli_now_s() - t0;
         size_t len = 0;
         if (s.tok && attn_bpe_stream_end(&s.st, s.buf, s.cap, &len) == ATTN_OK)
@@ -248,9 +193,31 @@ int cli_llama_generate(int argc, char **argv) {
                     (long long)n, (long long)nout, dt,
                     dt > 0 ? (double)(n + nout) / dt : 0.0);
     }
-    free(ids);
     free(out);
     free(s.buf);
+    return rc;
+}
+
+int cli_llama_generate(int argc, char **argv) {
+    const char *cmd = "generate";
+    if (cli_help_asked(argc, argv, gen_help)) return 0;
+    const char *dir = NULL, *text = NULL, *list = NULL;
+    attn_llama_gen_opts o;
+    attn_llama_gen_opts_init(&o);
+    cli_opt opts[CLI_LLAMA_GEN_NOPTS + 2] = {CLI_STR("--prompt", &text),
+                                             CLI_STR("--ids", &list)};
+    cli_llama_gen_table(&o, opts + 2);
+    int rc = cli_parse_args(cmd, argc, argv, opts, sizeof opts / sizeof opts[0],
+                            &dir, 1);
+    if (rc || (rc = need_prompt(cmd, dir, text, list))) return rc;
+    attn_llama *m;
+    attn_status st = attn_llama_load(dir, &m);
+    if (st) return cli_fail(cmd, st, "load");
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    rc = prompt_ids(cmd, m, text, list, &ids, &n);
+    if (!rc) rc = run_generate(cmd, m, ids, n, text ? text : list, &o);
+    free(ids);
     attn_llama_free(m);
     return rc;
 }
@@ -292,59 +259,68 @@ static void head_stats(const float *w, const int32_t *ids, int64_t n,
     *ind = reps ? s / (double)reps : -1;
 }
 
-int cli_llama_attend(int argc, char **argv) {
-    const char *cmd = "attend";
-    if (cli_help_asked(argc, argv, attend_help)) return 0;
-    const char *dir = NULL, *text = NULL, *list = NULL, *out = "attend-out";
-    int threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || a[1] != '-') {
-            if (dir) return cli_usage_error(cmd, "unexpected argument '%s'", a);
-            dir = a;
-            continue;
-        }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
-        const char *v = argv[++i];
-        int64_t t;
-        if (strcmp(a, "--prompt") == 0)
-            text = v;
-        else if (strcmp(a, "--ids") == 0)
-            list = v;
-        else if (strcmp(a, "--out") == 0)
-            out = v;
-        else if (strcmp(a, "--threads") == 0) {
-            if (cli_parse_i64(v, &t) || t < 0 || t > 1024)
-                return cli_usage_error(cmd, "bad value '%s' for --threads",
-                                       cli_esc(v));
-            threads = (int)t;
-        } else
-            return cli_usage_error(cmd, "unknown option '%s'", a);
+/* OUT/tokens.txt: a line per token, its id and its label. */
+static int write_tokens(const char *cmd, const char *out, const int32_t *ids,
+                        const char **labels, int64_t n) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokens.txt", out);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "attn %s: cannot write %s\n", cmd, cli_esc(path));
+        return 1;
     }
-    if (!dir || (!text && !list) || (text && list))
-        return cli_usage_error(cmd,
-                               "need DIR (or FILE) and one of --prompt TEXT or "
-                               "--ids I,J,..");
-    attn_llama *m;
-    attn_status st = attn_llama_load(dir, &m);
-    if (st) return cli_fail(cmd, st, "load");
+    for (int64_t i = 0; i < n; i++)
+        fprintf(f, "%d\t%s\n", (int)ids[i], labels[i]);
+    fclose(f);
+    return 0;
+}
+
+/* Per head: the weight on the first token, the previous one, and the one
+ * after an earlier copy of the current token. */
+static void print_head_stats(const float *w, const int32_t *ids, int64_t N,
+                             int64_t H, int64_t n, const char *out) {
+    printf("%lld tokens; per head, mean weight on the first token, on the "
+           "previous token, and on the token after an earlier copy of "
+           "the current one (induction; - when no token repeats):\n",
+           (long long)n);
+    for (int64_t l = 0; l < N; l++)
+        for (int64_t h = 0; h < H; h++) {
+            double fi, pv, in;
+            head_stats(w + (l * H + h) * n * n, ids, n, &fi, &pv, &in);
+            printf("  layer %lld head %2lld  first %.2f  previous %.2f  "
+                   "induction ",
+                   (long long)l, (long long)h, fi, pv);
+            if (in < 0)
+                printf("-\n");
+            else
+                printf("%.2f\n", in);
+        }
+    printf("wrote %s/{tokens.txt, weights.npy, layer<l>.png, "
+           "attention.html}\n",
+           out);
+}
+
+/* The forward pass over the prompt with every layer's weights, and what
+ * attend writes of them. */
+static int run_attend(const char *cmd, attn_llama *m, const int32_t *ids,
+                      int64_t n, const char *out, const char *shown,
+                      int threads) {
     const attn_llama_config *c = attn_llama_get_config(m);
     const int64_t N = c->num_layers, H = c->num_heads, V = c->vocab_size;
-    int32_t *ids = NULL;
-    int64_t n = 0;
     float *w = NULL, *z = NULL;
     const char **labels = NULL;
     char *names = NULL;
-    int rc = prompt_ids(cmd, m, text, list, &ids, &n);
-    if (!rc && n > 2048)
-        rc = cli_usage_error(cmd,
-                             "the prompt has %lld tokens; attend draws "
-                             "at most 2048",
-                             (long long)n);
-    if (!rc && (!(w = malloc(sizeof(float) * (size_t)(N * H * n * n))) ||
-                !(z = malloc(sizeof(float) * (size_t)(n * V))) ||
-                !(labels = malloc(sizeof *labels * (size_t)n)) ||
-                !(names = malloc((size_t)n * 24))))
+    attn_status st;
+    int rc = 0;
+    if (n > 2048)
+        return cli_usage_error(cmd,
+                               "the prompt has %lld tokens; attend draws "
+                               "at most 2048",
+                               (long long)n);
+    if (!(w = malloc(sizeof(float) * (size_t)(N * H * n * n))) ||
+        !(z = malloc(sizeof(float) * (size_t)(n * V))) ||
+        !(labels = malloc(sizeof *labels * (size_t)n)) ||
+        !(names = malloc((size_t)n * 24)))
         rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
     if (!rc && (st = attn_llama_forward(m, 1, n, ids, threads, z, w)))
         rc = cli_fail(cmd, st, "forward");
@@ -360,53 +336,41 @@ int cli_llama_attend(int argc, char **argv) {
         if (!t) snprintf(names + i * 24, 24, "%d", (int)ids[i]);
         labels[i] = names + i * 24;
     }
-    char path[4096];
-    if (!rc) {
-        snprintf(path, sizeof path, "%s/tokens.txt", out);
-        FILE *f = fopen(path, "w");
-        if (!f) {
-            fprintf(stderr, "attn %s: cannot write %s\n", cmd, cli_esc(path));
-            rc = 1;
-        } else {
-            for (int64_t i = 0; i < n; i++)
-                fprintf(f, "%d\t%s\n", (int)ids[i], labels[i]);
-            fclose(f);
-        }
-    }
+    if (!rc) rc = write_tokens(cmd, out, ids, labels, n);
     int64_t shape[4] = {N, H, n, n};
+    char path[4096];
     if (!rc) {
         snprintf(path, sizeof path, "%s/weights.npy", out);
         rc = cli_save_array(cmd, path, ATTN_F32, w, 4, shape);
     }
-    if (!rc)
-        rc = cli_attend_pictures(cmd, out, w, labels, N, H, n,
-                                 text ? text : list);
-    if (!rc) {
-        printf("%lld tokens; per head, mean weight on the first token, on the "
-               "previous token, and on the token after an earlier copy of "
-               "the current one (induction; - when no token repeats):\n",
-               (long long)n);
-        for (int64_t l = 0; l < N; l++)
-            for (int64_t h = 0; h < H; h++) {
-                double fi, pv, in;
-                head_stats(w + (l * H + h) * n * n, ids, n, &fi, &pv, &in);
-                printf("  layer %lld head %2lld  first %.2f  previous %.2f  "
-                       "induction ",
-                       (long long)l, (long long)h, fi, pv);
-                if (in < 0)
-                    printf("-\n");
-                else
-                    printf("%.2f\n", in);
-            }
-        printf("wrote %s/{tokens.txt, weights.npy, layer<l>.png, "
-               "attention.html}\n",
-               out);
-    }
-    free(ids);
+    if (!rc) rc = cli_attend_pictures(cmd, out, w, labels, N, H, n, shown);
+    if (!rc) print_head_stats(w, ids, N, H, n, out);
     free(w);
     free(z);
     free(labels);
     free(names);
+    return rc;
+}
+
+int cli_llama_attend(int argc, char **argv) {
+    const char *cmd = "attend";
+    if (cli_help_asked(argc, argv, attend_help)) return 0;
+    const char *dir = NULL, *text = NULL, *list = NULL, *out = "attend-out";
+    int threads = 0;
+    const cli_opt opts[] = {CLI_STR("--prompt", &text), CLI_STR("--ids", &list),
+                            CLI_STR("--out", &out),
+                            CLI_INT("--threads", &threads, 0, 1024)};
+    int rc = cli_parse_args(cmd, argc, argv, opts, sizeof opts / sizeof opts[0],
+                            &dir, 1);
+    if (rc || (rc = need_prompt(cmd, dir, text, list))) return rc;
+    attn_llama *m;
+    attn_status st = attn_llama_load(dir, &m);
+    if (st) return cli_fail(cmd, st, "load");
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    rc = prompt_ids(cmd, m, text, list, &ids, &n);
+    if (!rc) rc = run_attend(cmd, m, ids, n, out, text ? text : list, threads);
+    free(ids);
     attn_llama_free(m);
     return rc;
 }
