@@ -38,6 +38,40 @@ attn__fail(attn_status status, const char *fmt, ...);
  * passes every message through it. */
 size_t attn__escape(const char *in, char *out, size_t cap);
 
+/* The UTF-8 character at s[0 .. avail) (avail >= 1): its length 1..4 with
+ * its code point in *cp, or 0 when s does not start valid UTF-8 (a stray
+ * or cut-short sequence, an overlong form, a surrogate, a code point past
+ * U+10FFFF). A NUL byte ends a sequence, so a NUL-terminated string may
+ * pass avail SIZE_MAX. */
+static inline size_t attn__utf8_next(const unsigned char *s, size_t avail,
+                                     uint32_t *cp) {
+    const unsigned c = s[0];
+    size_t n;
+    uint32_t v;
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    if (c >= 0xc2 && c <= 0xdf)
+        n = 2, v = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+        n = 3, v = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+        n = 4, v = c & 0x07;
+    else
+        return 0;
+    if (avail < n) return 0;
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0;
+        v = (v << 6) | (s[i] & 0x3f);
+    }
+    if ((n == 3 && v < 0x800) || (n == 4 && (v < 0x10000 || v > 0x10ffff)) ||
+        (v >= 0xd800 && v <= 0xdfff))
+        return 0;
+    *cp = v;
+    return n;
+}
+
 /* 1 if the NUL-terminated s is valid UTF-8 (as attn__escape judges it). */
 int attn__utf8_valid(const char *s);
 

@@ -35,29 +35,10 @@ void attn_clear_error(void) { last_error[0] = '\0'; }
 
 const char *attn_version(void) { return ATTN_VERSION_STRING; }
 
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if the bytes there
- * are not one (overlong forms, surrogates and code points past U+10FFFF
- * included). */
+/* Length of the UTF-8 character at the NUL-terminated s, 0 if invalid. */
 static size_t utf8_len(const unsigned char *s) {
-    unsigned c = s[0];
-    size_t n;
-    unsigned min;
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2, min = 0x80;
-    else if (c >= 0xe0 && c <= 0xef)
-        n = 3, min = 0x800;
-    else if (c >= 0xf0 && c <= 0xf4)
-        n = 4, min = 0x10000;
-    else
-        return 0;
-    unsigned cp = c & (0x3fu >> (n - 1));
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-    return n;
+    uint32_t cp;
+    return attn__utf8_next(s, SIZE_MAX, &cp);
 }
 
 int attn__utf8_valid(const char *s) {

@@ -87,32 +87,6 @@ static attn_status new_node(jp *p, attn__json_kind kind, int64_t *idx) {
     return ATTN_OK;
 }
 
-/* Length of the UTF-8 sequence at s[0..avail) or 0 if invalid (overlong
- * forms, surrogates and code points past U+10FFFF included). */
-static size_t utf8_len(const unsigned char *s, size_t avail) {
-    unsigned c = s[0];
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80) return 1;
-    if (c >= 0xc2 && c <= 0xdf)
-        n = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-        n = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-        n = 4, cp = c & 0x07;
-    else
-        return 0;
-    if (avail < n) return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return n;
-}
-
 static int hex4(const unsigned char *s, uint32_t *v) {
     *v = 0;
     for (int i = 0; i < 4; i++) {
@@ -191,7 +165,8 @@ static attn_status parse_string(jp *p, const char **out) {
             o += attn__put_utf8(o, cp);
             continue;
         }
-        size_t n = utf8_len(p->s + p->pos, p->len - p->pos);
+        uint32_t cp;
+        size_t n = attn__utf8_next(p->s + p->pos, p->len - p->pos, &cp);
         if (!n) return jfail(p, "invalid UTF-8 in a string");
         memcpy(o, p->s + p->pos, n);
         o += n;

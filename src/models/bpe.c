@@ -34,37 +34,20 @@ static inline int ascii_cls(unsigned c) {
  * start valid UTF-8, which is then OTHER), code point and class. */
 static inline size_t char_at(const unsigned char *s, size_t i, size_t end,
                              uint32_t *cpo, int *cls) {
-    unsigned c = s[i];
+    const unsigned c = s[i];
     if (c < 0x80) {
         *cpo = c;
         *cls = ascii_cls(c);
         return 1;
     }
-    size_t k;
-    uint32_t cp;
-    if (c >= 0xc2 && c <= 0xdf)
-        k = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-        k = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-        k = 4, cp = c & 0x07;
-    else
-        k = 0, cp = 0;
-    if (k == 0 || end - i < k) goto bad;
-    for (size_t j = 1; j < k; j++) {
-        if ((s[i + j] & 0xc0) != 0x80) goto bad;
-        cp = (cp << 6) | (s[i + j] & 0x3f);
+    const size_t k = attn__utf8_next(s + i, end - i, cpo);
+    if (!k) {
+        *cpo = 0xffffffffu;
+        *cls = ATTN__BPE_OTHER;
+        return 1;
     }
-    if ((k == 3 && cp < 0x800) || (k == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        goto bad;
-    *cpo = cp;
-    *cls = cls_of_cp(cp);
+    *cls = cls_of_cp(*cpo);
     return k;
-bad:
-    *cpo = 0xffffffffu;
-    *cls = ATTN__BPE_OTHER;
-    return 1;
 }
 
 static inline int cls_at(const unsigned char *s, size_t i, size_t end) {

@@ -209,29 +209,11 @@ attn_status attn_wordpiece_id(const attn_wordpiece *wp, const char *token,
 /* Next code point of s[0..n) (n > 0); bytes that are not UTF-8 are
  * U+FFFD, one byte at a time. */
 static uint32_t next_cp(const unsigned char *s, size_t n, size_t *used) {
-    unsigned c = s[0];
-    size_t k;
     uint32_t cp;
+    *used = attn__utf8_next(s, n, &cp);
+    if (*used) return cp;
     *used = 1;
-    if (c < 0x80) return c;
-    if (c >= 0xc2 && c <= 0xdf)
-        k = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-        k = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-        k = 4, cp = c & 0x07;
-    else
-        return 0xfffd;
-    if (n < k) return 0xfffd;
-    for (size_t i = 1; i < k; i++) {
-        if ((s[i] & 0xc0) != 0x80) return 0xfffd;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((k == 3 && cp < 0x800) || (k == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return 0xfffd;
-    *used = k;
-    return cp;
+    return 0xfffd;
 }
 
 static int cls_of(uint32_t cp) {

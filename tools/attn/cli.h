@@ -433,6 +433,11 @@ int cli_labels_opt(const char *cmd, cli_labels *l, const char *arg,
  * (axis names it in the message); *labels NULL when none were given. */
 int cli_labels_axis(const char *cmd, const cli_labels *l, int x, int64_t n,
                     const char *axis, const char *const **labels);
+/* Both axes' labels of the weights W (B, H, Lq, Lk) and the SDPA options
+ * bound to its shape (the mask drawn over the maps). */
+int cli_labels_bind(const char *cmd, const cli_labels *l, cli_sdpa_args *a,
+                    const attn_tensor *W, const char *const **x_labels,
+                    const char *const **y_labels);
 void cli_labels_free(cli_labels *l);
 
 /* A positional argument taken as the weights file: a usage error if one

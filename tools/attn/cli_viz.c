@@ -75,6 +75,17 @@ int cli_labels_axis(const char *cmd, const cli_labels *l, int x, int64_t n,
     return rc;
 }
 
+int cli_labels_bind(const char *cmd, const cli_labels *l, cli_sdpa_args *a,
+                    const attn_tensor *W, const char *const **x_labels,
+                    const char *const **y_labels) {
+    int rc = cli_labels_axis(cmd, l, 1, W->shape[3], "keys", x_labels);
+    if (!rc) rc = cli_labels_axis(cmd, l, 0, W->shape[2], "queries", y_labels);
+    if (!rc)
+        rc = cli_sdpa_args_bind(cmd, a, W->shape[0], W->shape[1], W->shape[2],
+                                W->shape[3]);
+    return rc;
+}
+
 void cli_labels_free(cli_labels *l) {
     cli_tokens_free(&l->x);
     cli_tokens_free(&l->y);

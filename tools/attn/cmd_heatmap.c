@@ -384,12 +384,7 @@ int cmd_heatmap(int argc, char **argv) {
     const attn_tensor *W = &w.t;
     if (!map_n) map_n = w.rank == 5 ? 3 : 2;
     if (!grid && (rc = cli_check_map(cmd, &w, map, map_n, &mb, &mh))) goto done;
-    if ((rc = cli_labels_axis(cmd, &lb, 1, W->shape[3], "keys", &o.x_labels)) ||
-        (rc =
-             cli_labels_axis(cmd, &lb, 0, W->shape[2], "queries", &o.y_labels)))
-        goto done;
-    if ((rc = cli_sdpa_args_bind(cmd, &a, W->shape[0], W->shape[1], W->shape[2],
-                                 W->shape[3])))
+    if ((rc = cli_labels_bind(cmd, &lb, &a, W, &o.x_labels, &o.y_labels)))
         goto done;
     o.mask = &a.opts.mask;
     attn_status st =

@@ -126,12 +126,7 @@ int cmd_show(int argc, char **argv) {
                  w.rank == 5 ? "L,B,H" : "B,H");
         o.title = title;
     }
-    if ((rc = cli_labels_axis(cmd, &lb, 1, W->shape[3], "keys", &o.x_labels)) ||
-        (rc =
-             cli_labels_axis(cmd, &lb, 0, W->shape[2], "queries", &o.y_labels)))
-        goto done;
-    if ((rc = cli_sdpa_args_bind(cmd, &a, W->shape[0], W->shape[1], W->shape[2],
-                                 W->shape[3])))
+    if ((rc = cli_labels_bind(cmd, &lb, &a, W, &o.x_labels, &o.y_labels)))
         goto done;
     o.mask = &a.opts.mask;
     size_t len = 0;
