@@ -1,4 +1,4 @@
-"""Hostile input to the binding (issue 12): integers that do not fit the C
+"""Hostile input to the binding: integers that do not fit the C
 fields, misaligned arrays, NUL bytes in paths, allocations NumPy cannot
 make. Each raises AttnError (a ValueError) and never reaches C wrapped."""
 
