@@ -149,96 +149,39 @@ static void put(piece_buf *b, int field, const char *fmt, ...) {
 
 enum { F_NONE = 0, F_YEAR = 1, F_MONTH = 2, F_DAY = 3 };
 
-/* One date in format f (0 .. ATTN_DATE_FORMATS - 1). */
+/* The date formats: text as it stands, and %x a field: %w / %W the
+ * weekday's first three letters / name, %d / %D the day (/ two digits),
+ * %m / %M the month's number (/ two digits), %n / %N its name (/ first
+ * three letters), %y / %Y / %Z the year's last two digits / number / four
+ * digits, %o the day's ordinal suffix. */
+static const char *const date_formats[] = {
+    "%w %d %n %Y", "%D/%M/%y", "%n %d, %Y", "%d.%m.%Y",
+    "%Z-%M-%D",    "%d %N %Y", "%N %d %Y",  "%W, %n %d, %Y",
+    "%D/%M/%Z",    "%d %n %y", "%Z%M%D",    "the %d%o of %n %Y"};
+
+/* One date in format f (0 .. ATTN_DATE_FORMATS - 1; the last for any
+ * beyond the table). */
 static void date_write(int f, int y, int m, int d, int wd, piece_buf *b) {
-    const char *mn = months[m - 1], *wn = weekdays[wd];
-    const int yy = y % 100;
-    switch (f) {
-    case 0:
-        put(b, F_NONE, "%.3s ", wn);
-        put(b, F_DAY, "%d", d);
-        put(b, F_NONE, " ");
-        put(b, F_MONTH, "%s", mn);
-        put(b, F_NONE, " ");
-        put(b, F_YEAR, "%d", y);
-        break;
-    case 1:
-        put(b, F_DAY, "%02d", d);
-        put(b, F_NONE, "/");
-        put(b, F_MONTH, "%02d", m);
-        put(b, F_NONE, "/");
-        put(b, F_YEAR, "%02d", yy);
-        break;
-    case 2:
-        put(b, F_MONTH, "%s", mn);
-        put(b, F_NONE, " ");
-        put(b, F_DAY, "%d", d);
-        put(b, F_NONE, ", ");
-        put(b, F_YEAR, "%d", y);
-        break;
-    case 3:
-        put(b, F_DAY, "%d", d);
-        put(b, F_NONE, ".");
-        put(b, F_MONTH, "%d", m);
-        put(b, F_NONE, ".");
-        put(b, F_YEAR, "%d", y);
-        break;
-    case 4:
-        put(b, F_YEAR, "%04d", y);
-        put(b, F_NONE, "-");
-        put(b, F_MONTH, "%02d", m);
-        put(b, F_NONE, "-");
-        put(b, F_DAY, "%02d", d);
-        break;
-    case 5:
-        put(b, F_DAY, "%d", d);
-        put(b, F_NONE, " ");
-        put(b, F_MONTH, "%.3s", mn);
-        put(b, F_NONE, " ");
-        put(b, F_YEAR, "%d", y);
-        break;
-    case 6:
-        put(b, F_MONTH, "%.3s", mn);
-        put(b, F_NONE, " ");
-        put(b, F_DAY, "%d", d);
-        put(b, F_NONE, " ");
-        put(b, F_YEAR, "%d", y);
-        break;
-    case 7:
-        put(b, F_NONE, "%s, ", wn);
-        put(b, F_MONTH, "%s", mn);
-        put(b, F_NONE, " ");
-        put(b, F_DAY, "%d", d);
-        put(b, F_NONE, ", ");
-        put(b, F_YEAR, "%d", y);
-        break;
-    case 8:
-        put(b, F_DAY, "%02d", d);
-        put(b, F_NONE, "/");
-        put(b, F_MONTH, "%02d", m);
-        put(b, F_NONE, "/");
-        put(b, F_YEAR, "%04d", y);
-        break;
-    case 9:
-        put(b, F_DAY, "%d", d);
-        put(b, F_NONE, " ");
-        put(b, F_MONTH, "%s", mn);
-        put(b, F_NONE, " ");
-        put(b, F_YEAR, "%02d", yy);
-        break;
-    case 10:
-        put(b, F_YEAR, "%04d", y);
-        put(b, F_MONTH, "%02d", m);
-        put(b, F_DAY, "%02d", d);
-        break;
-    default:
-        put(b, F_NONE, "the ");
-        put(b, F_DAY, "%d", d);
-        put(b, F_NONE, "%s of ", ordinal(d));
-        put(b, F_MONTH, "%s", mn);
-        put(b, F_NONE, " ");
-        put(b, F_YEAR, "%d", y);
-        break;
+    const int nf = (int)(sizeof date_formats / sizeof date_formats[0]);
+    for (const char *p = date_formats[f < nf ? f : nf - 1]; *p; p++) {
+        if (*p != '%') {
+            put(b, F_NONE, "%c", *p);
+            continue;
+        }
+        switch (*++p) {
+        case 'w': put(b, F_NONE, "%.3s", weekdays[wd]); break;
+        case 'W': put(b, F_NONE, "%s", weekdays[wd]); break;
+        case 'o': put(b, F_NONE, "%s", ordinal(d)); break;
+        case 'd': put(b, F_DAY, "%d", d); break;
+        case 'D': put(b, F_DAY, "%02d", d); break;
+        case 'm': put(b, F_MONTH, "%d", m); break;
+        case 'M': put(b, F_MONTH, "%02d", m); break;
+        case 'n': put(b, F_MONTH, "%s", months[m - 1]); break;
+        case 'N': put(b, F_MONTH, "%.3s", months[m - 1]); break;
+        case 'y': put(b, F_YEAR, "%02d", y % 100); break;
+        case 'Y': put(b, F_YEAR, "%d", y); break;
+        default: put(b, F_YEAR, "%04d", y); /* %Z */
+        }
     }
 }
 
