@@ -345,24 +345,33 @@ static void long_positions(float *x, int64_t n) {
         }
 }
 
+/* The inputs of the long-sequence parts: n positions (n x LONG_D), room
+ * for the output (n x LONG_D) and lse (n) after them, and causal options;
+ * NULL after the message. */
+static float *long_inputs(const char *cmd, int64_t n, attn_sdpa_opts *opts) {
+    float *x = malloc(sizeof(float) * (size_t)(n * LONG_D * 2 + n));
+    if (!x) {
+        fprintf(stderr, "attn %s: out of memory\n", cmd);
+        return NULL;
+    }
+    long_positions(x, n);
+    attn_sdpa_opts_init(opts);
+    opts->mask.causal = 1;
+    return x;
+}
+
 /* The process's peak resident size only grows, so the memory part runs
  * before anything large (the speed table of part 8): peak[0] before,
  * peak[1] after the flash kernel, peak[2] after the reference with its
  * L x L weights, each run's growth its own. */
 static int long_memory(const char *cmd, double peak[3]) {
     const int64_t L = LONG_MEM_L, D = LONG_D;
-    float *x = malloc(sizeof(float) * (size_t)(L * D * 2 + L));
-    if (!x) {
-        fprintf(stderr, "attn %s: out of memory\n", cmd);
-        return 1;
-    }
+    attn_sdpa_opts opts;
+    float *x = long_inputs(cmd, L, &opts);
+    if (!x) return 1;
     float *o = x + L * D, *lse = o + L * D;
-    long_positions(x, L);
     int rc = 0;
     attn_status st;
-    attn_sdpa_opts opts;
-    attn_sdpa_opts_init(&opts);
-    opts.mask.causal = 1;
     attn_tensor X = attn_tensor_4d(x, ATTN_F32, 1, 1, L, D);
     attn_tensor O = attn_tensor_4d(o, ATTN_F32, 1, 1, L, D);
     peak[0] = peak_mib();
@@ -399,18 +408,12 @@ static int long_sequence(const char *cmd, demo_gallery *g,
         g, "9. Memory: the reference vs the flash kernel on a long sequence");
     const int64_t L = LONG_MEM_L, LL = LONG_MAP_L, D = LONG_D;
     const double p0 = peak[0], p1 = peak[1], p2 = peak[2];
-    float *x = malloc(sizeof(float) * (size_t)(LL * D * 2 + LL));
-    if (!x) {
-        fprintf(stderr, "attn %s: out of memory\n", cmd);
-        return 1;
-    }
+    attn_sdpa_opts opts;
+    float *x = long_inputs(cmd, LL, &opts);
+    if (!x) return 1;
     float *o = x + LL * D, *lse = o + LL * D;
-    long_positions(x, LL);
     int rc = 0;
     attn_status st;
-    attn_sdpa_opts opts;
-    attn_sdpa_opts_init(&opts);
-    opts.mask.causal = 1;
     attn_tensor X, O;
     printf("(9) causal self-attention, L = %lld, d = 64: peak memory grew by "
            "%.1f MiB for flash, %.1f MiB for the reference with its weights "
