@@ -134,6 +134,25 @@ static int prompt_ids(const char *cmd, const attn_llama *m, const char *text,
     return st ? cli_fail(cmd, st, "encoding the prompt") : 0;
 }
 
+/* The model at dir (a folder or a GGUF file) and the prompt's ids, given
+ * as one of --prompt TEXT or --ids I,J,..; nothing to free on failure. */
+static int load_prompt(const char *cmd, const char *dir, const char *text,
+                       const char *list, attn_llama **m, int32_t **ids,
+                       int64_t *n) {
+    if (!dir || (!text && !list) || (text && list))
+        return cli_usage_error(cmd,
+                               "need DIR (or FILE) and one of --prompt TEXT or "
+                               "--ids I,J,..");
+    attn_status st = attn_llama_load(dir, m);
+    if (st) return cli_fail(cmd, st, "load");
+    int rc = prompt_ids(cmd, *m, text, list, ids, n);
+    if (rc) {
+        free(*ids);
+        attn_llama_free(*m);
+    }
+    return rc;
+}
+
 void cli_llama_gen_table(attn_llama_gen_opts *o, cli_opt *t) {
     const cli_opt rows[CLI_LLAMA_GEN_NOPTS] = {
         CLI_I64("--max-new-tokens", &o->max_new_tokens, 1, 1 << 24),
@@ -144,17 +163,6 @@ void cli_llama_gen_table(attn_llama_gen_opts *o, cli_opt *t) {
         CLI_U64("--seed", &o->seed),
         CLI_INT("--threads", &o->threads, 0, 1024)};
     memcpy(t, rows, sizeof rows);
-}
-
-/* The prompt given as one of --prompt TEXT or --ids I,J,.. and the model
- * as DIR or FILE. */
-static int need_prompt(const char *cmd, const char *dir, const char *text,
-                       const char *list) {
-    if (!dir || (!text && !list) || (text && list))
-        return cli_usage_error(cmd,
-                               "need DIR (or FILE) and one of --prompt TEXT or "
-                               "--ids I,J,..");
-    return 0;
 }
 
 /* Writes the prompt, streams the generated text and prints the speed. */
@@ -209,14 +217,11 @@ int cli_llama_generate(int argc, char **argv) {
     cli_llama_gen_table(&o, opts + 2);
     int rc = cli_parse_args(cmd, argc, argv, opts, sizeof opts / sizeof opts[0],
                             &dir, 1);
-    if (rc || (rc = need_prompt(cmd, dir, text, list))) return rc;
     attn_llama *m;
-    attn_status st = attn_llama_load(dir, &m);
-    if (st) return cli_fail(cmd, st, "load");
     int32_t *ids = NULL;
     int64_t n = 0;
-    rc = prompt_ids(cmd, m, text, list, &ids, &n);
-    if (!rc) rc = run_generate(cmd, m, ids, n, text ? text : list, &o);
+    if (rc || (rc = load_prompt(cmd, dir, text, list, &m, &ids, &n))) return rc;
+    rc = run_generate(cmd, m, ids, n, text ? text : list, &o);
     free(ids);
     attn_llama_free(m);
     return rc;
@@ -362,14 +367,11 @@ int cli_llama_attend(int argc, char **argv) {
                             CLI_INT("--threads", &threads, 0, 1024)};
     int rc = cli_parse_args(cmd, argc, argv, opts, sizeof opts / sizeof opts[0],
                             &dir, 1);
-    if (rc || (rc = need_prompt(cmd, dir, text, list))) return rc;
     attn_llama *m;
-    attn_status st = attn_llama_load(dir, &m);
-    if (st) return cli_fail(cmd, st, "load");
     int32_t *ids = NULL;
     int64_t n = 0;
-    rc = prompt_ids(cmd, m, text, list, &ids, &n);
-    if (!rc) rc = run_attend(cmd, m, ids, n, out, text ? text : list, threads);
+    if (rc || (rc = load_prompt(cmd, dir, text, list, &m, &ids, &n))) return rc;
+    rc = run_attend(cmd, m, ids, n, out, text ? text : list, threads);
     free(ids);
     attn_llama_free(m);
     return rc;
