@@ -248,7 +248,8 @@ ATTN_API attn_status attn_kv_cache_read(const attn_kv_cache *cache, int64_t b,
  *         kernel; REF: the double-accumulation reference over the stored,
  *         dequantized values, the oracle of the tests; FLASH_BF16 over a
  *         bf16 cache on a CPU with AVX512_BF16: the same kernel on bf16
- *         tile products, for prefill chunks (q and the weights rounded to
+ *         tile products for prefill chunks, where the query heads of a KV
+ *         head times Lq make >= 8 rows (q and the weights rounded to
  *         bf16 for the products, f32 sums and softmax, no f32 copy of the
  *         keys; about bf16's accuracy: within 5e-3 of the largest output
  *         in tests/test_kv_prefill_bf16.c), elsewhere FLASH), and the mask parts

@@ -495,9 +495,12 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
         attn__alloc((size_t)(per_round * pfl), sizeof(float), "partials");
     float *sbuf =
         attn__alloc((size_t)nt * (size_t)(R * CHUNK), sizeof(float), "scores");
-    /* bf16 tiles: a bf16 cache, asked for, on a CPU with AVX512_BF16 */
+    /* bf16 tiles: a bf16 cache, asked for, on a CPU with AVX512_BF16, and
+     * at least the micro-kernel's 8 rows per unit (a prefill chunk): a
+     * decode step's few rows would pay for packing each key chunk (2.6x
+     * slower measured at Lq = 1), so it stays on the f32 kernel */
     const int tiles = c->cfg.dtype == ATTN_BF16 &&
-                      o->impl == ATTN_IMPL_FLASH_BF16 &&
+                      o->impl == ATTN_IMPL_FLASH_BF16 && R >= 8 &&
                       attn__isa_get() >= ATTN__ISA_AVX512_BF16;
     const int64_t dp = (D + 1) & ~(int64_t)1;
     const size_t per16 = attn__bf16_pack_elems(CHUNK, D) +
