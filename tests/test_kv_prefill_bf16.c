@@ -30,8 +30,8 @@ static float urand(unsigned long long *s) {
 }
 
 enum { MK_CAUSAL, MK_WINDOW, MK_QLEN, MK_NONE, MK_ALIBI, MK_SOFTCAP };
-static const char *const mk_name[] = {"causal", "window",  "query-lengths",
-                                      "none",   "alibi",   "softcap"};
+static const char *const mk_name[] = {"causal", "window", "query-lengths",
+                                      "none",   "alibi",  "softcap"};
 
 /* One prompt of len positions per entry (entry b: len - 5 b), appended in
  * chunks of T and attended chunk by chunk. */
@@ -81,7 +81,7 @@ static void prefill_case(int64_t B, int64_t H, int64_t Hkv, int64_t D,
         if (mk == MK_SOFTCAP) o.mask.softcap = 5.0;
         /* 0..2: bf16 tiles on 1..3 threads, 3: the reference, 4: f32 */
         for (int t = 0; t < 5; t++) {
-            o.impl = t < 3 ? ATTN_IMPL_FLASH_BF16
+            o.impl = t < 3    ? ATTN_IMPL_FLASH_BF16
                      : t == 3 ? ATTN_IMPL_REF
                               : ATTN_IMPL_FLASH;
             o.threads = t < 3 ? t + 1 : 2;
@@ -97,7 +97,8 @@ static void prefill_case(int64_t B, int64_t H, int64_t Hkv, int64_t D,
             for (int64_t h = 0; h < H; h++)
                 for (int64_t i = 0; i < counts[b]; i++)
                     for (int64_t x = 0; x < D; x++) {
-                        const size_t at = (size_t)(((b * H + h) * T + i) * D + x);
+                        const size_t at =
+                            (size_t)(((b * H + h) * T + i) * D + x);
                         e = fmax(e, fabs(out[0][at] - out[3][at]));
                         d = fmax(d, fabs(out[0][at] - out[4][at]));
                         m = fmax(m, fabs(out[3][at]));
@@ -134,7 +135,7 @@ int main(void) {
     prefill_case(3, 2, 2, 17, 40, 17, MK_CAUSAL);
     prefill_case(1, 3, 1, 3, 9, 3, MK_NONE);
     prefill_case(2, 2, 1, 129, 270, 64, MK_WINDOW);
-    prefill_case(2, 4, 4, 64, 33, 1, MK_CAUSAL); /* decode: f32 kernel */
+    prefill_case(2, 4, 4, 64, 33, 1, MK_CAUSAL);  /* decode: f32 kernel */
     prefill_case(1, 16, 2, 64, 20, 1, MK_CAUSAL); /* decode, G = 8: tiles */
     prefill_case(2, 4, 2, 32, 70, 17, MK_QLEN);
     prefill_case(1, 4, 2, 64, 100, 33, MK_ALIBI);

@@ -20,7 +20,9 @@
 
 static int bf16_cpu;
 
-static double bf(double x) { return attn_bf16_to_f32(attn_f32_to_bf16((float)x)); }
+static double bf(double x) {
+    return attn_bf16_to_f32(attn_f32_to_bf16((float)x));
+}
 
 /* A bf16-exact f32 copy of a double array (and the double rounded too). */
 static float *bf_copy(double *x, int64_t n) {
@@ -56,7 +58,8 @@ static void linear_case(int64_t n, int64_t in, int64_t out,
     for (int64_t o = 0; o < out; o++)
         for (int64_t i = 0; i < in; i++) {
             double s = -0.5;
-            for (int64_t r = 0; r < n; r++) s += dy[r * out + o] * x[r * in + i];
+            for (int64_t r = 0; r < n; r++)
+                s += dy[r * out + o] * x[r * in + i];
             rdw[o * in + i] = s;
         }
     float *y[3], *dx[3], *dw[3], *db[3];
@@ -71,9 +74,9 @@ static void linear_case(int64_t n, int64_t in, int64_t out,
         openblas_set_num_threads(t + 1);
         CHECK_STATUS(attn_linear_forward(n, in, out, xf, wf, bff, y[t]),
                      ATTN_OK);
-        CHECK_STATUS(attn_linear_backward(n, in, out, xf, wf, dyf, dw[t], db[t],
-                                          dx[t]),
-                     ATTN_OK);
+        CHECK_STATUS(
+            attn_linear_backward(n, in, out, xf, wf, dyf, dw[t], db[t], dx[t]),
+            ATTN_OK);
     }
     attn__linear_bf16_scope(was);
     openblas_set_num_threads(2);
@@ -84,12 +87,13 @@ static void linear_case(int64_t n, int64_t in, int64_t out,
               "linear n %lld in %lld out %lld: errors y %.2e dx %.2e dW %.2e",
               (long long)n, (long long)in, (long long)out, ey, ex, ew);
     for (int t = 1; t < 3; t++)
-        CHECK_MSG(!memcmp(y[0], y[t], sizeof(float) * (size_t)(n * out)) &&
-                      !memcmp(dx[0], dx[t], sizeof(float) * (size_t)(n * in)) &&
-                      !memcmp(dw[0], dw[t], sizeof(float) * (size_t)(out * in)) &&
-                      !memcmp(db[0], db[t], sizeof(float) * (size_t)out),
-                  "linear n %lld in %lld out %lld: %d threads differ from 1",
-                  (long long)n, (long long)in, (long long)out, t + 1);
+        CHECK_MSG(
+            !memcmp(y[0], y[t], sizeof(float) * (size_t)(n * out)) &&
+                !memcmp(dx[0], dx[t], sizeof(float) * (size_t)(n * in)) &&
+                !memcmp(dw[0], dw[t], sizeof(float) * (size_t)(out * in)) &&
+                !memcmp(db[0], db[t], sizeof(float) * (size_t)out),
+            "linear n %lld in %lld out %lld: %d threads differ from 1",
+            (long long)n, (long long)in, (long long)out, t + 1);
     for (int t = 0; t < 3; t++) {
         free(y[t]);
         free(dx[t]);
@@ -134,8 +138,8 @@ static void mha_case(int64_t E, int64_t H, int64_t Hkv, int64_t B, int64_t Lq,
         dk[t] = calloc((size_t)(B * Lk * E), sizeof(float));
         o.impl = t < 3 ? ATTN_IMPL_FLASH_BF16 : ATTN_IMPL_FLASH;
         o.threads = t < 3 ? t + 1 : 2;
-        CHECK_STATUS(attn_mha_forward(&c, pf, B, Lq, Lk, qf, kf, kf, &o,
-                                      out[t], NULL, ATTN_WEIGHTS_PER_HEAD, ws),
+        CHECK_STATUS(attn_mha_forward(&c, pf, B, Lq, Lk, qf, kf, kf, &o, out[t],
+                                      NULL, ATTN_WEIGHTS_PER_HEAD, ws),
                      ATTN_OK);
         CHECK_STATUS(attn_mha_backward(&c, pf, B, Lq, Lk, qf, kf, kf, &o, dout,
                                        ws, g[t], dq[t], dk[t], dk[t]),
@@ -164,7 +168,8 @@ static void mha_case(int64_t E, int64_t H, int64_t Hkv, int64_t B, int64_t Lq,
     CHECK_MSG(bf16_cpu ? !same : same,
               bf16_cpu ? "mha bf16 gave the f32 bits: the bf16 path did not run"
                        : "mha bf16 fallback is not f32");
-    for (int t = 0; t < 4; t++) free(out[t]), free(g[t]), free(dq[t]), free(dk[t]);
+    for (int t = 0; t < 4; t++)
+        free(out[t]), free(g[t]), free(dq[t]), free(dk[t]);
     free(p), free(q), free(kv), free(ro), free(pf), free(qf), free(kf);
     free(ws), free(dout);
 }
@@ -198,7 +203,8 @@ static void stack_case(int enc, unsigned long long *rs) {
     const int64_t np =
         enc ? attn_encoder_param_count(&ec) : attn_decoder_param_count(&dc);
     float *p = malloc(sizeof(float) * (size_t)np);
-    CHECK_STATUS(enc ? attn_encoder_init(&ec, p, 7) : attn_decoder_init(&dc, p, 7),
+    CHECK_STATUS(enc ? attn_encoder_init(&ec, p, 7)
+                     : attn_decoder_init(&dc, p, 7),
                  ATTN_OK);
     const size_t nx = (size_t)(B * L * E), nm = (size_t)(B * Ls * E);
     double *xd = malloc(sizeof(double) * (nx + nm));
@@ -222,9 +228,9 @@ static void stack_case(int enc, unsigned long long *rs) {
         dx[t] = calloc(nx, sizeof(float));
         if (enc) {
             o.mask.key_lengths = kl;
-            CHECK_STATUS(attn_encoder_forward(&ec, p, B, L, x, &o, out[t], NULL,
-                                              ws),
-                         ATTN_OK);
+            CHECK_STATUS(
+                attn_encoder_forward(&ec, p, B, L, x, &o, out[t], NULL, ws),
+                ATTN_OK);
             CHECK_STATUS(attn_encoder_backward(&ec, p, B, L, x, &o, dout, ws,
                                                g[t], dx[t]),
                          ATTN_OK);
@@ -266,8 +272,8 @@ int main(void) {
                         "its f32 fallback\n");
     unsigned long long rs = 0x5eed1234ull;
     if (bf16_cpu) { /* the linear maps' bf16 kernels need the CPU's */
-        const int64_t s[][3] = {{1, 3, 17},  {3, 17, 1},    {17, 129, 3},
-                                {8, 1, 1},   {129, 17, 129}, {64, 65, 257},
+        const int64_t s[][3] = {{1, 3, 17},    {3, 17, 1},     {17, 129, 3},
+                                {8, 1, 1},     {129, 17, 129}, {64, 65, 257},
                                 {200, 64, 300}};
         for (size_t i = 0; i < sizeof s / sizeof *s; i++)
             linear_case(s[i][0], s[i][1], s[i][2], &rs);

@@ -91,12 +91,13 @@ int main(void) {
     char p16[64], p32[64];
     snprintf(p16, sizeof p16, "/tmp/attn_train_bf16_%d.bin", (int)getpid());
     snprintf(p32, sizeof p32, "/tmp/attn_train_f32_%d.bin", (int)getpid());
-    attn_trainer *half = run(ATTN_BF16, 1, 6, 40), *h32 = run(ATTN_F32, 1, 6, 40);
+    attn_trainer *half = run(ATTN_BF16, 1, 6, 40),
+                 *h32 = run(ATTN_F32, 1, 6, 40);
     CHECK_STATUS(attn_trainer_save(half, p16), ATTN_OK);
     CHECK_STATUS(attn_trainer_save(h32, p32), ATTN_OK);
     CHECK_MSG(file_size(p16) > 0 && file_size(p16) == file_size(p32),
-              "a bf16 checkpoint has %ld bytes, an f32 one %ld",
-              file_size(p16), file_size(p32));
+              "a bf16 checkpoint has %ld bytes, an f32 one %ld", file_size(p16),
+              file_size(p32));
     attn_trainer *back = NULL;
     CHECK_STATUS(attn_trainer_load(p16, &back), ATTN_OK);
     if (back) {

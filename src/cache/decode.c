@@ -277,7 +277,7 @@ typedef struct {
     const dims_t *dm;
     const attn__decode_ops *ops;
     const attn__vec_ops *vec;
-    const float *qf;        /* (B, H, Lq, D) f32, contiguous */
+    const float *qf; /* (B, H, Lq, D) f32, contiguous */
     /* bf16 tiles (a bf16 cache with ATTN_IMPL_FLASH_BF16): q rounded to
      * bf16, rows of dp (D rounded up to even) elements; NULL otherwise */
     const uint16_t *qb;
@@ -317,8 +317,8 @@ static void pv_bf16(const ctx_t *x, int64_t r0, int64_t rlen, const float *s,
         attn__bf16_from_f32(s + r * CHUNK, nk, pb + r * CHUNK);
         if (nk & 1) pb[r * CHUNK + nk] = 0; /* the pad of the last pair */
     }
-    attn__bf16_nn_acc(rlen, Dv, nk, 0, (nk + 1) / 2, pb + r0 * CHUNK, CHUNK,
-                      vp, o + r0 * Dv, Dv, 1.0f);
+    attn__bf16_nn_acc(rlen, Dv, nk, 0, (nk + 1) / 2, pb + r0 * CHUNK, CHUNK, vp,
+                      o + r0 * Dv, Dv, 1.0f);
 }
 
 /* Partial of one unit: R rows of O (Dv each), then R maxima, R sums. b16:
@@ -370,8 +370,8 @@ static void run_unit(const ctx_t *x, const unit_t *u, float *part, float *s,
                            (int64_t)(c->row_k / sizeof(uint16_t)), kp);
         for (int64_t g = 0; g < runs; g++)
             attn__bf16_nt(rlen, 0, nk, dm->D, 1.0f,
-                          x->qb + ((b * dm->H + hk * G) * Lq + g * Lq + ia) *
-                                      x->dp,
+                          x->qb +
+                              ((b * dm->H + hk * G) * Lq + g * Lq + ia) * x->dp,
                           x->dp, kp, s + (g * Lq + ia) * CHUNK, CHUNK);
     }
     for (int64_t j = 0; !b16 && j < nk; j += PF_KEYS) {
@@ -504,14 +504,13 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
                       attn__isa_get() >= ATTN__ISA_AVX512_BF16;
     const int64_t dp = (D + 1) & ~(int64_t)1;
     const size_t per16 = attn__bf16_pack_elems(CHUNK, D) +
-                         attn__bf16_pack_elems(Dv, CHUNK) +
-                         (size_t)(R * CHUNK);
-    uint16_t *qb = tiles ? attn__alloc((size_t)(rows * dp), sizeof(uint16_t),
-                                       "q as bf16")
-                         : NULL;
-    uint16_t *b16 = tiles ? attn__alloc((size_t)nt * per16, sizeof(uint16_t),
-                                        "bf16 tiles")
-                          : NULL;
+                         attn__bf16_pack_elems(Dv, CHUNK) + (size_t)(R * CHUNK);
+    uint16_t *qb =
+        tiles ? attn__alloc((size_t)(rows * dp), sizeof(uint16_t), "q as bf16")
+              : NULL;
+    uint16_t *b16 =
+        tiles ? attn__alloc((size_t)nt * per16, sizeof(uint16_t), "bf16 tiles")
+              : NULL;
     unit_t *units =
         attn__alloc((size_t)(nunits > 0 ? nunits : 1), sizeof(unit_t), "units");
     attn_status st = ATTN_OK;
@@ -568,11 +567,10 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
 #pragma omp parallel for num_threads(nt) schedule(dynamic)
         for (int64_t u = 0; u < nu; u++)
             if (!attn__ufn_failed(&err))
-                run_unit(&x, &units[u0 + u], part + u * pfl,
-                         sbuf + (size_t)omp_get_thread_num() *
-                                    (size_t)(R * CHUNK),
-                         b16 ? b16 + (size_t)omp_get_thread_num() * per16
-                             : NULL);
+                run_unit(
+                    &x, &units[u0 + u], part + u * pfl,
+                    sbuf + (size_t)omp_get_thread_num() * (size_t)(R * CHUNK),
+                    b16 ? b16 + (size_t)omp_get_thread_num() * per16 : NULL);
         if (err.what) {
             st = attn__ufn_status(&err);
             goto done;

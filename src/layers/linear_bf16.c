@@ -99,8 +99,8 @@ attn_status attn__linear_backward_bf16(int64_t n, int64_t in, int64_t out,
     uint16_t *dyt = dw ? attn__alloc((size_t)(out * ldn), sizeof(uint16_t),
                                      "bf16 output gradients, transposed")
                        : NULL;
-    uint16_t *tmp = dw ? attn__alloc((size_t)out, sizeof(uint16_t), "bf16 row")
-                       : NULL;
+    uint16_t *tmp =
+        dw ? attn__alloc((size_t)out, sizeof(uint16_t), "bf16 row") : NULL;
     const int64_t big = n > out ? n : out;
     uint16_t *ob =
         attn__alloc((size_t)(big * in), sizeof(uint16_t), "bf16 operand");

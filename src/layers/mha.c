@@ -172,8 +172,8 @@ static attn_status bf16_heads(const attn_layer_opts *o, int weights,
     if (o->impl != ATTN_IMPL_FLASH_BF16 || weights ||
         attn__isa_get() < ATTN__ISA_AVX512_BF16)
         return ATTN_OK;
-    uint16_t *b = attn__alloc((size_t)(nq + 2 * nkv), sizeof(uint16_t),
-                              "bf16 heads");
+    uint16_t *b =
+        attn__alloc((size_t)(nq + 2 * nkv), sizeof(uint16_t), "bf16 heads");
     if (!b) return ATTN_E_NOMEM;
     const float *src[3] = {w->q, w->k, w->v};
     const int64_t n[3] = {nq, nkv, nkv};
