@@ -246,7 +246,13 @@ ATTN_API attn_status attn_kv_cache_read(const attn_kv_cache *cache, int64_t b,
  *   lse [B * H * Lq] contiguous, or NULL: each row's log-sum-exp
  *   opts: scale (0: 1/sqrt(D)), threads, impl (AUTO or FLASH: this
  *         kernel; REF: the double-accumulation reference over the stored,
- *         dequantized values, the oracle of the tests), and the mask parts
+ *         dequantized values, the oracle of the tests; FLASH_BF16 over a
+ *         bf16 cache on a CPU with AVX512_BF16: the same kernel on bf16
+ *         tile products for prefill chunks, where the query heads of a KV
+ *         head times Lq make >= 8 rows (q and the weights rounded to
+ *         bf16 for the products, f32 sums and softmax, no f32 copy of the
+ *         keys; about bf16's accuracy: within 5e-3 of the largest output
+ *         in tests/test_kv_prefill_bf16.c), elsewhere FLASH), and the mask parts
  *         a cache uses: causal, align, window_left / window_right and
  *         query_lengths. The key lengths are the cache's lengths: with
  *         effective lengths lq = query_lengths[b] (or Lq) and lk =

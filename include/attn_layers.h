@@ -75,8 +75,12 @@ extern "C" {
  *  - Options are attn_layer_opts (= attn_sdpa_opts): the mask over
  *    (B, H, Lq, Lk) (H = 1 for additive attention), dropout_p (> 0 in
  *    training; every dropout site of a layer uses it), the dropout seed,
- *    impl (ATTN_IMPL_REF: double reference paths; AUTO/FLASH: fast paths)
- *    and threads. scale: 0 means 1/sqrt(head_dim) for dot-product and 1 for
+ *    impl (ATTN_IMPL_REF: double reference paths; AUTO/FLASH: fast paths;
+ *    FLASH_BF16: the fast paths on bf16 products with f32 sums, the linear
+ *    maps forward and backward and dot-product attention (its q, k, v
+ *    rounded to bf16; f32 attention when weights are asked for), on CPUs
+ *    with AVX512_BF16, else FLASH: mixed precision, see attn_train.h) and
+ *    threads. scale: 0 means 1/sqrt(head_dim) for dot-product and 1 for
  *    additive attention.
  *  - Results are bitwise identical for any thread count.
  *  - Errors: ATTN_E_INVALID (NULL pointers, bad config or options),

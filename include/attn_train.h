@@ -244,6 +244,14 @@ typedef struct {
     double dropout; /* encoder dropout in training               */
     int threads;    /* OpenMP threads of the kernels (0: default);
                                 not stored in checkpoints                 */
+    /* ATTN_F32 (the default) or ATTN_BF16: mixed precision, the products
+     * of the linear maps and of attention, forward and backward, on bf16
+     * operands with f32 accumulation (ATTN_IMPL_FLASH_BF16 in the layers'
+     * options) where the CPU has AVX512_BF16 (f32 elsewhere); parameters,
+     * gradients, AdamW moments and the loss stay f32. Not stored in
+     * checkpoints (they stay f32): a resumed run sets it again
+     * (attn_trainer_set_dtype). */
+    attn_dtype dtype;
 } attn_train_config;
 
 /* Task defaults and the model and optimizer settings chosen by experiment
@@ -287,6 +295,12 @@ ATTN_API const attn_train_config *attn_trainer_config(const attn_trainer *tr);
 ATTN_API const float *attn_trainer_params(const attn_trainer *tr);
 /* Kernel threads from now on (results do not depend on it). */
 ATTN_API attn_status attn_trainer_set_threads(attn_trainer *tr, int threads);
+/* The products' dtype from now on (ATTN_F32 or ATTN_BF16, see
+ * attn_train_config.dtype); ATTN_E_DTYPE for others. */
+ATTN_API attn_status attn_trainer_set_dtype(attn_trainer *tr, attn_dtype dtype);
+/* The dtype the products run in: ATTN_BF16 where bf16 was asked for and
+ * the CPU has AVX512_BF16 (ATTN_ISA may cap it), else ATTN_F32. */
+ATTN_API attn_dtype attn_trainer_dtype(const attn_trainer *tr);
 /* Changes the planned steps (the schedule) of a resumed run. */
 ATTN_API attn_status attn_trainer_set_steps(attn_trainer *tr, int64_t steps);
 

@@ -386,6 +386,9 @@ typedef struct {
     double dropout;
     double label_smoothing; /* in [0, 1)                            */
     int threads;            /* not stored in checkpoints            */
+    /* ATTN_F32 or ATTN_BF16: mixed precision, as attn_train_config.dtype
+     * (not stored in checkpoints: attn_gen_trainer_set_dtype) */
+    attn_dtype dtype;
 } attn_gen_train_config;
 
 /* Task defaults and the model and optimizer settings chosen by experiment
@@ -411,6 +414,9 @@ attn_gen_trainer_config(const attn_gen_trainer *tr);
 ATTN_API const float *attn_gen_trainer_params(const attn_gen_trainer *tr);
 ATTN_API attn_status attn_gen_trainer_set_threads(attn_gen_trainer *tr,
                                                   int threads);
+/* The products' dtype from now on (ATTN_F32 or ATTN_BF16). */
+ATTN_API attn_status attn_gen_trainer_set_dtype(attn_gen_trainer *tr,
+                                                attn_dtype dtype);
 ATTN_API attn_status attn_gen_trainer_set_steps(attn_gen_trainer *tr,
                                                 int64_t steps);
 /* Checkpoints as attn_trainer_save (atomic, CRC32, bitwise resume), magic

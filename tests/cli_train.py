@@ -56,6 +56,29 @@ with tempfile.TemporaryDirectory() as d:
     p = run("train", *TINY, "--threads", "2", "--save", c)
     check(p.returncode == 0 and same(a, c), "2 threads give the same bytes")
 
+    # mixed precision: bf16 products on 1 and 2 threads, the same bytes; a
+    # resumed bf16 run sets --dtype again and equals the uninterrupted one
+    bf = os.path.join(d, "bf.bin")
+    p = run("train", *TINY, "--dtype", "bf16", "--save", bf)
+    check(p.returncode == 0, "train --dtype bf16: " + p.stderr)
+    ran = "mixed precision: bf16 products" in p.stderr
+    check(ran or "has no AVX512_BF16" in p.stderr,
+          "train --dtype bf16 says which path ran: " + p.stderr[:400])
+    if not ran:
+        sys.stderr.write("NOTE: no AVX512_BF16 here: --dtype bf16 ran f32\n")
+    check(os.path.getsize(bf) == os.path.getsize(a), "a bf16 checkpoint is f32's size")
+    check(same(bf, a) != ran, "bf16 products give another model (where they run)")
+    p = run("train", *TINY, "--dtype", "bf16", "--threads", "2", "--save", c)
+    check(p.returncode == 0 and same(bf, c), "bf16: 2 threads give the same bytes")
+    p = run("train", *TINY, "--dtype", "bf16", "--until", "17", "--save", c)
+    p = run("train", "--resume", c, "--dtype", "bf16", "--save", c, "--eval", "0")
+    check(p.returncode == 0 and same(bf, c), "bf16: a resumed run equals the "
+          "uninterrupted one")
+    p = run("train", *TINY, "--dtype", "f16", "--save", c)
+    check(p.returncode == 2 and "--dtype" in p.stderr, "--dtype f16 is refused: "
+          + p.stderr)
+    check("--dtype f32|bf16" in run("train", "--help").stdout, "help names --dtype")
+
     p = run("eval", a, "reverse", "--count", "300")
     check(p.returncode == 0, "eval: " + p.stderr)
     check(re.search(r"^token accuracy: [01]\.\d{4}$", p.stdout, re.M) is not None

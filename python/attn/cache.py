@@ -284,8 +284,10 @@ def sdpa_cached(query, cache, is_causal=True, scale=None, *,
     query t of an entry sees every cached position up to its own, the new
     queries being the last query_lengths[b] (default Lq) positions: append
     their key/value first. window=(left, right) limits that to a sliding
-    window. impl "auto" (the split-key kernel) or "ref" (the double
-    reference over the stored values).
+    window. impl "auto" (the split-key kernel), "ref" (the double
+    reference over the stored values) or "flash_bf16" (over a bfloat16
+    cache on a CPU with AVX512_BF16: the kernel on bf16 tile products, for
+    prefill chunks; elsewhere "auto").
 
     The score modifiers are scaled_dot_product_attention's: softcap,
     alibi_slopes (True or one per head; alibi_mode "causal" or
@@ -317,8 +319,9 @@ def sdpa_cached(query, cache, is_causal=True, scale=None, *,
     q, sq = passable(q)
     Q = _lib.tensor(q, _INPUT[q.dtype], None, sq)
     B, H, Lq = q.shape[:3]
-    if impl not in ("auto", "ref"):
-        fail(ATTN_E_INVALID, "impl is %r; 'auto' or 'ref' is needed", impl)
+    if impl not in ("auto", "ref", "flash_bf16"):
+        fail(ATTN_E_INVALID, "impl is %r; 'auto', 'ref' or 'flash_bf16' is "
+             "needed", impl)
     opts = _lib.SdpaOpts()
     _lib.lib.attn_sdpa_opts_init(byref(opts))
     opts.impl = IMPLS[impl]

@@ -167,7 +167,7 @@ def _opts(B, H, Lq, Lk, attn_mask, is_causal, causal_alignment, window,
             fail(ATTN_E_INVALID, "scale is %r; it must be positive and finite", scale)
         o.scale = s
     if impl not in IMPLS:
-        fail(ATTN_E_INVALID, "impl is %r; one of 'auto', 'ref', 'flash'", impl)
+        fail(ATTN_E_INVALID, "impl is %r; one of 'auto', 'ref', 'flash', 'flash_bf16'", impl)
     o.impl = IMPLS[impl]
     o.threads = 0 if threads is None else count_arg("threads", threads)
     return o, keep

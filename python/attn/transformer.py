@@ -150,7 +150,7 @@ def _layer_opts(dropout_p, seed, impl, threads):
     o.dropout_p = p
     o.seed = int(seed)
     if impl not in IMPLS:
-        fail(ATTN_E_INVALID, "impl is %r; one of 'auto', 'ref', 'flash'", impl)
+        fail(ATTN_E_INVALID, "impl is %r; one of 'auto', 'ref', 'flash', 'flash_bf16'", impl)
     o.impl = IMPLS[impl]
     o.threads = 0 if threads is None else count_arg("threads", threads)
     return o

@@ -342,3 +342,21 @@ def test_layer_errors(rng):
         attn.additive_attention(rnd(rng, 1, 2, 3), rnd(rng, 1, 2, 3), None,
                                 w_q=rnd(rng, 4, 3), w_k=rnd(rng, 5, 3), v=rnd(rng, 4))
     assert "hidden size" in str(e.value)
+
+
+def test_mha_flash_bf16_layer(rng):
+    """impl="flash_bf16": the layer's linear maps and attention on bf16
+    products (where the CPU has AVX512_BF16, else f32): within bf16's error
+    of the f32 layer, forward and backward, with the weights not asked for."""
+    m = attn.MultiHeadAttention(16, 4, seed=7, batch_first=True)
+    x = rnd(rng, 2, 9, 16)
+    g = rnd(rng, 2, 9, 16)
+    out32, _ = m(x, need_weights=False, impl="flash")
+    d32 = m.backward(g)
+    out16, _ = m(x, need_weights=False, impl="flash_bf16")
+    d16 = m.backward(g)
+    scale = np.abs(out32).max()
+    np.testing.assert_allclose(out16, out32, atol=3e-2 * scale, rtol=0)
+    np.testing.assert_allclose(d16, d32, atol=5e-2 * np.abs(d32).max(), rtol=0)
+    with pytest.raises(attn.AttnError, match="flash_bf16"):
+        m(x, impl="bf16")

@@ -17,6 +17,8 @@
 #include "kv_cache.h"
 #include "mask.h"
 #include "../kernels/rope.h"
+#include "../kernels/cpu.h"
+#include "../kernels/tile_bf16.h"
 
 #include <math.h>
 #include <omp.h>
@@ -106,7 +108,7 @@ static attn_status check_args(const attn_tensor *q, const attn_kv_cache *c,
     if (o->threads < 0)
         return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", o->threads);
     if (o->impl != ATTN_IMPL_AUTO && o->impl != ATTN_IMPL_REF &&
-        o->impl != ATTN_IMPL_FLASH)
+        o->impl != ATTN_IMPL_FLASH && o->impl != ATTN_IMPL_FLASH_BF16)
         return attn__fail(ATTN_E_INVALID, "impl is %d: not a kernel",
                           (int)o->impl);
     const attn_mask *m = &o->mask;
@@ -275,7 +277,11 @@ typedef struct {
     const dims_t *dm;
     const attn__decode_ops *ops;
     const attn__vec_ops *vec;
-    const float *qf;        /* (B, H, Lq, D) f32, contiguous */
+    const float *qf; /* (B, H, Lq, D) f32, contiguous */
+    /* bf16 tiles (a bf16 cache with ATTN_IMPL_FLASH_BF16): q rounded to
+     * bf16, rows of dp (D rounded up to even) elements; NULL otherwise */
+    const uint16_t *qb;
+    int64_t dp;
     const int64_t *lo, *hi; /* [B * Lq] visible key range of each query */
     attn__ufn_err *err;     /* the first failure of a user function */
 } ctx_t;
@@ -300,8 +306,25 @@ static void score_mods(const ctx_t *x, int64_t b, int64_t h, int64_t i,
     }
 }
 
-/* Partial of one unit: R rows of O (Dv each), then R maxima, R sums. */
-static void run_unit(const ctx_t *x, const unit_t *u, float *part, float *s) {
+/* o[r Dv + d] += sum_j P[r][j] v_j[d] of rows r0 .. r0 + rlen - 1 on bf16
+ * tiles: the weights rounded to bf16 (pb, rows of CHUNK; as FlashAttention
+ * rounds P in half precision), the value rows packed once per unit by the
+ * caller (vp), f32 sums. */
+static void pv_bf16(const ctx_t *x, int64_t r0, int64_t rlen, const float *s,
+                    int64_t nk, const uint16_t *vp, uint16_t *pb, float *o) {
+    const int64_t Dv = x->dm->Dv;
+    for (int64_t r = r0; r < r0 + rlen; r++) {
+        attn__bf16_from_f32(s + r * CHUNK, nk, pb + r * CHUNK);
+        if (nk & 1) pb[r * CHUNK + nk] = 0; /* the pad of the last pair */
+    }
+    attn__bf16_nn_acc(rlen, Dv, nk, 0, (nk + 1) / 2, pb + r0 * CHUNK, CHUNK, vp,
+                      o + r0 * Dv, Dv, 1.0f);
+}
+
+/* Partial of one unit: R rows of O (Dv each), then R maxima, R sums. b16:
+ * the thread's bf16 scratch (NULL off the bf16 tiles). */
+static void run_unit(const ctx_t *x, const unit_t *u, float *part, float *s,
+                     uint16_t *b16) {
     const dims_t *dm = x->dm;
     const int64_t Lq = dm->Lq, G = dm->G, R = G * Lq, Dv = dm->Dv;
     const int64_t b = u->b, hk = u->hk;
@@ -339,7 +362,19 @@ static void run_unit(const ctx_t *x, const unit_t *u, float *part, float *s) {
      * they arrive while the scores are computed (the weighted sum below
      * walks V by column segments, which the hardware prefetchers do not
      * follow) */
-    for (int64_t j = 0; j < nk; j += PF_KEYS) {
+    uint16_t *kp = b16, *vp = NULL, *pb = NULL;
+    if (b16) {
+        vp = kp + attn__bf16_pack_elems(CHUNK, dm->D);
+        pb = vp + attn__bf16_pack_elems(dm->Dv, CHUNK);
+        attn__bf16_pack_nt(nk, dm->D, (const uint16_t *)(const void *)krow,
+                           (int64_t)(c->row_k / sizeof(uint16_t)), kp);
+        for (int64_t g = 0; g < runs; g++)
+            attn__bf16_nt(rlen, 0, nk, dm->D, 1.0f,
+                          x->qb +
+                              ((b * dm->H + hk * G) * Lq + g * Lq + ia) * x->dp,
+                          x->dp, kp, s + (g * Lq + ia) * CHUNK, CHUNK);
+    }
+    for (int64_t j = 0; !b16 && j < nk; j += PF_KEYS) {
         const int64_t n = nk - j < PF_KEYS ? nk - j : PF_KEYS;
         const char *vb = (const char *)vrow + (size_t)j * c->row_v;
         for (size_t off = 0; off < (size_t)n * c->row_v; off += 64)
@@ -380,8 +415,15 @@ static void run_unit(const ctx_t *x, const unit_t *u, float *part, float *s) {
             lo_[r] = x->vec->exp_sub_sum(sr, nk, mx);
         }
     memset(part, 0, (size_t)(R * Dv) * sizeof(float));
+    if (b16)
+        attn__bf16_pack_nn(nk, Dv, (const uint16_t *)(const void *)vrow,
+                           (int64_t)(c->row_v / sizeof(uint16_t)), vp);
     for (int64_t g = 0; g < runs; g++) {
         int64_t r0 = g * Lq + ia;
+        if (b16) {
+            pv_bf16(x, r0, rlen, s, nk, vp, pb, part);
+            continue;
+        }
         x->ops->acc(s + r0 * CHUNK, rlen, CHUNK, vrow, c->row_v, vs, c->nb_v,
                     nk, Dv, part + r0 * Dv, Dv);
     }
@@ -453,10 +495,26 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
         attn__alloc((size_t)(per_round * pfl), sizeof(float), "partials");
     float *sbuf =
         attn__alloc((size_t)nt * (size_t)(R * CHUNK), sizeof(float), "scores");
+    /* bf16 tiles: a bf16 cache, asked for, on a CPU with AVX512_BF16, and
+     * at least the micro-kernel's 8 rows per unit (a prefill chunk): a
+     * decode step's few rows would pay for packing each key chunk (2.6x
+     * slower measured at Lq = 1), so it stays on the f32 kernel */
+    const int tiles = c->cfg.dtype == ATTN_BF16 &&
+                      o->impl == ATTN_IMPL_FLASH_BF16 && R >= 8 &&
+                      attn__isa_get() >= ATTN__ISA_AVX512_BF16;
+    const int64_t dp = (D + 1) & ~(int64_t)1;
+    const size_t per16 = attn__bf16_pack_elems(CHUNK, D) +
+                         attn__bf16_pack_elems(Dv, CHUNK) + (size_t)(R * CHUNK);
+    uint16_t *qb =
+        tiles ? attn__alloc((size_t)(rows * dp), sizeof(uint16_t), "q as bf16")
+              : NULL;
+    uint16_t *b16 =
+        tiles ? attn__alloc((size_t)nt * per16, sizeof(uint16_t), "bf16 tiles")
+              : NULL;
     unit_t *units =
         attn__alloc((size_t)(nunits > 0 ? nunits : 1), sizeof(unit_t), "units");
     attn_status st = ATTN_OK;
-    if (!qf || !acc || !part || !sbuf || !units) {
+    if (!qf || !acc || !part || !sbuf || !units || (tiles && (!qb || !b16))) {
         st = ATTN_E_NOMEM;
         goto done;
     }
@@ -470,6 +528,10 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
                     for (int64_t d = 0; d < D; d++)
                         qf[r * D + d] = (float)attn_tensor_get(q, b, h, i, d);
             }
+    for (int64_t r = 0; qb && r < rows; r++) {
+        qb[r * dp + dp - 1] = 0; /* the pad of an odd D */
+        attn__bf16_from_f32(qf + r * D, D, qb + r * dp);
+    }
     float *am = acc + rows * Dv, *al = am + rows;
     memset(acc, 0, (size_t)(rows * Dv) * sizeof(float));
     for (int64_t r = 0; r < rows; r++) {
@@ -492,6 +554,8 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
                attn__decode_ops_get(c->cfg.dtype, attn__vec_best()),
                attn__vec_get(),
                qf,
+               qb,
+               dp,
                lo,
                hi,
                NULL};
@@ -503,9 +567,10 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
 #pragma omp parallel for num_threads(nt) schedule(dynamic)
         for (int64_t u = 0; u < nu; u++)
             if (!attn__ufn_failed(&err))
-                run_unit(&x, &units[u0 + u], part + u * pfl,
-                         sbuf + (size_t)omp_get_thread_num() *
-                                    (size_t)(R * CHUNK));
+                run_unit(
+                    &x, &units[u0 + u], part + u * pfl,
+                    sbuf + (size_t)omp_get_thread_num() * (size_t)(R * CHUNK),
+                    b16 ? b16 + (size_t)omp_get_thread_num() * per16 : NULL);
         if (err.what) {
             st = attn__ufn_status(&err);
             goto done;
@@ -553,6 +618,8 @@ done:
     attn__free(part);
     attn__free(sbuf);
     attn__free(units);
+    attn__free(qb);
+    attn__free(b16);
     return st;
 }
 

@@ -473,7 +473,7 @@ attn_status attn_additive_forward(const attn_additive_config *cfg,
     const int blas = attn__layer_blas_begin(opts);
     attn_status st = additive_forward_body(cfg, params, B, Lq, Lk, q, k, v,
                                            opts, out, weights, ws);
-    attn__blas_single_end(blas);
+    attn__layer_end(blas);
     return st;
 }
 
@@ -574,7 +574,7 @@ attn_status attn_additive_backward(const attn_additive_config *cfg,
     const int blas = attn__layer_blas_begin(opts);
     attn_status st = additive_backward_body(cfg, params, B, Lq, Lk, q, k, v,
                                             opts, dout, ws, grads, dq, dk, dv);
-    attn__blas_single_end(blas);
+    attn__layer_end(blas);
     return st;
 }
 

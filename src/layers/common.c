@@ -151,8 +151,11 @@ attn_status attn_linear_backward(int64_t n, int64_t in, int64_t out,
     attn_status st = linear_dims(n, in, out);
     if (st) return st;
     ATTN__NEED(dy);
+    if (dw) ATTN__NEED(x);
+    if (dx) ATTN__NEED(w);
+    if (attn__linear_bf16_active())
+        return attn__linear_backward_bf16(n, in, out, x, w, dy, dw, db, dx);
     if (dw) {
-        ATTN__NEED(x);
         linear_gemm(CblasTrans, CblasNoTrans, (int)out, (int)in, (int)n, dy,
                     (int)out, x, (int)in, 1.0f, dw, (int)in);
     }
@@ -160,7 +163,6 @@ attn_status attn_linear_backward(int64_t n, int64_t in, int64_t out,
         for (int64_t r = 0; r < n; r++)
             for (int64_t c = 0; c < out; c++) db[c] += dy[r * out + c];
     if (dx) {
-        ATTN__NEED(w);
         linear_gemm(CblasNoTrans, CblasNoTrans, (int)n, (int)in, (int)out, dy,
                     (int)out, w, (int)in, 1.0f, dx, (int)in);
     }

@@ -368,7 +368,7 @@ attn_status attn_encoder_forward(const attn_encoder_config *cfg,
     const int blas = attn__layer_blas_begin(opts);
     attn_status st =
         encoder_forward_body(cfg, params, B, L, x, opts, out, weights, ws);
-    attn__blas_single_end(blas);
+    attn__layer_end(blas);
     return st;
 }
 
@@ -492,6 +492,6 @@ attn_status attn_encoder_backward(const attn_encoder_config *cfg,
     const int blas = attn__layer_blas_begin(opts);
     attn_status st =
         encoder_backward_body(cfg, params, B, L, x, opts, dout, ws, grads, dx);
-    attn__blas_single_end(blas);
+    attn__layer_end(blas);
     return st;
 }

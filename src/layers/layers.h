@@ -116,14 +116,26 @@ static inline int attn__threads(const attn_layer_opts *o) {
     return o && o->threads > 0 ? o->threads : 0;
 }
 
+int attn__linear_bf16_scope(int on);
+
 /* OpenBLAS threads are process-wide, not per call. A layer call asked to
  * run on one thread keeps its sgemms on the calling thread with the
  * kernels' guard (src/kernels/blas.c): otherwise OpenBLAS's idle pool
  * spins beside it (small training steps ran 2-7x slower). Other counts
- * leave the caller's BLAS setting alone. Nested calls are no-ops. Returns
- * what attn__blas_single_end takes. */
+ * leave the caller's BLAS setting alone. Nested calls are no-ops.
+ * impl ATTN_IMPL_FLASH_BF16 also turns the calling thread's bf16 switch on
+ * (linear_bf16.c) for the call: the layer's linear maps, forward and
+ * backward, run on bf16 products. Returns what attn__layer_end takes. */
 static inline int attn__layer_blas_begin(const attn_layer_opts *o) {
-    return attn__threads(o) == 1 ? attn__blas_single_begin() : 1;
+    const int was = attn__linear_bf16_scope(1);
+    if (!was && !(o && o->impl == ATTN_IMPL_FLASH_BF16))
+        attn__linear_bf16_scope(0);
+    return (attn__threads(o) == 1 ? attn__blas_single_begin() : 1) * 2 + was;
+}
+/* Undoes attn__layer_blas_begin. */
+static inline void attn__layer_end(int token) {
+    attn__linear_bf16_scope(token & 1);
+    attn__blas_single_end(token >> 1);
 }
 
 /* ---- shared by the encoder and the decoder (sublayer.c) --------------- */
@@ -370,5 +382,12 @@ int attn__linear_bf16_active(void);
 attn_status attn__linear_forward_bf16(int64_t n, int64_t in, int64_t out,
                                       const float *x, const float *w,
                                       const float *b, float *y);
+
+/* attn_linear_backward on the same products (dy, W and x rounded to bf16;
+ * db summed in f32); arguments checked by the caller. */
+attn_status attn__linear_backward_bf16(int64_t n, int64_t in, int64_t out,
+                                       const float *x, const float *w,
+                                       const float *dy, float *dw, float *db,
+                                       float *dx);
 
 #endif

@@ -82,3 +82,94 @@ attn_status attn__linear_forward_bf16(int64_t n, int64_t in, int64_t out,
     attn__free(xb);
     return ATTN_OK;
 }
+
+/* The backward on the same products: dx += dy W and dW += dy^T x with dy,
+ * W and x rounded to bf16 and f32 sums (each element one chain over its
+ * summed axis in order, whatever the thread count); db in f32, rows in
+ * order as the f32 path sums them. */
+attn_status attn__linear_backward_bf16(int64_t n, int64_t in, int64_t out,
+                                       const float *x, const float *w,
+                                       const float *dy, float *dw, float *db,
+                                       float *dx) {
+    const int64_t ldo = (out + 1) & ~(int64_t)1, ldn = (n + 1) & ~(int64_t)1;
+    /* dy rows (for dx), dy^T rows (for dW), an operand in rows and packed */
+    uint16_t *dyb = dx ? attn__alloc((size_t)(n * ldo), sizeof(uint16_t),
+                                     "bf16 output gradients")
+                       : NULL;
+    uint16_t *dyt = dw ? attn__alloc((size_t)(out * ldn), sizeof(uint16_t),
+                                     "bf16 output gradients, transposed")
+                       : NULL;
+    uint16_t *tmp =
+        dw ? attn__alloc((size_t)out, sizeof(uint16_t), "bf16 row") : NULL;
+    const int64_t big = n > out ? n : out;
+    uint16_t *ob =
+        attn__alloc((size_t)(big * in), sizeof(uint16_t), "bf16 operand");
+    uint16_t *pk = attn__alloc(attn__bf16_pack_elems(in, big), sizeof(uint16_t),
+                               "bf16 packed operand");
+    attn_status st = ATTN_OK;
+    if ((dx && !dyb) || (dw && (!dyt || !tmp)) || !ob || !pk) {
+        st = ATTN_E_NOMEM;
+        goto done;
+    }
+    if (db)
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t c = 0; c < out; c++) db[c] += dy[r * out + c];
+    const int team0 = openblas_get_num_threads(), team = team0 > 1 ? team0 : 1;
+    if (dx) { /* dx (n, in) += dy (n, out) W (out, in) */
+        const int64_t np = (out + 1) / 2;
+        const int64_t rb = (n + ROWS - 1) / ROWS, cb = (in + COLS - 1) / COLS;
+#pragma omp parallel num_threads(team)
+        {
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < out; r++)
+                attn__bf16_from_f32(w + r * in, in, ob + r * in);
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < n; r++) {
+                dyb[r * ldo + ldo - 1] = 0;
+                attn__bf16_from_f32(dy + r * out, out, dyb + r * ldo);
+            }
+#pragma omp single
+            attn__bf16_pack_nn(out, in, ob, in, pk);
+#pragma omp for collapse(2) schedule(static)
+            for (int64_t i = 0; i < rb; i++)
+                for (int64_t j = 0; j < cb; j++) {
+                    const int64_t r0 = i * ROWS, c0 = j * COLS;
+                    const int64_t m = n - r0 < ROWS ? n - r0 : ROWS;
+                    const int64_t nc = in - c0 < COLS ? in - c0 : COLS;
+                    attn__bf16_nn_acc(m, nc, out, 0, np, dyb + r0 * ldo, ldo,
+                                      pk + attn__bf16_pack_elems(c0, out),
+                                      dx + r0 * in + c0, in, 1.0f);
+                }
+        }
+    }
+    if (dw) { /* dW (out, in) += dy^T (out, n) x (n, in) */
+        const int64_t np = (n + 1) / 2;
+        const int64_t rb = (out + ROWS - 1) / ROWS, cb = (in + COLS - 1) / COLS;
+        attn__bf16_pairs_t(n, out, dy, out, 0, ldn, dyt, ldn, tmp);
+#pragma omp parallel num_threads(team)
+        {
+#pragma omp for schedule(static)
+            for (int64_t r = 0; r < n; r++)
+                attn__bf16_from_f32(x + r * in, in, ob + r * in);
+#pragma omp single
+            attn__bf16_pack_nn(n, in, ob, in, pk);
+#pragma omp for collapse(2) schedule(static)
+            for (int64_t i = 0; i < rb; i++)
+                for (int64_t j = 0; j < cb; j++) {
+                    const int64_t r0 = i * ROWS, c0 = j * COLS;
+                    const int64_t m = out - r0 < ROWS ? out - r0 : ROWS;
+                    const int64_t nc = in - c0 < COLS ? in - c0 : COLS;
+                    attn__bf16_nn_acc(m, nc, n, 0, np, dyt + r0 * ldn, ldn,
+                                      pk + attn__bf16_pack_elems(c0, n),
+                                      dw + r0 * in + c0, in, 1.0f);
+                }
+        }
+    }
+done:
+    attn__free(dyb);
+    attn__free(dyt);
+    attn__free(tmp);
+    attn__free(ob);
+    attn__free(pk);
+    return st;
+}

@@ -3,6 +3,8 @@
  * project out. Grouped-query attention and cross-attention come from the
  * SDPA contract (H % Hkv == 0, Lq != Lk) and the kdim/vdim inputs. */
 #include "layers.h"
+#include "../kernels/cpu.h"
+#include "../kernels/tile_bf16.h"
 
 #include <string.h>
 
@@ -158,6 +160,35 @@ static head_views views(const attn_mha_config *c, int64_t B, int64_t Lq,
     return h;
 }
 
+/* impl ATTN_IMPL_FLASH_BF16 on a CPU with AVX512_BF16 (and no weights
+ * asked for): the attention runs on bf16 tiles, on copies of the
+ * projections rounded to bf16 (the forward and the backward round the
+ * same f32 values, so both see the same operands). Sets *buf (free with
+ * attn__free; NULL: the f32 views stay) and retypes hv's q, k, v. */
+static attn_status bf16_heads(const attn_layer_opts *o, int weights,
+                              const ws_parts *w, int64_t nq, int64_t nkv,
+                              head_views *hv, uint16_t **buf) {
+    *buf = NULL;
+    if (o->impl != ATTN_IMPL_FLASH_BF16 || weights ||
+        attn__isa_get() < ATTN__ISA_AVX512_BF16)
+        return ATTN_OK;
+    uint16_t *b =
+        attn__alloc((size_t)(nq + 2 * nkv), sizeof(uint16_t), "bf16 heads");
+    if (!b) return ATTN_E_NOMEM;
+    const float *src[3] = {w->q, w->k, w->v};
+    const int64_t n[3] = {nq, nkv, nkv};
+    attn_tensor *t[3] = {&hv->q, &hv->k, &hv->v};
+    uint16_t *dst = b;
+    for (int i = 0; i < 3; i++) {
+        attn__bf16_from_f32(src[i], n[i], dst);
+        t[i]->data = dst;
+        t[i]->dtype = ATTN_BF16;
+        dst += n[i];
+    }
+    *buf = b;
+    return ATTN_OK;
+}
+
 static attn_status check_call(const attn_mha_config *c, const float *params,
                               int64_t B, int64_t Lq, int64_t Lk,
                               const float *query, const float *key,
@@ -216,8 +247,13 @@ mha_forward_body(const attn_mha_config *c, const float *params, int64_t B,
         }
         W = attn_tensor_4d(wbuf, ATTN_F32, B, H, Lq, Lk);
     }
-    st = attn_sdpa_forward(&hv.q, &hv.k, &hv.v, opts, &hv.c,
-                           weights ? &W : NULL, w.lse);
+    uint16_t *b16 = NULL;
+    st = bf16_heads(opts, weights != NULL, &w, B * Lq * E, B * Lk * KV, &hv,
+                    &b16);
+    if (!st)
+        st = attn_sdpa_forward(&hv.q, &hv.k, &hv.v, opts, &hv.c,
+                               weights ? &W : NULL, w.lse);
+    attn__free(b16);
     if (!st && weights && wbuf != weights) {
         /* mean over heads, in head order */
         for (int64_t b = 0; b < B; b++)
@@ -242,7 +278,7 @@ attn_status attn_mha_forward(const attn_mha_config *cfg, const float *params,
     const int blas = attn__layer_blas_begin(opts);
     attn_status st = mha_forward_body(cfg, params, B, Lq, Lk, query, key, value,
                                       opts, out, weights, mode, ws);
-    attn__blas_single_end(blas);
+    attn__layer_end(blas);
     return st;
 }
 
@@ -273,8 +309,12 @@ mha_backward_body(const attn_mha_config *c, const float *params, int64_t B,
                          grads ? G.b_o : NULL, w.dc);
     head_views hv = views(c, B, Lq, Lk, w.q, w.k, w.v, w.c);
     head_views gv = views(c, B, Lq, Lk, w.dq, w.dk, w.dv, w.dc);
-    st = attn_sdpa_backward(&hv.q, &hv.k, &hv.v, &hv.c, w.lse, &gv.c, opts,
-                            &gv.q, &gv.k, &gv.v, NULL);
+    uint16_t *b16 = NULL;
+    st = bf16_heads(opts, 0, &w, B * Lq * E, B * Lk * KV, &hv, &b16);
+    if (!st)
+        st = attn_sdpa_backward(&hv.q, &hv.k, &hv.v, &hv.c, w.lse, &gv.c, opts,
+                                &gv.q, &gv.k, &gv.v, NULL);
+    attn__free(b16);
     if (st) return st;
     attn_linear_backward(B * Lq, E, E, query, P.w_q, w.dq, grads ? G.w_q : NULL,
                          grads ? G.b_q : NULL, dquery);
@@ -295,7 +335,7 @@ attn_status attn_mha_backward(const attn_mha_config *cfg, const float *params,
     attn_status st =
         mha_backward_body(cfg, params, B, Lq, Lk, query, key, value, opts, dout,
                           ws, grads, dquery, dkey, dvalue);
-    attn__blas_single_end(blas);
+    attn__layer_end(blas);
     return st;
 }
 

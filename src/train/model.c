@@ -208,7 +208,7 @@ attn_status attn_model_forward(const attn_model_config *cfg,
     const int blas = attn__layer_blas_begin(opts);
     attn_status st = model_forward_body(cfg, params, B, L, tokens, lengths,
                                         opts, logits, weights, ws);
-    attn__blas_single_end(blas);
+    attn__layer_end(blas);
     return st;
 }
 
@@ -255,6 +255,6 @@ attn_status attn_model_backward(const attn_model_config *cfg,
     const int blas = attn__layer_blas_begin(opts);
     attn_status st = model_backward_body(cfg, params, B, L, tokens, lengths,
                                          opts, dlogits, ws, grads);
-    attn__blas_single_end(blas);
+    attn__layer_end(blas);
     return st;
 }

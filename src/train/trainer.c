@@ -2,6 +2,7 @@
  * clipping and AdamW, with every buffer allocated once at creation. Also
  * the evaluation on fresh data. */
 #include "train.h"
+#include "../kernels/cpu.h"
 
 #include <math.h>
 #include <string.h>
@@ -60,6 +61,10 @@ attn_status attn_train_config_check(attn_train_config *c) {
                           c->dropout);
     if (c->threads < 0)
         return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", c->threads);
+    if (c->dtype != ATTN_F32 && c->dtype != ATTN_BF16)
+        return attn__fail(ATTN_E_DTYPE,
+                          "training runs its products in f32 or bf16, not %s",
+                          attn_dtype_name(c->dtype));
     return ATTN_OK;
 }
 
@@ -212,6 +217,7 @@ attn_status attn_trainer_step(attn_trainer *t, attn_train_stats *stats) {
     attn_layer_opts o;
     attn_sdpa_opts_init(&o);
     o.threads = c->threads;
+    if (c->dtype == ATTN_BF16) o.impl = ATTN_IMPL_FLASH_BF16;
     o.dropout_p = c->dropout;
     o.seed =
         attn__train_seed(c->seed, ATTN__STREAM_DROPOUT, (uint64_t)t->s.step);
@@ -254,6 +260,23 @@ attn_status attn_trainer_set_threads(attn_trainer *t, int threads) {
         return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", threads);
     t->cfg.threads = threads;
     return ATTN_OK;
+}
+
+attn_status attn_trainer_set_dtype(attn_trainer *t, attn_dtype dtype) {
+    if (!t) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
+    if (dtype != ATTN_F32 && dtype != ATTN_BF16)
+        return attn__fail(ATTN_E_DTYPE,
+                          "training runs its products in f32 or bf16, not %s",
+                          attn_dtype_name(dtype));
+    t->cfg.dtype = dtype;
+    return ATTN_OK;
+}
+
+attn_dtype attn_trainer_dtype(const attn_trainer *t) {
+    return t && t->cfg.dtype == ATTN_BF16 &&
+                   attn__isa_get() >= ATTN__ISA_AVX512_BF16
+               ? ATTN_BF16
+               : ATTN_F32;
 }
 
 attn_status attn_trainer_set_steps(attn_trainer *t, int64_t steps) {

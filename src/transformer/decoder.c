@@ -563,7 +563,7 @@ attn_decoder_forward(const attn_decoder_config *cfg, const float *params,
     d.cross_weights = cfg->cross ? cross_weights : NULL;
     const int blas = attn__layer_blas_begin(opts);
     st = decoder_forward_body(&d, x, out);
-    attn__blas_single_end(blas);
+    attn__layer_end(blas);
     return st;
 }
 
@@ -616,7 +616,7 @@ attn_decoder_backward(const attn_decoder_config *cfg, const float *params,
     d.dmem = cfg->cross ? dmemory : NULL;
     const int blas = attn__layer_blas_begin(opts);
     st = decoder_backward_body(&d, dout, dx);
-    attn__blas_single_end(blas);
+    attn__layer_end(blas);
     return st;
 }
 

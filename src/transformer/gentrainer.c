@@ -62,6 +62,10 @@ attn_status attn_gen_train_config_check(attn_gen_train_config *c) {
                           c->dropout, c->label_smoothing);
     if (c->threads < 0)
         return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", c->threads);
+    if (c->dtype != ATTN_F32 && c->dtype != ATTN_BF16)
+        return attn__fail(ATTN_E_DTYPE,
+                          "training runs its products in f32 or bf16, not %s",
+                          attn_dtype_name(c->dtype));
     return ATTN_OK;
 }
 
@@ -135,6 +139,7 @@ attn_status attn_gen_trainer_step(attn_gen_trainer *t,
     attn_layer_opts o;
     attn_sdpa_opts_init(&o);
     o.threads = c->threads;
+    if (c->dtype == ATTN_BF16) o.impl = ATTN_IMPL_FLASH_BF16;
     o.dropout_p = c->dropout;
     o.seed =
         attn__train_seed(c->seed, ATTN__STREAM_DROPOUT, (uint64_t)t->s.step);
@@ -172,6 +177,16 @@ attn_gen_trainer_config(const attn_gen_trainer *t) {
 }
 const float *attn_gen_trainer_params(const attn_gen_trainer *t) {
     return t ? t->s.params : NULL;
+}
+
+attn_status attn_gen_trainer_set_dtype(attn_gen_trainer *t, attn_dtype dtype) {
+    if (!t) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
+    if (dtype != ATTN_F32 && dtype != ATTN_BF16)
+        return attn__fail(ATTN_E_DTYPE,
+                          "training runs its products in f32 or bf16, not %s",
+                          attn_dtype_name(dtype));
+    t->cfg.dtype = dtype;
+    return ATTN_OK;
 }
 
 attn_status attn_gen_trainer_set_threads(attn_gen_trainer *t, int threads) {

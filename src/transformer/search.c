@@ -482,7 +482,7 @@ attn_status attn__generate(const attn_transformer_config *cfg,
         attn__free(plen);
     }
     attn__gen_free(g);
-    attn__blas_single_end(blas);
+    attn__layer_end(blas);
     attn__free(first);
     return st;
 }

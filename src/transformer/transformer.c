@@ -399,7 +399,7 @@ attn_status attn_transformer_forward(const attn_transformer_config *cfg,
     const int blas = attn__layer_blas_begin(opts);
     attn_status st = forward_body(cfg, params, B, Ls, src, src_lengths, Lt, tgt,
                                   opts, logits, cross_weights, ws);
-    attn__blas_single_end(blas);
+    attn__layer_end(blas);
     return st;
 }
 
@@ -451,7 +451,7 @@ attn_status attn_transformer_backward(
     const int blas = attn__layer_blas_begin(opts);
     attn_status st = backward_body(cfg, params, B, Ls, src, src_lengths, Lt,
                                    tgt, opts, dlogits, ws, grads);
-    attn__blas_single_end(blas);
+    attn__layer_end(blas);
     return st;
 }
 

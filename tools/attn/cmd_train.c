@@ -14,6 +14,7 @@ static void help(void) {
     printf(
         "usage: attn train TASK --save MODEL.bin [options]\n"
         "       attn train --resume CKPT --save MODEL.bin [--steps N] [--threads T]\n"
+        "                  [--dtype f32|bf16]\n"
         "\n"
         "Trains an encoder (embedding + sinusoidal positions, N layers, a linear\n"
         "head per position) on TASK with AdamW and saves a checkpoint (model,\n"
@@ -51,6 +52,11 @@ static void help(void) {
         "  --clip C           global gradient-norm limit (0: none)     [%g]\n"
         "  --seed S                                                    [%llu]\n"
         "  --threads T        threads of the kernels and BLAS          [1]\n"
+        "  --dtype f32|bf16   the products of the linear maps and of attention,\n"
+        "                     forward and backward: bf16 is mixed precision (bf16\n"
+        "                     operands, f32 sums; f32 weights, AdamW moments and\n"
+        "                     loss; checkpoints stay f32). Needs AVX512_BF16, else\n"
+        "                     f32 with a note                          [f32]\n"
         "  --resume CKPT      continue the run saved in CKPT (its task and model)\n"
         "  --save-every N     also checkpoint every N steps            [500]\n"
         "  --until STEP       stop at STEP (the schedule still spans --steps): a\n"
@@ -102,6 +108,7 @@ typedef struct {
     double lr, wd, clip, dropout, stop_at;
     uint64_t seed;
     int seed_set, post_norm, attention;
+    attn_dtype dtype;
 } train_args;
 
 /* Parses argv into *t; returns -1 to go on, else the exit status. */
@@ -183,7 +190,15 @@ static int parse_args(const char *cmd, int argc, char **argv, train_args *t) {
                   !(t->dropout >= 0 && t->dropout < 1);
         else if (strcmp(a, "--seed") == 0)
             bad = cli_parse_u64(v, &t->seed), t->seed_set = 1;
-        else if (strcmp(a, "--attention") == 0) {
+        else if (strcmp(a, "--dtype") == 0) {
+            run = 0;
+            if (strcmp(v, "f32") == 0)
+                t->dtype = ATTN_F32;
+            else if (strcmp(v, "bf16") == 0)
+                t->dtype = ATTN_BF16;
+            else
+                bad = 1;
+        } else if (strcmp(a, "--attention") == 0) {
             if (strcmp(v, "dot") == 0)
                 t->attention = ATTN_ATTENTION_DOT;
             else if (strcmp(v, "additive") == 0)
@@ -238,6 +253,7 @@ static void apply_args(const train_args *t, attn_train_config *c) {
     }
     if (t->seed_set) c->seed = t->seed;
     c->threads = (int)t->threads;
+    c->dtype = t->dtype;
 }
 
 /* The trainer of a resumed run or of a new one into *out; returns the
@@ -252,6 +268,7 @@ static int open_trainer(const char *cmd, const train_args *t,
         if (t->steps >= 0 && t->steps != attn_trainer_config(tr)->steps)
             attn_trainer_set_steps(tr, t->steps);
         attn_trainer_set_threads(tr, (int)t->threads);
+        attn_trainer_set_dtype(tr, t->dtype);
         *out = tr;
         return -1;
     }
@@ -280,6 +297,13 @@ static void print_run(const attn_trainer *tr, int resumed) {
         (long long)attn_model_param_count(&c->model), (long long)c->steps,
         (long long)c->batch, c->optim.lr, (unsigned long long)c->seed,
         resumed ? " (resumed)" : "");
+    if (c->dtype == ATTN_BF16)
+        fprintf(stderr,
+                attn_trainer_dtype(tr) == ATTN_BF16
+                    ? "mixed precision: bf16 products (AVX512_BF16), f32 "
+                      "weights and optimizer state\n"
+                    : "note: this CPU has no AVX512_BF16 (or ATTN_ISA caps "
+                      "it): the products run in f32\n");
     if (resumed)
         fprintf(stderr, "resumed at step %lld\n",
                 (long long)attn_trainer_steps_done(tr));

@@ -19,6 +19,7 @@ static void help(void) {
         "usage: attn train date|reverse|sort|add --model encdec|decoder --save M.bin\n"
         "                  [options]      (date: --model encdec is the default)\n"
         "       attn train --resume CKPT --save MODEL.bin [--steps N] [--threads T]\n"
+        "                  [--dtype f32|bf16]\n"
         "\n"
         "Trains a Transformer that generates: an encoder-decoder (source and target\n"
         "embeddings, encoder and decoder stacks, cross-attention) or a decoder-only\n"
@@ -58,6 +59,8 @@ static void help(void) {
         "  --label-smoothing S                                         [0]\n"
         "  --seed S                                                    [%llu]\n"
         "  --threads T       threads of the kernels and BLAS           [1]\n"
+        "  --dtype f32|bf16  the products (linear maps, attention): bf16 is mixed\n"
+        "                    precision, f32 weights and optimizer state [f32]\n"
         "  --save-every N    also checkpoint every N steps             [500]\n"
         "  --until STEP      stop at STEP (the schedule spans --steps)\n"
         "  --eval N          fresh examples for the final exact match  [1000]\n"
@@ -105,6 +108,7 @@ typedef struct {
     double lr, dropout, smoothing;
     uint64_t seed;
     int seed_set, post_norm, share, tie, cross, kind;
+    attn_dtype dtype;
     const char *task, *save, *resume, *run_opt;
 } gen_args;
 
@@ -188,6 +192,10 @@ static int parse(const char *cmd, int argc, char **argv, gen_args *g) {
                 bad = cli_parse_i64(v, &g->threads) || g->threads < 0 ||
                       g->threads > 1024,
                 run = 0;
+            else if (strcmp(a, "--dtype") == 0)
+                bad = strcmp(v, "f32") != 0 && strcmp(v, "bf16") != 0,
+                g->dtype = strcmp(v, "bf16") == 0 ? ATTN_BF16 : ATTN_F32,
+                run = 0;
             else if (strcmp(a, "--lr") == 0)
                 bad =
                     cli_parse_double(v, &g->lr) || !(g->lr > 0) || isinf(g->lr);
@@ -257,6 +265,7 @@ static int configure(const char *cmd, const gen_args *g,
     }
     if (g->seed_set) c->seed = g->seed;
     c->threads = (int)g->threads;
+    c->dtype = g->dtype;
     return 0;
 }
 
@@ -286,6 +295,7 @@ int cmd_train_gen(int argc, char **argv) {
         if (g.steps >= 0 && g.steps != attn_gen_trainer_config(tr)->steps)
             attn_gen_trainer_set_steps(tr, g.steps);
         attn_gen_trainer_set_threads(tr, (int)g.threads);
+        attn_gen_trainer_set_dtype(tr, g.dtype);
     } else {
         attn_gen_train_config c;
         if ((rc = configure(cmd, &g, &c))) return rc;
