@@ -143,6 +143,10 @@ static void pv_bf16(const fwd_ctx *c, float *ws, const operands *x, int64_t nr,
                       1.0f);
 }
 
+/* Rows of a block taken at once by the micro-kernels: their scores stay in
+ * L1 (16 x 256 floats) from the product through the softmax to P V. */
+#define FUSED_ROWS 16
+
 /* Rows ra .. ra+rn-1 of a block of a tile: S = scale Q K^T over those rows
  * (of the query tile that starts at i0) and the block's keys c0.., the
  * online softmax on them, and O += P V. K and V are the key tile's rows
@@ -159,15 +163,23 @@ static int fwd_rows(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
     const double p = c->opts->dropout_p;
     float *S = ws + c->w.s, *O = ws + c->w.o + ro * Dv;
     float *M = ws + c->w.m + ro, *L = ws + c->w.l + ro;
+    const int need_mask = attn__flash_row_needed(mask, blk->cls);
+    /* the row maxima from the micro-kernels' registers, when nothing
+     * changes the scores after the product */
+    float rmax[FUSED_ROWS];
+    int have_max = 0;
     PROF_T0();
     if (c->bf16)
         attn__bf16_nt(nr, co, nc, d->Dk, (float)d->scale,
                       x->qb + ro * c->w.ldqb, c->w.ldqb, x->kpb, S, lds);
-    else
+    else if (!need_mask && nr <= FUSED_ROWS)
+        have_max = attn__tile_nt_max(nr, co, nc, (float)d->scale,
+                                     x->q + ro * x->ldq, x->ldq, x->k, S, lds,
+                                     rmax);
+    if (!c->bf16 && !have_max)
         attn__tile_nt(nr, co, nc, (float)d->scale, x->q + ro * x->ldq, x->ldq,
                       x->k, S, lds);
     PROF(1);
-    const int need_mask = attn__flash_row_needed(mask, blk->cls);
     for (int64_t r = 0; r < nr; r++) {
         float *s = S + r * lds;
         const int64_t gi = blk->r0 + ra + r;
@@ -176,7 +188,7 @@ static int fwd_rows(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
                                   blk->cls, s, NULL, NULL, c->err))
             return 1;
         PROF(2);
-        float mx = vec->max(s, nc);
+        float mx = have_max ? rmax[r] : vec->max(s, nc);
         float mnew = mx > M[r] ? mx : M[r];
         PROF(3);
         if (mnew == -INFINITY) {
@@ -209,10 +221,6 @@ static int fwd_rows(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
     PROF(6);
     return 0;
 }
-
-/* Rows of a block taken at once by the micro-kernels: their scores stay in
- * L1 (16 x 256 floats) from the product through the softmax to P V. */
-#define FUSED_ROWS 16
 
 /* One block of a tile. The micro-kernels' bits do not depend on how rows
  * are cut (tile.h), so they take the block in chunks of FUSED_ROWS rows;
