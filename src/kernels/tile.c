@@ -37,7 +37,7 @@ size_t attn__tile_nt_pack_floats(int64_t n, int64_t k) {
  * A^T). B rows are ldb apart; lm0/lm1 mask the loads of the two halves.
  * Written out per MR with named accumulators: arrays of __m512 end up in
  * memory. */
-T512 static void micro_8(int64_t k, const float *A, int64_t sa, int64_t sk,
+T512 INL static void micro_8(int64_t k, const float *A, int64_t sa, int64_t sk,
                          const float *B, int64_t ldb, __mmask16 lm0,
                          __mmask16 lm1, __m512 *out) {
     __m512 c00 = _mm512_setzero_ps(), c01 = c00;
@@ -193,7 +193,7 @@ typedef void (*micro_fn)(int64_t, const float *, int64_t, int64_t,
 /* Stores rows of the accumulators: C = alpha acc, or C += alpha acc (one
  * rounding: an FMA). With vmx (C = alpha acc only), vmx[r] keeps the
  * lane-wise max of the stored values of row r. */
-T512 static void store(int mr, const __m512 *acc, float *C, int64_t ldc,
+T512 INL static void store(int mr, const __m512 *acc, float *C, int64_t ldc,
                        __mmask16 m0, __mmask16 m1, float alpha, int add,
                        __m512 *vmx) {
     const __m512 al = _mm512_set1_ps(alpha);
@@ -220,43 +220,68 @@ T512 static void store(int mr, const __m512 *acc, float *C, int64_t ldc,
     }
 }
 
+/* The micro-kernel of mr rows at row i and panel p, then its store. */
+T512 INL static void tile_at(int mr, int64_t i, int64_t p, int64_t c0,
+                             int64_t n, int64_t k, const float *A, int64_t sa,
+                             int64_t sk, const float *B, int64_t pstride,
+                             int64_t ldb, int mask_loads, float *C, int64_t ldc,
+                             float alpha, int add, __m512 *vmx) {
+    __m512 acc[16];
+    /* the panel's columns j .. j+31 relative to c0; keep [0, n) */
+    const int64_t j = p * NR - c0;
+    __mmask32 keep = 0xffffffffu;
+    if (j < 0) keep &= 0xffffffffu << (-j);
+    if (j + NR > n) keep &= 0xffffffffu >> (j + NR - n);
+    const __mmask16 m0 = (__mmask16)keep, m1 = (__mmask16)(keep >> 16);
+    const __mmask16 l0 = mask_loads ? m0 : (__mmask16)0xffff;
+    const __mmask16 l1 = mask_loads ? m1 : (__mmask16)0xffff;
+    /* a negative j only with packed panels: shift the store base */
+    float *Ci = C + i * ldc + j;
+    const float *Ai = A + i * sa, *Bp = B + p * pstride;
+    if (mr == 8) {
+        /* inlined with a constant row count: the accumulators stay in
+         * registers through the store */
+        micro_8(k, Ai, sa, sk, Bp, ldb, l0, l1, acc);
+        store(8, acc, Ci, ldc, m0, m1, alpha, add, vmx);
+        return;
+    }
+    const micro_fn fn = mr == 4 ? micro_4 : mr == 2 ? micro_2 : micro_1;
+    fn(k, Ai, sa, sk, Bp, ldb, l0, l1, acc);
+    store(mr, acc, Ci, ldc, m0, m1, alpha, add, vmx);
+}
+
 /* C rows [0, m) x columns [c0, c0 + n) of B, stored at C[.][0 .. n):
  * panel p of B (its columns 32p ..) starts at B + p * pstride with rows
  * ldb apart. With mask_loads (B read in place, c0 = 0) the loads stop at
- * column n; packed panels are padded, so only the stores are masked. */
+ * column n; packed panels are padded, so only the stores are masked.
+ * C = alpha A B^T (add = 0) takes rows outer, so that rmax gathers each
+ * row's maximum across the panels; C += alpha A B takes panels outer, so
+ * that a panel of B read in place stays in L1 across the rows. */
 T512 static void drive(int64_t m, int64_t c0, int64_t n, int64_t k,
                        const float *A, int64_t sa, int64_t sk, const float *B,
                        int64_t pstride, int64_t ldb, int mask_loads, float *C,
                        int64_t ldc, float alpha, int add, float *rmax) {
-    __m512 acc[16], vmx[8];
+    __m512 vmx[8];
     const int64_t p0 = c0 / NR, p1 = (c0 + n + NR - 1) / NR;
-    for (int64_t i = 0; i < m;) {
-        const int64_t left = m - i;
-        const int mr = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
-        const micro_fn fn = mr == 8   ? micro_8
-                            : mr == 4 ? micro_4
-                            : mr == 2 ? micro_2
-                                      : micro_1;
+#define ROWS(left) ((left) >= 8 ? 8 : (left) >= 4 ? 4 : (left) >= 2 ? 2 : 1)
+    if (add) {
+        for (int64_t p = p0; p < p1; p++)
+            for (int64_t i = 0; i < m; i += ROWS(m - i))
+                tile_at(ROWS(m - i), i, p, c0, n, k, A, sa, sk, B, pstride,
+                        ldb, mask_loads, C, ldc, alpha, 1, NULL);
+        return;
+    }
+    for (int64_t i = 0; i < m; i += ROWS(m - i)) {
+        const int mr = ROWS(m - i);
         for (int r = 0; r < mr; r++) vmx[r] = _mm512_set1_ps(-INFINITY);
-        for (int64_t p = p0; p < p1; p++) {
-            /* the panel's columns j .. j+31 relative to c0; keep [0, n) */
-            const int64_t j = p * NR - c0;
-            __mmask32 keep = 0xffffffffu;
-            if (j < 0) keep &= 0xffffffffu << (-j);
-            if (j + NR > n) keep &= 0xffffffffu >> (j + NR - n);
-            const __mmask16 m0 = (__mmask16)keep, m1 = (__mmask16)(keep >> 16);
-            fn(k, A + i * sa, sa, sk, B + p * pstride, ldb,
-               mask_loads ? m0 : (__mmask16)0xffff,
-               mask_loads ? m1 : (__mmask16)0xffff, acc);
-            /* a negative j only with packed panels: shift the store base */
-            store(mr, acc, C + i * ldc + j, ldc, m0, m1, alpha, add,
-                  rmax ? vmx : NULL);
-        }
+        for (int64_t p = p0; p < p1; p++)
+            tile_at(mr, i, p, c0, n, k, A, sa, sk, B, pstride, ldb, mask_loads,
+                    C, ldc, alpha, 0, rmax ? vmx : NULL);
         if (rmax)
             for (int r = 0; r < mr; r++)
                 rmax[i + r] = _mm512_reduce_max_ps(vmx[r]);
-        i += mr;
     }
+#undef ROWS
 }
 
 /* 16 x 16 floats transposed: rows of src (lds apart) become columns of dst
