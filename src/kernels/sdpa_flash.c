@@ -30,9 +30,9 @@
 #include <stdio.h>
 #include <x86intrin.h>
 static unsigned long long prof[8];
-static const char *const prof_name[8] = {"load+pack", "scores", "mask",
-                                         "max", "exp+sum", "rescale",
-                                         "P V", "finish"};
+static const char *const prof_name[8] = {
+    "load+pack", "scores", "softmax (mask, max, exp, sum, rescale)", "-", "-",
+    "-", "P V", "finish"};
 #define PROF_T0() unsigned long long prof_t = __rdtsc()
 #define PROF(i)                                                                \
     do {                                                                       \
@@ -187,17 +187,14 @@ static int fwd_rows(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
             attn__flash_score_row(mask, &c->md, b, h, gi, blk->c0, nc,
                                   blk->cls, s, NULL, NULL, c->err))
             return 1;
-        PROF(2);
         float mx = have_max ? rmax[r] : vec->max(s, nc);
         float mnew = mx > M[r] ? mx : M[r];
-        PROF(3);
         if (mnew == -INFINITY) {
             /* nothing visible in this row so far: P = 0 (no -inf - -inf) */
             memset(s, 0, (size_t)nc * sizeof(float));
             continue;
         }
         float sum = vec->exp_sub_sum(s, nc, mnew);
-        PROF(4);
         if (mnew != M[r]) {
             /* the first visible block of a row has M = -inf and O = 0 */
             if (M[r] != -INFINITY) {
@@ -211,8 +208,8 @@ static int fwd_rows(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
         if (p > 0)
             attn__flash_dropout_row(c->opts->seed, p, b, h, gi, blk->c0, nc,
                                     s);
-        PROF(5);
     }
+    PROF(2);
     if (c->bf16)
         pv_bf16(c, ws, x, nr, co, nc, S, lds, O);
     else
