@@ -333,12 +333,10 @@ T_AVX512 static float exp_sub_sum_avx512(float *x, int64_t n, float m) {
         _mm512_mask_storeu_ps(x + i, k, e);
         s1 = _mm512_add_ps(s1, e);
     }
-    /* a fixed reduction order: the result depends only on the row */
-    float buf[16];
-    _mm512_storeu_ps(buf, _mm512_add_ps(s0, s1));
-    float s = 0.0f;
-    for (int l = 0; l < 16; l++) s += buf[l];
-    return s;
+    /* a fixed reduction order (a tree: four dependent adds, where a
+     * running sum over the lanes made the softmax of a row wait on 16):
+     * the result depends only on the row */
+    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
 T_AVX512 static void scale_avx512(float *x, int64_t n, float a) {
