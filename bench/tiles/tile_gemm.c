@@ -140,12 +140,16 @@ int main(int argc, char **argv) {
     printf("| product | m x n x k | impl | GFLOP/s | of peak | / openblas "
            "| max rel err |\n| --- | --- | --- | ---: | ---: | ---: | ---: "
            "|\n");
-    const shape shapes[] = {
-        {"S = Q K^T", 1, 256, 256, 64},     {"S = Q K^T", 1, 256, 256, 128},
-        {"S = Q K^T band", 1, 32, 256, 64}, {"S = Q K^T chunk", 1, 16, 256, 64},
-        {"S = Q K^T chunk", 1, 16, 256, 128}, {"O += P V", 0, 256, 64, 256},
-        {"O += P V", 0, 256, 128, 256},     {"O += P V band", 0, 32, 64, 256},
-        {"O += P V chunk", 0, 16, 64, 256}, {"O += P V chunk", 0, 16, 128, 256}};
+    const shape shapes[] = {{"S = Q K^T", 1, 256, 256, 64},
+                            {"S = Q K^T", 1, 256, 256, 128},
+                            {"S = Q K^T band", 1, 32, 256, 64},
+                            {"S = Q K^T chunk", 1, 16, 256, 64},
+                            {"S = Q K^T chunk", 1, 16, 256, 128},
+                            {"O += P V", 0, 256, 64, 256},
+                            {"O += P V", 0, 256, 128, 256},
+                            {"O += P V band", 0, 32, 64, 256},
+                            {"O += P V chunk", 0, 16, 64, 256},
+                            {"O += P V chunk", 0, 16, 128, 256}};
     int bad = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const shape *s = &shapes[si];

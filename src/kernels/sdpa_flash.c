@@ -31,8 +31,9 @@
 #include <x86intrin.h>
 static unsigned long long prof[8];
 static const char *const prof_name[8] = {
-    "load+pack", "scores", "softmax (mask, max, exp, sum, rescale)", "-", "-",
-    "-", "P V", "finish"};
+    "load+pack", "scores", "softmax (mask, max, exp, sum, rescale)",
+    "-",         "-",      "-",
+    "P V",       "finish"};
 #define PROF_T0() unsigned long long prof_t = __rdtsc()
 #define PROF(i)                                                                \
     do {                                                                       \
@@ -173,9 +174,9 @@ static int fwd_rows(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
         attn__bf16_nt(nr, co, nc, d->Dk, (float)d->scale,
                       x->qb + ro * c->w.ldqb, c->w.ldqb, x->kpb, S, lds);
     else if (!need_mask && nr <= FUSED_ROWS)
-        have_max = attn__tile_nt_max(nr, co, nc, (float)d->scale,
-                                     x->q + ro * x->ldq, x->ldq, x->k, S, lds,
-                                     rmax);
+        have_max =
+            attn__tile_nt_max(nr, co, nc, (float)d->scale, x->q + ro * x->ldq,
+                              x->ldq, x->k, S, lds, rmax);
     if (!c->bf16 && !have_max)
         attn__tile_nt(nr, co, nc, (float)d->scale, x->q + ro * x->ldq, x->ldq,
                       x->k, S, lds);
@@ -184,8 +185,8 @@ static int fwd_rows(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
         float *s = S + r * lds;
         const int64_t gi = blk->r0 + ra + r;
         if (need_mask &&
-            attn__flash_score_row(mask, &c->md, b, h, gi, blk->c0, nc,
-                                  blk->cls, s, NULL, NULL, c->err))
+            attn__flash_score_row(mask, &c->md, b, h, gi, blk->c0, nc, blk->cls,
+                                  s, NULL, NULL, c->err))
             return 1;
         float mx = have_max ? rmax[r] : vec->max(s, nc);
         float mnew = mx > M[r] ? mx : M[r];
@@ -206,8 +207,7 @@ static int fwd_rows(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
         }
         L[r] += sum;
         if (p > 0)
-            attn__flash_dropout_row(c->opts->seed, p, b, h, gi, blk->c0, nc,
-                                    s);
+            attn__flash_dropout_row(c->opts->seed, p, b, h, gi, blk->c0, nc, s);
     }
     PROF(2);
     if (c->bf16)

@@ -38,8 +38,8 @@ size_t attn__tile_nt_pack_floats(int64_t n, int64_t k) {
  * Written out per MR with named accumulators: arrays of __m512 end up in
  * memory. */
 T512 INL static void micro_8(int64_t k, const float *A, int64_t sa, int64_t sk,
-                         const float *B, int64_t ldb, __mmask16 lm0,
-                         __mmask16 lm1, __m512 *out) {
+                             const float *B, int64_t ldb, __mmask16 lm0,
+                             __mmask16 lm1, __m512 *out) {
     __m512 c00 = _mm512_setzero_ps(), c01 = c00;
     __m512 c10 = _mm512_setzero_ps(), c11 = c10;
     __m512 c20 = _mm512_setzero_ps(), c21 = c20;
@@ -194,8 +194,8 @@ typedef void (*micro_fn)(int64_t, const float *, int64_t, int64_t,
  * rounding: an FMA). With vmx (C = alpha acc only), vmx[r] keeps the
  * lane-wise max of the stored values of row r. */
 T512 INL static void store(int mr, const __m512 *acc, float *C, int64_t ldc,
-                       __mmask16 m0, __mmask16 m1, float alpha, int add,
-                       __m512 *vmx) {
+                           __mmask16 m0, __mmask16 m1, float alpha, int add,
+                           __m512 *vmx) {
     const __m512 al = _mm512_set1_ps(alpha);
     for (int r = 0; r < mr; r++) {
         float *c = C + r * ldc;
@@ -272,8 +272,8 @@ T512 static void drive(int64_t m, int64_t c0, int64_t n, int64_t k,
     if (add) {
         for (int64_t p = p0; p < p1; p++)
             for (int64_t i = 0; i < m; i += ROWS(m - i))
-                tile_at(ROWS(m - i), i, p, c0, n, k, A, sa, sk, B, pstride,
-                        ldb, mask_loads, C, ldc, alpha, 1, NULL);
+                tile_at(ROWS(m - i), i, p, c0, n, k, A, sa, sk, B, pstride, ldb,
+                        mask_loads, C, ldc, alpha, 1, NULL);
         return;
     }
     for (int64_t i = 0; i < m; i += ROWS(m - i)) {
@@ -358,8 +358,7 @@ int attn__tile_nt_avx512(int64_t m, int64_t n, int64_t k, float alpha,
 static void nt_packed(int64_t m, int64_t c0, int64_t nc, int64_t k, float alpha,
                       const float *A, int64_t lda, const float *pack, float *C,
                       int64_t ldc, float *rmax) {
-    drive(m, c0, nc, k, A, lda, 1, pack, NR * k, NR, 0, C, ldc, alpha, 0,
-          rmax);
+    drive(m, c0, nc, k, A, lda, 1, pack, NR * k, NR, 0, C, ldc, alpha, 0, rmax);
 }
 
 static void pack_b(int64_t n, int64_t k, const float *B, int64_t ldb,
