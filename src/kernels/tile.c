@@ -239,10 +239,10 @@ T512 INL static void tile_at(int mr, int64_t i, int64_t p, int64_t c0,
     float *Ci = C + i * ldc + j;
     const float *Ai = A + i * sa, *Bp = B + p * pstride;
     if (mr == 8) {
-        /* inlined with a constant row count: the accumulators stay in
-         * registers through the store; whole panels with constant masks,
-         * which become plain loads (a masked load costs a second
-         * micro-op on the FMA ports: 15% of the kernel's speed) */
+        /* inlined with a constant row count and its store (no call per
+         * panel); whole panels with constant masks, which become plain
+         * loads (a masked load costs a second micro-op on the FMA ports:
+         * 15% of the kernel's speed) */
         if (l0 == 0xffff && l1 == 0xffff)
             micro_8(k, Ai, sa, sk, Bp, ldb, 0xffff, 0xffff, acc);
         else
