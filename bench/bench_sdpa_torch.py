@@ -4,9 +4,10 @@ side in one process (PyTorch is not a dependency of attn):
 
   python3 -m venv /tmp/tv && /tmp/tv/bin/pip install torch numpy
   ATTN_LIBRARY=build/libattn.so /tmp/tv/bin/python bench/bench_sdpa_torch.py \\
-      [--threads 2] [--reps 3] [--lengths 1024,4096] [--dims 64,128]
+      [--threads 2] [--reps 3] [--lengths 1024,4096] [--dims 64,128] \\
+      [--dtypes f32,bf16] [--attn-cli build/attn] [--heads 8]
 
-For B = 1, H = 8 and each L, D, full and causal: four implementations on the
+For B = 1, H = 8 (--heads) and each L, D, full and causal: four implementations on the
 same inputs, attn f32 (impl "flash"), attn bf16 (bf16 inputs, impl
 "flash_bf16": bf16 tile products where the CPU has AVX512_BF16), PyTorch f32
 and PyTorch bf16. Every output is first checked against a float64 softmax
@@ -14,10 +15,15 @@ of 64 query rows (the first and last 32; bf16 ones against the float64
 result on the same bf16-rounded inputs); then the four are timed in turn,
 interleaved, best of --reps. GFLOP/s = 4 B H L^2 D / time, halved for
 causal. Prints the ratios attn / PyTorch in each precision and attn bf16 /
-attn f32.
+attn f32. --dtypes f32 runs the two f32 implementations only. With
+--attn-cli (the attn command) the run first measures the f32 FMA peak of
+the threads (`attn bench` prints it) and adds each f32 figure's fraction
+of it.
 """
 import argparse
 import os
+import re
+import subprocess
 import sys
 import time
 
@@ -60,24 +66,45 @@ def timed(fn, runs):
     runs.append(time.perf_counter() - t0)
 
 
+def fma_peak(cli, threads):
+    """The f32 FMA peak of `threads` cores as `attn bench` measures it."""
+    out = subprocess.run(
+        [cli, "bench", "--threads", str(threads), "--cases", "256:64",
+         "--ref-max", "0", "--backward-max", "0"],
+        capture_output=True, text=True, check=True).stdout
+    m = re.search(r"f32 FMA peak of \d+ cores?: ([0-9.]+) GFLOP/s", out)
+    return float(m.group(1)) if m else 0.0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--lengths", default="1024,4096")
     ap.add_argument("--dims", default="64,128")
+    ap.add_argument("--dtypes", default="f32,bf16")
+    ap.add_argument("--attn-cli", default="")
+    ap.add_argument("--heads", type=int, default=8)
     a = ap.parse_args()
+    dtypes = a.dtypes.split(",")
+    if not dtypes or any(d not in ("f32", "bf16") for d in dtypes):
+        ap.error("--dtypes takes f32, bf16 or both")
     torch.set_num_threads(a.threads)
-    B, H = 1, 8
+    peak = fma_peak(a.attn_cli, a.threads) if a.attn_cli else 0.0
+    B, H = 1, a.heads
     print("attn %s vs PyTorch %s SDPA, B=%d H=%d, %d threads, best of %d "
           "interleaved (ATTN_ISA=%s; `attn version` names the path)" % (
               attn.version(), torch.__version__, B, H, a.threads, a.reps,
               os.environ.get("ATTN_ISA", "unset")))
+    if a.attn_cli:
+        print("f32 FMA peak of %d threads (attn bench, this run): %.1f GFLOP/s"
+              % (a.threads, peak))
     print("| L | D | mask | attn f32 | torch f32 | attn bf16 | torch bf16 | "
-          "attn/torch f32 | attn/torch bf16 | attn bf16/f32 | max err "
+          "attn/torch f32 | attn/torch bf16 | attn bf16/f32 | attn f32 of "
+          "peak | torch f32 of peak | max err "
           "(attn f32, torch f32, attn bf16, torch bf16) |")
     print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | "
-          "---: | --- |")
+          "---: | ---: | ---: | --- |")
     rng = np.random.default_rng(7)
     bad = 0
     for L in (int(x) for x in a.lengths.split(",")):
@@ -102,6 +129,8 @@ def main():
                     "torch bf16": lambda: F.scaled_dot_product_attention(
                         tqb, tkb, tvb, is_causal=causal),
                 }
+                impls = {n: f for n, f in impls.items()
+                         if n.split()[1] in dtypes}
                 ref32 = reference_rows(q, k, v, causal, rows)
                 ref16 = reference_rows(*(bf16_bits_to_f32(x)
                                          for x in (qb, kb, vb)), causal, rows)
@@ -125,15 +154,21 @@ def main():
                         timed(fn, runs[name])
                 fl = 4.0 * B * H * L * L * D * (0.5 if causal else 1.0)
                 g = {n: fl / min(t) * 1e-9 for n, t in runs.items()}
+                nan = float("nan")
+                for n in ("attn f32", "torch f32", "attn bf16", "torch bf16"):
+                    g.setdefault(n, nan)
+                    errs.setdefault(n, nan)
                 print("| %d | %d | %s | %.1f | %.1f | %.1f | %.1f | %.2fx | "
-                      "%.2fx | %.2fx | %.1e, %.1e, %.1e, %.1e |" % (
-                          L, D, "causal" if causal else "full",
-                          g["attn f32"], g["torch f32"], g["attn bf16"],
-                          g["torch bf16"], g["attn f32"] / g["torch f32"],
-                          g["attn bf16"] / g["torch bf16"],
-                          g["attn bf16"] / g["attn f32"], errs["attn f32"],
-                          errs["torch f32"], errs["attn bf16"],
-                          errs["torch bf16"]), flush=True)
+                      "%.2fx | %.2fx | %.2f | %.2f | %.1e, %.1e, %.1e, %.1e |"
+                      % (L, D, "causal" if causal else "full",
+                         g["attn f32"], g["torch f32"], g["attn bf16"],
+                         g["torch bf16"], g["attn f32"] / g["torch f32"],
+                         g["attn bf16"] / g["torch bf16"],
+                         g["attn bf16"] / g["attn f32"],
+                         g["attn f32"] / peak if peak else nan,
+                         g["torch f32"] / peak if peak else nan,
+                         errs["attn f32"], errs["torch f32"],
+                         errs["attn bf16"], errs["torch bf16"]), flush=True)
     return bad
 
 

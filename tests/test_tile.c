@@ -68,6 +68,28 @@ static void case_nt(int64_t m, int64_t n, int64_t k, int64_t c0, int64_t nc,
               "the whole product",
               path, (long long)m, (long long)n, (long long)k, (long long)c0,
               (long long)nc);
+    /* the same window with the row maxima: the same bits, and each row's
+     * largest value (where the micro-kernels run; elsewhere it declines) */
+    float *X = malloc(sizeof(float) * (size_t)(m * nc + 1));
+    float *mx = malloc(sizeof(float) * (size_t)m);
+    const int got = attn__tile_nt_max(m, c0, nc, 0.5f, A, lda, &t, X, nc, mx);
+    CHECK_MSG(got == (attn__isa_get() >= ATTN__ISA_AVX512), "%s nt_max: ran %d",
+              path, got);
+    int max_ok = 1;
+    for (int64_t i = 0; got && i < m; i++) {
+        float want = -INFINITY;
+        for (int64_t j = 0; j < nc; j++)
+            if (Cm[i * ldc + j] > want) want = Cm[i * ldc + j];
+        max_ok &=
+            !memcmp(X + i * nc, Cm + i * ldc, sizeof(float) * (size_t)nc) &&
+            mx[i] == want;
+    }
+    CHECK_MSG(max_ok,
+              "%s nt_max %lldx%lldx%lld [%lld+%lld]: wrong values or maxima",
+              path, (long long)m, (long long)n, (long long)k, (long long)c0,
+              (long long)nc);
+    free(X);
+    free(mx);
     free(A);
     free(B);
     free(C);

@@ -3,8 +3,14 @@
  * timed interleaved (best of REPS single calls) and printed as GFLOP/s, as a
  * fraction of this core's FMA peak (measured here) and against OpenBLAS:
  *
- *   scores  S = Q K^T   m x n x k = 256 x 256 x D, and bands of 32 rows
- *   output  O += P V    m x n x k = 256 x D x 256
+ *   scores  S = Q K^T   m x n x k = 256 x 256 x D, bands of 32 rows and
+ *                       the forward's chunks of 16 rows
+ *   output  O += P V    m x n x k = 256 x D x 256, 32 and 16 rows
+ *
+ * Every implementation runs on one thread (oneDNN's sgemm would otherwise
+ * take all of OpenMP's). attn's products of 32 and 16 rows use a key tile
+ * packed beforehand, as the flash kernels pack a key tile once for all its
+ * rows; on the 256-row shapes they pack it in the call, as the libraries do.
  *
  * Implementations: OpenBLAS cblas_sgemm (single thread), oneDNN's
  * dnnl_sgemm (its own runtime ISA dispatch), LIBXSMM's JIT kernels
@@ -22,6 +28,7 @@
 #include <immintrin.h>
 #include <libxsmm.h>
 #include <math.h>
+#include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +76,7 @@ __attribute__((target("avx512f"))) static double fma_peak(void) {
 typedef struct {
     libxsmm_smmfunction xk;
     float *pack;
+    attn__tile_bt bt; /* B packed once (the 32- and 16-row shapes) */
     /* bf16 copies: A (rows padded to even), B packed once (as the flash
      * kernel packs a key tile once for all its blocks) */
     uint16_t *ab, *bp;
@@ -103,6 +111,10 @@ static int run(int impl, const shape *s, const float *A, const float *B,
                               st->ldab, st->bp, C, ldc, alpha);
         return 1;
     default:
+        if (s->nt && s->m <= 32 && st->bt.packed) {
+            attn__tile_nt(s->m, 0, s->n, alpha, A, lda, &st->bt, C, ldc);
+            return 1;
+        }
         if (s->nt)
             return attn__tile_nt_avx512(s->m, s->n, s->k, alpha, A, lda, B, ldb,
                                         C, ldc, st->pack);
@@ -118,6 +130,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     openblas_set_num_threads(1);
+    omp_set_num_threads(1);
     dnnl_set_max_cpu_isa(dnnl_cpu_isa_all);
     libxsmm_init();
     const double peak = attn__isa_cpu() >= ATTN__ISA_AVX512 ? fma_peak() : 0.0;
@@ -127,10 +140,16 @@ int main(int argc, char **argv) {
     printf("| product | m x n x k | impl | GFLOP/s | of peak | / openblas "
            "| max rel err |\n| --- | --- | --- | ---: | ---: | ---: | ---: "
            "|\n");
-    const shape shapes[] = {
-        {"S = Q K^T", 1, 256, 256, 64},     {"S = Q K^T", 1, 256, 256, 128},
-        {"S = Q K^T band", 1, 32, 256, 64}, {"O += P V", 0, 256, 64, 256},
-        {"O += P V", 0, 256, 128, 256},     {"O += P V band", 0, 32, 64, 256}};
+    const shape shapes[] = {{"S = Q K^T", 1, 256, 256, 64},
+                            {"S = Q K^T", 1, 256, 256, 128},
+                            {"S = Q K^T band", 1, 32, 256, 64},
+                            {"S = Q K^T chunk", 1, 16, 256, 64},
+                            {"S = Q K^T chunk", 1, 16, 256, 128},
+                            {"O += P V", 0, 256, 64, 256},
+                            {"O += P V", 0, 256, 128, 256},
+                            {"O += P V band", 0, 32, 64, 256},
+                            {"O += P V chunk", 0, 16, 64, 256},
+                            {"O += P V chunk", 0, 16, 128, 256}};
     int bad = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const shape *s = &shapes[si];
@@ -154,6 +173,8 @@ int main(int argc, char **argv) {
             else
                 C0[i - na - nb] = v;
         }
+        memset(&st.bt, 0, sizeof st.bt);
+        if (s->nt) attn__tile_bt_prepare(&st.bt, s->n, s->k, B, s->k, st.pack);
         st.bf16 = attn__isa_cpu() >= ATTN__ISA_AVX512_BF16;
         st.ldab = (s->k + 1) & ~1;
         st.ab = calloc((size_t)s->m * st.ldab, 2);

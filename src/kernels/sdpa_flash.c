@@ -24,6 +24,44 @@
 #include <omp.h>
 #include <string.h>
 
+#ifdef ATTN_FLASH_PROFILE
+/* Build with -DATTN_FLASH_PROFILE to time the phases of the forward (cycles
+ * of a 1-thread call, printed to stderr after it). */
+#include <stdio.h>
+#include <x86intrin.h>
+static unsigned long long prof[8];
+static const char *const prof_name[8] = {
+    "load+pack", "scores", "softmax (mask, max, exp, sum, rescale)",
+    "-",         "-",      "-",
+    "P V",       "finish"};
+#define PROF_T0() unsigned long long prof_t = __rdtsc()
+#define PROF(i)                                                                \
+    do {                                                                       \
+        unsigned long long prof_n = __rdtsc();                                 \
+        prof[i] += prof_n - prof_t;                                            \
+        prof_t = prof_n;                                                       \
+    } while (0)
+static void prof_print(void) {
+    /* each phase's least time over the calls so far (a shared machine's
+     * preemptions fall on some calls) */
+    static unsigned long long best[8];
+    unsigned long long tot = 0;
+    for (int i = 0; i < 8; i++) {
+        if (!best[i] || prof[i] < best[i]) best[i] = prof[i];
+        prof[i] = 0;
+        tot += best[i];
+    }
+    for (int i = 0; i < 8; i++)
+        fprintf(stderr, "%s %.1f%%  ", prof_name[i],
+                tot ? 100.0 * (double)best[i] / (double)tot : 0.0);
+    fprintf(stderr, "(%.2f Mcycles)\n", 1e-6 * (double)tot);
+}
+#else
+#define PROF_T0() (void)0
+#define PROF(i) (void)0
+static void prof_print(void) {}
+#endif
+
 /* Floats of one thread's workspace, each part rounded up to 64 bytes. */
 typedef struct {
     size_t s, o, m, l, q, k, v, kp, blk, total;
@@ -106,35 +144,51 @@ static void pv_bf16(const fwd_ctx *c, float *ws, const operands *x, int64_t nr,
                       1.0f);
 }
 
-/* One block of a tile: S = scale Q K^T over rows r0.. (of the query tile
- * that starts at i0) and keys c0.., the online softmax on its rows, and
- * O += P V. K and V are the key tile's rows starting at key j0. Rows and
- * keys (i0, j0 and the block's) are positions in the mask's frame. */
-static int fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
-                     int64_t i0, const attn__flash_block *blk, int64_t j0,
-                     const operands *x) {
+/* Rows of a block taken at once by the micro-kernels: their scores stay in
+ * L1 (16 x 256 floats) from the product through the softmax to P V. */
+#define FUSED_ROWS 16
+
+/* Rows ra .. ra+rn-1 of a block of a tile: S = scale Q K^T over those rows
+ * (of the query tile that starts at i0) and the block's keys c0.., the
+ * online softmax on them, and O += P V. K and V are the key tile's rows
+ * starting at key j0. Rows and keys (i0, j0 and the block's) are positions
+ * in the mask's frame. */
+static int fwd_rows(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
+                    int64_t i0, const attn__flash_block *blk, int64_t j0,
+                    const operands *x, int64_t ra, int64_t rn) {
     const attn__sdpa_dims *d = c->d;
     const attn_mask *mask = &c->opts->mask;
     const attn__vec_ops *vec = c->vec;
-    const int64_t Dv = d->Dv, lds = c->bk, nr = blk->nr, nc = blk->nc;
-    const int64_t ro = blk->r0 - i0, co = blk->c0 - j0;
+    const int64_t Dv = d->Dv, lds = c->bk, nr = rn, nc = blk->nc;
+    const int64_t ro = blk->r0 + ra - i0, co = blk->c0 - j0;
     const double p = c->opts->dropout_p;
     float *S = ws + c->w.s, *O = ws + c->w.o + ro * Dv;
     float *M = ws + c->w.m + ro, *L = ws + c->w.l + ro;
+    const int need_mask = attn__flash_row_needed(mask, blk->cls);
+    /* the row maxima from the micro-kernels' registers, when nothing
+     * changes the scores after the product */
+    float rmax[FUSED_ROWS];
+    int have_max = 0;
+    PROF_T0();
     if (c->bf16)
         attn__bf16_nt(nr, co, nc, d->Dk, (float)d->scale,
                       x->qb + ro * c->w.ldqb, c->w.ldqb, x->kpb, S, lds);
-    else
+    else if (!need_mask && nr <= FUSED_ROWS)
+        have_max =
+            attn__tile_nt_max(nr, co, nc, (float)d->scale, x->q + ro * x->ldq,
+                              x->ldq, x->k, S, lds, rmax);
+    if (!c->bf16 && !have_max)
         attn__tile_nt(nr, co, nc, (float)d->scale, x->q + ro * x->ldq, x->ldq,
                       x->k, S, lds);
-    const int need_mask = attn__flash_row_needed(mask, blk->cls);
+    PROF(1);
     for (int64_t r = 0; r < nr; r++) {
         float *s = S + r * lds;
+        const int64_t gi = blk->r0 + ra + r;
         if (need_mask &&
-            attn__flash_score_row(mask, &c->md, b, h, blk->r0 + r, blk->c0, nc,
-                                  blk->cls, s, NULL, NULL, c->err))
+            attn__flash_score_row(mask, &c->md, b, h, gi, blk->c0, nc, blk->cls,
+                                  s, NULL, NULL, c->err))
             return 1;
-        float mx = vec->max(s, nc);
+        float mx = have_max ? rmax[r] : vec->max(s, nc);
         float mnew = mx > M[r] ? mx : M[r];
         if (mnew == -INFINITY) {
             /* nothing visible in this row so far: P = 0 (no -inf - -inf) */
@@ -153,14 +207,30 @@ static int fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
         }
         L[r] += sum;
         if (p > 0)
-            attn__flash_dropout_row(c->opts->seed, p, b, h, blk->r0 + r,
-                                    blk->c0, nc, s);
+            attn__flash_dropout_row(c->opts->seed, p, b, h, gi, blk->c0, nc, s);
     }
+    PROF(2);
     if (c->bf16)
         pv_bf16(c, ws, x, nr, co, nc, S, lds, O);
     else
         attn__tile_nn_acc(nr, Dv, nc, 1.0f, S, lds, x->v + co * x->ldv, x->ldv,
                           O, Dv);
+    PROF(6);
+    return 0;
+}
+
+/* One block of a tile. The micro-kernels' bits do not depend on how rows
+ * are cut (tile.h), so they take the block in chunks of FUSED_ROWS rows;
+ * BLAS and the bf16 products take it whole, as the weight pass does. */
+static int fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
+                     int64_t i0, const attn__flash_block *blk, int64_t j0,
+                     const operands *x) {
+    if (c->bf16 || !x->k->packed)
+        return fwd_rows(c, ws, b, h, i0, blk, j0, x, 0, blk->nr);
+    for (int64_t ra = 0; ra < blk->nr; ra += FUSED_ROWS)
+        if (fwd_rows(c, ws, b, h, i0, blk, j0, x, ra,
+                     blk->nr - ra < FUSED_ROWS ? blk->nr - ra : FUSED_ROWS))
+            return 1;
     return 0;
 }
 
@@ -196,6 +266,7 @@ static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
         int64_t nb = attn__flash_split_tile(mask, &c->md, b, h, gi, ni, gj, nj,
                                             cls, blocks);
         if (nb == 0) continue;
+        PROF_T0();
         operands x;
         attn__tile_bt kt;
         memset(&x, 0, sizeof x);
@@ -227,11 +298,13 @@ static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
             x.ldq = ldq;
             x.k = &kt;
         }
+        PROF(0);
         for (int64_t xb = 0; xb < nb; xb++)
             if (fwd_block(c, ws, b, h, gi, &blocks[xb], gj, &x))
                 return; /* a user function failed: the call reports it */
     }
     /* O / l and lse; a row with no visible key stays 0 with lse = -inf */
+    PROF_T0();
     attn_tensor *out = c->out;
     float *od = out->data;
     const float sink = attn__flash_sink(mask, h);
@@ -260,6 +333,7 @@ static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
             c->lrow[row] = L[r];
         }
     }
+    PROF(7);
 }
 
 attn_status attn__sdpa_flash_forward(const attn_tensor *q, const attn_tensor *k,
@@ -335,5 +409,6 @@ attn_status attn__flash_forward_at(const attn_tensor *q, const attn_tensor *k,
     }
     attn__blas_single_end(saved);
     attn__free(ws);
+    prof_print();
     return attn__ufn_status(&err);
 }

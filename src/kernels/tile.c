@@ -13,6 +13,7 @@
 #include "cpu.h"
 
 #include <cblas.h>
+#include <math.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -36,9 +37,9 @@ size_t attn__tile_nt_pack_floats(int64_t n, int64_t k) {
  * A^T). B rows are ldb apart; lm0/lm1 mask the loads of the two halves.
  * Written out per MR with named accumulators: arrays of __m512 end up in
  * memory. */
-T512 static void micro_8(int64_t k, const float *A, int64_t sa, int64_t sk,
-                         const float *B, int64_t ldb, __mmask16 lm0,
-                         __mmask16 lm1, __m512 *out) {
+T512 INL static void micro_8(int64_t k, const float *A, int64_t sa, int64_t sk,
+                             const float *B, int64_t ldb, __mmask16 lm0,
+                             __mmask16 lm1, __m512 *out) {
     __m512 c00 = _mm512_setzero_ps(), c01 = c00;
     __m512 c10 = _mm512_setzero_ps(), c11 = c10;
     __m512 c20 = _mm512_setzero_ps(), c21 = c20;
@@ -190,9 +191,11 @@ typedef void (*micro_fn)(int64_t, const float *, int64_t, int64_t,
                          __m512 *);
 
 /* Stores rows of the accumulators: C = alpha acc, or C += alpha acc (one
- * rounding: an FMA). */
-T512 static void store(int mr, const __m512 *acc, float *C, int64_t ldc,
-                       __mmask16 m0, __mmask16 m1, float alpha, int add) {
+ * rounding: an FMA). With vmx (C = alpha acc only), vmx[r] keeps the
+ * lane-wise max of the stored values of row r. */
+T512 INL static void store(int mr, const __m512 *acc, float *C, int64_t ldc,
+                           __mmask16 m0, __mmask16 m1, float alpha, int add,
+                           __m512 *vmx) {
     const __m512 al = _mm512_set1_ps(alpha);
     for (int r = 0; r < mr; r++) {
         float *c = C + r * ldc;
@@ -205,54 +208,136 @@ T512 static void store(int mr, const __m512 *acc, float *C, int64_t ldc,
                 _mm512_fmadd_ps(al, acc[2 * r + 1],
                                 _mm512_maskz_loadu_ps(m1, c + 16)));
         } else {
-            _mm512_mask_storeu_ps(c, m0, _mm512_mul_ps(al, acc[2 * r]));
-            _mm512_mask_storeu_ps(c + 16, m1,
-                                  _mm512_mul_ps(al, acc[2 * r + 1]));
+            const __m512 v0 = _mm512_mul_ps(al, acc[2 * r]);
+            const __m512 v1 = _mm512_mul_ps(al, acc[2 * r + 1]);
+            _mm512_mask_storeu_ps(c, m0, v0);
+            _mm512_mask_storeu_ps(c + 16, m1, v1);
+            if (vmx) {
+                vmx[r] = _mm512_mask_max_ps(vmx[r], m0, vmx[r], v0);
+                vmx[r] = _mm512_mask_max_ps(vmx[r], m1, vmx[r], v1);
+            }
         }
     }
+}
+
+/* The micro-kernel of mr rows at row i and panel p, then its store. */
+T512 INL static void tile_at(int mr, int64_t i, int64_t p, int64_t c0,
+                             int64_t n, int64_t k, const float *A, int64_t sa,
+                             int64_t sk, const float *B, int64_t pstride,
+                             int64_t ldb, int mask_loads, float *C, int64_t ldc,
+                             float alpha, int add, __m512 *vmx) {
+    __m512 acc[16];
+    /* the panel's columns j .. j+31 relative to c0; keep [0, n) */
+    const int64_t j = p * NR - c0;
+    __mmask32 keep = 0xffffffffu;
+    if (j < 0) keep &= 0xffffffffu << (-j);
+    if (j + NR > n) keep &= 0xffffffffu >> (j + NR - n);
+    const __mmask16 m0 = (__mmask16)keep, m1 = (__mmask16)(keep >> 16);
+    const __mmask16 l0 = mask_loads ? m0 : (__mmask16)0xffff;
+    const __mmask16 l1 = mask_loads ? m1 : (__mmask16)0xffff;
+    /* a negative j only with packed panels: shift the store base */
+    float *Ci = C + i * ldc + j;
+    const float *Ai = A + i * sa, *Bp = B + p * pstride;
+    if (mr == 8) {
+        /* inlined with a constant row count and its store (no call per
+         * panel); whole panels with constant masks, which become plain
+         * loads (a masked load costs a second micro-op on the FMA ports:
+         * 15% of the kernel's speed) */
+        if (l0 == 0xffff && l1 == 0xffff)
+            micro_8(k, Ai, sa, sk, Bp, ldb, 0xffff, 0xffff, acc);
+        else
+            micro_8(k, Ai, sa, sk, Bp, ldb, l0, l1, acc);
+        store(8, acc, Ci, ldc, m0, m1, alpha, add, vmx);
+        return;
+    }
+    const micro_fn fn = mr == 4 ? micro_4 : mr == 2 ? micro_2 : micro_1;
+    fn(k, Ai, sa, sk, Bp, ldb, l0, l1, acc);
+    store(mr, acc, Ci, ldc, m0, m1, alpha, add, vmx);
 }
 
 /* C rows [0, m) x columns [c0, c0 + n) of B, stored at C[.][0 .. n):
  * panel p of B (its columns 32p ..) starts at B + p * pstride with rows
  * ldb apart. With mask_loads (B read in place, c0 = 0) the loads stop at
- * column n; packed panels are padded, so only the stores are masked. */
+ * column n; packed panels are padded, so only the stores are masked.
+ * C = alpha A B^T (add = 0) takes rows outer, so that rmax gathers each
+ * row's maximum across the panels; C += alpha A B takes panels outer, so
+ * that a panel of B read in place stays in L1 across the rows. */
 T512 static void drive(int64_t m, int64_t c0, int64_t n, int64_t k,
                        const float *A, int64_t sa, int64_t sk, const float *B,
                        int64_t pstride, int64_t ldb, int mask_loads, float *C,
-                       int64_t ldc, float alpha, int add) {
-    __m512 acc[16];
+                       int64_t ldc, float alpha, int add, float *rmax) {
+    __m512 vmx[8];
     const int64_t p0 = c0 / NR, p1 = (c0 + n + NR - 1) / NR;
-    for (int64_t i = 0; i < m;) {
-        const int64_t left = m - i;
-        const int mr = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
-        const micro_fn fn = mr == 8   ? micro_8
-                            : mr == 4 ? micro_4
-                            : mr == 2 ? micro_2
-                                      : micro_1;
-        for (int64_t p = p0; p < p1; p++) {
-            /* the panel's columns j .. j+31 relative to c0; keep [0, n) */
-            const int64_t j = p * NR - c0;
-            __mmask32 keep = 0xffffffffu;
-            if (j < 0) keep &= 0xffffffffu << (-j);
-            if (j + NR > n) keep &= 0xffffffffu >> (j + NR - n);
-            const __mmask16 m0 = (__mmask16)keep, m1 = (__mmask16)(keep >> 16);
-            fn(k, A + i * sa, sa, sk, B + p * pstride, ldb,
-               mask_loads ? m0 : (__mmask16)0xffff,
-               mask_loads ? m1 : (__mmask16)0xffff, acc);
-            /* a negative j only with packed panels: shift the store base */
-            store(mr, acc, C + i * ldc + j, ldc, m0, m1, alpha, add);
-        }
-        i += mr;
+#define ROWS(left) ((left) >= 8 ? 8 : (left) >= 4 ? 4 : (left) >= 2 ? 2 : 1)
+    if (add) {
+        for (int64_t p = p0; p < p1; p++)
+            for (int64_t i = 0; i < m; i += ROWS(m - i))
+                tile_at(ROWS(m - i), i, p, c0, n, k, A, sa, sk, B, pstride, ldb,
+                        mask_loads, C, ldc, alpha, 1, NULL);
+        return;
     }
+    for (int64_t i = 0; i < m; i += ROWS(m - i)) {
+        const int mr = ROWS(m - i);
+        for (int r = 0; r < mr; r++) vmx[r] = _mm512_set1_ps(-INFINITY);
+        for (int64_t p = p0; p < p1; p++)
+            tile_at(mr, i, p, c0, n, k, A, sa, sk, B, pstride, ldb, mask_loads,
+                    C, ldc, alpha, 0, rmax ? vmx : NULL);
+        if (rmax)
+            for (int r = 0; r < mr; r++)
+                rmax[i + r] = _mm512_reduce_max_ps(vmx[r]);
+    }
+#undef ROWS
 }
 
-/* B [n x k] (ldb) into panels [k][32], zeros past n. */
+/* 16 x 16 floats transposed: rows of src (lds apart) become columns of dst
+ * (rows ldd apart), by the usual three rounds of lane shuffles. */
+T512 static void transpose16(const float *src, int64_t lds, float *dst,
+                             int64_t ldd) {
+    __m512 r[16], t[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + i * lds);
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]),
+                                                   _mm512_castps_pd(t[i + 2])));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(
+            _mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(
+            _mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(
+            _mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    }
+    /* r[4q + e] holds, in each 128-bit lane g, element e of rows 4g' ..:
+     * gather lane g of the four groups q into one row */
+    for (int e = 0; e < 4; e++) {
+        const __m512 a = _mm512_shuffle_f32x4(r[e], r[4 + e], 0x88);
+        const __m512 b = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0x88);
+        const __m512 c = _mm512_shuffle_f32x4(r[e], r[4 + e], 0xdd);
+        const __m512 d = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0xdd);
+        t[e] = _mm512_shuffle_f32x4(a, b, 0x88);
+        t[8 + e] = _mm512_shuffle_f32x4(a, b, 0xdd);
+        t[4 + e] = _mm512_shuffle_f32x4(c, d, 0x88);
+        t[12 + e] = _mm512_shuffle_f32x4(c, d, 0xdd);
+    }
+    for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + i * ldd, t[i]);
+}
+
+/* B [n x k] (ldb) into panels [k][32], zeros past n: whole 16 x 16 blocks
+ * by transposes, the edges one value at a time. */
 T512 static void pack_nt(int64_t n, int64_t k, const float *B, int64_t ldb,
                          float *pack) {
     for (int64_t j = 0; j < n; j += NR) {
         float *p = pack + (j / NR) * NR * k;
         const int64_t w = n - j < NR ? n - j : NR;
-        for (int64_t x = 0; x < k; x++) {
+        int64_t x = 0;
+        if (w == NR)
+            for (; x + 16 <= k; x += 16) {
+                transpose16(B + j * ldb + x, ldb, p + x * NR, NR);
+                transpose16(B + (j + 16) * ldb + x, ldb, p + x * NR + 16, NR);
+            }
+        for (; x < k; x++) {
             float *row = p + x * NR;
             for (int64_t c = 0; c < w; c++) row[c] = B[(j + c) * ldb + x];
             for (int64_t c = w; c < NR; c++) row[c] = 0.0f;
@@ -266,14 +351,14 @@ int attn__tile_nt_avx512(int64_t m, int64_t n, int64_t k, float alpha,
     if (attn__isa_cpu() < ATTN__ISA_AVX512) return 0;
     if (m <= 0 || n <= 0) return 1;
     pack_nt(n, k, B, ldb, pack);
-    drive(m, 0, n, k, A, lda, 1, pack, NR * k, NR, 0, C, ldc, alpha, 0);
+    drive(m, 0, n, k, A, lda, 1, pack, NR * k, NR, 0, C, ldc, alpha, 0, NULL);
     return 1;
 }
 
 static void nt_packed(int64_t m, int64_t c0, int64_t nc, int64_t k, float alpha,
                       const float *A, int64_t lda, const float *pack, float *C,
-                      int64_t ldc) {
-    drive(m, c0, nc, k, A, lda, 1, pack, NR * k, NR, 0, C, ldc, alpha, 0);
+                      int64_t ldc, float *rmax) {
+    drive(m, c0, nc, k, A, lda, 1, pack, NR * k, NR, 0, C, ldc, alpha, 0, rmax);
 }
 
 static void pack_b(int64_t n, int64_t k, const float *B, int64_t ldb,
@@ -287,15 +372,15 @@ int attn__tile_acc_avx512(int ta, int64_t m, int64_t n, int64_t k, float alpha,
     if (attn__isa_cpu() < ATTN__ISA_AVX512) return 0;
     if (m <= 0 || n <= 0) return 1;
     drive(m, 0, n, k, A, ta ? 1 : lda, ta ? lda : 1, B, NR, ldb, 1, C, ldc,
-          alpha, 1);
+          alpha, 1, NULL);
     return 1;
 }
 #else
 static void nt_packed(int64_t m, int64_t c0, int64_t nc, int64_t k, float alpha,
                       const float *A, int64_t lda, const float *pack, float *C,
-                      int64_t ldc) {
+                      int64_t ldc, float *rmax) {
     (void)m, (void)c0, (void)nc, (void)k, (void)alpha, (void)A, (void)lda;
-    (void)pack, (void)C, (void)ldc;
+    (void)pack, (void)C, (void)ldc, (void)rmax;
 }
 static void pack_b(int64_t n, int64_t k, const float *B, int64_t ldb,
                    float *pack) {
@@ -339,12 +424,21 @@ void attn__tile_nt(int64_t m, int64_t c0, int64_t nc, float alpha,
                    float *C, int64_t ldc) {
     if (m <= 0 || nc <= 0) return;
     if (t->packed) {
-        nt_packed(m, c0, nc, t->k, alpha, A, lda, t->pack, C, ldc);
+        nt_packed(m, c0, nc, t->k, alpha, A, lda, t->pack, C, ldc, NULL);
         return;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)nc,
                 (int)t->k, alpha, A, (int)lda, t->b + c0 * t->ldb, (int)t->ldb,
                 0.0f, C, (int)ldc);
+}
+
+int attn__tile_nt_max(int64_t m, int64_t c0, int64_t nc, float alpha,
+                      const float *A, int64_t lda, const attn__tile_bt *t,
+                      float *C, int64_t ldc, float *rmax) {
+    if (!t->packed) return 0;
+    if (m > 0 && nc > 0)
+        nt_packed(m, c0, nc, t->k, alpha, A, lda, t->pack, C, ldc, rmax);
+    return 1;
 }
 
 void attn__tile_nn_acc(int64_t m, int64_t n, int64_t k, float alpha,

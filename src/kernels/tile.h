@@ -39,6 +39,14 @@ void attn__tile_nt(int64_t m, int64_t c0, int64_t nc, float alpha,
                    const float *A, int64_t lda, const attn__tile_bt *t,
                    float *C, int64_t ldc);
 
+/* As attn__tile_nt, with rmax[r] = the largest value stored in row r
+ * (the softmax's row maximum, taken while the scores are in registers),
+ * when t's B is packed for the micro-kernels; 0 (and nothing done)
+ * otherwise. */
+int attn__tile_nt_max(int64_t m, int64_t c0, int64_t nc, float alpha,
+                      const float *A, int64_t lda, const attn__tile_bt *t,
+                      float *C, int64_t ldc, float *rmax);
+
 /* C[m x n] (ldc) += alpha A[m x k] (lda) B[k x n] (ldb). */
 void attn__tile_nn_acc(int64_t m, int64_t n, int64_t k, float alpha,
                        const float *A, int64_t lda, const float *B, int64_t ldb,

@@ -252,14 +252,20 @@ static const attn__vec_ops ops_avx2 = {ATTN__VEC_AVX2, exp_avx2,
 
 #define T_AVX512 __attribute__((target("avx512f")))
 
+/* As exp8, in fewer operations (the softmax runs it on every score): n
+ * rounded by adding 1.5 * 2^23 inside the FMA, the polynomial closed by two
+ * FMAs, x clamped above at 89 where scalef overflows to +inf by itself,
+ * and the flush below EXP_LO folded into scalef's zeroing mask. */
 T_AVX512 static inline __m512 exp16(__m512 x) {
-    const __m512 lo = _mm512_set1_ps(EXP_LO), hi = _mm512_set1_ps(EXP_HI);
-    __mmask16 under = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-    __mmask16 over = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ);
-    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-    __m512 n = _mm512_roundscale_ps(
-        _mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 magic = _mm512_set1_ps(12582912.0f); /* 1.5 * 2^23 */
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 lo = _mm512_set1_ps(EXP_LO);
+    const __mmask16 keep = _mm512_cmp_ps_mask(x, lo, _CMP_NLT_UQ);
+    const __m512 xc =
+        _mm512_min_ps(_mm512_max_ps(x, lo), _mm512_set1_ps(89.0f));
+    const __m512 n = _mm512_sub_ps(
+        _mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), magic),
+        magic);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
     r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
     __m512 p = _mm512_set1_ps(1.9875691500e-4f);
@@ -268,12 +274,10 @@ T_AVX512 static inline __m512 exp16(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
-    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
-    /* scalef computes p * 2^n with correct overflow and subnormals */
-    p = _mm512_scalef_ps(p, n);
-    p = _mm512_maskz_mov_ps((__mmask16)~under, p);
-    return _mm512_mask_mov_ps(p, over, _mm512_set1_ps(INFINITY));
+    p = _mm512_fmadd_ps(p, r, one); /* 1 + r q */
+    p = _mm512_fmadd_ps(p, r, one); /* 1 + r + r^2 q */
+    /* p * 2^n with correct overflow; 0 below EXP_LO (and for -inf) */
+    return _mm512_maskz_scalef_ps(keep, p, n);
 }
 
 static inline __mmask16 tail_mask(int64_t n) {
@@ -329,12 +333,10 @@ T_AVX512 static float exp_sub_sum_avx512(float *x, int64_t n, float m) {
         _mm512_mask_storeu_ps(x + i, k, e);
         s1 = _mm512_add_ps(s1, e);
     }
-    /* a fixed reduction order: the result depends only on the row */
-    float buf[16];
-    _mm512_storeu_ps(buf, _mm512_add_ps(s0, s1));
-    float s = 0.0f;
-    for (int l = 0; l < 16; l++) s += buf[l];
-    return s;
+    /* a fixed reduction order (a tree: four dependent adds, where a
+     * running sum over the lanes made the softmax of a row wait on 16):
+     * the result depends only on the row */
+    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
 T_AVX512 static void scale_avx512(float *x, int64_t n, float a) {
