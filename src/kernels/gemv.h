@@ -36,10 +36,29 @@ void attn__gemv_f32(int64_t n, int64_t rows, int64_t cols, const float *x,
 int attn__gemv_q(int64_t n, const attn__qmat *w, const float *x, float *y,
                  int threads);
 
+/* The same with x quantized per block of 32 values to a scale and two
+ * bytes per value (about 16 bits against the block's largest value;
+ * gemv_x8.c): integer dot products, faster. Returns 0, or -1 when its
+ * workspace (x's bytes) cannot be allocated. */
+int attn__gemv_qx(int64_t n, const attn__qmat *w, const float *x, float *y,
+                  int threads);
+
+/* nb blocks of 32 values of x as attn__gemv_qx quantizes them: x_j ~
+ * e (256 p_j + r_j) with bytes p, r (nb, 32), e (nb), and es (nb) the
+ * blocks' sums as quantized. */
+void attn__quantize_x16(int64_t nb, const float *x, int8_t *p, int8_t *r,
+                        float *e, float *es);
+
+/* The kernel attn__gemv_qx runs on this path: "avx512_vnni", "avx2", "c". */
+const char *attn__gemv_qx_path(void);
+
 /* Plain references (double sums; W's values dequantized as the format
  * defines them): what the tests compare the kernels against. */
 void attn__gemv_f32_ref(int64_t n, int64_t rows, int64_t cols, const float *x,
                         const float *w, float *y);
 void attn__gemv_q_ref(int64_t n, const attn__qmat *w, const float *x, float *y);
+/* attn__gemv_qx's value in double: W's values times x as quantized. */
+void attn__gemv_qx_ref(int64_t n, const attn__qmat *w, const float *x,
+                       float *y);
 
 #endif /* ATTN_GEMV_H */

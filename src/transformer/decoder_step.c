@@ -217,7 +217,7 @@ static attn_status lin(const attn__dec_state *s, int64_t l, int j, int64_t n,
     }
     const int64_t per = ldy == out ? n : 1; /* rows a product takes */
     for (int64_t r = 0; r < n; r += per)
-        if (attn__gemv_q(per, q, x + r * in, y + r * ldy, s->th))
+        if (attn__gemv_qx(per, q, x + r * in, y + r * ldy, s->th))
             return ATTN_E_NOMEM;
     if (b)
         for (int64_t r = 0; r < n; r++)
