@@ -44,10 +44,10 @@ int attn__gemv_qx(int64_t n, const attn__qmat *w, const float *x, float *y,
                   int threads);
 
 /* nb blocks of 32 values of x as attn__gemv_qx quantizes them: x_j ~
- * e (256 p_j + r_j) with bytes p, r (nb, 32), e (nb), and es (nb) the
- * blocks' sums as quantized. */
+ * e[2b] (256 p_j + r_j) with bytes p, r (nb, 32), and e[2b + 1] the
+ * block's sum as quantized (e: nb pairs). */
 void attn__quantize_x16(int64_t nb, const float *x, int8_t *p, int8_t *r,
-                        float *e, float *es);
+                        float *e);
 
 /* The kernel attn__gemv_qx runs on this path: "avx512_vnni", "avx2", "c". */
 const char *attn__gemv_qx_path(void);

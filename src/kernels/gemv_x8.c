@@ -24,6 +24,7 @@
 #include "cpu.h"
 #include "internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -38,26 +39,30 @@
 #define CHUNK 16
 
 /* The quantized x of one product: per block of 32 values its bytes p and
- * r, e / 256 and the block's sum as quantized. */
+ * r, and in e the scale (e / 256 of the comment above) and the block's
+ * sum as quantized, side by side. */
 typedef struct {
     const int8_t *p, *r;
-    const float *e, *es;
+    const float *e;
 } xq;
 
 static int clamp127(long v) { return v > 127 ? 127 : v < -127 ? -127 : (int)v; }
 
 void attn__quantize_x16(int64_t nb, const float *x, int8_t *p, int8_t *r,
-                        float *e, float *es) {
+                        float *e) {
     for (int64_t b = 0; b < nb; b++) {
         const float *xb = x + 32 * b;
         float amax = 0.0f;
-        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(xb[j]));
-        if (!(amax <= 3.0e38f) || amax == 0.0f) {
+        int finite = 1; /* fmaxf would pass over a NaN */
+        for (int j = 0; j < 32; j++) {
+            finite &= fabsf(xb[j]) <= FLT_MAX;
+            amax = fmaxf(amax, fabsf(xb[j]));
+        }
+        if (!finite || amax == 0.0f) {
             /* zeros stay zeros; NaN or Inf anywhere makes the block NaN */
             memset(p + 32 * b, 0, 32);
             memset(r + 32 * b, 0, 32);
-            e[b] = amax == 0.0f ? 0.0f : NAN;
-            es[b] = e[b];
+            e[2 * b] = e[2 * b + 1] = finite ? 0.0f : NAN;
             continue;
         }
         const float inv = 127.0f / amax;
@@ -71,8 +76,8 @@ void attn__quantize_x16(int64_t nb, const float *x, int8_t *p, int8_t *r,
             r[32 * b + j] = (int8_t)c;
             sum += 256 * a + c;
         }
-        e[b] = amax / (127.0f * 256.0f);
-        es[b] = e[b] * (float)sum;
+        e[2 * b] = amax / (127.0f * 256.0f);
+        e[2 * b + 1] = e[2 * b] * (float)sum;
     }
 }
 
@@ -126,21 +131,20 @@ void attn__gemv_qx_ref(int64_t n, const attn__qmat *w, const float *x,
     const size_t rb = attn__q_row_bytes(w->type, w->cols),
                  bb = rb / (size_t)nb;
     int8_t p[32], rr[32];
-    float e, es;
+    float e[2];
     for (int64_t i = 0; i < n; i++)
         for (int64_t r = 0; r < w->rows; r++) {
             const unsigned char *row =
                 (const unsigned char *)w->data + (size_t)r * rb;
             double s = 0.0;
             for (int64_t b = 0; b < nb; b++) {
-                attn__quantize_x16(1, x + i * w->cols + 32 * b, p, rr, &e,
-                                   &es);
+                attn__quantize_x16(1, x + i * w->cols + 32 * b, p, rr, e);
                 const unsigned char *blk = row + (size_t)b * bb;
                 const double d = half_c(blk),
                              m = block_min(w->type, blk, (float)d);
                 for (int j = 0; j < 32; j++)
                     s += (d * q_int(w->type, blk, j) + m) *
-                         ((double)e * (256.0 * p[j] + rr[j]));
+                         ((double)e[0] * (256.0 * p[j] + rr[j]));
             }
             y[i * w->rows + r] = (float)s;
         }
@@ -154,9 +158,9 @@ static float dot_c(int type, const unsigned char *row, size_t bb, xq x,
     for (int64_t b = 0; b < nb; b++) {
         const unsigned char *blk = row + (size_t)b * bb;
         const float d = half_c(blk);
-        acc += d * x.e[b] *
+        acc += d * x.e[2 * b] *
                (float)block_isum(type, blk, x.p + 32 * b, x.r + 32 * b);
-        macc += block_min(type, blk, d) * x.es[b];
+        macc += block_min(type, blk, d) * x.e[2 * b + 1];
     }
     return acc + macc;
 }
@@ -193,8 +197,8 @@ T2 static inline float hsum8(__m256 v) {
  * nibbles (values 0..15), then the high ones (16..31). */
 T2 static inline __m256i nibbles2(const unsigned char *q) {
     const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)q);
-    const __m256i w =
-        _mm256_inserti128_si256(_mm256_castsi128_si256(v), _mm_srli_epi16(v, 4), 1);
+    const __m256i w = _mm256_inserti128_si256(_mm256_castsi128_si256(v),
+                                              _mm_srli_epi16(v, 4), 1);
     return _mm256_and_si256(w, _mm256_set1_epi8(15));
 }
 
@@ -205,6 +209,24 @@ T2 static inline __m256i dot_us2(__m256i u, __m256i s) {
                              _mm256_set1_epi16(1));
 }
 
+/* 8 lanes summing to sum_j q_j (256 p_j + r_j) for one block */
+T2 static inline __m256i block_is2(int q8, const unsigned char *q,
+                                   const int8_t *p8, const int8_t *r8) {
+    __m256i px = _mm256_loadu_si256((const __m256i *)(const void *)p8);
+    __m256i rx = _mm256_loadu_si256((const __m256i *)(const void *)r8);
+    __m256i w;
+    if (q8) { /* signed weights: |w| times x's bytes with w's sign */
+        w = _mm256_loadu_si256((const __m256i *)(const void *)q);
+        px = _mm256_sign_epi8(px, w);
+        rx = _mm256_sign_epi8(rx, w);
+        w = _mm256_abs_epi8(w);
+    } else {
+        w = nibbles2(q);
+    }
+    return _mm256_add_epi32(_mm256_slli_epi32(dot_us2(w, px), 8),
+                            dot_us2(w, rx));
+}
+
 T2 static float dot_avx2(int type, const unsigned char *row, size_t bb, xq x,
                          int64_t nb) {
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
@@ -212,86 +234,101 @@ T2 static float dot_avx2(int type, const unsigned char *row, size_t bb, xq x,
     const int off = q_off(type), q8 = type == ATTN_GGML_Q8_0;
     for (int64_t b = 0; b < nb; b++) {
         const unsigned char *blk = row + (size_t)b * bb;
-        __m256i px =
-            _mm256_loadu_si256((const __m256i *)(const void *)(x.p + 32 * b));
-        __m256i rx =
-            _mm256_loadu_si256((const __m256i *)(const void *)(x.r + 32 * b));
-        __m256i w;
-        if (q8) { /* signed weights: |w| times x's bytes with w's sign */
-            w = _mm256_loadu_si256((const __m256i *)(const void *)(blk + off));
-            px = _mm256_sign_epi8(px, w);
-            rx = _mm256_sign_epi8(rx, w);
-            w = _mm256_abs_epi8(w);
-        } else {
-            w = nibbles2(blk + off);
-        }
-        const __m256i is = _mm256_add_epi32(
-            _mm256_slli_epi32(dot_us2(w, px), 8), dot_us2(w, rx));
+        const __m256i is =
+            block_is2(q8, blk + off, x.p + 32 * b, x.r + 32 * b);
         const float d = half_x(blk);
         const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(is),
-                                       _mm256_set1_ps(d * x.e[b]));
+                                       _mm256_set1_ps(d * x.e[2 * b]));
         if (b & 1)
             acc1 = _mm256_add_ps(acc1, f);
         else
             acc0 = _mm256_add_ps(acc0, f);
-        if (!q8) macc += block_min_x(type, blk, d) * x.es[b];
+        if (!q8) macc += block_min_x(type, blk, d) * x.e[2 * b + 1];
     }
     return hsum8(_mm256_add_ps(acc0, acc1)) + macc;
 }
 
 /* ---- AVX-512 with VNNI: vpdpbusd, two blocks per instruction ------------ */
 
-#define T5 __attribute__((target("avx512f,avx512bw,avx512vnni,avx2,fma,f16c")))
+#define T5                                                                     \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,"    \
+                          "f16c")))
 
+/* 16 lanes, the first 8 summing to block b0's sum_j q_j (256 p_j + r_j),
+ * the last 8 to block b1's (x's bytes of the two blocks at p8, r8). */
+T5 static inline __m512i pair_is(int q8, const unsigned char *q0,
+                                 const unsigned char *q1, const int8_t *p8,
+                                 const int8_t *r8) {
+    __m512i px = _mm512_loadu_si512((const void *)p8),
+            rx = _mm512_loadu_si512((const void *)r8), w;
+    if (q8) { /* |w| times x's bytes with w's sign (never -128) */
+        w = _mm512_inserti64x4(
+            _mm512_castsi256_si512(
+                _mm256_loadu_si256((const __m256i *)(const void *)q0)),
+            _mm256_loadu_si256((const __m256i *)(const void *)q1), 1);
+        const __mmask64 neg = _mm512_movepi8_mask(w);
+        px = _mm512_mask_sub_epi8(px, neg, _mm512_setzero_si512(), px);
+        rx = _mm512_mask_sub_epi8(rx, neg, _mm512_setzero_si512(), rx);
+        w = _mm512_abs_epi8(w);
+    } else {
+        w = _mm512_inserti64x4(_mm512_castsi256_si512(nibbles2(q0)),
+                               nibbles2(q1), 1);
+    }
+    return _mm512_dpbusd_epi32(
+        _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w, px),
+                          8),
+        w, rx);
+}
+
+/* Four blocks a step: their scales (and minimums) converted together,
+ * d and m of block k meeting x's e and block sum in lanes 2k, 2k + 1;
+ * a pair's two scales spread over its 16 lanes by one permutation. */
 T5 static float dot_vnni(int type, const unsigned char *row, size_t bb, xq x,
                          int64_t nb) {
     __m512 acc = _mm512_setzero_ps();
-    float macc = 0.0f;
-    const int off = q_off(type), q8 = type == ATTN_GGML_Q8_0;
+    __m256 macc = _mm256_setzero_ps();
+    const int off = q_off(type), q8 = type == ATTN_GGML_Q8_0,
+              q40 = type == ATTN_GGML_Q4_0;
+    const __m512i lo = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2,
+                                         2, 2, 2, 2),
+                  hi = _mm512_add_epi32(lo, _mm512_set1_epi32(4));
     int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        const unsigned char *b0 = row + (size_t)b * bb, *b1 = b0 + bb;
-        __m512i px = _mm512_loadu_si512((const void *)(x.p + 32 * b)),
-                rx = _mm512_loadu_si512((const void *)(x.r + 32 * b));
-        __m512i w;
-        if (q8) {
-            w = _mm512_inserti64x4(
-                _mm512_castsi256_si512(_mm256_loadu_si256(
-                    (const __m256i *)(const void *)(b0 + off))),
-                _mm256_loadu_si256((const __m256i *)(const void *)(b1 + off)),
-                1);
-        } else {
-            w = _mm512_inserti64x4(_mm512_castsi256_si512(nibbles2(b0 + off)),
-                                   nibbles2(b1 + off), 1);
-        }
-        if (q8) { /* |w| times x's bytes with w's sign (never -128) */
-            const __mmask64 neg = _mm512_movepi8_mask(w);
-            px = _mm512_mask_sub_epi8(px, neg, _mm512_setzero_si512(), px);
-            rx = _mm512_mask_sub_epi8(rx, neg, _mm512_setzero_si512(), rx);
-            w = _mm512_abs_epi8(w);
-        }
-        const __m512i is = _mm512_dpbusd_epi32(
-            _mm512_slli_epi32(
-                _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, px), 8),
-            w, rx);
-        const float d0 = half_x(b0), d1 = half_x(b1);
-        const __m512 sc = _mm512_mask_mov_ps(_mm512_set1_ps(d0 * x.e[b]),
-                                             (__mmask16)0xff00,
-                                             _mm512_set1_ps(d1 * x.e[b + 1]));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(is), sc, acc);
-        if (!q8)
-            macc += block_min_x(type, b0, d0) * x.es[b] +
-                    block_min_x(type, b1, d1) * x.es[b + 1];
+    for (; b + 4 <= nb; b += 4) {
+        const unsigned char *b0 = row + (size_t)b * bb, *b1 = b0 + bb,
+                            *b2 = b1 + bb, *b3 = b2 + bb;
+        int32_t h[4];
+        memcpy(&h[0], b0, 4);
+        memcpy(&h[1], b1, 4);
+        memcpy(&h[2], b2, 4);
+        memcpy(&h[3], b3, 4);
+        /* d0 m0 d1 m1 d2 m2 d3 m3 (Q8_0: the odd lanes unused) */
+        __m256 dm = _mm256_cvtph_ps(
+            _mm_loadu_si128((const __m128i *)(const void *)h));
+        if (q40)
+            dm = _mm256_mask_mul_ps(dm, 0xaa, _mm256_moveldup_ps(dm),
+                                    _mm256_set1_ps(-8.0f));
+        const __m256 sc = _mm256_mul_ps(dm, _mm256_loadu_ps(x.e + 2 * b));
+        if (!q8) macc = _mm256_mask_add_ps(macc, 0xaa, macc, sc);
+        const __m512 s512 = _mm512_castps256_ps512(sc);
+        const __m512i i01 = pair_is(q8, b0 + off, b1 + off, x.p + 32 * b,
+                                    x.r + 32 * b),
+                      i23 = pair_is(q8, b2 + off, b3 + off, x.p + 32 * b + 64,
+                                    x.r + 32 * b + 64);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i01),
+                              _mm512_permutexvar_ps(lo, s512), acc);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i23),
+                              _mm512_permutexvar_ps(hi, s512), acc);
     }
-    float s = _mm512_reduce_add_ps(acc);
-    for (; b < nb; b++) { /* an odd last block */
+    float s = _mm512_reduce_add_ps(acc) + hsum8(macc), m = 0.0f;
+    for (; b < nb; b++) { /* the last blocks, one at a time */
         const unsigned char *blk = row + (size_t)b * bb;
         const float d = half_x(blk);
-        s += d * x.e[b] *
-             (float)block_isum(type, blk, x.p + 32 * b, x.r + 32 * b);
-        macc += block_min(type, blk, d) * x.es[b];
+        s += d * x.e[2 * b] *
+             hsum8(_mm256_cvtepi32_ps(
+                 block_is2(q8, blk + off, x.p + 32 * b, x.r + 32 * b)));
+        if (!q8) m += block_min_x(type, blk, d) * x.e[2 * b + 1];
     }
-    return s + macc;
+    return s + m;
 }
 
 #endif /* ATTN_X8_X86 */
@@ -334,9 +371,8 @@ int attn__gemv_qx(int64_t n, const attn__qmat *w, const float *x, float *y,
     float *e = attn__alloc((size_t)(n * nb), 2 * sizeof(float) + 64,
                            "quantized x");
     if (!e) return -1;
-    float *es = e + n * nb;
-    int8_t *p = (int8_t *)(es + n * nb), *r = p + n * nb * 32;
-    attn__quantize_x16(n * nb, x, p, r, e, es);
+    int8_t *p = (int8_t *)(e + 2 * n * nb), *r = p + n * nb * 32;
+    attn__quantize_x16(n * nb, x, p, r, e);
     const int64_t chunks = (rows + CHUNK - 1) / CHUNK;
     const int th = attn__omp_threads(threads);
     const unsigned char *base = w->data;
@@ -345,8 +381,7 @@ int attn__gemv_qx(int64_t n, const attn__qmat *w, const float *x, float *y,
     for (int64_t c = 0; c < chunks; c++) {
         const int64_t r1 = (c + 1) * CHUNK < rows ? (c + 1) * CHUNK : rows;
         for (int64_t i = 0; i < n; i++) {
-            const xq xi = {p + i * nb * 32, r + i * nb * 32, e + i * nb,
-                           es + i * nb};
+            const xq xi = {p + i * nb * 32, r + i * nb * 32, e + 2 * i * nb};
             for (int64_t r = c * CHUNK; r < r1; r++)
                 y[i * rows + r] = dot(w->type, base + (size_t)r * rb, bb, xi, nb);
         }
