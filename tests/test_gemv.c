@@ -209,6 +209,20 @@ static void test_qx(attn__isa isa, int type) {
                 CHECK_MSG(!diff, "%s qx type %d rows=%lld cols=%lld: threads "
                           "differ", attn__isa_name(isa), type, (long long)rows,
                           (long long)cols);
+                /* two matrices in one call: the bits of separate calls */
+                {
+                    const attn__qmat two[2] = {W, {type, 1, cols, q}};
+                    float *ym[2] = {y[1], y[2]};
+                    CHECK(attn__gemv_qx_many(n, 2, two, x, ym, 2) == 0);
+                    CHECK_MSG(!memcmp(y[1], y[0], sizeof(float) *
+                                                      (size_t)(n * rows)) &&
+                                  !memcmp(y[2], y[0], sizeof(float)) &&
+                                  (n == 1 ||
+                                   !memcmp(y[2] + 1, y[0] + rows,
+                                           sizeof(float))),
+                              "qx type %d rows=%lld cols=%lld: many differs",
+                              type, (long long)rows, (long long)cols);
+                }
                 /* a NaN in x: every output of its row NaN, no trap */
                 x[cols - 1] = NAN;
                 CHECK(attn__gemv_qx(1, &W, x, y[0], 2) == 0);

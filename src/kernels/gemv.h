@@ -43,6 +43,14 @@ int attn__gemv_q(int64_t n, const attn__qmat *w, const float *x, float *y,
 int attn__gemv_qx(int64_t n, const attn__qmat *w, const float *x, float *y,
                   int threads);
 
+/* attn__gemv_qx for k <= ATTN__GEMV_MANY matrices w[0 .. k) of the same
+ * cols on the same x (the decoding step's Q, K and V maps; its gate and
+ * up maps): x quantized once, one parallel region over all their rows,
+ * y[m] (n, w[m].rows). The same bits as k calls of attn__gemv_qx. */
+#define ATTN__GEMV_MANY 4
+int attn__gemv_qx_many(int64_t n, int k, const attn__qmat *w, const float *x,
+                       float *const *y, int threads);
+
 /* nb blocks of 32 values of x as attn__gemv_qx quantizes them: x_j ~
  * e[2b] (256 p_j + r_j) with bytes p, r (nb, 32), and e[2b + 1] the
  * block's sum as quantized (e: nb pairs). */

@@ -363,29 +363,43 @@ const char *attn__gemv_qx_path(void) {
     return "c";
 }
 
-int attn__gemv_qx(int64_t n, const attn__qmat *w, const float *x, float *y,
-                  int threads) {
+int attn__gemv_qx_many(int64_t n, int k, const attn__qmat *w, const float *x,
+                       float *const *y, int threads) {
     const dot_fn dot = pick();
-    const int64_t rows = w->rows, cols = w->cols, nb = cols / 32;
-    const size_t rb = attn__q_row_bytes(w->type, cols), bb = rb / (size_t)nb;
+    const int64_t cols = w[0].cols, nb = cols / 32;
+    int64_t first[ATTN__GEMV_MANY + 1]; /* matrix m's first chunk */
+    first[0] = 0;
+    for (int m = 0; m < k; m++)
+        first[m + 1] = first[m] + (w[m].rows + CHUNK - 1) / CHUNK;
     float *e = attn__alloc((size_t)(n * nb), 2 * sizeof(float) + 64,
                            "quantized x");
     if (!e) return -1;
     int8_t *p = (int8_t *)(e + 2 * n * nb), *r = p + n * nb * 32;
     attn__quantize_x16(n * nb, x, p, r, e);
-    const int64_t chunks = (rows + CHUNK - 1) / CHUNK;
+    const int64_t chunks = first[k];
     const int th = attn__omp_threads(threads);
-    const unsigned char *base = w->data;
 #pragma omp parallel for num_threads(th)                                       \
     schedule(static) if (th > 1 && chunks > 1)
     for (int64_t c = 0; c < chunks; c++) {
-        const int64_t r1 = (c + 1) * CHUNK < rows ? (c + 1) * CHUNK : rows;
+        int m = 0;
+        while (c >= first[m + 1]) m++;
+        const int64_t rows = w[m].rows, r0 = (c - first[m]) * CHUNK,
+                      r1 = r0 + CHUNK < rows ? r0 + CHUNK : rows;
+        const size_t rb = attn__q_row_bytes(w[m].type, cols),
+                     bb = rb / (size_t)nb;
+        const unsigned char *base = w[m].data;
         for (int64_t i = 0; i < n; i++) {
             const xq xi = {p + i * nb * 32, r + i * nb * 32, e + 2 * i * nb};
-            for (int64_t r = c * CHUNK; r < r1; r++)
-                y[i * rows + r] = dot(w->type, base + (size_t)r * rb, bb, xi, nb);
+            for (int64_t row = r0; row < r1; row++)
+                y[m][i * rows + row] =
+                    dot(w[m].type, base + (size_t)row * rb, bb, xi, nb);
         }
     }
     attn__free(e);
     return 0;
+}
+
+int attn__gemv_qx(int64_t n, const attn__qmat *w, const float *x, float *y,
+                  int threads) {
+    return attn__gemv_qx_many(n, 1, w, x, &y, threads);
 }
