@@ -30,8 +30,7 @@ static void fill_blocks(int type, unsigned char *q, size_t nbytes,
     }
 }
 
-typedef int (*kernel)(int64_t, const attn__qmat *, const float *, float *,
-                      int);
+typedef int (*kernel)(int64_t, const attn__qmat *, const float *, float *, int);
 
 /* Best of reps calls, ms. */
 static double time_ms(kernel k, const attn__qmat *w, const float *x, float *y,
@@ -66,8 +65,8 @@ int bench_gemv_run(int threads, int reps, FILE *out) {
             "gemv on SmolLM2-135M's shapes, 1 row of x, %d thread(s), best of "
             "%d, W warm in the cache\n"
             "%-12s %-9s %-6s %-12s %9s %9s %9s %8s\n",
-            threads, reps, "path", "matrix", "type", "rows x cols",
-            "f32 x ms", "8-bit ms", "GB/s 8b", "speedup");
+            threads, reps, "path", "matrix", "type", "rows x cols", "f32 x ms",
+            "8-bit ms", "GB/s 8b", "speedup");
     for (int isa = ATTN__ISA_SCALAR; isa <= ATTN__ISA_AVX512; isa++) {
         if (isa > (int)top) break;
         attn__isa_set_max((attn__isa)isa);
@@ -96,7 +95,8 @@ int bench_gemv_run(int threads, int reps, FILE *out) {
             const double per = c == 0 || c == 1 || c == 2 ? 2.0 : 1.0;
             tot_f += per * (c == 4 ? 0.0 : tf);
             tot_i += per * (c == 4 ? 0.0 : ti);
-            fprintf(out, "%-12s %-9s %-6s %5lld x %-5lld %9.4f %9.4f %9.2f %7.2fx\n",
+            fprintf(out,
+                    "%-12s %-9s %-6s %5lld x %-5lld %9.4f %9.4f %9.2f %7.2fx\n",
                     isa == ATTN__ISA_AVX512 ? attn__gemv_qx_path()
                                             : attn__isa_name((attn__isa)isa),
                     cases[c].what,

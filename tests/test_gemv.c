@@ -187,8 +187,8 @@ static void test_qx(attn__isa isa, int type) {
                 for (int k = 0; k < 3; k++)
                     CHECK(attn__gemv_qx(n, &W, x, y[k], k + 1) == 0);
                 /* bounds of |w| (fill_blocks' scales) and of |x| */
-                const double ws = type == ATTN_GGML_Q8_0 ? 128 * 0.0505
-                                                         : 15 * 0.0505 + 0.401;
+                const double ws =
+                    type == ATTN_GGML_Q8_0 ? 128 * 0.0505 : 15 * 0.0505 + 0.401;
                 double xs = 0.0;
                 for (int64_t i = 0; i < n * cols; i++)
                     xs = fmax(xs, fabs(x[i]));
@@ -206,20 +206,21 @@ static void test_qx(attn__isa isa, int type) {
                           attn__isa_name(isa), attn__gemv_qx_path(), type,
                           (long long)n, (long long)rows, (long long)cols, bad,
                           bad_q);
-                CHECK_MSG(!diff, "%s qx type %d rows=%lld cols=%lld: threads "
-                          "differ", attn__isa_name(isa), type, (long long)rows,
+                CHECK_MSG(!diff,
+                          "%s qx type %d rows=%lld cols=%lld: threads "
+                          "differ",
+                          attn__isa_name(isa), type, (long long)rows,
                           (long long)cols);
                 /* two matrices in one call: the bits of separate calls */
                 {
                     const attn__qmat two[2] = {W, {type, 1, cols, q}};
                     float *ym[2] = {y[1], y[2]};
                     CHECK(attn__gemv_qx_many(n, 2, two, x, ym, 2) == 0);
-                    CHECK_MSG(!memcmp(y[1], y[0], sizeof(float) *
-                                                      (size_t)(n * rows)) &&
+                    CHECK_MSG(!memcmp(y[1], y[0],
+                                      sizeof(float) * (size_t)(n * rows)) &&
                                   !memcmp(y[2], y[0], sizeof(float)) &&
-                                  (n == 1 ||
-                                   !memcmp(y[2] + 1, y[0] + rows,
-                                           sizeof(float))),
+                                  (n == 1 || !memcmp(y[2] + 1, y[0] + rows,
+                                                     sizeof(float))),
                               "qx type %d rows=%lld cols=%lld: many differs",
                               type, (long long)rows, (long long)cols);
                 }
@@ -228,8 +229,10 @@ static void test_qx(attn__isa isa, int type) {
                 CHECK(attn__gemv_qx(1, &W, x, y[0], 2) == 0);
                 int nan = 0;
                 for (int64_t r = 0; r < rows; r++) nan += isnan(y[0][r]) != 0;
-                CHECK_MSG(nan == rows, "qx type %d: NaN in x gave %d of %lld "
-                          "NaN outputs", type, nan, (long long)rows);
+                CHECK_MSG(nan == rows,
+                          "qx type %d: NaN in x gave %d of %lld "
+                          "NaN outputs",
+                          type, nan, (long long)rows);
                 free(q);
                 free(x);
                 free(ref);
@@ -249,8 +252,8 @@ int main(void) {
     for (int p = 0; p < 3; p++) {
         if (paths[p] > top) continue;
         attn__isa_set_max(paths[p]);
-        printf("path %s (8-bit x kernel: %s)\n", attn__isa_name(attn__isa_get()),
-               attn__gemv_qx_path());
+        printf("path %s (8-bit x kernel: %s)\n",
+               attn__isa_name(attn__isa_get()), attn__gemv_qx_path());
         test_f32(paths[p]);
         test_q(paths[p], ATTN_GGML_Q8_0);
         test_q(paths[p], ATTN_GGML_Q4_0);

@@ -112,8 +112,7 @@ static int q_int(int type, const unsigned char *blk, int j) {
 static int32_t block_isum(int type, const unsigned char *blk, const int8_t *p,
                           const int8_t *r) {
     int32_t s = 0;
-    for (int j = 0; j < 32; j++)
-        s += q_int(type, blk, j) * (256 * p[j] + r[j]);
+    for (int j = 0; j < 32; j++) s += q_int(type, blk, j) * (256 * p[j] + r[j]);
     return s;
 }
 
@@ -128,8 +127,7 @@ static float block_min(int type, const unsigned char *blk, float d) {
 void attn__gemv_qx_ref(int64_t n, const attn__qmat *w, const float *x,
                        float *y) {
     const int64_t nb = w->cols / 32;
-    const size_t rb = attn__q_row_bytes(w->type, w->cols),
-                 bb = rb / (size_t)nb;
+    const size_t rb = attn__q_row_bytes(w->type, w->cols), bb = rb / (size_t)nb;
     int8_t p[32], rr[32];
     float e[2];
     for (int64_t i = 0; i < n; i++)
@@ -205,8 +203,7 @@ T2 static inline __m256i nibbles2(const unsigned char *q) {
 /* 8 lanes of 32-bit sums of u_j s_j: maddubs' 16-bit pair sums stay
  * below 2^15 (|u| <= 128, |s| <= 127), so nothing saturates. */
 T2 static inline __m256i dot_us2(__m256i u, __m256i s) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s),
-                             _mm256_set1_epi16(1));
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
 /* 8 lanes summing to sum_j q_j (256 p_j + r_j) for one block */
@@ -234,8 +231,7 @@ T2 static float dot_avx2(int type, const unsigned char *row, size_t bb, xq x,
     const int off = q_off(type), q8 = type == ATTN_GGML_Q8_0;
     for (int64_t b = 0; b < nb; b++) {
         const unsigned char *blk = row + (size_t)b * bb;
-        const __m256i is =
-            block_is2(q8, blk + off, x.p + 32 * b, x.r + 32 * b);
+        const __m256i is = block_is2(q8, blk + off, x.p + 32 * b, x.r + 32 * b);
         const float d = half_x(blk);
         const __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(is),
                                        _mm256_set1_ps(d * x.e[2 * b]));
@@ -251,7 +247,7 @@ T2 static float dot_avx2(int type, const unsigned char *row, size_t bb, xq x,
 /* ---- AVX-512 with VNNI: vpdpbusd, two blocks per instruction ------------ */
 
 #define T5                                                                     \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,"    \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,"     \
                           "f16c")))
 
 /* 16 lanes, the first 8 summing to block b0's sum_j q_j (256 p_j + r_j),
@@ -289,8 +285,8 @@ T5 static float dot_vnni(int type, const unsigned char *row, size_t bb, xq x,
     __m256 macc = _mm256_setzero_ps();
     const int off = q_off(type), q8 = type == ATTN_GGML_Q8_0,
               q40 = type == ATTN_GGML_Q4_0;
-    const __m512i lo = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2,
-                                         2, 2, 2, 2),
+    const __m512i lo = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2,
+                                         2, 2, 2),
                   hi = _mm512_add_epi32(lo, _mm512_set1_epi32(4));
     int64_t b = 0;
     for (; b + 4 <= nb; b += 4) {
@@ -302,8 +298,8 @@ T5 static float dot_vnni(int type, const unsigned char *row, size_t bb, xq x,
         memcpy(&h[2], b2, 4);
         memcpy(&h[3], b3, 4);
         /* d0 m0 d1 m1 d2 m2 d3 m3 (Q8_0: the odd lanes unused) */
-        __m256 dm = _mm256_cvtph_ps(
-            _mm_loadu_si128((const __m128i *)(const void *)h));
+        __m256 dm =
+            _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)h));
         if (q40)
             dm = _mm256_mask_mul_ps(dm, 0xaa, _mm256_moveldup_ps(dm),
                                     _mm256_set1_ps(-8.0f));
@@ -371,8 +367,8 @@ int attn__gemv_qx_many(int64_t n, int k, const attn__qmat *w, const float *x,
     first[0] = 0;
     for (int m = 0; m < k; m++)
         first[m + 1] = first[m] + (w[m].rows + CHUNK - 1) / CHUNK;
-    float *e = attn__alloc((size_t)(n * nb), 2 * sizeof(float) + 64,
-                           "quantized x");
+    float *e =
+        attn__alloc((size_t)(n * nb), 2 * sizeof(float) + 64, "quantized x");
     if (!e) return -1;
     int8_t *p = (int8_t *)(e + 2 * n * nb), *r = p + n * nb * 32;
     attn__quantize_x16(n * nb, x, p, r, e);

@@ -239,10 +239,9 @@ static int fusable(const attn__dec_state *s, int64_t l, int j0, int k,
 
 /* y[m] (n, outs[m]) = in W_m^T + b_m for the fusable matrices j0 .. j0 + k
  * of layer l: x quantized once, one parallel region. */
-static attn_status lin_many(const attn__dec_state *s, int64_t l, int j0,
-                            int k, int64_t n, const float *in,
-                            const int64_t *outs, float *const *y,
-                            const float *const *b) {
+static attn_status lin_many(const attn__dec_state *s, int64_t l, int j0, int k,
+                            int64_t n, const float *in, const int64_t *outs,
+                            float *const *y, const float *const *b) {
     if (attn__gemv_qx_many(n, k, &s->qw[l * ATTN__DEC_NQ + j0], in, y, s->th))
         return ATTN_E_NOMEM;
     for (int m = 0; m < k; m++)

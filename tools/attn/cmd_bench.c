@@ -135,14 +135,15 @@ int cmd_bench(int argc, char **argv) {
                 char *e = NULL;
                 if (j != i && strcmp(argv[j], "--threads") == 0 &&
                     j + 1 < argc &&
-                    ((th = strtol(argv[j + 1], &e, 10)), !*e && th >= 1 &&
-                                                             th <= 1024)) {
+                    ((th = strtol(argv[j + 1], &e, 10)),
+                     !*e && th >= 1 && th <= 1024)) {
                     j++;
                     continue;
                 }
                 if (j != i)
-                    return cli_usage_error(cmd, "--gemv takes --threads N, not "
-                                                "'%s'",
+                    return cli_usage_error(cmd,
+                                           "--gemv takes --threads N, not "
+                                           "'%s'",
                                            argv[j]);
             }
             return bench_gemv_run((int)th, 0, stdout);
