@@ -26,6 +26,10 @@ typedef struct {
  * this file reads, or cols not a multiple of 32). */
 size_t attn__q_row_bytes(int type, int64_t cols);
 
+/* The IEEE half at p (little-endian) as a float: the portable paths'
+ * block scales. */
+float attn__gemv_half(const unsigned char *p);
+
 /* y[i * rows + r] = sum_j w[r * cols + j] x[i * cols + j], i < n. threads
  * 0: OpenMP's default team. Sizes are the caller's to check. */
 void attn__gemv_f32(int64_t n, int64_t rows, int64_t cols, const float *x,

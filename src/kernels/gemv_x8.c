@@ -81,20 +81,6 @@ void attn__quantize_x16(int64_t nb, const float *x, int8_t *p, int8_t *r,
     }
 }
 
-/* IEEE half to float (portable). */
-static float half_c(const unsigned char *p) {
-    const unsigned h = (unsigned)p[0] | (unsigned)p[1] << 8;
-    const unsigned ex = h >> 10 & 31, f = h & 1023;
-    float v;
-    if (ex == 0)
-        v = ldexpf((float)f, -24);
-    else if (ex == 31)
-        v = f ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(f | 1024), (int)ex - 25);
-    return h & 0x8000 ? -v : v;
-}
-
 /* The block's minimum multiplier m (0 for Q8_0) and where its values
  * start. */
 static int q_off(int type) {
@@ -117,7 +103,7 @@ static int32_t block_isum(int type, const unsigned char *blk, const int8_t *p,
 }
 
 static float block_min(int type, const unsigned char *blk, float d) {
-    return type == ATTN_GGML_Q4_1   ? half_c(blk + 2)
+    return type == ATTN_GGML_Q4_1   ? attn__gemv_half(blk + 2)
            : type == ATTN_GGML_Q4_0 ? -8.0f * d
                                     : 0.0f;
 }
@@ -138,7 +124,7 @@ void attn__gemv_qx_ref(int64_t n, const attn__qmat *w, const float *x,
             for (int64_t b = 0; b < nb; b++) {
                 attn__quantize_x16(1, x + i * w->cols + 32 * b, p, rr, e);
                 const unsigned char *blk = row + (size_t)b * bb;
-                const double d = half_c(blk),
+                const double d = attn__gemv_half(blk),
                              m = block_min(w->type, blk, (float)d);
                 for (int j = 0; j < 32; j++)
                     s += (d * q_int(w->type, blk, j) + m) *
@@ -155,7 +141,7 @@ static float dot_c(int type, const unsigned char *row, size_t bb, xq x,
     float acc = 0.0f, macc = 0.0f;
     for (int64_t b = 0; b < nb; b++) {
         const unsigned char *blk = row + (size_t)b * bb;
-        const float d = half_c(blk);
+        const float d = attn__gemv_half(blk);
         acc += d * x.e[2 * b] *
                (float)block_isum(type, blk, x.p + 32 * b, x.r + 32 * b);
         macc += block_min(type, blk, d) * x.e[2 * b + 1];
