@@ -224,6 +224,18 @@ static void test_qx(attn__isa isa, int type) {
                               "qx type %d rows=%lld cols=%lld: many differs",
                               type, (long long)rows, (long long)cols);
                 }
+                /* the decoder's entry: the integer kernel with VNNI, the
+                 * widening one elsewhere */
+                {
+                    const int vnni =
+                        !strcmp(attn__gemv_qx_path(), "avx512_vnni");
+                    float *ym[1] = {y[1]};
+                    CHECK(attn__gemv_q_many(n, 1, &W, x, ym, 2) == 0);
+                    if (!vnni) CHECK(attn__gemv_q(n, &W, x, y[2], 1) == 0);
+                    CHECK_MSG(!memcmp(y[1], vnni ? y[0] : y[2],
+                                      sizeof(float) * (size_t)(n * rows)),
+                              "qx type %d: the decoder's entry differs", type);
+                }
                 /* a NaN in x: every output of its row NaN, no trap */
                 x[cols - 1] = NAN;
                 CHECK(attn__gemv_qx(1, &W, x, y[0], 2) == 0);

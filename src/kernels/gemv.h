@@ -55,6 +55,13 @@ int attn__gemv_qx(int64_t n, const attn__qmat *w, const float *x, float *y,
 int attn__gemv_qx_many(int64_t n, int k, const attn__qmat *w, const float *x,
                        float *const *y, int threads);
 
+/* The decoding steps' products on the blocks: the faster of the two
+ * kernels on this path (attn bench --gemv): attn__gemv_qx_many with
+ * AVX512_VNNI; elsewhere (AVX2: level; portable C: the integer sums are
+ * slower) attn__gemv_q on each matrix, x kept in f32. */
+int attn__gemv_q_many(int64_t n, int k, const attn__qmat *w, const float *x,
+                      float *const *y, int threads);
+
 /* nb blocks of 32 values of x as attn__gemv_qx quantizes them: x_j ~
  * e[2b] (256 p_j + r_j) with bytes p, r (nb, 32), and e[2b + 1] the
  * block's sum as quantized (e: nb pairs). */

@@ -385,3 +385,13 @@ int attn__gemv_qx(int64_t n, const attn__qmat *w, const float *x, float *y,
                   int threads) {
     return attn__gemv_qx_many(n, 1, w, x, &y, threads);
 }
+
+int attn__gemv_q_many(int64_t n, int k, const attn__qmat *w, const float *x,
+                      float *const *y, int threads) {
+#if ATTN_X8_X86
+    if (pick() == dot_vnni) return attn__gemv_qx_many(n, k, w, x, y, threads);
+#endif
+    for (int m = 0; m < k; m++)
+        if (attn__gemv_q(n, &w[m], x, y[m], threads)) return -1;
+    return 0;
+}

@@ -217,7 +217,8 @@ static attn_status lin(const attn__dec_state *s, int64_t l, int j, int64_t n,
     }
     const int64_t per = ldy == out ? n : 1; /* rows a product takes */
     for (int64_t r = 0; r < n; r += per)
-        if (attn__gemv_qx(per, q, x + r * in, y + r * ldy, s->th))
+        if (attn__gemv_q_many(per, 1, q, x + r * in, &(float *){y + r * ldy},
+                              s->th))
             return ATTN_E_NOMEM;
     if (b)
         for (int64_t r = 0; r < n; r++)
@@ -242,7 +243,7 @@ static int fusable(const attn__dec_state *s, int64_t l, int j0, int k,
 static attn_status lin_many(const attn__dec_state *s, int64_t l, int j0, int k,
                             int64_t n, const float *in, const int64_t *outs,
                             float *const *y, const float *const *b) {
-    if (attn__gemv_qx_many(n, k, &s->qw[l * ATTN__DEC_NQ + j0], in, y, s->th))
+    if (attn__gemv_q_many(n, k, &s->qw[l * ATTN__DEC_NQ + j0], in, y, s->th))
         return ATTN_E_NOMEM;
     for (int m = 0; m < k; m++)
         if (b[m])
