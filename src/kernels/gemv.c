@@ -7,9 +7,10 @@
  * m sum_j x_j, and Q4_0's values d (q_j - 8) are the case m = -8 d. The
  * block sums of x, sum_j x_j, are made once per call and serve every row.
  * The q_j x_j products are taken in f32 after widening the 4- or 8-bit
- * q_j in registers (rather than quantizing x to 8 bits for integer dot
- * products): x keeps its full precision, and the widening costs less
- * than the memory traffic it saves at decode's sizes. */
+ * q_j in registers: x keeps its full precision. gemv_x8.c's integer
+ * products on x quantized to two bytes per value are faster with
+ * AVX512_VNNI (attn bench --gemv), and the decoding steps' layers take
+ * them there; this kernel serves the other paths and the output head. */
 #include "gemv.h"
 
 #include "attn_gguf.h"
