@@ -157,6 +157,102 @@ static void test_q(attn__isa isa, int type) {
             }
 }
 
+/* attn__gemv_qx (x quantized to two bytes per value): against its double
+ * reference on the same quantized x within f32 roundings of the sum of
+ * |terms|, against the f32-x reference within x's quantization error
+ * (at most 1/512 of a block's largest |x| per value), NaN in x giving
+ * NaN in every output, and the same bits on 1, 2 and 3 threads. */
+static void test_qx(attn__isa isa, int type) {
+    static const int64_t rdims[] = {1, 3, 17, 129};
+    static const int64_t cdims[] = {32, 64, 96, 160, 576, 1536};
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 6; b++)
+            for (int64_t n = 1; n <= 3; n += 2) {
+                const int64_t rows = rdims[a], cols = cdims[b];
+                const size_t rb = attn__q_row_bytes(type, cols);
+                unsigned char *q = malloc(rb * (size_t)rows);
+                fill_blocks(type, q, rb * (size_t)rows);
+                const attn__qmat W = {type, rows, cols, q};
+                float *x = malloc(sizeof(float) * (size_t)(n * cols));
+                float *ref = malloc(sizeof(float) * (size_t)(n * rows));
+                float *exact = malloc(sizeof(float) * (size_t)(n * rows));
+                float *y[3];
+                for (int t = 0; t < 3; t++)
+                    y[t] = malloc(sizeof(float) * (size_t)(n * rows));
+                for (int64_t i = 0; i < n * cols; i++)
+                    x[i] = (uniform() * 4 - 2) * (i % 7 == 3 ? 10.0f : 1.0f);
+                if (cols == 96) x[37] = 0.0f; /* a block with zeros */
+                attn__gemv_qx_ref(n, &W, x, ref);
+                attn__gemv_q_ref(n, &W, x, exact);
+                for (int k = 0; k < 3; k++)
+                    CHECK(attn__gemv_qx(n, &W, x, y[k], k + 1) == 0);
+                /* bounds of |w| (fill_blocks' scales) and of |x| */
+                const double ws =
+                    type == ATTN_GGML_Q8_0 ? 128 * 0.0505 : 15 * 0.0505 + 0.401;
+                double xs = 0.0;
+                for (int64_t i = 0; i < n * cols; i++)
+                    xs = fmax(xs, fabs(x[i]));
+                int bad = 0, bad_q = 0, diff = 0;
+                for (int64_t i = 0; i < n * rows; i++) {
+                    bad += !close_to(y[0][i], ref[i], ws * xs, cols);
+                    bad_q += !(fabs((double)ref[i] - exact[i]) <=
+                               (double)cols * ws * xs / 60000.0);
+                    diff += memcmp(&y[0][i], &y[1][i], 4) != 0 ||
+                            memcmp(&y[0][i], &y[2][i], 4) != 0;
+                }
+                CHECK_MSG(!bad && !bad_q,
+                          "%s (%s) type %d n=%lld rows=%lld cols=%lld: %d off "
+                          "the reference, %d beyond x's quantization",
+                          attn__isa_name(isa), attn__gemv_qx_path(), type,
+                          (long long)n, (long long)rows, (long long)cols, bad,
+                          bad_q);
+                CHECK_MSG(!diff,
+                          "%s qx type %d rows=%lld cols=%lld: threads "
+                          "differ",
+                          attn__isa_name(isa), type, (long long)rows,
+                          (long long)cols);
+                /* two matrices in one call: the bits of separate calls */
+                {
+                    const attn__qmat two[2] = {W, {type, 1, cols, q}};
+                    float *ym[2] = {y[1], y[2]};
+                    CHECK(attn__gemv_qx_many(n, 2, two, x, ym, 2) == 0);
+                    CHECK_MSG(!memcmp(y[1], y[0],
+                                      sizeof(float) * (size_t)(n * rows)) &&
+                                  !memcmp(y[2], y[0], sizeof(float)) &&
+                                  (n == 1 || !memcmp(y[2] + 1, y[0] + rows,
+                                                     sizeof(float))),
+                              "qx type %d rows=%lld cols=%lld: many differs",
+                              type, (long long)rows, (long long)cols);
+                }
+                /* the decoder's entry: the integer kernel with VNNI, the
+                 * widening one elsewhere */
+                {
+                    const int vnni =
+                        !strcmp(attn__gemv_qx_path(), "avx512_vnni");
+                    float *ym[1] = {y[1]};
+                    CHECK(attn__gemv_q_many(n, 1, &W, x, ym, 2) == 0);
+                    if (!vnni) CHECK(attn__gemv_q(n, &W, x, y[2], 1) == 0);
+                    CHECK_MSG(!memcmp(y[1], vnni ? y[0] : y[2],
+                                      sizeof(float) * (size_t)(n * rows)),
+                              "qx type %d: the decoder's entry differs", type);
+                }
+                /* a NaN in x: every output of its row NaN, no trap */
+                x[cols - 1] = NAN;
+                CHECK(attn__gemv_qx(1, &W, x, y[0], 2) == 0);
+                int nan = 0;
+                for (int64_t r = 0; r < rows; r++) nan += isnan(y[0][r]) != 0;
+                CHECK_MSG(nan == rows,
+                          "qx type %d: NaN in x gave %d of %lld "
+                          "NaN outputs",
+                          type, nan, (long long)rows);
+                free(q);
+                free(x);
+                free(ref);
+                free(exact);
+                for (int k = 0; k < 3; k++) free(y[k]);
+            }
+}
+
 int main(void) {
     CHECK(attn__q_row_bytes(ATTN_GGML_Q4_1, 576) == 18 * 20);
     CHECK(attn__q_row_bytes(ATTN_GGML_Q8_0, 64) == 68);
@@ -168,11 +264,15 @@ int main(void) {
     for (int p = 0; p < 3; p++) {
         if (paths[p] > top) continue;
         attn__isa_set_max(paths[p]);
-        printf("path %s\n", attn__isa_name(attn__isa_get()));
+        printf("path %s (8-bit x kernel: %s)\n",
+               attn__isa_name(attn__isa_get()), attn__gemv_qx_path());
         test_f32(paths[p]);
         test_q(paths[p], ATTN_GGML_Q8_0);
         test_q(paths[p], ATTN_GGML_Q4_0);
         test_q(paths[p], ATTN_GGML_Q4_1);
+        test_qx(paths[p], ATTN_GGML_Q8_0);
+        test_qx(paths[p], ATTN_GGML_Q4_0);
+        test_qx(paths[p], ATTN_GGML_Q4_1);
     }
     attn__isa_set_max(ATTN__ISA_AMX);
     return check_done("test_gemv");

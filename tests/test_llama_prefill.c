@@ -196,7 +196,12 @@ static void run_quant(const char *name) {
         head(m, hq0, zq[0]);
         head(m, hq1, zq[1]);
         const double e = rel(zq[0], z, V);
-        CHECK_MSG(e <= 1e-5, "%s quantized step %lld: %.3g off", name,
+        /* with AVX512_VNNI the layers' products round x to about 16 bits
+         * per block of 32 (gemv_x8.c: 2e-4 is the fixture's bound against
+         * transformers); elsewhere x stays f32 */
+        const double tol =
+            strcmp(attn__gemv_qx_path(), "avx512_vnni") ? 1e-5 : 2e-4;
+        CHECK_MSG(e <= tol, "%s quantized step %lld: %.3g off", name,
                   (long long)t, e);
         CHECK_MSG(!memcmp(zq[0], zq[1], sizeof(float) * (size_t)V),
                   "%s quantized step %lld: 1 and 3 threads differ", name,

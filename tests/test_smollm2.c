@@ -179,10 +179,16 @@ static void logits_and_greedy(const attn_llama *m) {
             CHECK_STATUS(
                 attn_llama_generate(m, ids, L, &o, out, 64, &n, NULL, NULL),
                 ATTN_OK);
-            CHECK_MSG(n == nw && !memcmp(out, want, 4 * (size_t)n),
+            int64_t first = 0; /* the first id that differs */
+            while (first < n && first < nw && out[first] == want[first])
+                first++;
+            CHECK_MSG(n == nw && first == n,
                       "prompt %lld: greedy continuation differs (%lld ids, "
-                      "want %lld)",
-                      (long long)nprompt - 1, (long long)n, (long long)nw);
+                      "want %lld; first at id %lld of the output: %d, want "
+                      "%d)",
+                      (long long)nprompt - 1, (long long)n, (long long)nw,
+                      (long long)first, first < n ? (int)out[first] : -1,
+                      first < nw ? (int)want[first] : -1);
             p = next_line(p);
             const size_t wl = unhex(p + 2, want_text);
             size_t gl = 0;

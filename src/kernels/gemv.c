@@ -7,9 +7,10 @@
  * m sum_j x_j, and Q4_0's values d (q_j - 8) are the case m = -8 d. The
  * block sums of x, sum_j x_j, are made once per call and serve every row.
  * The q_j x_j products are taken in f32 after widening the 4- or 8-bit
- * q_j in registers (rather than quantizing x to 8 bits for integer dot
- * products): x keeps its full precision, and the widening costs less
- * than the memory traffic it saves at decode's sizes. */
+ * q_j in registers: x keeps its full precision. gemv_x8.c's integer
+ * products on x quantized to two bytes per value are faster with
+ * AVX512_VNNI (attn bench --gemv), and the decoding steps' layers take
+ * them there; this kernel serves the other paths and the output head. */
 #include "gemv.h"
 
 #include "attn_gguf.h"
@@ -46,8 +47,7 @@ size_t attn__q_row_bytes(int type, int64_t cols) {
     }
 }
 
-/* IEEE half to float (the portable path and the references). */
-static float half_to_float(const unsigned char *p) {
+float attn__gemv_half(const unsigned char *p) {
     const unsigned h = (unsigned)p[0] | (unsigned)p[1] << 8;
     const unsigned e = h >> 10 & 31, f = h & 1023;
     float v;
@@ -62,7 +62,7 @@ static float half_to_float(const unsigned char *p) {
 
 /* The value j of a block at p (the format's definition). */
 static float q_value(int type, const unsigned char *p, int j) {
-    const float d = half_to_float(p);
+    const float d = attn__gemv_half(p);
     if (type == ATTN_GGML_Q8_0) {
         const int8_t q = (int8_t)p[2 + j];
         return d * (float)q;
@@ -72,7 +72,7 @@ static float q_value(int type, const unsigned char *p, int j) {
         return d * (float)(q - 8);
     }
     const int q = j < 16 ? p[4 + j] & 15 : p[4 + j - 16] >> 4;
-    return d * (float)q + half_to_float(p + 2);
+    return d * (float)q + attn__gemv_half(p + 2);
 }
 
 /* ---- references --------------------------------------------------------- */
@@ -121,14 +121,14 @@ static float dot_f32_c(const float *w, const float *x, int64_t cols) {
 static float block_c(int type, const unsigned char *p, const float *x, float *d,
                      float *m) {
     float s = 0.0f;
-    *d = half_to_float(p);
+    *d = attn__gemv_half(p);
     if (type == ATTN_GGML_Q8_0) {
         *m = 0.0f;
         for (int j = 0; j < 32; j++) s += (float)(int8_t)p[2 + j] * x[j];
         return s;
     }
     const unsigned char *q = p + (type == ATTN_GGML_Q4_0 ? 2 : 4);
-    *m = type == ATTN_GGML_Q4_0 ? -8.0f * *d : half_to_float(p + 2);
+    *m = type == ATTN_GGML_Q4_0 ? -8.0f * *d : attn__gemv_half(p + 2);
     for (int j = 0; j < 16; j++)
         s += (float)(q[j] & 15) * x[j] + (float)(q[j] >> 4) * x[16 + j];
     return s;

@@ -26,6 +26,10 @@ typedef struct {
  * this file reads, or cols not a multiple of 32). */
 size_t attn__q_row_bytes(int type, int64_t cols);
 
+/* The IEEE half at p (little-endian) as a float: the portable paths'
+ * block scales. */
+float attn__gemv_half(const unsigned char *p);
+
 /* y[i * rows + r] = sum_j w[r * cols + j] x[i * cols + j], i < n. threads
  * 0: OpenMP's default team. Sizes are the caller's to check. */
 void attn__gemv_f32(int64_t n, int64_t rows, int64_t cols, const float *x,
@@ -36,10 +40,44 @@ void attn__gemv_f32(int64_t n, int64_t rows, int64_t cols, const float *x,
 int attn__gemv_q(int64_t n, const attn__qmat *w, const float *x, float *y,
                  int threads);
 
+/* The same with x quantized per block of 32 values to a scale and two
+ * bytes per value (about 16 bits against the block's largest value;
+ * gemv_x8.c): integer dot products, faster. Returns 0, or -1 when its
+ * workspace (x's bytes) cannot be allocated. */
+int attn__gemv_qx(int64_t n, const attn__qmat *w, const float *x, float *y,
+                  int threads);
+
+/* attn__gemv_qx for k <= ATTN__GEMV_MANY matrices w[0 .. k) of the same
+ * cols on the same x (the decoding step's Q, K and V maps; its gate and
+ * up maps): x quantized once, one parallel region over all their rows,
+ * y[m] (n, w[m].rows). The same bits as k calls of attn__gemv_qx. */
+#define ATTN__GEMV_MANY 4
+int attn__gemv_qx_many(int64_t n, int k, const attn__qmat *w, const float *x,
+                       float *const *y, int threads);
+
+/* The decoding steps' products on the blocks: the faster of the two
+ * kernels on this path (attn bench --gemv): attn__gemv_qx_many with
+ * AVX512_VNNI; elsewhere (AVX2: level; portable C: the integer sums are
+ * slower) attn__gemv_q on each matrix, x kept in f32. */
+int attn__gemv_q_many(int64_t n, int k, const attn__qmat *w, const float *x,
+                      float *const *y, int threads);
+
+/* nb blocks of 32 values of x as attn__gemv_qx quantizes them: x_j ~
+ * e[2b] (256 p_j + r_j) with bytes p, r (nb, 32), and e[2b + 1] the
+ * block's sum as quantized (e: nb pairs). */
+void attn__quantize_x16(int64_t nb, const float *x, int8_t *p, int8_t *r,
+                        float *e);
+
+/* The kernel attn__gemv_qx runs on this path: "avx512_vnni", "avx2", "c". */
+const char *attn__gemv_qx_path(void);
+
 /* Plain references (double sums; W's values dequantized as the format
  * defines them): what the tests compare the kernels against. */
 void attn__gemv_f32_ref(int64_t n, int64_t rows, int64_t cols, const float *x,
                         const float *w, float *y);
 void attn__gemv_q_ref(int64_t n, const attn__qmat *w, const float *x, float *y);
+/* attn__gemv_qx's value in double: W's values times x as quantized. */
+void attn__gemv_qx_ref(int64_t n, const attn__qmat *w, const float *x,
+                       float *y);
 
 #endif /* ATTN_GEMV_H */

@@ -217,11 +217,39 @@ static attn_status lin(const attn__dec_state *s, int64_t l, int j, int64_t n,
     }
     const int64_t per = ldy == out ? n : 1; /* rows a product takes */
     for (int64_t r = 0; r < n; r += per)
-        if (attn__gemv_q(per, q, x + r * in, y + r * ldy, s->th))
+        if (attn__gemv_q_many(per, 1, q, x + r * in, &(float *){y + r * ldy},
+                              s->th))
             return ATTN_E_NOMEM;
     if (b)
         for (int64_t r = 0; r < n; r++)
             for (int64_t c = 0; c < out; c++) y[r * ldy + c] += b[c];
+    return ATTN_OK;
+}
+
+/* Whether matrices j0 .. j0 + k of layer l (outputs outs[m], inputs in)
+ * can be one product over n rows: all in blocks and n a step's few. */
+static int fusable(const attn__dec_state *s, int64_t l, int j0, int k,
+                   int64_t n, int64_t in, const int64_t *outs) {
+    if (!s->qw || n >= 8) return 0;
+    for (int m = 0; m < k; m++) {
+        const attn__qmat *q = &s->qw[l * ATTN__DEC_NQ + j0 + m];
+        if (!q->data || q->rows != outs[m] || q->cols != in) return 0;
+    }
+    return 1;
+}
+
+/* y[m] (n, outs[m]) = in W_m^T + b_m for the fusable matrices j0 .. j0 + k
+ * of layer l: x quantized once, one parallel region. */
+static attn_status lin_many(const attn__dec_state *s, int64_t l, int j0, int k,
+                            int64_t n, const float *in, const int64_t *outs,
+                            float *const *y, const float *const *b) {
+    if (attn__gemv_q_many(n, k, &s->qw[l * ATTN__DEC_NQ + j0], in, y, s->th))
+        return ATTN_E_NOMEM;
+    for (int m = 0; m < k; m++)
+        if (b[m])
+            for (int64_t r = 0; r < n; r++)
+                for (int64_t c = 0; c < outs[m]; c++)
+                    y[m][r * outs[m] + c] += b[m][c];
     return ATTN_OK;
 }
 
@@ -240,10 +268,16 @@ static attn_status ffn(attn__dec_state *s, int64_t l, int64_t n,
     }
     /* w_1 (2F, E): the gate's rows, then the up projection's */
     attn_status st;
-    if ((st = lin(s, l, ATTN__DEC_Q_GATE, n, E, F, in, P->w_1, P->b_1, s->hpre,
-                  2 * F)) ||
-        (st = lin(s, l, ATTN__DEC_Q_UP, n, E, F, in, P->w_1 + F * E,
-                  P->b_1 ? P->b_1 + F : NULL, s->hpre + F, 2 * F)))
+    const int64_t outs[2] = {F, F};
+    if (n == 1 && fusable(s, l, ATTN__DEC_Q_GATE, 2, n, E, outs)) {
+        float *const y[2] = {s->hpre, s->hpre + F};
+        const float *const b[2] = {P->b_1, P->b_1 ? P->b_1 + F : NULL};
+        if ((st = lin_many(s, l, ATTN__DEC_Q_GATE, 2, n, in, outs, y, b)))
+            return st;
+    } else if ((st = lin(s, l, ATTN__DEC_Q_GATE, n, E, F, in, P->w_1, P->b_1,
+                         s->hpre, 2 * F)) ||
+               (st = lin(s, l, ATTN__DEC_Q_UP, n, E, F, in, P->w_1 + F * E,
+                         P->b_1 ? P->b_1 + F : NULL, s->hpre + F, 2 * F)))
         return st;
     attn__swiglu_forward(n, F, s->hpre, s->hact, s->th);
     return lin(s, l, ATTN__DEC_Q_DOWN, n, F, E, s->hact, P->w_2, P->b_2, s->a,
@@ -261,13 +295,18 @@ static attn_status body(attn__dec_state *s, int64_t l, int k, const float *in) {
             attn_tensor_bthd(s->k, ATTN_F32, R, s->L, s->Hkv, s->hd);
         attn_tensor V =
             attn_tensor_bthd(s->v, ATTN_F32, R, s->L, s->Hkv, s->hd);
-        if ((st = lin(s, l, ATTN__DEC_Q_Q, n, E, E, in, W->w_q, W->b_q, s->q,
-                      E)) ||
-            (st = lin(s, l, ATTN__DEC_Q_K, n, E, KV, in, W->w_k, W->b_k, s->k,
-                      KV)) ||
-            (st = lin(s, l, ATTN__DEC_Q_V, n, E, KV, in, W->w_v, W->b_v, s->v,
-                      KV)) ||
-            (st = attn_kv_cache_append(s->self[l], &K, &V, NULL)) ||
+        const int64_t outs[3] = {E, KV, KV};
+        float *const y[3] = {s->q, s->k, s->v};
+        const float *const b[3] = {W->b_q, W->b_k, W->b_v};
+        if (fusable(s, l, ATTN__DEC_Q_Q, 3, n, E, outs))
+            st = lin_many(s, l, ATTN__DEC_Q_Q, 3, n, in, outs, y, b);
+        else if (!(st = lin(s, l, ATTN__DEC_Q_Q, n, E, E, in, W->w_q, W->b_q,
+                            s->q, E)) &&
+                 !(st = lin(s, l, ATTN__DEC_Q_K, n, E, KV, in, W->w_k, W->b_k,
+                            s->k, KV)))
+            st = lin(s, l, ATTN__DEC_Q_V, n, E, KV, in, W->w_v, W->b_v, s->v,
+                     KV);
+        if (st || (st = attn_kv_cache_append(s->self[l], &K, &V, NULL)) ||
             (st = attend(s, s->self[l], 1)))
             return st;
         return lin(s, l, ATTN__DEC_Q_O, n, E, E, s->ctx, W->w_o, W->b_o, s->a,

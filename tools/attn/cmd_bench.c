@@ -3,6 +3,7 @@
 #include "cli_ring.h"
 
 #include "bench.h"
+#include "bench_gemv.h"
 #include "bench_score_mods.h"
 
 #include <stdio.h>
@@ -62,6 +63,9 @@ static void help(void) {
         "                   documents against the documents\n"
         "                   one by one (takes --quick, --threads N, --reps N,\n"
         "                   --lengths L,LP)\n"
+        "  --gemv           instead: the decoding matrix-vector products on\n"
+        "                   SmolLM2-135M's shapes, f32 x against 8-bit x\n"
+        "                   (takes --threads N)\n"
         "  --decode         instead: a decode step over a KV cache against the\n"
         "                   memory bandwidth (attn bench --decode --help)\n"
         "  --ring contiguous|zigzag\n"
@@ -125,6 +129,24 @@ int cmd_bench(int argc, char **argv) {
                                            argv[j]);
             }
             return bench_score_mods_run(stdout, &so);
+        } else if (strcmp(argv[i], "--gemv") == 0) { /* bench/bench_gemv.c */
+            long th = 0;
+            for (int j = 1; j < argc; j++) {
+                char *e = NULL;
+                if (j != i && strcmp(argv[j], "--threads") == 0 &&
+                    j + 1 < argc &&
+                    ((th = strtol(argv[j + 1], &e, 10)),
+                     !*e && th >= 1 && th <= 1024)) {
+                    j++;
+                    continue;
+                }
+                if (j != i)
+                    return cli_usage_error(cmd,
+                                           "--gemv takes --threads N, not "
+                                           "'%s'",
+                                           argv[j]);
+            }
+            return bench_gemv_run((int)th, 0, stdout);
         } else if (strcmp(argv[i], "--decode") ==
                    0) { /* bench/bench_decode.c */
             for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];

@@ -1,0 +1,15 @@
+/* The decoding matrix-vector products on SmolLM2-135M's shapes (`attn
+ * bench --gemv`): the block-format kernel that widens W's values to f32
+ * against the one on 8-bit x (integer dot products), on every
+ * instruction-set path this CPU has, W warm in the cache as decoding
+ * finds it (the model's blocks fit in the last-level cache). */
+#ifndef ATTN_BENCH_GEMV_H
+#define ATTN_BENCH_GEMV_H
+
+#include <stdio.h>
+
+/* threads 0: OpenMP's default; reps 0: a default. Returns 0, or 2 when it
+ * cannot allocate. */
+int bench_gemv_run(int threads, int reps, FILE *out);
+
+#endif
