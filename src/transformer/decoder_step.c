@@ -414,6 +414,15 @@ attn_status attn__dec_prefill(attn__dec_state *s, const float *x, int64_t L,
     return ATTN_OK;
 }
 
+attn_status attn__dec_prefill_rows(attn__dec_state *s, const float *x,
+                                   int64_t L, const float **rows) {
+    if (s->R != 1 || s->add_ws)
+        return attn__fail(ATTN_E_SHAPE,
+                          "a prompt's rows come from one row without "
+                          "additive cross-attention");
+    return run(s, x, L, rows);
+}
+
 attn_status attn__dec_reorder(attn__dec_state *s, const int64_t *parent) {
     for (int64_t l = 0; l < s->M; l++) {
         attn_status st = attn_kv_cache_reorder(s->self[l], parent);
