@@ -45,7 +45,8 @@ static void ref_fwd(int64_t n, int64_t in, int64_t out, const float *x,
 static int near_all(const float *got, const double *want, const double *mag,
                     int64_t n, int64_t k) {
     for (int64_t i = 0; i < n; i++)
-        if (!(fabs(got[i] - want[i]) <= 2e-7 * (double)(k + 2) * mag[i] + 1e-30))
+        if (!(fabs(got[i] - want[i]) <=
+              2e-7 * (double)(k + 2) * mag[i] + 1e-30))
             return 0;
     return 1;
 }
@@ -208,8 +209,8 @@ int main(void) {
     /* odd sizes; matrix-vector rows (n < 8); one block; tall (row blocks);
      * wide (column blocks); both; a prompt's wide product */
     static const int64_t shapes[][3] = {
-        {1, 1, 1},      {3, 17, 129},   {7, 129, 3},    {8, 3, 17},
-        {17, 129, 3},   {129, 17, 129}, {129, 129, 17}, {1031, 33, 65},
+        {1, 1, 1},      {3, 17, 129},    {7, 129, 3},    {8, 3, 17},
+        {17, 129, 3},   {129, 17, 129},  {129, 129, 17}, {1031, 33, 65},
         {37, 96, 2051}, {300, 130, 260}, {515, 64, 1029}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         one_shape(shapes[s][0], shapes[s][1], shapes[s][2]);

@@ -95,7 +95,8 @@ static linear_grid linear_grid_of(int m, int n, int k) {
     int64_t cost = -1;
     for (int r = 1; r <= t; r *= 2) {
         const int c = t / r;
-        const int rows = round16((m + r - 1) / r), cols = round16((n + c - 1) / c);
+        const int rows = round16((m + r - 1) / r),
+                  cols = round16((n + c - 1) / c);
         const linear_grid g = {rows, cols, (m + rows - 1) / rows,
                                (n + cols - 1) / cols};
         /* floats packed: the rows once per block column, and so on */
@@ -332,8 +333,8 @@ static void gelu_pre(const float *x, float *e, float *t, int64_t n) {
     }
 }
 
-static void gelu_post(const float *x, const float *e, const float *t,
-                      float *y, int64_t n) {
+static void gelu_post(const float *x, const float *e, const float *t, float *y,
+                      int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float u = t[i];
         float q =
@@ -348,24 +349,22 @@ static void gelu_post(const float *x, const float *e, const float *t,
 
 #if defined(__x86_64__) || defined(__i386__)
 #define T_AVX512 __attribute__((target("avx512f")))
-T_AVX512 static void gelu_pre16(const float *x, float *e, float *t,
-                                int64_t n) {
+T_AVX512 static void gelu_pre16(const float *x, float *e, float *t, int64_t n) {
     int64_t i = 0;
     const __m512 c = _mm512_set1_ps(0.70710678f), one = _mm512_set1_ps(1.0f),
                  p = _mm512_set1_ps(0.3275911f);
     for (; i + 16 <= n; i += 16) {
         __m512 z = _mm512_mul_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), c);
-        _mm512_storeu_ps(e + i, _mm512_sub_ps(_mm512_setzero_ps(),
-                                              _mm512_mul_ps(z, z)));
-        _mm512_storeu_ps(t + i,
-                         _mm512_div_ps(one, _mm512_add_ps(one, _mm512_mul_ps(
-                                                                   p, z))));
+        _mm512_storeu_ps(
+            e + i, _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(z, z)));
+        _mm512_storeu_ps(
+            t + i, _mm512_div_ps(one, _mm512_add_ps(one, _mm512_mul_ps(p, z))));
     }
     gelu_pre(x + i, e + i, t + i, n - i);
 }
 
-T_AVX512 static void gelu_post16(const float *x, const float *e,
-                                 const float *t, float *y, int64_t n) {
+T_AVX512 static void gelu_post16(const float *x, const float *e, const float *t,
+                                 float *y, int64_t n) {
     int64_t i = 0;
     const __m512 a1 = _mm512_set1_ps(0.254829592f),
                  a2 = _mm512_set1_ps(-0.284496736f),

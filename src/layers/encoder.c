@@ -378,8 +378,8 @@ attn_status attn_encoder_forward(const attn_encoder_config *cfg,
     return st;
 }
 
-attn_status attn__encoder_infer_ws_size(const attn_encoder_config *c,
-                                        int64_t B, int64_t L, size_t *floats) {
+attn_status attn__encoder_infer_ws_size(const attn_encoder_config *c, int64_t B,
+                                        int64_t L, size_t *floats) {
     ATTN__NEED(c);
     attn_encoder_config one = *c;
     one.num_layers = 1;

@@ -40,8 +40,8 @@ attn_status attn__mha_slices(const void *cfg, attn_param_slice *sl, int64_t cap,
  * the workspace (attn__encoder_infer_ws_size floats) holds one layer's
  * part, which every layer reuses: a sixth of the memory for BERT's six
  * layers, and none of it touched for the first time per layer. */
-attn_status attn__encoder_infer_ws_size(const attn_encoder_config *c,
-                                        int64_t B, int64_t L, size_t *floats);
+attn_status attn__encoder_infer_ws_size(const attn_encoder_config *c, int64_t B,
+                                        int64_t L, size_t *floats);
 attn_status attn__encoder_infer(const attn_encoder_config *c,
                                 const float *params, int64_t B, int64_t L,
                                 const float *x, const attn_layer_opts *opts,

@@ -31,8 +31,7 @@ static attn_status hidden_one(const attn_llama *m, int64_t L, const float *x,
     attn_status st = attn__dec_state_create(&m->dec, m->params, 1, L, NULL, 1,
                                             NULL, threads, &ds);
     if (!st) st = attn__dec_prefill_rows(ds, x, L, &rows);
-    if (!st)
-        memcpy(h, rows, (size_t)(L * m->cfg.hidden_size) * sizeof(float));
+    if (!st) memcpy(h, rows, (size_t)(L * m->cfg.hidden_size) * sizeof(float));
     attn__dec_state_free(ds);
     attn__blas_single_end(blas);
     return st;
