@@ -94,7 +94,7 @@ static linear_grid linear_grid_of(int m, int n, int k) {
     linear_grid best = {m, n, 1, 1};
     int64_t cost = -1;
     for (int r = 1; r <= t; r *= 2) {
-        const int c = t / r;
+        const int c = t / r > 1 ? t / r : 1; /* r <= t */
         const int rows = round16((m + r - 1) / r),
                   cols = round16((n + c - 1) / c);
         const linear_grid g = {rows, cols, (m + rows - 1) / rows,
