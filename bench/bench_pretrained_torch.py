@@ -3,6 +3,8 @@
 (PyTorch is not a dependency of attn):
 
   python3 -m venv /tmp/tv && /tmp/tv/bin/pip install torch sentence-transformers
+  (without sentence-transformers, transformers' BertModel with the model's
+  mean pooling and normalization stands in for it)
   ATTN_LIBRARY=build/libattn.so /tmp/tv/bin/python bench/bench_pretrained_torch.py MODEL_DIR
 
 Prints (1) the agreement of the sentence embeddings of 20 sentences
@@ -20,7 +22,10 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import attn  # noqa: E402
-from sentence_transformers import SentenceTransformer  # noqa: E402
+try:
+    from sentence_transformers import SentenceTransformer  # noqa: E402
+except ImportError:  # transformers alone: the model's pooling by hand
+    SentenceTransformer = None
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
@@ -41,20 +46,39 @@ SENTENCES = [
 ]
 
 
+def hf_embed(d):
+    """The model's sentence embeddings by transformers alone (mean over the
+    tokens, then unit length, as its 1_Pooling and 2_Normalize say)."""
+    import transformers
+    tok = transformers.AutoTokenizer.from_pretrained(d)
+    bert = transformers.AutoModel.from_pretrained(d).eval()
+    enc = tok(SENTENCES, padding=True, truncation=True, max_length=256,
+              return_tensors="pt")
+    with torch.inference_mode():
+        h = bert(**enc).last_hidden_state
+    w = enc["attention_mask"].unsqueeze(-1).float()
+    e = (h * w).sum(1) / w.sum(1).clamp(min=1e-9)
+    e = torch.nn.functional.normalize(e, dim=1)
+    return e.numpy(), bert, "transformers %s" % transformers.__version__
+
+
 def main():
     d = sys.argv[1]
     threads = 2
     torch.set_num_threads(threads)
-    st = SentenceTransformer(d, device="cpu")
     m = attn.load_model(d)
-    ref = st.encode(SENTENCES, batch_size=32, convert_to_numpy=True)
+    if SentenceTransformer is not None:
+        st = SentenceTransformer(d, device="cpu")
+        ref = st.encode(SENTENCES, batch_size=32, convert_to_numpy=True)
+        bert, peer = st[0].auto_model.eval(), "sentence-transformers %s" % (
+            __import__("sentence_transformers").__version__)
+    else:
+        ref, bert, peer = hf_embed(d)
     got = m.embed(SENTENCES, threads=threads)
     cos = (ref * got).sum(1) / np.linalg.norm(ref, axis=1) / np.linalg.norm(got, axis=1)
-    print("embeddings of 20 sentences vs sentence-transformers %s (torch %s): "
+    print("embeddings of 20 sentences vs %s (torch %s): "
           "min cosine %.8f, max abs err %.2e" % (
-              __import__("sentence_transformers").__version__, torch.__version__,
-              cos.min(), np.abs(ref - got).max()))
-    bert = st[0].auto_model.eval()
+              peer, torch.__version__, cos.min(), np.abs(ref - got).max()))
     B, L = 32, 128
     rng = np.random.default_rng(16)
     ids = rng.integers(1000, 30522, size=(B, L)).astype(np.int64)

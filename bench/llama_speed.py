@@ -15,7 +15,8 @@ Two models:
                gguf_file=...)); attn runs it twice, its steps reading the
                file's blocks, then (ATTN_LLAMA_F32=1) the f32 weights it
                dequantized at load.
---small runs a 4-layer model of the random one's width (a quick look).
+--small runs a 4-layer model of the random one's width (a quick look);
+--prefill-only skips the decode (no greedy comparison, no bandwidth).
 
 Prefill is timed two ways: the forward over the prompt with the logits of
 every position (attn_llama_forward against transformers' model(ids)), and
@@ -85,11 +86,13 @@ def time_attn(m, prompt, f32):
     z = m.logits(prompt)
     fwd = time.perf_counter() - t
     stamps = []
+    n_new = DECODE if DECODE > 1 else 1
     t = time.perf_counter()
-    out = m.generate(prompt, max_new_tokens=DECODE, eos_token_id=-1,
+    out = m.generate(prompt, max_new_tokens=n_new, eos_token_id=-1,
                      callback=lambda i: stamps.append(time.perf_counter()))
     first = stamps[0] - t
-    dec = (stamps[-1] - stamps[0]) * DECODE / (DECODE - 1)
+    dec = (stamps[-1] - stamps[0]) * DECODE / (DECODE - 1) if DECODE > 1 \
+        else 0.0
     os.environ.pop("ATTN_LLAMA_F32", None)
     return z, fwd, first, dec, out[len(prompt):]
 
@@ -105,6 +108,8 @@ def time_torch(model, prompt):
         pkv, nxt = res.past_key_values, res.logits[0, -1].argmax()
         first = time.perf_counter() - t
         seq = [int(nxt)]
+        if DECODE < 2:
+            return zt, fwd, first, 0.0, seq
         t = time.perf_counter()
         for _ in range(DECODE - 1):
             res = model(nxt.view(1, 1), past_key_values=pkv, use_cache=True)
@@ -134,7 +139,10 @@ def gguf_weight_bytes(path):
 
 
 def main():
+    global DECODE
     small = "--small" in sys.argv
+    if "--prefill-only" in sys.argv:
+        DECODE = 0
     gguf = sys.argv[sys.argv.index("--gguf") + 1] if "--gguf" in sys.argv \
         else None
     torch.set_num_threads(THREADS)
@@ -164,7 +172,7 @@ def main():
     prompt = rng.integers(1, cfg.vocab_size, PREFILL).tolist()
     res = {name: time_attn(m, prompt, f32) for name, f32 in runs}
     zt, t_fwd, t_first, t_dec, seq = time_torch(model, prompt)
-    bw = read_bandwidth()
+    bw = read_bandwidth() if DECODE else 0.0
     L, E, V = cfg.num_hidden_layers, cfg.hidden_size, cfg.vocab_size
     hd = E // cfg.num_attention_heads
     # the K and V rows one decode token reads, on average over the decode
@@ -178,23 +186,27 @@ def main():
           (transformers.__version__, torch.__version__, THREADS,
            "file %s" % os.path.basename(gguf) if gguf else
            "random weights, %d layers" % L))
-    print("read bandwidth (bench_mem, %d threads): %.2f GB/s" %
-          (THREADS, bw / 1e9))
+    if DECODE:
+        print("read bandwidth (bench_mem, %d threads): %.2f GB/s" %
+              (THREADS, bw / 1e9))
     print("transformers: prefill %d forward %.1f tok/s, to first token "
-          "%.1f tok/s; decode %d: %.2f tok/s" %
-          (PREFILL, PREFILL / t_fwd, PREFILL / t_first, DECODE,
-           DECODE / t_dec))
+          "%.1f tok/s%s" %
+          (PREFILL, PREFILL / t_fwd, PREFILL / t_first,
+           "; decode %d: %.2f tok/s" % (DECODE, DECODE / t_dec)
+           if DECODE else ""))
     for name, (z, fwd, first, dec, out) in res.items():
         err = np.abs(z - zt).max() / np.abs(zt).max()
         same = sum(a == b for a, b in zip(out, seq))
         per_tok = wbytes[name] + kv_bytes
         bound = bw / per_tok
         print("%s: logits vs transformers %.2g of the largest; greedy "
-              "%d/%d equal" % (name, err, same, DECODE))
+              "%d/%d equal" % (name, err, same, max(DECODE, 1)))
         print("  prefill %d: forward %.1f tok/s (%.2fx transformers), to "
               "first token %.1f tok/s (%.2fx)" %
               (PREFILL, PREFILL / fwd, t_fwd / fwd, PREFILL / first,
                t_first / first))
+        if not DECODE:
+            continue
         print("  decode %d: %.2f tok/s (%.2fx transformers); %.1f MB read "
               "per token, bound %.1f tok/s: %.2f of it" %
               (DECODE, DECODE / dec, t_dec / dec, per_tok / 1e6, bound,

@@ -7,6 +7,9 @@
 
 #include <cblas.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
 
 attn_status attn__check_finite_f32(const float *x, int64_t n,
                                    const char *name) {
@@ -63,37 +66,76 @@ size_t attn__ws_carve(float *ws, const size_t *sz, float **const *dst, int n) {
  * with some of its kernels the cut changes the bits (seen with OpenBLAS
  * 0.3.21's Zen kernels on Zen 4: 1 and 2 threads differ in most shapes).
  * The layers promise the same bits on any thread count, so each product is
- * cut here into blocks of output rows, a cut that depends on the shape
- * only (never on the thread count), and the blocks run in an OpenMP loop
- * with one OpenBLAS thread each. A block is m / 8 rows rounded up to a
- * multiple of 64 (at least 64): every block packs the other operand (the
- * weight) again, so 4096 rows in 64-row blocks spent a tenth of a BERT
- * forward repacking weights, while eight blocks still share out evenly
- * over 2, 4 or 8 threads. The team is OpenBLAS's setting on entry: the
- * layers set it to one for threads = 1, as before. */
-static int linear_rows(int m) {
-    int r = (m + 7) / 8;
-    r = (r + 63) / 64 * 64;
-    return r < 64 ? 64 : r;
+ * cut here into a grid of output blocks that depends on the shape only
+ * (never on the thread count), and the blocks run in an OpenMP loop with
+ * one OpenBLAS thread each; the bias joins each block while it is in
+ * cache. The team is OpenBLAS's setting on entry: the layers set it to one
+ * for threads = 1.
+ *
+ * The grid: about 4M multiply-adds per block, at most 16 blocks (dealt
+ * out dynamically, so that a thread slowed by the machine's other work
+ * does not hold the rest up), each at least 16 rows and 16 columns wide.
+ * Every block packs its rows of one operand and its columns of the other,
+ * so the grid's shape minimizes what is packed more than once: a tall
+ * product (BERT's 4096 rows) is cut into row blocks, a wide one (a
+ * prompt's 512 rows against 3072 columns) into column blocks; cutting 512
+ * rows into 64-row blocks made every block pack the whole weight again. */
+typedef struct {
+    int rows, cols; /* per block (the last ones may be shorter) */
+    int nr, nc;     /* blocks down and across                   */
+} linear_grid;
+
+static int round16(int64_t v) { return (int)((v + 15) / 16 * 16); }
+
+static linear_grid linear_grid_of(int m, int n, int k) {
+    const int64_t work = (int64_t)m * n * k;
+    int t = 1;
+    while (t < 16 && work >> 22 >= 2 * t) t *= 2;
+    linear_grid best = {m, n, 1, 1};
+    int64_t cost = -1;
+    for (int r = 1; r <= t; r *= 2) {
+        const int c = t / r > 1 ? t / r : 1; /* r <= t */
+        const int rows = round16((m + r - 1) / r),
+                  cols = round16((n + c - 1) / c);
+        const linear_grid g = {rows, cols, (m + rows - 1) / rows,
+                               (n + cols - 1) / cols};
+        /* floats packed: the rows once per block column, and so on */
+        const int64_t packed = (int64_t)m * g.nc + (int64_t)n * g.nr;
+        if ((r > 1 && rows < 16) || (c > 1 && cols < 16)) continue;
+        if (cost < 0 || packed < cost) {
+            cost = packed;
+            best = g;
+        }
+    }
+    return best;
 }
 
 static void linear_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
                         int k, const float *a, int lda, const float *b, int ldb,
-                        float beta, float *c, int ldc) {
+                        float beta, float *c, int ldc, const float *bias) {
     const int team = openblas_get_num_threads();
-    const int per = linear_rows(m);
-    const int blocks = (m + per - 1) / per;
+    const linear_grid g = linear_grid_of(m, n, k);
+    const int blocks = g.nr * g.nc;
     const int saved = attn__blas_single_begin();
 #pragma omp parallel for num_threads(team > 1 ? team : 1)                      \
-    schedule(static) if (team > 1 && blocks > 1)
+    schedule(dynamic, 1) if (team > 1 && blocks > 1)
     for (int blk = 0; blk < blocks; blk++) {
-        const int r0 = blk * per;
-        const int rows = m - r0 < per ? m - r0 : per;
-        /* row r of op(A) starts at row r of A, or at column r of A^T */
+        const int r0 = blk / g.nc * g.rows, c0 = blk % g.nc * g.cols;
+        const int rows = m - r0 < g.rows ? m - r0 : g.rows;
+        const int cols = n - c0 < g.cols ? n - c0 : g.cols;
+        /* row r of op(A) starts at row r of A, or at column r of A^T;
+         * column j of op(B) at row j of B^T, or at column j of B */
         const float *ab =
             ta == CblasNoTrans ? a + (size_t)r0 * (size_t)lda : a + r0;
-        cblas_sgemm(CblasRowMajor, ta, tb, rows, n, k, 1.0f, ab, lda, b, ldb,
-                    beta, c + (size_t)r0 * (size_t)ldc, ldc);
+        const float *bb =
+            tb == CblasTrans ? b + (size_t)c0 * (size_t)ldb : b + c0;
+        float *cb = c + (size_t)r0 * (size_t)ldc + c0;
+        cblas_sgemm(CblasRowMajor, ta, tb, rows, cols, k, 1.0f, ab, lda, bb,
+                    ldb, beta, cb, ldc);
+        if (bias)
+            for (int r = 0; r < rows; r++)
+                for (int j = 0; j < cols; j++)
+                    cb[(size_t)r * (size_t)ldc + j] += bias[c0 + j];
     }
     attn__blas_single_end(saved);
 }
@@ -133,11 +175,12 @@ attn_status attn_linear_forward(int64_t n, int64_t in, int64_t out,
     ATTN__NEED(y);
     if (attn__linear_bf16_active())
         return attn__linear_forward_bf16(n, in, out, x, w, b, y);
-    if (n < 8)
-        linear_gemv((int)n, (int)in, (int)out, x, w, y);
-    else
+    if (n >= 8) {
         linear_gemm(CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, x,
-                    (int)in, w, (int)in, 0.0f, y, (int)out);
+                    (int)in, w, (int)in, 0.0f, y, (int)out, b);
+        return ATTN_OK;
+    }
+    linear_gemv((int)n, (int)in, (int)out, x, w, y);
     if (b)
         for (int64_t r = 0; r < n; r++)
             for (int64_t c = 0; c < out; c++) y[r * out + c] += b[c];
@@ -157,14 +200,14 @@ attn_status attn_linear_backward(int64_t n, int64_t in, int64_t out,
         return attn__linear_backward_bf16(n, in, out, x, w, dy, dw, db, dx);
     if (dw) {
         linear_gemm(CblasTrans, CblasNoTrans, (int)out, (int)in, (int)n, dy,
-                    (int)out, x, (int)in, 1.0f, dw, (int)in);
+                    (int)out, x, (int)in, 1.0f, dw, (int)in, NULL);
     }
     if (db) /* rows in a fixed order: the same sums on any thread count */
         for (int64_t r = 0; r < n; r++)
             for (int64_t c = 0; c < out; c++) db[c] += dy[r * out + c];
     if (dx) {
         linear_gemm(CblasNoTrans, CblasNoTrans, (int)n, (int)in, (int)out, dy,
-                    (int)out, w, (int)in, 1.0f, dx, (int)in);
+                    (int)out, w, (int)in, 1.0f, dx, (int)in, NULL);
     }
     return ATTN_OK;
 }
@@ -281,18 +324,20 @@ attn_status attn__layernorm_backward(int64_t n, int64_t d, const float *x,
  * (|error| <= 1.5e-7), 1 + erf(x) = erfc(-x) formed without cancellation
  * for x < 0, and exp(-z^2) by the kernels' vector exp. A libm erf in
  * double per element cost as much as the model's matrix products (BERT's
- * feed-forward has 4 x d_model activations per token). */
-static void gelu_chunk(const float *x, float *y, int64_t n,
-                       const attn__vec_ops *vo) {
-    float e[256] = {0}, t[256]; /* (= {0}: gcc cannot see that n >= 1) */
+ * feed-forward has 4 x d_model activations per token). The AVX-512 form
+ * does the same operations in the same order (no fused multiply-adds), so
+ * both give the same bits; the scalar one serves the other paths. */
+static void gelu_pre(const float *x, float *e, float *t, int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         float z = fabsf(x[i]) * 0.70710678f;
         e[i] = -z * z;
         t[i] = 1.0f / (1.0f + 0.3275911f * z);
     }
-    vo->exp(e, e, n);
+}
+
+static void gelu_post(const float *x, const float *e, const float *t, float *y,
+                      int64_t n) {
     for (int64_t i = 0; i < n; i++) {
-        /* cppcheck-suppress uninitvar ; the loop above wrote t[0..n) */
         float u = t[i];
         float q =
             u *
@@ -304,16 +349,75 @@ static void gelu_chunk(const float *x, float *y, int64_t n,
     }
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+#define T_AVX512 __attribute__((target("avx512f")))
+T_AVX512 static void gelu_pre16(const float *x, float *e, float *t, int64_t n) {
+    int64_t i = 0;
+    const __m512 c = _mm512_set1_ps(0.70710678f), one = _mm512_set1_ps(1.0f),
+                 p = _mm512_set1_ps(0.3275911f);
+    for (; i + 16 <= n; i += 16) {
+        __m512 z = _mm512_mul_ps(_mm512_abs_ps(_mm512_loadu_ps(x + i)), c);
+        _mm512_storeu_ps(
+            e + i, _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(z, z)));
+        _mm512_storeu_ps(
+            t + i, _mm512_div_ps(one, _mm512_add_ps(one, _mm512_mul_ps(p, z))));
+    }
+    gelu_pre(x + i, e + i, t + i, n - i);
+}
+
+T_AVX512 static void gelu_post16(const float *x, const float *e, const float *t,
+                                 float *y, int64_t n) {
+    int64_t i = 0;
+    const __m512 a1 = _mm512_set1_ps(0.254829592f),
+                 a2 = _mm512_set1_ps(-0.284496736f),
+                 a3 = _mm512_set1_ps(1.421413741f),
+                 a4 = _mm512_set1_ps(-1.453152027f),
+                 a5 = _mm512_set1_ps(1.061405429f), h = _mm512_set1_ps(0.5f),
+                 two = _mm512_set1_ps(2.0f);
+    for (; i + 16 <= n; i += 16) {
+        const __m512 u = _mm512_loadu_ps(t + i), xv = _mm512_loadu_ps(x + i);
+        __m512 q = _mm512_add_ps(a4, _mm512_mul_ps(u, a5));
+        q = _mm512_add_ps(a3, _mm512_mul_ps(u, q));
+        q = _mm512_add_ps(a2, _mm512_mul_ps(u, q));
+        q = _mm512_add_ps(a1, _mm512_mul_ps(u, q));
+        q = _mm512_mul_ps(_mm512_mul_ps(u, q), _mm512_loadu_ps(e + i));
+        const __mmask16 neg =
+            _mm512_cmp_ps_mask(xv, _mm512_setzero_ps(), _CMP_LT_OQ);
+        const __m512 w = _mm512_mask_blend_ps(neg, _mm512_sub_ps(two, q), q);
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(_mm512_mul_ps(h, xv), w));
+    }
+    gelu_post(x + i, e + i, t + i, y + i, n - i);
+}
+#endif
+
+static void gelu_chunk(const float *x, float *y, int64_t n,
+                       const attn__vec_ops *vo, int wide) {
+    float e[256] = {0}, t[256] = {0}; /* (= {0}: gcc cannot see n >= 1) */
+#if defined(__x86_64__) || defined(__i386__)
+    if (wide) {
+        gelu_pre16(x, e, t, n);
+        vo->exp(e, e, n);
+        gelu_post16(x, e, t, y, n);
+        return;
+    }
+#endif
+    (void)wide;
+    gelu_pre(x, e, t, n);
+    vo->exp(e, e, n);
+    gelu_post(x, e, t, y, n);
+}
+
 void attn__act_forward(attn_activation act, const float *x, float *y, int64_t n,
                        int threads) {
     if (act == ATTN_ACT_GELU) {
         const attn__vec_ops *vo = attn__vec_get();
+        const int wide = vo->level >= ATTN__VEC_AVX512;
         const int64_t chunks = (n + 255) / 256;
 #pragma omp parallel for schedule(static)                                      \
     num_threads(attn__omp_threads(threads))
         for (int64_t c = 0; c < chunks; c++) {
             const int64_t i0 = c * 256, k = n - i0 < 256 ? n - i0 : 256;
-            gelu_chunk(x + i0, y + i0, k, vo);
+            gelu_chunk(x + i0, y + i0, k, vo, wide);
         }
         return;
     }

@@ -305,12 +305,18 @@ static void layer_parts(const attn_encoder_config *c,
 
 /* ---- forward ---------------------------------------------------------- */
 
+/* keep 0: nothing is kept for a backward, and every layer runs in the
+ * first layer's part of the workspace (laid out for one layer). */
 static attn_status encoder_forward_body(const attn_encoder_config *c,
                                         const float *params, int64_t B,
                                         int64_t L, const float *x,
                                         const attn_layer_opts *opts, float *out,
-                                        float *weights, float *ws) {
-    attn_status st = check_call(c, params, B, L, x, opts, ws);
+                                        float *weights, float *ws, int keep) {
+    attn_encoder_config one = *c;
+    one.num_layers = 1;
+    const attn_encoder_config *cw = keep ? c : &one; /* the layout's */
+    attn_status st = check_cfg(c);
+    if (!st) st = check_call(cw, params, B, L, x, opts, ws);
     if (st) return st;
     ATTN__NEED(out);
     if (out == x) return attn__fail(ATTN_E_INVALID, "out may not alias x");
@@ -322,12 +328,12 @@ static attn_status encoder_forward_body(const attn_encoder_config *c,
     attn_mha_config mc = mha_cfg(c);
     attn_additive_config ac = add_cfg(c);
     shared_ws sw;
-    ws_layout(c, B, L, ws, 0, NULL, &sw);
+    ws_layout(cw, B, L, ws, 0, NULL, &sw);
     const float *cur = x;
     for (int64_t l = 0; l < c->num_layers; l++) {
         layer_ws w;
         attn_encoder_layer_params P;
-        ws_layout(c, B, L, ws, l, &w, NULL);
+        ws_layout(cw, B, L, ws, keep ? l : 0, &w, NULL);
         attn_encoder_layer_view(c, (float *)params, l, &P);
         memcpy(w.xin, cur, be * sizeof(float));
         attn__sublayer s1, s2;
@@ -367,7 +373,26 @@ attn_status attn_encoder_forward(const attn_encoder_config *cfg,
                                  float *out, float *weights, float *ws) {
     const int blas = attn__layer_blas_begin(opts);
     attn_status st =
-        encoder_forward_body(cfg, params, B, L, x, opts, out, weights, ws);
+        encoder_forward_body(cfg, params, B, L, x, opts, out, weights, ws, 1);
+    attn__layer_end(blas);
+    return st;
+}
+
+attn_status attn__encoder_infer_ws_size(const attn_encoder_config *c, int64_t B,
+                                        int64_t L, size_t *floats) {
+    ATTN__NEED(c);
+    attn_encoder_config one = *c;
+    one.num_layers = 1;
+    return attn_encoder_workspace_size(&one, B, L, floats);
+}
+
+attn_status attn__encoder_infer(const attn_encoder_config *cfg,
+                                const float *params, int64_t B, int64_t L,
+                                const float *x, const attn_layer_opts *opts,
+                                float *out, float *weights, float *ws) {
+    const int blas = attn__layer_blas_begin(opts);
+    attn_status st =
+        encoder_forward_body(cfg, params, B, L, x, opts, out, weights, ws, 0);
     attn__layer_end(blas);
     return st;
 }

@@ -36,6 +36,16 @@ attn_status attn__additive_slices(const void *cfg, attn_param_slice *sl,
                                   int64_t cap, int64_t *n);
 attn_status attn__mha_slices(const void *cfg, attn_param_slice *sl, int64_t cap,
                              int64_t *n);
+/* The encoder's forward for inference: nothing kept for a backward, so
+ * the workspace (attn__encoder_infer_ws_size floats) holds one layer's
+ * part, which every layer reuses: a sixth of the memory for BERT's six
+ * layers, and none of it touched for the first time per layer. */
+attn_status attn__encoder_infer_ws_size(const attn_encoder_config *c, int64_t B,
+                                        int64_t L, size_t *floats);
+attn_status attn__encoder_infer(const attn_encoder_config *c,
+                                const float *params, int64_t B, int64_t L,
+                                const float *x, const attn_layer_opts *opts,
+                                float *out, float *weights, float *ws);
 attn_status attn__encoder_slices(const void *cfg, attn_param_slice *sl,
                                  int64_t cap, int64_t *n);
 /* Allocates cfg's slice table into *slices (free with attn__free; NULL on

@@ -60,17 +60,22 @@ attn_status attn_bert_forward(const attn_bert *m, int64_t B, int64_t L,
         return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", threads);
     const int64_t E = m->cfg.hidden_size, n = B * L;
     size_t wsn;
-    if ((st = attn_encoder_workspace_size(&m->enc, B, L, &wsn))) return st;
-    float *x = attn__alloc((size_t)(n * E) * 2, sizeof(float), "embeddings");
-    float *ws = attn__alloc(wsn, sizeof(float), "encoder workspace");
+    if ((st = attn__encoder_infer_ws_size(&m->enc, B, L, &wsn))) return st;
+    const size_t xn = (size_t)(n * E) * 2, need = xn + wsn;
+    if (need < wsn)
+        return attn__fail(ATTN_E_NOMEM, "BERT buffer size overflows");
     int64_t *lens = attn__alloc((size_t)B, sizeof(int64_t), "lengths");
-    if (!x || !ws || !lens) {
-        attn__free(x);
-        attn__free(ws);
+    if (!lens) return ATTN_E_NOMEM;
+    /* the model's kept buffers (a const model: they are not its state) */
+    attn_bert *mm = (attn_bert *)m;
+    const int mine = !atomic_flag_test_and_set(&mm->buf_busy);
+    float *x = mine && mm->buf_cap >= need ? mm->buf : NULL;
+    if (!x && !(x = attn__alloc(need, sizeof(float), "BERT buffers"))) {
+        if (mine) atomic_flag_clear(&mm->buf_busy);
         attn__free(lens);
         return ATTN_E_NOMEM;
     }
-    float *sum = x + n * E;
+    float *sum = x + n * E, *ws = x + xn;
 #pragma omp parallel for schedule(static)                                      \
     num_threads(attn__omp_threads(threads))
     for (int64_t r = 0; r < n; r++) {
@@ -88,12 +93,18 @@ attn_status attn_bert_forward(const attn_bert *m, int64_t B, int64_t L,
         o.threads = threads;
         o.mask.key_lengths = lens;
         const int was = attn__linear_bf16_scope(m->bf16);
-        st = attn_encoder_forward(&m->enc, m->params, B, L, x, &o, hidden,
-                                  weights, ws);
+        st = attn__encoder_infer(&m->enc, m->params, B, L, x, &o, hidden,
+                                 weights, ws);
         attn__linear_bf16_scope(was);
     }
-    attn__free(x);
-    attn__free(ws);
+    if (mine && x != mm->buf) { /* keep the larger */
+        attn__free(mm->buf);
+        mm->buf = x;
+        mm->buf_cap = need;
+    } else if (x != mm->buf) {
+        attn__free(x);
+    }
+    if (mine) atomic_flag_clear(&mm->buf_busy);
     attn__free(lens);
     return st;
 }

@@ -421,6 +421,7 @@ attn_status attn_bert_load(const char *dir, attn_bert **out) {
     attn_bert *m = attn__alloc(1, sizeof *m, "model");
     if (!m) return ATTN_E_NOMEM;
     memset(m, 0, sizeof *m);
+    atomic_flag_clear(&m->buf_busy);
     attn_status st = read_config(dir, &m->cfg);
     const attn_bert_config *c = &m->cfg;
     if (!st) {
@@ -471,6 +472,7 @@ attn_status attn_bert_load(const char *dir, attn_bert **out) {
 
 void attn_bert_free(attn_bert *m) {
     if (!m) return;
+    attn__free(m->buf);
     attn__free(m->params);
     attn__free(m->word);
     attn__free(m->map);

@@ -19,23 +19,49 @@ static attn_status check_ids(const attn_llama *m, const int32_t *ids,
     return ATTN_OK;
 }
 
+/* One row without attention weights: the prompt's pass of generation
+ * (attn__dec_prefill_rows) over all positions. It keeps nothing for a
+ * backward, where attn_decoder_forward keeps every layer's intermediates:
+ * about 650 MB of fresh pages for SmolLM2's 30 layers and 512 positions. */
+static attn_status hidden_one(const attn_llama *m, int64_t L, const float *x,
+                              int threads, float *h) {
+    attn__dec_state *ds = NULL;
+    const float *rows;
+    const int blas = threads == 1 ? attn__blas_single_begin() : 1;
+    attn_status st = attn__dec_state_create(&m->dec, m->params, 1, L, NULL, 1,
+                                            NULL, threads, &ds);
+    if (!st) st = attn__dec_prefill_rows(ds, x, L, &rows);
+    if (!st) memcpy(h, rows, (size_t)(L * m->cfg.hidden_size) * sizeof(float));
+    attn__dec_state_free(ds);
+    attn__blas_single_end(blas);
+    return st;
+}
+
 /* The decoder's output h (B, L, E) for ids (checked). */
 static attn_status hidden(const attn_llama *m, int64_t B, int64_t L,
                           const int32_t *ids, int threads, float *h,
                           float *weights) {
     const int64_t E = m->cfg.hidden_size, n = B * L;
-    size_t nws;
-    attn_status st = attn_decoder_workspace_size(&m->dec, B, L, 1, &nws);
-    if (st) return st;
+    size_t nws = 0;
+    attn_status st = ATTN_OK;
+    if ((B > 1 || weights) &&
+        (st = attn_decoder_workspace_size(&m->dec, B, L, 1, &nws)))
+        return st;
     float *x = attn__alloc((size_t)(n * E), sizeof(float), "embeddings");
-    float *ws = x ? attn__alloc(nws, sizeof(float), "decoder workspace") : NULL;
+    if (!x) return ATTN_E_NOMEM;
+    for (int64_t i = 0; i < n; i++)
+        memcpy(x + i * E, m->embed + (int64_t)ids[i] * E,
+               (size_t)E * sizeof(float));
+    if (B == 1 && !weights) {
+        st = hidden_one(m, L, x, threads, h);
+        attn__free(x);
+        return st;
+    }
+    float *ws = attn__alloc(nws, sizeof(float), "decoder workspace");
     if (!ws) {
         attn__free(x);
         return ATTN_E_NOMEM;
     }
-    for (int64_t i = 0; i < n; i++)
-        memcpy(x + i * E, m->embed + (int64_t)ids[i] * E,
-               (size_t)E * sizeof(float));
     attn_layer_opts o;
     attn_sdpa_opts_init(&o);
     o.threads = threads;

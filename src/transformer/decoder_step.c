@@ -17,6 +17,8 @@
  * set by attn__dec_state_set_quant): the products read the blocks in
  * place. */
 #include "transformer.h"
+#include "../cache/kv_cache.h"
+#include "../kernels/rope.h"
 
 #include <string.h>
 
@@ -181,6 +183,42 @@ fail:
     return st;
 }
 
+/* A prompt's piece of at least FLASH_ROWS positions attends through the
+ * flash kernel (attn_sdpa_forward: tile products) rather than the decode
+ * kernel, whose dot products per query and key suit a step's few rows:
+ * the keys and values are the cache's own f32 rows, viewed in place, and
+ * the queries are rotated at their positions here as the cache would. */
+enum { FLASH_ROWS = 16 };
+
+static int flash_fits(const attn__dec_state *s, const attn_kv_cache *c,
+                      int causal) {
+    return causal && s->R == 1 && s->L >= FLASH_ROWS &&
+           c->cfg.dtype == ATTN_F32 && !c->doc && c->len[0] >= s->L;
+}
+
+static attn_status attend_flash(const attn__dec_state *s,
+                                const attn_kv_cache *c, const attn_tensor *Q,
+                                attn_sdpa_opts *o, attn_tensor *O) {
+    const int64_t len = c->len[0], cap = c->cfg.capacity, hd = s->hd;
+    attn_tensor K = {(void *)attn__kv_krow(c, 0, 0, 0),
+                     ATTN_F32,
+                     {1, s->Hkv, len, hd},
+                     {s->Hkv * cap * hd, cap * hd, hd, 1}};
+    attn_tensor V = K;
+    V.data = (void *)attn__kv_vrow(c, 0, 0, 0);
+    if (!c->rope_freq) return attn_sdpa_forward(Q, &K, &V, o, O, NULL, NULL);
+    int64_t *pos = attn__alloc((size_t)s->L, sizeof(int64_t), "positions");
+    if (!pos) return ATTN_E_NOMEM;
+    for (int64_t i = 0; i < s->L; i++) pos[i] = len - s->L + i;
+    attn_tensor qr;
+    void *buf = NULL;
+    attn_status st = attn__rope_copy(&c->rope, Q, pos, s->L, s->th, &qr, &buf);
+    if (!st) st = attn_sdpa_forward(&qr, &K, &V, o, O, NULL, NULL);
+    attn__free(buf);
+    attn__free(pos);
+    return st;
+}
+
 /* ctx (R, L, H hd): the new queries q over cache c; causal (bottom-right:
  * the new positions are the cache's last L) for the self-attention. */
 static attn_status attend(const attn__dec_state *s, const attn_kv_cache *c,
@@ -194,6 +232,7 @@ static attn_status attend(const attn__dec_state *s, const attn_kv_cache *c,
     o.mask.align = ATTN_ALIGN_BOTTOM_RIGHT;
     if (causal && s->c->sliding_window > 0)
         o.mask.window_left = s->c->sliding_window - 1;
+    if (flash_fits(s, c, causal)) return attend_flash(s, c, &Q, &o, &O);
     return attn_sdpa_cached(&Q, c, &o, &O, NULL);
 }
 
@@ -412,6 +451,15 @@ attn_status attn__dec_prefill(attn__dec_state *s, const float *x, int64_t L,
         *out += (len - 1) * s->E; /* the last position's row */
     }
     return ATTN_OK;
+}
+
+attn_status attn__dec_prefill_rows(attn__dec_state *s, const float *x,
+                                   int64_t L, const float **rows) {
+    if (s->R != 1 || s->add_ws)
+        return attn__fail(ATTN_E_SHAPE,
+                          "a prompt's rows come from one row without "
+                          "additive cross-attention");
+    return run(s, x, L, rows);
 }
 
 attn_status attn__dec_reorder(attn__dec_state *s, const int64_t *parent) {

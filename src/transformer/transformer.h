@@ -50,6 +50,10 @@ attn_status attn__dec_step(attn__dec_state *s, const float *x,
  * attn__dec_step's). */
 attn_status attn__dec_prefill(attn__dec_state *s, const float *x, int64_t L,
                               int64_t piece, const float **out);
+/* The same in one piece, keeping every position's output: *rows (L, E,
+ * inside the state). R must be 1, the cross-attention (if any) dot. */
+attn_status attn__dec_prefill_rows(attn__dec_state *s, const float *x,
+                                   int64_t L, const float **rows);
 /* The matrices a state may take in a block format, per layer. */
 enum {
     ATTN__DEC_Q_Q,
