@@ -46,6 +46,7 @@ typedef struct {
     attn__isa cpu;   /* the CPU + OS's path                              */
     attn__isa env;   /* ATTN_ISA's cap (ATTN__ISA_AMX when unset)         */
     int amx_refused; /* the CPU has AMX but the kernel refused its state */
+    int vnni;        /* AVX512_VNNI beside an AVX-512 path               */
     char line[192];  /* attn__isa_describe                               */
 } isa_state;
 
@@ -76,8 +77,9 @@ static int amx_permitted(void) {
 }
 #endif
 
-static attn__isa detect(int *amx_refused) {
+static attn__isa detect(int *amx_refused, int *vnni) {
     *amx_refused = 0;
+    *vnni = 0;
 #if ATTN_X86
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return ATTN__ISA_SCALAR;
@@ -94,6 +96,7 @@ static attn__isa detect(int *amx_refused) {
     /* opmask, upper ZMM halves and ZMM16-31 saved */
     if (!avx512f || !avx512bw || !avx512vl || (xcr0 & 0xe0) != 0xe0)
         return ATTN__ISA_AVX2;
+    *vnni = c >> 11 & 1;
     unsigned a1 = 0, b1, c1, d1;
     if (!__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1) || !(a1 >> 5 & 1))
         return ATTN__ISA_AVX512;
@@ -116,7 +119,7 @@ static atomic_int isa_cap = ATTN__ISA_AMX;
 
 static void make_state(void) {
     isa_state *s = &state;
-    s->cpu = detect(&s->amx_refused);
+    s->cpu = detect(&s->amx_refused, &s->vnni);
     s->env = ATTN__ISA_AMX;
     const char *e = getenv("ATTN_ISA");
     char esc[64];
@@ -171,6 +174,10 @@ attn__isa attn__isa_get(void) {
     attn__isa cap =
         (attn__isa)atomic_load_explicit(&isa_cap, memory_order_relaxed);
     return l < cap ? l : cap;
+}
+
+int attn__isa_vnni(void) {
+    return attn__isa_get() >= ATTN__ISA_AVX512 && get_state()->vnni;
 }
 
 void attn__isa_set_max(attn__isa isa) {

@@ -26,6 +26,12 @@ attn__isa attn__isa_cpu(void);
  * attn__isa_set_max. Cheap after the first call. */
 attn__isa attn__isa_get(void);
 
+/* 1 when the path taken is AVX-512 or above and the CPU has AVX512_VNNI
+ * (vpdpbusd; the integer matrix-vector products use it). Not a rung of
+ * the ladder: Zen 4 and the Xeons since Cascade Lake have it, Skylake-X
+ * does not; capping the path below AVX-512 turns it off. */
+int attn__isa_vnni(void);
+
 /* Caps the path (tests run each lower path with it; ATTN__ISA_AMX lifts
  * the cap). Not thread-safe: call it while no kernel runs. */
 void attn__isa_set_max(attn__isa isa);

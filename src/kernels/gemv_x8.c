@@ -319,18 +319,10 @@ T5 static float dot_vnni(int type, const unsigned char *row, size_t bb, xq x,
 
 typedef float (*dot_fn)(int, const unsigned char *, size_t, xq, int64_t);
 
-static int has_vnni(void) {
-#if ATTN_X8_X86
-    return __builtin_cpu_supports("avx512vnni");
-#else
-    return 0;
-#endif
-}
-
 static dot_fn pick(void) {
 #if ATTN_X8_X86
     const attn__isa isa = attn__isa_get();
-    if (isa >= ATTN__ISA_AVX512 && has_vnni()) return dot_vnni;
+    if (attn__isa_vnni()) return dot_vnni;
     if (isa >= ATTN__ISA_AVX2) return dot_avx2;
 #endif
     return dot_c;
