@@ -61,7 +61,7 @@ void attn__rmsnorm_backward(int64_t n, int64_t d, const float *x,
  * limit), flushing to 0 gives gate. */
 static void swiglu_chunk(const float *gate, const float *up, float *h,
                          int64_t n, const attn__vec_ops *vo) {
-    float e[256];
+    float e[256] = {0}; /* n >= 1 always; gcc -O2 -g cannot see it */
     for (int64_t i = 0; i < n; i++) e[i] = -gate[i];
     vo->exp(e, e, n);
     for (int64_t i = 0; i < n; i++) h[i] = gate[i] / (1.0f + e[i]) * up[i];
