@@ -681,6 +681,21 @@ ATTENTION_TYPES = {"dot": 0, "additive": 1}
 ACTIVATIONS = {"relu": 0, "gelu": 1}
 
 
+def set_norm_args(cfg, activation, norm_first, final_norm, layer_norm_eps):
+    """The activation and LayerNorm arguments of the encoder and decoder
+    configurations, checked and set on cfg."""
+    if activation not in ACTIVATIONS:
+        fail(ATTN_E_INVALID, "activation is %r; 'relu' or 'gelu'", activation)
+    cfg.activation = ACTIVATIONS[activation]
+    cfg.norm_first = 1 if norm_first else 0
+    cfg.final_norm = 1 if final_norm else 0
+    eps = float(layer_norm_eps)
+    if not (eps > 0 and np.isfinite(eps)):
+        fail(ATTN_E_INVALID, "layer_norm_eps is %r; it must be positive",
+             layer_norm_eps)
+    cfg.layer_norm_eps = eps
+
+
 @_lib.nomem_class
 class EncoderLayer(Layer):
     """A Transformer encoder of num_layers layers (post-norm by default, as
@@ -707,16 +722,7 @@ class EncoderLayer(Layer):
         cfg.attention = ATTENTION_TYPES[attention]
         cfg.additive_dim = 0 if additive_dim is None else count_arg("additive_dim",
                                                                  additive_dim)
-        if activation not in ACTIVATIONS:
-            fail(ATTN_E_INVALID, "activation is %r; 'relu' or 'gelu'", activation)
-        cfg.activation = ACTIVATIONS[activation]
-        cfg.norm_first = 1 if norm_first else 0
-        cfg.final_norm = 1 if final_norm else 0
-        eps = float(layer_norm_eps)
-        if not (eps > 0 and np.isfinite(eps)):
-            fail(ATTN_E_INVALID, "layer_norm_eps is %r; it must be positive",
-                 layer_norm_eps)
-        cfg.layer_norm_eps = eps
+        set_norm_args(cfg, activation, norm_first, final_norm, layer_norm_eps)
         self._setup(cfg, seed)
 
     @property

@@ -22,8 +22,9 @@ import numpy as np
 from . import _lib
 from ._lib import ATTN_E_INVALID, ATTN_E_SHAPE, fail, shape_str
 from ._masks import IMPLS
-from .layers import (ACTIVATIONS, ATTENTION_TYPES, EncoderConfig, Layer,
-                     ParamSlice, activation_array, count_arg, ptr_of)
+from .layers import (ATTENTION_TYPES, EncoderConfig, Layer,
+                     ParamSlice, activation_array, count_arg, ptr_of,
+                     set_norm_args)
 
 _i64 = ctypes.c_int64
 _pf = ctypes.POINTER(ctypes.c_float)
@@ -173,16 +174,7 @@ def _decoder_config(cfg, d_model, nhead, dim_feedforward, activation,
     cfg.cross_attention = ATTENTION_TYPES[cross_attention]
     cfg.additive_dim = 0 if additive_dim is None else count_arg("additive_dim",
                                                              additive_dim)
-    if activation not in ACTIVATIONS:
-        fail(ATTN_E_INVALID, "activation is %r; 'relu' or 'gelu'", activation)
-    cfg.activation = ACTIVATIONS[activation]
-    cfg.norm_first = 1 if norm_first else 0
-    cfg.final_norm = 1 if final_norm else 0
-    eps = float(layer_norm_eps)
-    if not (eps > 0 and np.isfinite(eps)):
-        fail(ATTN_E_INVALID, "layer_norm_eps is %r; it must be positive",
-             layer_norm_eps)
-    cfg.layer_norm_eps = eps
+    set_norm_args(cfg, activation, norm_first, final_norm, layer_norm_eps)
 
 
 class DecoderLayer(Layer):
