@@ -681,6 +681,33 @@ ATTENTION_TYPES = {"dot": 0, "additive": 1}
 ACTIVATIONS = {"relu": 0, "gelu": 1}
 
 
+def set_size_args(cfg, num_layers, d_model, heads_name, num_heads,
+                  num_kv_heads, dim_feedforward):
+    """The sizes of the encoder and decoder configurations, checked (the
+    heads under the caller's name for them) and set on cfg."""
+    cfg.num_layers = count_arg("num_layers", num_layers)
+    cfg.d_model = count_arg("d_model", d_model)
+    cfg.num_heads = count_arg(heads_name, num_heads)
+    cfg.num_kv_heads = 0 if num_kv_heads is None else count_arg("num_kv_heads",
+                                                             num_kv_heads)
+    cfg.dim_feedforward = count_arg("dim_feedforward", dim_feedforward)
+
+
+def set_norm_args(cfg, activation, norm_first, final_norm, layer_norm_eps):
+    """The activation and LayerNorm arguments of the encoder and decoder
+    configurations, checked and set on cfg."""
+    if activation not in ACTIVATIONS:
+        fail(ATTN_E_INVALID, "activation is %r; 'relu' or 'gelu'", activation)
+    cfg.activation = ACTIVATIONS[activation]
+    cfg.norm_first = 1 if norm_first else 0
+    cfg.final_norm = 1 if final_norm else 0
+    eps = float(layer_norm_eps)
+    if not (eps > 0 and np.isfinite(eps)):
+        fail(ATTN_E_INVALID, "layer_norm_eps is %r; it must be positive",
+             layer_norm_eps)
+    cfg.layer_norm_eps = eps
+
+
 @_lib.nomem_class
 class EncoderLayer(Layer):
     """A Transformer encoder of num_layers layers (post-norm by default, as
@@ -696,27 +723,14 @@ class EncoderLayer(Layer):
                  layer_norm_eps=1e-5, seed=0):
         cfg = EncoderConfig()
         _lib.lib.attn_encoder_config_init(byref(cfg))
-        cfg.num_layers = count_arg("num_layers", num_layers)
-        cfg.d_model = count_arg("d_model", d_model)
-        cfg.num_heads = count_arg("num_heads", num_heads)
-        cfg.num_kv_heads = 0 if num_kv_heads is None else count_arg("num_kv_heads",
-                                                                 num_kv_heads)
-        cfg.dim_feedforward = count_arg("dim_feedforward", dim_feedforward)
+        set_size_args(cfg, num_layers, d_model, "num_heads", num_heads,
+                      num_kv_heads, dim_feedforward)
         if attention not in ATTENTION_TYPES:
             fail(ATTN_E_INVALID, "attention is %r; 'dot' or 'additive'", attention)
         cfg.attention = ATTENTION_TYPES[attention]
         cfg.additive_dim = 0 if additive_dim is None else count_arg("additive_dim",
                                                                  additive_dim)
-        if activation not in ACTIVATIONS:
-            fail(ATTN_E_INVALID, "activation is %r; 'relu' or 'gelu'", activation)
-        cfg.activation = ACTIVATIONS[activation]
-        cfg.norm_first = 1 if norm_first else 0
-        cfg.final_norm = 1 if final_norm else 0
-        eps = float(layer_norm_eps)
-        if not (eps > 0 and np.isfinite(eps)):
-            fail(ATTN_E_INVALID, "layer_norm_eps is %r; it must be positive",
-                 layer_norm_eps)
-        cfg.layer_norm_eps = eps
+        set_norm_args(cfg, activation, norm_first, final_norm, layer_norm_eps)
         self._setup(cfg, seed)
 
     @property

@@ -187,17 +187,21 @@ class _Module:
         return self.forward(*args, **kw)
 
 
-class _Linear(_Module):
-    def __init__(self, n_in, n_out, bias, rng):
-        bound = math.sqrt(6.0 / (n_in + n_out))  # Xavier-uniform
-        self.weight = rng.uniform(-bound, bound, (n_out, n_in)).astype(np.float32)
-        self.bias = np.zeros(n_out, np.float32) if bias else None
+class _WeightBias(_Module):
+    """A module whose own parameters are weight and an optional bias."""
 
     def _own(self):
         d = {"weight": self.weight}
         if self.bias is not None:
             d["bias"] = self.bias
         return d
+
+
+class _Linear(_WeightBias):
+    def __init__(self, n_in, n_out, bias, rng):
+        bound = math.sqrt(6.0 / (n_in + n_out))  # Xavier-uniform
+        self.weight = rng.uniform(-bound, bound, (n_out, n_in)).astype(np.float32)
+        self.bias = np.zeros(n_out, np.float32) if bias else None
 
     def forward(self, x):
         x = np.ascontiguousarray(x, dtype=np.float32)
@@ -209,7 +213,7 @@ class _Linear(_Module):
         return y
 
 
-class _LayerNorm(_Module):
+class _LayerNorm(_WeightBias):
     def __init__(self, d, eps, bias):
         try:
             e = float(eps)
@@ -220,12 +224,6 @@ class _LayerNorm(_Module):
         self.eps = e
         self.weight = np.ones(d, np.float32)
         self.bias = np.zeros(d, np.float32) if bias else None
-
-    def _own(self):
-        d = {"weight": self.weight}
-        if self.bias is not None:
-            d["bias"] = self.bias
-        return d
 
     def forward(self, x):
         x = np.ascontiguousarray(x, dtype=np.float32)
@@ -272,6 +270,21 @@ def _mha_mask_args(mask, kpm, single):
     return mask, kpm
 
 
+def _layer_common(layer, d_model, dim_feedforward, dropout, activation,
+                  batch_first, norm_first, device, dtype, seed):
+    """The arguments the encoder and decoder layers share, checked and set
+    on layer; returns dim_feedforward."""
+    _check_common(device, dtype)
+    layer.d_model = _count("d_model", d_model)
+    F = _count("dim_feedforward", dim_feedforward)
+    layer.dropout = _dropout(dropout)
+    layer.activation = _activation(activation)
+    layer.batch_first = bool(batch_first)
+    layer.norm_first = bool(norm_first)
+    layer._rng = np.random.default_rng(seed)
+    return F
+
+
 class TransformerEncoderLayer(_Module):
     """torch.nn.TransformerEncoderLayer: self-attention and feed-forward,
     each with a residual and LayerNorm (after: norm_first=False, the
@@ -282,14 +295,8 @@ class TransformerEncoderLayer(_Module):
                  activation="relu", layer_norm_eps=1e-5, batch_first=False,
                  norm_first=False, bias=True, device=None, dtype=None, *,
                  seed=0):
-        _check_common(device, dtype)
-        self.d_model = _count("d_model", d_model)
-        F = _count("dim_feedforward", dim_feedforward)
-        self.dropout = _dropout(dropout)
-        self.activation = _activation(activation)
-        self.batch_first = bool(batch_first)
-        self.norm_first = bool(norm_first)
-        self._rng = np.random.default_rng(seed)
+        F = _layer_common(self, d_model, dim_feedforward, dropout, activation,
+                          batch_first, norm_first, device, dtype, seed)
         self.self_attn = MultiHeadAttention(
             d_model, nhead, dropout=self.dropout, bias=bias, batch_first=True,
             seed=int(self._rng.integers(0, 2**63)))
@@ -348,14 +355,8 @@ class TransformerDecoderLayer(_Module):
                  activation="relu", layer_norm_eps=1e-5, batch_first=False,
                  norm_first=False, bias=True, device=None, dtype=None, *,
                  seed=0):
-        _check_common(device, dtype)
-        self.d_model = _count("d_model", d_model)
-        F = _count("dim_feedforward", dim_feedforward)
-        self.dropout = _dropout(dropout)
-        self.activation = _activation(activation)
-        self.batch_first = bool(batch_first)
-        self.norm_first = bool(norm_first)
-        self._rng = np.random.default_rng(seed)
+        F = _layer_common(self, d_model, dim_feedforward, dropout, activation,
+                          batch_first, norm_first, device, dtype, seed)
 
         def mha():
             return MultiHeadAttention(d_model, nhead, dropout=self.dropout,
@@ -442,7 +443,23 @@ def _stack(layer, num_layers, kind):
     return out
 
 
-class TransformerEncoder(_Module):
+class _LayerStack(_Module):
+    """num_layers copies of a layer (of class kind) and an optional final
+    norm: what the encoder and the decoder share."""
+
+    def __init__(self, layer, num_layers, norm, kind):
+        self.layers = _stack(layer, num_layers, kind)
+        self.norm = norm
+        self.batch_first = layer.batch_first
+        self.d_model = layer.d_model
+        self.training = layer.training
+
+    def _children(self):
+        return [("layers.%d" % i, l) for i, l in enumerate(self.layers)] + \
+            [("norm", self.norm)]
+
+
+class TransformerEncoder(_LayerStack):
     """torch.nn.TransformerEncoder: num_layers copies of encoder_layer and
     an optional final norm (a LayerNorm made by attn.Transformer, or None).
     enable_nested_tensor and mask_check are accepted and change nothing
@@ -450,15 +467,8 @@ class TransformerEncoder(_Module):
 
     def __init__(self, encoder_layer, num_layers, norm=None,
                  enable_nested_tensor=True, mask_check=True):
-        self.layers = _stack(encoder_layer, num_layers, TransformerEncoderLayer)
-        self.norm = norm
-        self.batch_first = encoder_layer.batch_first
-        self.d_model = encoder_layer.d_model
-        self.training = encoder_layer.training
-
-    def _children(self):
-        return [("layers.%d" % i, l) for i, l in enumerate(self.layers)] + \
-            [("norm", self.norm)]
+        _LayerStack.__init__(self, encoder_layer, num_layers, norm,
+                             TransformerEncoderLayer)
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         """As TransformerEncoderLayer.forward through every layer, then the
@@ -471,20 +481,13 @@ class TransformerEncoder(_Module):
         return _from_batch_first(x, single, self.batch_first)
 
 
-class TransformerDecoder(_Module):
+class TransformerDecoder(_LayerStack):
     """torch.nn.TransformerDecoder: num_layers copies of decoder_layer and
     an optional final norm."""
 
     def __init__(self, decoder_layer, num_layers, norm=None):
-        self.layers = _stack(decoder_layer, num_layers, TransformerDecoderLayer)
-        self.norm = norm
-        self.batch_first = decoder_layer.batch_first
-        self.d_model = decoder_layer.d_model
-        self.training = decoder_layer.training
-
-    def _children(self):
-        return [("layers.%d" % i, l) for i, l in enumerate(self.layers)] + \
-            [("norm", self.norm)]
+        _LayerStack.__init__(self, decoder_layer, num_layers, norm,
+                             TransformerDecoderLayer)
 
     def forward(self, tgt, memory, tgt_mask=None, memory_mask=None,
                 tgt_key_padding_mask=None, memory_key_padding_mask=None,

@@ -22,8 +22,9 @@ import numpy as np
 from . import _lib
 from ._lib import ATTN_E_INVALID, ATTN_E_SHAPE, fail, shape_str
 from ._masks import IMPLS
-from .layers import (ACTIVATIONS, ATTENTION_TYPES, EncoderConfig, Layer,
-                     ParamSlice, activation_array, count_arg, ptr_of)
+from .layers import (ATTENTION_TYPES, EncoderConfig, Layer,
+                     ParamSlice, activation_array, count_arg, ptr_of,
+                     set_norm_args, set_size_args)
 
 _i64 = ctypes.c_int64
 _pf = ctypes.POINTER(ctypes.c_float)
@@ -160,12 +161,8 @@ def _decoder_config(cfg, d_model, nhead, dim_feedforward, activation,
                     layer_norm_eps, norm_first, num_layers, cross,
                     cross_attention, num_kv_heads, additive_dim, final_norm):
     _lib.lib.attn_decoder_config_init(byref(cfg))
-    cfg.num_layers = count_arg("num_layers", num_layers)
-    cfg.d_model = count_arg("d_model", d_model)
-    cfg.num_heads = count_arg("nhead", nhead)
-    cfg.num_kv_heads = 0 if num_kv_heads is None else count_arg("num_kv_heads",
-                                                             num_kv_heads)
-    cfg.dim_feedforward = count_arg("dim_feedforward", dim_feedforward)
+    set_size_args(cfg, num_layers, d_model, "nhead", nhead, num_kv_heads,
+                  dim_feedforward)
     cfg.cross = 1 if cross else 0
     if cross_attention not in ATTENTION_TYPES:
         fail(ATTN_E_INVALID, "cross_attention is %r; 'dot' or 'additive'",
@@ -173,16 +170,7 @@ def _decoder_config(cfg, d_model, nhead, dim_feedforward, activation,
     cfg.cross_attention = ATTENTION_TYPES[cross_attention]
     cfg.additive_dim = 0 if additive_dim is None else count_arg("additive_dim",
                                                              additive_dim)
-    if activation not in ACTIVATIONS:
-        fail(ATTN_E_INVALID, "activation is %r; 'relu' or 'gelu'", activation)
-    cfg.activation = ACTIVATIONS[activation]
-    cfg.norm_first = 1 if norm_first else 0
-    cfg.final_norm = 1 if final_norm else 0
-    eps = float(layer_norm_eps)
-    if not (eps > 0 and np.isfinite(eps)):
-        fail(ATTN_E_INVALID, "layer_norm_eps is %r; it must be positive",
-             layer_norm_eps)
-    cfg.layer_norm_eps = eps
+    set_norm_args(cfg, activation, norm_first, final_norm, layer_norm_eps)
 
 
 class DecoderLayer(Layer):

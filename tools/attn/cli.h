@@ -440,9 +440,15 @@ int cli_labels_bind(const char *cmd, const cli_labels *l, cli_sdpa_args *a,
                     const char *const **y_labels);
 void cli_labels_free(cli_labels *l);
 
-/* A positional argument taken as the weights file: a usage error if one
- * was given already. */
-int cli_weights_arg(const char *cmd, const char *arg, const char **path);
+/* The option loop of the viz commands, one step at a time (as getopt):
+ * from argv[*i + 1], a bare argument (or "-") is the weights file (one:
+ * a usage error for a second), a name in flags (NULL-terminated, or NULL)
+ * comes back with *val NULL, any other option with its value (a usage
+ * error when none is left). 1 while an option is ready in *arg, else 0
+ * with *rc 0 at the end or the error's status. Start with *i = 0. */
+int cli_viz_next(const char *cmd, int argc, char **argv, int *i,
+                 const char *const *flags, const char **path, const char **arg,
+                 const char **val, int *rc);
 
 /* --map B,H (or L,B,H): the indices into m, their number into *count. */
 int cli_parse_map(const char *cmd, const char *s, int64_t m[3], int *count);

@@ -92,11 +92,32 @@ void cli_labels_free(cli_labels *l) {
     cli_tokens_free(&l->both);
 }
 
-int cli_weights_arg(const char *cmd, const char *arg, const char **path) {
-    if (*path)
-        return cli_usage_error(cmd, "one weights file, got '%s' and '%s'",
-                               *path, arg);
-    *path = arg;
+int cli_viz_next(const char *cmd, int argc, char **argv, int *i,
+                 const char *const *flags, const char **path, const char **arg,
+                 const char **val, int *rc) {
+    *rc = 0;
+    for (++*i; *i < argc; ++*i) {
+        const char *a = argv[*i];
+        if (a[0] != '-' || a[1] == '\0') {
+            if (*path) {
+                *rc = cli_usage_error(
+                    cmd, "one weights file, got '%s' and '%s'", *path, a);
+                return 0;
+            }
+            *path = a;
+            continue;
+        }
+        *arg = a;
+        *val = NULL;
+        for (int f = 0; flags && flags[f]; f++)
+            if (strcmp(a, flags[f]) == 0) return 1;
+        if (*i + 1 >= argc) {
+            *rc = cli_usage_error(cmd, "%s needs a value", a);
+            return 0;
+        }
+        *val = argv[++*i];
+        return 1;
+    }
     return 0;
 }
 

@@ -165,17 +165,7 @@ static int pictures(const char *cmd, const char *dir,
     int rc = 0;
     snprintf(path, sizeof path, "%s/attention.png", dir);
     /* one row per layer, one column per head, titled so */
-    attn_panel *pan = malloc(sizeof *pan * (size_t)(N * Hw));
-    char(*pt)[64] = malloc(sizeof *pt * (size_t)(N * Hw));
-    attn_status st = pan && pt ? ATTN_OK : ATTN_E_NOMEM;
-    for (int64_t i = 0; !st && i < N * Hw; i++) {
-        snprintf(pt[i], sizeof pt[i], "layer %lld, head %lld",
-                 (long long)(i / Hw), (long long)(i % Hw));
-        pan[i] = (attn_panel){&W, i / Hw, i % Hw, pt[i], NULL};
-    }
-    if (!st) st = attn_figure_write(path, pan, (int)(N * Hw), (int)Hw, &ho);
-    free(pan);
-    free(pt);
+    attn_status st = cli_layer_grid_write(path, &W, &ho);
     if (st) rc = cli_fail(cmd, st, path);
     for (int64_t l = 0; l < N && !rc; l++)
         for (int64_t h = 0; h < Hw && !rc; h++) {

@@ -299,23 +299,13 @@ int cmd_heatmap(int argc, char **argv) {
     int64_t mb = 0, mh = 0, grid = 0, have_vmin = 0, have_vmax = 0;
     int64_t map[3] = {0, 0, 0};
     int map_n = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (arg[0] != '-' || arg[1] == '\0') {
-            if ((rc = cli_weights_arg(cmd, arg, &path))) goto done;
-            continue;
-        }
-        if (strcmp(arg, "--grid") == 0) {
+    const char *arg, *val;
+    static const char *const flags[] = {"--grid", NULL};
+    for (int i = 0;
+         cli_viz_next(cmd, argc, argv, &i, flags, &path, &arg, &val, &rc);) {
+        if (strcmp(arg, "--grid") == 0)
             grid = 1;
-            continue;
-        }
-        if (!val) {
-            rc = cli_usage_error(cmd, "%s needs a value", arg);
-            goto done;
-        }
-        i++;
-        if (strcmp(arg, "-o") == 0 || strcmp(arg, "--out") == 0)
+        else if (strcmp(arg, "-o") == 0 || strcmp(arg, "--out") == 0)
             out = val;
         else if (strcmp(arg, "--q") == 0)
             qp = val;
@@ -336,6 +326,7 @@ int cmd_heatmap(int argc, char **argv) {
         }
         if (rc) goto done;
     }
+    if (rc) goto done;
     {
         const char *in_names[4 + CLI_SDPA_NFILES] = {"the weights file", "--q",
                                                      "--k", "--v"};

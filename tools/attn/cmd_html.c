@@ -36,18 +36,9 @@ int cmd_html(int argc, char **argv) {
     int rc = 0;
     int64_t batch = 0;
     int batch_set = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (arg[0] != '-' || arg[1] == '\0') {
-            if ((rc = cli_weights_arg(cmd, arg, &path))) goto done;
-            continue;
-        }
-        if (!val) {
-            rc = cli_usage_error(cmd, "%s needs a value", arg);
-            goto done;
-        }
-        i++;
+    const char *arg, *val;
+    for (int i = 0;
+         cli_viz_next(cmd, argc, argv, &i, NULL, &path, &arg, &val, &rc);) {
         if (strcmp(arg, "-o") == 0 || strcmp(arg, "--out") == 0)
             out = val;
         else if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {
@@ -72,6 +63,7 @@ int cmd_html(int argc, char **argv) {
             rc = cli_usage_error(cmd, "unknown option '%s'", arg);
         if (rc) goto done;
     }
+    if (rc) goto done;
     if (!path || !out) {
         rc = cli_usage_error(cmd, "missing %s",
                              path ? "-o view.html" : "the weights file");

@@ -67,18 +67,9 @@ int cmd_show(int argc, char **argv) {
     char title[400];
     int64_t mb = 0, mh = 0, map[3] = {0, 0, 0};
     int map_n = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (arg[0] != '-' || arg[1] == '\0') {
-            if ((rc = cli_weights_arg(cmd, arg, &path))) goto done;
-            continue;
-        }
-        if (!val) {
-            rc = cli_usage_error(cmd, "%s needs a value", arg);
-            goto done;
-        }
-        i++;
+    const char *arg, *val;
+    for (int i = 0;
+         cli_viz_next(cmd, argc, argv, &i, NULL, &path, &arg, &val, &rc);) {
         if (cli_labels_opt(cmd, &lb, arg, val, &rc)) {
         } else if (strcmp(arg, "--map") == 0)
             rc = cli_parse_map(cmd, val, map, &map_n);
@@ -109,6 +100,7 @@ int cmd_show(int argc, char **argv) {
         }
         if (rc) goto done;
     }
+    if (rc) goto done;
     if ((rc = cli_load_weights(cmd, path, axes, &w))) goto done;
     const attn_tensor *W = &w.t;
     if (!map_n) map_n = w.rank == 5 ? 3 : 2;
