@@ -9,6 +9,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#include "../kernels/hsum.h"
 
 /* ---- AVX2 + FMA + F16C ---------------------------------------------- */
 
@@ -33,15 +34,7 @@
 #define CVT_Q8(p)                                                              \
     _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(                                   \
         _mm_loadl_epi64((const __m128i *)(const void *)(p))))
-#define HSUM(x) hsum_avx2(x)
-
-T static inline float hsum_avx2(__m256 v) {
-    __m128 s =
-        _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-}
+#define HSUM(x) attn__hsum8(x)
 
 #include "decode_simd.inc"
 
@@ -84,20 +77,7 @@ T static inline float hsum_avx2(__m256 v) {
 #define CVT_Q8(p)                                                              \
     _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(                                   \
         _mm_loadu_si128((const __m128i *)(const void *)(p))))
-#define HSUM(x) hsum_avx512(x)
-
-/* halves, then the AVX2 order: fixed, whatever the compiler's reduce is */
-T static inline float hsum_avx512(__m512 v) {
-    __m256 lo = _mm512_castps512_ps256(v);
-    __m256 hi =
-        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-    __m256 h = _mm256_add_ps(lo, hi);
-    __m128 s =
-        _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-}
+#define HSUM(x) attn__hsum16(x)
 
 #include "decode_simd.inc"
 

@@ -26,6 +26,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#include "hsum.h"
 #define ATTN_GEMV_X86 1
 #else
 #define ATTN_GEMV_X86 0
@@ -152,14 +153,6 @@ static float dot_q_c(int type, const unsigned char *row, size_t bb,
 
 #define T2 __attribute__((target("avx2,fma,f16c")))
 
-T2 static inline float hsum8(__m256 v) {
-    __m128 s =
-        _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-}
-
 T2 static inline float half2(const unsigned char *p) {
     unsigned short h;
     memcpy(&h, p, 2);
@@ -182,8 +175,8 @@ T2 static float dot_f32_avx2(const float *w, const float *x, int64_t cols) {
     for (; j + 8 <= cols; j += 8)
         a0 =
             _mm256_fmadd_ps(_mm256_loadu_ps(w + j), _mm256_loadu_ps(x + j), a0);
-    float s =
-        hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    float s = attn__hsum8(
+        _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
     for (; j < cols; j++) s += w[j] * x[j];
     return s;
 }
@@ -229,7 +222,7 @@ T2 static float dot_q_avx2(int type, const unsigned char *row, size_t bb,
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), s, acc);
     }
-    return hsum8(acc) + macc;
+    return attn__hsum8(acc) + macc;
 }
 
 /* ---- AVX-512F ----------------------------------------------------------- */

@@ -30,6 +30,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#include "hsum.h"
 #define ATTN_X8_X86 1
 #else
 #define ATTN_X8_X86 0
@@ -169,14 +170,6 @@ T2 static inline float block_min_x(int type, const unsigned char *blk,
     return type == ATTN_GGML_Q4_1 ? half_x(blk + 2) : -8.0f * d;
 }
 
-T2 static inline float hsum8(__m256 v) {
-    __m128 s =
-        _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-}
-
 /* The 32 values of a 4-bit block as bytes 0..15, in x's order: the low
  * nibbles (values 0..15), then the high ones (16..31). */
 T2 static inline __m256i nibbles2(const unsigned char *q) {
@@ -227,7 +220,7 @@ T2 static float dot_avx2(int type, const unsigned char *row, size_t bb, xq x,
             acc0 = _mm256_add_ps(acc0, f);
         if (!q8) macc += block_min_x(type, blk, d) * x.e[2 * b + 1];
     }
-    return hsum8(_mm256_add_ps(acc0, acc1)) + macc;
+    return attn__hsum8(_mm256_add_ps(acc0, acc1)) + macc;
 }
 
 /* ---- AVX-512 with VNNI: vpdpbusd, two blocks per instruction ------------ */
@@ -301,12 +294,12 @@ T5 static float dot_vnni(int type, const unsigned char *row, size_t bb, xq x,
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i23),
                               _mm512_permutexvar_ps(hi, s512), acc);
     }
-    float s = _mm512_reduce_add_ps(acc) + hsum8(macc), m = 0.0f;
+    float s = _mm512_reduce_add_ps(acc) + attn__hsum8(macc), m = 0.0f;
     for (; b < nb; b++) { /* the last blocks, one at a time */
         const unsigned char *blk = row + (size_t)b * bb;
         const float d = half_x(blk);
         s += d * x.e[2 * b] *
-             hsum8(_mm256_cvtepi32_ps(
+             attn__hsum8(_mm256_cvtepi32_ps(
                  block_is2(q8, blk + off, x.p + 32 * b, x.r + 32 * b)));
         if (!q8) m += block_min_x(type, blk, d) * x.e[2 * b + 1];
     }

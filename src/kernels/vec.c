@@ -11,6 +11,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#include "hsum.h"
 #define ATTN_X86 1
 #else
 #define ATTN_X86 0
@@ -139,13 +140,6 @@ T_AVX2 static inline void store_tail(float *y, __m256 v, int64_t n) {
 }
 
 /* horizontal sum/max in a fixed lane order */
-T_AVX2 static inline float hsum8(__m256 v) {
-    __m128 s =
-        _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-}
 
 T_AVX2 static inline float hmax8(__m256 v) {
     __m128 s =
@@ -196,7 +190,7 @@ T_AVX2 static float exp_sub_sum_avx2(float *x, int64_t n, float m) {
         store_tail(x + i, e, n - i);
         s1 = _mm256_add_ps(s1, e);
     }
-    return hsum8(_mm256_add_ps(s0, s1));
+    return attn__hsum8(_mm256_add_ps(s0, s1));
 }
 
 T_AVX2 static void scale_avx2(float *x, int64_t n, float a) {

@@ -43,6 +43,10 @@ attn_status attn__train_state_update(attn__train_state *s,
  * detail. */
 attn_status attn__train_stopped(attn_status st, int64_t step, const char *what);
 
+/* ATTN_OK for the dtypes a trainer's products run in (f32, bf16), else
+ * ATTN_E_DTYPE naming the one asked for. */
+attn_status attn__train_dtype_check(attn_dtype dtype);
+
 /* A trainer: configuration, its state (what a checkpoint holds), and
  * every buffer one step needs, allocated once. */
 struct attn_trainer {

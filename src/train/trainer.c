@@ -262,12 +262,17 @@ attn_status attn_trainer_set_threads(attn_trainer *t, int threads) {
     return ATTN_OK;
 }
 
+attn_status attn__train_dtype_check(attn_dtype dtype) {
+    if (dtype == ATTN_F32 || dtype == ATTN_BF16) return ATTN_OK;
+    return attn__fail(ATTN_E_DTYPE,
+                      "training runs its products in f32 or bf16, not %s",
+                      attn_dtype_name(dtype));
+}
+
 attn_status attn_trainer_set_dtype(attn_trainer *t, attn_dtype dtype) {
     if (!t) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
-    if (dtype != ATTN_F32 && dtype != ATTN_BF16)
-        return attn__fail(ATTN_E_DTYPE,
-                          "training runs its products in f32 or bf16, not %s",
-                          attn_dtype_name(dtype));
+    const attn_status st = attn__train_dtype_check(dtype);
+    if (st) return st;
     t->cfg.dtype = dtype;
     return ATTN_OK;
 }

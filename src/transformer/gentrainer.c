@@ -181,10 +181,8 @@ const float *attn_gen_trainer_params(const attn_gen_trainer *t) {
 
 attn_status attn_gen_trainer_set_dtype(attn_gen_trainer *t, attn_dtype dtype) {
     if (!t) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
-    if (dtype != ATTN_F32 && dtype != ATTN_BF16)
-        return attn__fail(ATTN_E_DTYPE,
-                          "training runs its products in f32 or bf16, not %s",
-                          attn_dtype_name(dtype));
+    const attn_status st = attn__train_dtype_check(dtype);
+    if (st) return st;
     t->cfg.dtype = dtype;
     return ATTN_OK;
 }
