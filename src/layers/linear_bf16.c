@@ -32,6 +32,18 @@ int attn__linear_bf16_active(void) {
 #define ROWS 64
 #define COLS 256
 
+/* src (n, cols) rounded to bf16 rows of dst with stride ld >= cols, the
+ * pad (ld > cols: the products take pairs) zeroed. Called inside a
+ * parallel region: its rows are the team's work-shared loop. */
+static void rows_to_bf16(int64_t n, int64_t cols, const float *src,
+                         uint16_t *dst, int64_t ld) {
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < n; r++) {
+        dst[r * ld + ld - 1] = 0;
+        attn__bf16_from_f32(src + r * cols, cols, dst + r * ld);
+    }
+}
+
 attn_status attn__linear_forward_bf16(int64_t n, int64_t in, int64_t out,
                                       const float *x, const float *w,
                                       const float *b, float *y) {
@@ -52,14 +64,8 @@ attn_status attn__linear_forward_bf16(int64_t n, int64_t in, int64_t out,
     const int64_t rb = (n + ROWS - 1) / ROWS, cb = (out + COLS - 1) / COLS;
 #pragma omp parallel num_threads(team > 1 ? team : 1)
     {
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < out; r++)
-            attn__bf16_from_f32(w + r * in, in, wb + r * in);
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < n; r++) {
-            xb[r * ldx + ldx - 1] = 0;
-            attn__bf16_from_f32(x + r * in, in, xb + r * ldx);
-        }
+        rows_to_bf16(out, in, w, wb, in);
+        rows_to_bf16(n, in, x, xb, ldx);
 #pragma omp single
         attn__bf16_pack_nt(out, in, wb, in, pk);
 #pragma omp for collapse(2) schedule(static)
@@ -120,14 +126,8 @@ attn_status attn__linear_backward_bf16(int64_t n, int64_t in, int64_t out,
         const int64_t rb = (n + ROWS - 1) / ROWS, cb = (in + COLS - 1) / COLS;
 #pragma omp parallel num_threads(team)
         {
-#pragma omp for schedule(static)
-            for (int64_t r = 0; r < out; r++)
-                attn__bf16_from_f32(w + r * in, in, ob + r * in);
-#pragma omp for schedule(static)
-            for (int64_t r = 0; r < n; r++) {
-                dyb[r * ldo + ldo - 1] = 0;
-                attn__bf16_from_f32(dy + r * out, out, dyb + r * ldo);
-            }
+            rows_to_bf16(out, in, w, ob, in);
+            rows_to_bf16(n, out, dy, dyb, ldo);
 #pragma omp single
             attn__bf16_pack_nn(out, in, ob, in, pk);
 #pragma omp for collapse(2) schedule(static)
@@ -148,9 +148,7 @@ attn_status attn__linear_backward_bf16(int64_t n, int64_t in, int64_t out,
         attn__bf16_pairs_t(n, out, dy, out, 0, ldn, dyt, ldn, tmp);
 #pragma omp parallel num_threads(team)
         {
-#pragma omp for schedule(static)
-            for (int64_t r = 0; r < n; r++)
-                attn__bf16_from_f32(x + r * in, in, ob + r * in);
+            rows_to_bf16(n, in, x, ob, in);
 #pragma omp single
             attn__bf16_pack_nn(n, in, ob, in, pk);
 #pragma omp for collapse(2) schedule(static)
