@@ -1,6 +1,8 @@
 /* Bad input through the API: each status class provoked on purpose, each
  * with its status and a message naming the argument and the numbers. */
 #include "attn.h"
+#include "attn_pretrained.h"
+#include "attn_train.h"
 #include "sdpa_test_util.h"
 
 #include <math.h>
@@ -56,6 +58,19 @@ int main(void) {
     bad.mask.random_keep_p = 1.5;
     EXPECT(attn_sdpa_forward(&t.Q, &t.K, &t.V, &bad, &O, NULL, NULL),
            ATTN_E_INVALID, "random_keep_p is 1.5");
+
+    /* a check of several pointers names the first NULL one, by the name
+     * the documentation gives it */
+    float lg[2] = {0, 0};
+    int32_t tg[1] = {0};
+    double loss;
+    EXPECT(attn_cross_entropy(1, 2, lg, NULL, -1, &loss, NULL, NULL, NULL),
+           ATTN_E_INVALID, "targets is NULL");
+    EXPECT(attn_cross_entropy(1, 2, lg, tg, -1, NULL, NULL, NULL, NULL),
+           ATTN_E_INVALID, "loss is NULL");
+    attn_st_tensor stt;
+    EXPECT(attn_safetensors_find(NULL, "w", &stt), ATTN_E_INVALID,
+           "st is NULL");
 
     /* ATTN_E_SHAPE */
     test_qkv w;

@@ -42,12 +42,7 @@ typedef struct {
 static attn_status check_args(const attn_tensor *q, const attn_kv_cache *c,
                               const attn_sdpa_opts *o, const attn_tensor *out,
                               dims_t *dm) {
-    if (!q || !c || !o || !out)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !q   ? "q"
-                          : !c ? "cache"
-                          : !o ? "opts"
-                               : "out");
+    ATTN__NONNULL("q, cache, opts, out", q, c, o, out);
     attn_status st;
     if ((st = attn_tensor_check(q, "q")) ||
         (st = attn_tensor_check(out, "out")))

@@ -88,15 +88,8 @@ attn_status attn_kv_cache_bytes(const attn_kv_cache_config *cfg,
 
 void attn_kv_cache_free(attn_kv_cache *c) {
     if (!c) return;
-    attn__free(c->k);
-    attn__free(c->v);
-    attn__free(c->ks);
-    attn__free(c->vs);
-    attn__free(c->len);
-    attn__free(c->slot);
-    attn__free(c->doc);
-    attn__free(c->rope_freq);
-    attn__free(c);
+    ATTN__FREE_ALL(c->k, c->v, c->ks, c->vs, c->len, c->slot, c->doc,
+                   c->rope_freq, c);
 }
 
 attn_status attn_kv_cache_create(const attn_kv_cache_config *cfg,

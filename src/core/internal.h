@@ -105,6 +105,25 @@ static inline int attn__mul_size(size_t a, size_t b, size_t *out) {
 ATTN__RING_API void *attn__alloc(size_t n, size_t sz, const char *what);
 ATTN__RING_API void attn__free(void *p);
 
+/* attn__free on each of n pointers (NULL ones skipped). ATTN__FREE_ALL
+ * releases an object's buffers and the object itself in one call. */
+void attn__free_each(void *const *p, size_t n);
+#define ATTN__FREE_ALL(...)                                                    \
+    attn__free_each((void *const[]){__VA_ARGS__},                              \
+                    sizeof((void *const[]){__VA_ARGS__}) / sizeof(void *))
+
+/* ATTN_E_INVALID "<name> is NULL" for the first NULL of n pointers, named
+ * in order by the comma-separated names; ATTN_OK when none is NULL.
+ * ATTN__NONNULL returns that failure from the calling function. */
+attn_status attn__nonnull(const char *names, const void *const *p, size_t n);
+#define ATTN__NONNULL(names, ...)                                              \
+    do {                                                                       \
+        attn_status nonnull_st_ = attn__nonnull(                               \
+            names, (const void *const[]){__VA_ARGS__},                         \
+            sizeof((const void *const[]){__VA_ARGS__}) / sizeof(void *));      \
+        if (nonnull_st_) return nonnull_st_;                                   \
+    } while (0)
+
 /* Bytes held through attn__alloc now, and the most held since the last
  * attn__alloc_peak_reset (0 where the C library cannot tell block sizes).
  * The benchmark measures a kernel's extra memory with them. */

@@ -136,6 +136,20 @@ void attn__free(void *p) {
     free(p);
 }
 
+void attn__free_each(void *const *p, size_t n) {
+    for (size_t i = 0; i < n; i++) attn__free(p[i]);
+}
+
+attn_status attn__nonnull(const char *names, const void *const *p, size_t n) {
+    for (size_t i = 0; i < n; i++, names += strcspn(names, ",")) {
+        names += strspn(names, ", ");
+        if (!p[i])
+            return attn__fail(ATTN_E_INVALID, "%.*s is NULL",
+                              (int)strcspn(names, ","), names);
+    }
+    return ATTN_OK;
+}
+
 size_t attn__alloc_peak(void) { return atomic_load(&alloc_peak); }
 size_t attn__alloc_current(void) { return atomic_load(&alloc_now); }
 void attn__alloc_peak_reset(void) {

@@ -619,12 +619,7 @@ void attn_gguf_close(attn_gguf *g) {
     if (!g) return;
     for (int64_t i = 0; g->kv && i < g->nkv; i++) attn__free(g->kv[i].key);
     for (int64_t i = 0; g->t && i < g->nt; i++) attn__free(g->t[i].name);
-    attn__free(g->kv);
-    attn__free(g->t);
-    attn__free(g->kv_by_key);
-    attn__free(g->t_by_name);
-    attn__free(g->soff_pool);
-    attn__free(g->label_copy);
     if (g->map) munmap(g->map, g->map_size);
-    attn__free(g);
+    ATTN__FREE_ALL(g->kv, g->t, g->kv_by_key, g->t_by_name, g->soff_pool,
+                   g->label_copy, g);
 }

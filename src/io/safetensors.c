@@ -210,10 +210,7 @@ static void merge_sort(const attn_safetensors *s, int64_t *v, int64_t *tmp,
 void attn_safetensors_close(attn_safetensors *s) {
     if (!s) return;
     if (s->map) munmap(s->map, s->map_size);
-    attn__free(s->t);
-    attn__free(s->by_name);
-    attn__free(s->names);
-    attn__free(s);
+    ATTN__FREE_ALL(s->t, s->by_name, s->names, s);
 }
 
 /* Puts the entries in offset order and checks that they tile the data. */
@@ -446,11 +443,7 @@ attn_status attn_safetensors_get(const attn_safetensors *s, int64_t i,
 
 attn_status attn_safetensors_find(const attn_safetensors *s, const char *name,
                                   attn_st_tensor *t) {
-    if (!s || !t || !name)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !s   ? "st"
-                          : !t ? "t"
-                               : "name");
+    ATTN__NONNULL("st, t, name", s, t, name);
     int64_t lo = 0, hi = s->n;
     while (lo < hi) {
         int64_t mid = lo + (hi - lo) / 2;

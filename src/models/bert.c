@@ -127,11 +127,7 @@ attn_dtype attn_bert_get_dtype(const attn_bert *m) {
 attn_status attn_bert_pool(const attn_bert *m, int64_t B, int64_t L,
                            const float *hidden, const int64_t *lengths,
                            float *emb) {
-    if (!m || !hidden || !emb)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !m        ? "m"
-                          : !hidden ? "hidden"
-                                    : "emb");
+    ATTN__NONNULL("m, hidden, emb", m, hidden, emb);
     if (B < 1 || L < 1)
         return attn__fail(ATTN_E_SHAPE, "B = %lld, L = %lld must be >= 1",
                           (long long)B, (long long)L);
@@ -171,11 +167,7 @@ attn_status attn_bert_encode(const attn_bert *m, const char *a, const char *b,
 
 attn_status attn_bert_embed_texts(const attn_bert *m, const char *const *texts,
                                   int64_t n, int threads, float *emb) {
-    if (!m || !texts || !emb)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !m       ? "m"
-                          : !texts ? "texts"
-                                   : "emb");
+    ATTN__NONNULL("m, texts, emb", m, texts, emb);
     if (n < 1) return attn__fail(ATTN_E_SHAPE, "n is %lld (< 1)", (long long)n);
     for (int64_t i = 0; i < n; i++)
         if (!texts[i])

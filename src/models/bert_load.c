@@ -472,13 +472,8 @@ attn_status attn_bert_load(const char *dir, attn_bert **out) {
 
 void attn_bert_free(attn_bert *m) {
     if (!m) return;
-    attn__free(m->buf);
-    attn__free(m->params);
-    attn__free(m->word);
-    attn__free(m->map);
-    attn__free(m->names);
     attn_wordpiece_free(m->tok);
-    attn__free(m);
+    ATTN__FREE_ALL(m->buf, m->params, m->word, m->map, m->names, m);
 }
 
 const attn_bert_config *attn_bert_get_config(const attn_bert *m) {

@@ -610,12 +610,7 @@ static size_t feed(attn_bpe_stream *s, unsigned c, char *o) {
 attn_status attn_bpe_stream_next(const attn_bpe *t, attn_bpe_stream *s,
                                  int32_t id, int skip_special, char *out,
                                  size_t cap, size_t *len) {
-    if (!t || !s || !out || !len)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !t     ? "t"
-                          : !s   ? "s"
-                          : !out ? "out"
-                                 : "len");
+    ATTN__NONNULL("t, s, out, len", t, s, out, len);
     if (id < 0 || id >= t->n)
         return attn__fail(ATTN_E_INVALID, "id %lld is outside [0, %lld)",
                           (long long)id, (long long)t->n);
@@ -638,11 +633,7 @@ attn_status attn_bpe_stream_next(const attn_bpe *t, attn_bpe_stream *s,
 
 attn_status attn_bpe_stream_end(attn_bpe_stream *s, char *out, size_t cap,
                                 size_t *len) {
-    if (!s || !out || !len)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !s     ? "s"
-                          : !out ? "out"
-                                 : "len");
+    ATTN__NONNULL("s, out, len", s, out, len);
     if (cap < 3) return attn__fail(ATTN_E_INVALID, "cap %zu is below 3", cap);
     if (!stream_ok(s))
         return attn__fail(ATTN_E_INVALID,

@@ -111,13 +111,7 @@ int32_t attn__bpe_child(const attn_bpe *t, int32_t nd, unsigned char c) {
 
 void attn_bpe_free(attn_bpe *t) {
     if (!t) return;
-    attn__free(t->tok);
-    attn__free(t->arena);
-    attn__free(t->vslot);
-    attn__free(t->merge);
-    attn__free(t->node);
-    attn__free(t->edge);
-    attn__free(t);
+    ATTN__FREE_ALL(t->tok, t->arena, t->vslot, t->merge, t->node, t->edge, t);
 }
 
 int64_t attn_bpe_vocab_size(const attn_bpe *t) { return t ? t->n : 0; }
@@ -131,11 +125,7 @@ int attn_bpe_is_special(const attn_bpe *t, int64_t id) {
 }
 
 attn_status attn_bpe_id(const attn_bpe *t, const char *token, int32_t *id) {
-    if (!t || !token || !id)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !t       ? "t"
-                          : !token ? "token"
-                                   : "id");
+    ATTN__NONNULL("t, token, id", t, token, id);
     size_t n = strlen(token);
     int32_t nd = 0;
     for (size_t i = 0; i < n && nd >= 0; i++)

@@ -74,8 +74,7 @@ static attn_status hidden(const attn_llama *m, int64_t B, int64_t L,
 
 static attn_status check_call(const attn_llama *m, int64_t B, int64_t L,
                               const int32_t *ids) {
-    if (!m || !ids)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", !m ? "m" : "ids");
+    ATTN__NONNULL("m, ids", m, ids);
     if (B < 1 || L < 1 || L > m->cfg.max_position || B > (1 << 20))
         return attn__fail(ATTN_E_SHAPE,
                           "B = %lld and L = %lld must be >= 1, L at most "

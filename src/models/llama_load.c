@@ -613,13 +613,9 @@ attn_status attn_llama_load(const char *path, attn_llama **out) {
 
 void attn_llama_free(attn_llama *m) {
     if (!m) return;
-    attn__free(m->params);
-    attn__free(m->embed);
-    attn__free(m->own_head);
     attn_bpe_free(m->tok);
     attn__llama_quant_free(m->quant);
-    attn__free(m->chat_template);
-    attn__free(m);
+    ATTN__FREE_ALL(m->params, m->embed, m->own_head, m->chat_template, m);
 }
 
 const char *attn_llama_chat_template(const attn_llama *m) {

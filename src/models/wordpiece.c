@@ -60,10 +60,7 @@ static int32_t lookup(const attn_wordpiece *wp, const char *s, size_t n) {
 
 void attn_wordpiece_free(attn_wordpiece *wp) {
     if (!wp) return;
-    attn__free(wp->text);
-    attn__free(wp->tok);
-    attn__free(wp->slot);
-    attn__free(wp);
+    ATTN__FREE_ALL(wp->text, wp->tok, wp->slot, wp);
 }
 
 /* The next line of text[*at..size) without its line end and trailing
@@ -192,11 +189,7 @@ const char *attn_wordpiece_token(const attn_wordpiece *wp, int64_t id) {
 
 attn_status attn_wordpiece_id(const attn_wordpiece *wp, const char *token,
                               int32_t *id) {
-    if (!wp || !token || !id)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !wp      ? "wp"
-                          : !token ? "token"
-                                   : "id");
+    ATTN__NONNULL("wp, token, id", wp, token, id);
     *id = lookup(wp, token, strlen(token));
     if (*id >= 0) return ATTN_OK;
     char eb[96];
@@ -338,11 +331,7 @@ static void add_normalized(wp_run *r, const char *u, size_t k) {
 
 attn_status attn_wordpiece_tokenize(const attn_wordpiece *wp, const char *text,
                                     int32_t *ids, int64_t cap, int64_t *n) {
-    if (!wp || !text || !n)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !wp     ? "wp"
-                          : !text ? "text"
-                                  : "n");
+    ATTN__NONNULL("wp, text, n", wp, text, n);
     if (cap < 0 || (cap > 0 && !ids))
         return attn__fail(ATTN_E_INVALID, "ids is NULL with cap %lld",
                           (long long)cap);
@@ -403,11 +392,7 @@ attn_status attn_wordpiece_tokenize(const attn_wordpiece *wp, const char *text,
 attn_status attn_wordpiece_encode(const attn_wordpiece *wp, const char *a,
                                   const char *b, int64_t max_len, int32_t *ids,
                                   int32_t *type_ids, int64_t cap, int64_t *n) {
-    if (!wp || !a || !n)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !wp  ? "wp"
-                          : !a ? "a"
-                               : "n");
+    ATTN__NONNULL("wp, a, n", wp, a, n);
     if (cap < 0 || (cap > 0 && !ids))
         return attn__fail(ATTN_E_INVALID, "ids is NULL with cap %lld",
                           (long long)cap);

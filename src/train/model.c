@@ -145,12 +145,7 @@ static attn_status check_call(const attn_model_config *c, const float *params,
     size_t floats;
     attn_status st = attn_model_workspace_size(c, B, L, &floats);
     if (st) return st;
-    if (!params || !tokens || !opts || !ws)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !params   ? "params"
-                          : !tokens ? "tokens"
-                          : !opts   ? "opts"
-                                    : "ws");
+    ATTN__NONNULL("params, tokens, opts, ws", params, tokens, opts, ws);
     for (int64_t i = 0; i < B * L; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_in)
             return attn__fail(ATTN_E_INVALID,

@@ -11,11 +11,7 @@ attn_status attn_cross_entropy(int64_t n, int64_t classes, const float *logits,
                                const int32_t *targets, int32_t ignore_index,
                                double *loss, float *dlogits, int64_t *counted,
                                int64_t *correct) {
-    if (!logits || !targets || !loss)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !logits    ? "logits"
-                          : !targets ? "targets"
-                                     : "loss");
+    ATTN__NONNULL("logits, targets, loss", logits, targets, loss);
     if (n < 1 || classes < 1)
         return attn__fail(ATTN_E_SHAPE,
                           "cross-entropy needs n >= 1 and "

@@ -126,12 +126,8 @@ attn_status attn_task_batch(const attn_task *t, attn_rng *rng, int64_t B,
                             int64_t *lengths) {
     attn_status st = attn_task_check(t);
     if (st) return st;
-    if (!rng || !tokens || !targets || !lengths)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !rng       ? "rng"
-                          : !tokens  ? "tokens"
-                          : !targets ? "targets"
-                                     : "lengths");
+    ATTN__NONNULL("rng, tokens, targets, lengths", rng, tokens, targets,
+                  lengths);
     if (B < 1)
         return attn__fail(ATTN_E_SHAPE, "batch is %lld (< 1)", (long long)B);
     const int64_t L = attn_task_seq_len(t);

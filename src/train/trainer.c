@@ -97,11 +97,7 @@ void attn__train_state_free(attn__train_state *s) {
 void attn_trainer_free(attn_trainer *t) {
     if (!t) return;
     attn__train_state_free(&t->s);
-    attn__free(t->tokens);
-    attn__free(t->lengths);
-    attn__free(t->logits);
-    attn__free(t->ws);
-    attn__free(t);
+    ATTN__FREE_ALL(t->tokens, t->lengths, t->logits, t->ws, t);
 }
 
 attn_status attn_trainer_create(const attn_train_config *cfg,

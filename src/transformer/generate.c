@@ -13,14 +13,8 @@
 void attn__gen_free(attn__gen *g) {
     if (!g) return;
     attn__dec_state_free(g->dec);
-    attn__free(g->mem);
-    attn__free(g->klen);
-    attn__free(g->x);
-    attn__free(g->toks);
-    attn__free(g->xt);
-    attn__free(g->dws);
-    attn__free(g->scratch);
-    attn__free(g);
+    ATTN__FREE_ALL(g->mem, g->klen, g->x, g->toks, g->xt, g->dws, g->scratch,
+                   g);
 }
 
 /* The encoder over the B sources, its memory copied to the K rows of

@@ -245,11 +245,7 @@ attn_status attn_gen_sample_fields(const attn_gen_task *t, attn_rng *rng,
                                    uint8_t *tgt_fields) {
     attn_status st = attn_gen_task_check(t);
     if (st) return st;
-    if (!rng || !src || !tgt)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !rng   ? "rng"
-                          : !src ? "src"
-                                 : "tgt");
+    ATTN__NONNULL("rng, src, tgt", rng, src, tgt);
     const int64_t ms = attn_gen_max_chars(t, ATTN_SIDE_SOURCE);
     const int64_t mt = attn_gen_max_chars(t, ATTN_SIDE_TARGET);
     if (src_cap < (size_t)ms + 1 || tgt_cap < (size_t)mt + 1)
@@ -295,11 +291,7 @@ attn_status attn_gen_encode(const attn_gen_task *t, attn_gen_side side,
                             int64_t *n) {
     attn_status st = attn_gen_task_check(t);
     if (st) return st;
-    if (!text || !ids || !n)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !text  ? "text"
-                          : !ids ? "ids"
-                                 : "n");
+    ATTN__NONNULL("text, ids, n", text, ids, n);
     if ((unsigned)side > 2)
         return attn__fail(ATTN_E_INVALID, "side is %d", (int)side);
     const char *cs = charsets[t->kind][side];
@@ -395,11 +387,7 @@ attn_status attn_gen_input(const attn_gen_task *t, attn_model_kind kind,
                            int64_t *n) {
     attn_status st = attn_gen_task_check(t);
     if (st) return st;
-    if (!text || !ids || !n)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !text  ? "text"
-                          : !ids ? "ids"
-                                 : "n");
+    ATTN__NONNULL("text, ids, n", text, ids, n);
     const int64_t S = attn_gen_max_chars(t, ATTN_SIDE_SOURCE);
     char buf[256];
     size_t len = strlen(text);

@@ -72,11 +72,7 @@ attn_status attn_gen_train_config_check(attn_gen_train_config *c) {
 void attn_gen_trainer_free(attn_gen_trainer *t) {
     if (!t) return;
     attn__train_state_free(&t->s);
-    attn__free(t->src);
-    attn__free(t->len);
-    attn__free(t->logits);
-    attn__free(t->ws);
-    attn__free(t);
+    ATTN__FREE_ALL(t->src, t->len, t->logits, t->ws, t);
 }
 
 attn_status attn_gen_trainer_create(const attn_gen_train_config *cfg,

@@ -401,13 +401,8 @@ attn_status attn__generate(const attn_transformer_config *cfg,
                            double *scores, int force_beam) {
     attn_status st = attn_transformer_check(cfg);
     if (st) return st;
-    if (!params || !src || !opts || !out || !out_lengths)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !params ? "params"
-                          : !src  ? "src"
-                          : !opts ? "opts"
-                          : !out  ? "out"
-                                  : "out_lengths");
+    ATTN__NONNULL("params, src, opts, out, out_lengths", params, src, opts, out,
+                  out_lengths);
     if ((st = check_opts(opts, cfg->vocab_tgt))) return st;
     if (B < 1 || Ls < 1 || B > (1 << 20))
         return attn__fail(ATTN_E_SHAPE, "B %lld and Ls %lld must be >= 1",

@@ -559,11 +559,7 @@ attn_status attn_transformer_save(const char *path,
 attn_status attn_transformer_load(const char *path,
                                   attn_transformer_config *cfg,
                                   float **params) {
-    if (!path || !cfg || !params)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !path  ? "path"
-                          : !cfg ? "cfg"
-                                 : "params");
+    ATTN__NONNULL("path, cfg, params", path, cfg, params);
     *params = NULL;
     return attn__load_kind(&tr_kind, path, cfg, params);
 }

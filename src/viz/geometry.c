@@ -31,11 +31,7 @@ static void arrow(cairo_t *cr, double x0, double y0, double x1, double y1,
 attn_status attn_geometry_write(const char *path, const double a[2],
                                 const double b[2], const char *a_name,
                                 const char *b_name) {
-    if (!path || !a || !b)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL",
-                          !path ? "path"
-                          : !a  ? "a"
-                                : "b");
+    ATTN__NONNULL("path, a, b", path, a, b);
     for (int i = 0; i < 2; i++)
         if (!isfinite(a[i]) || !isfinite(b[i]) || fabs(a[i]) > 1e6 ||
             fabs(b[i]) > 1e6)
