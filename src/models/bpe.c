@@ -12,15 +12,7 @@
 /* ---- characters --------------------------------------------------------- */
 
 static int cls_of_cp(uint32_t cp) {
-    int lo = 0, hi = attn__bpe_nruns - 1;
-    while (lo < hi) { /* last run with start <= cp */
-        int mid = (lo + hi + 1) / 2;
-        if (attn__bpe_runs[mid].start <= cp)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return attn__bpe_runs[lo].cls;
+    return attn__cp_run_class(attn__bpe_runs, attn__bpe_nruns, cp);
 }
 
 static inline int ascii_cls(unsigned c) {

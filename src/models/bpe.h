@@ -8,6 +8,7 @@
 #include "../io/json.h" /* attn__put_utf8, attn__escape_bytes */
 #include "attn_tokenizer.h"
 #include "internal.h"
+#include "unicode.h"
 
 /* Unicode classes as the patterns read them. */
 enum {
@@ -17,11 +18,7 @@ enum {
     ATTN__BPE_SPACE = 3   /* \s: White_Space                              */
 };
 
-/* Runs of code points: [start, next run's start) has class cls. */
-typedef struct {
-    uint32_t start;
-    uint8_t cls;
-} attn__bpe_run;
+typedef attn__cp_run attn__bpe_run;
 
 extern const attn__bpe_run attn__bpe_runs[];
 extern const int attn__bpe_nruns;

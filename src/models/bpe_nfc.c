@@ -21,28 +21,12 @@
 
 static int ccc(uint32_t cp) {
     if (cp < 0x300 || cp >= RAW) return 0;
-    int lo = 0, hi = attn__bpe_nccc - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (attn__bpe_ccc[mid].start <= cp)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return attn__bpe_ccc[lo].cls;
+    return attn__cp_run_class(attn__bpe_ccc, attn__bpe_nccc, cp);
 }
 
 static const attn__bpe_decomp *decomp(uint32_t cp) {
-    int lo = 0, hi = attn__bpe_nnfd - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        if (attn__bpe_nfd[mid].cp == cp) return &attn__bpe_nfd[mid];
-        if (attn__bpe_nfd[mid].cp < cp)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return NULL;
+    return attn__cp_find(attn__bpe_nfd, attn__bpe_nnfd, sizeof *attn__bpe_nfd,
+                         cp);
 }
 
 /* The primary composite of (a, b), or 0. */
@@ -104,29 +88,11 @@ size_t attn__bpe_nfc_cap(size_t n) { return 4 * (2 * n + 4); }
 
 /* Next code point of s[0..n) (n > 0), RAW + byte for one not UTF-8. */
 static uint32_t next_cp(const unsigned char *s, size_t n, size_t *used) {
-    unsigned c = s[0];
-    size_t k;
     uint32_t cp;
+    *used = attn__utf8_next(s, n, &cp);
+    if (*used) return cp;
     *used = 1;
-    if (c < 0x80) return c;
-    if (c >= 0xc2 && c <= 0xdf)
-        k = 2, cp = c & 0x1f;
-    else if (c >= 0xe0 && c <= 0xef)
-        k = 3, cp = c & 0x0f;
-    else if (c >= 0xf0 && c <= 0xf4)
-        k = 4, cp = c & 0x07;
-    else
-        return RAW + c;
-    if (n < k) return RAW + c;
-    for (size_t i = 1; i < k; i++) {
-        if ((s[i] & 0xc0) != 0x80) return RAW + c;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    if ((k == 3 && cp < 0x800) || (k == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-        (cp >= 0xd800 && cp <= 0xdfff))
-        return RAW + c;
-    *used = k;
-    return cp;
+    return RAW + s[0];
 }
 
 size_t attn__bpe_nfc_apply(const unsigned char *s, size_t n, char *out,

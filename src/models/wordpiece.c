@@ -210,28 +210,12 @@ static uint32_t next_cp(const unsigned char *s, size_t n, size_t *used) {
 }
 
 static int cls_of(uint32_t cp) {
-    int lo = 0, hi = attn__wp_nruns - 1;
-    while (lo < hi) { /* last run with start <= cp */
-        int mid = (lo + hi + 1) / 2;
-        if (attn__wp_runs[mid].start <= cp)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return attn__wp_runs[lo].cls;
+    return attn__cp_run_class(attn__wp_runs, attn__wp_nruns, cp);
 }
 
 static const attn__wp_map *map_of(uint32_t cp) {
-    int lo = 0, hi = attn__wp_nmaps - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        if (attn__wp_maps[mid].cp == cp) return &attn__wp_maps[mid];
-        if (attn__wp_maps[mid].cp < cp)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return NULL;
+    return attn__cp_find(attn__wp_maps, attn__wp_nmaps, sizeof *attn__wp_maps,
+                         cp);
 }
 
 /* The normalized form of cp as UTF-8 into out (at most 16 bytes). */

@@ -4,6 +4,7 @@
 #define ATTN_WORDPIECE_H
 
 #include "internal.h"
+#include "unicode.h"
 
 /* Class of a code point for BERT's basic tokenization. */
 enum {
@@ -14,11 +15,7 @@ enum {
     ATTN__WP_CJK = 4     /* CJK ideograph: own token                     */
 };
 
-/* Runs of code points: [start, next run's start) has class cls. */
-typedef struct {
-    uint32_t start;
-    uint8_t cls;
-} attn__wp_run;
+typedef attn__cp_run attn__wp_run;
 
 /* c -> lower(remove_Mn(NFD(c))) as UTF-8 (len bytes, may be 0). */
 typedef struct {
