@@ -20,33 +20,13 @@ static const attn__ckpt_kind kind = {
  * cfg -> w, 0: w -> cfg. Returns the index of the first word that does
  * not fit its int field (reading), or -1. */
 static int fields(attn_train_config *c, uint64_t *w, int to_file) {
-    attn_encoder_config *e = &c->model.enc;
-    attn_adamw_config *o = &c->optim;
     int k = 0, bad = -1;
     ATTN__CKPT_ENUM(c->task.kind, attn_task_kind);
     ATTN__CKPT_I64(c->task.vocab);
     ATTN__CKPT_I64(c->task.min_len);
     ATTN__CKPT_I64(c->task.max_len);
-    ATTN__CKPT_I64(e->num_layers);
-    ATTN__CKPT_I64(e->d_model);
-    ATTN__CKPT_I64(e->num_heads);
-    ATTN__CKPT_I64(e->num_kv_heads);
-    ATTN__CKPT_I64(e->dim_feedforward);
-    ATTN__CKPT_ENUM(e->attention, attn_attention_type);
-    ATTN__CKPT_I64(e->additive_dim);
-    ATTN__CKPT_ENUM(e->activation, attn_activation);
-    ATTN__CKPT_INT(e->norm_first);
-    ATTN__CKPT_INT(e->final_norm);
-    ATTN__CKPT_DBL(e->layer_norm_eps);
-    ATTN__CKPT_DBL(o->lr);
-    ATTN__CKPT_DBL(o->beta1);
-    ATTN__CKPT_DBL(o->beta2);
-    ATTN__CKPT_DBL(o->eps);
-    ATTN__CKPT_DBL(o->weight_decay);
-    ATTN__CKPT_I64(o->warmup);
-    ATTN__CKPT_I64(o->decay_steps);
-    ATTN__CKPT_DBL(o->min_lr);
-    ATTN__CKPT_DBL(o->clip_norm);
+    k = attn__ckpt_encoder_words(&c->model.enc, w, k, to_file, &bad);
+    k = attn__ckpt_adamw_words(&c->optim, w, k, to_file);
     ATTN__CKPT_I64(c->batch);
     ATTN__CKPT_I64(c->steps);
     ATTN__CKPT_U64(c->seed);

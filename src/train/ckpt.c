@@ -105,6 +105,38 @@ attn_status attn__ckpt_restore(const attn__ckpt_kind *k,
     return ATTN_OK;
 }
 
+int attn__ckpt_encoder_words(attn_encoder_config *e, uint64_t *w, int k,
+                             int to_file, int *badp) {
+    int bad = *badp;
+    ATTN__CKPT_I64(e->num_layers);
+    ATTN__CKPT_I64(e->d_model);
+    ATTN__CKPT_I64(e->num_heads);
+    ATTN__CKPT_I64(e->num_kv_heads);
+    ATTN__CKPT_I64(e->dim_feedforward);
+    ATTN__CKPT_ENUM(e->attention, attn_attention_type);
+    ATTN__CKPT_I64(e->additive_dim);
+    ATTN__CKPT_ENUM(e->activation, attn_activation);
+    ATTN__CKPT_INT(e->norm_first);
+    ATTN__CKPT_INT(e->final_norm);
+    ATTN__CKPT_DBL(e->layer_norm_eps);
+    *badp = bad;
+    return k;
+}
+
+int attn__ckpt_adamw_words(attn_adamw_config *o, uint64_t *w, int k,
+                           int to_file) {
+    ATTN__CKPT_DBL(o->lr);
+    ATTN__CKPT_DBL(o->beta1);
+    ATTN__CKPT_DBL(o->beta2);
+    ATTN__CKPT_DBL(o->eps);
+    ATTN__CKPT_DBL(o->weight_decay);
+    ATTN__CKPT_I64(o->warmup);
+    ATTN__CKPT_I64(o->decay_steps);
+    ATTN__CKPT_DBL(o->min_lr);
+    ATTN__CKPT_DBL(o->clip_norm);
+    return k;
+}
+
 attn_status attn__ckpt_invalid(const char *path) {
     char detail[256];
     snprintf(detail, sizeof detail, "%s", attn_last_error());

@@ -109,4 +109,13 @@ static inline double attn__ckpt_bitsd(uint64_t u) {
              : (void)((x) = attn__ckpt_bitsd(w[k]))),                          \
         k++
 
+/* The runs of words both kinds hold: an encoder's configuration (11
+ * words) and AdamW's (9, no int among them), from w[k]; they return k past
+ * them, the encoder's noting the first int word that does not fit in *bad
+ * as the macros above do. */
+int attn__ckpt_encoder_words(attn_encoder_config *e, uint64_t *w, int k,
+                             int to_file, int *bad);
+int attn__ckpt_adamw_words(attn_adamw_config *o, uint64_t *w, int k,
+                           int to_file);
+
 #endif

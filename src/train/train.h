@@ -47,6 +47,30 @@ attn_status attn__train_stopped(attn_status st, int64_t step, const char *what);
  * ATTN_E_DTYPE naming the one asked for. */
 attn_status attn__train_dtype_check(attn_dtype dtype);
 
+/* The checks both trainers' configurations share: batch in [1, 2^20] and
+ * steps >= 0 (sizes), threads >= 0 and the dtype (run). */
+attn_status attn__train_sizes_check(int64_t batch, int64_t steps);
+attn_status attn__train_run_check(int threads, attn_dtype dtype);
+
+/* Both trainers' setters, on the fields of their configuration (NULL
+ * when the trainer is NULL): set_steps also ends the learning rate's
+ * decay with the run. */
+attn_status attn__train_set_threads(int *field, int threads);
+attn_status attn__train_set_dtype(attn_dtype *field, attn_dtype dtype);
+attn_status attn__train_set_steps(int64_t *field, attn_adamw_config *optim,
+                                  int64_t steps);
+
+/* The layer options of step s->step: threads, the bf16 kernels when dtype
+ * asks for them, dropout p drawn from the step's stream of seed. */
+void attn__train_step_opts(const attn__train_state *s, int threads,
+                           attn_dtype dtype, double dropout, uint64_t seed,
+                           attn_layer_opts *o);
+/* A step's loss st/loss checked (a failure relabeled as by
+ * attn__train_stopped, a loss that is not finite refused), then the
+ * gradients zeroed for backward. */
+attn_status attn__train_loss_done(attn__train_state *s, attn_status st,
+                                  double loss);
+
 /* A trainer: configuration, its state (what a checkpoint holds), and
  * every buffer one step needs, allocated once. */
 struct attn_trainer {

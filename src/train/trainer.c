@@ -51,21 +51,26 @@ attn_status attn_train_config_check(attn_train_config *c) {
     c->model.max_len = attn_task_seq_len(&c->task);
     if ((st = attn_model_check(&c->model))) return st;
     if ((st = attn_adamw_check(&c->optim))) return st;
-    if (c->batch < 1 || c->batch > (1 << 20) || c->steps < 0)
-        return attn__fail(ATTN_E_INVALID,
-                          "batch %lld must be in [1, 2^20] and"
-                          " steps %lld >= 0",
-                          (long long)c->batch, (long long)c->steps);
+    if ((st = attn__train_sizes_check(c->batch, c->steps))) return st;
     if (!(c->dropout >= 0 && c->dropout < 1))
         return attn__fail(ATTN_E_INVALID, "dropout is %g; it must be in [0, 1)",
                           c->dropout);
-    if (c->threads < 0)
-        return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", c->threads);
-    if (c->dtype != ATTN_F32 && c->dtype != ATTN_BF16)
-        return attn__fail(ATTN_E_DTYPE,
-                          "training runs its products in f32 or bf16, not %s",
-                          attn_dtype_name(c->dtype));
+    return attn__train_run_check(c->threads, c->dtype);
+}
+
+attn_status attn__train_sizes_check(int64_t batch, int64_t steps) {
+    if (batch < 1 || batch > (1 << 20) || steps < 0)
+        return attn__fail(ATTN_E_INVALID,
+                          "batch %lld must be in [1, 2^20] and"
+                          " steps %lld >= 0",
+                          (long long)batch, (long long)steps);
     return ATTN_OK;
+}
+
+attn_status attn__train_run_check(int threads, attn_dtype dtype) {
+    if (threads < 0)
+        return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", threads);
+    return attn__train_dtype_check(dtype);
 }
 
 attn_status attn__train_state_init(attn__train_state *s, int64_t n,
@@ -203,6 +208,28 @@ attn_status attn__train_state_update(attn__train_state *s,
     return ATTN_OK;
 }
 
+void attn__train_step_opts(const attn__train_state *s, int threads,
+                           attn_dtype dtype, double dropout, uint64_t seed,
+                           attn_layer_opts *o) {
+    attn_sdpa_opts_init(o);
+    o->threads = threads;
+    if (dtype == ATTN_BF16) o->impl = ATTN_IMPL_FLASH_BF16;
+    o->dropout_p = dropout;
+    o->seed = attn__train_seed(seed, ATTN__STREAM_DROPOUT, (uint64_t)s->step);
+}
+
+attn_status attn__train_loss_done(attn__train_state *s, attn_status st,
+                                  double loss) {
+    if (st) return attn__train_stopped(st, s->step, "loss");
+    if (!isfinite(loss))
+        return attn__fail(ATTN_E_NONFINITE,
+                          "training stopped at step %lld: "
+                          "the loss is %g",
+                          (long long)s->step + 1, loss);
+    memset(s->grads, 0, (size_t)s->n * sizeof(float));
+    return ATTN_OK;
+}
+
 attn_status attn_trainer_step(attn_trainer *t, attn_train_stats *stats) {
     if (!t) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
     const attn_train_config *c = &t->cfg;
@@ -211,12 +238,7 @@ attn_status attn_trainer_step(attn_trainer *t, attn_train_stats *stats) {
                                      t->targets, t->lengths);
     if (st) return st;
     attn_layer_opts o;
-    attn_sdpa_opts_init(&o);
-    o.threads = c->threads;
-    if (c->dtype == ATTN_BF16) o.impl = ATTN_IMPL_FLASH_BF16;
-    o.dropout_p = c->dropout;
-    o.seed =
-        attn__train_seed(c->seed, ATTN__STREAM_DROPOUT, (uint64_t)t->s.step);
+    attn__train_step_opts(&t->s, c->threads, c->dtype, c->dropout, c->seed, &o);
     st = attn_model_forward(&c->model, t->s.params, B, L, t->tokens, t->lengths,
                             &o, t->logits, NULL, t->ws);
     if (st) return attn__train_stopped(st, t->s.step, "forward");
@@ -224,13 +246,7 @@ attn_status attn_trainer_step(attn_trainer *t, attn_train_stats *stats) {
     int64_t counted = 0, right = 0;
     st = attn_cross_entropy(B * L, V, t->logits, t->targets, ATTN_IGNORE_INDEX,
                             &loss, t->dlogits, &counted, &right);
-    if (st) return attn__train_stopped(st, t->s.step, "loss");
-    if (!isfinite(loss))
-        return attn__fail(ATTN_E_NONFINITE,
-                          "training stopped at step %lld: "
-                          "the loss is %g",
-                          (long long)t->s.step + 1, loss);
-    memset(t->s.grads, 0, (size_t)t->s.n * sizeof(float));
+    if ((st = attn__train_loss_done(&t->s, st, loss))) return st;
     st = attn_model_backward(&c->model, t->s.params, B, L, t->tokens,
                              t->lengths, &o, t->dlogits, t->ws, t->s.grads);
     if (st) return attn__train_stopped(st, t->s.step, "backward");
@@ -250,12 +266,16 @@ const float *attn_trainer_params(const attn_trainer *t) {
     return t ? t->s.params : NULL;
 }
 
-attn_status attn_trainer_set_threads(attn_trainer *t, int threads) {
-    if (!t) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
+attn_status attn__train_set_threads(int *field, int threads) {
+    if (!field) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
     if (threads < 0)
         return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", threads);
-    t->cfg.threads = threads;
+    *field = threads;
     return ATTN_OK;
+}
+
+attn_status attn_trainer_set_threads(attn_trainer *t, int threads) {
+    return attn__train_set_threads(t ? &t->cfg.threads : NULL, threads);
 }
 
 attn_status attn__train_dtype_check(attn_dtype dtype) {
@@ -265,12 +285,16 @@ attn_status attn__train_dtype_check(attn_dtype dtype) {
                       attn_dtype_name(dtype));
 }
 
-attn_status attn_trainer_set_dtype(attn_trainer *t, attn_dtype dtype) {
-    if (!t) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
+attn_status attn__train_set_dtype(attn_dtype *field, attn_dtype dtype) {
+    if (!field) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
     const attn_status st = attn__train_dtype_check(dtype);
     if (st) return st;
-    t->cfg.dtype = dtype;
+    *field = dtype;
     return ATTN_OK;
+}
+
+attn_status attn_trainer_set_dtype(attn_trainer *t, attn_dtype dtype) {
+    return attn__train_set_dtype(t ? &t->cfg.dtype : NULL, dtype);
 }
 
 attn_dtype attn_trainer_dtype(const attn_trainer *t) {
@@ -280,14 +304,20 @@ attn_dtype attn_trainer_dtype(const attn_trainer *t) {
                : ATTN_F32;
 }
 
-attn_status attn_trainer_set_steps(attn_trainer *t, int64_t steps) {
-    if (!t) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
+attn_status attn__train_set_steps(int64_t *field, attn_adamw_config *optim,
+                                  int64_t steps) {
+    if (!field) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
     if (steps < 0)
         return attn__fail(ATTN_E_INVALID, "steps is %lld (< 0)",
                           (long long)steps);
-    t->cfg.steps = steps;
-    t->cfg.optim.decay_steps = steps; /* the cosine ends with the run */
+    *field = steps;
+    optim->decay_steps = steps; /* the cosine ends with the run */
     return ATTN_OK;
+}
+
+attn_status attn_trainer_set_steps(attn_trainer *t, int64_t steps) {
+    return attn__train_set_steps(t ? &t->cfg.steps : NULL,
+                                 t ? &t->cfg.optim : NULL, steps);
 }
 
 attn_status attn_model_evaluate(const attn_model_config *cfg,

@@ -49,24 +49,14 @@ attn_status attn_gen_train_config_check(attn_gen_train_config *c) {
     if (st) return st;
     if ((st = attn_transformer_check(&c->model))) return st;
     if ((st = attn_adamw_check(&c->optim))) return st;
-    if (c->batch < 1 || c->batch > (1 << 20) || c->steps < 0)
-        return attn__fail(ATTN_E_INVALID,
-                          "batch %lld must be in [1, 2^20] and"
-                          " steps %lld >= 0",
-                          (long long)c->batch, (long long)c->steps);
+    if ((st = attn__train_sizes_check(c->batch, c->steps))) return st;
     if (!(c->dropout >= 0 && c->dropout < 1) ||
         !(c->label_smoothing >= 0 && c->label_smoothing < 1))
         return attn__fail(ATTN_E_INVALID,
                           "dropout %g and label smoothing %g "
                           "must be in [0, 1)",
                           c->dropout, c->label_smoothing);
-    if (c->threads < 0)
-        return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", c->threads);
-    if (c->dtype != ATTN_F32 && c->dtype != ATTN_BF16)
-        return attn__fail(ATTN_E_DTYPE,
-                          "training runs its products in f32 or bf16, not %s",
-                          attn_dtype_name(c->dtype));
-    return ATTN_OK;
+    return attn__train_run_check(c->threads, c->dtype);
 }
 
 void attn_gen_trainer_free(attn_gen_trainer *t) {
@@ -133,12 +123,7 @@ attn_status attn_gen_trainer_step(attn_gen_trainer *t,
                                     t->src, t->len, t->tgt, t->y, NULL, 0);
     if (st) return st;
     attn_layer_opts o;
-    attn_sdpa_opts_init(&o);
-    o.threads = c->threads;
-    if (c->dtype == ATTN_BF16) o.impl = ATTN_IMPL_FLASH_BF16;
-    o.dropout_p = c->dropout;
-    o.seed =
-        attn__train_seed(c->seed, ATTN__STREAM_DROPOUT, (uint64_t)t->s.step);
+    attn__train_step_opts(&t->s, c->threads, c->dtype, c->dropout, c->seed, &o);
     const int64_t Ls = ed ? t->Ls : 1;
     st = attn_transformer_forward(&c->model, t->s.params, B, Ls,
                                   ed ? t->src : NULL, ed ? t->len : NULL, Lt,
@@ -149,13 +134,7 @@ attn_status attn_gen_trainer_step(attn_gen_trainer *t,
     st = attn_cross_entropy_smoothed(B * Lt, V, t->logits, t->y,
                                      ATTN_IGNORE_INDEX, c->label_smoothing,
                                      &loss, t->dlogits, &counted, &right);
-    if (st) return attn__train_stopped(st, t->s.step, "loss");
-    if (!isfinite(loss))
-        return attn__fail(ATTN_E_NONFINITE,
-                          "training stopped at step %lld: "
-                          "the loss is %g",
-                          (long long)t->s.step + 1, loss);
-    memset(t->s.grads, 0, (size_t)t->s.n * sizeof(float));
+    if ((st = attn__train_loss_done(&t->s, st, loss))) return st;
     st = attn_transformer_backward(&c->model, t->s.params, B, Ls,
                                    ed ? t->src : NULL, ed ? t->len : NULL, Lt,
                                    t->tgt, &o, t->dlogits, t->ws, t->s.grads);
@@ -176,29 +155,16 @@ const float *attn_gen_trainer_params(const attn_gen_trainer *t) {
 }
 
 attn_status attn_gen_trainer_set_dtype(attn_gen_trainer *t, attn_dtype dtype) {
-    if (!t) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
-    const attn_status st = attn__train_dtype_check(dtype);
-    if (st) return st;
-    t->cfg.dtype = dtype;
-    return ATTN_OK;
+    return attn__train_set_dtype(t ? &t->cfg.dtype : NULL, dtype);
 }
 
 attn_status attn_gen_trainer_set_threads(attn_gen_trainer *t, int threads) {
-    if (!t) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
-    if (threads < 0)
-        return attn__fail(ATTN_E_INVALID, "threads is %d (< 0)", threads);
-    t->cfg.threads = threads;
-    return ATTN_OK;
+    return attn__train_set_threads(t ? &t->cfg.threads : NULL, threads);
 }
 
 attn_status attn_gen_trainer_set_steps(attn_gen_trainer *t, int64_t steps) {
-    if (!t) return attn__fail(ATTN_E_INVALID, "trainer is NULL");
-    if (steps < 0)
-        return attn__fail(ATTN_E_INVALID, "steps is %lld (< 0)",
-                          (long long)steps);
-    t->cfg.steps = steps;
-    t->cfg.optim.decay_steps = steps;
-    return ATTN_OK;
+    return attn__train_set_steps(t ? &t->cfg.steps : NULL,
+                                 t ? &t->cfg.optim : NULL, steps);
 }
 
 /* ---- checkpoints (ATTNGENM; the framing is ckpt.c's) ----------------- */
@@ -216,25 +182,13 @@ static const attn__ckpt_kind kind = {
  * c -> w. Words that do not survive the trip are found by the precheck's
  * round trip, so the index of the first bad int word is not kept. */
 static void fields(attn_gen_train_config *c, uint64_t *w, int to_file) {
-    attn_encoder_config *e = &c->model.enc;
     attn_decoder_config *d = &c->model.dec;
-    attn_adamw_config *o = &c->optim;
     int k = 0, bad = -1;
     ATTN__CKPT_ENUM(c->task.kind, attn_gen_kind);
     ATTN__CKPT_I64(c->task.min_len);
     ATTN__CKPT_I64(c->task.max_len);
     ATTN__CKPT_ENUM(c->model.kind, attn_model_kind);
-    ATTN__CKPT_I64(e->num_layers);
-    ATTN__CKPT_I64(e->d_model);
-    ATTN__CKPT_I64(e->num_heads);
-    ATTN__CKPT_I64(e->num_kv_heads);
-    ATTN__CKPT_I64(e->dim_feedforward);
-    ATTN__CKPT_ENUM(e->attention, attn_attention_type);
-    ATTN__CKPT_I64(e->additive_dim);
-    ATTN__CKPT_ENUM(e->activation, attn_activation);
-    ATTN__CKPT_INT(e->norm_first);
-    ATTN__CKPT_INT(e->final_norm);
-    ATTN__CKPT_DBL(e->layer_norm_eps);
+    k = attn__ckpt_encoder_words(&c->model.enc, w, k, to_file, &bad);
     ATTN__CKPT_I64(d->num_layers);
     ATTN__CKPT_I64(d->d_model);
     ATTN__CKPT_I64(d->num_heads);
@@ -249,15 +203,7 @@ static void fields(attn_gen_train_config *c, uint64_t *w, int to_file) {
     ATTN__CKPT_DBL(d->layer_norm_eps);
     ATTN__CKPT_INT(c->model.share_embeddings);
     ATTN__CKPT_INT(c->model.tie_output);
-    ATTN__CKPT_DBL(o->lr);
-    ATTN__CKPT_DBL(o->beta1);
-    ATTN__CKPT_DBL(o->beta2);
-    ATTN__CKPT_DBL(o->eps);
-    ATTN__CKPT_DBL(o->weight_decay);
-    ATTN__CKPT_I64(o->warmup);
-    ATTN__CKPT_I64(o->decay_steps);
-    ATTN__CKPT_DBL(o->min_lr);
-    ATTN__CKPT_DBL(o->clip_norm);
+    k = attn__ckpt_adamw_words(&c->optim, w, k, to_file);
     ATTN__CKPT_I64(c->batch);
     ATTN__CKPT_I64(c->steps);
     ATTN__CKPT_U64(c->seed);
