@@ -3,10 +3,12 @@
 #include "attn.h"
 #include "attn_pretrained.h"
 #include "attn_train.h"
+#include "attn_transformer.h"
 #include "sdpa_test_util.h"
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Runs forward and checks the status and that the message contains want. */
@@ -71,6 +73,32 @@ int main(void) {
     attn_st_tensor stt;
     EXPECT(attn_safetensors_find(NULL, "w", &stt), ATTN_E_INVALID,
            "st is NULL");
+
+    /* token ids and lengths are checked before anything runs, each named */
+    attn_transformer_config tc;
+    attn_transformer_config_init(&tc, ATTN_MODEL_ENCDEC);
+    tc.vocab_src = tc.vocab_tgt = 5;
+    tc.max_src = tc.max_tgt = 4;
+    size_t tws = 0;
+    CHECK_STATUS(attn_transformer_workspace_size(&tc, 1, 3, 2, &tws), ATTN_OK);
+    float *tp =
+        calloc((size_t)attn_transformer_param_count(&tc), sizeof(float));
+    float *tw = calloc(tws, sizeof(float));
+    float *tl = calloc(2 * 5, sizeof(float));
+    int32_t sid[3] = {1, 2, 3}, tgt[2] = {0, 7};
+    int64_t slen[1] = {4};
+    attn_layer_opts lo;
+    attn_sdpa_opts_init(&lo);
+    EXPECT(attn_transformer_forward(&tc, tp, 1, 3, sid, NULL, 2, tgt, &lo, tl,
+                                    NULL, tw),
+           ATTN_E_INVALID, "tgt[1] is 7; ids are 0..4");
+    tgt[1] = 1;
+    EXPECT(attn_transformer_forward(&tc, tp, 1, 3, sid, slen, 2, tgt, &lo, tl,
+                                    NULL, tw),
+           ATTN_E_SHAPE, "src_lengths[0] is 4; it must be in [1, 3]");
+    free(tp);
+    free(tw);
+    free(tl);
 
     /* ATTN_E_SHAPE */
     test_qkv w;

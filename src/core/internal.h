@@ -124,6 +124,16 @@ attn_status attn__nonnull(const char *names, const void *const *p, size_t n);
         if (nonnull_st_) return nonnull_st_;                                   \
     } while (0)
 
+/* Token ids and sequence lengths as the models take them: ATTN_E_INVALID
+ * "name[i] is x; ids are 0..vocab-1" unless each of the n ids is in
+ * [0, vocab); ATTN_E_SHAPE "name[b] is x; it must be in [1, <bound>L]"
+ * unless each of the B lengths (NULL: none given) is in [1, L], bound
+ * naming L in the message ("" or e.g. "Ls = "). */
+attn_status attn__ids_check(const int32_t *ids, int64_t n, int64_t vocab,
+                            const char *name);
+attn_status attn__lengths_check(const int64_t *lengths, int64_t B, int64_t L,
+                                const char *name, const char *bound);
+
 /* Bytes held through attn__alloc now, and the most held since the last
  * attn__alloc_peak_reset (0 where the C library cannot tell block sizes).
  * The benchmark measures a kernel's extra memory with them. */

@@ -150,6 +150,25 @@ attn_status attn__nonnull(const char *names, const void *const *p, size_t n) {
     return ATTN_OK;
 }
 
+attn_status attn__ids_check(const int32_t *ids, int64_t n, int64_t vocab,
+                            const char *name) {
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return attn__fail(ATTN_E_INVALID, "%s[%lld] is %d; ids are 0..%lld",
+                              name, (long long)i, ids[i], (long long)vocab - 1);
+    return ATTN_OK;
+}
+
+attn_status attn__lengths_check(const int64_t *lengths, int64_t B, int64_t L,
+                                const char *name, const char *bound) {
+    for (int64_t b = 0; lengths && b < B; b++)
+        if (lengths[b] < 1 || lengths[b] > L)
+            return attn__fail(
+                ATTN_E_SHAPE, "%s[%lld] is %lld; it must be in [1, %s%lld]",
+                name, (long long)b, (long long)lengths[b], bound, (long long)L);
+    return ATTN_OK;
+}
+
 size_t attn__alloc_peak(void) { return atomic_load(&alloc_peak); }
 size_t attn__alloc_current(void) { return atomic_load(&alloc_now); }
 void attn__alloc_peak_reset(void) {

@@ -146,21 +146,9 @@ static attn_status check_call(const attn_model_config *c, const float *params,
     attn_status st = attn_model_workspace_size(c, B, L, &floats);
     if (st) return st;
     ATTN__NONNULL("params, tokens, opts, ws", params, tokens, opts, ws);
-    for (int64_t i = 0; i < B * L; i++)
-        if (tokens[i] < 0 || tokens[i] >= c->vocab_in)
-            return attn__fail(ATTN_E_INVALID,
-                              "tokens[%lld] is %d; ids are "
-                              "0..%lld",
-                              (long long)i, tokens[i],
-                              (long long)c->vocab_in - 1);
-    if (lengths)
-        for (int64_t b = 0; b < B; b++)
-            if (lengths[b] < 1 || lengths[b] > L)
-                return attn__fail(ATTN_E_SHAPE,
-                                  "lengths[%lld] is %lld; it "
-                                  "must be in [1, %lld]",
-                                  (long long)b, (long long)lengths[b],
-                                  (long long)L);
+    if ((st = attn__ids_check(tokens, B * L, c->vocab_in, "tokens")) ||
+        (st = attn__lengths_check(lengths, B, L, "lengths", "")))
+        return st;
     ws_layout(c, B, L, ws, w, &floats);
     *eo = *opts;
     eo->mask.key_lengths = lengths;

@@ -480,15 +480,9 @@ static attn_status setup(dctx *d, const attn_decoder_config *c,
     if ((st = attn__check_finite_f32(x, B * Lt * c->d_model, "x"))) return st;
     if (c->cross) {
         ATTN__NEED(memory);
-        if (memory_lengths)
-            for (int64_t b = 0; b < B; b++)
-                if (memory_lengths[b] < 1 || memory_lengths[b] > Ls)
-                    return attn__fail(ATTN_E_SHAPE,
-                                      "memory_lengths[%lld] is "
-                                      "%lld; it must be in [1, Ls = %lld]",
-                                      (long long)b,
-                                      (long long)memory_lengths[b],
-                                      (long long)Ls);
+        if ((st = attn__lengths_check(memory_lengths, B, Ls, "memory_lengths",
+                                      "Ls = ")))
+            return st;
         if ((st =
                  attn__check_finite_f32(memory, B * Ls * c->d_model, "memory")))
             return st;

@@ -409,24 +409,14 @@ attn_status attn__generate(const attn_transformer_config *cfg,
                           (long long)B, (long long)Ls);
     const int ed = cfg->kind == ATTN_MODEL_ENCDEC;
     const int64_t vocab = ed ? cfg->vocab_src : cfg->vocab_tgt;
-    for (int64_t i = 0; i < B * Ls; i++)
-        if (src[i] < 0 || src[i] >= vocab)
-            return attn__fail(ATTN_E_INVALID,
-                              "src[%lld] is %d; ids are "
-                              "0..%lld",
-                              (long long)i, src[i], (long long)vocab - 1);
+    if ((st = attn__ids_check(src, B * Ls, vocab, "src")) ||
+        (st = attn__lengths_check(src_lengths, B, Ls, "src_lengths", "")))
+        return st;
     int64_t maxfirst = 0;
     int64_t *first = attn__alloc((size_t)B, sizeof(int64_t), "first steps");
     if (!first) return ATTN_E_NOMEM;
     for (int64_t b = 0; b < B; b++) {
         const int64_t n = src_lengths ? src_lengths[b] : Ls;
-        if (n < 1 || n > Ls) {
-            attn__free(first);
-            return attn__fail(ATTN_E_SHAPE,
-                              "src_lengths[%lld] is %lld; it "
-                              "must be in [1, %lld]",
-                              (long long)b, (long long)n, (long long)Ls);
-        }
         first[b] = ed ? 0 : n - 1;
         maxfirst = first[b] > maxfirst ? first[b] : maxfirst;
     }

@@ -278,15 +278,6 @@ attn_status attn_transformer_workspace_size(const attn_transformer_config *c,
     return ws_layout(c, B, Ls, Lt, NULL, NULL, floats);
 }
 
-static attn_status check_ids(const int32_t *ids, int64_t n, int64_t vocab,
-                             const char *name) {
-    for (int64_t i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= vocab)
-            return attn__fail(ATTN_E_INVALID, "%s[%lld] is %d; ids are 0..%lld",
-                              name, (long long)i, ids[i], (long long)vocab - 1);
-    return ATTN_OK;
-}
-
 static attn_status check_call(const attn_transformer_config *c,
                               const float *params, int64_t B, int64_t Ls,
                               const int32_t *src, const int64_t *src_lengths,
@@ -302,18 +293,11 @@ static attn_status check_call(const attn_transformer_config *c,
                           : !opts ? "opts"
                           : !ws   ? "ws"
                                   : "src");
-    if ((st = check_ids(tgt, B * Lt, c->vocab_tgt, "tgt"))) return st;
-    if (is_encdec(c)) {
-        if ((st = check_ids(src, B * Ls, c->vocab_src, "src"))) return st;
-        if (src_lengths)
-            for (int64_t b = 0; b < B; b++)
-                if (src_lengths[b] < 1 || src_lengths[b] > Ls)
-                    return attn__fail(ATTN_E_SHAPE,
-                                      "src_lengths[%lld] is "
-                                      "%lld; it must be in [1, %lld]",
-                                      (long long)b, (long long)src_lengths[b],
-                                      (long long)Ls);
-    }
+    if ((st = attn__ids_check(tgt, B * Lt, c->vocab_tgt, "tgt"))) return st;
+    if (is_encdec(c) &&
+        ((st = attn__ids_check(src, B * Ls, c->vocab_src, "src")) ||
+         (st = attn__lengths_check(src_lengths, B, Ls, "src_lengths", ""))))
+        return st;
     return ws_layout(c, B, Ls, Lt, ws, w, &floats);
 }
 
