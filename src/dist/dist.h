@@ -56,6 +56,13 @@ attn_status attn__ring_begin(MPI_Comm comm, attn_ring_layout layout,
 
 void attn__ring_end(attn__ring *c);
 
+/* The bookends of a ring call: stats (NULL: none) zeroed but for the
+ * caller's per-step arrays; at the end its step count and the time since
+ * t0 filled in, c released (attn__ring_end) and st returned. */
+void attn__ring_stats_begin(attn_ring_stats *stats);
+attn_status attn__ring_finish(attn__ring *c, attn_ring_stats *stats, double t0,
+                              attn_status st);
+
 /* Collective after begin: every rank's status st (message set where it
  * failed) becomes the first failing rank's on every rank, as in begin. */
 attn_status attn__ring_agree(const attn__ring *c, attn_status st);
@@ -91,6 +98,17 @@ attn_status attn__ring_irecv(const attn__ring *c, void *buf, size_t bytes,
                              int src, int tag, attn__ring_reqs *q);
 /* Waits for every request of q; adds the seconds waited to *waited. */
 attn_status attn__ring_wait(attn__ring_reqs *q, double *waited);
+
+/* The K/V blocks' pass at step s over the double buffer kv (two blocks of
+ * kvb bytes, step s computing on block s % 2): unless s is the last step,
+ * the receive of the next block into the other half from prev and the
+ * send of this one to next, posted on q with tag. */
+attn_status attn__ring_pass_kv(const attn__ring *c, int s, char *kv, size_t kvb,
+                               int tag, attn__ring_reqs *q);
+/* Step s's compute and wait seconds, and whether its block was skipped,
+ * into stats (NULL: none). */
+void attn__ring_stats_step(attn_ring_stats *stats, int s, double compute,
+                           double waited, int computed);
 
 /* Lets MPI move the posted transfers (MPI_Testall on each list not NULL):
  * Open MPI progresses a large message only inside MPI calls, so the ring

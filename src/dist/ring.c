@@ -163,30 +163,16 @@ static attn_status ring_forward(const attn__ring *c, const attn_tensor *q,
     bo.mask.sinks_grad = NULL;
     for (int s = 0; s < c->P && !mpi; s++) {
         const int src = (c->rank - s + c->P) % c->P;
-        char *cur = kv + (size_t)(s % 2) * kvb,
-             *nxt = kv + (size_t)((s + 1) % 2) * kvb;
+        char *cur = kv + (size_t)(s % 2) * kvb;
         attn__ring_reqs rq = {.n = 0};
-        if (s + 1 < c->P) {
-            const int after = (c->rank - s - 1 + 2 * c->P) % c->P;
-            mpi = attn__ring_irecv(c, nxt, attn__ring_kv_bytes(c, after),
-                                   c->prev, TAG_KV, &rq);
-            if (!mpi)
-                mpi = attn__ring_isend(c, cur, attn__ring_kv_bytes(c, src),
-                                       c->next, TAG_KV, &rq);
-        }
+        mpi = attn__ring_pass_kv(c, s, kv, kvb, TAG_KV, &rq);
         double t0 = MPI_Wtime(), waited = 0;
         int computed = 0;
         if (!st && !mpi) st = step(c, q, &bo, src, cur, &a, &rq, &computed);
         double t1 = MPI_Wtime();
         attn_status wst = attn__ring_wait(&rq, &waited);
         if (!mpi) mpi = wst;
-        if (stats) {
-            stats->compute_s += t1 - t0;
-            stats->wait_s += waited;
-            stats->skipped += !computed;
-            if (stats->step_compute_s) stats->step_compute_s[s] = t1 - t0;
-            if (stats->step_wait_s) stats->step_wait_s[s] = waited;
-        }
+        attn__ring_stats_step(stats, s, t1 - t0, waited, computed);
     }
     /* an MPI failure leaves the ring broken: reported by the ranks that
      * see it (no collective can be trusted now) */
@@ -218,50 +204,18 @@ done:
     return st;
 }
 
-/* out (B, H, nq, Dv) f32, not broadcasting. */
-static attn_status check_out(const attn_tensor *out, const attn__sdpa_dims *d) {
-    if (!out) return attn__fail(ATTN_E_INVALID, "out is NULL");
-    attn_status st = attn_tensor_check(out, "out");
-    if (st) return st;
-    if (out->dtype != ATTN_F32)
-        return attn__fail(ATTN_E_DTYPE, "out must be f32, not %s",
-                          attn_dtype_name(out->dtype));
-    const int64_t want[4] = {d->B, d->H, d->Lq, d->Dv};
-    for (int x = 0; x < 4; x++) {
-        if (out->shape[x] != want[x])
-            return attn__fail(
-                ATTN_E_SHAPE,
-                "out has shape (%lld, %lld, %lld, %lld) but "
-                "(%lld, %lld, %lld, %lld) is needed",
-                (long long)out->shape[0], (long long)out->shape[1],
-                (long long)out->shape[2], (long long)out->shape[3],
-                (long long)want[0], (long long)want[1], (long long)want[2],
-                (long long)want[3]);
-        if (out->stride[x] == 0 && out->shape[x] > 1)
-            return attn__fail(ATTN_E_SHAPE,
-                              "out has stride 0 on axis %d: an "
-                              "output cannot broadcast",
-                              x);
-    }
-    return ATTN_OK;
-}
-
 attn_status attn_ring_sdpa_forward(MPI_Comm comm, attn_ring_layout layout,
                                    const attn_tensor *q, const attn_tensor *k,
                                    const attn_tensor *v,
                                    const attn_sdpa_opts *opts, attn_tensor *out,
                                    float *lse, attn_ring_stats *stats) {
     double t0 = MPI_Wtime();
-    if (stats) {
-        double *sc = stats->step_compute_s, *sw = stats->step_wait_s;
-        memset(stats, 0, sizeof *stats);
-        stats->step_compute_s = sc;
-        stats->step_wait_s = sw;
-    }
+    attn__ring_stats_begin(stats);
     attn__sdpa_dims d;
     memset(&d, 0, sizeof d);
     attn_status local = attn__ring_local_check(layout, q, k, v, opts, &d);
-    if (!local && d.Lq > 0) local = check_out(out, &d);
+    if (!local && d.Lq > 0) /* out (B, H, nq, Dv) f32, not broadcasting */
+        local = attn__sdpa_check_view(out, "out", d.B, d.H, d.Lq, d.Dv, 0, 1);
     attn__ring c;
     attn_status st = attn__ring_begin(comm, layout, local, q, k, opts, &d, &c);
     if (st) return st;
@@ -274,10 +228,5 @@ attn_status attn_ring_sdpa_forward(MPI_Comm comm, attn_ring_layout layout,
     } else {
         st = ring_forward(&c, q, k, v, opts, out, lse, stats);
     }
-    if (stats) {
-        stats->steps = c.P;
-        stats->total_s = MPI_Wtime() - t0;
-    }
-    attn__ring_end(&c);
-    return st;
+    return attn__ring_finish(&c, stats, t0, st);
 }

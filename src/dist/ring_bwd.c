@@ -193,22 +193,14 @@ static attn_status ring_backward(const attn__ring *c, const bwd_in *in,
     attn__ring_reqs acc_sent[2] = {{.n = 0}, {.n = 0}};
     for (int s = 0; s < c->P && !mpi; s++) {
         const int src = (c->rank - s + c->P) % c->P;
-        char *cur = kv + (size_t)(s % 2) * kvb,
-             *nxt = kv + (size_t)((s + 1) % 2) * kvb;
+        char *cur = kv + (size_t)(s % 2) * kvb;
         float *mine = (float *)(void *)(accs + (size_t)(s % 2) * accb);
         const size_t nacc = acc_bytes(c, src) / sizeof(float);
         attn__ring_reqs rq = {.n = 0}, ra = {.n = 0};
         double waited = 0;
         /* the send of this buffer two steps ago must be done before reuse */
         mpi = attn__ring_wait(&acc_sent[s % 2], &waited);
-        if (!mpi && s + 1 < c->P) {
-            const int after = (c->rank - s - 1 + 2 * c->P) % c->P;
-            mpi = attn__ring_irecv(c, nxt, attn__ring_kv_bytes(c, after),
-                                   c->prev, TAG_KV, &rq);
-            if (!mpi)
-                mpi = attn__ring_isend(c, cur, attn__ring_kv_bytes(c, src),
-                                       c->next, TAG_KV, &rq);
-        }
+        if (!mpi) mpi = attn__ring_pass_kv(c, s, kv, kvb, TAG_KV, &rq);
         if (!mpi && s > 0)
             mpi = attn__ring_irecv(c, arrive, acc_bytes(c, src), c->prev,
                                    TAG_ACC, &ra);
@@ -225,13 +217,7 @@ static attn_status ring_backward(const attn__ring *c, const bwd_in *in,
                                    &acc_sent[s % 2]);
         attn_status w = attn__ring_wait(&rq, &waited);
         if (!mpi) mpi = w;
-        if (stats) {
-            stats->compute_s += t1 - t0;
-            stats->wait_s += waited;
-            stats->skipped += !computed;
-            if (stats->step_compute_s) stats->step_compute_s[s] = t1 - t0;
-            if (stats->step_wait_s) stats->step_wait_s[s] = waited;
-        }
+        attn__ring_stats_step(stats, s, t1 - t0, waited, computed);
     }
     /* this rank's own accumulator, back from its last visit (P = 1: the
      * one computed here) */
@@ -264,32 +250,11 @@ done:
     return st;
 }
 
-/* A view of shape (d0, d1, d2, d3) in f32 that may be written (or read). */
+/* A view of shape (d0, d1, d2, d3) in f32 that may be written (or read):
+ * the SDPA kernels' check of their outputs. */
 static attn_status check_f32(const attn_tensor *t, const char *name, int64_t d0,
                              int64_t d1, int64_t d2, int64_t d3, int written) {
-    if (!t) return attn__fail(ATTN_E_INVALID, "%s is NULL", name);
-    attn_status st = attn_tensor_check(t, name);
-    if (st) return st;
-    if (t->dtype != ATTN_F32)
-        return attn__fail(ATTN_E_DTYPE, "%s must be f32, not %s", name,
-                          attn_dtype_name(t->dtype));
-    const int64_t want[4] = {d0, d1, d2, d3};
-    for (int a = 0; a < 4; a++) {
-        if (t->shape[a] != want[a])
-            return attn__fail(ATTN_E_SHAPE,
-                              "%s has shape (%lld, %lld, %lld, %lld) but "
-                              "(%lld, %lld, %lld, %lld) is needed",
-                              name, (long long)t->shape[0],
-                              (long long)t->shape[1], (long long)t->shape[2],
-                              (long long)t->shape[3], (long long)d0,
-                              (long long)d1, (long long)d2, (long long)d3);
-        if (written && t->stride[a] == 0 && t->shape[a] > 1)
-            return attn__fail(ATTN_E_SHAPE,
-                              "%s has stride 0 on axis %d: an "
-                              "output cannot broadcast",
-                              name, a);
-    }
-    return ATTN_OK;
+    return attn__sdpa_check_view(t, name, d0, d1, d2, d3, 0, written);
 }
 
 /* With opts.rope: the ring backward of the rotated q and k (ring_rope.c)
@@ -332,12 +297,7 @@ attn_status attn_ring_sdpa_backward(
     const float *lse, const attn_tensor *dout, const attn_sdpa_opts *opts,
     attn_tensor *dq, attn_tensor *dk, attn_tensor *dv, attn_ring_stats *stats) {
     double t0 = MPI_Wtime();
-    if (stats) {
-        double *sc = stats->step_compute_s, *sw = stats->step_wait_s;
-        memset(stats, 0, sizeof *stats);
-        stats->step_compute_s = sc;
-        stats->step_wait_s = sw;
-    }
+    attn__ring_stats_begin(stats);
     attn__sdpa_dims d;
     memset(&d, 0, sizeof d);
     attn_status local = attn__ring_local_check(layout, q, k, v, opts, &d);
@@ -364,10 +324,5 @@ attn_status attn_ring_sdpa_backward(
         bwd_in in = {.q = q, .out = out, .dout = dout, .lse = lse, .dq = dq};
         st = ring_backward(&c, &in, k, v, opts, dk, dv, stats);
     }
-    if (stats) {
-        stats->steps = c.P;
-        stats->total_s = MPI_Wtime() - t0;
-    }
-    attn__ring_end(&c);
-    return st;
+    return attn__ring_finish(&c, stats, t0, st);
 }

@@ -496,6 +496,49 @@ void attn__ring_end(attn__ring *c) {
     c->comm = MPI_COMM_NULL;
 }
 
+attn_status attn__ring_pass_kv(const attn__ring *c, int s, char *kv, size_t kvb,
+                               int tag, attn__ring_reqs *q) {
+    if (s + 1 >= c->P) return ATTN_OK;
+    const int src = (c->rank - s + c->P) % c->P;
+    const int after = (c->rank - s - 1 + 2 * c->P) % c->P;
+    char *cur = kv + (size_t)(s % 2) * kvb,
+         *nxt = kv + (size_t)((s + 1) % 2) * kvb;
+    attn_status st = attn__ring_irecv(c, nxt, attn__ring_kv_bytes(c, after),
+                                      c->prev, tag, q);
+    if (!st)
+        st = attn__ring_isend(c, cur, attn__ring_kv_bytes(c, src), c->next, tag,
+                              q);
+    return st;
+}
+
+void attn__ring_stats_step(attn_ring_stats *stats, int s, double compute,
+                           double waited, int computed) {
+    if (!stats) return;
+    stats->compute_s += compute;
+    stats->wait_s += waited;
+    stats->skipped += !computed;
+    if (stats->step_compute_s) stats->step_compute_s[s] = compute;
+    if (stats->step_wait_s) stats->step_wait_s[s] = waited;
+}
+
+void attn__ring_stats_begin(attn_ring_stats *stats) {
+    if (!stats) return;
+    double *sc = stats->step_compute_s, *sw = stats->step_wait_s;
+    memset(stats, 0, sizeof *stats);
+    stats->step_compute_s = sc;
+    stats->step_wait_s = sw;
+}
+
+attn_status attn__ring_finish(attn__ring *c, attn_ring_stats *stats, double t0,
+                              attn_status st) {
+    if (stats) {
+        stats->steps = c->P;
+        stats->total_s = MPI_Wtime() - t0;
+    }
+    attn__ring_end(c);
+    return st;
+}
+
 /* ---- geometry --------------------------------------------------------- */
 
 static int runs_of(const attn__ring *c, int r, int64_t L, const int64_t *off,

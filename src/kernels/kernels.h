@@ -26,9 +26,11 @@ ATTN__RING_API attn_status attn__sdpa_check(
 /* A view of shape (d0, d1, d2, d3) and dtype f32 (or f64 with allow_f64);
  * written outputs (is_output) may not broadcast. ATTN_E_DTYPE or
  * ATTN_E_SHAPE naming it otherwise. */
-attn_status attn__sdpa_check_view(const attn_tensor *t, const char *name,
-                                  int64_t d0, int64_t d1, int64_t d2,
-                                  int64_t d3, int allow_f64, int is_output);
+ATTN__RING_API attn_status attn__sdpa_check_view(const attn_tensor *t,
+                                                 const char *name, int64_t d0,
+                                                 int64_t d1, int64_t d2,
+                                                 int64_t d3, int allow_f64,
+                                                 int is_output);
 
 /* Reference kernels (double accumulation), kernels/sdpa_ref.c. */
 attn_status attn__sdpa_ref_forward(const attn_tensor *q, const attn_tensor *k,
