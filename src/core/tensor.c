@@ -184,14 +184,7 @@ attn_tensor attn_tensor_4d(void *data, attn_dtype dtype, int64_t d0, int64_t d1,
 
 attn_tensor attn_tensor_bthd(void *data, attn_dtype dtype, int64_t b, int64_t l,
                              int64_t h, int64_t d) {
-    attn_tensor t;
-    t.data = data;
-    t.dtype = dtype;
-    t.shape[0] = b;
-    t.shape[1] = h;
-    t.shape[2] = l;
-    t.shape[3] = d;
-    t.stride[3] = 1;
+    attn_tensor t = attn_tensor_4d(data, dtype, b, h, l, d);
     t.stride[1] = d;                        /* heads are next to each other */
     t.stride[2] = wrap_mul(h, d);           /* then positions */
     t.stride[0] = wrap_mul(l, t.stride[2]); /* then batch entries */
