@@ -124,6 +124,9 @@ attn_status attn__nonnull(const char *names, const void *const *p, size_t n);
         if (nonnull_st_) return nonnull_st_;                                   \
     } while (0)
 
+/* The index of name among the n names, or -1. */
+int attn__name_index(const char *const *names, int n, const char *name);
+
 /* Token ids and sequence lengths as the models take them: ATTN_E_INVALID
  * "name[i] is x; ids are 0..vocab-1" unless each of the n ids is in
  * [0, vocab); ATTN_E_SHAPE "name[b] is x; it must be in [1, <bound>L]"

@@ -150,6 +150,12 @@ attn_status attn__nonnull(const char *names, const void *const *p, size_t n) {
     return ATTN_OK;
 }
 
+int attn__name_index(const char *const *names, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(name, names[i]) == 0) return i;
+    return -1;
+}
+
 attn_status attn__ids_check(const int32_t *ids, int64_t n, int64_t vocab,
                             const char *name) {
     for (int64_t i = 0; i < n; i++)

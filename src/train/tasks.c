@@ -24,13 +24,12 @@ const char *attn_task_name(attn_task_kind kind) {
 }
 
 attn_status attn_task_parse(const char *name, attn_task_kind *kind) {
-    if (!name || !kind)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", name ? "kind" : "name");
-    for (int i = 0; i < ATTN_TASK_COUNT; i++)
-        if (strcmp(name, task_names[i]) == 0) {
-            *kind = (attn_task_kind)i;
-            return ATTN_OK;
-        }
+    ATTN__NONNULL("name, kind", name, kind);
+    const int i = attn__name_index(task_names, ATTN_TASK_COUNT, name);
+    if (i >= 0) {
+        *kind = (attn_task_kind)i;
+        return ATTN_OK;
+    }
     return attn__fail(ATTN_E_INVALID,
                       "unknown task '%s' (tasks: reverse, "
                       "copy, sort, add)",

@@ -29,13 +29,12 @@ const char *attn_gen_task_name(attn_gen_kind kind) {
 }
 
 attn_status attn_gen_task_parse(const char *name, attn_gen_kind *kind) {
-    if (!name || !kind)
-        return attn__fail(ATTN_E_INVALID, "%s is NULL", name ? "kind" : "name");
-    for (int i = 0; i < ATTN_GEN_COUNT; i++)
-        if (strcmp(name, names[i]) == 0) {
-            *kind = (attn_gen_kind)i;
-            return ATTN_OK;
-        }
+    ATTN__NONNULL("name, kind", name, kind);
+    const int i = attn__name_index(names, ATTN_GEN_COUNT, name);
+    if (i >= 0) {
+        *kind = (attn_gen_kind)i;
+        return ATTN_OK;
+    }
     return attn__fail(ATTN_E_INVALID,
                       "unknown generation task '%.40s' "
                       "(tasks: date, reverse, sort, add)",
