@@ -128,45 +128,67 @@ int cli_parse_paths(const char *cmd, int argc, char **argv,
 
 /* The options of a subcommand as a table, read by cli_parse_args. A value
  * is checked when it is read: integers and finite numbers within [lo, hi]
- * (open_lo: > lo), seeds any unsigned 64-bit number. */
+ * (open: CLI_OPEN_LO excludes lo, CLI_OPEN_HI hi), seeds any unsigned 64-bit
+ * number, a choice one of its names. */
 typedef enum {
-    CLI_OPT_STR,  /* const char **slot                                 */
-    CLI_OPT_LIST, /* repeatable: (const char **)slot[(*count)++]        */
-    CLI_OPT_FLAG, /* int *slot set to 1; takes no value                 */
-    CLI_OPT_I64,  /* int64_t *slot                                      */
-    CLI_OPT_INT,  /* int *slot                                          */
-    CLI_OPT_U64,  /* uint64_t *slot                                     */
-    CLI_OPT_F64   /* double *slot                                       */
+    CLI_OPT_STR,   /* const char **slot                                 */
+    CLI_OPT_LIST,  /* repeatable: (const char **)slot[(*count)++]        */
+    CLI_OPT_FLAG,  /* int *slot set to 1; takes no value                 */
+    CLI_OPT_I64,   /* int64_t *slot                                      */
+    CLI_OPT_INT,   /* int *slot                                          */
+    CLI_OPT_U64,   /* uint64_t *slot                                     */
+    CLI_OPT_F64,   /* double *slot                                       */
+    CLI_OPT_CHOICE /* int *slot: the value of the name given (choices)   */
 } cli_opt_kind;
+/* One name a choice takes and the number it stands for; a list of them
+ * ends with {NULL, 0}. */
+typedef struct {
+    const char *name;
+    int value;
+} cli_choice;
+/* The value of the name v among choices into *out; 1 if v is none. */
+int cli_pick(const cli_choice *choices, const char *v, int *out);
+/* dot and additive (attn_attention_type), for --attention and --cross. */
+extern const cli_choice cli_attention_types[];
+#define CLI_OPEN_LO 1
+#define CLI_OPEN_HI 2
 typedef struct {
     const char *name; /* "--count" */
     cli_opt_kind kind;
     void *slot;
     double lo, hi;
-    int open_lo;
+    int open;   /* CLI_F64: CLI_OPEN_LO, CLI_OPEN_HI, both or 0 */
     int *count; /* CLI_OPT_LIST: entries so far (slot holds argc of them) */
+    const cli_choice *choices; /* CLI_OPT_CHOICE */
 } cli_opt;
 /* Table rows: CLI_I64("--count", &count, 1, INT64_MAX) and so on. */
 #define CLI_STR(name, p)                                                       \
-    { (name), CLI_OPT_STR, (p), 0, 0, 0, NULL }
+    { (name), CLI_OPT_STR, (p), 0, 0, 0, NULL, NULL }
 #define CLI_LIST(name, p, n)                                                   \
-    { (name), CLI_OPT_LIST, (p), 0, 0, 0, (n) }
+    { (name), CLI_OPT_LIST, (p), 0, 0, 0, (n), NULL }
 #define CLI_FLAG(name, p)                                                      \
-    { (name), CLI_OPT_FLAG, (p), 0, 0, 0, NULL }
+    { (name), CLI_OPT_FLAG, (p), 0, 0, 0, NULL, NULL }
 #define CLI_I64(name, p, lo, hi)                                               \
-    { (name), CLI_OPT_I64, (p), (double)(lo), (double)(hi), 0, NULL }
+    { (name), CLI_OPT_I64, (p), (double)(lo), (double)(hi), 0, NULL, NULL }
 #define CLI_INT(name, p, lo, hi)                                               \
-    { (name), CLI_OPT_INT, (p), (double)(lo), (double)(hi), 0, NULL }
+    { (name), CLI_OPT_INT, (p), (double)(lo), (double)(hi), 0, NULL, NULL }
 #define CLI_U64(name, p)                                                       \
-    { (name), CLI_OPT_U64, (p), 0, 0, 0, NULL }
-/* a number in [lo, hi], or in (lo, hi] with open_lo 1 */
-#define CLI_F64(name, p, lo, hi, open_lo)                                      \
-    { (name), CLI_OPT_F64, (p), (lo), (hi), (open_lo), NULL }
+    { (name), CLI_OPT_U64, (p), 0, 0, 0, NULL, NULL }
+/* a number in [lo, hi], or with open (CLI_OPEN_LO | CLI_OPEN_HI) without
+ * that end */
+#define CLI_F64(name, p, lo, hi, open)                                         \
+    { (name), CLI_OPT_F64, (p), (lo), (hi), (open), NULL, NULL }
+#define CLI_CHOICE(name, p, choices)                                           \
+    { (name), CLI_OPT_CHOICE, (p), 0, 0, 0, NULL, (choices) }
 /* Reads argv[1 .. argc - 1]: "--name value" (or "--flag") by the table,
  * anything else into pos[0 .. npos - 1] in order. 0, or 2 after the usage
  * message (unexpected argument, unknown option, missing or bad value). */
 int cli_parse_args(const char *cmd, int argc, char **argv, const cli_opt *opts,
                    size_t n, const char **pos, int npos);
+/* After cli_parse_args took argv with opts: the last option given among
+ * opts[lo .. hi - 1] (its argument), or NULL if none was. */
+const char *cli_last_given(int argc, char **argv, const cli_opt *opts, size_t n,
+                           size_t lo, size_t hi);
 /* The sampling options of the Llama-family commands (--max-new-tokens
  * --sample --temperature --top-k --top-p --seed --threads) as table rows
  * into t[0 .. CLI_LLAMA_GEN_NOPTS - 1]. */
@@ -591,6 +613,32 @@ int cli_bench_model(int argc, char **argv);
 
 int cmd_generate(int argc, char **argv);
 int cmd_bench_generate(int argc, char **argv);
+
+/* The options both kinds of attn train take (cmd_train.c, cmd_train_gen.c,
+ * read by cli_train_parse): -1 (0 for flags) where not given. */
+typedef struct {
+    const char *task, *save, *resume;
+    const char *run_opt; /* the last option given that defines a new run */
+    int64_t layers, heads, dmodel, ff, steps, batch, warmup, length, min_len;
+    int64_t save_every, until, eval_n, threads;
+    double lr, dropout;
+    uint64_t seed;
+    int seed_set, post_norm, dtype;
+} cli_train_args;
+/* Reads argv into *t: the shared options, the command's own run[0 ..
+ * nrun - 1] (options that define a new run, refused with --resume) and
+ * other[0 .. nother - 1], the task as the one bare argument (tasks lists
+ * them for the message when it is missing); checks --save's path. 0, or
+ * the exit status after the message. */
+int cli_train_parse(const char *cmd, int argc, char **argv, cli_train_args *t,
+                    const cli_opt *run, size_t nrun, const cli_opt *other,
+                    size_t nother, const char *tasks);
+/* t's optimizer, batch, schedule, dropout, seed, threads and dtype over
+ * the fields of a trainer's config (attn_train_config and
+ * attn_gen_train_config both have them). */
+void cli_train_apply(const cli_train_args *t, attn_adamw_config *optim,
+                     int64_t *batch, int64_t *steps, double *dropout,
+                     uint64_t *seed, int *threads, attn_dtype *dtype);
 
 /* Generation models (cmd_train_gen.c, cmd_generate.c, cmd_attend_gen.c):
  * whether path is a generation checkpoint (magic ATTNGENM), whether the

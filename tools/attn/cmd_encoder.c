@@ -48,6 +48,9 @@ static int encoder_flag(void *ctx, const char *arg) {
     return 0;
 }
 
+static const cli_choice activations[] = {
+    {"relu", ATTN_ACT_RELU}, {"gelu", ATTN_ACT_GELU}, {NULL, 0}};
+
 static int encoder_opt(void *ctx, const char *o, const char *val) {
     encoder_args *m = ctx;
     attn_encoder_config *c = m->c;
@@ -65,23 +68,16 @@ static int encoder_opt(void *ctx, const char *o, const char *val) {
         return cli_parse_i64(val, &c->additive_dim) != 0;
     if (strcmp(o, "--eps") == 0)
         return cli_parse_double(val, &c->layer_norm_eps) != 0;
+    int k, bad;
     if (strcmp(o, "--attention") == 0) {
-        if (strcmp(val, "dot") == 0)
-            c->attention = ATTN_ATTENTION_DOT;
-        else if (strcmp(val, "additive") == 0)
-            c->attention = ATTN_ATTENTION_ADDITIVE;
-        else
-            return 1;
-        return 0;
+        if (!(bad = cli_pick(cli_attention_types, val, &k)))
+            c->attention = (attn_attention_type)k;
+        return bad;
     }
     if (strcmp(o, "--activation") == 0) {
-        if (strcmp(val, "relu") == 0)
-            c->activation = ATTN_ACT_RELU;
-        else if (strcmp(val, "gelu") == 0)
-            c->activation = ATTN_ACT_GELU;
-        else
-            return 1;
-        return 0;
+        if (!(bad = cli_pick(activations, val, &k)))
+            c->activation = (attn_activation)k;
+        return bad;
     }
     return -1;
 }

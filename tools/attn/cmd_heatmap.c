@@ -252,13 +252,15 @@ static int style_opt(const char *cmd, const char *arg, const char *val,
     else if (strcmp(arg, "--annotate") == 0) {
         *rc = cli_on_off_auto(cmd, arg, val, &o->annotate);
     } else if (strcmp(arg, "--cmap") == 0) {
-        if (strcmp(val, "viridis") == 0)
-            o->cmap = ATTN_CMAP_VIRIDIS;
-        else if (strcmp(val, "diverging") == 0)
-            o->cmap = ATTN_CMAP_DIVERGING;
-        else
+        static const cli_choice cmaps[] = {{"viridis", ATTN_CMAP_VIRIDIS},
+                                           {"diverging", ATTN_CMAP_DIVERGING},
+                                           {NULL, 0}};
+        int k;
+        if (cli_pick(cmaps, val, &k))
             *rc = cli_usage_error(
                 cmd, "--cmap is viridis or diverging, not '%s'", val);
+        else
+            o->cmap = (attn_colormap)k;
     } else if (strcmp(arg, "--vmin") == 0) {
         if (cli_parse_double(val, &o->vmin))
             *rc = cli_usage_error(cmd, "--vmin '%s' is not a number", val);
