@@ -49,6 +49,12 @@ static int set_value(const cli_opt *o, const char *v) {
     return 0;
 }
 
+int cli_opt_set(const cli_opt *opts, size_t n, const char *arg,
+                const char *val) {
+    const cli_opt *o = find_opt(opts, n, arg);
+    return o ? set_value(o, val) : -1;
+}
+
 int cli_parse_args(const char *cmd, int argc, char **argv, const cli_opt *opts,
                    size_t n, const char **pos, int npos) {
     int k = 0;
@@ -172,4 +178,11 @@ void cli_train_apply(const cli_train_args *t, attn_adamw_config *optim,
     if (t->seed_set) *seed = t->seed;
     *threads = (int)t->threads;
     *dtype = (attn_dtype)t->dtype;
+}
+
+attn_layer_opts cli_threads_opts(int threads) {
+    attn_layer_opts o;
+    attn_sdpa_opts_init(&o);
+    o.threads = threads;
+    return o;
 }

@@ -44,8 +44,7 @@ static void help(void) {
         "                   steps, 2x that cache, shrinks with it: for quick tests)\n");
 }
 
-int cmd_bench_decode(int argc, char **argv) {
-    const char *cmd = "bench --decode";
+int cmd_bench_decode(const char *cmd, int argc, char **argv) {
     bench_decode_opts o;
     memset(&o, 0, sizeof o);
     o.lq = 1;

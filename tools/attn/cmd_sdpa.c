@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help(void) {
+void cmd_sdpa_help(void) {
     printf(
         "usage: attn sdpa --q Q.npy --k K.npy --v V.npy --out O.npy\n"
         "                 [--weights W.npy] [--lse LSE.npy] [--compute-dtype T]\n"
@@ -44,9 +44,7 @@ static void help(void) {
         "            --key-lengths lens.npy --weights w.npy\n");
 }
 
-int cmd_sdpa(int argc, char **argv) {
-    const char *cmd = "sdpa";
-    if (cli_help_asked(argc, argv, help)) return 0;
+int cmd_sdpa(const char *cmd, int argc, char **argv) {
     cli_sdpa_args a;
     cli_tensor q, k, v;
     attn_tensor out = {0}, weights = {0};

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help(void) {
+void cmd_sdpa_backward_help(void) {
     printf(
         "usage: attn sdpa-backward --q Q.npy --k K.npy --v V.npy --dout DO.npy\n"
         "                          --dq DQ.npy --dk DK.npy --dv DV.npy\n"
@@ -40,9 +40,7 @@ static void help(void) {
         "      --dropout 0.1 --seed 7\n");
 }
 
-int cmd_sdpa_backward(int argc, char **argv) {
-    const char *cmd = "sdpa-backward";
-    if (cli_help_asked(argc, argv, help)) return 0;
+int cmd_sdpa_backward(const char *cmd, int argc, char **argv) {
     cli_sdpa_args a;
     cli_tensor q, k, v, dout;
     attn_tensor out = {0}, dq = {0}, dk = {0}, dv = {0}, db = {0};

@@ -317,10 +317,9 @@ static int finish(const char *cmd, const train_args *t, attn_trainer *tr,
     return 0;
 }
 
-int cmd_train(int argc, char **argv) {
-    const char *cmd = "train";
+int cmd_train(const char *cmd, int argc, char **argv) {
     /* date, --model encdec|decoder, or resuming a generation checkpoint */
-    if (cli_train_gen_wanted(argc, argv)) return cmd_train_gen(argc, argv);
+    if (cli_train_gen_wanted(argc, argv)) return cmd_train_gen(cmd, argc, argv);
     for (int i = 1; i < argc; i++)
         if (cli_is_help(argv[i])) {
             help();

@@ -173,8 +173,7 @@ int cli_gen_eval(const char *cmd, const attn_gen_trainer *tr, int64_t count,
     return 0;
 }
 
-int cmd_train_gen(int argc, char **argv) {
-    const char *cmd = "train";
+int cmd_train_gen(const char *cmd, int argc, char **argv) {
     if (cli_help_asked(argc, argv, help)) return 0;
     gen_args g;
     int rc = parse(cmd, argc, argv, &g);
