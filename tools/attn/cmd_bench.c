@@ -77,10 +77,7 @@ static void help(void) {
 }
 
 int cmd_bench(const char *cmd, int argc, char **argv) {
-    bench_opts o;
-    memset(&o, 0, sizeof o);
-    o.ref_max_l = 2048;
-    o.bwd_max_l = 4096;
+    bench_opts o = {.ref_max_l = 2048, .bwd_max_l = 4096};
     bench_case cases[64];
     const char *ring = NULL;
     int rrc = cli_ring_take(cmd, &argc, argv, &ring);

@@ -45,11 +45,7 @@ static void help(void) {
 }
 
 int cmd_bench_decode(const char *cmd, int argc, char **argv) {
-    bench_decode_opts o;
-    memset(&o, 0, sizeof o);
-    o.lq = 1;
-    o.max_gb = 6.0;
-    o.flash_max_lk = 32768;
+    bench_decode_opts o = {.lq = 1, .max_gb = 6.0, .flash_max_lk = 32768};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
