@@ -29,12 +29,10 @@ def _input(x, name, dtype, ref):
     x = np.asarray(x)
     dt = x.dtype
     if dtype == "bfloat16":
-        if dt != np.uint16:
-            fail(ATTN_E_DTYPE, "dtype='bfloat16' expects uint16 arrays holding "
-                 "bfloat16 bits, but %s is %s", name, dt)
+        _lib.bf16_bits(dt, name)
         return native(x), ATTN_BF16
-    if dt.kind == "f" and dt.itemsize in (2, 4, 8):
-        code = {2: ATTN_F16, 4: ATTN_F32, 8: ATTN_F64}[dt.itemsize]
+    code = _lib.float_code(dt)
+    if code is not None:
         if dtype is not None and dtype != _NAMES[code]:
             fail(ATTN_E_DTYPE, "%s is %s but dtype=%r was given", name, dt, dtype)
         if code == ATTN_F64 and not ref:
@@ -156,13 +154,7 @@ class SdpaCall:
                 fail(ATTN_E_INVALID, "scale is %r; it must be positive and finite "
                      "(None gives 1/sqrt(E) = %g)", scale, 1 / np.sqrt(E))
             opts.scale = s
-        try:
-            p = float(dropout_p)
-        except (TypeError, ValueError):
-            p = float("nan")
-        if not (0.0 <= p < 1.0):
-            fail(ATTN_E_INVALID, "dropout_p is %r; it must be in [0, 1)", dropout_p)
-        opts.dropout_p = p
+        p = opts.dropout_p = _lib.dropout_p(dropout_p, "dropout_p")
         if seed is None:
             if p > 0 and backward:
                 fail(ATTN_E_INVALID, "dropout_p is %g: pass the seed the forward "

@@ -387,6 +387,50 @@ lib.check_layout()
 call_hook = None
 
 
+def float_code(dt):
+    """The attn dtype of a NumPy float dtype (float16, 32 or 64), or None;
+    bfloat16 travels as uint16 bits with dtype='bfloat16' (bf16_bits)."""
+    if dt.kind == "f" and dt.itemsize in (2, 4, 8):
+        return {2: ATTN_F16, 4: ATTN_F32, 8: ATTN_F64}[dt.itemsize]
+    return None
+
+
+def bf16_bits(dt, name):
+    """Refuses an array named name of dtype dt given with dtype='bfloat16'
+    unless it holds the bits, as uint16."""
+    if dt != np.uint16:
+        fail(ATTN_E_DTYPE, "dtype='bfloat16' expects uint16 arrays holding "
+             "bfloat16 bits, but %s is %s", name, dt)
+
+
+def as_float(x):
+    """float(x), or NaN where x is no number (the caller's range check
+    then refuses it with its own message)."""
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def dropout_p(p, name):
+    """p as a dropout probability in [0, 1); the message names it name."""
+    f = as_float(p)
+    if not 0.0 <= f < 1.0:
+        fail(ATTN_E_INVALID, "%s is %r; it must be in [0, 1)", name, p)
+    return f
+
+
+def check_cpu_f32(device, dtype, holders):
+    """PyTorch's device= and dtype= of a module: the CPU and float32 only
+    (holders: "layers", "modules", for the message)."""
+    if device not in (None, "cpu"):
+        fail(ATTN_E_UNSUPPORTED, "device is %r; attn runs on the CPU (None or "
+             "'cpu')", device)
+    if dtype not in (None, np.float32, "float32"):
+        fail(ATTN_E_DTYPE, "dtype is %r; attn's %s hold float32 parameters "
+             "(None or 'float32')", dtype, holders)
+
+
 def fail(status, fmt, *args):
     """Raises AttnError from a check done in Python, before any C call."""
     raise AttnError(status, fmt % args if args else fmt)

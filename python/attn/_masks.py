@@ -88,10 +88,7 @@ def _random_blocks(arg, m):
             or not 1 <= int(block) < 2**63:
         fail(ATTN_E_INVALID, "random_blocks block is %r; an integer in [1, "
              "2**63) is needed", block)
-    try:
-        pf = float(p)
-    except (TypeError, ValueError):
-        pf = float("nan")
+    pf = _lib.as_float(p)
     if not 0.0 <= pf <= 1.0:
         fail(ATTN_E_INVALID, "random_blocks keep_p is %r; it must be in [0, 1]", p)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) \
@@ -259,10 +256,7 @@ class MaskArgs:
         """softcap, ALiBi, sinks and document ids (attn_mask's fields; the
         formulas are documented at scaled_dot_product_attention)."""
         if softcap is not None:
-            try:
-                cap = float(softcap)
-            except (TypeError, ValueError):
-                cap = float("nan")
+            cap = _lib.as_float(softcap)
             if not (cap > 0 and np.isfinite(cap)):
                 fail(ATTN_E_INVALID, "softcap is %r; a positive, finite cap is "
                      "needed (None: no soft-capping)", softcap)

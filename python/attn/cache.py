@@ -340,10 +340,7 @@ def sdpa_cached(query, cache, is_causal=True, scale=None, *,
         opts.mask.window_left = int_or_none(window[0], "window[0] (left)")
         opts.mask.window_right = int_or_none(window[1], "window[1] (right)")
     if scale is not None:
-        try:
-            s = float(scale)
-        except (TypeError, ValueError):
-            s = float("nan")
+        s = _lib.as_float(scale)
         if not (s > 0 and np.isfinite(s)):
             fail(ATTN_E_INVALID, "scale is %r; it must be positive and finite",
                  scale)

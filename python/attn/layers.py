@@ -151,13 +151,7 @@ def _opts(B, H, Lq, Lk, attn_mask, is_causal, causal_alignment, window,
     _lib.lib.attn_sdpa_opts_init(byref(o))
     keep = MaskArgs(o.mask, (B, H, Lq, Lk), (0, 1, 2, 3), B, attn_mask, is_causal,
                     causal_alignment, window, key_lengths, query_lengths)
-    try:
-        p = float(dropout_p)
-    except (TypeError, ValueError):
-        p = float("nan")
-    if not 0.0 <= p < 1.0:
-        fail(ATTN_E_INVALID, "dropout_p is %r; it must be in [0, 1)", dropout_p)
-    o.dropout_p = p
+    o.dropout_p = _lib.dropout_p(dropout_p, "dropout_p")
     if not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
         fail(ATTN_E_INVALID, "seed is %r; an integer in [0, 2**64) is needed", seed)
     o.seed = int(seed)
@@ -262,6 +256,14 @@ class Layer:
         if self._saved is None:
             fail(ATTN_E_INVALID, "backward needs a forward first (it reads what "
                  "forward saved)")
+
+    def _dout(self, dout, a):
+        """dout as float32 activations of the output a's shape."""
+        g, _ = activation_array(dout, "dout", self.config.d_model)
+        if g.shape != a.shape:
+            fail(ATTN_E_SHAPE, "dout has shape %s but the output has %s",
+                 shape_str(g.shape), shape_str(a.shape))
+        return g
 
 
 def _mask_kw(kw):
@@ -450,13 +452,8 @@ class MultiHeadAttention(Layer):
         if add_bias_kv or add_zero_attn:
             fail(ATTN_E_UNSUPPORTED, "add_bias_kv and add_zero_attn are not "
                  "supported by attn's multi-head attention (both must be False)")
-        if device not in (None, "cpu"):
-            fail(ATTN_E_UNSUPPORTED, "device is %r; attn runs on the CPU (None "
-                 "or 'cpu')", device)
-        if dtype not in (None, np.float32, "float32"):
-            fail(ATTN_E_DTYPE, "dtype is %r; attn's layers hold float32 "
-                 "parameters (None or 'float32')", dtype)
-        self.dropout = _dropout_p(dropout, "dropout")
+        _lib.check_cpu_f32(device, dtype, "layers")
+        self.dropout = _lib.dropout_p(dropout, "dropout")
         self.batch_first = bool(batch_first)
         self.training = True
         cfg = MhaConfig()
@@ -604,7 +601,7 @@ class MultiHeadAttention(Layer):
         wrote (the layout and dropout are not stored: give them here)."""
         self = super().load(path)
         self.batch_first = bool(batch_first)
-        self.dropout = _dropout_p(dropout, "dropout")
+        self.dropout = _lib.dropout_p(dropout, "dropout")
         return self
 
     def torch_names(self):
@@ -643,16 +640,6 @@ class MultiHeadAttention(Layer):
 
 
 MultiheadAttention = MultiHeadAttention
-
-
-def _dropout_p(p, name):
-    try:
-        f = float(p)
-    except (TypeError, ValueError):
-        f = float("nan")
-    if not 0.0 <= f < 1.0:
-        fail(ATTN_E_INVALID, "%s is %r; it must be in [0, 1)", name, p)
-    return f
 
 
 def _load_named(views, names, state, prefix):
@@ -767,10 +754,7 @@ class EncoderLayer(Layer):
         self._need_forward()
         a, opts, keep, ws, single = self._saved
         B, L = a.shape[:2]
-        g, _ = activation_array(dout, "dout", self.config.d_model)
-        if g.shape != a.shape:
-            fail(ATTN_E_SHAPE, "dout has shape %s but the output has %s",
-                 shape_str(g.shape), shape_str(a.shape))
+        g = self._dout(dout, a)
         dx = np.zeros_like(a)
         _lib.call("attn_encoder_backward", byref(self.config),
                   self.params.ctypes.data, B, L, a.ctypes.data, byref(opts),

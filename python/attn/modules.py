@@ -30,8 +30,7 @@ import math
 import numpy as np
 
 from . import _lib
-from ._lib import (ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE,
-                   ATTN_E_UNSUPPORTED, fail, shape_str)
+from ._lib import ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE, fail, shape_str
 from .layers import MultiHeadAttention
 
 _pf = ctypes.POINTER(ctypes.c_float)
@@ -58,25 +57,6 @@ def _gelu(x):
 
 
 _ACTIVATIONS = {"relu": _relu, "gelu": _gelu}
-
-
-def _check_common(device, dtype):
-    if device not in (None, "cpu"):
-        fail(ATTN_E_UNSUPPORTED, "device is %r; attn runs on the CPU (None or "
-             "'cpu')", device)
-    if dtype not in (None, np.float32, "float32"):
-        fail(ATTN_E_DTYPE, "dtype is %r; attn's modules hold float32 parameters "
-             "(None or 'float32')", dtype)
-
-
-def _dropout(p):
-    try:
-        f = float(p)
-    except (TypeError, ValueError):
-        f = float("nan")
-    if not 0.0 <= f < 1.0:
-        fail(ATTN_E_INVALID, "dropout is %r; it must be in [0, 1)", p)
-    return f
 
 
 def _count(name, v):
@@ -215,10 +195,7 @@ class _Linear(_WeightBias):
 
 class _LayerNorm(_WeightBias):
     def __init__(self, d, eps, bias):
-        try:
-            e = float(eps)
-        except (TypeError, ValueError):
-            e = float("nan")
+        e = _lib.as_float(eps)
         if not (e > 0 and np.isfinite(e)):
             fail(ATTN_E_INVALID, "layer_norm_eps is %r; it must be positive", eps)
         self.eps = e
@@ -270,41 +247,53 @@ def _mha_mask_args(mask, kpm, single):
     return mask, kpm
 
 
-def _layer_common(layer, d_model, dim_feedforward, dropout, activation,
-                  batch_first, norm_first, device, dtype, seed):
-    """The arguments the encoder and decoder layers share, checked and set
-    on layer; returns dim_feedforward."""
-    _check_common(device, dtype)
-    layer.d_model = _count("d_model", d_model)
-    F = _count("dim_feedforward", dim_feedforward)
-    layer.dropout = _dropout(dropout)
-    layer.activation = _activation(activation)
-    layer.batch_first = bool(batch_first)
-    layer.norm_first = bool(norm_first)
-    layer._rng = np.random.default_rng(seed)
-    return F
+def _decoder_inputs(tgt, memory, d_model, batch_first):
+    """tgt and memory batch first, and whether they were one sequence each
+    (unbatched): the two must agree."""
+    x, single = _to_batch_first(tgt, "tgt", d_model, batch_first)
+    m, msingle = _to_batch_first(memory, "memory", d_model, batch_first)
+    if single != msingle or m.shape[0] != x.shape[0]:
+        fail(ATTN_E_SHAPE, "tgt %s and memory %s disagree on the batch",
+             shape_str(np.shape(tgt)), shape_str(np.shape(memory)))
+    return x, m, single
 
 
-class TransformerEncoderLayer(_Module):
-    """torch.nn.TransformerEncoderLayer: self-attention and feed-forward,
-    each with a residual and LayerNorm (after: norm_first=False, the
-    default; before: norm_first=True). attn's extra: seed (keyword) draws
-    the parameters and the dropout."""
+class _FeedForwardLayer(_Module):
+    """The constructor of the encoder and decoder layers (one signature, as
+    PyTorch's): the attention blocks named in _ATTENTION (their seeds drawn
+    in that order), linear1, linear2 and _NORMS LayerNorms norm1, norm2..."""
+    _ATTENTION = ("self_attn",)
+    _NORMS = 2
 
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1,
                  activation="relu", layer_norm_eps=1e-5, batch_first=False,
                  norm_first=False, bias=True, device=None, dtype=None, *,
                  seed=0):
-        F = _layer_common(self, d_model, dim_feedforward, dropout, activation,
-                          batch_first, norm_first, device, dtype, seed)
-        self.self_attn = MultiHeadAttention(
-            d_model, nhead, dropout=self.dropout, bias=bias, batch_first=True,
-            seed=int(self._rng.integers(0, 2**63)))
+        _lib.check_cpu_f32(device, dtype, "modules")
+        self.d_model = _count("d_model", d_model)
+        F = _count("dim_feedforward", dim_feedforward)
+        self.dropout = _lib.dropout_p(dropout, "dropout")
+        self.activation = _activation(activation)
+        self.batch_first = bool(batch_first)
+        self.norm_first = bool(norm_first)
+        self._rng = np.random.default_rng(seed)
+        for name in self._ATTENTION:
+            setattr(self, name, MultiHeadAttention(
+                d_model, nhead, dropout=self.dropout, bias=bias,
+                batch_first=True, seed=int(self._rng.integers(0, 2**63))))
         self.linear1 = _Linear(d_model, F, bias, self._rng)
         self.linear2 = _Linear(F, d_model, bias, self._rng)
-        self.norm1 = _LayerNorm(d_model, layer_norm_eps, bias)
-        self.norm2 = _LayerNorm(d_model, layer_norm_eps, bias)
+        for i in range(self._NORMS):
+            setattr(self, "norm%d" % (i + 1),
+                    _LayerNorm(d_model, layer_norm_eps, bias))
         self.training = True
+
+
+class TransformerEncoderLayer(_FeedForwardLayer):
+    """torch.nn.TransformerEncoderLayer: self-attention and feed-forward,
+    each with a residual and LayerNorm (after: norm_first=False, the
+    default; before: norm_first=True). attn's extra: seed (keyword) draws
+    the parameters and the dropout."""
 
     def _children(self):
         return [("self_attn", self.self_attn), ("linear1", self.linear1),
@@ -345,31 +334,14 @@ class TransformerEncoderLayer(_Module):
         return self._drop(self.linear2(h), self.dropout)
 
 
-class TransformerDecoderLayer(_Module):
+class TransformerDecoderLayer(_FeedForwardLayer):
     """torch.nn.TransformerDecoderLayer: self-attention over tgt (causal
     only when asked: tgt_mask / tgt_is_causal), cross-attention over
     memory, feed-forward, each with a residual and LayerNorm (after by
     default; before with norm_first=True). attn's extra: seed (keyword)."""
 
-    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1,
-                 activation="relu", layer_norm_eps=1e-5, batch_first=False,
-                 norm_first=False, bias=True, device=None, dtype=None, *,
-                 seed=0):
-        F = _layer_common(self, d_model, dim_feedforward, dropout, activation,
-                          batch_first, norm_first, device, dtype, seed)
-
-        def mha():
-            return MultiHeadAttention(d_model, nhead, dropout=self.dropout,
-                                      bias=bias, batch_first=True,
-                                      seed=int(self._rng.integers(0, 2**63)))
-        self.self_attn = mha()
-        self.multihead_attn = mha()
-        self.linear1 = _Linear(d_model, F, bias, self._rng)
-        self.linear2 = _Linear(F, d_model, bias, self._rng)
-        self.norm1 = _LayerNorm(d_model, layer_norm_eps, bias)
-        self.norm2 = _LayerNorm(d_model, layer_norm_eps, bias)
-        self.norm3 = _LayerNorm(d_model, layer_norm_eps, bias)
-        self.training = True
+    _ATTENTION = ("self_attn", "multihead_attn")
+    _NORMS = 3
 
     def _children(self):
         return [("self_attn", self.self_attn),
@@ -387,12 +359,8 @@ class TransformerDecoderLayer(_Module):
         padding masks (N, T) and (N, S): bool True = not allowed, float
         added; tgt_is_causal / memory_is_causal apply the causal mask.
         Returns the output shaped like tgt."""
-        x, single = _to_batch_first(tgt, "tgt", self.d_model, self.batch_first)
-        m, msingle = _to_batch_first(memory, "memory", self.d_model,
-                                     self.batch_first)
-        if single != msingle or m.shape[0] != x.shape[0]:
-            fail(ATTN_E_SHAPE, "tgt %s and memory %s disagree on the batch",
-                 shape_str(np.shape(tgt)), shape_str(np.shape(memory)))
+        x, m, single = _decoder_inputs(tgt, memory, self.d_model,
+                                       self.batch_first)
         y = self._body(x, m, tgt_mask, memory_mask, tgt_key_padding_mask,
                        memory_key_padding_mask, tgt_is_causal, memory_is_causal,
                        single)
@@ -494,12 +462,8 @@ class TransformerDecoder(_LayerStack):
                 tgt_is_causal=None, memory_is_causal=False):
         """As TransformerDecoderLayer.forward through every layer, then the
         norm."""
-        x, single = _to_batch_first(tgt, "tgt", self.d_model, self.batch_first)
-        m, msingle = _to_batch_first(memory, "memory", self.d_model,
-                                     self.batch_first)
-        if single != msingle or m.shape[0] != x.shape[0]:
-            fail(ATTN_E_SHAPE, "tgt %s and memory %s disagree on the batch",
-                 shape_str(np.shape(tgt)), shape_str(np.shape(memory)))
+        x, m, single = _decoder_inputs(tgt, memory, self.d_model,
+                                       self.batch_first)
         for layer in self.layers:
             x = layer._body(x, m, tgt_mask, memory_mask, tgt_key_padding_mask,
                             memory_key_padding_mask, bool(tgt_is_causal),
@@ -522,25 +486,23 @@ class Transformer(_Module):
                  activation="relu", custom_encoder=None, custom_decoder=None,
                  layer_norm_eps=1e-5, batch_first=False, norm_first=False,
                  bias=True, device=None, dtype=None, *, seed=0):
-        _check_common(device, dtype)
+        _lib.check_cpu_f32(device, dtype, "modules")
         rng = np.random.default_rng(seed)
         kw = dict(dim_feedforward=dim_feedforward, dropout=dropout,
                   activation=activation, layer_norm_eps=layer_norm_eps,
                   batch_first=batch_first, norm_first=norm_first, bias=bias)
-        if custom_encoder is not None:
-            self.encoder = custom_encoder
-        else:
-            enc = TransformerEncoderLayer(d_model, nhead, seed=int(
-                rng.integers(0, 2**63)), **kw)
-            self.encoder = TransformerEncoder(
-                enc, num_encoder_layers, _LayerNorm(d_model, layer_norm_eps, bias))
-        if custom_decoder is not None:
-            self.decoder = custom_decoder
-        else:
-            dec = TransformerDecoderLayer(d_model, nhead, seed=int(
-                rng.integers(0, 2**63)), **kw)
-            self.decoder = TransformerDecoder(
-                dec, num_decoder_layers, _LayerNorm(d_model, layer_norm_eps, bias))
+
+        def stack(custom, layer, stack_type, num_layers):
+            if custom is not None:
+                return custom
+            one = layer(d_model, nhead, seed=int(rng.integers(0, 2**63)), **kw)
+            return stack_type(one, num_layers,
+                              _LayerNorm(d_model, layer_norm_eps, bias))
+        # the encoder's seed is drawn first, as the two stacks are built
+        self.encoder = stack(custom_encoder, TransformerEncoderLayer,
+                             TransformerEncoder, num_encoder_layers)
+        self.decoder = stack(custom_decoder, TransformerDecoderLayer,
+                             TransformerDecoder, num_decoder_layers)
         self.d_model = _count("d_model", d_model)
         self.nhead = nhead
         self.batch_first = bool(batch_first)

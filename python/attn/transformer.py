@@ -118,6 +118,16 @@ _lib.lib.check_layout()
 PAD, BOS, EOS, SEP = 0, 1, 2, 3
 
 
+def _unbatch(out, w, single, return_cross_weights):
+    """A forward's result: out, with return_cross_weights also the cross
+    weights w (None where there are none), without the batch axis that a
+    single sequence was given."""
+    out = out[0] if single else out
+    if return_cross_weights:
+        return out, (None if w is None else (w[:, 0] if single else w))
+    return out
+
+
 def _lengths(lengths, B, L, name):
     if lengths is None:
         return None
@@ -238,10 +248,7 @@ class DecoderLayer(Layer):
                   Lt, Ls, a.ctypes.data, ptr_of(m), ptr_of(lens), byref(opts),
                   out.ctypes.data, None, ptr_of(w), ws.ctypes.data)
         self._saved = (a, m, lens, opts, ws, single, Ls)
-        out = out[0] if single else out
-        if return_cross_weights:
-            return out, (None if w is None else (w[:, 0] if single else w))
-        return out
+        return _unbatch(out, w, single, return_cross_weights)
 
     __call__ = forward
 
@@ -251,10 +258,7 @@ class DecoderLayer(Layer):
         self._need_forward()
         a, m, lens, opts, ws, single, Ls = self._saved
         B, Lt = a.shape[:2]
-        g, _ = activation_array(dout, "dout", self.config.d_model)
-        if g.shape != a.shape:
-            fail(ATTN_E_SHAPE, "dout has shape %s but the output has %s",
-                 shape_str(g.shape), shape_str(a.shape))
+        g = self._dout(dout, a)
         dx = np.zeros_like(a)
         dm = None if m is None else np.zeros_like(m)
         _lib.call("attn_decoder_backward", byref(self.config),
@@ -395,10 +399,7 @@ class TokenTransformer:
                   Ls, ptr_of(s), ptr_of(lens), Lt, t.ctypes.data, byref(opts),
                   logits.ctypes.data, ptr_of(w), ws.ctypes.data)
         self._saved = (s, lens, t, opts, ws, single, Ls)
-        out = logits[0] if single else logits
-        if return_cross_weights:
-            return out, (None if w is None else (w[:, 0] if single else w))
-        return out
+        return _unbatch(logits, w, single, return_cross_weights)
 
     __call__ = forward
 

@@ -18,8 +18,8 @@ from ctypes import byref
 import numpy as np
 
 from . import _lib
-from ._lib import (ATTN_BF16, ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE,
-                   ATTN_F16, ATTN_F32, ATTN_F64, fail, shape_str)
+from ._lib import (ATTN_BF16, ATTN_E_DTYPE, ATTN_E_INVALID, ATTN_E_SHAPE, fail,
+                   shape_str)
 from ._masks import MaskArgs
 
 
@@ -138,15 +138,13 @@ class Weights:
         w = np.asarray(weights)
         dt = w.dtype
         if dtype == "bfloat16":
-            if dt != np.uint16:
-                fail(ATTN_E_DTYPE, "dtype='bfloat16' expects uint16 arrays holding "
-                     "bfloat16 bits, but %s is %s", name, dt)
+            _lib.bf16_bits(dt, name)
             code = ATTN_BF16
         elif dtype is not None:
             fail(ATTN_E_INVALID, "dtype is %r; only 'bfloat16' (or None) is "
                  "accepted here", dtype)
-        elif dt.kind == "f" and dt.itemsize in (2, 4, 8):
-            code = {2: ATTN_F16, 4: ATTN_F32, 8: ATTN_F64}[dt.itemsize]
+        elif _lib.float_code(dt) is not None:
+            code = _lib.float_code(dt)
         else:
             fail(ATTN_E_DTYPE, "%s has dtype %s; float32, float64, float16 or "
                  "bfloat16 (uint16 bits with dtype='bfloat16') is needed", name, dt)

@@ -36,6 +36,16 @@ def make(rng, shape, dtype="float32", scale=1.0):
     return arr, arr.astype(np.float64), None
 
 
+def refused(fn, *words, status=attn.ATTN_E_INVALID):
+    """fn() raises AttnError of that status whose message has every word."""
+    with pytest.raises(attn.AttnError) as e:
+        fn()
+    assert e.value.status == status, str(e.value)
+    for w in words:
+        assert w in str(e.value), "%r not in %r" % (w, str(e.value))
+    return e.value
+
+
 class Calls:
     """Records (C function name, {arg: Tensor}) of each call to C."""
 

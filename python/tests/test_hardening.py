@@ -7,6 +7,7 @@ import pytest
 
 import attn
 from attn import _lib
+from conftest import refused
 
 sdpa = attn.scaled_dot_product_attention
 
@@ -14,15 +15,6 @@ sdpa = attn.scaled_dot_product_attention
 def qkv(L=5, D=4, seed=0):
     r = np.random.default_rng(seed)
     return [r.standard_normal((L, D)).astype(np.float32) for _ in range(3)]
-
-
-def refused(fn, *words, status=attn.ATTN_E_INVALID):
-    with pytest.raises(attn.AttnError) as e:
-        fn()
-    assert e.value.status == status, str(e.value)
-    for w in words:
-        assert w in str(e.value), "%r not in %r" % (w, str(e.value))
-    return e.value
 
 
 # ---- integers wider than their C field ------------------------------------

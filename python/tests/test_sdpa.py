@@ -24,6 +24,22 @@ def check_close(got, want, tol, what):
     assert err <= tol, "%s: max error %g > %g" % (what, err, tol)
 
 
+def case_inputs(rng, c, ev):
+    """q, k, v of a random case c (value width ev): the arrays, their float64
+    values, the dtype argument and the shape of the scores."""
+    lead = {4: (c["B"], c["H"]), 3: (c["B"],), 2: ()}[c["rank"]]
+    lead_kv = {4: (c["B"], c["Hkv"]), 3: (c["B"],), 2: ()}[c["rank"]]
+    q, q64, dt = make(rng, lead + (c["Lq"], c["E"]), c["dtype"])
+    k, k64, _ = make(rng, lead_kv + (c["Lk"], c["E"]), c["dtype"])
+    v, v64, _ = make(rng, lead_kv + (c["Lk"], ev), c["dtype"])
+    return (q, k, v), (q64, k64, v64), dt, lead + (c["Lq"], c["Lk"])
+
+
+def lse_tol(want_l):
+    """The tolerance of a log-sum-exp: relative to its largest finite value."""
+    return 2e-5 * max(1, np.max(np.abs(want_l[np.isfinite(want_l)]), initial=1))
+
+
 def random_case(seed):
     r = np.random.default_rng(1000 + seed)
     c = dict(rank=int(r.choice([2, 3, 4])),
@@ -70,12 +86,7 @@ def test_random_case(seed):
     c = random_case(seed)
     rng = np.random.default_rng(seed)
     r = c["rank"]
-    lead = {4: (c["B"], c["H"]), 3: (c["B"],), 2: ()}[r]
-    lead_kv = {4: (c["B"], c["Hkv"]), 3: (c["B"],), 2: ()}[r]
-    q, q64, dt = make(rng, lead + (c["Lq"], c["E"]), c["dtype"])
-    k, k64, _ = make(rng, lead_kv + (c["Lk"], c["E"]), c["dtype"])
-    v, v64, _ = make(rng, lead_kv + (c["Lk"], c["Ev"]), c["dtype"])
-    score_shape = lead + (c["Lq"], c["Lk"])
+    (q, k, v), (q64, k64, v64), dt, score_shape = case_inputs(rng, c, c["Ev"])
     m = None if c["mask"] == "none" else mask_for(rng, c["mask"], score_shape)
     kw = dict(is_causal=c["is_causal"], window=c["window"],
               key_lengths=c["key_lengths"], query_lengths=c["query_lengths"],
@@ -95,8 +106,7 @@ def test_random_case(seed):
     tol = tol_for(v64) / (1 - c["dropout_p"])
     check_close(out, want_o.reshape(out.shape), tol, "out %r" % c)
     check_close(w, want_w.reshape(w.shape), 1e-5 / (1 - c["dropout_p"]), "weights")
-    check_close(lse, want_l.reshape(lse.shape), 2e-5 * max(1, np.max(np.abs(
-        want_l[np.isfinite(want_l)]), initial=1)), "lse")
+    check_close(lse, want_l.reshape(lse.shape), lse_tol(want_l), "lse")
 
 
 @pytest.mark.parametrize("rank", [2, 3, 4])

@@ -11,15 +11,7 @@ import numpy as np
 import pytest
 
 import attn
-
-
-def refused(fn, *words, status=attn.ATTN_E_INVALID):
-    with pytest.raises(attn.AttnError) as e:
-        fn()
-    assert e.value.status == status, str(e.value)
-    for w in words:
-        assert w in str(e.value), "%r not in %r" % (w, str(e.value))
-    return e.value
+from conftest import refused
 
 
 def tiny_bert(d):

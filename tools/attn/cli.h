@@ -13,12 +13,19 @@
 
 #include <stdio.h>
 
-/* One subcommand: attn NAME [args]. argv[0] is the subcommand's name. */
-typedef int (*cli_run_fn)(int argc, char **argv);
+/* One subcommand: attn NAME [args]. cmd is the name its messages give
+ * (the table's, or e.g. "bench --decode" for a mode of another); argv[0]
+ * is the subcommand's name as typed. */
+typedef int (*cli_run_fn)(const char *cmd, int argc, char **argv);
 
 /* Prints "attn NAME: WHAT: <status class>: <library message>" to stderr and
  * returns 1 (the exit status of a failed command). */
 int cli_fail(const char *cmd, attn_status st, const char *what);
+
+/* After writing path: "wrote PATH" on stdout and 0, or (st not ATTN_OK)
+ * cli_fail's message naming what and 1. */
+int cli_wrote(const char *cmd, attn_status st, const char *what,
+              const char *path);
 
 /* s with control bytes and invalid UTF-8 as \xNN, for messages that quote
  * input (one of 4 rotating static buffers: valid until the 4th next call). */
@@ -128,45 +135,72 @@ int cli_parse_paths(const char *cmd, int argc, char **argv,
 
 /* The options of a subcommand as a table, read by cli_parse_args. A value
  * is checked when it is read: integers and finite numbers within [lo, hi]
- * (open_lo: > lo), seeds any unsigned 64-bit number. */
+ * (open: CLI_OPEN_LO excludes lo, CLI_OPEN_HI hi), seeds any unsigned 64-bit
+ * number, a choice one of its names. */
 typedef enum {
-    CLI_OPT_STR,  /* const char **slot                                 */
-    CLI_OPT_LIST, /* repeatable: (const char **)slot[(*count)++]        */
-    CLI_OPT_FLAG, /* int *slot set to 1; takes no value                 */
-    CLI_OPT_I64,  /* int64_t *slot                                      */
-    CLI_OPT_INT,  /* int *slot                                          */
-    CLI_OPT_U64,  /* uint64_t *slot                                     */
-    CLI_OPT_F64   /* double *slot                                       */
+    CLI_OPT_STR,   /* const char **slot                                 */
+    CLI_OPT_LIST,  /* repeatable: (const char **)slot[(*count)++]        */
+    CLI_OPT_FLAG,  /* int *slot set to 1; takes no value                 */
+    CLI_OPT_I64,   /* int64_t *slot                                      */
+    CLI_OPT_INT,   /* int *slot                                          */
+    CLI_OPT_U64,   /* uint64_t *slot                                     */
+    CLI_OPT_F64,   /* double *slot                                       */
+    CLI_OPT_CHOICE /* int *slot: the value of the name given (choices)   */
 } cli_opt_kind;
+/* One name a choice takes and the number it stands for; a list of them
+ * ends with {NULL, 0}. */
+typedef struct {
+    const char *name;
+    int value;
+} cli_choice;
+/* The value of the name v among choices into *out; 1 if v is none. */
+int cli_pick(const cli_choice *choices, const char *v, int *out);
+/* dot and additive (attn_attention_type), for --attention and --cross. */
+extern const cli_choice cli_attention_types[];
+#define CLI_OPEN_LO 1
+#define CLI_OPEN_HI 2
 typedef struct {
     const char *name; /* "--count" */
     cli_opt_kind kind;
     void *slot;
     double lo, hi;
-    int open_lo;
+    int open;   /* CLI_F64: CLI_OPEN_LO, CLI_OPEN_HI, both or 0 */
     int *count; /* CLI_OPT_LIST: entries so far (slot holds argc of them) */
+    const cli_choice *choices; /* CLI_OPT_CHOICE */
 } cli_opt;
 /* Table rows: CLI_I64("--count", &count, 1, INT64_MAX) and so on. */
 #define CLI_STR(name, p)                                                       \
-    { (name), CLI_OPT_STR, (p), 0, 0, 0, NULL }
+    { (name), CLI_OPT_STR, (p), 0, 0, 0, NULL, NULL }
 #define CLI_LIST(name, p, n)                                                   \
-    { (name), CLI_OPT_LIST, (p), 0, 0, 0, (n) }
+    { (name), CLI_OPT_LIST, (p), 0, 0, 0, (n), NULL }
 #define CLI_FLAG(name, p)                                                      \
-    { (name), CLI_OPT_FLAG, (p), 0, 0, 0, NULL }
+    { (name), CLI_OPT_FLAG, (p), 0, 0, 0, NULL, NULL }
 #define CLI_I64(name, p, lo, hi)                                               \
-    { (name), CLI_OPT_I64, (p), (double)(lo), (double)(hi), 0, NULL }
+    { (name), CLI_OPT_I64, (p), (double)(lo), (double)(hi), 0, NULL, NULL }
 #define CLI_INT(name, p, lo, hi)                                               \
-    { (name), CLI_OPT_INT, (p), (double)(lo), (double)(hi), 0, NULL }
+    { (name), CLI_OPT_INT, (p), (double)(lo), (double)(hi), 0, NULL, NULL }
 #define CLI_U64(name, p)                                                       \
-    { (name), CLI_OPT_U64, (p), 0, 0, 0, NULL }
-/* a number in [lo, hi], or in (lo, hi] with open_lo 1 */
-#define CLI_F64(name, p, lo, hi, open_lo)                                      \
-    { (name), CLI_OPT_F64, (p), (lo), (hi), (open_lo), NULL }
+    { (name), CLI_OPT_U64, (p), 0, 0, 0, NULL, NULL }
+/* a number in [lo, hi], or with open (CLI_OPEN_LO | CLI_OPEN_HI) without
+ * that end */
+#define CLI_F64(name, p, lo, hi, open)                                         \
+    { (name), CLI_OPT_F64, (p), (lo), (hi), (open), NULL, NULL }
+#define CLI_CHOICE(name, p, choices)                                           \
+    { (name), CLI_OPT_CHOICE, (p), 0, 0, 0, NULL, (choices) }
 /* Reads argv[1 .. argc - 1]: "--name value" (or "--flag") by the table,
  * anything else into pos[0 .. npos - 1] in order. 0, or 2 after the usage
  * message (unexpected argument, unknown option, missing or bad value). */
 int cli_parse_args(const char *cmd, int argc, char **argv, const cli_opt *opts,
                    size_t n, const char **pos, int npos);
+/* One option with a value by the table: 0 when arg is a row of opts and
+ * val a value of it, 1 for a bad value, -1 when arg is none of them (the
+ * contract of cli_layer_own.opt). */
+int cli_opt_set(const cli_opt *opts, size_t n, const char *arg,
+                const char *val);
+/* After cli_parse_args took argv with opts: the last option given among
+ * opts[lo .. hi - 1] (its argument), or NULL if none was. */
+const char *cli_last_given(int argc, char **argv, const cli_opt *opts, size_t n,
+                           size_t lo, size_t hi);
 /* The sampling options of the Llama-family commands (--max-new-tokens
  * --sample --temperature --top-k --top-p --seed --threads) as table rows
  * into t[0 .. CLI_LLAMA_GEN_NOPTS - 1]. */
@@ -202,6 +236,9 @@ int cli_same_dtype(const char *cmd, const char *const *names,
 /* Writes any array as .npy. */
 int cli_save_array(const char *cmd, const char *path, attn_dtype dtype,
                    void *data, int ndim, const int64_t *shape);
+
+/* The default options of a layer's forward on threads kernel threads. */
+attn_layer_opts cli_threads_opts(int threads);
 
 /* Strict number parsing: the whole string must be the number. 0 = ok. */
 int cli_parse_double(const char *s, double *out);
@@ -524,6 +561,10 @@ const char *gallery_path(demo_gallery *g, const char *file);
 void gallery_section(demo_gallery *g, const char *title);
 /* Records a picture of the current section and prints its path. */
 void gallery_add(demo_gallery *g, const char *file, const char *caption);
+/* gallery_add after writing file went well (st 0), else cli_fail's
+ * message naming what (1). */
+int gallery_wrote(const char *cmd, demo_gallery *g, attn_status st,
+                  const char *what, const char *file, const char *caption);
 /* A note under the current section's title. */
 void gallery_note(demo_gallery *g, const char *text);
 /* Appends a row of tab-separated cells to the current section's table
@@ -538,29 +579,48 @@ int gallery_reversal(const char *cmd, demo_gallery *g);
 int gallery_run(const char *cmd, demo_gallery *g);
 
 /* Subcommands (one file each). */
-int cmd_version(int argc, char **argv);
-int cmd_sdpa(int argc, char **argv);
-int cmd_sdpa_backward(int argc, char **argv);
-int cmd_demo(int argc, char **argv);
-int cmd_train(int argc, char **argv);
-int cmd_eval(int argc, char **argv);
-int cmd_attend(int argc, char **argv);
-int cmd_mha(int argc, char **argv);
-int cmd_additive(int argc, char **argv);
-int cmd_encoder(int argc, char **argv);
-int cmd_bench_layers(int argc, char **argv);
-int cmd_bench_decode(int argc, char **argv);
-int cmd_show(int argc, char **argv);
-int cmd_html(int argc, char **argv);
-int cmd_heatmap(int argc, char **argv);
-int cmd_stats(int argc, char **argv);
-int cmd_compare(int argc, char **argv);
-int cmd_bench(int argc, char **argv);
+/* The --help texts that main prints for its table's commands (the others,
+ * whose help depends on their arguments, print their own). */
+void cmd_compare_help(void);
+void cmd_sdpa_help(void);
+void cmd_sdpa_backward_help(void);
+void cmd_mha_help(void);
+void cmd_additive_help(void);
+void cmd_encoder_help(void);
+void cmd_heatmap_help(void);
+void cmd_show_help(void);
+void cmd_html_help(void);
+void cmd_stats_help(void);
+void cmd_chat_help(void);
+void cmd_embed_help(void);
+int cmd_version(const char *cmd, int argc, char **argv);
+int cmd_sdpa(const char *cmd, int argc, char **argv);
+int cmd_sdpa_backward(const char *cmd, int argc, char **argv);
+int cmd_demo(const char *cmd, int argc, char **argv);
+int cmd_train(const char *cmd, int argc, char **argv);
+int cmd_eval(const char *cmd, int argc, char **argv);
+int cmd_attend(const char *cmd, int argc, char **argv);
+int cmd_mha(const char *cmd, int argc, char **argv);
+int cmd_additive(const char *cmd, int argc, char **argv);
+int cmd_encoder(const char *cmd, int argc, char **argv);
+int cmd_bench_layers(const char *cmd, int argc, char **argv);
+/* --quick, --threads T (0..4096) or --reps N (1..1000) of a benchmark
+ * mode at argv[*i] (*i moves to its value): 0 when taken, -1 when argv[*i]
+ * is none of them, else the usage error's status (cmd_bench_layers.c). */
+int cli_bench_opt(const char *cmd, int argc, char **argv, int *i, int *quick,
+                  int *threads, int *reps);
+int cmd_bench_decode(const char *cmd, int argc, char **argv);
+int cmd_show(const char *cmd, int argc, char **argv);
+int cmd_html(const char *cmd, int argc, char **argv);
+int cmd_heatmap(const char *cmd, int argc, char **argv);
+int cmd_stats(const char *cmd, int argc, char **argv);
+int cmd_compare(const char *cmd, int argc, char **argv);
+int cmd_bench(const char *cmd, int argc, char **argv);
 /* Pretrained models (cmd_pretrained.c): attn model, attn embed, and the
  * folder forms of attn attend DIR and attn bench --model DIR. */
-int cmd_model(int argc, char **argv);
-int cmd_embed(int argc, char **argv);
-int cli_attend_pretrained(int argc, char **argv);
+int cmd_model(const char *cmd, int argc, char **argv);
+int cmd_embed(const char *cmd, int argc, char **argv);
+int cli_attend_pretrained(const char *cmd, int argc, char **argv);
 /* The per-layer PNG grids and the HTML viewer of N x H heads of n x n
  * weights w into the folder out (cmd_pretrained.c). */
 int cli_attend_pictures(const char *cmd, const char *out, float *w,
@@ -570,11 +630,11 @@ int cli_attend_pictures(const char *cmd, const char *out, float *w,
  * model_type llama, mistral or qwen2; attn generate / attend / model info
  * on them. */
 int cli_is_llama_dir(const char *dir);
-int cli_llama_generate(int argc, char **argv);
-int cli_llama_attend(int argc, char **argv);
+int cli_llama_generate(const char *cmd, int argc, char **argv);
+int cli_llama_attend(const char *cmd, int argc, char **argv);
 int cli_llama_info(const char *dir);
 /* attn chat FILE (cmd_chat.c). */
-int cmd_chat(int argc, char **argv);
+int cmd_chat(const char *cmd, int argc, char **argv);
 /* Text streamed as ids come (ids written when tok is NULL); buf holds
  * attn_bpe_stream_max(tok) + 8 bytes. cli_llama_on_token is an
  * attn_llama_token_fn over a cli_streamer. */
@@ -587,19 +647,45 @@ typedef struct {
 int cli_llama_on_token(void *user, int32_t id);
 /* Monotonic seconds. */
 double cli_now_s(void);
-int cli_bench_model(int argc, char **argv);
+int cli_bench_model(const char *cmd, int argc, char **argv);
 
-int cmd_generate(int argc, char **argv);
-int cmd_bench_generate(int argc, char **argv);
+int cmd_generate(const char *cmd, int argc, char **argv);
+int cmd_bench_generate(const char *cmd, int argc, char **argv);
+
+/* The options both kinds of attn train take (cmd_train.c, cmd_train_gen.c,
+ * read by cli_train_parse): -1 (0 for flags) where not given. */
+typedef struct {
+    const char *task, *save, *resume;
+    const char *run_opt; /* the last option given that defines a new run */
+    int64_t layers, heads, dmodel, ff, steps, batch, warmup, length, min_len;
+    int64_t save_every, until, eval_n, threads;
+    double lr, dropout;
+    uint64_t seed;
+    int seed_set, post_norm, dtype;
+} cli_train_args;
+/* Reads argv into *t: the shared options, the command's own run[0 ..
+ * nrun - 1] (options that define a new run, refused with --resume) and
+ * other[0 .. nother - 1], the task as the one bare argument (tasks lists
+ * them for the message when it is missing); checks --save's path. 0, or
+ * the exit status after the message. */
+int cli_train_parse(const char *cmd, int argc, char **argv, cli_train_args *t,
+                    const cli_opt *run, size_t nrun, const cli_opt *other,
+                    size_t nother, const char *tasks);
+/* t's optimizer, batch, schedule, dropout, seed, threads and dtype over
+ * the fields of a trainer's config (attn_train_config and
+ * attn_gen_train_config both have them). */
+void cli_train_apply(const cli_train_args *t, attn_adamw_config *optim,
+                     int64_t *batch, int64_t *steps, double *dropout,
+                     uint64_t *seed, int *threads, attn_dtype *dtype);
 
 /* Generation models (cmd_train_gen.c, cmd_generate.c, cmd_attend_gen.c):
  * whether path is a generation checkpoint (magic ATTNGENM), whether the
  * arguments of attn train ask for one, and the subcommands they take. */
 int cli_gen_checkpoint(const char *path);
 int cli_train_gen_wanted(int argc, char **argv);
-int cmd_train_gen(int argc, char **argv);
-int cmd_eval_gen(int argc, char **argv);
-int cmd_attend_gen(int argc, char **argv);
+int cmd_train_gen(const char *cmd, int argc, char **argv);
+int cmd_eval_gen(const char *cmd, int argc, char **argv);
+int cmd_attend_gen(const char *cmd, int argc, char **argv);
 /* Same-field cross-attention weight of a date model per (layer, head)
  * over count fresh dates: score[layers * heads] (cmd_attend_gen.c). */
 int cli_gen_alignment(const char *cmd, const attn_gen_train_config *c,

@@ -318,34 +318,38 @@ int cli_check_out_dir(const char *cmd, const char *name, const char *path) {
     return st ? cli_fail(cmd, st, name) : 0;
 }
 
+/* The first of paths[0 .. n - 1] (NULL: not given) that is the file ko
+ * names, or -1. */
+static int same_file(const path_key *ko, const char *const *paths, int n) {
+    path_key kx;
+    for (int j = 0; j < n; j++) {
+        if (!paths[j]) continue;
+        key_of(paths[j], &kx);
+        if (same_key(ko, &kx)) return j;
+    }
+    return -1;
+}
+
 int cli_distinct_outputs(const char *cmd, const char *const *in_names,
                          const char *const *ins, int nin,
                          const char *const *out_names, const char *const *outs,
                          int nout) {
-    path_key ko, kx;
+    path_key ko;
     for (int i = 0; i < nout; i++) {
         if (!outs[i]) continue;
         key_of(outs[i], &ko);
-        for (int j = 0; j < nin; j++) {
-            if (!ins[j]) continue;
-            key_of(ins[j], &kx);
-            if (same_key(&ko, &kx))
-                return cli_usage_error(cmd,
-                                       "%s %s is also the input %s %s: "
-                                       "writing it would overwrite the input",
-                                       out_names[i], outs[i], in_names[j],
-                                       ins[j]);
-        }
-        for (int j = 0; j < i; j++) {
-            if (!outs[j]) continue;
-            key_of(outs[j], &kx);
-            if (same_key(&ko, &kx))
-                return cli_usage_error(cmd,
-                                       "%s %s and %s %s are the same file: "
-                                       "one output would overwrite the other",
-                                       out_names[j], outs[j], out_names[i],
-                                       outs[i]);
-        }
+        int j = same_file(&ko, ins, nin);
+        if (j >= 0)
+            return cli_usage_error(cmd,
+                                   "%s %s is also the input %s %s: "
+                                   "writing it would overwrite the input",
+                                   out_names[i], outs[i], in_names[j], ins[j]);
+        if ((j = same_file(&ko, outs, i)) >= 0)
+            return cli_usage_error(cmd,
+                                   "%s %s and %s %s are the same file: "
+                                   "one output would overwrite the other",
+                                   out_names[j], outs[j], out_names[i],
+                                   outs[i]);
     }
     /* and each can be written, before the work rather than after it */
     return cli_check_outputs(cmd, out_names, outs, nout);

@@ -68,6 +68,13 @@ int cli_ring_take(const char *cmd, int *argc, char **argv,
     return 0;
 }
 
+int cli_ring_sdpa_args(const char *cmd, int *argc, char **argv,
+                       cli_sdpa_args *a, const char **layout) {
+    cli_sdpa_args_init(a);
+    int rc = cli_ring_take(cmd, argc, argv, layout);
+    return rc ? rc : cli_sdpa_args_parse(cmd, argc, argv, a);
+}
+
 #ifndef ATTN_HAVE_MPI
 
 int cli_ring_sdpa(const char *cmd, const char *layout, cli_tensor *q,

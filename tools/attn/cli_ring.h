@@ -10,6 +10,11 @@
  * *layout to it, or to NULL when absent. 0, or the exit status of a usage
  * error. */
 int cli_ring_take(const char *cmd, int *argc, char **argv, const char **layout);
+/* The start of sdpa and sdpa-backward: *a initialized (free it with
+ * cli_sdpa_args_free whatever the result), --ring taken, then the shared
+ * options (cli_sdpa_args_parse). */
+int cli_ring_sdpa_args(const char *cmd, int *argc, char **argv,
+                       cli_sdpa_args *a, const char **layout);
 
 /* attn sdpa --ring: q, k, v are the full inputs (read by every rank), opts
  * bound to them; rank 0 writes out (in out_dtype, the one-process

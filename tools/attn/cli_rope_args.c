@@ -12,15 +12,17 @@ int cli_rope_parse(const char *cmd, const char *opt, const char *v,
                    cli_sdpa_args *a) {
     attn_rope *r = &a->rope;
     if (strcmp(opt, "--rope") == 0) {
-        if (strcmp(v, "neox") == 0)
-            r->style = ATTN_ROPE_NEOX;
-        else if (strcmp(v, "interleaved") == 0)
-            r->style = ATTN_ROPE_INTERLEAVED;
-        else
+        static const cli_choice styles[] = {
+            {"neox", ATTN_ROPE_NEOX},
+            {"interleaved", ATTN_ROPE_INTERLEAVED},
+            {NULL, 0}};
+        int k;
+        if (cli_pick(styles, v, &k))
             return cli_usage_error(cmd,
                                    "--rope takes neox or interleaved, not "
                                    "'%s'",
                                    v);
+        r->style = (attn_rope_style)k;
         a->rope_set = 1;
     } else if (strcmp(opt, "--rope-theta") == 0) {
         if (cli_parse_double(v, &r->theta) || !(r->theta > 1) ||

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help(void) {
+void cmd_additive_help(void) {
     printf(
         "usage: attn additive --query Q.npy [--key K.npy] [--value V.npy] --out O.npy\n"
         "                     (--params P.bin | --init-seed N --attn-dim A) [options]\n"
@@ -45,13 +45,11 @@ static int additive_flag(void *ctx, const char *arg) {
 
 static int additive_opt(void *ctx, const char *arg, const char *val) {
     additive_args *m = ctx;
-    if (strcmp(arg, "--attn-dim") != 0) return -1;
-    return cli_parse_i64(val, &m->adim) || m->adim < 1;
+    const cli_opt opt = CLI_I64("--attn-dim", &m->adim, 1, INT64_MAX);
+    return cli_opt_set(&opt, 1, arg, val);
 }
 
-int cmd_additive(int argc, char **argv) {
-    const char *cmd = "additive";
-    if (cli_help_asked(argc, argv, help)) return 0;
+int cmd_additive(const char *cmd, int argc, char **argv) {
     cli_layer l;
     cli_layer_init(&l, 1);
     int rc = cli_sdpa_args_parse(cmd, &argc, argv, &l.a);

@@ -307,9 +307,7 @@ static int run_attend(const char *cmd, attn_trainer *tr, const char *input,
                 !(w = malloc(sizeof(float) * (size_t)(N * Hw * n * n))) ||
                 !(work = malloc(sizeof(float) * ws))))
         rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
-    attn_layer_opts o;
-    attn_sdpa_opts_init(&o);
-    o.threads = threads;
+    attn_layer_opts o = cli_threads_opts(threads);
     if (!rc && (st = attn_model_forward(m, attn_trainer_params(tr), 1, n, ids,
                                         NULL, &o, logits, w, work)))
         rc = cli_fail(cmd, st, "forward");
@@ -326,17 +324,16 @@ static int run_attend(const char *cmd, attn_trainer *tr, const char *input,
     return rc;
 }
 
-int cmd_attend(int argc, char **argv) {
-    const char *cmd = "attend";
+int cmd_attend(const char *cmd, int argc, char **argv) {
     if (argc > 1 && argv[1][0] != '-' && cli_gen_checkpoint(argv[1]))
-        return cmd_attend_gen(argc, argv);
+        return cmd_attend_gen(cmd, argc, argv);
     if (argc > 1 && cli_is_llama_dir(argv[1]))
-        return cli_llama_attend(argc, argv);
+        return cli_llama_attend(cmd, argc, argv);
     /* a folder is a pretrained model (cmd_pretrained.c) */
     for (int i = 1; i < argc; i++) {
         struct stat sb;
         if (argv[i][0] != '-' && stat(argv[i], &sb) == 0 && S_ISDIR(sb.st_mode))
-            return cli_attend_pretrained(argc, argv);
+            return cli_attend_pretrained(cmd, argc, argv);
         if (argv[i][0] == '-' && argv[i][1] == '-' && !cli_is_help(argv[i]))
             i++;
     }

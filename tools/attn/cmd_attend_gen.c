@@ -61,9 +61,7 @@ int cli_gen_alignment(const char *cmd, const attn_gen_train_config *c,
     uint8_t *tf = sf + B * Ls;
     attn_rng rng;
     attn_rng_seed(&rng, 0xA119A11ull);
-    attn_layer_opts o;
-    attn_sdpa_opts_init(&o);
-    o.threads = threads;
+    attn_layer_opts o = cli_threads_opts(threads);
     int64_t rows = 0;
     for (int64_t done = 0; done < count; done += B) {
         const int64_t n = count - done < B ? count - done : B;
@@ -179,9 +177,7 @@ static int generate_maps(const char *cmd, const attn_gen_train_config *c,
     float *ws = malloc(sizeof(float) * wsn);
     int rc = 0;
     if (!g->w || !logits || !ws) rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
-    attn_layer_opts o;
-    attn_sdpa_opts_init(&o);
-    o.threads = threads;
+    attn_layer_opts o = cli_threads_opts(threads);
     if (!rc &&
         (st = attn_transformer_forward(m, params, 1, g->Ls, g->src, &g->Ls, Lt,
                                        tin, &o, logits, g->w, ws)))
@@ -319,8 +315,7 @@ static int write_alignment(const char *cmd, const char *out,
     return 0;
 }
 
-int cmd_attend_gen(int argc, char **argv) {
-    const char *cmd = "attend";
+int cmd_attend_gen(const char *cmd, int argc, char **argv) {
     if (cli_help_asked(argc, argv, help)) return 0;
     const char *model = NULL, *input = NULL, *out = NULL;
     int64_t threads = 1, count = 200;

@@ -76,12 +76,8 @@ static void help(void) {
         "                   --threads N (per rank) --backward --no-single --reps N\n");
 }
 
-int cmd_bench(int argc, char **argv) {
-    const char *cmd = "bench";
-    bench_opts o;
-    memset(&o, 0, sizeof o);
-    o.ref_max_l = 2048;
-    o.bwd_max_l = 4096;
+int cmd_bench(const char *cmd, int argc, char **argv) {
+    bench_opts o = {.ref_max_l = 2048, .bwd_max_l = 4096};
     bench_case cases[64];
     const char *ring = NULL;
     int rrc = cli_ring_take(cmd, &argc, argv, &ring);
@@ -89,29 +85,21 @@ int cmd_bench(int argc, char **argv) {
     if (ring) return cli_ring_bench(ring, argc, argv);
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--model") == 0) /* tools/attn/cmd_pretrained.c */
-            return cli_bench_model(argc, argv);
+            return cli_bench_model(cmd, argc, argv);
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--layers") == 0) { /* bench/bench_layers.c */
             for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
-            return cmd_bench_layers(argc - 1, argv);
+            return cmd_bench_layers("bench-layers", argc - 1, argv);
         } else if (strcmp(argv[i], "--score-mods") == 0) {
             /* bench/bench_score_mods.c */
             bench_score_mods_opts so = {0, 0, 3, 0, 0};
             for (int j = 1; j < argc; j++) {
                 if (j == i) continue;
-                if (strcmp(argv[j], "--quick") == 0)
-                    so.quick = 1;
-                else if (j + 1 < argc && strcmp(argv[j], "--threads") == 0) {
-                    int64_t t;
-                    if (cli_parse_i64(argv[++j], &t) || t < 0 || t > 4096)
-                        return cli_usage_error(cmd, "--threads takes 0..4096");
-                    so.threads = (int)t;
-                } else if (j + 1 < argc && strcmp(argv[j], "--reps") == 0) {
-                    int64_t t;
-                    if (cli_parse_i64(argv[++j], &t) || t < 1 || t > 1000)
-                        return cli_usage_error(cmd, "--reps takes 1..1000");
-                    so.reps = (int)t;
-                } else if (j + 1 < argc && strcmp(argv[j], "--lengths") == 0) {
+                const int r = cli_bench_opt(cmd, argc, argv, &j, &so.quick,
+                                            &so.threads, &so.reps);
+                if (r > 0) return r;
+                if (r == 0) continue;
+                if (j + 1 < argc && strcmp(argv[j], "--lengths") == 0) {
                     /* L,LP: the lengths of the two tables (tests) */
                     char *e;
                     long long a = strtoll(argv[++j], &e, 10), c2 = 0;
@@ -150,7 +138,7 @@ int cmd_bench(int argc, char **argv) {
         } else if (strcmp(argv[i], "--decode") ==
                    0) { /* bench/bench_decode.c */
             for (int j = i; j + 1 < argc; j++) argv[j] = argv[j + 1];
-            return cmd_bench_decode(argc - 1, argv);
+            return cmd_bench_decode("bench --decode", argc - 1, argv);
         }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];

@@ -44,13 +44,8 @@ static void help(void) {
         "                   steps, 2x that cache, shrinks with it: for quick tests)\n");
 }
 
-int cmd_bench_decode(int argc, char **argv) {
-    const char *cmd = "bench --decode";
-    bench_decode_opts o;
-    memset(&o, 0, sizeof o);
-    o.lq = 1;
-    o.max_gb = 6.0;
-    o.flash_max_lk = 32768;
+int cmd_bench_decode(const char *cmd, int argc, char **argv) {
+    bench_decode_opts o = {.lq = 1, .max_gb = 6.0, .flash_max_lk = 32768};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;

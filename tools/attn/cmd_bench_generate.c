@@ -64,9 +64,7 @@ static int naive(const char *cmd, const attn_transformer_config *m,
     int32_t *tmp = malloc(sizeof(int32_t) * (size_t)(B * steps));
     int rc = 0;
     if (!ws || !lg || !tin || !tmp) rc = cli_fail(cmd, ATTN_E_NOMEM, "buffers");
-    attn_layer_opts o;
-    attn_sdpa_opts_init(&o);
-    o.threads = 1;
+    attn_layer_opts o = cli_threads_opts(1);
     const double t0 = now_s();
     for (int64_t b = 0; !rc && b < B; b++) tin[b * steps] = ATTN_GEN_BOS;
     for (int64_t t = 1; !rc && t <= steps; t++) {
@@ -124,8 +122,7 @@ static int row(const char *cmd, const char *name,
                        1);
 }
 
-int cmd_bench_generate(int argc, char **argv) {
-    const char *cmd = "bench-generate";
+int cmd_bench_generate(const char *cmd, int argc, char **argv) {
     const char *model = NULL;
     int quick = 0;
     int64_t threads = 1, tokens = 256;

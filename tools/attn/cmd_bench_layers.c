@@ -4,8 +4,22 @@
 
 #include <string.h>
 
-int cmd_bench_layers(int argc, char **argv) {
-    const char *cmd = "bench-layers";
+int cli_bench_opt(const char *cmd, int argc, char **argv, int *i, int *quick,
+                  int *threads, int *reps) {
+    const char *a = argv[*i];
+    if (strcmp(a, "--quick") == 0) return *quick = 1, 0;
+    const int thr = strcmp(a, "--threads") == 0;
+    if (*i + 1 >= argc || (!thr && strcmp(a, "--reps") != 0)) return -1;
+    int64_t t;
+    if (cli_parse_i64(argv[++*i], &t) ||
+        (thr ? t < 0 || t > 4096 : t < 1 || t > 1000))
+        return cli_usage_error(cmd, thr ? "--threads takes 0..4096"
+                                        : "--reps takes 1..1000");
+    *(thr ? threads : reps) = (int)t;
+    return 0;
+}
+
+int cmd_bench_layers(const char *cmd, int argc, char **argv) {
     bench_layers_opts o = {0, 0, 3};
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {
@@ -19,19 +33,10 @@ int cmd_bench_layers(int argc, char **argv) {
                 "kept for backward. --quick uses B = 2 (a smoke run).\n");
             return 0;
         }
-        if (strcmp(argv[i], "--quick") == 0)
-            o.quick = 1;
-        else if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) {
-            int64_t t;
-            if (cli_parse_i64(argv[++i], &t) || t < 0 || t > 4096)
-                return cli_usage_error(cmd, "--threads takes 0..4096");
-            o.threads = (int)t;
-        } else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0) {
-            int64_t t;
-            if (cli_parse_i64(argv[++i], &t) || t < 1 || t > 1000)
-                return cli_usage_error(cmd, "--reps takes 1..1000");
-            o.reps = (int)t;
-        } else
+        const int r =
+            cli_bench_opt(cmd, argc, argv, &i, &o.quick, &o.threads, &o.reps);
+        if (r > 0) return r;
+        if (r < 0)
             return cli_usage_error(cmd, "unknown argument '%s'", argv[i]);
     }
     return bench_layers_run(stdout, &o);

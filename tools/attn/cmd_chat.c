@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static void chat_help(void) {
+void cmd_chat_help(void) {
     printf(
         "usage: attn chat MODEL [--prompt TEXT] [--system TEXT] [--context 4096]\n"
         "                 [--max-new-tokens 256] [--sample] [--temperature 1]\n"
@@ -206,11 +206,10 @@ static int interactive(chat *c) {
     return rc;
 }
 
-int cmd_chat(int argc, char **argv) {
-    if (cli_help_asked(argc, argv, chat_help)) return 0;
+int cmd_chat(const char *cmd, int argc, char **argv) {
     chat c;
     memset(&c, 0, sizeof c);
-    c.cmd = "chat";
+    c.cmd = cmd;
     attn_llama_gen_opts_init(&c.o);
     c.o.max_new_tokens = 256;
     const char *path = NULL, *prompt = NULL;

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-static void help(void) {
+void cmd_compare_help(void) {
     printf(
         "usage: attn compare A.npy B.npy [-o diff.png|svg|pdf]\n"
         "\n"
@@ -17,9 +17,7 @@ static void help(void) {
         "\nexample:\n  attn compare w_ref.npy w_flash.npy -o diff.png\n");
 }
 
-int cmd_compare(int argc, char **argv) {
-    const char *cmd = "compare";
-    if (cli_help_asked(argc, argv, help)) return 0;
+int cmd_compare(const char *cmd, int argc, char **argv) {
     const char *pa = NULL, *pb = NULL, *out = NULL;
     int rc = 0;
     for (int i = 1; i < argc; i++) {
@@ -91,11 +89,7 @@ int cmd_compare(int argc, char **argv) {
         attn_heatmap_opts_init(&o);
         o.title = "A - B";
         st = attn_diff_write(out, &a.t, &b.t, &o);
-        if (st) {
-            rc = cli_fail(cmd, st, "drawing the difference");
-            goto done;
-        }
-        printf("wrote %s\n", out);
+        rc = cli_wrote(cmd, st, "drawing the difference", out);
     }
 done:
     cli_tensor_free(&a);

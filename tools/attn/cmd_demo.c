@@ -247,8 +247,8 @@ static int demo_lookahead_padding(const char *cmd) {
     return 0;
 }
 
-int cmd_demo(int argc, char **argv) {
-    const char *cmd = "demo", *dir = "demo-out";
+int cmd_demo(const char *cmd, int argc, char **argv) {
+    const char *dir = "demo-out";
     int quick = 0;
     for (int i = 1; i < argc; i++) {
         if (cli_is_help(argv[i])) {

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help(void) {
+void cmd_encoder_help(void) {
     printf(
         "usage: attn encoder --x X.npy --out O.npy\n"
         "                    (--params P.bin | --init-seed N [layer options]) [options]\n"
@@ -48,47 +48,40 @@ static int encoder_flag(void *ctx, const char *arg) {
     return 0;
 }
 
+static const cli_choice activations[] = {
+    {"relu", ATTN_ACT_RELU}, {"gelu", ATTN_ACT_GELU}, {NULL, 0}};
+
 static int encoder_opt(void *ctx, const char *o, const char *val) {
     encoder_args *m = ctx;
     attn_encoder_config *c = m->c;
     if (strcmp(o, "--heads") == 0 || strcmp(o, "--kv-heads") == 0)
         m->heads_given = 1;
-    if (strcmp(o, "--layers") == 0)
-        return cli_parse_i64(val, &c->num_layers) != 0;
-    if (strcmp(o, "--heads") == 0)
-        return cli_parse_i64(val, &c->num_heads) != 0;
-    if (strcmp(o, "--kv-heads") == 0)
-        return cli_parse_i64(val, &c->num_kv_heads) != 0;
-    if (strcmp(o, "--ff") == 0)
-        return cli_parse_i64(val, &c->dim_feedforward) != 0;
-    if (strcmp(o, "--additive-dim") == 0)
-        return cli_parse_i64(val, &c->additive_dim) != 0;
+    /* any integer: the library checks the configuration */
+    const cli_opt ints[] = {
+        CLI_I64("--layers", &c->num_layers, INT64_MIN, INT64_MAX),
+        CLI_I64("--heads", &c->num_heads, INT64_MIN, INT64_MAX),
+        CLI_I64("--kv-heads", &c->num_kv_heads, INT64_MIN, INT64_MAX),
+        CLI_I64("--ff", &c->dim_feedforward, INT64_MIN, INT64_MAX),
+        CLI_I64("--additive-dim", &c->additive_dim, INT64_MIN, INT64_MAX)};
+    const int r = cli_opt_set(ints, sizeof ints / sizeof ints[0], o, val);
+    if (r >= 0) return r;
     if (strcmp(o, "--eps") == 0)
         return cli_parse_double(val, &c->layer_norm_eps) != 0;
+    int k, bad;
     if (strcmp(o, "--attention") == 0) {
-        if (strcmp(val, "dot") == 0)
-            c->attention = ATTN_ATTENTION_DOT;
-        else if (strcmp(val, "additive") == 0)
-            c->attention = ATTN_ATTENTION_ADDITIVE;
-        else
-            return 1;
-        return 0;
+        if (!(bad = cli_pick(cli_attention_types, val, &k)))
+            c->attention = (attn_attention_type)k;
+        return bad;
     }
     if (strcmp(o, "--activation") == 0) {
-        if (strcmp(val, "relu") == 0)
-            c->activation = ATTN_ACT_RELU;
-        else if (strcmp(val, "gelu") == 0)
-            c->activation = ATTN_ACT_GELU;
-        else
-            return 1;
-        return 0;
+        if (!(bad = cli_pick(activations, val, &k)))
+            c->activation = (attn_activation)k;
+        return bad;
     }
     return -1;
 }
 
-int cmd_encoder(int argc, char **argv) {
-    const char *cmd = "encoder";
-    if (cli_help_asked(argc, argv, help)) return 0;
+int cmd_encoder(const char *cmd, int argc, char **argv) {
     cli_layer l;
     cli_layer_init(&l, 0);
     int rc = cli_sdpa_args_parse(cmd, &argc, argv, &l.a);

@@ -50,9 +50,7 @@ static int mirror_report(const char *cmd, const attn_train_config *c,
     }
     attn_rng rng;
     attn_rng_seed(&rng, seed ^ 0x6D6972726F72ull); /* "mirror" */
-    attn_layer_opts o;
-    attn_sdpa_opts_init(&o);
-    o.threads = threads;
+    attn_layer_opts o = cli_threads_opts(threads);
     int64_t rows = 0;
     for (int64_t done = 0; done < count; done += B) {
         const int64_t b_n = count - done < B ? count - done : B;
@@ -90,10 +88,9 @@ done:
     return rc;
 }
 
-int cmd_eval(int argc, char **argv) {
-    const char *cmd = "eval";
+int cmd_eval(const char *cmd, int argc, char **argv) {
     if (argc > 1 && argv[1][0] != '-' && cli_gen_checkpoint(argv[1]))
-        return cmd_eval_gen(argc, argv);
+        return cmd_eval_gen(cmd, argc, argv);
     if (cli_help_asked(argc, argv, help)) return 0;
     const char *pos[2] = {NULL, NULL};
     int npos = 0;

@@ -180,10 +180,9 @@ static int run_generate(const char *cmd, attn_gen_trainer *tr,
     return rc;
 }
 
-int cmd_generate(int argc, char **argv) {
-    const char *cmd = "generate";
+int cmd_generate(const char *cmd, int argc, char **argv) {
     if (argc > 1 && cli_is_llama_dir(argv[1]))
-        return cli_llama_generate(argc, argv);
+        return cli_llama_generate(cmd, argc, argv);
     if (cli_help_asked(argc, argv, help)) return 0;
     const char *model = NULL;
     const char **inputs = calloc((size_t)argc, sizeof *inputs);
@@ -225,8 +224,7 @@ static void eval_help(void) {
         "  --threads T                                              [1]\n");
 }
 
-int cmd_eval_gen(int argc, char **argv) {
-    const char *cmd = "eval";
+int cmd_eval_gen(const char *cmd, int argc, char **argv) {
     if (cli_help_asked(argc, argv, eval_help)) return 0;
     const char *model = NULL, *task = NULL;
     int64_t count = 1000, beam = 1, threads = 1;

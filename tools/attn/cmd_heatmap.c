@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help(void) {
+void cmd_heatmap_help(void) {
     printf(
         "usage: attn heatmap W.npy -o out.png [--tokens ..] [--x-tokens ..]\n"
         "                    [--y-tokens ..] [--title T] [--annotate on|off|auto]\n"
@@ -252,13 +252,15 @@ static int style_opt(const char *cmd, const char *arg, const char *val,
     else if (strcmp(arg, "--annotate") == 0) {
         *rc = cli_on_off_auto(cmd, arg, val, &o->annotate);
     } else if (strcmp(arg, "--cmap") == 0) {
-        if (strcmp(val, "viridis") == 0)
-            o->cmap = ATTN_CMAP_VIRIDIS;
-        else if (strcmp(val, "diverging") == 0)
-            o->cmap = ATTN_CMAP_DIVERGING;
-        else
+        static const cli_choice cmaps[] = {{"viridis", ATTN_CMAP_VIRIDIS},
+                                           {"diverging", ATTN_CMAP_DIVERGING},
+                                           {NULL, 0}};
+        int k;
+        if (cli_pick(cmaps, val, &k))
             *rc = cli_usage_error(
                 cmd, "--cmap is viridis or diverging, not '%s'", val);
+        else
+            o->cmap = (attn_colormap)k;
     } else if (strcmp(arg, "--vmin") == 0) {
         if (cli_parse_double(val, &o->vmin))
             *rc = cli_usage_error(cmd, "--vmin '%s' is not a number", val);
@@ -279,9 +281,7 @@ static int style_opt(const char *cmd, const char *arg, const char *val,
     return 1;
 }
 
-int cmd_heatmap(int argc, char **argv) {
-    const char *cmd = "heatmap";
-    if (cli_help_asked(argc, argv, help)) return 0;
+int cmd_heatmap(const char *cmd, int argc, char **argv) {
     cli_sdpa_args a;
     cli_tensor w;
     cli_labels lb;
@@ -380,11 +380,7 @@ int cmd_heatmap(int argc, char **argv) {
     o.mask = &a.opts.mask;
     attn_status st =
         grid ? draw_grid(out, &w, &o) : attn_heatmap_write(out, W, mb, mh, &o);
-    if (st) {
-        rc = cli_fail(cmd, st, "drawing");
-        goto done;
-    }
-    printf("wrote %s\n", out);
+    rc = cli_wrote(cmd, st, "drawing", out);
 done:
     cli_labels_free(&lb);
     cli_tensor_free(&w);

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-static void help(void) {
+void cmd_html_help(void) {
     printf(
         "usage: attn html W.npy -o view.html [--tokens \"t0 t1 ...\"]\n"
         "                 [--x-tokens ..] [--y-tokens ..] [--title T] [--batch N]\n"
@@ -23,9 +23,7 @@ static void help(void) {
         "\nexample:\n  attn html w.npy --tokens \"The cat sat on the mat\" -o view.html\n");
 }
 
-int cmd_html(int argc, char **argv) {
-    const char *cmd = "html";
-    if (cli_help_asked(argc, argv, help)) return 0;
+int cmd_html(const char *cmd, int argc, char **argv) {
     cli_tensor w;
     cli_labels lb;
     memset(&w, 0, sizeof w);

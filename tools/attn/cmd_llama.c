@@ -134,21 +134,36 @@ static int prompt_ids(const char *cmd, const attn_llama *m, const char *text,
     return st ? cli_fail(cmd, st, "encoding the prompt") : 0;
 }
 
-/* The model at dir (a folder or a GGUF file) and the prompt's ids, given
- * as one of --prompt TEXT or --ids I,J,..; nothing to free on failure. */
-static int load_prompt(const char *cmd, const char *dir, const char *text,
-                       const char *list, attn_llama **m, int32_t **ids,
-                       int64_t *n) {
+/* A model (a folder or a GGUF file) and a prompt's ids. */
+typedef struct {
+    attn_llama *m;
+    int32_t *ids;
+    int64_t n;
+    const char *label; /* the prompt as given, for the output */
+} llama_prompt;
+
+/* The arguments DIR (or FILE), one of --prompt TEXT or --ids I,J,.. and
+ * the command's own options own[0 .. nown - 1]: the model loaded and the
+ * prompt encoded into *p; nothing to free on failure. */
+static int load_prompt(const char *cmd, int argc, char **argv,
+                       const cli_opt *own, size_t nown, llama_prompt *p) {
+    const char *dir = NULL, *text = NULL, *list = NULL;
+    cli_opt opts[CLI_LLAMA_GEN_NOPTS + 2] = {CLI_STR("--prompt", &text),
+                                             CLI_STR("--ids", &list)};
+    memcpy(opts + 2, own, nown * sizeof *own);
+    int rc = cli_parse_args(cmd, argc, argv, opts, nown + 2, &dir, 1);
+    if (rc) return rc;
     if (!dir || (!text && !list) || (text && list))
         return cli_usage_error(cmd,
                                "need DIR (or FILE) and one of --prompt TEXT or "
                                "--ids I,J,..");
-    attn_status st = attn_llama_load(dir, m);
+    attn_status st = attn_llama_load(dir, &p->m);
     if (st) return cli_fail(cmd, st, "load");
-    int rc = prompt_ids(cmd, *m, text, list, ids, n);
+    p->ids = NULL, p->n = 0, p->label = text ? text : list;
+    rc = prompt_ids(cmd, p->m, text, list, &p->ids, &p->n);
     if (rc) {
-        free(*ids);
-        attn_llama_free(*m);
+        free(p->ids);
+        attn_llama_free(p->m);
     }
     return rc;
 }
@@ -206,24 +221,18 @@ static int run_generate(const char *cmd, attn_llama *m, const int32_t *ids,
     return rc;
 }
 
-int cli_llama_generate(int argc, char **argv) {
-    const char *cmd = "generate";
+int cli_llama_generate(const char *cmd, int argc, char **argv) {
     if (cli_help_asked(argc, argv, gen_help)) return 0;
-    const char *dir = NULL, *text = NULL, *list = NULL;
     attn_llama_gen_opts o;
     attn_llama_gen_opts_init(&o);
-    cli_opt opts[CLI_LLAMA_GEN_NOPTS + 2] = {CLI_STR("--prompt", &text),
-                                             CLI_STR("--ids", &list)};
-    cli_llama_gen_table(&o, opts + 2);
-    int rc = cli_parse_args(cmd, argc, argv, opts, sizeof opts / sizeof opts[0],
-                            &dir, 1);
-    attn_llama *m;
-    int32_t *ids = NULL;
-    int64_t n = 0;
-    if (rc || (rc = load_prompt(cmd, dir, text, list, &m, &ids, &n))) return rc;
-    rc = run_generate(cmd, m, ids, n, text ? text : list, &o);
-    free(ids);
-    attn_llama_free(m);
+    cli_opt own[CLI_LLAMA_GEN_NOPTS];
+    cli_llama_gen_table(&o, own);
+    llama_prompt p;
+    int rc = load_prompt(cmd, argc, argv, own, CLI_LLAMA_GEN_NOPTS, &p);
+    if (rc) return rc;
+    rc = run_generate(cmd, p.m, p.ids, p.n, p.label, &o);
+    free(p.ids);
+    attn_llama_free(p.m);
     return rc;
 }
 
@@ -357,23 +366,19 @@ static int run_attend(const char *cmd, attn_llama *m, const int32_t *ids,
     return rc;
 }
 
-int cli_llama_attend(int argc, char **argv) {
-    const char *cmd = "attend";
+int cli_llama_attend(const char *cmd, int argc, char **argv) {
     if (cli_help_asked(argc, argv, attend_help)) return 0;
-    const char *dir = NULL, *text = NULL, *list = NULL, *out = "attend-out";
+    const char *out = "attend-out";
     int threads = 0;
-    const cli_opt opts[] = {CLI_STR("--prompt", &text), CLI_STR("--ids", &list),
-                            CLI_STR("--out", &out),
-                            CLI_INT("--threads", &threads, 0, 1024)};
-    int rc = cli_parse_args(cmd, argc, argv, opts, sizeof opts / sizeof opts[0],
-                            &dir, 1);
-    attn_llama *m;
-    int32_t *ids = NULL;
-    int64_t n = 0;
-    if (rc || (rc = load_prompt(cmd, dir, text, list, &m, &ids, &n))) return rc;
-    rc = run_attend(cmd, m, ids, n, out, text ? text : list, threads);
-    free(ids);
-    attn_llama_free(m);
+    const cli_opt own[] = {CLI_STR("--out", &out),
+                           CLI_INT("--threads", &threads, 0, 1024)};
+    llama_prompt p;
+    int rc = load_prompt(cmd, argc, argv, own, 2, &p);
+    if (!rc) {
+        rc = run_attend(cmd, p.m, p.ids, p.n, out, p.label, threads);
+        free(p.ids);
+        attn_llama_free(p.m);
+    }
     return rc;
 }
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help(void) {
+void cmd_mha_help(void) {
     printf(
         "usage: attn mha --query Q.npy [--key K.npy] [--value V.npy] --out O.npy\n"
         "                (--params P.bin | --init-seed N --heads H) [options]\n"
@@ -42,15 +42,12 @@ static int mha_flag(void *ctx, const char *arg) {
 
 static int mha_opt(void *ctx, const char *arg, const char *val) {
     mha_args *m = ctx;
-    if (strcmp(arg, "--heads") != 0 && strcmp(arg, "--kv-heads") != 0)
-        return -1;
-    int64_t *dst = arg[2] == 'h' ? &m->heads : &m->kv;
-    return cli_parse_i64(val, dst) || *dst < 1;
+    const cli_opt opts[] = {CLI_I64("--heads", &m->heads, 1, INT64_MAX),
+                            CLI_I64("--kv-heads", &m->kv, 1, INT64_MAX)};
+    return cli_opt_set(opts, 2, arg, val);
 }
 
-int cmd_mha(int argc, char **argv) {
-    const char *cmd = "mha";
-    if (cli_help_asked(argc, argv, help)) return 0;
+int cmd_mha(const char *cmd, int argc, char **argv) {
     cli_layer l;
     cli_layer_init(&l, 1);
     int rc = cli_sdpa_args_parse(cmd, &argc, argv, &l.a);

@@ -41,8 +41,7 @@ static void model_help(void) {
         "shape, rotary positions, tokenizer and weight types.\n");
 }
 
-int cmd_model(int argc, char **argv) {
-    const char *cmd = "model";
+int cmd_model(const char *cmd, int argc, char **argv) {
     if (cli_help_asked(argc, argv, model_help)) return 0;
     if (argc != 3 || strcmp(argv[1], "info") != 0)
         return cli_usage_error(cmd, "expected: attn model info DIR|FILE");
@@ -92,7 +91,7 @@ int cmd_model(int argc, char **argv) {
 
 /* ---- attn embed -------------------------------------------------------- */
 
-static void embed_help(void) {
+void cmd_embed_help(void) {
     printf(
         "usage: attn embed DIR --text \"...\" [--text \"...\" ...] [--out E.npy]\n"
         "                  [--threads T] [--dtype f32|bf16]\n"
@@ -133,9 +132,7 @@ static int set_model_dtype(const char *cmd, attn_bert *m, attn_dtype dt) {
     return 0;
 }
 
-int cmd_embed(int argc, char **argv) {
-    const char *cmd = "embed";
-    if (cli_help_asked(argc, argv, embed_help)) return 0;
+int cmd_embed(const char *cmd, int argc, char **argv) {
     const char *dir = NULL, *out = NULL;
     const char **texts = malloc(sizeof *texts * (size_t)(argc + 1));
     int64_t n = 0;
@@ -294,33 +291,16 @@ int cli_attend_pictures(const char *cmd, const char *out, float *w,
     return st ? cli_fail(cmd, st, path) : 0;
 }
 
-int cli_attend_pretrained(int argc, char **argv) {
-    const char *cmd = "attend";
+int cli_attend_pretrained(const char *cmd, int argc, char **argv) {
     if (cli_help_asked(argc, argv, attend_help)) return 0;
     const char *dir = NULL, *text = NULL, *text_b = NULL, *out = "attend-out";
     int threads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || a[1] != '-') {
-            if (dir) return cli_usage_error(cmd, "unexpected argument '%s'", a);
-            dir = a;
-            continue;
-        }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
-        const char *v = argv[++i];
-        int rc = 0;
-        if (strcmp(a, "--text") == 0)
-            text = v;
-        else if (strcmp(a, "--text-b") == 0)
-            text_b = v;
-        else if (strcmp(a, "--out") == 0)
-            out = v;
-        else if (strcmp(a, "--threads") == 0)
-            rc = parse_threads(cmd, v, &threads);
-        else
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        if (rc) return rc;
-    }
+    const cli_opt opts[] = {
+        CLI_STR("--text", &text), CLI_STR("--text-b", &text_b),
+        CLI_STR("--out", &out), CLI_INT("--threads", &threads, 0, 1024)};
+    if (cli_parse_args(cmd, argc, argv, opts, sizeof opts / sizeof opts[0],
+                       &dir, 1))
+        return 2;
     if (!dir || !text)
         return cli_usage_error(cmd, "need DIR and --text \"...\"");
     if (cli_check_out_dir(cmd, "--out", out)) return 1;
@@ -449,8 +429,7 @@ static double now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-int cli_bench_model(int argc, char **argv) {
-    const char *cmd = "bench";
+int cli_bench_model(const char *cmd, int argc, char **argv) {
     if (cli_help_asked(argc, argv, bench_help)) return 0;
     const char *dir = NULL;
     int64_t B = 32, L = 128, reps = 3;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help(void) {
+void cmd_sdpa_help(void) {
     printf(
         "usage: attn sdpa --q Q.npy --k K.npy --v V.npy --out O.npy\n"
         "                 [--weights W.npy] [--lse LSE.npy] [--compute-dtype T]\n"
@@ -44,20 +44,13 @@ static void help(void) {
         "            --key-lengths lens.npy --weights w.npy\n");
 }
 
-int cmd_sdpa(int argc, char **argv) {
-    const char *cmd = "sdpa";
-    if (cli_help_asked(argc, argv, help)) return 0;
+int cmd_sdpa(const char *cmd, int argc, char **argv) {
     cli_sdpa_args a;
-    cli_tensor q, k, v;
+    cli_tensor q = {0}, k = {0}, v = {0};
     attn_tensor out = {0}, weights = {0};
     float *lse = NULL;
-    memset(&q, 0, sizeof q);
-    memset(&k, 0, sizeof k);
-    memset(&v, 0, sizeof v);
-    cli_sdpa_args_init(&a);
-    const char *ring = NULL;
-    int rc = cli_ring_take(cmd, &argc, argv, &ring);
-    if (!rc) rc = cli_sdpa_args_parse(cmd, &argc, argv, &a);
+    const char *ring;
+    int rc = cli_ring_sdpa_args(cmd, &argc, argv, &a, &ring);
     if (rc) goto done;
 
     const char *qp = NULL, *kp = NULL, *vp = NULL, *op = NULL, *wp = NULL,

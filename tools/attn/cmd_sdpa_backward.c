@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help(void) {
+void cmd_sdpa_backward_help(void) {
     printf(
         "usage: attn sdpa-backward --q Q.npy --k K.npy --v V.npy --dout DO.npy\n"
         "                          --dq DQ.npy --dk DK.npy --dv DV.npy\n"
@@ -40,22 +40,14 @@ static void help(void) {
         "      --dropout 0.1 --seed 7\n");
 }
 
-int cmd_sdpa_backward(int argc, char **argv) {
-    const char *cmd = "sdpa-backward";
-    if (cli_help_asked(argc, argv, help)) return 0;
+int cmd_sdpa_backward(const char *cmd, int argc, char **argv) {
     cli_sdpa_args a;
-    cli_tensor q, k, v, dout;
+    cli_tensor q = {0}, k = {0}, v = {0}, dout = {0};
     attn_tensor out = {0}, dq = {0}, dk = {0}, dv = {0}, db = {0};
     float *lse = NULL;
     double *dsinks = NULL;
-    memset(&q, 0, sizeof q);
-    memset(&k, 0, sizeof k);
-    memset(&v, 0, sizeof v);
-    memset(&dout, 0, sizeof dout);
-    cli_sdpa_args_init(&a);
-    const char *ring = NULL;
-    int rc = cli_ring_take(cmd, &argc, argv, &ring);
-    if (!rc) rc = cli_sdpa_args_parse(cmd, &argc, argv, &a);
+    const char *ring;
+    int rc = cli_ring_sdpa_args(cmd, &argc, argv, &a, &ring);
     if (rc) goto done;
 
     const char *qp = NULL, *kp = NULL, *vp = NULL, *dop = NULL, *dqp = NULL,

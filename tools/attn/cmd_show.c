@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static void help(void) {
+void cmd_show_help(void) {
     printf(
         "usage: attn show W.npy [--tokens \"t0 t1 ...\"] [--x-tokens ..] [--y-tokens ..]\n"
         "                 [--map B,H] [--color true|256|plain] [--width N]\n"
@@ -34,9 +34,7 @@ static void help(void) {
         "\nexample:\n  attn show w.npy --tokens \"The cat sat\" --color 256\n");
 }
 
-int cmd_show(int argc, char **argv) {
-    const char *cmd = "show";
-    if (cli_help_asked(argc, argv, help)) return 0;
+int cmd_show(const char *cmd, int argc, char **argv) {
     cli_sdpa_args a;
     cli_tensor w;
     cli_labels lb;

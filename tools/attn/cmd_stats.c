@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void help(void) {
+void cmd_stats_help(void) {
     printf(
         "usage: attn stats W.npy [--strict] [--axes NAMES] [mask options]\n"
         "\n"
@@ -42,9 +42,7 @@ static void row(const char *name, const attn_stats *s) {
            s->leak_total, (long long)s->nan_count, (long long)s->inf_count);
 }
 
-int cmd_stats(int argc, char **argv) {
-    const char *cmd = "stats";
-    if (cli_help_asked(argc, argv, help)) return 0;
+int cmd_stats(const char *cmd, int argc, char **argv) {
     cli_sdpa_args a;
     cli_tensor w;
     attn_stats *per = NULL;

@@ -2,6 +2,7 @@
  * checkpoint (which attn eval, attn attend and --resume read). */
 #include "cli.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,161 +100,49 @@ static void fmt_time(double s, char *buf, size_t n) {
         snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
 }
 
-/* Everything the command line sets; -1 (or 0 for the flags) = default. */
+/* Everything the command line sets; -1 = default. */
 typedef struct {
-    const char *task_name, *save, *resume;
-    const char *run_opt_seen; /* an option that defines a new run */
-    int64_t layers, heads, dmodel, ff, steps, batch, warmup, vocab, length;
-    int64_t min_len, save_every, eval_every, eval_n, threads, until;
-    double lr, wd, clip, dropout, stop_at;
-    uint64_t seed;
-    int seed_set, post_norm, attention;
-    attn_dtype dtype;
+    cli_train_args c; /* the options attn train shares with generation */
+    int64_t vocab, eval_every;
+    double wd, clip, stop_at;
+    int attention;
 } train_args;
 
 /* Parses argv into *t; returns -1 to go on, else the exit status. */
 static int parse_args(const char *cmd, int argc, char **argv, train_args *t) {
-    memset(t, 0, sizeof *t);
-    t->layers = t->heads = t->dmodel = t->ff = t->steps = -1;
-    t->batch = t->warmup = t->vocab = t->length = t->min_len = -1;
-    t->save_every = 500, t->eval_every = 0, t->eval_n = 1000, t->threads = 1;
-    t->until = -1;
-    t->lr = t->wd = t->clip = t->dropout = t->stop_at = -1;
+    t->vocab = -1, t->eval_every = 0;
+    t->wd = t->clip = t->stop_at = -1;
     t->attention = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || a[1] != '-') {
-            if (t->task_name)
-                return cli_usage_error(cmd, "unexpected argument '%s'", a);
-            t->task_name = a;
-            continue;
-        }
-        if (strcmp(a, "--post-norm") == 0) {
-            t->post_norm = 1;
-            t->run_opt_seen = a;
-            continue;
-        }
-        if (i + 1 >= argc) return cli_usage_error(cmd, "%s needs a value", a);
-        const char *v = argv[++i];
-        int bad = 0, run = 1;
-        if (strcmp(a, "--save") == 0)
-            t->save = v, run = 0;
-        else if (strcmp(a, "--resume") == 0)
-            t->resume = v, run = 0;
-        else if (strcmp(a, "--layers") == 0)
-            bad = cli_parse_i64(v, &t->layers) || t->layers < 1;
-        else if (strcmp(a, "--heads") == 0)
-            bad = cli_parse_i64(v, &t->heads) || t->heads < 1;
-        else if (strcmp(a, "--d-model") == 0)
-            bad = cli_parse_i64(v, &t->dmodel) || t->dmodel < 1;
-        else if (strcmp(a, "--ff") == 0)
-            bad = cli_parse_i64(v, &t->ff) || t->ff < 1;
-        else if (strcmp(a, "--steps") == 0)
-            bad = cli_parse_i64(v, &t->steps) || t->steps < 0, run = 0;
-        else if (strcmp(a, "--batch") == 0)
-            bad = cli_parse_i64(v, &t->batch) || t->batch < 1;
-        else if (strcmp(a, "--warmup") == 0)
-            bad = cli_parse_i64(v, &t->warmup) || t->warmup < 0;
-        else if (strcmp(a, "--vocab") == 0)
-            bad = cli_parse_i64(v, &t->vocab) || t->vocab < 2;
-        else if (strcmp(a, "--length") == 0)
-            bad = cli_parse_i64(v, &t->length) || t->length < 1;
-        else if (strcmp(a, "--min-len") == 0)
-            bad = cli_parse_i64(v, &t->min_len) || t->min_len < 1;
-        else if (strcmp(a, "--save-every") == 0)
-            bad = cli_parse_i64(v, &t->save_every) || t->save_every < 0,
-            run = 0;
-        else if (strcmp(a, "--eval-every") == 0)
-            bad = cli_parse_i64(v, &t->eval_every) || t->eval_every < 0,
-            run = 0;
-        else if (strcmp(a, "--eval") == 0)
-            bad = cli_parse_i64(v, &t->eval_n) || t->eval_n < 0, run = 0;
-        else if (strcmp(a, "--threads") == 0)
-            bad = cli_parse_i64(v, &t->threads) || t->threads < 0 ||
-                  t->threads > 1024,
-            run = 0;
-        else if (strcmp(a, "--lr") == 0)
-            bad = cli_parse_double(v, &t->lr) || !(t->lr > 0) || isinf(t->lr);
-        else if (strcmp(a, "--weight-decay") == 0)
-            bad = cli_parse_double(v, &t->wd) || !(t->wd >= 0) || isinf(t->wd);
-        else if (strcmp(a, "--clip") == 0)
-            bad = cli_parse_double(v, &t->clip) || !(t->clip >= 0) ||
-                  isinf(t->clip);
-        else if (strcmp(a, "--until") == 0)
-            bad = cli_parse_i64(v, &t->until) || t->until < 0, run = 0;
-        else if (strcmp(a, "--stop-at") == 0)
-            bad = cli_parse_double(v, &t->stop_at) ||
-                  !(t->stop_at > 0 && t->stop_at <= 1),
-            run = 0;
-        else if (strcmp(a, "--dropout") == 0)
-            bad = cli_parse_double(v, &t->dropout) ||
-                  !(t->dropout >= 0 && t->dropout < 1);
-        else if (strcmp(a, "--seed") == 0)
-            bad = cli_parse_u64(v, &t->seed), t->seed_set = 1;
-        else if (strcmp(a, "--dtype") == 0) {
-            run = 0;
-            if (strcmp(v, "f32") == 0)
-                t->dtype = ATTN_F32;
-            else if (strcmp(v, "bf16") == 0)
-                t->dtype = ATTN_BF16;
-            else
-                bad = 1;
-        } else if (strcmp(a, "--attention") == 0) {
-            if (strcmp(v, "dot") == 0)
-                t->attention = ATTN_ATTENTION_DOT;
-            else if (strcmp(v, "additive") == 0)
-                t->attention = ATTN_ATTENTION_ADDITIVE;
-            else
-                bad = 1;
-        } else
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        if (bad) return cli_usage_error(cmd, "bad value '%s' for %s", v, a);
-        if (run) t->run_opt_seen = a;
-    }
-    if (!t->save) return cli_usage_error(cmd, "--save MODEL.bin is required");
-    if (t->resume && (t->task_name || t->run_opt_seen))
-        return cli_usage_error(cmd,
-                               "--resume continues the saved run with its "
-                               "own task and settings; %s cannot change them",
-                               t->task_name ? "a task" : t->run_opt_seen);
-    if (!t->resume && !t->task_name)
-        return cli_usage_error(cmd, "which task? (reverse, copy, sort, add)");
-    /* a run is lost if its output cannot be written: check it first */
-    const char *name = "--save";
-    if (cli_check_outputs(cmd, &name, &t->save, 1)) return 1;
-    return -1;
+    const cli_opt run[] = {
+        CLI_I64("--vocab", &t->vocab, 2, INT64_MAX),
+        CLI_F64("--weight-decay", &t->wd, 0, DBL_MAX, 0),
+        CLI_F64("--clip", &t->clip, 0, DBL_MAX, 0),
+        CLI_CHOICE("--attention", &t->attention, cli_attention_types)};
+    const cli_opt other[] = {
+        CLI_I64("--eval-every", &t->eval_every, 0, INT64_MAX),
+        CLI_F64("--stop-at", &t->stop_at, 0, 1, CLI_OPEN_LO)};
+    int rc = cli_train_parse(cmd, argc, argv, &t->c, run, 4, other, 2,
+                             "reverse, copy, sort, add");
+    return rc ? rc : -1;
 }
 
 /* The task's defaults with the command line's settings on top. */
 static void apply_args(const train_args *t, attn_train_config *c) {
     if (t->vocab > 0) c->task.vocab = t->vocab;
-    if (t->length > 0) c->task.max_len = c->task.min_len = t->length;
-    if (t->min_len > 0) c->task.min_len = t->min_len;
-    if (t->layers > 0) c->model.enc.num_layers = t->layers;
-    if (t->heads > 0) c->model.enc.num_heads = t->heads;
-    if (t->dmodel > 0) c->model.enc.d_model = t->dmodel;
-    if (t->ff > 0) c->model.enc.dim_feedforward = t->ff;
+    if (t->c.length > 0) c->task.max_len = c->task.min_len = t->c.length;
+    if (t->c.min_len > 0) c->task.min_len = t->c.min_len;
+    if (t->c.layers > 0) c->model.enc.num_layers = t->c.layers;
+    if (t->c.heads > 0) c->model.enc.num_heads = t->c.heads;
+    if (t->c.dmodel > 0) c->model.enc.d_model = t->c.dmodel;
+    if (t->c.ff > 0) c->model.enc.dim_feedforward = t->c.ff;
     if (t->attention >= 0)
         c->model.enc.attention = (attn_attention_type)t->attention;
-    if (t->post_norm) c->model.enc.norm_first = 0, c->model.enc.final_norm = 0;
-    if (t->dropout >= 0) c->dropout = t->dropout;
-    if (t->batch > 0) c->batch = t->batch;
-    if (t->lr > 0) {
-        c->optim.min_lr *= t->lr / c->optim.lr;
-        c->optim.lr = t->lr;
-    }
-    if (t->warmup >= 0) c->optim.warmup = t->warmup;
+    if (t->c.post_norm)
+        c->model.enc.norm_first = 0, c->model.enc.final_norm = 0;
     if (t->wd >= 0) c->optim.weight_decay = t->wd;
     if (t->clip >= 0) c->optim.clip_norm = t->clip;
-    if (t->steps >= 0) {
-        c->steps = c->optim.decay_steps = t->steps;
-        /* a short run keeps a fifth of its steps for warmup at most */
-        if (t->warmup < 0 && c->optim.warmup > t->steps / 5)
-            c->optim.warmup = t->steps / 5;
-    }
-    if (t->seed_set) c->seed = t->seed;
-    c->threads = (int)t->threads;
-    c->dtype = t->dtype;
+    cli_train_apply(&t->c, &c->optim, &c->batch, &c->steps, &c->dropout,
+                    &c->seed, &c->threads, &c->dtype);
 }
 
 /* The trainer of a resumed run or of a new one into *out; returns the
@@ -262,18 +151,18 @@ static int open_trainer(const char *cmd, const train_args *t,
                         attn_trainer **out) {
     attn_trainer *tr = NULL;
     attn_status st;
-    if (t->resume) {
-        if ((st = attn_trainer_load(t->resume, &tr)))
+    if (t->c.resume) {
+        if ((st = attn_trainer_load(t->c.resume, &tr)))
             return cli_fail(cmd, st, "resume");
-        if (t->steps >= 0 && t->steps != attn_trainer_config(tr)->steps)
-            attn_trainer_set_steps(tr, t->steps);
-        attn_trainer_set_threads(tr, (int)t->threads);
-        attn_trainer_set_dtype(tr, t->dtype);
+        if (t->c.steps >= 0 && t->c.steps != attn_trainer_config(tr)->steps)
+            attn_trainer_set_steps(tr, t->c.steps);
+        attn_trainer_set_threads(tr, (int)t->c.threads);
+        attn_trainer_set_dtype(tr, (attn_dtype)t->c.dtype);
         *out = tr;
         return -1;
     }
     attn_task_kind kind;
-    if ((st = attn_task_parse(t->task_name, &kind)))
+    if ((st = attn_task_parse(t->c.task, &kind)))
         return cli_usage_error(cmd, "%s", attn_last_error());
     attn_train_config c;
     attn_train_config_init(&c, kind);
@@ -399,8 +288,8 @@ static int train_loop(const char *cmd, const train_args *t, attn_trainer *tr,
             if (rc) return rc;
             if (stop) break;
         }
-        if (t->save_every > 0 && s.step % t->save_every == 0 &&
-            s.step != p->stop && (st = attn_trainer_save(tr, t->save)))
+        if (t->c.save_every > 0 && s.step % t->c.save_every == 0 &&
+            s.step != p->stop && (st = attn_trainer_save(tr, t->c.save)))
             return cli_fail(cmd, st, "checkpoint");
     }
     return 0;
@@ -411,15 +300,15 @@ static int finish(const char *cmd, const train_args *t, attn_trainer *tr,
                   const progress *p) {
     const attn_train_config *c = attn_trainer_config(tr);
     const double train_s = now_s() - p->t0 - p->eval_s;
-    attn_status st = attn_trainer_save(tr, t->save);
+    attn_status st = attn_trainer_save(tr, t->c.save);
     if (st) return cli_fail(cmd, st, "save");
     printf("trained %lld steps in %.1f s (%.0f tokens/s); saved %s\n",
            (long long)(attn_trainer_steps_done(tr) - p->start), train_s,
-           train_s > 0 ? (double)p->tokens / train_s : 0.0, t->save);
-    if (t->eval_n > 0) {
+           train_s > 0 ? (double)p->tokens / train_s : 0.0, t->c.save);
+    if (t->c.eval_n > 0) {
         attn_eval_result r;
         if ((st = attn_model_evaluate(&c->model, attn_trainer_params(tr),
-                                      &c->task, t->eval_n, 12345, c->threads,
+                                      &c->task, t->c.eval_n, 12345, c->threads,
                                       &r)))
             return cli_fail(cmd, st, "evaluation");
         printf("token accuracy: %.4f\nsequence accuracy: %.4f\n", r.token_acc,
@@ -428,10 +317,9 @@ static int finish(const char *cmd, const train_args *t, attn_trainer *tr,
     return 0;
 }
 
-int cmd_train(int argc, char **argv) {
-    const char *cmd = "train";
+int cmd_train(const char *cmd, int argc, char **argv) {
     /* date, --model encdec|decoder, or resuming a generation checkpoint */
-    if (cli_train_gen_wanted(argc, argv)) return cmd_train_gen(argc, argv);
+    if (cli_train_gen_wanted(argc, argv)) return cmd_train_gen(cmd, argc, argv);
     for (int i = 1; i < argc; i++)
         if (cli_is_help(argv[i])) {
             help();
@@ -442,8 +330,8 @@ int cmd_train(int argc, char **argv) {
     if (rc >= 0) return rc;
     attn_trainer *tr = NULL;
     if ((rc = open_trainer(cmd, &t, &tr)) >= 0) return rc;
-    cli_train_threads(t.threads);
-    print_run(tr, t.resume != NULL);
+    cli_train_threads(t.c.threads);
+    print_run(tr, t.c.resume != NULL);
 
     progress p;
     memset(&p, 0, sizeof p);
@@ -451,7 +339,7 @@ int cmd_train(int argc, char **argv) {
     p.total = attn_trainer_config(tr)->steps;
     /* --until stops early with the schedule of the full run intact, so that
      * a later --resume continues exactly where it left off */
-    p.stop = t.until >= 0 && t.until < p.total ? t.until : p.total;
+    p.stop = t.c.until >= 0 && t.c.until < p.total ? t.c.until : p.total;
     p.start = attn_trainer_steps_done(tr);
     p.every = p.total >= 20 ? p.total / 20 : 1; /* plain lines */
     p.t0 = now_s();

@@ -6,6 +6,7 @@
 #include "binfile.h"
 #include "attn_transformer.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,171 +102,62 @@ int cli_train_gen_wanted(int argc, char **argv) {
     return 0;
 }
 
-/* The settings of a new run, or NULL (usage error printed, *rc set). */
+/* The settings of a new run: -1 (0 for the flags) = default. */
 typedef struct {
-    int64_t layers, enc_layers, dec_layers, heads, dmodel, ff, steps, batch;
-    int64_t warmup, length, min_len, save_every, until, eval_n, threads;
-    double lr, dropout, smoothing;
-    uint64_t seed;
-    int seed_set, post_norm, share, tie, cross, kind;
-    attn_dtype dtype;
-    const char *task, *save, *resume, *run_opt;
+    cli_train_args c; /* the options shared with attn train */
+    int64_t enc_layers, dec_layers;
+    double smoothing;
+    int share, tie, cross, kind;
 } gen_args;
 
+static const cli_choice model_kinds[] = {
+    {"encdec", ATTN_MODEL_ENCDEC}, {"decoder", ATTN_MODEL_DECODER}, {NULL, 0}};
+
 static int parse(const char *cmd, int argc, char **argv, gen_args *g) {
-    memset(g, 0, sizeof *g);
-    g->layers = g->enc_layers = g->dec_layers = g->heads = g->dmodel = -1;
-    g->ff = g->steps = g->batch = g->warmup = g->length = g->min_len = -1;
-    g->until = -1;
-    g->save_every = 500;
-    g->eval_n = 1000;
-    g->threads = 1;
-    g->lr = g->dropout = g->smoothing = -1;
+    g->enc_layers = g->dec_layers = -1;
+    g->smoothing = -1;
+    g->share = g->tie = 0;
     g->cross = g->kind = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || a[1] != '-') {
-            if (g->task)
-                return cli_usage_error(cmd, "unexpected argument '%s'", a);
-            g->task = a;
-            continue;
-        }
-        int run = 1, bad = 0;
-        if (strcmp(a, "--post-norm") == 0)
-            g->post_norm = 1;
-        else if (strcmp(a, "--share-embeddings") == 0)
-            g->share = 1;
-        else if (strcmp(a, "--tie-output") == 0)
-            g->tie = 1;
-        else {
-            if (i + 1 >= argc)
-                return cli_usage_error(cmd, "%s needs a value", a);
-            const char *v = argv[++i];
-            if (strcmp(a, "--save") == 0)
-                g->save = v, run = 0;
-            else if (strcmp(a, "--resume") == 0)
-                g->resume = v, run = 0;
-            else if (strcmp(a, "--model") == 0) {
-                if (strcmp(v, "encdec") == 0)
-                    g->kind = ATTN_MODEL_ENCDEC;
-                else if (strcmp(v, "decoder") == 0)
-                    g->kind = ATTN_MODEL_DECODER;
-                else
-                    bad = 1;
-            } else if (strcmp(a, "--cross") == 0) {
-                if (strcmp(v, "dot") == 0)
-                    g->cross = ATTN_ATTENTION_DOT;
-                else if (strcmp(v, "additive") == 0)
-                    g->cross = ATTN_ATTENTION_ADDITIVE;
-                else
-                    bad = 1;
-            } else if (strcmp(a, "--layers") == 0)
-                bad = cli_parse_i64(v, &g->layers) || g->layers < 1;
-            else if (strcmp(a, "--enc-layers") == 0)
-                bad = cli_parse_i64(v, &g->enc_layers) || g->enc_layers < 1;
-            else if (strcmp(a, "--dec-layers") == 0)
-                bad = cli_parse_i64(v, &g->dec_layers) || g->dec_layers < 1;
-            else if (strcmp(a, "--heads") == 0)
-                bad = cli_parse_i64(v, &g->heads) || g->heads < 1;
-            else if (strcmp(a, "--d-model") == 0)
-                bad = cli_parse_i64(v, &g->dmodel) || g->dmodel < 1;
-            else if (strcmp(a, "--ff") == 0)
-                bad = cli_parse_i64(v, &g->ff) || g->ff < 1;
-            else if (strcmp(a, "--steps") == 0)
-                bad = cli_parse_i64(v, &g->steps) || g->steps < 0, run = 0;
-            else if (strcmp(a, "--batch") == 0)
-                bad = cli_parse_i64(v, &g->batch) || g->batch < 1;
-            else if (strcmp(a, "--warmup") == 0)
-                bad = cli_parse_i64(v, &g->warmup) || g->warmup < 0;
-            else if (strcmp(a, "--length") == 0)
-                bad = cli_parse_i64(v, &g->length) || g->length < 1;
-            else if (strcmp(a, "--min-len") == 0)
-                bad = cli_parse_i64(v, &g->min_len) || g->min_len < 1;
-            else if (strcmp(a, "--save-every") == 0)
-                bad = cli_parse_i64(v, &g->save_every) || g->save_every < 0,
-                run = 0;
-            else if (strcmp(a, "--until") == 0)
-                bad = cli_parse_i64(v, &g->until) || g->until < 0, run = 0;
-            else if (strcmp(a, "--eval") == 0)
-                bad = cli_parse_i64(v, &g->eval_n) || g->eval_n < 0, run = 0;
-            else if (strcmp(a, "--threads") == 0)
-                bad = cli_parse_i64(v, &g->threads) || g->threads < 0 ||
-                      g->threads > 1024,
-                run = 0;
-            else if (strcmp(a, "--dtype") == 0)
-                bad = strcmp(v, "f32") != 0 && strcmp(v, "bf16") != 0,
-                g->dtype = strcmp(v, "bf16") == 0 ? ATTN_BF16 : ATTN_F32,
-                run = 0;
-            else if (strcmp(a, "--lr") == 0)
-                bad =
-                    cli_parse_double(v, &g->lr) || !(g->lr > 0) || isinf(g->lr);
-            else if (strcmp(a, "--dropout") == 0)
-                bad = cli_parse_double(v, &g->dropout) ||
-                      !(g->dropout >= 0 && g->dropout < 1);
-            else if (strcmp(a, "--label-smoothing") == 0)
-                bad = cli_parse_double(v, &g->smoothing) ||
-                      !(g->smoothing >= 0 && g->smoothing < 1);
-            else if (strcmp(a, "--seed") == 0)
-                bad = cli_parse_u64(v, &g->seed), g->seed_set = 1;
-            else
-                return cli_usage_error(cmd, "unknown option '%s'", a);
-            if (bad) return cli_usage_error(cmd, "bad value '%s' for %s", v, a);
-        }
-        if (run) g->run_opt = a;
-    }
-    if (!g->save) return cli_usage_error(cmd, "--save MODEL.bin is required");
-    if (g->resume && (g->task || g->run_opt))
-        return cli_usage_error(cmd,
-                               "--resume continues the saved run with its "
-                               "own task and settings; %s cannot change them",
-                               g->task ? "a task" : g->run_opt);
-    if (!g->resume && !g->task)
-        return cli_usage_error(cmd, "which task? (date, reverse, sort, add)");
-    /* a run is lost if its output cannot be written: check it first */
-    const char *name = "--save";
-    return cli_check_outputs(cmd, &name, &g->save, 1);
+    const cli_opt run[] = {
+        CLI_FLAG("--share-embeddings", &g->share),
+        CLI_FLAG("--tie-output", &g->tie),
+        CLI_CHOICE("--model", &g->kind, model_kinds),
+        CLI_CHOICE("--cross", &g->cross, cli_attention_types),
+        CLI_I64("--enc-layers", &g->enc_layers, 1, INT64_MAX),
+        CLI_I64("--dec-layers", &g->dec_layers, 1, INT64_MAX),
+        CLI_F64("--label-smoothing", &g->smoothing, 0, 1, CLI_OPEN_HI)};
+    return cli_train_parse(cmd, argc, argv, &g->c, run,
+                           sizeof run / sizeof run[0], NULL, 0,
+                           "date, reverse, sort, add");
 }
 
 static int configure(const char *cmd, const gen_args *g,
                      attn_gen_train_config *c) {
     attn_gen_kind task;
-    if (attn_gen_task_parse(g->task, &task))
+    if (attn_gen_task_parse(g->c.task, &task))
         return cli_usage_error(cmd, "%s", attn_last_error());
     const attn_model_kind kind =
         g->kind >= 0 ? (attn_model_kind)g->kind : ATTN_MODEL_ENCDEC;
     attn_gen_train_config_init(c, task, kind);
     attn_transformer_config *m = &c->model;
-    if (g->length > 0) c->task.max_len = g->length;
-    if (g->min_len > 0) c->task.min_len = g->min_len;
-    if (g->layers > 0) m->enc.num_layers = m->dec.num_layers = g->layers;
+    if (g->c.length > 0) c->task.max_len = g->c.length;
+    if (g->c.min_len > 0) c->task.min_len = g->c.min_len;
+    if (g->c.layers > 0) m->enc.num_layers = m->dec.num_layers = g->c.layers;
     if (g->enc_layers > 0) m->enc.num_layers = g->enc_layers;
     if (g->dec_layers > 0) m->dec.num_layers = g->dec_layers;
-    if (g->heads > 0) m->enc.num_heads = m->dec.num_heads = g->heads;
-    if (g->dmodel > 0) m->enc.d_model = m->dec.d_model = g->dmodel;
-    if (g->ff > 0) m->enc.dim_feedforward = m->dec.dim_feedforward = g->ff;
+    if (g->c.heads > 0) m->enc.num_heads = m->dec.num_heads = g->c.heads;
+    if (g->c.dmodel > 0) m->enc.d_model = m->dec.d_model = g->c.dmodel;
+    if (g->c.ff > 0) m->enc.dim_feedforward = m->dec.dim_feedforward = g->c.ff;
     if (g->cross >= 0) m->dec.cross_attention = (attn_attention_type)g->cross;
-    if (g->post_norm) {
+    if (g->c.post_norm) {
         m->enc.norm_first = m->enc.final_norm = 0;
         m->dec.norm_first = m->dec.final_norm = 0;
     }
     m->share_embeddings = g->share;
     m->tie_output = g->tie;
-    if (g->dropout >= 0) c->dropout = g->dropout;
     if (g->smoothing >= 0) c->label_smoothing = g->smoothing;
-    if (g->batch > 0) c->batch = g->batch;
-    if (g->lr > 0) {
-        c->optim.min_lr *= g->lr / c->optim.lr;
-        c->optim.lr = g->lr;
-    }
-    if (g->warmup >= 0) c->optim.warmup = g->warmup;
-    if (g->steps >= 0) {
-        c->steps = c->optim.decay_steps = g->steps;
-        if (g->warmup < 0 && c->optim.warmup > g->steps / 5)
-            c->optim.warmup = g->steps / 5;
-    }
-    if (g->seed_set) c->seed = g->seed;
-    c->threads = (int)g->threads;
-    c->dtype = g->dtype;
+    cli_train_apply(&g->c, &c->optim, &c->batch, &c->steps, &c->dropout,
+                    &c->seed, &c->threads, &c->dtype);
     return 0;
 }
 
@@ -281,33 +173,33 @@ int cli_gen_eval(const char *cmd, const attn_gen_trainer *tr, int64_t count,
     return 0;
 }
 
-int cmd_train_gen(int argc, char **argv) {
-    const char *cmd = "train";
+int cmd_train_gen(const char *cmd, int argc, char **argv) {
     if (cli_help_asked(argc, argv, help)) return 0;
     gen_args g;
     int rc = parse(cmd, argc, argv, &g);
     if (rc) return rc;
     attn_gen_trainer *tr = NULL;
     attn_status st;
-    if (g.resume) {
-        if ((st = attn_gen_trainer_load(g.resume, &tr)))
+    if (g.c.resume) {
+        if ((st = attn_gen_trainer_load(g.c.resume, &tr)))
             return cli_fail(cmd, st, "resume");
-        if (g.steps >= 0 && g.steps != attn_gen_trainer_config(tr)->steps)
-            attn_gen_trainer_set_steps(tr, g.steps);
-        attn_gen_trainer_set_threads(tr, (int)g.threads);
-        attn_gen_trainer_set_dtype(tr, g.dtype);
+        if (g.c.steps >= 0 && g.c.steps != attn_gen_trainer_config(tr)->steps)
+            attn_gen_trainer_set_steps(tr, g.c.steps);
+        attn_gen_trainer_set_threads(tr, (int)g.c.threads);
+        attn_gen_trainer_set_dtype(tr, (attn_dtype)g.c.dtype);
     } else {
         attn_gen_train_config c;
         if ((rc = configure(cmd, &g, &c))) return rc;
         if ((st = attn_gen_trainer_create(&c, &tr)))
             return cli_fail(cmd, st, "configuration");
     }
-    cli_train_threads(g.threads);
+    cli_train_threads(g.c.threads);
     const attn_gen_train_config *c = attn_gen_trainer_config(tr);
     const attn_transformer_config *m = &c->model;
     const int ed = m->kind == ATTN_MODEL_ENCDEC;
     const int64_t total = c->steps;
-    const int64_t stop = g.until >= 0 && g.until < total ? g.until : total;
+    const int64_t stop =
+        g.c.until >= 0 && g.c.until < total ? g.c.until : total;
     fprintf(stderr,
             "train %s (%s): %lld+%lld layers, d_model %lld, %s "
             "cross-attention, %lld parameters; %lld steps of %lld, lr %g, seed "
@@ -320,7 +212,7 @@ int cmd_train_gen(int argc, char **argv) {
                                                            : "additive",
             (long long)attn_transformer_param_count(m), (long long)total,
             (long long)c->batch, c->optim.lr, (unsigned long long)c->seed,
-            g.resume ? " (resumed)" : "");
+            g.c.resume ? " (resumed)" : "");
     const double t0 = now_s();
     const int64_t start = attn_gen_trainer_steps_done(tr);
     const int64_t every = total >= 20 ? total / 20 : 1;
@@ -348,24 +240,24 @@ int cmd_train_gen(int argc, char **argv) {
                     el > 0 ? (double)tokens / el : 0.0, el, eta);
             win_loss = win_seq = 0, win_n = 0;
         }
-        if (g.save_every > 0 && s.step % g.save_every == 0 && s.step != stop &&
-            (st = attn_gen_trainer_save(tr, g.save))) {
+        if (g.c.save_every > 0 && s.step % g.c.save_every == 0 &&
+            s.step != stop && (st = attn_gen_trainer_save(tr, g.c.save))) {
             rc = cli_fail(cmd, st, "checkpoint");
             break;
         }
     }
     const double train_s = now_s() - t0;
-    if (!rc && (st = attn_gen_trainer_save(tr, g.save)))
+    if (!rc && (st = attn_gen_trainer_save(tr, g.c.save)))
         rc = cli_fail(cmd, st, "save");
     if (!rc) {
         printf("trained %lld steps in %.1f s; saved %s\n",
                (long long)(attn_gen_trainer_steps_done(tr) - start), train_s,
-               g.save);
-        if (g.eval_n > 0) {
+               g.c.save);
+        if (g.c.eval_n > 0) {
             attn_generate_opts o;
             attn_generate_opts_init(&o);
-            o.threads = (int)g.threads;
-            rc = cli_gen_eval(cmd, tr, g.eval_n, 12345, &o);
+            o.threads = (int)g.c.threads;
+            rc = cli_gen_eval(cmd, tr, g.c.eval_n, 12345, &o);
         }
     }
     attn_gen_trainer_free(tr);

@@ -26,10 +26,6 @@ static double normal(uint64_t *s) {
     return sqrt(-2 * log(u)) * cos(2 * M_PI_VALUE * v);
 }
 
-static int draw_failed(const char *cmd, attn_status st, const char *what) {
-    return cli_fail(cmd, st, what);
-}
-
 /* ---- (3) cross-sentence attention -------------------------------------- */
 
 static int cross_sentence(const char *cmd, demo_gallery *g) {
@@ -57,7 +53,7 @@ static int cross_sentence(const char *cmd, demo_gallery *g) {
     attn_sdpa_opts opts;
     attn_sdpa_opts_init(&opts);
     attn_status st = attn_sdpa_forward(&Q, &K, &K, &opts, &O, &W, NULL);
-    if (st) return draw_failed(cmd, st, "cross-sentence attention");
+    if (st) return cli_fail(cmd, st, "cross-sentence attention");
     attn_heatmap_opts ho;
     attn_heatmap_opts_init(&ho);
     ho.title =
@@ -68,7 +64,7 @@ static int cross_sentence(const char *cmd, demo_gallery *g) {
     ho.y_title = "query: sentence 1";
     if ((st = attn_heatmap_write(gallery_path(g, "03_cross_sentence.png"), &W,
                                  0, 0, &ho)))
-        return draw_failed(cmd, st, "drawing");
+        return cli_fail(cmd, st, "drawing");
     printf("(3) cross-sentence attention, random 4-d embeddings (seed 42): "
            "\"the\" (row 0) gives \"the\" (columns 0, 4) %.3f + %.3f\n",
            w[0], w[4]);
@@ -100,10 +96,10 @@ static int scaled_unscaled(const char *cmd, demo_gallery *g) {
     attn_status st = attn_sdpa_forward(&Q, &K, &K, &opts, &O, &W0, NULL);
     opts.scale = 1.0;
     if (!st) st = attn_sdpa_forward(&Q, &K, &K, &opts, &O, &W1, NULL);
-    if (st) return draw_failed(cmd, st, "scaled vs unscaled attention");
+    if (st) return cli_fail(cmd, st, "scaled vs unscaled attention");
     attn_stats per[2], all;
     if ((st = attn_stats_compute(&W, NULL, per, &all)))
-        return draw_failed(cmd, st, "statistics");
+        return cli_fail(cmd, st, "statistics");
     char t0[96], t1[96];
     snprintf(t0, sizeof t0, "scaled 1/sqrt(64): entropy %.3f",
              per[0].entropy_mean);
@@ -115,7 +111,7 @@ static int scaled_unscaled(const char *cmd, demo_gallery *g) {
     ho.annotate = 1;
     if ((st = attn_figure_write(gallery_path(g, "04_scaled_vs_unscaled.png"), p,
                                 2, 2, &ho)))
-        return draw_failed(cmd, st, "drawing");
+        return cli_fail(cmd, st, "drawing");
     printf("(4) scaled vs unscaled, d = 64: mean normalized entropy %.3f vs "
            "%.3f, largest weight %.3f vs %.3f\n",
            per[0].entropy_mean, per[1].entropy_mean, per[0].max_weight,
@@ -145,7 +141,7 @@ static int multi_head(const char *cmd, demo_gallery *g) {
     const int64_t np = attn_mha_param_count(&mc);
     size_t wsn = 0;
     attn_status st = attn_mha_workspace_size(&mc, 1, L, L, &wsn);
-    if (st) return draw_failed(cmd, st, "multi-head attention");
+    if (st) return cli_fail(cmd, st, "multi-head attention");
     float *x =
         malloc(sizeof(float) * ((size_t)(2 * L * DM + H * L * L + np) + wsn));
     if (!x) {
@@ -168,13 +164,13 @@ static int multi_head(const char *cmd, demo_gallery *g) {
         (st = attn_mha_init(&mc, params, 7)) ||
         (st = attn_mha_forward(&mc, params, 1, L, L, x, x, x, &opts, y, w,
                                ATTN_WEIGHTS_PER_HEAD, ws))) {
-        rc = draw_failed(cmd, st, "multi-head attention");
+        rc = cli_fail(cmd, st, "multi-head attention");
         goto done;
     }
     attn_tensor W = attn_tensor_4d(w, ATTN_F32, 1, H, L, L);
     attn_stats per[H], all;
     if ((st = attn_stats_compute(&W, NULL, per, &all))) {
-        rc = draw_failed(cmd, st, "statistics");
+        rc = cli_fail(cmd, st, "statistics");
         goto done;
     }
     printf("(5) multi-head attention layer (attn_mha_forward; d_model 512, 8 "
@@ -189,29 +185,23 @@ static int multi_head(const char *cmd, demo_gallery *g) {
         "multi-head attention: 8 heads of 64 (d_model 512, untrained, seed 7)";
     ho.x_labels = tok;
     ho.y_labels = tok;
-    if ((st = attn_heatmap_grid_write(gallery_path(g, "05_heads.png"), &W,
-                                      &ho))) {
-        rc = draw_failed(cmd, st, "drawing");
+    st = attn_heatmap_grid_write(gallery_path(g, "05_heads.png"), &W, &ho);
+    if ((rc = gallery_wrote(
+             cmd, g, st, "drawing", "05_heads.png",
+             "attn_mha_forward with d_model 512 and 8 "
+             "heads, Xavier-uniform weights from seed 7, on the word "
+             "embeddings (random per word, seeded) plus sinusoidal "
+             "positions of a 10-word sentence. One map per head, one colour "
+             "scale: the layer is untrained, yet each head's projections "
+             "make different words look alike.")))
         goto done;
-    }
-    gallery_add(g, "05_heads.png",
-                "attn_mha_forward with d_model 512 and 8 "
-                "heads, Xavier-uniform weights from seed 7, on the word "
-                "embeddings (random per word, seeded) plus sinusoidal "
-                "positions of a 10-word sentence. One map per head, one colour "
-                "scale: the layer is untrained, yet each head's projections "
-                "make different words look alike.");
     attn_html_opts hopt = {
         "multi-head attention, 8 heads, d_model 512 (untrained)", tok, tok,
         "batch"};
-    if ((st = attn_html_write(gallery_path(g, "05_heads_viewer.html"), &W,
-                              &hopt))) {
-        rc = draw_failed(cmd, st, "writing the viewer");
-        goto done;
-    }
-    gallery_add(g, "05_heads_viewer.html",
-                "The same 8 heads in the interactive "
-                "viewer: pick a head, hover a word to isolate its lines.");
+    st = attn_html_write(gallery_path(g, "05_heads_viewer.html"), &W, &hopt);
+    rc = gallery_wrote(cmd, g, st, "writing the viewer", "05_heads_viewer.html",
+                       "The same 8 heads in the interactive viewer: pick a "
+                       "head, hover a word to isolate its lines.");
 done:
     free(x);
     return rc;
@@ -273,7 +263,7 @@ static int masks(const char *cmd, demo_gallery *g) {
             break;
         }
         attn_status st = attn_sdpa_forward(&Q, &K, &V, &opts, &O, &W, NULL);
-        if (st) return draw_failed(cmd, st, names[kind]);
+        if (st) return cli_fail(cmd, st, names[kind]);
         int64_t visible = 0;
         for (int i = 0; i < L; i++)
             for (int j = 0; j < L; j++) {
@@ -291,7 +281,7 @@ static int masks(const char *cmd, demo_gallery *g) {
         ho.vmax = 1;
         if ((st =
                  attn_figure_write(gallery_path(g, files[kind]), p, 2, 2, &ho)))
-            return draw_failed(cmd, st, "drawing");
+            return cli_fail(cmd, st, "drawing");
         printf("   %-14s %lld\n", names[kind], (long long)visible);
         char cap[320];
         snprintf(cap, sizeof cap,
@@ -310,7 +300,7 @@ static int geometry(const char *cmd, demo_gallery *g) {
     const double a[2] = {2, 1}, b[2] = {1, 3};
     attn_status st = attn_geometry_write(gallery_path(g, "07_dot_product.png"),
                                          a, b, "v1", "v2");
-    if (st) return draw_failed(cmd, st, "drawing");
+    if (st) return cli_fail(cmd, st, "drawing");
     printf("(7) dot product of v1 = (2, 1) and v2 = (1, 3): %g, cosine %.3f\n",
            a[0] * b[0] + a[1] * b[1], 5 / (sqrt(5.0) * sqrt(10.0)));
     gallery_add(g, "07_dot_product.png",
@@ -377,7 +367,7 @@ static int long_memory(const char *cmd, double peak[3]) {
     peak[0] = peak_mib();
     opts.impl = ATTN_IMPL_FLASH;
     if ((st = attn_sdpa_forward(&X, &X, &X, &opts, &O, NULL, lse))) {
-        rc = draw_failed(cmd, st, "flash attention");
+        rc = cli_fail(cmd, st, "flash attention");
         goto done;
     }
     peak[1] = peak_mib();
@@ -393,7 +383,7 @@ static int long_memory(const char *cmd, double peak[3]) {
     st = attn_sdpa_forward(&X, &X, &X, &opts, &O, &W, NULL);
     free(w);
     if (st) {
-        rc = draw_failed(cmd, st, "reference attention");
+        rc = cli_fail(cmd, st, "reference attention");
         goto done;
     }
     peak[2] = peak_mib();
@@ -488,7 +478,7 @@ static int long_sequence(const char *cmd, demo_gallery *g,
     free(keep);
     free(vis);
     if (st) {
-        rc = draw_failed(cmd, st, "the long sequence");
+        rc = cli_fail(cmd, st, "the long sequence");
         goto done;
     }
     printf("   L = %lld drawn from streamed weight tiles: a %lld x %lld map of "

@@ -7,7 +7,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Human-written dates and what they mean: the model's answers are
  * marked right or wrong against these. */
@@ -122,13 +121,10 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
     attn_gen_trainer *tr = NULL;
     attn_status st = attn_gen_trainer_create(&c, &tr);
     if (st) return cli_fail(cmd, st, "date model");
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = cli_now_s();
     for (int64_t s = 0; s < c.steps && !st; s++)
         st = attn_gen_trainer_step(tr, NULL);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    const double secs = (double)(t1.tv_sec - t0.tv_sec) +
-                        1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    const double secs = cli_now_s() - t0;
     const attn_gen_train_config *tc = attn_gen_trainer_config(tr);
     const float *params = attn_gen_trainer_params(tr);
     attn_gen_eval_result r;
@@ -216,9 +212,7 @@ int gallery_dates(const char *cmd, demo_gallery *g) {
         int32_t tin[64];
         tin[0] = ATTN_GEN_BOS;
         memcpy(tin + 1, out, sizeof(int32_t) * (size_t)(Lt - 1));
-        attn_layer_opts o;
-        attn_sdpa_opts_init(&o);
-        o.threads = 1;
+        attn_layer_opts o = cli_threads_opts(1);
         st = attn_transformer_forward(&tc->model, params, 1, n, ids, &n, Lt,
                                       tin, &o, lg, w, ws);
     }

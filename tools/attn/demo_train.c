@@ -4,7 +4,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 int gallery_reversal(const char *cmd, demo_gallery *g) {
     gallery_section(g,
@@ -22,11 +21,10 @@ int gallery_reversal(const char *cmd, demo_gallery *g) {
     attn_trainer *tr = NULL;
     attn_status st = attn_trainer_create(&c, &tr);
     if (st) return cli_fail(cmd, st, "reversal model");
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const double t0 = cli_now_s();
     for (int64_t s = 0; s < c.steps && !st; s++)
         st = attn_trainer_step(tr, NULL);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double secs = cli_now_s() - t0;
     const attn_model_config *m = &attn_trainer_config(tr)->model;
     attn_eval_result r;
     if (!st)
@@ -44,9 +42,7 @@ int gallery_reversal(const char *cmd, demo_gallery *g) {
         ws = malloc(sizeof(float) * wsn);
         if (!w || !ws) st = ATTN_E_NOMEM;
     }
-    attn_layer_opts o;
-    attn_sdpa_opts_init(&o);
-    o.threads = 1;
+    attn_layer_opts o = cli_threads_opts(1);
     if (!st)
         st = attn_model_forward(m, attn_trainer_params(tr), 1, L, in, NULL, &o,
                                 logits, w, ws);
@@ -70,10 +66,7 @@ int gallery_reversal(const char *cmd, demo_gallery *g) {
             "steps in %.1f s, token accuracy %.4f on 1000 fresh sequences;"
             "\n    input 3 1 4 1 5 9 2 6 -> prediction",
             (long long)N, (long long)H, (long long)m->enc.d_model,
-            (long long)c.steps,
-            (double)(t1.tv_sec - t0.tv_sec) +
-                1e-9 * (double)(t1.tv_nsec - t0.tv_nsec),
-            r.token_acc);
+            (long long)c.steps, secs, r.token_acc);
         for (int i = 0; i < L; i++) {
             int arg = 0;
             for (int k = 1; k < 10; k++)

@@ -34,6 +34,13 @@ void gallery_add(demo_gallery *g, const char *file, const char *caption) {
     printf("  picture: %s/%s\n", g->dir, file);
 }
 
+int gallery_wrote(const char *cmd, demo_gallery *g, attn_status st,
+                  const char *what, const char *file, const char *caption) {
+    if (st) return cli_fail(cmd, st, what);
+    gallery_add(g, file, caption);
+    return 0;
+}
+
 void gallery_note(demo_gallery *g, const char *text) {
     if (g->nsec == 0) return;
     snprintf(g->sec[g->nsec - 1].note, sizeof g->sec[0].note, "%s", text);

@@ -15,40 +15,51 @@
 typedef struct {
     const char *name;
     cli_run_fn run;
+    void (*help)(void); /* printed for --help; NULL: run prints its own */
     const char *summary;
 } cli_command;
 
 static const cli_command commands[] = {
-    {"sdpa", cmd_sdpa, "scaled dot-product attention on .npy files"},
-    {"sdpa-backward", cmd_sdpa_backward,
+    {"sdpa", cmd_sdpa, cmd_sdpa_help,
+     "scaled dot-product attention on .npy files"},
+    {"sdpa-backward", cmd_sdpa_backward, cmd_sdpa_backward_help,
      "gradients of attention (dQ, dK, dV, dBias)"},
-    {"demo", cmd_demo, "run the tutorial examples and print what they show"},
-    {"mha", cmd_mha, "multi-head attention layer on .npy files"},
-    {"additive", cmd_additive, "additive (Bahdanau) attention on .npy files"},
-    {"encoder", cmd_encoder, "Transformer encoder layers on .npy files"},
-    {"train", cmd_train, "train a small Transformer on a toy task"},
-    {"generate", cmd_generate,
+    {"demo", cmd_demo, NULL,
+     "run the tutorial examples and print what they show"},
+    {"mha", cmd_mha, cmd_mha_help, "multi-head attention layer on .npy files"},
+    {"additive", cmd_additive, cmd_additive_help,
+     "additive (Bahdanau) attention on .npy files"},
+    {"encoder", cmd_encoder, cmd_encoder_help,
+     "Transformer encoder layers on .npy files"},
+    {"train", cmd_train, NULL, "train a small Transformer on a toy task"},
+    {"generate", cmd_generate, NULL,
      "a trained generation model's output (greedy, sampling, beam)"},
-    {"chat", cmd_chat, "a conversation with a chat model (ChatML template)"},
-    {"eval", cmd_eval, "accuracy of a trained model on fresh data"},
-    {"attend", cmd_attend, "a trained model's prediction and attention maps"},
-    {"model", cmd_model,
+    {"chat", cmd_chat, cmd_chat_help,
+     "a conversation with a chat model (ChatML template)"},
+    {"eval", cmd_eval, NULL, "accuracy of a trained model on fresh data"},
+    {"attend", cmd_attend, NULL,
+     "a trained model's prediction and attention maps"},
+    {"model", cmd_model, NULL,
      "a pretrained model's config and tensor mapping (attn model info DIR)"},
-    {"embed", cmd_embed,
+    {"embed", cmd_embed, cmd_embed_help,
      "sentence embeddings of a pretrained model, and their cosines"},
-    {"bench-generate", cmd_bench_generate,
+    {"bench-generate", cmd_bench_generate, NULL,
      "generation: the KV cache against recomputing the prefix"},
-    {"bench-layers", cmd_bench_layers,
+    {"bench-layers", cmd_bench_layers, NULL,
      "additive vs dot-product layers: time and memory"},
-    {"heatmap", cmd_heatmap,
+    {"heatmap", cmd_heatmap, cmd_heatmap_help,
      "draw attention weights as a picture (PNG/SVG/PDF)"},
-    {"show", cmd_show,
+    {"show", cmd_show, cmd_show_help,
      "print attention weights as a coloured map in the terminal"},
-    {"html", cmd_html, "write an interactive HTML viewer of attention weights"},
-    {"stats", cmd_stats, "diagnose attention weights (entropy, leakage, ...)"},
-    {"compare", cmd_compare, "compare two weight files (abs diff, KL)"},
-    {"version", cmd_version, "print the library version"},
-    {"bench", cmd_bench, "benchmark the kernels against the sgemm ceiling"},
+    {"html", cmd_html, cmd_html_help,
+     "write an interactive HTML viewer of attention weights"},
+    {"stats", cmd_stats, cmd_stats_help,
+     "diagnose attention weights (entropy, leakage, ...)"},
+    {"compare", cmd_compare, cmd_compare_help,
+     "compare two weight files (abs diff, KL)"},
+    {"version", cmd_version, NULL, "print the library version"},
+    {"bench", cmd_bench, NULL,
+     "benchmark the kernels against the sgemm ceiling"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -66,6 +77,13 @@ int cli_fail(const char *cmd, attn_status st, const char *what) {
     fprintf(stderr, "attn %s: %s: %s%s%s\n", cmd, cli_esc(what),
             attn_strerror(st), detail[0] ? ": " : "", detail);
     return 1;
+}
+
+int cli_wrote(const char *cmd, attn_status st, const char *what,
+              const char *path) {
+    if (st) return cli_fail(cmd, st, what);
+    printf("wrote %s\n", path);
+    return 0;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...) {
@@ -100,7 +118,7 @@ static void usage(FILE *f) {
         fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
 }
 
-int cmd_version(int argc, char **argv) {
+int cmd_version(const char *cmd, int argc, char **argv) {
     if (argc > 1 && cli_is_help(argv[1])) {
         printf("usage: attn version\n\nPrints the library version and the "
                "kernels' instruction-set path\n(the environment variable "
@@ -109,7 +127,7 @@ int cmd_version(int argc, char **argv) {
         return 0;
     }
     if (argc > 1)
-        return cli_usage_error("version", "unexpected argument '%s'", argv[1]);
+        return cli_usage_error(cmd, "unexpected argument '%s'", argv[1]);
     printf("attn %s\nkernels: %s\nblas: %s\n", attn_version(),
            attn__isa_describe(), attn__blas_describe());
     return 0;
@@ -188,7 +206,8 @@ static int run_command(const cli_command *c, int argc, char **argv) {
         return 2;
     }
     int rc = refuse_repeats(argc - 1, argv + 1);
-    if (!rc) rc = c->run(argc - 1, argv + 1);
+    if (!rc && !(c->help && cli_help_asked(argc - 1, argv + 1, c->help)))
+        rc = c->run(c->name, argc - 1, argv + 1);
     if (world > 1 && !cli_ring_joined()) {
         fprintf(stderr,
                 "attn: rank %d of %d stopped before joining the ring (exit "
@@ -210,7 +229,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)
-        return cmd_version(argc - 1, argv + 1);
+        return cmd_version("version", argc - 1, argv + 1);
     for (size_t i = 0; i < NCOMMANDS; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
             return run_command(&commands[i], argc, argv);
