@@ -335,15 +335,15 @@ T512 INL static void group(int mr, int64_t i, int64_t p, int two, int64_t c0,
  * panel p of B (its columns 32p ..) starts at B + p * pstride with rows
  * ldb apart. With mask_loads (B read in place, c0 = 0) the loads stop at
  * column n; packed panels are padded, so only the stores are masked.
- * Rows go 6 at a time (then 4, 2, 1), panels two at a time.
- * C = alpha A B^T (add = 0) takes rows outer, so that rmax gathers each
- * row's maximum across the panels; C += alpha A B takes panels outer, so
- * that a panel of B read in place stays in L1 across the rows. */
+ * Rows go 6 at a time (then 4, 2, 1), panels two at a time, panels
+ * outer so that a pair of panels (16 KiB at k = 64) stays in L1 across the
+ * rows: C = alpha A B^T (add = 0) in blocks of 16 rows, whose maxima
+ * (rmax) gather across the panels in vmx; C += alpha A B over all rows. */
 T512 static void drive(int64_t m, int64_t c0, int64_t n, int64_t k,
                        const float *A, int64_t sa, int64_t sk, const float *B,
                        int64_t pstride, int64_t ldb, int mask_loads, float *C,
                        int64_t ldc, float alpha, int add, float *rmax) {
-    __m512 vmx[6];
+    __m512 vmx[16];
     const int64_t p0 = c0 / NR, p1 = (c0 + n + NR - 1) / NR;
 #define ROWS(left) ((left) >= 6 ? 6 : (left) >= 4 ? 4 : (left) >= 2 ? 2 : 1)
     if (add) {
@@ -353,15 +353,17 @@ T512 static void drive(int64_t m, int64_t c0, int64_t n, int64_t k,
                       pstride, ldb, mask_loads, C, ldc, alpha, 1, NULL);
         return;
     }
-    for (int64_t i = 0; i < m; i += ROWS(m - i)) {
-        const int mr = ROWS(m - i);
-        for (int r = 0; r < mr; r++) vmx[r] = _mm512_set1_ps(-INFINITY);
+    for (int64_t i0 = 0; i0 < m; i0 += 16) {
+        const int64_t i1 = m - i0 < 16 ? m : i0 + 16;
+        for (int r = 0; r < 16; r++) vmx[r] = _mm512_set1_ps(-INFINITY);
         for (int64_t p = p0; p < p1; p += 2)
-            group(mr, i, p, p + 1 < p1, c0, n, k, A, sa, sk, B, pstride, ldb,
-                  mask_loads, C, ldc, alpha, 0, rmax ? vmx : NULL);
+            for (int64_t i = i0; i < i1; i += ROWS(i1 - i))
+                group(ROWS(i1 - i), i, p, p + 1 < p1, c0, n, k, A, sa, sk, B,
+                      pstride, ldb, mask_loads, C, ldc, alpha, 0,
+                      rmax ? vmx + (i - i0) : NULL);
         if (rmax)
-            for (int r = 0; r < mr; r++)
-                rmax[i + r] = _mm512_reduce_max_ps(vmx[r]);
+            for (int64_t i = i0; i < i1; i++)
+                rmax[i] = _mm512_reduce_max_ps(vmx[i - i0]);
     }
 #undef ROWS
 }
