@@ -38,21 +38,35 @@ size_t attn__tile_nt_pack_floats(int64_t n, int64_t k) {
  * rows ran 7-10% faster than as 8 + 8. Each element is the same chain of
  * FMAs whatever the kernel; out0 gets panel B0's columns, out1 B1's, two
  * accumulators per row. */
+/* Row r of micro_w: one broadcast of A(r, x), four FMAs. */
+#define ROW64(r)                                                               \
+    do {                                                                       \
+        const __m512 a = _mm512_set1_ps(A##r[o]);                              \
+        c##r##0 = _mm512_fmadd_ps(a, b0, c##r##0);                             \
+        c##r##1 = _mm512_fmadd_ps(a, b1, c##r##1);                             \
+        c##r##2 = _mm512_fmadd_ps(a, b2, c##r##2);                             \
+        c##r##3 = _mm512_fmadd_ps(a, b3, c##r##3);                             \
+    } while (0)
+/* Row r's accumulators out: two to each panel's half. */
+#define OUT64(r)                                                               \
+    do {                                                                       \
+        out0[2 * (r)] = c##r##0;                                               \
+        out0[2 * (r) + 1] = c##r##1;                                           \
+        out1[2 * (r)] = c##r##2;                                               \
+        out1[2 * (r) + 1] = c##r##3;                                           \
+    } while (0)
 T512 INL static void micro_w(int mr, int64_t k, const float *A, int64_t sa,
                              int64_t sk, const float *B0, const float *B1,
                              int64_t ldb, __mmask16 lm0, __mmask16 lm1,
                              __mmask16 lm2, __mmask16 lm3, __m512 *out0,
                              __m512 *out1) {
     __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00;
-    __m512 c10 = _mm512_setzero_ps(), c11 = c10, c12 = c10, c13 = c10;
-    __m512 c20 = _mm512_setzero_ps(), c21 = c20, c22 = c20, c23 = c20;
-    __m512 c30 = _mm512_setzero_ps(), c31 = c30, c32 = c30, c33 = c30;
-    __m512 c40 = _mm512_setzero_ps(), c41 = c40, c42 = c40, c43 = c40;
-    __m512 c50 = _mm512_setzero_ps(), c51 = c50, c52 = c50, c53 = c50;
-    const float *A0 = A + 0 * sa;
-    const float *A1 = A + 1 * sa;
-    const float *A2 = A + 2 * sa;
-    const float *A3 = A + 3 * sa;
+    __m512 c10 = c00, c11 = c00, c12 = c00, c13 = c00;
+    __m512 c20 = c00, c21 = c00, c22 = c00, c23 = c00;
+    __m512 c30 = c00, c31 = c00, c32 = c00, c33 = c00;
+    __m512 c40 = c00, c41 = c00, c42 = c00, c43 = c00;
+    __m512 c50 = c00, c51 = c00, c52 = c00, c53 = c00;
+    const float *A0 = A, *A1 = A + sa, *A2 = A + 2 * sa, *A3 = A + 3 * sa;
     /* rows 4 and 5 only with mr = 6 (no address past A's rows) */
     const float *A4 = A + (mr > 4 ? 4 : 0) * sa;
     const float *A5 = A + (mr > 4 ? 5 : 0) * sa;
@@ -62,67 +76,26 @@ T512 INL static void micro_w(int mr, int64_t k, const float *A, int64_t sa,
         const __m512 b2 = _mm512_maskz_loadu_ps(lm2, B1 + x * ldb);
         const __m512 b3 = _mm512_maskz_loadu_ps(lm3, B1 + x * ldb + 16);
         const int64_t o = x * sk;
-        __m512 a;
-        a = _mm512_set1_ps(A0[o]);
-        c00 = _mm512_fmadd_ps(a, b0, c00);
-        c01 = _mm512_fmadd_ps(a, b1, c01);
-        c02 = _mm512_fmadd_ps(a, b2, c02);
-        c03 = _mm512_fmadd_ps(a, b3, c03);
-        a = _mm512_set1_ps(A1[o]);
-        c10 = _mm512_fmadd_ps(a, b0, c10);
-        c11 = _mm512_fmadd_ps(a, b1, c11);
-        c12 = _mm512_fmadd_ps(a, b2, c12);
-        c13 = _mm512_fmadd_ps(a, b3, c13);
-        a = _mm512_set1_ps(A2[o]);
-        c20 = _mm512_fmadd_ps(a, b0, c20);
-        c21 = _mm512_fmadd_ps(a, b1, c21);
-        c22 = _mm512_fmadd_ps(a, b2, c22);
-        c23 = _mm512_fmadd_ps(a, b3, c23);
-        a = _mm512_set1_ps(A3[o]);
-        c30 = _mm512_fmadd_ps(a, b0, c30);
-        c31 = _mm512_fmadd_ps(a, b1, c31);
-        c32 = _mm512_fmadd_ps(a, b2, c32);
-        c33 = _mm512_fmadd_ps(a, b3, c33);
+        ROW64(0);
+        ROW64(1);
+        ROW64(2);
+        ROW64(3);
         if (mr > 4) {
-            a = _mm512_set1_ps(A4[o]);
-            c40 = _mm512_fmadd_ps(a, b0, c40);
-            c41 = _mm512_fmadd_ps(a, b1, c41);
-            c42 = _mm512_fmadd_ps(a, b2, c42);
-            c43 = _mm512_fmadd_ps(a, b3, c43);
-            a = _mm512_set1_ps(A5[o]);
-            c50 = _mm512_fmadd_ps(a, b0, c50);
-            c51 = _mm512_fmadd_ps(a, b1, c51);
-            c52 = _mm512_fmadd_ps(a, b2, c52);
-            c53 = _mm512_fmadd_ps(a, b3, c53);
+            ROW64(4);
+            ROW64(5);
         }
     }
-    out0[0] = c00;
-    out0[1] = c01;
-    out1[0] = c02;
-    out1[1] = c03;
-    out0[2] = c10;
-    out0[3] = c11;
-    out1[2] = c12;
-    out1[3] = c13;
-    out0[4] = c20;
-    out0[5] = c21;
-    out1[4] = c22;
-    out1[5] = c23;
-    out0[6] = c30;
-    out0[7] = c31;
-    out1[6] = c32;
-    out1[7] = c33;
+    OUT64(0);
+    OUT64(1);
+    OUT64(2);
+    OUT64(3);
     if (mr > 4) {
-        out0[8] = c40;
-        out0[9] = c41;
-        out1[8] = c42;
-        out1[9] = c43;
-        out0[10] = c50;
-        out0[11] = c51;
-        out1[10] = c52;
-        out1[11] = c53;
+        OUT64(4);
+        OUT64(5);
     }
 }
+#undef ROW64
+#undef OUT64
 
 /* Rows [0, MR) x 32 columns: acc = sum_k A(r, k) B[k][0..32) in k order,
  * A(r, k) = A[r sa + k sk] (sa = lda, sk = 1 for A; sa = 1, sk = lda for
