@@ -31,6 +31,8 @@
 #define PF_KEYS 32
 /* Floats of partial results a round may hold (32 MB). */
 #define ROUND_FLOATS ((int64_t)8 << 20)
+/* Units a round must hold before its fold runs on the team. */
+#define FOLD_TEAM 64
 
 typedef struct {
     int64_t B, H, Hkv, G, Lq, D, Dv;
@@ -575,8 +577,9 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
             st = attn__ufn_status(&err);
             goto done;
         }
-        /* fold each row's partials in unit (= chunk) order */
-#pragma omp parallel for num_threads(nt) schedule(static)
+        /* fold each row's partials in unit (= chunk) order; a step's few
+         * units fold faster than a parallel region starts */
+#pragma omp parallel for num_threads(nt) schedule(static) if (nu > FOLD_TEAM)
         for (int64_t u = 0; u < nu; u++) {
             const unit_t *un = &units[u0 + u];
             if (u > 0 && units[u0 + u - 1].b == un->b &&
