@@ -321,7 +321,9 @@ T5 static inline __m512i pair_is(int q8, const unsigned char *q0,
 
 /* Four blocks a step: their scales (and minimums) converted together,
  * d and m of block k meeting x's e and block sum in lanes 2k, 2k + 1;
- * a pair's two scales spread over its 16 lanes by one permutation. */
+ * a pair's two scales spread over its 16 lanes by one permutation. A last
+ * pair (576 values: 18 blocks) goes the same way, an odd last block
+ * alone. */
 T5 static float dot_vnni(int type, const unsigned char *row, size_t bb, xq x,
                          int64_t nb) {
     __m512 acc = _mm512_setzero_ps();
@@ -358,8 +360,28 @@ T5 static float dot_vnni(int type, const unsigned char *row, size_t bb, xq x,
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i23),
                               _mm512_permutexvar_ps(hi, s512), acc);
     }
+    if (b + 2 <= nb) { /* d0 m0 d1 m1 */
+        const unsigned char *b0 = row + (size_t)b * bb, *b1 = b0 + bb;
+        int32_t h[2];
+        memcpy(&h[0], b0, 4);
+        memcpy(&h[1], b1, 4);
+        __m128 dm =
+            _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(const void *)h));
+        if (q40)
+            dm = _mm_mask_mul_ps(dm, 0xa, _mm_moveldup_ps(dm),
+                                 _mm_set1_ps(-8.0f));
+        const __m128 sc = _mm_mul_ps(dm, _mm_loadu_ps(x.e + 2 * b));
+        if (!q8)
+            macc =
+                _mm256_mask_add_ps(macc, 0xa, macc, _mm256_castps128_ps256(sc));
+        acc = _mm512_fmadd_ps(
+            _mm512_cvtepi32_ps(pair_is(q8, b0 + off, b1 + off, x.p + 32 * b,
+                                       x.r + 32 * b, x.w + 32 * b)),
+            _mm512_permutexvar_ps(lo, _mm512_castps128_ps512(sc)), acc);
+        b += 2;
+    }
     float s = _mm512_reduce_add_ps(acc) + attn__hsum8(macc), m = 0.0f;
-    for (; b < nb; b++) { /* the last blocks, one at a time */
+    if (b < nb) { /* an odd last block */
         const unsigned char *blk = row + (size_t)b * bb;
         const float d = half_x(blk);
         s += d * x.e[2 * b] *
