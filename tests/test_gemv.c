@@ -253,6 +253,35 @@ static void test_qx(attn__isa isa, int type) {
             }
 }
 
+/* attn__quantize_x16_fast: the bytes and scales of the plain
+ * attn__quantize_x16 on this path, with w16 = 256 p + r, on blocks of
+ * random values, zeros, halves (rint's ties), a NaN and an infinity. */
+static void test_quantize(attn__isa isa) {
+    enum { NB = 9 };
+    float x[NB * 32];
+    int8_t p0[NB * 32], r0[NB * 32], p1[NB * 32], r1[NB * 32];
+    int16_t w[NB * 32];
+    float e0[2 * NB], e1[2 * NB];
+    for (int rep = 0; rep < 50; rep++) {
+        for (int i = 0; i < NB * 32; i++)
+            x[i] = (uniform() * 4 - 2) * (i % 5 == 1 ? 100.0f : 1.0f);
+        for (int i = 32; i < 64; i++) x[i] = 0.0f;
+        for (int i = 64; i < 96; i++) x[i] = (float)(i % 9) * 0.5f - 2.0f;
+        x[96] = 127.0f; /* 127 / 127 ... exactly: hi and the remainder */
+        x[97] = 63.5f;  /* t = 63.5: a tie */
+        x[128 + rep % 32] = NAN;
+        x[160 + rep % 32] = rep % 2 ? INFINITY : -INFINITY;
+        attn__quantize_x16(NB, x, p0, r0, e0);
+        attn__quantize_x16_fast(NB, x, p1, r1, w, e1);
+        int bad = memcmp(p0, p1, sizeof p0) != 0 ||
+                  memcmp(r0, r1, sizeof r0) != 0 ||
+                  memcmp(e0, e1, sizeof e0) != 0;
+        for (int i = 0; i < NB * 32; i++) bad += w[i] != 256 * p0[i] + r0[i];
+        CHECK_MSG(!bad, "%s: the fast quantizer differs (rep %d)",
+                  attn__isa_name(isa), rep);
+    }
+}
+
 int main(void) {
     CHECK(attn__q_row_bytes(ATTN_GGML_Q4_1, 576) == 18 * 20);
     CHECK(attn__q_row_bytes(ATTN_GGML_Q8_0, 64) == 68);
@@ -266,6 +295,7 @@ int main(void) {
         attn__isa_set_max(paths[p]);
         printf("path %s (8-bit x kernel: %s)\n",
                attn__isa_name(attn__isa_get()), attn__gemv_qx_path());
+        test_quantize(paths[p]);
         test_f32(paths[p]);
         test_q(paths[p], ATTN_GGML_Q8_0);
         test_q(paths[p], ATTN_GGML_Q4_0);

@@ -31,6 +31,11 @@
 #define PF_KEYS 32
 /* Floats of partial results a round may hold (32 MB). */
 #define ROUND_FLOATS ((int64_t)8 << 20)
+/* Units a round must hold before its fold runs on the team. */
+#define FOLD_TEAM 64
+/* Multiply-adds below which a call runs on one thread (tens of
+ * microseconds: what a parallel region's start and end cost). */
+#define SOLO_WORK ((int64_t)1 << 16)
 
 typedef struct {
     int64_t B, H, Hkv, G, Lq, D, Dv;
@@ -458,7 +463,7 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
     const int64_t D = dm->D, Dv = dm->Dv, R = dm->G * Lq;
     const int64_t rows = B * H * Lq;
     /* units: every (b, hk) and the chunks its queries can see */
-    int64_t nunits = 0;
+    int64_t nunits = 0, work = 0;
     int64_t *range = attn__alloc((size_t)(2 * B * Lq + 2 * B), sizeof(int64_t),
                                  "query ranges");
     if (!range) return ATTN_E_NOMEM;
@@ -475,6 +480,7 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
         }
         c0[b] = ulo < uhi ? ulo / CHUNK : 0;
         c1[b] = ulo < uhi ? (uhi - 1) / CHUNK + 1 : 0;
+        work += ulo < uhi ? (uhi - ulo) * Hkv * R * (D + Dv) : 0;
         for (int64_t ch = c0[b]; ch < c1[b]; ch++)
             nunits += Hkv * chunk_seen(lo + b * Lq, hi + b * Lq, Lq, ch);
     }
@@ -482,7 +488,8 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
     int64_t per_round = ROUND_FLOATS / pfl;
     if (per_round < 1) per_round = 1;
     if (per_round > nunits) per_round = nunits > 0 ? nunits : 1;
-    const int nt = attn__flash_team_size(o, per_round);
+    /* a short cache's step: one thread ends sooner than a team starts */
+    const int nt = work < SOLO_WORK ? 1 : attn__flash_team_size(o, per_round);
     float *qf = attn__alloc((size_t)(rows * D), sizeof(float), "q as f32");
     float *acc =
         attn__alloc((size_t)(rows * (Dv + 2)), sizeof(float), "accumulators");
@@ -570,8 +577,9 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
             st = attn__ufn_status(&err);
             goto done;
         }
-        /* fold each row's partials in unit (= chunk) order */
-#pragma omp parallel for num_threads(nt) schedule(static)
+        /* fold each row's partials in unit (= chunk) order; a step's few
+         * units fold faster than a parallel region starts */
+#pragma omp parallel for num_threads(nt) schedule(static) if (nu > FOLD_TEAM)
         for (int64_t u = 0; u < nu; u++) {
             const unit_t *un = &units[u0 + u];
             if (u > 0 && units[u0 + u - 1].b == un->b &&

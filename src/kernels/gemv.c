@@ -9,8 +9,8 @@
  * The q_j x_j products are taken in f32 after widening the 4- or 8-bit
  * q_j in registers: x keeps its full precision. gemv_x8.c's integer
  * products on x quantized to two bytes per value are faster with
- * AVX512_VNNI (attn bench --gemv), and the decoding steps' layers take
- * them there; this kernel serves the other paths and the output head. */
+ * AVX512_VNNI (attn bench --gemv), and the decoding steps' layers and
+ * output head take them there; this kernel serves the other paths. */
 #include "gemv.h"
 
 #include "attn_gguf.h"

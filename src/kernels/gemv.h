@@ -68,6 +68,11 @@ int attn__gemv_q_many(int64_t n, int k, const attn__qmat *w, const float *x,
 void attn__quantize_x16(int64_t nb, const float *x, int8_t *p, int8_t *r,
                         float *e);
 
+/* attn__quantize_x16 on this path's vector unit (the same bytes), and
+ * w16 (nb, 32), if not NULL, = 256 p + r per value. */
+void attn__quantize_x16_fast(int64_t nb, const float *x, int8_t *p, int8_t *r,
+                             int16_t *w16, float *e);
+
 /* The kernel attn__gemv_qx runs on this path: "avx512_vnni", "avx2", "c". */
 const char *attn__gemv_qx_path(void);
 

@@ -45,6 +45,7 @@
 typedef struct {
     const int8_t *p, *r;
     const float *e;
+    const int16_t *w; /* 256 p + r: Q8_0's products take x as words */
 } xq;
 
 static int clamp127(long v) { return v > 127 ? 127 : v < -127 ? -127 : (int)v; }
@@ -229,26 +230,89 @@ T2 static float dot_avx2(int type, const unsigned char *row, size_t bb, xq x,
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,"     \
                           "f16c")))
 
+/* attn__quantize_x16 16 values a step: the same operations in the same
+ * roundings (rint and the conversions in the current rounding mode, the
+ * maximum and the integer sum exact in any order), so the same bytes;
+ * w16, if not NULL, gets 256 p + r per value. */
+T5 static void quantize_avx512(int64_t nb, const float *x, int8_t *p, int8_t *r,
+                               int16_t *w16, float *e) {
+    const __m512 big = _mm512_set1_ps(FLT_MAX), k256 = _mm512_set1_ps(256.0f);
+    const __m512i hi7 = _mm512_set1_epi32(127), lo7 = _mm512_set1_epi32(-127);
+    for (int64_t b = 0; b < nb; b++) {
+        const __m512 x0 = _mm512_loadu_ps(x + 32 * b),
+                     x1 = _mm512_loadu_ps(x + 32 * b + 16);
+        const __m512 a0 = _mm512_abs_ps(x0), a1 = _mm512_abs_ps(x1);
+        const int finite = (_mm512_cmp_ps_mask(a0, big, _CMP_LE_OQ) &
+                            _mm512_cmp_ps_mask(a1, big, _CMP_LE_OQ)) == 0xffff;
+        const float amax =
+            finite ? _mm512_reduce_max_ps(_mm512_max_ps(a0, a1)) : 0.0f;
+        if (!finite || amax == 0.0f) {
+            memset(p + 32 * b, 0, 32);
+            memset(r + 32 * b, 0, 32);
+            if (w16) memset(w16 + 32 * b, 0, 64);
+            e[2 * b] = e[2 * b + 1] = finite ? 0.0f : NAN;
+            continue;
+        }
+        const __m512 inv = _mm512_set1_ps(127.0f / amax);
+        __m512i sum = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) {
+            const __m512 t = _mm512_mul_ps(h ? x1 : x0, inv);
+            const __m512 hi = _mm512_roundscale_ps(t, _MM_FROUND_CUR_DIRECTION);
+            const __m512i a = _mm512_max_epi32(
+                              _mm512_min_epi32(_mm512_cvtps_epi32(hi), hi7),
+                              lo7),
+                          c = _mm512_max_epi32(
+                              _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(
+                                                   _mm512_sub_ps(t, hi), k256)),
+                                               hi7),
+                              lo7);
+            const __m512i v = _mm512_add_epi32(_mm512_slli_epi32(a, 8), c);
+            sum = _mm512_add_epi32(sum, v);
+            const int64_t o = 32 * b + 16 * h;
+            _mm_storeu_si128((__m128i *)(void *)(p + o),
+                             _mm512_cvtepi32_epi8(a));
+            _mm_storeu_si128((__m128i *)(void *)(r + o),
+                             _mm512_cvtepi32_epi8(c));
+            if (w16)
+                _mm256_storeu_si256((__m256i *)(void *)(w16 + o),
+                                    _mm512_cvtepi32_epi16(v));
+        }
+        e[2 * b] = amax / (127.0f * 256.0f);
+        e[2 * b + 1] = e[2 * b] * (float)_mm512_reduce_add_epi32(sum);
+    }
+}
+
 /* 16 lanes, the first 8 summing to block b0's sum_j q_j (256 p_j + r_j),
- * the last 8 to block b1's (x's bytes of the two blocks at p8, r8). */
+ * the last 8 to block b1's, lane k holding values 4k .. 4k + 3 (x's bytes
+ * of the two blocks at p8, r8, its words at w16). Q8_0's signed weights
+ * take words (vpdpwssd: one instruction a block, no sign fix-up); the
+ * 4-bit ones bytes, two vpdpbusd for both blocks. */
 T5 static inline __m512i pair_is(int q8, const unsigned char *q0,
                                  const unsigned char *q1, const int8_t *p8,
-                                 const int8_t *r8) {
-    __m512i px = _mm512_loadu_si512((const void *)p8),
-            rx = _mm512_loadu_si512((const void *)r8), w;
-    if (q8) { /* |w| times x's bytes with w's sign (never -128) */
-        w = _mm512_inserti64x4(
-            _mm512_castsi256_si512(
-                _mm256_loadu_si256((const __m256i *)(const void *)q0)),
-            _mm256_loadu_si256((const __m256i *)(const void *)q1), 1);
-        const __mmask64 neg = _mm512_movepi8_mask(w);
-        px = _mm512_mask_sub_epi8(px, neg, _mm512_setzero_si512(), px);
-        rx = _mm512_mask_sub_epi8(rx, neg, _mm512_setzero_si512(), rx);
-        w = _mm512_abs_epi8(w);
-    } else {
-        w = _mm512_inserti64x4(_mm512_castsi256_si512(nibbles2(q0)),
-                               nibbles2(q1), 1);
+                                 const int8_t *r8, const int16_t *w16) {
+    if (q8) { /* signed bytes widened to words against x's words: lane
+               * pairs summed into the byte products' four-value lanes */
+        const __m512i s0 = _mm512_dpwssd_epi32(
+                          _mm512_setzero_si512(),
+                          _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+                              (const __m256i *)(const void *)q0)),
+                          _mm512_loadu_si512((const void *)w16)),
+                      s1 = _mm512_dpwssd_epi32(
+                          _mm512_setzero_si512(),
+                          _mm512_cvtepi8_epi16(_mm256_loadu_si256(
+                              (const __m256i *)(const void *)q1)),
+                          _mm512_loadu_si512((const void *)(w16 + 32)));
+        const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18,
+                                             20, 22, 24, 26, 28, 30);
+        return _mm512_add_epi32(
+            _mm512_permutex2var_epi32(s0, ev, s1),
+            _mm512_permutex2var_epi32(
+                s0, _mm512_add_epi32(ev, _mm512_set1_epi32(1)), s1));
     }
+    const __m512i px = _mm512_loadu_si512((const void *)p8),
+                  rx = _mm512_loadu_si512((const void *)r8),
+                  w = _mm512_inserti64x4(_mm512_castsi256_si512(nibbles2(q0)),
+                                         nibbles2(q1), 1);
     return _mm512_dpbusd_epi32(
         _mm512_slli_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w, px),
                           8),
@@ -257,7 +321,9 @@ T5 static inline __m512i pair_is(int q8, const unsigned char *q0,
 
 /* Four blocks a step: their scales (and minimums) converted together,
  * d and m of block k meeting x's e and block sum in lanes 2k, 2k + 1;
- * a pair's two scales spread over its 16 lanes by one permutation. */
+ * a pair's two scales spread over its 16 lanes by one permutation. A last
+ * pair (576 values: 18 blocks) goes the same way, an odd last block
+ * alone. */
 T5 static float dot_vnni(int type, const unsigned char *row, size_t bb, xq x,
                          int64_t nb) {
     __m512 acc = _mm512_setzero_ps();
@@ -286,16 +352,36 @@ T5 static float dot_vnni(int type, const unsigned char *row, size_t bb, xq x,
         if (!q8) macc = _mm256_mask_add_ps(macc, 0xaa, macc, sc);
         const __m512 s512 = _mm512_castps256_ps512(sc);
         const __m512i i01 = pair_is(q8, b0 + off, b1 + off, x.p + 32 * b,
-                                    x.r + 32 * b),
+                                    x.r + 32 * b, x.w + 32 * b),
                       i23 = pair_is(q8, b2 + off, b3 + off, x.p + 32 * b + 64,
-                                    x.r + 32 * b + 64);
+                                    x.r + 32 * b + 64, x.w + 32 * b + 64);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i01),
                               _mm512_permutexvar_ps(lo, s512), acc);
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(i23),
                               _mm512_permutexvar_ps(hi, s512), acc);
     }
+    if (b + 2 <= nb) { /* d0 m0 d1 m1 */
+        const unsigned char *b0 = row + (size_t)b * bb, *b1 = b0 + bb;
+        int32_t h[2];
+        memcpy(&h[0], b0, 4);
+        memcpy(&h[1], b1, 4);
+        __m128 dm =
+            _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(const void *)h));
+        if (q40)
+            dm = _mm_mask_mul_ps(dm, 0xa, _mm_moveldup_ps(dm),
+                                 _mm_set1_ps(-8.0f));
+        const __m128 sc = _mm_mul_ps(dm, _mm_loadu_ps(x.e + 2 * b));
+        if (!q8)
+            macc =
+                _mm256_mask_add_ps(macc, 0xa, macc, _mm256_castps128_ps256(sc));
+        acc = _mm512_fmadd_ps(
+            _mm512_cvtepi32_ps(pair_is(q8, b0 + off, b1 + off, x.p + 32 * b,
+                                       x.r + 32 * b, x.w + 32 * b)),
+            _mm512_permutexvar_ps(lo, _mm512_castps128_ps512(sc)), acc);
+        b += 2;
+    }
     float s = _mm512_reduce_add_ps(acc) + attn__hsum8(macc), m = 0.0f;
-    for (; b < nb; b++) { /* the last blocks, one at a time */
+    if (b < nb) { /* an odd last block */
         const unsigned char *blk = row + (size_t)b * bb;
         const float d = half_x(blk);
         s += d * x.e[2 * b] *
@@ -321,6 +407,19 @@ static dot_fn pick(void) {
     return dot_c;
 }
 
+void attn__quantize_x16_fast(int64_t nb, const float *x, int8_t *p, int8_t *r,
+                             int16_t *w16, float *e) {
+#if ATTN_X8_X86
+    if (attn__isa_get() >= ATTN__ISA_AVX512) {
+        quantize_avx512(nb, x, p, r, w16, e);
+        return;
+    }
+#endif
+    attn__quantize_x16(nb, x, p, r, e);
+    for (int64_t j = 0; w16 && j < 32 * nb; j++)
+        w16[j] = (int16_t)(256 * p[j] + r[j]);
+}
+
 const char *attn__gemv_qx_path(void) {
 #if ATTN_X8_X86
     const dot_fn f = pick();
@@ -339,10 +438,11 @@ int attn__gemv_qx_many(int64_t n, int k, const attn__qmat *w, const float *x,
     for (int m = 0; m < k; m++)
         first[m + 1] = first[m] + (w[m].rows + CHUNK - 1) / CHUNK;
     float *e =
-        attn__alloc((size_t)(n * nb), 2 * sizeof(float) + 64, "quantized x");
+        attn__alloc((size_t)(n * nb), 2 * sizeof(float) + 128, "quantized x");
     if (!e) return -1;
     int8_t *p = (int8_t *)(e + 2 * n * nb), *r = p + n * nb * 32;
-    attn__quantize_x16(n * nb, x, p, r, e);
+    int16_t *xw = (int16_t *)(void *)(r + n * nb * 32);
+    attn__quantize_x16_fast(n * nb, x, p, r, xw, e);
     const int64_t chunks = first[k];
     const int th = attn__omp_threads(threads);
 #pragma omp parallel for num_threads(th)                                       \
@@ -356,7 +456,8 @@ int attn__gemv_qx_many(int64_t n, int k, const attn__qmat *w, const float *x,
                      bb = rb / (size_t)nb;
         const unsigned char *base = w[m].data;
         for (int64_t i = 0; i < n; i++) {
-            const xq xi = {p + i * nb * 32, r + i * nb * 32, e + 2 * i * nb};
+            const xq xi = {p + i * nb * 32, r + i * nb * 32, e + 2 * i * nb,
+                           xw + i * nb * 32};
             for (int64_t row = r0; row < r1; row++)
                 y[m][i * rows + row] =
                     dot(w[m].type, base + (size_t)row * rb, bb, xi, nb);

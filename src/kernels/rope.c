@@ -176,7 +176,7 @@ static attn_status rotate(const attn_rope *rope, const attn_tensor *x,
     attn__rope_freqs(rope, D, freq);
     int nt = attn__omp_threads(threads);
     int failed = 0;
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(nt) if (B * L > 1) /* a step: one row */
     {
         double *cs =
             attn__alloc((size_t)(2 * np + 2), sizeof(double), "rope angles");

@@ -12,8 +12,9 @@
 void attn__rmsnorm_forward(int64_t n, int64_t d, const float *x,
                            const float *gamma, const float *beta, double eps,
                            float *y, float *rstd, int threads) {
+    /* a decoding step's one row: a parallel region costs more than it */
 #pragma omp parallel for schedule(static)                                      \
-    num_threads(attn__omp_threads(threads))
+    num_threads(attn__omp_threads(threads)) if (n > 1)
     for (int64_t r = 0; r < n; r++) {
         const float *xr = x + r * d;
         double s2 = 0;
@@ -71,7 +72,7 @@ void attn__swiglu_forward(int64_t n, int64_t F, const float *pre, float *h,
                           int threads) {
     const attn__vec_ops *vo = attn__vec_get();
 #pragma omp parallel for schedule(static)                                      \
-    num_threads(attn__omp_threads(threads))
+    num_threads(attn__omp_threads(threads)) if (n > 1)
     for (int64_t r = 0; r < n; r++) {
         const float *gate = pre + r * 2 * F, *up = gate + F;
         for (int64_t f = 0; f < F; f += 256)

@@ -49,7 +49,8 @@ static attn_status logits_of(const attn_llama *m, const attn__qmat *head,
                              const float *h, int threads, float *z) {
     if (head->data && head->rows == m->cfg.vocab_size &&
         head->cols == m->cfg.hidden_size)
-        return attn__gemv_q(1, head, h, z, threads) ? ATTN_E_NOMEM : ATTN_OK;
+        return attn__gemv_q_many(1, 1, head, h, &z, threads) ? ATTN_E_NOMEM
+                                                             : ATTN_OK;
     return attn_linear_forward(1, m->cfg.hidden_size, m->cfg.vocab_size, h,
                                m->head, NULL, z);
 }
