@@ -454,6 +454,72 @@ static void merge_row(float *am, float *al, float *ao, float pm, float pl,
     for (int64_t d = 0; d < Dv; d++) ao[d] = ao[d] * ea + po[d] * ep;
 }
 
+/* q's rows as f32, (b, h, i) row-major */
+static void load_q(const attn_tensor *q, const dims_t *dm, float *qf) {
+    const int64_t D = dm->D;
+    for (int64_t b = 0, r = 0; b < dm->B; b++)
+        for (int64_t h = 0; h < dm->H; h++)
+            for (int64_t i = 0; i < dm->Lq; i++, r++) {
+                if (q->stride[3] == 1)
+                    attn__load_f32(attn__elem_ptr(q, attn__off(q, b, h, i, 0)),
+                                   q->dtype, D, qf + r * D);
+                else
+                    for (int64_t d = 0; d < D; d++)
+                        qf[r * D + d] = (float)attn_tensor_get(q, b, h, i, d);
+            }
+}
+
+/* Folds a round's partials into the rows' accumulators (acc: rows x Dv,
+ * then the rows' maxima and sums), each row's in unit (= chunk) order; a
+ * step's few units fold faster than a parallel region starts. */
+static void fold_round(const unit_t *units, int64_t nu, const float *part,
+                       int64_t pfl, const dims_t *dm, float *acc, int nt) {
+    const int64_t H = dm->H, Lq = dm->Lq, Dv = dm->Dv, R = dm->G * Lq;
+    const int64_t rows = dm->B * H * Lq;
+    float *am = acc + rows * Dv, *al = am + rows;
+#pragma omp parallel for num_threads(nt) schedule(static) if (nu > FOLD_TEAM)
+    for (int64_t u = 0; u < nu; u++) {
+        const unit_t *un = &units[u];
+        if (u > 0 && units[u - 1].b == un->b && units[u - 1].hk == un->hk)
+            continue; /* not the first unit of its (b, hk) in the round */
+        for (int64_t w = u;
+             w < nu && units[w].b == un->b && units[w].hk == un->hk; w++) {
+            const float *p = part + w * pfl, *pm = p + R * Dv, *pl = pm + R;
+            for (int64_t r = 0; r < R; r++) {
+                int64_t row = (un->b * H + un->hk * dm->G) * Lq + r;
+                merge_row(&am[row], &al[row], acc + row * Dv, pm[r], pl[r],
+                          p + r * Dv, Dv);
+            }
+        }
+    }
+}
+
+/* Divides each row by its sum (with the sink's term) into out, and its
+ * log-sum-exp into lse; a row that sees no key is zeros and -inf. */
+static void write_rows(const attn_mask *mk, const dims_t *dm, float *acc,
+                       attn_tensor *out, float *lse) {
+    const int64_t H = dm->H, Lq = dm->Lq, Dv = dm->Dv;
+    const int64_t rows = dm->B * H * Lq;
+    float *am = acc + rows * Dv, *al = am + rows;
+    for (int64_t r = 0; r < rows; r++) {
+        const int64_t b = r / (H * Lq), h = (r / Lq) % H, i = r % Lq;
+        if (mk->sinks) { /* the sink: one more term of the denominator */
+            const float sk = (float)mk->sinks[h];
+            const float mx = am[r] > sk ? am[r] : sk;
+            const float ea = am[r] > -INFINITY ? expf(am[r] - mx) : 0.0f;
+            al[r] = al[r] * ea + expf(sk - mx);
+            for (int64_t d = 0; d < Dv; d++) acc[r * Dv + d] *= ea;
+            am[r] = mx;
+        }
+        float *orow = (float *)out->data + attn__off(out, b, h, i, 0);
+        const float inv = am[r] > -INFINITY ? 1.0f / al[r] : 0.0f;
+        for (int64_t d = 0; d < Dv; d++)
+            orow[d * out->stride[3]] =
+                am[r] > -INFINITY ? acc[r * Dv + d] * inv : 0.0f;
+        if (lse) lse[r] = am[r] > -INFINITY ? am[r] + logf(al[r]) : -INFINITY;
+    }
+}
+
 static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
                                   const attn_sdpa_opts *o, const dims_t *dm,
                                   attn_tensor *out, float *lse) {
@@ -520,16 +586,7 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
         st = ATTN_E_NOMEM;
         goto done;
     }
-    for (int64_t b = 0, r = 0; b < B; b++)
-        for (int64_t h = 0; h < H; h++)
-            for (int64_t i = 0; i < Lq; i++, r++) {
-                if (q->stride[3] == 1)
-                    attn__load_f32(attn__elem_ptr(q, attn__off(q, b, h, i, 0)),
-                                   q->dtype, D, qf + r * D);
-                else
-                    for (int64_t d = 0; d < D; d++)
-                        qf[r * D + d] = (float)attn_tensor_get(q, b, h, i, d);
-            }
+    load_q(q, dm, qf);
     for (int64_t r = 0; qb && r < rows; r++) {
         qb[r * dp + dp - 1] = 0; /* the pad of an odd D */
         attn__bf16_from_f32(qf + r * D, D, qb + r * dp);
@@ -577,43 +634,9 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
             st = attn__ufn_status(&err);
             goto done;
         }
-        /* fold each row's partials in unit (= chunk) order; a step's few
-         * units fold faster than a parallel region starts */
-#pragma omp parallel for num_threads(nt) schedule(static) if (nu > FOLD_TEAM)
-        for (int64_t u = 0; u < nu; u++) {
-            const unit_t *un = &units[u0 + u];
-            if (u > 0 && units[u0 + u - 1].b == un->b &&
-                units[u0 + u - 1].hk == un->hk)
-                continue; /* not the first unit of its (b, hk) in the round */
-            for (int64_t w = u; w < nu && units[u0 + w].b == un->b &&
-                                units[u0 + w].hk == un->hk;
-                 w++) {
-                const float *p = part + w * pfl, *pm = p + R * Dv, *pl = pm + R;
-                for (int64_t r = 0; r < R; r++) {
-                    int64_t row = (un->b * H + un->hk * dm->G) * Lq + r;
-                    merge_row(&am[row], &al[row], acc + row * Dv, pm[r], pl[r],
-                              p + r * Dv, Dv);
-                }
-            }
-        }
+        fold_round(units + u0, nu, part, pfl, dm, acc, nt);
     }
-    for (int64_t r = 0; r < rows; r++) {
-        const int64_t b = r / (H * Lq), h = (r / Lq) % H, i = r % Lq;
-        if (mk.sinks) { /* the sink: one more term of the denominator */
-            const float sk = (float)mk.sinks[h];
-            const float mx = am[r] > sk ? am[r] : sk;
-            const float ea = am[r] > -INFINITY ? expf(am[r] - mx) : 0.0f;
-            al[r] = al[r] * ea + expf(sk - mx);
-            for (int64_t d = 0; d < Dv; d++) acc[r * Dv + d] *= ea;
-            am[r] = mx;
-        }
-        float *orow = (float *)out->data + attn__off(out, b, h, i, 0);
-        const float inv = am[r] > -INFINITY ? 1.0f / al[r] : 0.0f;
-        for (int64_t d = 0; d < Dv; d++)
-            orow[d * out->stride[3]] =
-                am[r] > -INFINITY ? acc[r * Dv + d] * inv : 0.0f;
-        if (lse) lse[r] = am[r] > -INFINITY ? am[r] + logf(al[r]) : -INFINITY;
-    }
+    write_rows(&mk, dm, acc, out, lse);
 done:
     attn__free(range);
     attn__free(qf);
