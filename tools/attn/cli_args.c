@@ -139,9 +139,9 @@ int cli_train_parse(const char *cmd, int argc, char **argv, cli_train_args *t,
     if (n > sizeof opts / sizeof opts[0])
         return cli_fail(cmd, ATTN_E_INVALID, "options");
     memcpy(opts, shared_run, sizeof shared_run);
-    memcpy(opts + ns, run, nrun * sizeof *run);
+    if (nrun) memcpy(opts + ns, run, nrun * sizeof *run);
     memcpy(opts + ns + nrun, shared_other, sizeof shared_other);
-    memcpy(opts + ns + nrun + no, other, nother * sizeof *other);
+    if (nother) memcpy(opts + ns + nrun + no, other, nother * sizeof *other);
     int rc = cli_parse_args(cmd, argc, argv, opts, n, &t->task, 1);
     if (rc) return rc;
     t->run_opt = cli_last_given(argc, argv, opts, n, 0, ns + nrun);
