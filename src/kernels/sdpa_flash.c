@@ -67,7 +67,7 @@ typedef struct {
     size_t s, o, m, l, q, k, v, kp, blk, total;
     /* the bf16 path: Q rows, raw K or V rows, packed K and V, P (bf16) */
     size_t qb, raw, kpb, vpb, pb;
-    int64_t ldqb, ldpb;
+    int64_t ldqb, ldpb, lds; /* lds: S's row stride */
 } ws_layout;
 
 /* q, k, v rows read in place (qd, kd, vd) need no buffer. */
@@ -76,7 +76,11 @@ static ws_layout layout_of(const attn__sdpa_dims *d, int64_t bq, int64_t bk,
     ws_layout w;
     size_t at = 0;
     memset(&w, 0, sizeof w);
-    w.s = attn__ws_take(&at, (size_t)(bq * bk));
+    /* the bf16 path takes rows in bands of BF16_ROWS, and AMX stores whole
+     * tiles: 32 rows at least, whole panels of 32 keys */
+    const int64_t srows = bf16 && bq < 32 ? 32 : bq;
+    w.lds = bf16 ? (bk + 31) / 32 * 32 : bk;
+    w.s = attn__ws_take(&at, (size_t)(srows * w.lds));
     w.o = attn__ws_take(&at, (size_t)(bq * d->Dv));
     w.m = attn__ws_take(&at, (size_t)bq);
     w.l = attn__ws_take(&at, (size_t)bq);
@@ -114,6 +118,7 @@ typedef struct {
     ws_layout w;
     const attn__vec_ops *vec;
     int bf16; /* bf16 inputs on AVX512_BF16: bf16 products (tile_bf16.h) */
+    int amx;  /* ... on AMX: raw scores, the softmax scales and rounds   */
     attn__ufn_err *err; /* the first failure of a user function */
 } fwd_ctx;
 
@@ -127,26 +132,99 @@ typedef struct {
     int64_t nj;
 } operands;
 
-/* O += P V on the bf16 path: P (the block's f32 weights, nr x nc, ld lds,
- * for keys co .. co+nc-1 of the tile) rounded to bf16 into pairs aligned on
- * the packed V's (zeros around), then the pair products. */
-static void pv_bf16(const fwd_ctx *c, float *ws, const operands *x, int64_t nr,
-                    int64_t co, int64_t nc, const float *S, int64_t lds,
-                    float *O) {
-    const int64_t p0 = co / 2, p1 = (co + nc + 1) / 2, ld = c->w.ldpb;
-    uint16_t *P = (uint16_t *)(void *)(ws + c->w.pb);
-    for (int64_t r = 0; r < nr; r++) {
-        uint16_t *row = P + r * ld;
-        row[0] = row[2 * (p1 - p0) - 1] = 0;
-        attn__bf16_from_f32(S + r * lds, nc, row + (co - 2 * p0));
-    }
-    attn__bf16_nn_acc(nr, c->d->Dv, x->nj, p0, p1, P, ld, x->vpb, O, c->d->Dv,
-                      1.0f);
-}
-
 /* Rows of a block taken at once by the micro-kernels: their scores stay in
  * L1 (16 x 256 floats) from the product through the softmax to P V. */
 #define FUSED_ROWS 16
+/* ... by the bf16 products: two AMX tiles of rows */
+#define BF16_ROWS 32
+
+/* The online softmax's step for row r once its block maximum mx and (when
+ * mnew is finite) the sum of exp(s - mnew) are known: rescale l and O to
+ * the new maximum. Returns mnew = max(mx, M[r]). */
+static float online_max(float mx, float *M) { return mx > *M ? mx : *M; }
+
+static void online_update(const attn__vec_ops *vec, float mnew, float sum,
+                          float *M, float *L, float *O, int64_t Dv) {
+    if (mnew != *M) {
+        /* the first visible block of a row has M = -inf and O = 0 */
+        if (*M != -INFINITY) {
+            float corr = expf(*M - mnew);
+            *L *= corr;
+            vec->scale(O, Dv, corr);
+        }
+        *M = mnew;
+    }
+    *L += sum;
+}
+
+/* The bf16 path's rows ra .. ra+rn-1 of a block (as fwd_rows): the scores
+ * on the bf16 products, the online softmax in f32, P rounded to bf16 in
+ * pairs aligned on the packed V's (zeros around), O += P V on the bf16
+ * products. On AMX the scores come raw (unscaled, whole tiles) and, where
+ * no mask, dropout or negative scale needs them scaled first, one pass
+ * takes them to P: exp(scale s - m) rounded, its f32 sum kept for l. */
+static int fwd_rows_bf16(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
+                         int64_t i0, const attn__flash_block *blk, int64_t j0,
+                         const operands *x, int64_t ra, int64_t nr) {
+    const attn__sdpa_dims *d = c->d;
+    const attn_mask *mask = &c->opts->mask;
+    const attn__vec_ops *vec = c->vec;
+    const int64_t Dv = d->Dv, lds = c->w.lds, nc = blk->nc;
+    const int64_t ro = blk->r0 + ra - i0, co = blk->c0 - j0;
+    const double p = c->opts->dropout_p;
+    const float alpha = (float)d->scale;
+    float *S = ws + c->w.s, *O = ws + c->w.o + ro * Dv;
+    float *M = ws + c->w.m + ro, *L = ws + c->w.l + ro;
+    const int need_mask = attn__flash_row_needed(mask, blk->cls);
+    const int64_t p0 = co / 2, p1 = (co + nc + 1) / 2, ld = c->w.ldpb;
+    uint16_t *P = (uint16_t *)(void *)(ws + c->w.pb);
+    const int raw = c->amx;
+    const int fused = raw && !need_mask && p == 0 && alpha > 0;
+    PROF_T0();
+    if (raw) {
+        attn__amx_bf16_nt_raw(nr, co / 32, (co + nc + 31) / 32, d->Dk,
+                              x->qb + ro * c->w.ldqb, c->w.ldqb, x->kpb, S,
+                              lds);
+        S += co; /* the block's first key */
+    } else {
+        attn__bf16_nt(nr, co, nc, d->Dk, alpha, x->qb + ro * c->w.ldqb,
+                      c->w.ldqb, x->kpb, S, lds);
+    }
+    PROF(1);
+    for (int64_t r = 0; r < nr; r++) {
+        float *s = S + r * lds;
+        uint16_t *row = P + r * ld, *pr = row + (co - 2 * p0);
+        const int64_t gi = blk->r0 + ra + r;
+        row[0] = row[2 * (p1 - p0) - 1] = 0;
+        if (raw && !fused) vec->scale(s, nc, alpha);
+        if (need_mask &&
+            attn__flash_score_row(mask, &c->md, b, h, gi, blk->c0, nc, blk->cls,
+                                  s, NULL, NULL, c->err))
+            return 1;
+        const float mx = vec->max(s, nc);
+        const float mnew = online_max(fused ? alpha * mx : mx, &M[r]);
+        if (mnew == -INFINITY) {
+            /* nothing visible in this row so far: P = 0 */
+            memset(pr, 0, (size_t)nc * sizeof *pr);
+            continue;
+        }
+        float sum;
+        if (fused) {
+            sum = attn__vec_exp_bf16(s, nc, alpha, mnew, pr);
+        } else {
+            sum = vec->exp_sub_sum(s, nc, mnew);
+            if (p > 0)
+                attn__flash_dropout_row(c->opts->seed, p, b, h, gi, blk->c0, nc,
+                                        s);
+            attn__bf16_from_f32(s, nc, pr);
+        }
+        online_update(vec, mnew, sum, &M[r], &L[r], O + r * Dv, Dv);
+    }
+    PROF(2);
+    attn__bf16_nn_acc(nr, Dv, x->nj, p0, p1, P, ld, x->vpb, O, Dv, 1.0f);
+    PROF(6);
+    return 0;
+}
 
 /* Rows ra .. ra+rn-1 of a block of a tile: S = scale Q K^T over those rows
  * (of the query tile that starts at i0) and the block's keys c0.., the
@@ -170,14 +248,11 @@ static int fwd_rows(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
     float rmax[FUSED_ROWS];
     int have_max = 0;
     PROF_T0();
-    if (c->bf16)
-        attn__bf16_nt(nr, co, nc, d->Dk, (float)d->scale,
-                      x->qb + ro * c->w.ldqb, c->w.ldqb, x->kpb, S, lds);
-    else if (!need_mask && nr <= FUSED_ROWS)
+    if (!need_mask && nr <= FUSED_ROWS)
         have_max =
             attn__tile_nt_max(nr, co, nc, (float)d->scale, x->q + ro * x->ldq,
                               x->ldq, x->k, S, lds, rmax);
-    if (!c->bf16 && !have_max)
+    if (!have_max)
         attn__tile_nt(nr, co, nc, (float)d->scale, x->q + ro * x->ldq, x->ldq,
                       x->k, S, lds);
     PROF(1);
@@ -189,44 +264,40 @@ static int fwd_rows(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
                                   s, NULL, NULL, c->err))
             return 1;
         float mx = have_max ? rmax[r] : vec->max(s, nc);
-        float mnew = mx > M[r] ? mx : M[r];
+        float mnew = online_max(mx, &M[r]);
         if (mnew == -INFINITY) {
             /* nothing visible in this row so far: P = 0 (no -inf - -inf) */
             memset(s, 0, (size_t)nc * sizeof(float));
             continue;
         }
         float sum = vec->exp_sub_sum(s, nc, mnew);
-        if (mnew != M[r]) {
-            /* the first visible block of a row has M = -inf and O = 0 */
-            if (M[r] != -INFINITY) {
-                float corr = expf(M[r] - mnew);
-                L[r] *= corr;
-                vec->scale(O + r * Dv, Dv, corr);
-            }
-            M[r] = mnew;
-        }
-        L[r] += sum;
+        online_update(vec, mnew, sum, &M[r], &L[r], O + r * Dv, Dv);
         if (p > 0)
             attn__flash_dropout_row(c->opts->seed, p, b, h, gi, blk->c0, nc, s);
     }
     PROF(2);
-    if (c->bf16)
-        pv_bf16(c, ws, x, nr, co, nc, S, lds, O);
-    else
-        attn__tile_nn_acc(nr, Dv, nc, 1.0f, S, lds, x->v + co * x->ldv, x->ldv,
-                          O, Dv);
+    attn__tile_nn_acc(nr, Dv, nc, 1.0f, S, lds, x->v + co * x->ldv, x->ldv, O,
+                      Dv);
     PROF(6);
     return 0;
 }
 
-/* One block of a tile. The micro-kernels' bits do not depend on how rows
- * are cut (tile.h), so they take the block in chunks of FUSED_ROWS rows;
- * BLAS and the bf16 products take it whole, as the weight pass does. */
+/* One block of a tile. The micro-kernels' bits and the bf16 products' do
+ * not depend on how rows are cut (tile.h, tile_bf16.h), so they take the
+ * block in chunks of FUSED_ROWS or BF16_ROWS rows; BLAS takes it whole, as
+ * the weight pass does. */
 static int fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
                      int64_t i0, const attn__flash_block *blk, int64_t j0,
                      const operands *x) {
-    if (c->bf16 || !x->k->packed)
-        return fwd_rows(c, ws, b, h, i0, blk, j0, x, 0, blk->nr);
+    if (c->bf16) {
+        for (int64_t ra = 0; ra < blk->nr; ra += BF16_ROWS)
+            if (fwd_rows_bf16(c, ws, b, h, i0, blk, j0, x, ra,
+                              blk->nr - ra < BF16_ROWS ? blk->nr - ra
+                                                       : BF16_ROWS))
+                return 1;
+        return 0;
+    }
+    if (!x->k->packed) return fwd_rows(c, ws, b, h, i0, blk, j0, x, 0, blk->nr);
     for (int64_t ra = 0; ra < blk->nr; ra += FUSED_ROWS)
         if (fwd_rows(c, ws, b, h, i0, blk, j0, x, ra,
                      blk->nr - ra < FUSED_ROWS ? blk->nr - ra : FUSED_ROWS))
@@ -236,6 +307,21 @@ static int fwd_block(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
 
 static void vec_scale_row(float *x, int64_t n, float a) {
     for (int64_t e = 0; e < n; e++) x[e] *= a;
+}
+
+/* Rows r0 .. r0+n-1 of a bf16 tensor's (b, h): in place when its rows are
+ * contiguous, else copied to buf (ld D). */
+static const uint16_t *bf16_rows(const attn_tensor *t, int64_t b, int64_t h,
+                                 int64_t r0, int64_t n, uint16_t *buf,
+                                 int64_t *ld) {
+    const int64_t D = t->shape[3];
+    if ((t->stride[3] == 1 || D == 1) && (n == 1 || t->stride[2] >= D)) {
+        *ld = n > 1 ? t->stride[2] : D;
+        return (const uint16_t *)t->data + attn__off(t, b, h, r0, 0);
+    }
+    attn__flash_bf16_rows(t, b, h, r0, n, buf, D);
+    *ld = D;
+    return buf;
 }
 
 /* One (b, h, query tile): rows i0 .. i0+ni-1. */
@@ -280,10 +366,11 @@ static void fwd_tile(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
                 attn__flash_bf16_rows(c->q, b, h, i0, ni, qb, c->w.ldqb);
                 Q = ws; /* loaded */
             }
-            attn__flash_bf16_rows(c->k, b, hk, j0, nj, raw, d->Dk);
-            attn__bf16_pack_nt(nj, d->Dk, raw, d->Dk, kp);
-            attn__flash_bf16_rows(c->v, b, hk, j0, nj, raw, Dv);
-            attn__bf16_pack_nn(nj, Dv, raw, Dv, vp);
+            int64_t ld;
+            const uint16_t *rows = bf16_rows(c->k, b, hk, j0, nj, raw, &ld);
+            attn__bf16_pack_nt(nj, d->Dk, rows, ld, kp);
+            rows = bf16_rows(c->v, b, hk, j0, nj, raw, &ld);
+            attn__bf16_pack_nn(nj, Dv, rows, ld, vp);
             x.qb = qb;
             x.kpb = kp;
             x.vpb = vp;
@@ -380,6 +467,7 @@ attn_status attn__flash_forward_at(const attn_tensor *q, const attn_tensor *k,
     c.bf16 = opts->impl == ATTN_IMPL_FLASH_BF16 && q->dtype == ATTN_BF16 &&
              k->dtype == ATTN_BF16 && v->dtype == ATTN_BF16 && !mrow &&
              attn__isa_get() >= ATTN__ISA_AVX512_BF16;
+    c.amx = c.bf16 && attn__isa_get() == ATTN__ISA_AMX;
     c.w = layout_of(d, c.bq, c.bk, attn__flash_rows_direct(q) || c.bf16,
                     attn__flash_rows_direct(k) || c.bf16,
                     attn__flash_rows_direct(v) || c.bf16, c.bf16);

@@ -7,6 +7,7 @@
 #include "tile_bf16.h"
 
 #include "attn.h"
+#include "cpu.h"
 
 #include <string.h>
 
@@ -19,19 +20,26 @@
 
 #define NR 32
 
-size_t attn__bf16_pack_elems(int64_t n, int64_t k) {
+int64_t attn__bf16_pack_pairs(int64_t k) {
     const int64_t np = (k + 1) / 2;
-    return (size_t)((n + NR - 1) / NR) * (size_t)(np > 0 ? np : 1) * 2 * NR;
+    return np > 0 ? (np + 15) / 16 * 16 : 16;
 }
 
-/* element (column c, row x) of B: NT: B[c ldb + x]; NN: B[x ldb + c] */
-static void pack(int64_t n, int64_t k, const uint16_t *B, int64_t ldb, int nt,
-                 uint16_t *out) {
-    const int64_t np = (k + 1) / 2;
+size_t attn__bf16_pack_elems(int64_t n, int64_t k) {
+    return (size_t)((n + NR - 1) / NR) * (size_t)attn__bf16_pack_pairs(k) * 2 *
+           NR;
+}
+
+/* element (column c, row x) of B: NT: B[c ldb + x]; NN: B[x ldb + c];
+ * the panels before column jf from pair pf on only (pack_fast did the
+ * rest) */
+static void pack_any(int64_t n, int64_t k, const uint16_t *B, int64_t ldb,
+                     int nt, uint16_t *out, int64_t jf, int64_t pf) {
+    const int64_t np = attn__bf16_pack_pairs(k);
     for (int64_t j = 0; j < n; j += NR) {
         uint16_t *panel = out + (j / NR) * np * 2 * NR;
         const int64_t w = n - j < NR ? n - j : NR;
-        for (int64_t p = 0; p < np; p++) {
+        for (int64_t p = j < jf ? pf : 0; p < np; p++) {
             uint16_t *row = panel + p * 2 * NR;
             for (int64_t c = 0; c < NR; c++)
                 for (int64_t e = 0; e < 2; e++) {
@@ -42,6 +50,106 @@ static void pack(int64_t n, int64_t k, const uint16_t *B, int64_t ldb, int nt,
                 }
         }
     }
+}
+
+#if ATTN_X86
+/* 16 rows of 16 pairs (32-bit words) at src (row stride ld elements)
+ * transposed: pair p of the 16 rows to dst + p * 2 NR (64 bytes each). */
+__attribute__((target("avx512f"))) static void
+transpose16(const uint16_t *src, int64_t ld, uint16_t *dst) {
+    __m512i r[16], a[16], b[16];
+    for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(src + i * ld);
+    for (int i = 0; i < 8; i++) {
+        a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        b[4 * i] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+        b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+        b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+    }
+    /* b[4 i + j] holds, in its 128-bit lane l, pair 4 l + j of rows
+     * 4 i .. 4 i + 3: gather the lanes */
+    for (int j = 0; j < 4; j++) {
+        const __m512i x0 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0x88);
+        const __m512i x1 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0xdd);
+        const __m512i y0 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0x88);
+        const __m512i y1 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0xdd);
+        _mm512_storeu_si512(dst + (0 + j) * 2 * NR,
+                            _mm512_shuffle_i32x4(x0, y0, 0x88));
+        _mm512_storeu_si512(dst + (8 + j) * 2 * NR,
+                            _mm512_shuffle_i32x4(x0, y0, 0xdd));
+        _mm512_storeu_si512(dst + (4 + j) * 2 * NR,
+                            _mm512_shuffle_i32x4(x1, y1, 0x88));
+        _mm512_storeu_si512(dst + (12 + j) * 2 * NR,
+                            _mm512_shuffle_i32x4(x1, y1, 0xdd));
+    }
+}
+
+/* The whole panels' pairs of whole rows fast, the rest by pack_any's
+ * rule: NT moves 32-bit pairs (a transpose of words), NN interleaves two
+ * rows of 32 columns with one permutation per 64 bytes. */
+__attribute__((target("avx512f,avx512bw"))) static void
+pack_fast(int64_t n, int64_t k, const uint16_t *B, int64_t ldb, int nt,
+          uint16_t *out) {
+    const int64_t np = attn__bf16_pack_pairs(k), full = k / 2;
+    const int64_t nfull = n / NR * NR;
+    pack_any(n, k, B, ldb, nt, out, nfull, full); /* edges and padding */
+    if (nt) {
+        const int64_t f16 = full / 16 * 16;
+        for (int64_t j = 0; j < nfull; j += NR) {
+            uint16_t *panel = out + (j / NR) * np * 2 * NR;
+            for (int64_t half = 0; half < 2; half++)
+                for (int64_t p = 0; p < f16; p += 16)
+                    transpose16(B + (j + 16 * half) * ldb + 2 * p, ldb,
+                                panel + p * 2 * NR + 16 * half * 2);
+            for (int64_t c = 0; c < NR; c++) {
+                const uint16_t *src = B + (j + c) * ldb;
+                for (int64_t p = f16; p < full; p++) {
+                    uint32_t wv;
+                    memcpy(&wv, src + 2 * p, sizeof wv);
+                    memcpy(panel + p * 2 * NR + 2 * c, &wv, sizeof wv);
+                }
+            }
+        }
+        return;
+    }
+    __m512i lo, hi;
+    {
+        _Alignas(64) uint16_t il[32], ih[32];
+        for (int c = 0; c < 16; c++) {
+            il[2 * c] = (uint16_t)c;
+            il[2 * c + 1] = (uint16_t)(32 + c);
+            ih[2 * c] = (uint16_t)(16 + c);
+            ih[2 * c + 1] = (uint16_t)(48 + c);
+        }
+        lo = _mm512_load_si512(il);
+        hi = _mm512_load_si512(ih);
+    }
+    for (int64_t j = 0; j < nfull; j += NR) {
+        uint16_t *panel = out + (j / NR) * np * 2 * NR;
+        for (int64_t p = 0; p < full; p++) {
+            const __m512i a = _mm512_loadu_si512(B + 2 * p * ldb + j);
+            const __m512i b = _mm512_loadu_si512(B + (2 * p + 1) * ldb + j);
+            _mm512_storeu_si512(panel + p * 2 * NR,
+                                _mm512_permutex2var_epi16(a, lo, b));
+            _mm512_storeu_si512(panel + p * 2 * NR + 32,
+                                _mm512_permutex2var_epi16(a, hi, b));
+        }
+    }
+}
+#endif
+
+static void pack(int64_t n, int64_t k, const uint16_t *B, int64_t ldb, int nt,
+                 uint16_t *out) {
+#if ATTN_X86
+    if (attn__isa_get() >= ATTN__ISA_AVX512) {
+        pack_fast(n, k, B, ldb, nt, out);
+        return;
+    }
+#endif
+    pack_any(n, k, B, ldb, nt, out, 0, 0);
 }
 
 void attn__bf16_pack_nt(int64_t n, int64_t k, const uint16_t *B, int64_t ldb,
@@ -257,15 +365,22 @@ void attn__bf16_nt(int64_t m, int64_t c0, int64_t nc, int64_t k, float alpha,
                    int64_t ldc) {
     if (m <= 0 || nc <= 0) return;
     const int64_t np = (k + 1) / 2;
-    bdrive(m, c0, nc, np, 0, np * 2 * NR, A, lda, pk, C, ldc, alpha, 0);
+    if (attn__isa_get() == ATTN__ISA_AMX)
+        attn__amx_bf16_drive(m, c0, nc, 0, np, k, A, lda, pk, C, ldc, alpha, 0);
+    else
+        bdrive(m, c0, nc, np, 0, attn__bf16_pack_pairs(k) * 2 * NR, A, lda, pk,
+               C, ldc, alpha, 0);
 }
 
 void attn__bf16_nn_acc(int64_t m, int64_t n, int64_t k, int64_t p0, int64_t p1,
                        const uint16_t *A, int64_t lda, const uint16_t *pk,
                        float *C, int64_t ldc, float alpha) {
     if (m <= 0 || n <= 0 || p1 <= p0) return;
-    const int64_t np = (k + 1) / 2;
-    bdrive(m, 0, n, p1 - p0, p0, np * 2 * NR, A, lda, pk, C, ldc, alpha, 1);
+    if (attn__isa_get() == ATTN__ISA_AMX)
+        attn__amx_bf16_drive(m, 0, n, p0, p1, k, A, lda, pk, C, ldc, alpha, 1);
+    else
+        bdrive(m, 0, n, p1 - p0, p0, attn__bf16_pack_pairs(k) * 2 * NR, A, lda,
+               pk, C, ldc, alpha, 1);
 }
 
 void attn__bf16_from_f32(const float *x, int64_t n, uint16_t *y) {

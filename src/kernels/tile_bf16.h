@@ -23,6 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Pairs of k held by each panel of a packed operand: (k + 1) / 2 rounded
+ * up to a whole AMX tile (16), the rows past k zero. */
+int64_t attn__bf16_pack_pairs(int64_t k);
+
 /* Elements of bf16 (uint16_t) needed by a packed n x k operand. */
 size_t attn__bf16_pack_elems(int64_t n, int64_t k);
 
@@ -61,5 +65,23 @@ void attn__bf16_from_f32(const float *x, int64_t n, uint16_t *y);
 void attn__bf16_pairs_t(int64_t nr, int64_t nc, const float *X, int64_t ldx,
                         int64_t off, int64_t w, uint16_t *Y, int64_t ldy,
                         uint16_t *tmp);
+
+/* The AMX products behind attn__bf16_nt (p0 = 0, p1 = (k + 1) / 2, add 0)
+ * and attn__bf16_nn_acc (add 1) when the path is ATTN__ISA_AMX
+ * (tile_amx.c): C[m x n] over columns c0.. of the pack of B (k elements
+ * along the sum) = or += alpha A B over pairs p0 .. p1-1. */
+void attn__amx_bf16_drive(int64_t m, int64_t c0, int64_t n, int64_t p0,
+                          int64_t p1, int64_t k, const uint16_t *A, int64_t lda,
+                          const uint16_t *B, float *C, int64_t ldc, float alpha,
+                          int add);
+
+/* AMX only: the raw sums A B^T of panels q0 .. q1-1 of a pack made by
+ * attn__bf16_pack_nt(n, k), rows 0 .. m-1 of A, stored as whole tiles: row
+ * r, column q * 32 + c of S (ld lds) for r below m rounded up to 16 (the
+ * rows past m hold zeros) and every column of the panels. The flash
+ * forward scales them inside its softmax pass. */
+void attn__amx_bf16_nt_raw(int64_t m, int64_t q0, int64_t q1, int64_t k,
+                           const uint16_t *A, int64_t lda, const uint16_t *B,
+                           float *S, int64_t lds);
 
 #endif /* ATTN_TILE_BF16_H */

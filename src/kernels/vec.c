@@ -6,6 +6,8 @@
  * filled with -inf (whose exp is 0), so they use the very same code. */
 #include "vec.h"
 
+#include "attn.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -345,10 +347,49 @@ T_AVX512 static void scale_avx512(float *x, int64_t n, float a) {
     }
 }
 
+/* The bf16 flash forward's softmax step (vec.h): one pass from the raw
+ * scores to the rounded weights, the f32 sum kept for l. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) float
+attn__vec_exp_bf16(const float *x, int64_t n, float a, float m, uint16_t *y) {
+    const __m512 av = _mm512_set1_ps(a), mv = _mm512_set1_ps(m);
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 e0 =
+            exp16(_mm512_fmsub_ps(av, _mm512_loadu_ps(x + i), mv));
+        const __m512 e1 =
+            exp16(_mm512_fmsub_ps(av, _mm512_loadu_ps(x + i + 16), mv));
+        _mm512_storeu_si512(y + i, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
+        s0 = _mm512_add_ps(s0, e0);
+        s1 = _mm512_add_ps(s1, e1);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : tail_mask(n - i);
+        const __m512 v =
+            _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), k, x + i);
+        /* -inf stays -inf through a x - m (a > 0): exp gives 0 */
+        const __m512 e = exp16(_mm512_fmsub_ps(av, v, mv));
+        _mm256_mask_storeu_epi16(y + i, k, (__m256i)_mm512_cvtneps_pbh(e));
+        s1 = _mm512_add_ps(s1, e);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+
 /* soft-capping keeps the AVX2 op: it is not where the time goes */
 static const attn__vec_ops ops_avx512 = {ATTN__VEC_AVX512, exp_avx512,
                                          max_avx512,       exp_sub_sum_avx512,
                                          scale_avx512,     softcap_avx2};
+#else
+float attn__vec_exp_bf16(const float *x, int64_t n, float a, float m,
+                         uint16_t *y) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        const float e = exp1(a * x[i] - m);
+        y[i] = attn_f32_to_bf16(e);
+        s += e;
+    }
+    return s;
+}
 #endif /* ATTN_X86 */
 
 /* ------------------------------------------------------------- dispatch */

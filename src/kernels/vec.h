@@ -40,6 +40,12 @@ typedef struct {
     void (*softcap)(float *x, int64_t n, float cap, float *capd);
 } attn__vec_ops;
 
+/* y[i] = bf16(exp(a x[i] - m)) (rounded to nearest even), returns the
+ * f32 sum of the unrounded exps, lanes reduced in a fixed order. a > 0, m
+ * finite. AVX512_BF16 only: the bf16 flash forward's fused softmax step. */
+float attn__vec_exp_bf16(const float *x, int64_t n, float a, float m,
+                         uint16_t *y);
+
 /* The scalar tanh of the soft-cap op, for tests and scalar callers. */
 float attn__vec_tanh1(float y);
 
