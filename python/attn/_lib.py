@@ -315,6 +315,8 @@ _PROTOTYPES = {
     "attn_last_error": (ctypes.c_char_p, []),
     "attn_clear_error": (None, []),
     "attn_version": (ctypes.c_char_p, []),
+    "attn_convert": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                    ctypes.c_int, ctypes.c_size_t]),
     "attn_sizeof": (ctypes.c_size_t, [ctypes.c_char_p]),
     "attn_tensor_4d": (Tensor, [ctypes.c_void_p, ctypes.c_int] + [ctypes.c_int64] * 4),
     "attn_tensor_bthd": (Tensor, [ctypes.c_void_p, ctypes.c_int] + [ctypes.c_int64] * 4),
