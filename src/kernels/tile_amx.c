@@ -30,8 +30,8 @@
 #include <immintrin.h>
 
 #define TAMX                                                                   \
-    __attribute__((target(                                                     \
-        "amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
+    __attribute__((                                                            \
+        target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
 
 #define NR 32 /* columns of a panel */
 #define PK 16 /* pairs of a chunk */
@@ -145,8 +145,8 @@ TAMX static void block_2x2(const amx_call *k, int64_t i, int64_t q, float *S,
         int64_t sa0, sa1;
         const uint16_t *a0 = a_chunk(&s0, ch, abuf[0], &sa0);
         const uint16_t *a1 = a_chunk(&s1, ch, abuf[1], &sa1);
-        const uint16_t *b = b_chunk(panel, k->p0 + ch * PK, k->p1, k->np_data,
-                                    k->np_pad, bbuf);
+        const uint16_t *b =
+            b_chunk(panel, k->p0 + ch * PK, k->p1, k->np_data, k->np_pad, bbuf);
         _tile_loadd(4, a0, sa0);
         _tile_loadd(5, a1, sa1);
         _tile_loadd(6, b, 2 * NR * 2);
@@ -178,8 +178,8 @@ TAMX static void block_1x2(const amx_call *k, int64_t i, int64_t q, float *S,
     for (int64_t ch = 0; ch < nch; ch++) {
         int64_t sa0;
         const uint16_t *a0 = a_chunk(&s0, ch, abuf, &sa0);
-        const uint16_t *b = b_chunk(panel, k->p0 + ch * PK, k->p1, k->np_data,
-                                    k->np_pad, bbuf);
+        const uint16_t *b =
+            b_chunk(panel, k->p0 + ch * PK, k->p1, k->np_data, k->np_pad, bbuf);
         _tile_loadd(4, a0, sa0);
         _tile_loadd(6, b, 2 * NR * 2);
         _tile_loadd(7, b + 32, 2 * NR * 2);
@@ -193,9 +193,9 @@ TAMX static void block_1x2(const amx_call *k, int64_t i, int64_t q, float *S,
     if (!S) write_back(k, i, k->m - i < 16 ? k->m - i : 16, q, acc);
 }
 
-static void init_call(amx_call *k, int64_t m, int64_t c0, int64_t n,
-                      int64_t p0, int64_t p1, int64_t k_elems,
-                      const uint16_t *A, int64_t lda, const uint16_t *B) {
+static void init_call(amx_call *k, int64_t m, int64_t c0, int64_t n, int64_t p0,
+                      int64_t p1, int64_t k_elems, const uint16_t *A,
+                      int64_t lda, const uint16_t *B) {
     memset(k, 0, sizeof *k);
     k->m = m;
     k->c0 = c0;

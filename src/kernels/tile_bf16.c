@@ -54,9 +54,9 @@ static void pack_any(int64_t n, int64_t k, const uint16_t *B, int64_t ldb,
 
 #if ATTN_X86
 /* 16 rows of 16 pairs (32-bit words) at src (row stride ld elements)
- * transposed: pair p of the 16 rows to dst + p * 2 NR (64 bytes each). */
+ * transposed: pair p of the 16 rows to dst + p * ldd (64 bytes each). */
 __attribute__((target("avx512f"))) static void
-transpose16(const uint16_t *src, int64_t ld, uint16_t *dst) {
+transpose16(const uint16_t *src, int64_t ld, uint16_t *dst, int64_t ldd) {
     __m512i r[16], a[16], b[16];
     for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_si512(src + i * ld);
     for (int i = 0; i < 8; i++) {
@@ -76,13 +76,13 @@ transpose16(const uint16_t *src, int64_t ld, uint16_t *dst) {
         const __m512i x1 = _mm512_shuffle_i32x4(b[j], b[4 + j], 0xdd);
         const __m512i y0 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0x88);
         const __m512i y1 = _mm512_shuffle_i32x4(b[8 + j], b[12 + j], 0xdd);
-        _mm512_storeu_si512(dst + (0 + j) * 2 * NR,
+        _mm512_storeu_si512(dst + (0 + j) * ldd,
                             _mm512_shuffle_i32x4(x0, y0, 0x88));
-        _mm512_storeu_si512(dst + (8 + j) * 2 * NR,
+        _mm512_storeu_si512(dst + (8 + j) * ldd,
                             _mm512_shuffle_i32x4(x0, y0, 0xdd));
-        _mm512_storeu_si512(dst + (4 + j) * 2 * NR,
+        _mm512_storeu_si512(dst + (4 + j) * ldd,
                             _mm512_shuffle_i32x4(x1, y1, 0x88));
-        _mm512_storeu_si512(dst + (12 + j) * 2 * NR,
+        _mm512_storeu_si512(dst + (12 + j) * ldd,
                             _mm512_shuffle_i32x4(x1, y1, 0xdd));
     }
 }
@@ -103,7 +103,7 @@ pack_fast(int64_t n, int64_t k, const uint16_t *B, int64_t ldb, int nt,
             for (int64_t half = 0; half < 2; half++)
                 for (int64_t p = 0; p < f16; p += 16)
                     transpose16(B + (j + 16 * half) * ldb + 2 * p, ldb,
-                                panel + p * 2 * NR + 16 * half * 2);
+                                panel + p * 2 * NR + 16 * half * 2, 2 * NR);
             for (int64_t c = 0; c < NR; c++) {
                 const uint16_t *src = B + (j + c) * ldb;
                 for (int64_t p = f16; p < full; p++) {
@@ -404,6 +404,29 @@ void attn__bf16_from_f32(const float *x, int64_t n, uint16_t *y) {
 }
 #endif
 
+#if ATTN_X86
+/* Rows r .. r+31, columns j .. j+15 of X rounded and transposed into Y:
+ * rows taken two at a time as 32-bit words (row r + 2p in the low half,
+ * r + 2p + 1 in the high one), then a transpose of words; each column's 32
+ * entries land contiguous at Y[j' ldy + off + r]. */
+TBF static void pairs_t_block(const float *X, int64_t ldx, uint16_t *Y,
+                              int64_t ldy) {
+    _Alignas(64) uint16_t w[16 * 32];
+    _Alignas(64) static const uint16_t il[32] = {
+        0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+        8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    const __m512i idx = _mm512_load_si512(il);
+    for (int p = 0; p < 16; p++) {
+        const __m512bh b =
+            _mm512_cvtne2ps_pbh(_mm512_loadu_ps(X + (2 * p + 1) * ldx),
+                                _mm512_loadu_ps(X + 2 * p * ldx));
+        _mm512_store_si512(w + p * 32,
+                           _mm512_permutexvar_epi16(idx, (__m512i)b));
+    }
+    transpose16(w, 32, Y, ldy);
+}
+#endif
+
 void attn__bf16_pairs_t(int64_t nr, int64_t nc, const float *X, int64_t ldx,
                         int64_t off, int64_t w, uint16_t *Y, int64_t ldy,
                         uint16_t *tmp) {
@@ -412,9 +435,20 @@ void attn__bf16_pairs_t(int64_t nr, int64_t nc, const float *X, int64_t ldx,
         for (int64_t r = 0; r < off; r++) y[r] = 0;
         for (int64_t r = off + nr; r < w; r++) y[r] = 0;
     }
+    int64_t r32 = 0, c16 = 0;
+#if ATTN_X86
+    r32 = nr / 32 * 32;
+    c16 = nc / 16 * 16;
+    for (int64_t r = 0; r < r32; r += 32)
+        for (int64_t j = 0; j < c16; j += 16)
+            pairs_t_block(X + r * ldx + j, ldx, Y + j * ldy + off + r, ldy);
+#endif
     for (int64_t r = 0; r < nr; r++) {
-        /* a row at a time through the vector rounding, then scattered */
-        attn__bf16_from_f32(X + r * ldx, nc, tmp);
-        for (int64_t j = 0; j < nc; j++) Y[j * ldy + off + r] = tmp[j];
+        /* the rest a row at a time through the vector rounding, then
+         * scattered */
+        const int64_t j0 = r < r32 ? c16 : 0;
+        if (j0 >= nc) continue;
+        attn__bf16_from_f32(X + r * ldx + j0, nc - j0, tmp);
+        for (int64_t j = j0; j < nc; j++) Y[j * ldy + off + r] = tmp[j - j0];
     }
 }
