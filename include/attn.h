@@ -578,11 +578,12 @@ typedef enum {
     ATTN_IMPL_REF = 1,   /* the exact reference, double accumulation    */
     ATTN_IMPL_FLASH = 2, /* the tiled, multithreaded online-softmax one */
     /* FLASH with bf16 tile products for bf16 q, k, v on CPUs with
-     * AVX512_BF16 (f32 accumulation, softmax in f32, the weights rounded
-     * to bf16 for P V, as FlashAttention does in half precision): about
-     * bf16's accuracy. The backward too (dout, P and dS rounded to bf16
-     * for their products; gradients accumulated in f32). Elsewhere, for
-     * other dtypes and when weights are asked for: FLASH. */
+     * AVX512_BF16, on AMX's tiles where present (f32 accumulation,
+     * softmax in f32, the weights rounded to bf16 for P V, as
+     * FlashAttention does in half precision): about bf16's accuracy. The
+     * backward too (dout, P and dS rounded to bf16 for their products;
+     * gradients accumulated in f32). Elsewhere, for other dtypes and when
+     * weights are asked for: FLASH. */
     ATTN_IMPL_FLASH_BF16 = 3
 } attn_impl;
 

@@ -83,8 +83,9 @@ static void case_nt(int64_t m, int64_t n, int64_t k, int64_t c0, int64_t nc) {
             const double e = fabs((double)got - alpha * s) / tol;
             if (!(e <= worst)) worst = e;
         }
-    CHECK_MSG(worst <= 1.0, "nt m %lld n %lld k %lld c0 %lld nc %lld: error "
-                            "%.3g of the bound",
+    CHECK_MSG(worst <= 1.0,
+              "nt m %lld n %lld k %lld c0 %lld nc %lld: error "
+              "%.3g of the bound",
               (long long)m, (long long)n, (long long)k, (long long)c0,
               (long long)nc, worst);
     CHECK_MSG(untouched, "nt m %lld k %lld: wrote outside the rows/columns",
@@ -93,8 +94,8 @@ static void case_nt(int64_t m, int64_t n, int64_t k, int64_t c0, int64_t nc) {
     const int64_t cuts[] = {1, 16, 17, 5};
     for (int64_t r = 0, ci = 0; r < m; ci++) {
         const int64_t len = cuts[ci % 4] < m - r ? cuts[ci % 4] : m - r;
-        attn__bf16_nt(len, c0, nc, k, alpha, A + r * lda, lda, pk,
-                      C2 + r * ldc, ldc);
+        attn__bf16_nt(len, c0, nc, k, alpha, A + r * lda, lda, pk, C2 + r * ldc,
+                      ldc);
         r += len;
     }
     CHECK_MSG(!memcmp(C, C2, sizeof(float) * (size_t)(m * ldc)),
@@ -152,8 +153,9 @@ static void case_nn(int64_t m, int64_t n, int64_t k, int64_t p0, int64_t p1) {
             const double e = fabs((double)got - want) / tol;
             if (!(e <= worst)) worst = e;
         }
-    CHECK_MSG(worst <= 1.0, "nn m %lld n %lld k %lld pairs %lld..%lld: error "
-                            "%.3g of the bound (Inf read past the range?)",
+    CHECK_MSG(worst <= 1.0,
+              "nn m %lld n %lld k %lld pairs %lld..%lld: error "
+              "%.3g of the bound (Inf read past the range?)",
               (long long)m, (long long)n, (long long)k, (long long)p0,
               (long long)p1, worst);
     CHECK_MSG(untouched, "nn m %lld k %lld: wrote outside the rows/columns",
@@ -161,8 +163,8 @@ static void case_nn(int64_t m, int64_t n, int64_t k, int64_t p0, int64_t p1) {
     const int64_t cuts[] = {17, 1, 16, 3};
     for (int64_t r = 0, ci = 0; r < m; ci++) {
         const int64_t len = cuts[ci % 4] < m - r ? cuts[ci % 4] : m - r;
-        attn__bf16_nn_acc(len, n, k, p0, p1, A + r * lda, lda, pk,
-                          C2 + r * ldc, ldc, alpha);
+        attn__bf16_nn_acc(len, n, k, p0, p1, A + r * lda, lda, pk, C2 + r * ldc,
+                          ldc, alpha);
         r += len;
     }
     CHECK_MSG(!memcmp(C, C2, sizeof(float) * (size_t)(m * ldc)),
@@ -179,12 +181,13 @@ static void case_nn(int64_t m, int64_t n, int64_t k, int64_t p0, int64_t p1) {
 int main(void) {
     const attn__isa isa = attn__isa_get();
     printf("path %s: bf16 tile products on %s\n", attn__isa_name(isa),
-           isa == ATTN__ISA_AMX            ? "AMX (TDPBF16PS)"
+           isa == ATTN__ISA_AMX           ? "AMX (TDPBF16PS)"
            : isa == ATTN__ISA_AVX512_BF16 ? "AVX512_BF16 (vdpbf16ps)"
                                           : "nothing: NOT run");
     if (isa < ATTN__ISA_AVX512_BF16) {
-        fprintf(stderr, "*** the bf16 tile products NOT run: this process's "
-                        "path is %s (AVX512_BF16 or AMX needed) ***\n",
+        fprintf(stderr,
+                "*** the bf16 tile products NOT run: this process's "
+                "path is %s (AVX512_BF16 or AMX needed) ***\n",
                 attn__isa_name(isa));
         return 77;
     }

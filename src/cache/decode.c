@@ -567,9 +567,8 @@ static attn_status kernel_forward(const attn_tensor *q, const attn_kv_cache *c,
      * at least the micro-kernel's 8 rows per unit (a prefill chunk): a
      * decode step's few rows would pay for packing each key chunk (2.6x
      * slower measured at Lq = 1), so it stays on the f32 kernel */
-    const int tiles = c->cfg.dtype == ATTN_BF16 &&
-                      o->impl == ATTN_IMPL_FLASH_BF16 && R >= 8 &&
-                      attn__isa_get() >= ATTN__ISA_AVX512_BF16;
+    const int tiles =
+        c->cfg.dtype == ATTN_BF16 && attn__bf16_tiles_chosen(o->impl) && R >= 8;
     const int64_t dp = (D + 1) & ~(int64_t)1;
     const size_t per16 = attn__bf16_pack_elems(CHUNK, D) +
                          attn__bf16_pack_elems(Dv, CHUNK) + (size_t)(R * CHUNK);

@@ -464,9 +464,9 @@ attn_status attn__flash_forward_at(const attn_tensor *q, const attn_tensor *k,
     /* bf16 products when asked, for bf16 inputs, where the CPU has them;
      * not when the weight pass follows (mrow): it recomputes the scores in
      * f32 */
-    c.bf16 = opts->impl == ATTN_IMPL_FLASH_BF16 && q->dtype == ATTN_BF16 &&
-             k->dtype == ATTN_BF16 && v->dtype == ATTN_BF16 && !mrow &&
-             attn__isa_get() >= ATTN__ISA_AVX512_BF16;
+    c.bf16 = q->dtype == ATTN_BF16 && k->dtype == ATTN_BF16 &&
+             v->dtype == ATTN_BF16 && !mrow &&
+             attn__bf16_tiles_chosen(opts->impl);
     c.amx = c.bf16 && attn__isa_get() == ATTN__ISA_AMX;
     c.w = layout_of(d, c.bq, c.bk, attn__flash_rows_direct(q) || c.bf16,
                     attn__flash_rows_direct(k) || c.bf16,

@@ -600,9 +600,8 @@ flash_backward_pos(const attn_tensor *q, const attn_tensor *k,
     memset(&err, 0, sizeof err);
     c.err = &err;
     c.bias_ds = dbias && opts->mask.softcap > 0;
-    c.bf16 = opts->impl == ATTN_IMPL_FLASH_BF16 && q->dtype == ATTN_BF16 &&
-             k->dtype == ATTN_BF16 && v->dtype == ATTN_BF16 &&
-             attn__isa_get() >= ATTN__ISA_AVX512_BF16;
+    c.bf16 = q->dtype == ATTN_BF16 && k->dtype == ATTN_BF16 &&
+             v->dtype == ATTN_BF16 && attn__bf16_tiles_chosen(opts->impl);
     attn__flash_frame(d, pos, &c.md, &c.qpos, &c.kpos);
     bwd_tile_sizes(d, &c.bq, &c.bk);
     c.ld16 = bf16_lds_of(d, c.bq, c.bk);

@@ -20,6 +20,11 @@
 
 #define NR 32
 
+int attn__bf16_tiles_chosen(attn_impl impl) {
+    return impl == ATTN_IMPL_FLASH_BF16 &&
+           attn__isa_get() >= ATTN__ISA_AVX512_BF16;
+}
+
 int64_t attn__bf16_pack_pairs(int64_t k) {
     const int64_t np = (k + 1) / 2;
     return np > 0 ? (np + 15) / 16 * 16 : 16;

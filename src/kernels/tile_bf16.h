@@ -10,18 +10,23 @@
  * 64 bytes) is AMX-BF16's B tile layout too: an AMX product would take the
  * same packed operands behind these functions.
  *
- * Opt-in (ATTN_IMPL_FLASH_BF16), not AUTO's choice: on the Intel Xeon
- * measured (AVX512_BF16, no AMX kernel here) vdpbf16ps ran at half the f32
- * FMA rate, 85-89 GFLOP/s per core on the tile shapes against 125-150 for
- * tile.c's f32 micro-kernels (bench/tiles/tile_gemm.c), so bf16 products
- * pay only where vdpbf16ps issues as fast as an FMA (AMD Zen 4 by its
- * documented rates; not measured here).
+ * Where AMX is present the products run on its tiles (tile_amx.c), over
+ * the same packed operands. Who takes them: attn__bf16_tiles_chosen.
  * Internal. */
 #ifndef ATTN_TILE_BF16_H
 #define ATTN_TILE_BF16_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "attn.h"
+
+/* 1 when a call on bf16 inputs with this impl takes the bf16 products:
+ * asked for (ATTN_IMPL_FLASH_BF16) on a CPU with AVX512_BF16. AUTO keeps
+ * the f32 tiles on every machine, so that its accuracy does not depend on
+ * the CPU; on AMX the bf16 products ran at 2-3.6x their speed
+ * (docs/performance.md). */
+int attn__bf16_tiles_chosen(attn_impl impl);
 
 /* Pairs of k held by each panel of a packed operand: (k + 1) / 2 rounded
  * up to a whole AMX tile (16), the rows past k zero. */
