@@ -15,9 +15,13 @@
  * Implementations: OpenBLAS cblas_sgemm (single thread), oneDNN's
  * dnnl_sgemm (its own runtime ISA dispatch), LIBXSMM's JIT kernels
  * (libxsmm_smmdispatch, column-major: C^T = B^T A^T) and attn's AVX-512
- * micro-kernels (src/kernels/tile.c), and its bf16 ones (vdpbf16ps,
- * src/kernels/tile_bf16.c) on bf16-rounded copies of the operands. Built as `attn_tile_gemm` when
- * CMake finds libdnnl and libxsmm (make deps installs them); run
+ * micro-kernels (src/kernels/tile.c); on bf16-rounded copies of the
+ * operands, attn's bf16 products (src/kernels/tile_bf16.c: vdpbf16ps, or
+ * AMX tiles where the CPU has them) and oneDNN's bf16 matmul primitive
+ * (created once per shape, as a flash kernel would reuse it; the row names
+ * the implementation oneDNN chose, and it repacks the plain bf16 weights in
+ * every call where attn packs them beforehand). Built as `attn_tile_gemm`
+ * when CMake finds libdnnl and libxsmm (make deps installs them); run
  * build/attn_tile_gemm [reps]. */
 #include "../../src/kernels/cpu.h"
 #include "../../src/kernels/tile.h"
@@ -35,9 +39,9 @@
 #include <string.h>
 #include <time.h>
 
-enum { OPENBLAS, DNNL, XSMM, OWN, OWN_BF16, NIMPL };
-static const char *const names[NIMPL] = {"openblas", "onednn", "libxsmm",
-                                         "attn avx512", "attn bf16"};
+enum { OPENBLAS, DNNL, XSMM, OWN, OWN_BF16, DNNL_BF16, NIMPL };
+static const char *const names[NIMPL] = {
+    "openblas", "onednn", "libxsmm", "attn avx512", "attn bf16", "onednn bf16"};
 
 typedef struct {
     const char *what;
@@ -81,7 +85,71 @@ typedef struct {
      * kernel packs a key tile once for all its blocks) */
     uint16_t *ab, *bp;
     int ldab, bf16;
+    /* oneDNN's bf16 matmul on ab and the plain bf16 B, into C */
+    dnnl_stream_t stream;
+    dnnl_primitive_t mm;
+    dnnl_memory_t mem[3];
+    const char *mm_impl;
 } impl_state;
+
+/* The bf16 matmul primitive for shape s: src A (m x k, rows of ldab), weights
+ * B (k x n: bb, which is n x k for Q K^T and described transposed by its
+ * strides), dst C f32 (m x n), with Q K^T's scale as an output scale and
+ * P V's accumulation as a sum post-op. 0 (no primitive) on any failure. */
+static int onednn_bf16_prepare(impl_state *st, const shape *s,
+                               dnnl_engine_t eng, uint16_t *bb, float *C) {
+    const dnnl_dims_t da = {s->m, s->k}, sa = {st->ldab, 1};
+    const dnnl_dims_t db = {s->k, s->n},
+                      sb = {s->nt ? 1 : s->n, s->nt ? s->k : 1};
+    const dnnl_dims_t dc = {s->m, s->n}, sc = {s->n, 1};
+    dnnl_memory_desc_t md[3];
+    dnnl_matmul_desc_t desc;
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    dnnl_primitive_desc_t pd = NULL;
+    const float scale = 0.125f;
+    int ok = dnnl_memory_desc_init_by_strides(&md[0], 2, da, dnnl_bf16, sa) ==
+                 dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&md[1], 2, db, dnnl_bf16, sb) ==
+                 dnnl_success &&
+             dnnl_memory_desc_init_by_strides(&md[2], 2, dc, dnnl_f32, sc) ==
+                 dnnl_success &&
+             dnnl_matmul_desc_init(&desc, &md[0], &md[1], NULL, &md[2]) ==
+                 dnnl_success &&
+             dnnl_primitive_attr_create(&attr) == dnnl_success;
+    if (ok && s->nt)
+        ok = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &scale) ==
+             dnnl_success;
+    else if (ok)
+        ok = dnnl_post_ops_create(&po) == dnnl_success &&
+             dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success &&
+             dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+    ok = ok &&
+         dnnl_primitive_desc_create(&pd, &desc, attr, eng, NULL) ==
+             dnnl_success &&
+         dnnl_primitive_create(&st->mm, pd) == dnnl_success;
+    void *const handle[3] = {st->ab, bb, C};
+    for (int i = 0; ok && i < 3; i++)
+        ok = dnnl_memory_create(&st->mem[i], &md[i], eng, handle[i]) ==
+             dnnl_success;
+    if (ok) {
+        /* the primitive owns its descriptor; this string lives as long */
+        const_dnnl_primitive_desc_t own = NULL;
+        ok = dnnl_primitive_get_primitive_desc(st->mm, &own) == dnnl_success &&
+             dnnl_primitive_desc_query(own, dnnl_query_impl_info_str, 0,
+                                       (void *)&st->mm_impl) == dnnl_success;
+    }
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (po) dnnl_post_ops_destroy(po);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return ok && st->mm_impl;
+}
+
+static void onednn_bf16_release(impl_state *st) {
+    for (int i = 0; i < 3; i++)
+        if (st->mem[i]) dnnl_memory_destroy(st->mem[i]);
+    if (st->mm) dnnl_primitive_destroy(st->mm);
+}
 
 static int run(int impl, const shape *s, const float *A, const float *B,
                float *C, const impl_state *st) {
@@ -101,6 +169,15 @@ static int run(int impl, const shape *s, const float *A, const float *B,
         /* column-major: C^T (n x m) = op(B) A^T */
         st->xk(B, A, C);
         return 1;
+    case DNNL_BF16: {
+        if (!st->mm_impl) return 0;
+        const dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, st->mem[0]},
+                                         {DNNL_ARG_WEIGHTS, st->mem[1]},
+                                         {DNNL_ARG_DST, st->mem[2]}};
+        return dnnl_primitive_execute(st->mm, st->stream, 3, args) ==
+                   dnnl_success &&
+               dnnl_stream_wait(st->stream) == dnnl_success;
+    }
     case OWN_BF16:
         if (!st->bf16) return 0;
         if (s->nt)
@@ -133,6 +210,12 @@ int main(int argc, char **argv) {
     omp_set_num_threads(1);
     dnnl_set_max_cpu_isa(dnnl_cpu_isa_all);
     libxsmm_init();
+    dnnl_engine_t eng = NULL;
+    dnnl_stream_t stream = NULL;
+    if (dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success ||
+        dnnl_stream_create(&stream, eng, dnnl_stream_default_flags) !=
+            dnnl_success)
+        stream = NULL; /* no oneDNN bf16 row */
     const double peak = attn__isa_cpu() >= ATTN__ISA_AVX512 ? fma_peak() : 0.0;
     printf("tile products, 1 thread; CPU path %s; f32 FMA peak of one core "
            "%.1f GFLOP/s (measured); OpenBLAS kernels: %s\n\n",
@@ -159,6 +242,8 @@ int main(int argc, char **argv) {
               *C0 = malloc(nc * 4);
         double *R = malloc(nc * sizeof(double));
         impl_state st;
+        memset(&st, 0, sizeof st);
+        st.stream = stream;
         st.pack =
             aligned_alloc(64, attn__tile_nt_pack_floats(s->n, s->k) * 4 + 64);
         unsigned long long seed = 12345 + si;
@@ -173,7 +258,6 @@ int main(int argc, char **argv) {
             else
                 C0[i - na - nb] = v;
         }
-        memset(&st.bt, 0, sizeof st.bt);
         if (s->nt) attn__tile_bt_prepare(&st.bt, s->n, s->k, B, s->k, st.pack);
         st.bf16 = attn__isa_cpu() >= ATTN__ISA_AVX512_BF16;
         st.ldab = (s->k + 1) & ~1;
@@ -189,7 +273,8 @@ int main(int argc, char **argv) {
             attn__bf16_pack_nt(s->n, s->k, bb, s->k, st.bp);
         else
             attn__bf16_pack_nn(s->k, s->n, bb, s->n, st.bp);
-        free(bb);
+        if (stream && !onednn_bf16_prepare(&st, s, eng, bb, C))
+            st.mm_impl = NULL;
         const libxsmm_blasint m = s->n, n = s->m, k = s->k;
         const libxsmm_blasint lda = s->nt ? s->k : s->n, ldb = s->k, ldc = s->n;
         const float alpha = s->nt ? 0.125f : 1.0f, beta = s->nt ? 0.f : 1.f;
@@ -221,7 +306,9 @@ int main(int argc, char **argv) {
                 if (!(e <= err[im])) err[im] = e;
             }
             /* bf16 operands: their rounding (2^-9 relative each) */
-            if (ok[im] && !(err[im] < (im == OWN_BF16 ? 2e-2 : 1e-5))) {
+            if (ok[im] &&
+                !(err[im] <
+                  (im == OWN_BF16 || im == DNNL_BF16 ? 2e-2 : 1e-5))) {
                 printf("%s %s: wrong result (err %.3g)\n", s->what, names[im],
                        err[im]);
                 ok[im] = 0;
@@ -248,11 +335,15 @@ int main(int argc, char **argv) {
                 continue;
             }
             const double g = flop / best[im] * 1e-9;
-            printf("| %s | %d x %d x %d | %s | %.1f | %.2f | %.2fx | %.1e |\n",
-                   s->what, s->m, s->n, s->k, names[im], g,
-                   peak > 0 ? g / peak : 0.0,
+            printf("| %s | %d x %d x %d | %s%s%s%s | %.1f | %.2f | %.2fx | "
+                   "%.1e |\n",
+                   s->what, s->m, s->n, s->k, names[im],
+                   im == DNNL_BF16 ? " (" : "",
+                   im == DNNL_BF16 ? st.mm_impl : "",
+                   im == DNNL_BF16 ? ")" : "", g, peak > 0 ? g / peak : 0.0,
                    ok[OPENBLAS] ? best[OPENBLAS] / best[im] : 0.0, err[im]);
         }
+        onednn_bf16_release(&st);
         free(A);
         free(B);
         free(C);
@@ -261,7 +352,10 @@ int main(int argc, char **argv) {
         free(st.pack);
         free(st.ab);
         free(st.bp);
+        free(bb);
     }
+    if (stream) dnnl_stream_destroy(stream);
+    if (eng) dnnl_engine_destroy(eng);
     libxsmm_finalize();
     return bad;
 }
