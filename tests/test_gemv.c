@@ -269,7 +269,8 @@ static void test_packed(attn__isa isa, int type) {
         for (int b = 0; b < 7; b++)
             for (int64_t n = 1; n <= 3; n += 2) {
                 const int64_t rows = rdims[a], cols = cdims[b];
-                const size_t bytes = attn__q_row_bytes(type, cols) * (size_t)rows;
+                const size_t bytes =
+                    attn__q_row_bytes(type, cols) * (size_t)rows;
                 unsigned char *q = malloc(bytes), *qp = malloc(bytes),
                               *back = malloc(bytes);
                 fill_blocks(type, q, bytes);
@@ -334,8 +335,10 @@ static void test_packed(attn__isa isa, int type) {
                 CHECK(attn__gemv_qx(1, &P, x, y[0], 2) == 0);
                 int nan = 0;
                 for (int64_t r = 0; r < rows; r++) nan += isnan(y[0][r]) != 0;
-                CHECK_MSG(nan == rows, "packed type %d: NaN in x gave %d of "
-                          "%lld NaN outputs", type, nan, (long long)rows);
+                CHECK_MSG(nan == rows,
+                          "packed type %d: NaN in x gave %d of "
+                          "%lld NaN outputs",
+                          type, nan, (long long)rows);
                 free(q);
                 free(qp);
                 free(back);

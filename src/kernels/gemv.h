@@ -44,8 +44,8 @@ int attn__q_pack_wanted(void);
 /* out[0 .. k) = w[0 .. k), the packed ones unpacked into copies (*buf:
  * free it) unless packed_ok. Returns 0, or -1 when the copies cannot be
  * allocated. */
-int attn__q_readable(int k, const attn__qmat *w, int packed_ok,
-                     attn__qmat *out, void **buf);
+int attn__q_readable(int k, const attn__qmat *w, int packed_ok, attn__qmat *out,
+                     void **buf);
 
 /* The IEEE half at p (little-endian) as a float: the portable paths'
  * block scales. */

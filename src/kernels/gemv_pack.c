@@ -82,14 +82,14 @@ void attn__q_unpack(const attn__qmat *w, void *dst) { move_blocks(w, dst, 0); }
 /* The matrices of w as dot reads them: packed ones unpacked into copies
  * (*buf, to free) where this path's kernel does not read the packed
  * layout. Returns 0, or -1 when a copy cannot be allocated. */
-int attn__q_readable(int k, const attn__qmat *w, int packed_ok,
-                    attn__qmat *out, void **buf) {
+int attn__q_readable(int k, const attn__qmat *w, int packed_ok, attn__qmat *out,
+                     void **buf) {
     size_t bytes = 0;
     for (int m = 0; m < k; m++) {
         out[m] = w[m];
         if (w[m].packed && !packed_ok)
-            bytes += attn__q_row_bytes(w[m].type, w[m].cols) *
-                     (size_t)w[m].rows;
+            bytes +=
+                attn__q_row_bytes(w[m].type, w[m].cols) * (size_t)w[m].rows;
     }
     *buf = NULL;
     if (!bytes) return 0;

@@ -403,7 +403,6 @@ T5 static float dot_vnni(int type, const unsigned char *row, size_t bb, xq x,
     return s + m;
 }
 
-
 /* ---- AVX-512 with VNNI on the packed layout (gemv_pack.c) --------------- */
 
 /* The 16 lanes of four rows' 32-bit sums t[0..3] (block k in lanes
@@ -430,10 +429,11 @@ T5 static void group_vnni(int type, const unsigned char *g, int64_t nb,
     __m512 acc = _mm512_setzero_ps(), macc = _mm512_setzero_ps();
     for (int64_t s = 0; 4 * s < nb; s++) {
         const int64_t kb = nb - 4 * s < 4 ? nb - 4 * s : 4;
-        const __mmask64 qm = kb == 4 ? ~(__mmask64)0
-                                     : ((__mmask64)1 << (16 * kb)) - 1;
+        const __mmask64 qm =
+            kb == 4 ? ~(__mmask64)0 : ((__mmask64)1 << (16 * kb)) - 1;
         const __mmask16 hm = (__mmask16)((1u << (4 * kb)) - 1);
-        const unsigned char *t = g + (size_t)s * 16 * bb, *x = xb + s * XP_BYTES;
+        const unsigned char *t = g + (size_t)s * 16 * bb,
+                            *x = xb + s * XP_BYTES;
         const float *xs = xf + s * XP_FLOATS;
         __m512i plo = _mm512_loadu_si512((const void *)x),
                 phi = _mm512_loadu_si512((const void *)(x + 64)),
@@ -492,8 +492,8 @@ T5 static void group_vnni(int type, const unsigned char *g, int64_t nb,
     const __m256 h = _mm256_add_ps(
         _mm512_castps512_ps256(v),
         _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    _mm_storeu_ps(y, _mm_add_ps(_mm256_castps256_ps128(h),
-                                _mm256_extractf128_ps(h, 1)));
+    _mm_storeu_ps(
+        y, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
 }
 #endif /* ATTN_X8_X86 */
 
