@@ -64,21 +64,22 @@ int bench_gemv_run(int threads, int reps, FILE *out) {
     fprintf(out,
             "gemv on SmolLM2-135M's shapes, 1 row of x, %d thread(s), best of "
             "%d, W warm in the cache\n"
-            "%-12s %-9s %-6s %-12s %9s %9s %9s %8s\n",
+            "%-12s %-9s %-6s %-12s %9s %9s %9s %8s %9s %8s\n",
             threads, reps, "path", "matrix", "type", "rows x cols", "f32 x ms",
-            "8-bit ms", "GB/s 8b", "speedup");
+            "8-bit ms", "GB/s 8b", "speedup", "packed ms", "speedup");
     for (int isa = ATTN__ISA_SCALAR; isa <= ATTN__ISA_AVX512; isa++) {
         if (isa > (int)top) break;
         attn__isa_set_max((attn__isa)isa);
-        double tot_f = 0.0, tot_i = 0.0;
+        double tot_f = 0.0, tot_i = 0.0, tot_p = 0.0;
         for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
             const size_t rb = attn__q_row_bytes(cases[c].type, cases[c].cols);
             const size_t nbytes = rb * (size_t)cases[c].rows;
-            unsigned char *q = malloc(nbytes);
+            unsigned char *q = malloc(nbytes), *qp = malloc(nbytes);
             float *x = malloc(sizeof(float) * (size_t)cases[c].cols);
             float *y = malloc(sizeof(float) * (size_t)cases[c].rows);
-            if (!q || !x || !y) {
+            if (!q || !qp || !x || !y) {
                 free(q);
+                free(qp);
                 free(x);
                 free(y);
                 return 2;
@@ -87,29 +88,37 @@ int bench_gemv_run(int threads, int reps, FILE *out) {
             for (int64_t j = 0; j < cases[c].cols; j++)
                 x[j] = (float)((j * 7919) % 201 - 100) / 50.0f;
             const attn__qmat w = {cases[c].type, cases[c].rows, cases[c].cols,
-                                  q};
+                                  q, 0};
             const int r = cases[c].rows > 10000 ? reps / 10 + 1 : reps;
             const double tf = time_ms(attn__gemv_q, &w, x, y, threads, r);
             const double ti = time_ms(attn__gemv_qx, &w, x, y, threads, r);
+            /* the layout a model loaded on this path keeps */
+            attn__q_pack(&w, qp);
+            const attn__qmat wp = {w.type, w.rows, w.cols, qp, 1};
+            const double tp = time_ms(attn__gemv_qx, &wp, x, y, threads, r);
             /* a layer holds q, o, k, v, gate, up and down once each */
             const double per = c == 0 || c == 1 || c == 2 ? 2.0 : 1.0;
             tot_f += per * (c == 4 ? 0.0 : tf);
             tot_i += per * (c == 4 ? 0.0 : ti);
+            tot_p += per * (c == 4 ? 0.0 : tp);
             fprintf(out,
-                    "%-12s %-9s %-6s %5lld x %-5lld %9.4f %9.4f %9.2f %7.2fx\n",
+                    "%-12s %-9s %-6s %5lld x %-5lld %9.4f %9.4f %9.2f %7.2fx "
+                    "%9.4f %7.2fx\n",
                     isa == ATTN__ISA_AVX512 ? attn__gemv_qx_path()
                                             : attn__isa_name((attn__isa)isa),
                     cases[c].what,
                     cases[c].type == ATTN_GGML_Q8_0 ? "Q8_0" : "Q4_1",
                     (long long)cases[c].rows, (long long)cases[c].cols, tf, ti,
-                    (double)nbytes / (ti * 1e6), tf / ti);
+                    (double)nbytes / (ti * 1e6), tf / ti, tp, tf / tp);
             free(q);
+            free(qp);
             free(x);
             free(y);
         }
-        fprintf(out, "%-12s %-9s %-6s %-12s %9.4f %9.4f %9s %7.2fx\n",
+        fprintf(out,
+                "%-12s %-9s %-6s %-12s %9.4f %9.4f %9s %7.2fx %9.4f %7.2fx\n",
                 attn__isa_name((attn__isa)isa), "layer", "Q4_1", "(7 maps)",
-                tot_f, tot_i, "", tot_f / tot_i);
+                tot_f, tot_i, "", tot_f / tot_i, tot_p, tot_f / tot_p);
     }
     attn__isa_set_max(ATTN__ISA_AMX);
     return 0;

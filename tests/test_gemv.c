@@ -101,7 +101,7 @@ static void test_q(attn__isa isa, int type) {
                 const size_t rb = attn__q_row_bytes(type, cols);
                 unsigned char *q = malloc(rb * (size_t)rows);
                 fill_blocks(type, q, rb * (size_t)rows);
-                const attn__qmat W = {type, rows, cols, q};
+                const attn__qmat W = {type, rows, cols, q, 0};
                 float *x = malloc(sizeof(float) * (size_t)(n * cols));
                 float *wf = malloc(sizeof(float) * (size_t)(rows * cols));
                 float *ref = malloc(sizeof(float) * (size_t)(n * rows));
@@ -172,7 +172,7 @@ static void test_qx(attn__isa isa, int type) {
                 const size_t rb = attn__q_row_bytes(type, cols);
                 unsigned char *q = malloc(rb * (size_t)rows);
                 fill_blocks(type, q, rb * (size_t)rows);
-                const attn__qmat W = {type, rows, cols, q};
+                const attn__qmat W = {type, rows, cols, q, 0};
                 float *x = malloc(sizeof(float) * (size_t)(n * cols));
                 float *ref = malloc(sizeof(float) * (size_t)(n * rows));
                 float *exact = malloc(sizeof(float) * (size_t)(n * rows));
@@ -213,7 +213,7 @@ static void test_qx(attn__isa isa, int type) {
                           (long long)cols);
                 /* two matrices in one call: the bits of separate calls */
                 {
-                    const attn__qmat two[2] = {W, {type, 1, cols, q}};
+                    const attn__qmat two[2] = {W, {type, 1, cols, q, 0}};
                     float *ym[2] = {y[1], y[2]};
                     CHECK(attn__gemv_qx_many(n, 2, two, x, ym, 2) == 0);
                     CHECK_MSG(!memcmp(y[1], y[0],
@@ -250,6 +250,102 @@ static void test_qx(attn__isa isa, int type) {
                 free(ref);
                 free(exact);
                 for (int k = 0; k < 3; k++) free(y[k]);
+            }
+}
+
+/* The packed layout (attn__q_pack): unpacking gives the bytes back; the
+ * products on a packed matrix against the double reference on the plain
+ * one (AVX512_VNNI reads it four rows at a time; other paths unpack it
+ * and give the plain matrix's bits), the same bits on 1, 2 and 3 threads,
+ * the last rows % 4 rows and other matrices of one call as the plain
+ * kernel gives them, and a NaN in x NaN in every output. Shapes: groups
+ * with and without rows left over, steps of 4 blocks with 1, 2 or 3 left
+ * over. */
+static void test_packed(attn__isa isa, int type) {
+    static const int64_t rdims[] = {1, 3, 4, 17, 130};
+    static const int64_t cdims[] = {32, 64, 96, 128, 160, 576, 1536};
+    const int vnni = !strcmp(attn__gemv_qx_path(), "avx512_vnni");
+    for (int a = 0; a < 5; a++)
+        for (int b = 0; b < 7; b++)
+            for (int64_t n = 1; n <= 3; n += 2) {
+                const int64_t rows = rdims[a], cols = cdims[b];
+                const size_t bytes =
+                    attn__q_row_bytes(type, cols) * (size_t)rows;
+                unsigned char *q = malloc(bytes), *qp = malloc(bytes),
+                              *back = malloc(bytes);
+                fill_blocks(type, q, bytes);
+                const attn__qmat W = {type, rows, cols, q, 0};
+                attn__q_pack(&W, qp);
+                const attn__qmat P = {type, rows, cols, qp, 1};
+                attn__q_unpack(&P, back);
+                CHECK_MSG(!memcmp(back, q, bytes),
+                          "type %d rows=%lld cols=%lld: unpack differs", type,
+                          (long long)rows, (long long)cols);
+                const size_t ny = sizeof(float) * (size_t)(n * rows);
+                float *x = malloc(sizeof(float) * (size_t)(n * cols));
+                float *ref = malloc(ny), *plain = malloc(ny), *y[3];
+                for (int t = 0; t < 3; t++) y[t] = malloc(ny);
+                for (int64_t i = 0; i < n * cols; i++)
+                    x[i] = (uniform() * 4 - 2) * (i % 7 == 3 ? 10.0f : 1.0f);
+                attn__gemv_qx_ref(n, &W, x, ref);
+                attn__gemv_qx_ref(n, &P, x, plain);
+                CHECK(!memcmp(ref, plain, ny));
+                CHECK(attn__gemv_qx(n, &W, x, plain, 2) == 0);
+                for (int t = 0; t < 3; t++)
+                    CHECK(attn__gemv_qx(n, &P, x, y[t], t + 1) == 0);
+                const double ws =
+                    type == ATTN_GGML_Q8_0 ? 128 * 0.0505 : 15 * 0.0505 + 0.401;
+                double xs = 0.0;
+                for (int64_t i = 0; i < n * cols; i++)
+                    xs = fmax(xs, fabs(x[i]));
+                int bad = 0, diff = 0, tail = 0;
+                for (int64_t i = 0; i < n * rows; i++) {
+                    bad += !close_to(y[0][i], ref[i], ws * xs, cols);
+                    diff += memcmp(&y[0][i], &y[1][i], 4) != 0 ||
+                            memcmp(&y[0][i], &y[2][i], 4) != 0;
+                    /* rows past the last group, and every row where the
+                     * packed layout is unpacked: the plain kernel's bits */
+                    if (!vnni || i % rows >= rows / 4 * 4)
+                        tail += memcmp(&y[0][i], &plain[i], 4) != 0;
+                }
+                CHECK_MSG(!bad && !diff && !tail,
+                          "%s (%s) packed type %d n=%lld rows=%lld cols=%lld: "
+                          "%d off the reference, %d differ by threads, %d "
+                          "off the plain kernel",
+                          attn__isa_name(isa), attn__gemv_qx_path(), type,
+                          (long long)n, (long long)rows, (long long)cols, bad,
+                          diff, tail);
+                /* packed and plain matrices in one call: each its own bits */
+                {
+                    const attn__qmat two[2] = {W, P};
+                    float *ym[2] = {y[1], y[2]};
+                    CHECK(attn__gemv_qx_many(n, 2, two, x, ym, 3) == 0);
+                    CHECK_MSG(!memcmp(y[1], plain, ny) &&
+                                  !memcmp(y[2], y[0], ny),
+                              "packed type %d rows=%lld cols=%lld: many "
+                              "differs",
+                              type, (long long)rows, (long long)cols);
+                }
+                /* the widening kernel: a packed matrix unpacked */
+                CHECK(attn__gemv_q(n, &W, x, y[1], 2) == 0);
+                CHECK(attn__gemv_q(n, &P, x, y[2], 3) == 0);
+                CHECK_MSG(!memcmp(y[1], y[2], ny),
+                          "packed type %d: the widening kernel differs", type);
+                x[cols / 2] = NAN;
+                CHECK(attn__gemv_qx(1, &P, x, y[0], 2) == 0);
+                int nan = 0;
+                for (int64_t r = 0; r < rows; r++) nan += isnan(y[0][r]) != 0;
+                CHECK_MSG(nan == rows,
+                          "packed type %d: NaN in x gave %d of "
+                          "%lld NaN outputs",
+                          type, nan, (long long)rows);
+                free(q);
+                free(qp);
+                free(back);
+                free(x);
+                free(ref);
+                free(plain);
+                for (int t = 0; t < 3; t++) free(y[t]);
             }
 }
 
@@ -303,6 +399,9 @@ int main(void) {
         test_qx(paths[p], ATTN_GGML_Q8_0);
         test_qx(paths[p], ATTN_GGML_Q4_0);
         test_qx(paths[p], ATTN_GGML_Q4_1);
+        test_packed(paths[p], ATTN_GGML_Q8_0);
+        test_packed(paths[p], ATTN_GGML_Q4_0);
+        test_packed(paths[p], ATTN_GGML_Q4_1);
     }
     attn__isa_set_max(ATTN__ISA_AMX);
     return check_done("test_gemv");

@@ -10,6 +10,7 @@
 #include "attn_pretrained.h"
 #include "attn_transformer.h"
 #include "check.h"
+#include "../src/kernels/gemv.h"
 #include "../src/models/llama.h"
 
 #include <stdio.h>
@@ -79,8 +80,18 @@ static void same_as_folder(void) {
     attn_llama_free(b);
 }
 
-/* Rows of a kept weight dequantized, against the f32 weight. */
+/* Rows of a kept weight dequantized (unpacked first where the kernel
+ * keeps them packed), against the f32 weight. */
 static int rows_match(const attn__llama_qweight *q, const float *w) {
+    const size_t bytes = (size_t)q->rows * q->row_bytes;
+    unsigned char *plain = malloc(bytes);
+    if (!plain) return 0;
+    if (q->packed) {
+        const attn__qmat p = {q->type, q->rows, q->cols, q->data, 1};
+        attn__q_unpack(&p, plain);
+    } else {
+        memcpy(plain, q->data, bytes);
+    }
     attn_gguf_tensor t;
     memset(&t, 0, sizeof t);
     t.name = "kept";
@@ -90,12 +101,13 @@ static int rows_match(const attn__llama_qweight *q, const float *w) {
     t.shape[0] = q->rows;
     t.shape[1] = q->cols;
     t.numel = q->rows * q->cols;
-    t.data = q->data;
-    t.nbytes = (size_t)q->rows * q->row_bytes;
+    t.data = plain;
+    t.nbytes = bytes;
     float *x = malloc(sizeof(float) * (size_t)t.numel);
     int ok = x && attn_gguf_tensor_to_f32(&t, x, t.numel) == ATTN_OK &&
              memcmp(x, w, sizeof(float) * (size_t)t.numel) == 0;
     free(x);
+    free(plain);
     return ok;
 }
 

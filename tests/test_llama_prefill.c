@@ -167,7 +167,8 @@ static void run_quant(const char *name) {
             blocks[k] = malloc(attn__q_row_bytes(ATTN_GGML_Q8_0, cols[j]) *
                                (size_t)rows[j]);
             to_q8(w[j], rows[j], cols[j], blocks[k]);
-            qw[k] = (attn__qmat){ATTN_GGML_Q8_0, rows[j], cols[j], blocks[k]};
+            qw[k] =
+                (attn__qmat){ATTN_GGML_Q8_0, rows[j], cols[j], blocks[k], 0};
         }
     }
     int32_t ids[6];

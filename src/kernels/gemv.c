@@ -89,8 +89,11 @@ void attn__gemv_f32_ref(int64_t n, int64_t rows, int64_t cols, const float *x,
         }
 }
 
-void attn__gemv_q_ref(int64_t n, const attn__qmat *w, const float *x,
+void attn__gemv_q_ref(int64_t n, const attn__qmat *w0, const float *x,
                       float *y) {
+    attn__qmat w[1];
+    void *copy;
+    if (attn__q_readable(1, w0, 0, w, &copy)) return;
     const size_t rb = attn__q_row_bytes(w->type, w->cols);
     const size_t bb = rb / (size_t)(w->cols / 32);
     for (int64_t i = 0; i < n; i++)
@@ -104,6 +107,7 @@ void attn__gemv_q_ref(int64_t n, const attn__qmat *w, const float *x,
                      (double)x[i * w->cols + j];
             y[i * w->rows + r] = (float)s;
         }
+    attn__free(copy);
 }
 
 /* ---- row dot products: portable C --------------------------------------- */
@@ -333,14 +337,20 @@ void attn__gemv_f32(int64_t n, int64_t rows, int64_t cols, const float *x,
     }
 }
 
-int attn__gemv_q(int64_t n, const attn__qmat *w, const float *x, float *y,
+int attn__gemv_q(int64_t n, const attn__qmat *w0, const float *x, float *y,
                  int threads) {
+    attn__qmat w[1];
+    void *copy;
+    if (attn__q_readable(1, w0, 0, w, &copy)) return -1;
     const dot_q_fn dot = pick_q();
     const int64_t rows = w->rows, cols = w->cols, nb = cols / 32;
     const size_t rb = attn__q_row_bytes(w->type, cols), bb = rb / (size_t)nb;
     /* the block sums of x: Q4_0's and Q4_1's second term */
     float *sx = attn__alloc((size_t)(n * nb), sizeof(float), "block sums");
-    if (!sx) return -1;
+    if (!sx) {
+        attn__free(copy);
+        return -1;
+    }
     for (int64_t b = 0; b < n * nb; b++) {
         double s = 0.0;
         for (int j = 0; j < 32; j++) s += x[32 * b + j];
@@ -359,5 +369,6 @@ int attn__gemv_q(int64_t n, const attn__qmat *w, const float *x, float *y,
                                       x + i * cols, sx + i * nb, nb);
     }
     attn__free(sx);
+    attn__free(copy);
     return 0;
 }

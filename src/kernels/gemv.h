@@ -15,16 +15,37 @@
 
 /* A weight matrix in one of the block formats (ATTN_GGML_Q8_0, _Q4_0,
  * _Q4_1 of attn_gguf.h): rows of cols values (cols a multiple of 32), each
- * row cols / 32 blocks, row after row. */
+ * row cols / 32 blocks, row after row; or, packed set, the same bytes in
+ * attn__q_pack's layout. */
 typedef struct {
     int type;
     int64_t rows, cols;
     const void *data;
+    int packed;
 } attn__qmat;
 
 /* Bytes of one row of cols values in format type (0: not a block format
  * this file reads, or cols not a multiple of 32). */
 size_t attn__q_row_bytes(int type, int64_t cols);
+
+/* The packed layout (gemv_pack.c) that the AVX512_VNNI kernel reads four
+ * rows at a time: per group of 4 rows and step of up to 4 blocks, the
+ * four rows' values, then the steps' scales (and Q4_1's minimums) side
+ * by side; the rows % 4 last rows as stored. The same size as the
+ * row-after-row layout. dst = w's data packed (w->packed 0; dst not
+ * w->data), or unpacked (w->packed 1). */
+void attn__q_pack(const attn__qmat *w, void *dst);
+void attn__q_unpack(const attn__qmat *w, void *dst);
+
+/* Whether this path's kernel reads the packed layout (AVX512_VNNI):
+ * elsewhere a packed matrix is unpacked into a copy for each product. */
+int attn__q_pack_wanted(void);
+
+/* out[0 .. k) = w[0 .. k), the packed ones unpacked into copies (*buf:
+ * free it) unless packed_ok. Returns 0, or -1 when the copies cannot be
+ * allocated. */
+int attn__q_readable(int k, const attn__qmat *w, int packed_ok, attn__qmat *out,
+                     void **buf);
 
 /* The IEEE half at p (little-endian) as a float: the portable paths'
  * block scales. */

@@ -36,8 +36,15 @@
 #define ATTN_X8_X86 0
 #endif
 
-/* Rows a thread takes at a time (as gemv.c). */
+/* Rows a thread takes at a time (as gemv.c): whole groups of the packed
+ * layout's 4 rows. */
 #define CHUNK 16
+
+/* Bytes of x for one step of 4 blocks in the packed kernel's order: p of
+ * values 0..15 of the 4 blocks (16 bytes each), p of values 16..31, then
+ * r the same; and 32 floats: the 4 blocks' e, then their sums, each
+ * repeated 4 times (lane 4 k + r meets row r's block k). */
+enum { XP_BYTES = 256, XP_FLOATS = 32 };
 
 /* The quantized x of one product: per block of 32 values its bytes p and
  * r, and in e the scale (e / 256 of the comment above) and the block's
@@ -112,8 +119,11 @@ static float block_min(int type, const unsigned char *blk, float d) {
 
 /* ---- the reference: double sums over the same quantized x ------------- */
 
-void attn__gemv_qx_ref(int64_t n, const attn__qmat *w, const float *x,
+void attn__gemv_qx_ref(int64_t n, const attn__qmat *w0, const float *x,
                        float *y) {
+    attn__qmat w[1];
+    void *copy;
+    if (attn__q_readable(1, w0, 0, w, &copy)) return;
     const int64_t nb = w->cols / 32;
     const size_t rb = attn__q_row_bytes(w->type, w->cols), bb = rb / (size_t)nb;
     int8_t p[32], rr[32];
@@ -134,6 +144,7 @@ void attn__gemv_qx_ref(int64_t n, const attn__qmat *w, const float *x,
             }
             y[i * w->rows + r] = (float)s;
         }
+    attn__free(copy);
 }
 
 /* ---- row dot products: portable C --------------------------------------- */
@@ -392,6 +403,98 @@ T5 static float dot_vnni(int type, const unsigned char *row, size_t bb, xq x,
     return s + m;
 }
 
+/* ---- AVX-512 with VNNI on the packed layout (gemv_pack.c) --------------- */
+
+/* The 16 lanes of four rows' 32-bit sums t[0..3] (block k in lanes
+ * 4 k .. 4 k + 3 of each) as one vector: row r's sum of block k in lane
+ * 4 k + r. */
+T5 static inline __m512i rows4(const __m512i *t) {
+    const __m512i a = _mm512_add_epi32(_mm512_unpacklo_epi32(t[0], t[1]),
+                                       _mm512_unpackhi_epi32(t[0], t[1])),
+                  b = _mm512_add_epi32(_mm512_unpacklo_epi32(t[2], t[3]),
+                                       _mm512_unpackhi_epi32(t[2], t[3]));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b),
+                            _mm512_unpackhi_epi64(a, b));
+}
+
+/* y[0..3] = the four rows of group g (nb blocks each) dotted with x. The
+ * 4-bit values take x's signed bytes on vpdpbusd as they are; Q8_0's
+ * signed values take x's bytes plus 128 (p ^ 0x80) as the unsigned side,
+ * 128 times the values' sum (one more vpdpbusd) taken back off. */
+T5 static void group_vnni(int type, const unsigned char *g, int64_t nb,
+                          const unsigned char *xb, const float *xf, float *y) {
+    const int q8 = type == ATTN_GGML_Q8_0, q41 = type == ATTN_GGML_Q4_1;
+    const size_t bb = q8 ? 34 : q41 ? 20 : 18, qb = q8 ? 32 : 16;
+    const __m512i low = _mm512_set1_epi8(15), k80 = _mm512_set1_epi8(-128);
+    __m512 acc = _mm512_setzero_ps(), macc = _mm512_setzero_ps();
+    for (int64_t s = 0; 4 * s < nb; s++) {
+        const int64_t kb = nb - 4 * s < 4 ? nb - 4 * s : 4;
+        const __mmask64 qm =
+            kb == 4 ? ~(__mmask64)0 : ((__mmask64)1 << (16 * kb)) - 1;
+        const __mmask16 hm = (__mmask16)((1u << (4 * kb)) - 1);
+        const unsigned char *t = g + (size_t)s * 16 * bb,
+                            *x = xb + s * XP_BYTES;
+        const float *xs = xf + s * XP_FLOATS;
+        __m512i plo = _mm512_loadu_si512((const void *)x),
+                phi = _mm512_loadu_si512((const void *)(x + 64)),
+                rlo = _mm512_loadu_si512((const void *)(x + 128)),
+                rhi = _mm512_loadu_si512((const void *)(x + 192));
+        __m512i sum[4];
+        if (q8) {
+            plo = _mm512_xor_si512(plo, k80);
+            phi = _mm512_xor_si512(phi, k80);
+            rlo = _mm512_xor_si512(rlo, k80);
+            rhi = _mm512_xor_si512(rhi, k80);
+        }
+        for (int r = 0; r < 4; r++) {
+            const unsigned char *q = t + (size_t)(r * kb) * qb;
+            __m512i lo = _mm512_maskz_loadu_epi8(qm, q), hi;
+            if (q8) {
+                hi = _mm512_maskz_loadu_epi8(qm, q + kb * 16);
+            } else {
+                hi = _mm512_and_si512(_mm512_srli_epi16(lo, 4), low);
+                lo = _mm512_and_si512(lo, low);
+            }
+            const __m512i z = _mm512_setzero_si512();
+            __m512i ap, ar;
+            if (q8) { /* x's bytes unsigned, the values signed */
+                const __m512i c = _mm512_dpbusd_epi32(
+                    _mm512_dpbusd_epi32(z, k80, lo), k80, hi);
+                ap = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, plo, lo), phi,
+                                         hi);
+                ar = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, rlo, lo), rhi,
+                                         hi);
+                ap = _mm512_sub_epi32(ap, c);
+                ar = _mm512_sub_epi32(ar, c);
+            } else {
+                ap = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, lo, plo), hi,
+                                         phi);
+                ar = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, lo, rlo), hi,
+                                         rhi);
+            }
+            sum[r] = _mm512_add_epi32(_mm512_slli_epi32(ap, 8), ar);
+        }
+        const unsigned char *sc = t + 4 * (size_t)kb * qb;
+        const __m512 d = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(hm, sc)),
+                     e = _mm512_loadu_ps(xs);
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(rows4(sum)),
+                              _mm512_mul_ps(d, e), acc);
+        if (q41)
+            macc = _mm512_fmadd_ps(
+                _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(hm, sc + 8 * kb)),
+                _mm512_loadu_ps(xs + 16), macc);
+        else if (!q8)
+            macc = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(-8.0f)),
+                                   _mm512_loadu_ps(xs + 16), macc);
+    }
+    /* row r: lanes r, r + 4, r + 8, r + 12 */
+    const __m512 v = _mm512_add_ps(acc, macc);
+    const __m256 h = _mm256_add_ps(
+        _mm512_castps512_ps256(v),
+        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    _mm_storeu_ps(
+        y, _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1)));
+}
 #endif /* ATTN_X8_X86 */
 
 /* ---- the product -------------------------------------------------------- */
@@ -429,20 +532,84 @@ const char *attn__gemv_qx_path(void) {
     return "c";
 }
 
-int attn__gemv_qx_many(int64_t n, int k, const attn__qmat *w, const float *x,
+/* x (n, nb blocks) as quantized (p, r, e) in the packed kernel's order:
+ * xb (n, steps, XP_BYTES), xf (n, steps, XP_FLOATS), a last step's
+ * missing blocks zero. */
+static void x_packed(int64_t n, int64_t nb, const int8_t *p, const int8_t *r,
+                     const float *e, unsigned char *xb, float *xf) {
+    const int64_t steps = (nb + 3) / 4;
+    memset(xb, 0, (size_t)(n * steps * XP_BYTES));
+    memset(xf, 0, sizeof(float) * (size_t)(n * steps * XP_FLOATS));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t b = 0; b < nb; b++) {
+            const int64_t at = i * nb + b, s = i * steps + b / 4, k = b % 4;
+            unsigned char *o = xb + s * XP_BYTES + 16 * k;
+            memcpy(o, p + 32 * at, 16);
+            memcpy(o + 64, p + 32 * at + 16, 16);
+            memcpy(o + 128, r + 32 * at, 16);
+            memcpy(o + 192, r + 32 * at + 16, 16);
+            for (int j = 0; j < 4; j++) {
+                xf[s * XP_FLOATS + 4 * k + j] = e[2 * at];
+                xf[s * XP_FLOATS + 16 + 4 * k + j] = e[2 * at + 1];
+            }
+        }
+}
+
+/* Rows r0 .. r1 of matrix w (r0 a multiple of 4) against row i of x:
+ * packed groups of 4 rows through group_vnni, other rows through dot. */
+static void rows_of(dot_fn dot, const attn__qmat *w, int64_t r0, int64_t r1,
+                    const xq *xi, const unsigned char *xb, const float *xf,
+                    float *y) {
+    const int64_t nb = w->cols / 32;
+    const size_t rb = attn__q_row_bytes(w->type, w->cols), bb = rb / (size_t)nb;
+    const unsigned char *base = w->data;
+    int64_t row = r0;
+#if ATTN_X8_X86
+    if (w->packed) {
+        const int64_t top = w->rows / 4 * 4 < r1 ? w->rows / 4 * 4 : r1;
+        for (; row < top; row += 4)
+            group_vnni(w->type, base + (size_t)row * rb, nb, xb, xf, y + row);
+    }
+#else
+    (void)xb;
+    (void)xf;
+#endif
+    for (; row < r1; row++)
+        y[row] = dot(w->type, base + (size_t)row * rb, bb, *xi, nb);
+}
+
+int attn__gemv_qx_many(int64_t n, int k, const attn__qmat *w0, const float *x,
                        float *const *y, int threads) {
     const dot_fn dot = pick();
-    const int64_t cols = w[0].cols, nb = cols / 32;
+    const int64_t cols = w0[0].cols, nb = cols / 32, steps = (nb + 3) / 4;
+    int packed_ok = 0, any_packed = 0;
+#if ATTN_X8_X86
+    packed_ok = dot == dot_vnni;
+#endif
+    attn__qmat w[ATTN__GEMV_MANY];
+    void *copies;
+    if (attn__q_readable(k, w0, packed_ok, w, &copies)) return -1;
     int64_t first[ATTN__GEMV_MANY + 1]; /* matrix m's first chunk */
     first[0] = 0;
-    for (int m = 0; m < k; m++)
+    for (int m = 0; m < k; m++) {
         first[m + 1] = first[m] + (w[m].rows + CHUNK - 1) / CHUNK;
-    float *e =
-        attn__alloc((size_t)(n * nb), 2 * sizeof(float) + 128, "quantized x");
-    if (!e) return -1;
+        any_packed |= w[m].packed;
+    }
+    /* e pairs, p and r bytes, words; the packed kernel's x */
+    const size_t xpk =
+        any_packed ? (size_t)(steps * (XP_BYTES + 4 * XP_FLOATS)) : 0;
+    float *e = attn__alloc(
+        (size_t)n, (size_t)nb * (2 * sizeof(float) + 128) + xpk, "quantized x");
+    if (!e) {
+        attn__free(copies);
+        return -1;
+    }
     int8_t *p = (int8_t *)(e + 2 * n * nb), *r = p + n * nb * 32;
     int16_t *xw = (int16_t *)(void *)(r + n * nb * 32);
+    float *xf = (float *)(void *)(xw + n * nb * 32);
+    unsigned char *xb = (unsigned char *)(xf + n * steps * XP_FLOATS);
     attn__quantize_x16_fast(n * nb, x, p, r, xw, e);
+    if (any_packed) x_packed(n, nb, p, r, e, xb, xf);
     const int64_t chunks = first[k];
     const int th = attn__omp_threads(threads);
 #pragma omp parallel for num_threads(th)                                       \
@@ -452,18 +619,15 @@ int attn__gemv_qx_many(int64_t n, int k, const attn__qmat *w, const float *x,
         while (c >= first[m + 1]) m++;
         const int64_t rows = w[m].rows, r0 = (c - first[m]) * CHUNK,
                       r1 = r0 + CHUNK < rows ? r0 + CHUNK : rows;
-        const size_t rb = attn__q_row_bytes(w[m].type, cols),
-                     bb = rb / (size_t)nb;
-        const unsigned char *base = w[m].data;
         for (int64_t i = 0; i < n; i++) {
             const xq xi = {p + i * nb * 32, r + i * nb * 32, e + 2 * i * nb,
                            xw + i * nb * 32};
-            for (int64_t row = r0; row < r1; row++)
-                y[m][i * rows + row] =
-                    dot(w[m].type, base + (size_t)row * rb, bb, xi, nb);
+            rows_of(dot, &w[m], r0, r1, &xi, xb + i * steps * XP_BYTES,
+                    xf + i * steps * XP_FLOATS, y[m] + i * rows);
         }
     }
     attn__free(e);
+    attn__free(copies);
     return 0;
 }
 

@@ -16,12 +16,15 @@
  * (cols), in the order of the f32 weight it was dequantized into (the Q
  * and K rows un-permuted as the f32 ones are). data points into the
  * model's own copy (valid while the model is). Dequantizing row r with
- * attn_gguf's block formulas gives row r of the f32 weight bit for bit. */
+ * attn_gguf's block formulas gives row r of the f32 weight bit for bit;
+ * where the matrix-vector kernel reads blocks packed (AVX512_VNNI) they
+ * are kept packed, the same bytes in another order (attn__q_unpack). */
 typedef struct {
     int type; /* ATTN_GGML_* (attn_gguf.h)                     */
     int64_t rows, cols;
     size_t row_bytes;
     const unsigned char *data; /* rows * row_bytes bytes                 */
+    int packed; /* data in attn__q_pack's layout (kernels/gemv.h)        */
 } attn__llama_qweight;
 
 /* The matrices of a layer, in attn__llama_quant.layers order. */

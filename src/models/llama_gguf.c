@@ -13,6 +13,7 @@
 #include "attn_gguf.h"
 #include "attn_tokenizer.h"
 #include "../io/json.h" /* attn__escape_bytes */
+#include "../kernels/gemv.h"
 
 #include <string.h>
 
@@ -348,6 +349,23 @@ static int64_t needed_values(const attn_llama_config *c) {
            c->num_layers * per_layer;
 }
 
+/* Blocks the decoding kernel reads packed (gemv.h) are kept so: the
+ * layout changes at load, once, not at each product. */
+static attn_status pack(attn__llama_qweight *q, unsigned char *dst) {
+    const attn__qmat w = {q->type, q->rows, q->cols, dst, 0};
+    if (!attn__q_pack_wanted() || q->rows < 4 ||
+        attn__q_row_bytes(q->type, q->cols) != q->row_bytes)
+        return ATTN_OK;
+    const size_t bytes = q->row_bytes * (size_t)q->rows;
+    unsigned char *tmp = attn__alloc(bytes, 1, "packed blocks");
+    if (!tmp) return ATTN_E_NOMEM;
+    attn__q_pack(&w, tmp);
+    memcpy(dst, tmp, bytes);
+    attn__free(tmp);
+    q->packed = 1;
+    return ATTN_OK;
+}
+
 static attn_status one_tensor(attn_llama *m, const char *path,
                               const attn_gguf_tensor *t, uint8_t *seen,
                               size_t *used, float *tmp) {
@@ -381,7 +399,7 @@ static attn_status one_tensor(attn_llama *m, const char *path,
     q->row_bytes = rb;
     q->data = dst;
     *used += t->nbytes;
-    return ATTN_OK;
+    return pack(q, dst);
 }
 
 static attn_status read_tensors(const attn_gguf *g, attn_llama *m,

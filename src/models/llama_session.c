@@ -24,7 +24,7 @@ static int use_blocks(const attn_llama *m) {
 }
 
 static attn__qmat qmat_of(const attn__llama_qweight *w) {
-    attn__qmat q = {w->type, w->rows, w->cols, NULL};
+    attn__qmat q = {w->type, w->rows, w->cols, NULL, w->packed};
     if (w->data && attn__q_row_bytes(w->type, w->cols) == w->row_bytes &&
         w->row_bytes)
         q.data = w->data;
