@@ -175,6 +175,9 @@ attn_status attn_linear_forward(int64_t n, int64_t in, int64_t out,
     ATTN__NEED(y);
     if (attn__linear_bf16_active())
         return attn__linear_forward_bf16(n, in, out, x, w, b, y);
+    if (attn__linear_packed_forward(n, in, out, x, w, b, y, ATTN_ACT_RELU,
+                                    NULL) > 0)
+        return ATTN_OK;
     if (n >= 8) {
         linear_gemm(CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, x,
                     (int)in, w, (int)in, 0.0f, y, (int)out, b);

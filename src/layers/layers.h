@@ -377,6 +377,29 @@ attn_status attn__save_kind(const attn__typed_kind *k, const char *path,
 attn_status attn__load_kind(const attn__typed_kind *k, const char *path,
                             void *cfg, float **params);
 
+/* ---- linear maps on packed weights (linear_packed.c) ------------------ */
+
+/* A set of weights (W_i: out_i x in_i, row-major, never changed while the
+ * set lives) packed once for the f32 linear maps; NULL where attn was
+ * built without oneDNN or packing failed (the maps then run on OpenBLAS). */
+typedef struct attn__packed_set attn__packed_set;
+attn__packed_set *attn__packed_build(int count, const float *const *w,
+                                     const int64_t *in, const int64_t *out);
+void attn__packed_free(attn__packed_set *s);
+
+/* Sets the calling thread's set (NULL: none) that attn_linear_forward
+ * looks its weights up in; returns the previous one, for the caller to
+ * restore. */
+const attn__packed_set *attn__linear_packed_scope(const attn__packed_set *s);
+
+/* y (n, out) = x W^T + b through the scope's packed copy of W, then, when
+ * yact is not NULL, yact = act(y) on each block while it is in cache.
+ * Returns 1 when done, 0 when W (with a bias) is not in the scope's set or
+ * n is too small to gain, -1 on a failure (y is then to be recomputed). */
+int attn__linear_packed_forward(int64_t n, int64_t in, int64_t out,
+                                const float *x, const float *w, const float *b,
+                                float *y, attn_activation act, float *yact);
+
 /* ---- bf16 linear maps (linear_bf16.c) --------------------------------- */
 
 /* Sets the calling thread's switch (1: attn_linear_forward runs on bf16

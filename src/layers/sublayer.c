@@ -107,7 +107,9 @@ attn_status attn__ffn_forward(const attn__ffn *f, const float *in, float *out) {
     if (f->act == ATTN_ACT_SWIGLU) { /* w_1 (2F, E): gate rows, then up */
         attn_linear_forward(f->n, f->E, 2 * f->F, in, f->w_1, f->b_1, f->hpre);
         attn__swiglu_forward(f->n, f->F, f->hpre, f->hact, f->th);
-    } else {
+    } else if (attn__linear_bf16_active() ||
+               attn__linear_packed_forward(f->n, f->E, f->F, in, f->w_1, f->b_1,
+                                           f->hpre, f->act, f->hact) <= 0) {
         attn_linear_forward(f->n, f->E, f->F, in, f->w_1, f->b_1, f->hpre);
         attn__act_forward(f->act, f->hpre, f->hact, nf, f->th);
     }
