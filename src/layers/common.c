@@ -250,24 +250,8 @@ attn_status attn__layernorm_forward(int64_t n, int64_t d, const float *x,
                           "layernorm eps is %g; it must be "
                           "positive",
                           eps);
-#pragma omp parallel for schedule(static)                                      \
-    num_threads(attn__omp_threads(threads))
-    for (int64_t r = 0; r < n; r++) {
-        const float *xr = x + r * d;
-        double s = 0, s2 = 0;
-        for (int64_t c = 0; c < d; c++) s += xr[c];
-        double mu = s / (double)d;
-        for (int64_t c = 0; c < d; c++) {
-            double t = xr[c] - mu;
-            s2 += t * t;
-        }
-        double rs = 1.0 / sqrt(s2 / (double)d + eps);
-        float *yr = y + r * d;
-        for (int64_t c = 0; c < d; c++)
-            yr[c] = (float)((xr[c] - mu) * rs) * gamma[c] + beta[c];
-        if (mean) mean[r] = (float)mu;
-        if (rstd) rstd[r] = (float)rs;
-    }
+    attn__ln_rows(n, d, x, NULL, NULL, gamma, beta, eps, y, mean, rstd,
+                  threads);
     return ATTN_OK;
 }
 

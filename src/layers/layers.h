@@ -88,6 +88,13 @@ attn_status attn__layernorm_backward(int64_t n, int64_t d, const float *x,
                                      float *dgamma, float *dbeta, float *dx,
                                      int threads);
 
+/* The rows of attn__layernorm_forward (ln_rows.c), arguments checked by
+ * the caller; with a not NULL, the rows normalized are r = x + a (written
+ * to r) instead of x. */
+void attn__ln_rows(int64_t n, int64_t d, const float *x, const float *a,
+                   float *r, const float *gamma, const float *beta, double eps,
+                   float *y, float *mean, float *rstd, int threads);
+
 /* Resolved additive config and the (B, Lq, Lk) validation. */
 attn_status attn__additive_check_cfg(const attn_additive_config *cfg);
 attn_status attn__mha_check_cfg(const attn_mha_config *cfg, int64_t *hd,

@@ -68,6 +68,11 @@ const float *attn__sublayer_in(const attn__sublayer *s) {
 const float *attn__sublayer_out(const attn__sublayer *s, float *a) {
     const int64_t ne = s->n * s->E;
     attn__dropout_apply(s->seed, s->stream, s->p, a, ne, s->th);
+    if (!s->norm_first && !s->rms) { /* the sum and its norm in one pass */
+        attn__ln_rows(s->n, s->E, s->x, a, s->r, s->gamma, s->beta, s->eps,
+                      s->lny, s->mean, s->rstd, s->th);
+        return s->lny;
+    }
     for (int64_t i = 0; i < ne; i++) s->r[i] = s->x[i] + a[i];
     if (s->norm_first) return s->r;
     norm_fwd(s, s->r);
