@@ -399,6 +399,9 @@ void attn__packed_free(attn__packed_set *s);
  * restore. */
 const attn__packed_set *attn__linear_packed_scope(const attn__packed_set *s);
 
+/* 1 when the calling thread's set holds W (out x in). */
+int attn__linear_packed_has(const float *w, int64_t in, int64_t out);
+
 /* y (n, out) = x W^T + b through the scope's packed copy of W, then, when
  * yact is not NULL, yact = act(y) on each block while it is in cache.
  * Returns 1 when done, 0 when W (with a bias) is not in the scope's set or

@@ -174,6 +174,15 @@ static const packed_weight *find(const attn__packed_set *s, const float *w,
     return NULL;
 }
 
+/* The bf16 switch (linear_bf16.c) wins: its products are what was asked. */
+static const attn__packed_set *current(void) {
+    return attn__linear_bf16_active() ? NULL : packed_on;
+}
+
+int attn__linear_packed_has(const float *w, int64_t in, int64_t out) {
+    return find(current(), w, in, out) != NULL;
+}
+
 /* One block of ROWS rows: x (ROWS, in) to y (ROWS, out). 0 on success. */
 static int run_block(const attn__packed_set *s, const packed_weight *p,
                      dnnl_stream_t strm, void *scratch, const float *x,
@@ -219,7 +228,7 @@ static int block_rows(const attn__packed_set *s, const packed_weight *p,
 int attn__linear_packed_forward(int64_t n, int64_t in, int64_t out,
                                 const float *x, const float *w, const float *b,
                                 float *y, attn_activation act, float *yact) {
-    const attn__packed_set *s = packed_on;
+    const attn__packed_set *s = current();
     const packed_weight *p = find(s, w, in, out);
     if (!p || !b || n < ROWS) return 0;
     const int team = openblas_get_num_threads();
@@ -270,6 +279,13 @@ attn__packed_set *attn__packed_build(int count, const float *const *w,
 }
 
 void attn__packed_free(attn__packed_set *s) { (void)s; }
+
+int attn__linear_packed_has(const float *w, int64_t in, int64_t out) {
+    (void)w;
+    (void)in;
+    (void)out;
+    return 0;
+}
 
 int attn__linear_packed_forward(int64_t n, int64_t in, int64_t out,
                                 const float *x, const float *w, const float *b,

@@ -118,20 +118,26 @@ void attn__bert_pack(attn_bert *m) {
     if (nl > MAXL) return;
     const float *w[PER * MAXL];
     int64_t in[PER * MAXL], out[PER * MAXL];
+    int k = 0;
     for (int64_t l = 0; l < nl; l++) {
         attn_encoder_layer_params P;
         if (attn_encoder_layer_view(&m->enc, m->params, l, &P)) return;
+        /* W_q, W_k, W_v one after the other: one product of 3 E outputs
+         * (the attention reads its heads from it, attn_mha_forward) */
+        const int qkv =
+            P.mha.w_k == P.mha.w_q + E * E && P.mha.w_v == P.mha.w_k + E * E;
         const float *lw[PER] = {P.mha.w_q, P.mha.w_k, P.mha.w_v,
                                 P.mha.w_o, P.w_1,     P.w_2};
         const int64_t li[PER] = {E, E, E, E, E, F},
-                      lo[PER] = {E, E, E, E, F, E};
+                      lo[PER] = {qkv ? 3 * E : E, E, E, E, F, E};
         for (int i = 0; i < PER; i++) {
-            w[l * PER + i] = lw[i];
-            in[l * PER + i] = li[i];
-            out[l * PER + i] = lo[i];
+            if (qkv && (i == 1 || i == 2)) continue;
+            w[k] = lw[i];
+            in[k] = li[i];
+            out[k++] = lo[i];
         }
     }
-    m->packed = attn__packed_build((int)(nl * PER), w, in, out);
+    m->packed = attn__packed_build(k, w, in, out);
 }
 
 attn_status attn_bert_set_dtype(attn_bert *m, attn_dtype dtype) {
