@@ -3,7 +3,9 @@
  * products under 8 rows) against a double reference, forward and
  * backward, on odd sizes and on shapes that take row blocks (tall), column
  * blocks (wide), both and none; each bitwise the same on 1, 2 and 3
- * OpenBLAS threads (the layers' team). Then the activations around them:
+ * OpenBLAS threads (the layers' team), with the sgemm the blocks take
+ * (oneDNN's where libdnnl.so.2 loads, OpenBLAS's under
+ * ATTN_SGEMM=openblas: CTest runs both, and oneDNN capped at AVX2). Then the activations around them:
  * GELU on each vector level gives its formula's bits with that level's
  * exp (the AVX-512 passes included), and SwiGLU through
  * the vector exp is within 4 ulp-ish (2e-6 relative) of silu(gate) * up in
@@ -13,7 +15,9 @@
 #include "check.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 static float frand(uint64_t *s) {
@@ -204,14 +208,28 @@ static void activations(void) {
     free(h);
 }
 
+/* The sgemm the blocks take is the one this environment asks for. */
+static void which_sgemm(void) {
+    const char *e = getenv("ATTN_SGEMM");
+    const int blas = e && strcmp(e, "openblas") == 0;
+    void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
+    printf("sgemm: %s\n", attn__sgemm_describe());
+    CHECK_MSG(attn__sgemm_onednn() == (!blas && h != NULL),
+              "oneDNN %s, ATTN_SGEMM %s, libdnnl.so.2 %s",
+              attn__sgemm_onednn() ? "taken" : "not taken", e ? e : "unset",
+              h ? "loads" : "absent");
+    if (h) dlclose(h);
+}
+
 int main(void) {
+    which_sgemm();
     const int was = openblas_get_num_threads();
     /* odd sizes; matrix-vector rows (n < 8); one block; tall (row blocks);
      * wide (column blocks); both; a prompt's wide product */
     static const int64_t shapes[][3] = {
-        {1, 1, 1},      {3, 17, 129},    {7, 129, 3},    {8, 3, 17},
-        {17, 129, 3},   {129, 17, 129},  {129, 129, 17}, {1031, 33, 65},
-        {37, 96, 2051}, {300, 130, 260}, {515, 64, 1029}};
+        {1, 1, 1},      {3, 17, 129},    {7, 129, 3},     {8, 3, 17},
+        {17, 129, 3},   {129, 17, 129},  {129, 129, 17},  {1031, 33, 65},
+        {37, 96, 2051}, {300, 130, 260}, {515, 64, 1029}, {512, 576, 192}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         one_shape(shapes[s][0], shapes[s][1], shapes[s][2]);
     openblas_set_num_threads(was);
