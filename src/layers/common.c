@@ -84,8 +84,9 @@ size_t attn__ws_carve(float *ws, const size_t *sz, float **const *dst, int n) {
  * 0.3.21's Zen kernels on Zen 4: 1 and 2 threads differ in most shapes).
  * The layers promise the same bits on any thread count, so each product is
  * cut here into a grid of output blocks that depends on the shape only
- * (never on the thread count), and the blocks run in an OpenMP loop with
- * one OpenBLAS thread each; the bias joins each block while it is in
+ * (never on the thread count), and the blocks run in an OpenMP loop, each
+ * an sgemm on its own thread (attn__sgemm: oneDNN's, faster on these
+ * blocks, or OpenBLAS's); the bias joins each block while it is in
  * cache. The team is OpenBLAS's setting on entry: the layers set it to one
  * for threads = 1.
  *
@@ -147,8 +148,8 @@ static void linear_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
         const float *bb =
             tb == CblasTrans ? b + (size_t)c0 * (size_t)ldb : b + c0;
         float *cb = c + (size_t)r0 * (size_t)ldc + c0;
-        cblas_sgemm(CblasRowMajor, ta, tb, rows, cols, k, 1.0f, ab, lda, bb,
-                    ldb, beta, cb, ldc);
+        attn__sgemm(ta == CblasTrans, tb == CblasTrans, rows, cols, k, ab, lda,
+                    bb, ldb, beta, cb, ldc);
         if (bias)
             for (int r = 0; r < rows; r++)
                 for (int j = 0; j < cols; j++)

@@ -14,7 +14,9 @@
  * The switch is per calling thread (attn__linear_packed_scope): a model's
  * forward sets its set of packed weights around its layers, and
  * attn_linear_forward takes the packed path for a weight found in it.
- * Without oneDNN (ATTN_HAVE_DNNL unset) nothing is packed. */
+ * Without oneDNN (ATTN_HAVE_DNNL unset), or under ATTN_SGEMM=openblas,
+ * nothing is packed; the other maps run the grid of attn__sgemm blocks
+ * (common.c). */
 #include "layers.h"
 
 #include <cblas.h>
@@ -129,6 +131,8 @@ static int pack_one(dnnl_engine_t eng, packed_weight *p) {
 
 attn__packed_set *attn__packed_build(int count, const float *const *w,
                                      const int64_t *in, const int64_t *out) {
+    /* ATTN_SGEMM=openblas: nothing packed; else ATTN_ISA's cap is set */
+    if (!attn__sgemm_onednn()) return NULL;
     attn__packed_set *s = attn__alloc(1, sizeof *s, "packed weights");
     if (!s) return NULL;
     memset(s, 0, sizeof *s);
