@@ -1,6 +1,7 @@
 /* OpenBLAS as the kernels and layers use it (blas.c): the int dimensions
- * cblas takes and the single-thread guard around parallel regions. Layers
- * and training include this, not flash.h. Not installed. */
+ * cblas takes and the single-thread guard around parallel regions; and the
+ * layers' sgemm (sgemm.c). Layers and training include this, not flash.h.
+ * Not installed. */
 #ifndef ATTN_BLAS_H
 #define ATTN_BLAS_H
 
