@@ -3,7 +3,10 @@
  * products under 8 rows) against a double reference, forward and
  * backward, on odd sizes and on shapes that take row blocks (tall), column
  * blocks (wide), both and none; each bitwise the same on 1, 2 and 3
- * OpenBLAS threads (the layers' team). Then the activations around them:
+ * OpenBLAS threads (the layers' team), with the sgemm the blocks take
+ * (oneDNN's when the library is built with it, OpenBLAS's under
+ * ATTN_SGEMM=openblas: CTest runs both, and oneDNN capped at AVX2). Then
+ * the activations around them:
  * GELU on each vector level gives its formula's bits with that level's
  * exp (the AVX-512 passes included), and SwiGLU through
  * the vector exp is within 4 ulp-ish (2e-6 relative) of silu(gate) * up in
@@ -14,6 +17,7 @@
 
 #include <cblas.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 static float frand(uint64_t *s) {
@@ -204,14 +208,33 @@ static void activations(void) {
     free(h);
 }
 
+/* The sgemm the blocks take is the one the build and this environment ask
+ * for: oneDNN's when built with it (ATTN_HAVE_DNNL, as the library is),
+ * unless ATTN_SGEMM=openblas. */
+static void which_sgemm(void) {
+    const char *e = getenv("ATTN_SGEMM");
+    const int blas = e && strcmp(e, "openblas") == 0;
+#ifdef ATTN_HAVE_DNNL
+    const int built = 1;
+#else
+    const int built = 0;
+#endif
+    printf("sgemm: %s\n", attn__sgemm_describe());
+    CHECK_MSG(attn__sgemm_onednn() == (!blas && built),
+              "oneDNN %s, ATTN_SGEMM %s, built %s oneDNN",
+              attn__sgemm_onednn() ? "taken" : "not taken", e ? e : "unset",
+              built ? "with" : "without");
+}
+
 int main(void) {
+    which_sgemm();
     const int was = openblas_get_num_threads();
     /* odd sizes; matrix-vector rows (n < 8); one block; tall (row blocks);
      * wide (column blocks); both; a prompt's wide product */
     static const int64_t shapes[][3] = {
-        {1, 1, 1},      {3, 17, 129},    {7, 129, 3},    {8, 3, 17},
-        {17, 129, 3},   {129, 17, 129},  {129, 129, 17}, {1031, 33, 65},
-        {37, 96, 2051}, {300, 130, 260}, {515, 64, 1029}};
+        {1, 1, 1},      {3, 17, 129},    {7, 129, 3},     {8, 3, 17},
+        {17, 129, 3},   {129, 17, 129},  {129, 129, 17},  {1031, 33, 65},
+        {37, 96, 2051}, {300, 130, 260}, {515, 64, 1029}, {512, 576, 192}};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         one_shape(shapes[s][0], shapes[s][1], shapes[s][2]);
     openblas_set_num_threads(was);

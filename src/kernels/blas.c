@@ -1,5 +1,5 @@
 /* The BLAS single-thread guard and OpenBLAS's choice of kernels (see
- * blas.h). */
+ * blas.h); the layers' sgemm is in sgemm.c. */
 #include "blas.h"
 #include "cpu.h"
 #include "internal.h"

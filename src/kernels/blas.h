@@ -1,6 +1,7 @@
 /* OpenBLAS as the kernels and layers use it (blas.c): the int dimensions
- * cblas takes and the single-thread guard around parallel regions. Layers
- * and training include this, not flash.h. Not installed. */
+ * cblas takes and the single-thread guard around parallel regions; and the
+ * layers' sgemm (sgemm.c). Layers and training include this, not flash.h.
+ * Not installed. */
 #ifndef ATTN_BLAS_H
 #define ATTN_BLAS_H
 
@@ -36,5 +37,23 @@ const char *attn__blas_core(void); /* openblas_get_corename()            */
 const char *attn__blas_core_hint(void);
 /* One line for `attn version` and the bench headers (static storage). */
 const char *attn__blas_describe(void);
+
+/* C (m, n) = op(A) op(B) + beta C, row-major, on the calling thread
+ * (ta, tb: 1 for the transpose): oneDNN's dnnl_sgemm when the library is
+ * built with it (ATTN_WITH_DNNL; measured on a prompt's products, 512 rows
+ * against SmolLM2's weights: 1.1-2x OpenBLAS's sgemm on one thread of an
+ * AVX-512 Xeon), else OpenBLAS's. The environment variable
+ * ATTN_SGEMM=openblas keeps OpenBLAS (to compare), for the packed linear
+ * maps too. Each library's bits depend on the shape and the CPU only: the
+ * caller cuts a product into blocks by its shape, never by the thread
+ * count. */
+void attn__sgemm(int ta, int tb, int m, int n, int k, const float *a, int lda,
+                 const float *b, int ldb, float beta, float *c, int ldc);
+/* 1 when the linear maps run on oneDNN. The first call sets oneDNN's
+ * instruction-set cap from ATTN_ISA, so it comes before any other oneDNN
+ * call. */
+int attn__sgemm_onednn(void);
+/* "oneDNN 2.6.3" or "OpenBLAS (why)" (static storage). */
+const char *attn__sgemm_describe(void);
 
 #endif /* ATTN_BLAS_H */

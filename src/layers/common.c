@@ -11,12 +11,29 @@
 #include <immintrin.h>
 #endif
 
+/* 1 when the n <= 1024 floats at x are finite: their exponent fields
+ * ANDed into one word (a loop without exits, which vectorizes); the first
+ * bad element is then found by the plain test. */
+static int finite_block(const float *x, int64_t n) {
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
+}
+
 attn_status attn__check_finite_f32(const float *x, int64_t n,
                                    const char *name) {
-    for (int64_t i = 0; i < n; i++)
-        if (!isfinite(x[i]))
-            return attn__fail(ATTN_E_NONFINITE, "%s[%lld] is %s", name,
-                              (long long)i, isnan(x[i]) ? "NaN" : "Inf");
+    for (int64_t i0 = 0; i0 < n; i0 += 1024) {
+        const int64_t k = n - i0 < 1024 ? n - i0 : 1024;
+        if (finite_block(x + i0, k)) continue;
+        for (int64_t i = i0; i < i0 + k; i++)
+            if (!isfinite(x[i]))
+                return attn__fail(ATTN_E_NONFINITE, "%s[%lld] is %s", name,
+                                  (long long)i, isnan(x[i]) ? "NaN" : "Inf");
+    }
     return ATTN_OK;
 }
 
@@ -67,8 +84,9 @@ size_t attn__ws_carve(float *ws, const size_t *sz, float **const *dst, int n) {
  * 0.3.21's Zen kernels on Zen 4: 1 and 2 threads differ in most shapes).
  * The layers promise the same bits on any thread count, so each product is
  * cut here into a grid of output blocks that depends on the shape only
- * (never on the thread count), and the blocks run in an OpenMP loop with
- * one OpenBLAS thread each; the bias joins each block while it is in
+ * (never on the thread count), and the blocks run in an OpenMP loop, each
+ * an sgemm on its own thread (attn__sgemm: oneDNN's, faster on these
+ * blocks, or OpenBLAS's); the bias joins each block while it is in
  * cache. The team is OpenBLAS's setting on entry: the layers set it to one
  * for threads = 1.
  *
@@ -130,8 +148,8 @@ static void linear_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
         const float *bb =
             tb == CblasTrans ? b + (size_t)c0 * (size_t)ldb : b + c0;
         float *cb = c + (size_t)r0 * (size_t)ldc + c0;
-        cblas_sgemm(CblasRowMajor, ta, tb, rows, cols, k, 1.0f, ab, lda, bb,
-                    ldb, beta, cb, ldc);
+        attn__sgemm(ta == CblasTrans, tb == CblasTrans, rows, cols, k, ab, lda,
+                    bb, ldb, beta, cb, ldc);
         if (bias)
             for (int r = 0; r < rows; r++)
                 for (int j = 0; j < cols; j++)
@@ -175,6 +193,9 @@ attn_status attn_linear_forward(int64_t n, int64_t in, int64_t out,
     ATTN__NEED(y);
     if (attn__linear_bf16_active())
         return attn__linear_forward_bf16(n, in, out, x, w, b, y);
+    if (attn__linear_packed_forward(n, in, out, x, w, b, y, ATTN_ACT_RELU,
+                                    NULL) > 0)
+        return ATTN_OK;
     if (n >= 8) {
         linear_gemm(CblasNoTrans, CblasTrans, (int)n, (int)out, (int)in, x,
                     (int)in, w, (int)in, 0.0f, y, (int)out, b);
@@ -247,24 +268,8 @@ attn_status attn__layernorm_forward(int64_t n, int64_t d, const float *x,
                           "layernorm eps is %g; it must be "
                           "positive",
                           eps);
-#pragma omp parallel for schedule(static)                                      \
-    num_threads(attn__omp_threads(threads))
-    for (int64_t r = 0; r < n; r++) {
-        const float *xr = x + r * d;
-        double s = 0, s2 = 0;
-        for (int64_t c = 0; c < d; c++) s += xr[c];
-        double mu = s / (double)d;
-        for (int64_t c = 0; c < d; c++) {
-            double t = xr[c] - mu;
-            s2 += t * t;
-        }
-        double rs = 1.0 / sqrt(s2 / (double)d + eps);
-        float *yr = y + r * d;
-        for (int64_t c = 0; c < d; c++)
-            yr[c] = (float)((xr[c] - mu) * rs) * gamma[c] + beta[c];
-        if (mean) mean[r] = (float)mu;
-        if (rstd) rstd[r] = (float)rs;
-    }
+    attn__ln_rows(n, d, x, NULL, NULL, gamma, beta, eps, y, mean, rstd,
+                  threads);
     return ATTN_OK;
 }
 

@@ -88,6 +88,13 @@ attn_status attn__layernorm_backward(int64_t n, int64_t d, const float *x,
                                      float *dgamma, float *dbeta, float *dx,
                                      int threads);
 
+/* The rows of attn__layernorm_forward (ln_rows.c), arguments checked by
+ * the caller; with a not NULL, the rows normalized are r = x + a (written
+ * to r) instead of x. */
+void attn__ln_rows(int64_t n, int64_t d, const float *x, const float *a,
+                   float *r, const float *gamma, const float *beta, double eps,
+                   float *y, float *mean, float *rstd, int threads);
+
 /* Resolved additive config and the (B, Lq, Lk) validation. */
 attn_status attn__additive_check_cfg(const attn_additive_config *cfg);
 attn_status attn__mha_check_cfg(const attn_mha_config *cfg, int64_t *hd,
@@ -376,6 +383,32 @@ attn_status attn__save_kind(const attn__typed_kind *k, const char *path,
  * implies. */
 attn_status attn__load_kind(const attn__typed_kind *k, const char *path,
                             void *cfg, float **params);
+
+/* ---- linear maps on packed weights (linear_packed.c) ------------------ */
+
+/* A set of weights (W_i: out_i x in_i, row-major, never changed while the
+ * set lives) packed once for the f32 linear maps; NULL where attn was
+ * built without oneDNN or packing failed (the maps then run on OpenBLAS). */
+typedef struct attn__packed_set attn__packed_set;
+attn__packed_set *attn__packed_build(int count, const float *const *w,
+                                     const int64_t *in, const int64_t *out);
+void attn__packed_free(attn__packed_set *s);
+
+/* Sets the calling thread's set (NULL: none) that attn_linear_forward
+ * looks its weights up in; returns the previous one, for the caller to
+ * restore. */
+const attn__packed_set *attn__linear_packed_scope(const attn__packed_set *s);
+
+/* 1 when the calling thread's set holds W (out x in). */
+int attn__linear_packed_has(const float *w, int64_t in, int64_t out);
+
+/* y (n, out) = x W^T + b through the scope's packed copy of W, then, when
+ * yact is not NULL, yact = act(y) on each block while it is in cache.
+ * Returns 1 when done, 0 when W (with a bias) is not in the scope's set or
+ * n is too small to gain, -1 on a failure (y is then to be recomputed). */
+int attn__linear_packed_forward(int64_t n, int64_t in, int64_t out,
+                                const float *x, const float *w, const float *b,
+                                float *y, attn_activation act, float *yact);
 
 /* ---- bf16 linear maps (linear_bf16.c) --------------------------------- */
 

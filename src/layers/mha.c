@@ -213,6 +213,36 @@ static attn_status check_call(const attn_mha_config *c, const float *params,
     return ATTN_OK;
 }
 
+/* Self-attention whose W_q, W_k, W_v (and biases) lie one after the
+ * other and are packed as one (linear_packed.c, a loaded model's): one
+ * product of 3 E outputs per row into the workspace's Q, K, V (B L E each,
+ * consecutive), read as strided heads. Returns 1 when done (hv retargeted),
+ * 0 when the three products are to run. Not for the bf16 heads, which
+ * convert Q, K, V as contiguous buffers. */
+static int qkv_fused(const attn_mha_config *c, const attn_mha_params *P,
+                     int64_t B, int64_t Lq, int64_t Lk, const float *query,
+                     const float *key, const float *value,
+                     const attn_layer_opts *o, const ws_parts *w,
+                     head_views *hv) {
+    const int64_t E = c->d_model, n = B * Lq;
+    if (query != key || key != value || Lq != Lk ||
+        o->impl == ATTN_IMPL_FLASH_BF16 || hv->k.shape[1] != c->num_heads ||
+        w->k != w->q + n * E || w->v != w->k + n * E || !P->b_q ||
+        P->w_k != P->w_q + E * E || P->w_v != P->w_k + E * E ||
+        P->b_k != P->b_q + E || P->b_v != P->b_k + E ||
+        !attn__linear_packed_has(P->w_q, E, 3 * E) ||
+        attn__linear_packed_forward(n, E, 3 * E, query, P->w_q, P->b_q, w->q,
+                                    ATTN_ACT_RELU, NULL) <= 0)
+        return 0;
+    attn_tensor *t[3] = {&hv->q, &hv->k, &hv->v};
+    for (int i = 0; i < 3; i++) {
+        t[i]->data = w->q + i * E;
+        t[i]->stride[2] = 3 * E;
+        t[i]->stride[0] = Lq * 3 * E;
+    }
+    return 1;
+}
+
 static attn_status
 mha_forward_body(const attn_mha_config *c, const float *params, int64_t B,
                  int64_t Lq, int64_t Lk, const float *query, const float *key,
@@ -231,10 +261,12 @@ mha_forward_body(const attn_mha_config *c, const float *params, int64_t B,
     attn_mha_params_view(c, (float *)params, &P);
     ws_parts w;
     ws_layout(c, B, Lq, Lk, ws, &w);
-    attn_linear_forward(B * Lq, E, E, query, P.w_q, P.b_q, w.q);
-    attn_linear_forward(B * Lk, kdim_of(c), KV, key, P.w_k, P.b_k, w.k);
-    attn_linear_forward(B * Lk, vdim_of(c), KV, value, P.w_v, P.b_v, w.v);
     head_views hv = views(c, B, Lq, Lk, w.q, w.k, w.v, w.c);
+    if (!qkv_fused(c, &P, B, Lq, Lk, query, key, value, opts, &w, &hv)) {
+        attn_linear_forward(B * Lq, E, E, query, P.w_q, P.b_q, w.q);
+        attn_linear_forward(B * Lk, kdim_of(c), KV, key, P.w_k, P.b_k, w.k);
+        attn_linear_forward(B * Lk, vdim_of(c), KV, value, P.w_v, P.b_v, w.v);
+    }
     float *wbuf = NULL;
     attn_tensor W;
     if (weights) {

@@ -68,6 +68,11 @@ const float *attn__sublayer_in(const attn__sublayer *s) {
 const float *attn__sublayer_out(const attn__sublayer *s, float *a) {
     const int64_t ne = s->n * s->E;
     attn__dropout_apply(s->seed, s->stream, s->p, a, ne, s->th);
+    if (!s->norm_first && !s->rms) { /* the sum and its norm in one pass */
+        attn__ln_rows(s->n, s->E, s->x, a, s->r, s->gamma, s->beta, s->eps,
+                      s->lny, s->mean, s->rstd, s->th);
+        return s->lny;
+    }
     for (int64_t i = 0; i < ne; i++) s->r[i] = s->x[i] + a[i];
     if (s->norm_first) return s->r;
     norm_fwd(s, s->r);
@@ -107,7 +112,9 @@ attn_status attn__ffn_forward(const attn__ffn *f, const float *in, float *out) {
     if (f->act == ATTN_ACT_SWIGLU) { /* w_1 (2F, E): gate rows, then up */
         attn_linear_forward(f->n, f->E, 2 * f->F, in, f->w_1, f->b_1, f->hpre);
         attn__swiglu_forward(f->n, f->F, f->hpre, f->hact, f->th);
-    } else {
+    } else if (attn__linear_bf16_active() ||
+               attn__linear_packed_forward(f->n, f->E, f->F, in, f->w_1, f->b_1,
+                                           f->hpre, f->act, f->hact) <= 0) {
         attn_linear_forward(f->n, f->E, f->F, in, f->w_1, f->b_1, f->hpre);
         attn__act_forward(f->act, f->hpre, f->hact, nf, f->th);
     }

@@ -93,8 +93,10 @@ attn_status attn_bert_forward(const attn_bert *m, int64_t B, int64_t L,
         o.threads = threads;
         o.mask.key_lengths = lens;
         const int was = attn__linear_bf16_scope(m->bf16);
+        const attn__packed_set *pwas = attn__linear_packed_scope(m->packed);
         st = attn__encoder_infer(&m->enc, m->params, B, L, x, &o, hidden,
                                  weights, ws);
+        attn__linear_packed_scope(pwas);
         attn__linear_bf16_scope(was);
     }
     if (mine && x != mm->buf) { /* keep the larger */
@@ -107,6 +109,35 @@ attn_status attn_bert_forward(const attn_bert *m, int64_t B, int64_t L,
     if (mine) atomic_flag_clear(&mm->buf_busy);
     attn__free(lens);
     return st;
+}
+
+void attn__bert_pack(attn_bert *m) {
+    enum { PER = 6, MAXL = 64 }; /* W_q, W_k, W_v, W_o, W_1, W_2 */
+    const int64_t nl = m->enc.num_layers, E = m->enc.d_model,
+                  F = m->enc.dim_feedforward;
+    if (nl > MAXL) return;
+    const float *w[PER * MAXL];
+    int64_t in[PER * MAXL], out[PER * MAXL];
+    int k = 0;
+    for (int64_t l = 0; l < nl; l++) {
+        attn_encoder_layer_params P;
+        if (attn_encoder_layer_view(&m->enc, m->params, l, &P)) return;
+        /* W_q, W_k, W_v one after the other: one product of 3 E outputs
+         * (the attention reads its heads from it, attn_mha_forward) */
+        const int qkv =
+            P.mha.w_k == P.mha.w_q + E * E && P.mha.w_v == P.mha.w_k + E * E;
+        const float *lw[PER] = {P.mha.w_q, P.mha.w_k, P.mha.w_v,
+                                P.mha.w_o, P.w_1,     P.w_2};
+        const int64_t li[PER] = {E, E, E, E, E, F},
+                      lo[PER] = {qkv ? 3 * E : E, E, E, E, F, E};
+        for (int i = 0; i < PER; i++) {
+            if (qkv && (i == 1 || i == 2)) continue;
+            w[k] = lw[i];
+            in[k] = li[i];
+            out[k++] = lo[i];
+        }
+    }
+    m->packed = attn__packed_build(k, w, in, out);
 }
 
 attn_status attn_bert_set_dtype(attn_bert *m, attn_dtype dtype) {

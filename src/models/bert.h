@@ -17,6 +17,9 @@ struct attn_bert {
     int64_t nmap;
     char *names; /* storage of the rows' names               */
     int bf16;    /* attn_bert_set_dtype(ATTN_BF16)                 */
+    /* The encoder's weights packed for the f32 linear maps (NULL: none,
+     * they run on OpenBLAS); the weights never change after loading. */
+    struct attn__packed_set *packed;
     /* The last forward's buffers, kept for the next (attn_bert_forward):
      * fresh pages cost a sixth of a 32 x 128 batch in page faults. A
      * forward that finds them taken (another thread's) allocates its own. */
@@ -24,5 +27,9 @@ struct attn_bert {
     size_t buf_cap; /* floats */
     atomic_flag buf_busy;
 };
+
+/* Packs the encoder's weights into m->packed (left NULL where attn has no
+ * packed linear maps); called once the weights are loaded. */
+void attn__bert_pack(attn_bert *m);
 
 #endif

@@ -451,6 +451,7 @@ attn_status attn_bert_load(const char *dir, attn_bert **out) {
         }
     }
     if (!st) st = load_weights(m, dir);
+    if (!st) attn__bert_pack(m);
     if (!st) {
         char path[4096];
         snprintf(path, sizeof path, "%s/vocab.txt", dir);
@@ -473,6 +474,7 @@ attn_status attn_bert_load(const char *dir, attn_bert **out) {
 void attn_bert_free(attn_bert *m) {
     if (!m) return;
     attn_wordpiece_free(m->tok);
+    attn__packed_free(m->packed);
     ATTN__FREE_ALL(m->buf, m->params, m->word, m->map, m->names, m);
 }
 

@@ -128,8 +128,8 @@ int cmd_version(const char *cmd, int argc, char **argv) {
     }
     if (argc > 1)
         return cli_usage_error(cmd, "unexpected argument '%s'", argv[1]);
-    printf("attn %s\nkernels: %s\nblas: %s\n", attn_version(),
-           attn__isa_describe(), attn__blas_describe());
+    printf("attn %s\nkernels: %s\nblas: %s\nsgemm: %s\n", attn_version(),
+           attn__isa_describe(), attn__blas_describe(), attn__sgemm_describe());
     return 0;
 }
 
