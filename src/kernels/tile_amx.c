@@ -127,70 +127,50 @@ TAMX static void write_back(const amx_call *k, int64_t i, int64_t nrows,
     }
 }
 
-/* Rows i .. i+31 (fewer at the end) against panel q: 2 x 2 tiles, stored
- * raw at S (ld lds) when S is given, else through write_back. */
-TAMX static void block_2x2(const amx_call *k, int64_t i, int64_t q, float *S,
-                           int64_t lds) {
+/* Rows i .. i+31 (fewer at the end) against panel q: 2 x 2 tiles, or
+ * 1 x 2 when 16 rows or fewer are left; stored raw at S (ld lds) when S
+ * is given, else through write_back. */
+TAMX static void block(const amx_call *k, int64_t i, int64_t q, float *S,
+                       int64_t lds) {
     _Alignas(64) uint16_t abuf[2][16 * 2 * PK], bbuf[PK * 2 * NR];
     _Alignas(64) float acc[32 * NR];
+    const int two = k->m - i > 16;
     const int64_t np = k->p1 - k->p0, nch = (np + PK - 1) / PK;
     const uint16_t *panel = k->B + q * k->np_pad * 2 * NR;
     const a_src s0 = {k->A + i * k->lda, k->lda, k->m - i, np};
     const a_src s1 = {k->A + (i + 16) * k->lda, k->lda, k->m - i - 16, np};
     _tile_zero(0);
     _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
+    if (two) {
+        _tile_zero(2);
+        _tile_zero(3);
+    }
     for (int64_t ch = 0; ch < nch; ch++) {
         int64_t sa0, sa1;
         const uint16_t *a0 = a_chunk(&s0, ch, abuf[0], &sa0);
-        const uint16_t *a1 = a_chunk(&s1, ch, abuf[1], &sa1);
         const uint16_t *b =
             b_chunk(panel, k->p0 + ch * PK, k->p1, k->np_data, k->np_pad, bbuf);
         _tile_loadd(4, a0, sa0);
-        _tile_loadd(5, a1, sa1);
         _tile_loadd(6, b, 2 * NR * 2);
         _tile_loadd(7, b + 32, 2 * NR * 2);
         _tile_dpbf16ps(0, 4, 6);
         _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
+        if (two) {
+            const uint16_t *a1 = a_chunk(&s1, ch, abuf[1], &sa1);
+            _tile_loadd(5, a1, sa1);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
     }
     float *o = S ? S : acc;
     const int64_t ld = S ? lds : NR;
     _tile_stored(0, o, ld * 4);
     _tile_stored(1, o + 16, ld * 4);
-    _tile_stored(2, o + 16 * ld, ld * 4);
-    _tile_stored(3, o + 16 * ld + 16, ld * 4);
+    if (two) {
+        _tile_stored(2, o + 16 * ld, ld * 4);
+        _tile_stored(3, o + 16 * ld + 16, ld * 4);
+    }
     if (!S) write_back(k, i, k->m - i < 32 ? k->m - i : 32, q, acc);
-}
-
-/* Rows i .. i+15 (fewer at the end) against panel q: 1 x 2 tiles. */
-TAMX static void block_1x2(const amx_call *k, int64_t i, int64_t q, float *S,
-                           int64_t lds) {
-    _Alignas(64) uint16_t abuf[16 * 2 * PK], bbuf[PK * 2 * NR];
-    _Alignas(64) float acc[16 * NR];
-    const int64_t np = k->p1 - k->p0, nch = (np + PK - 1) / PK;
-    const uint16_t *panel = k->B + q * k->np_pad * 2 * NR;
-    const a_src s0 = {k->A + i * k->lda, k->lda, k->m - i, np};
-    _tile_zero(0);
-    _tile_zero(1);
-    for (int64_t ch = 0; ch < nch; ch++) {
-        int64_t sa0;
-        const uint16_t *a0 = a_chunk(&s0, ch, abuf, &sa0);
-        const uint16_t *b =
-            b_chunk(panel, k->p0 + ch * PK, k->p1, k->np_data, k->np_pad, bbuf);
-        _tile_loadd(4, a0, sa0);
-        _tile_loadd(6, b, 2 * NR * 2);
-        _tile_loadd(7, b + 32, 2 * NR * 2);
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-    }
-    float *o = S ? S : acc;
-    const int64_t ld = S ? lds : NR;
-    _tile_stored(0, o, ld * 4);
-    _tile_stored(1, o + 16, ld * 4);
-    if (!S) write_back(k, i, k->m - i < 16 ? k->m - i : 16, q, acc);
 }
 
 static void init_call(amx_call *k, int64_t m, int64_t c0, int64_t n, int64_t p0,
@@ -217,10 +197,7 @@ TAMX void attn__amx_bf16_nt_raw(int64_t m, int64_t q0, int64_t q1, int64_t k,
     configure();
     for (int64_t i = 0; i < m; i += 32)
         for (int64_t q = q0; q < q1; q++) {
-            if (m - i > 16)
-                block_2x2(&c, i, q, S + i * lds + q * NR, lds);
-            else
-                block_1x2(&c, i, q, S + i * lds + q * NR, lds);
+            block(&c, i, q, S + i * lds + q * NR, lds);
         }
 }
 
@@ -238,10 +215,7 @@ TAMX void attn__amx_bf16_drive(int64_t m, int64_t c0, int64_t n, int64_t p0,
     const int64_t q0 = c0 / NR, q1 = (c0 + n + NR - 1) / NR;
     for (int64_t i = 0; i < m; i += 32)
         for (int64_t q = q0; q < q1; q++) {
-            if (m - i > 16)
-                block_2x2(&k, i, q, NULL, 0);
-            else
-                block_1x2(&k, i, q, NULL, 0);
+            block(&k, i, q, NULL, 0);
         }
 }
 #else
