@@ -12,8 +12,10 @@ same inputs, attn f32 (impl "flash"), attn bf16 (bf16 inputs, impl
 "flash_bf16": bf16 tile products where the CPU has AVX512_BF16), PyTorch f32
 and PyTorch bf16. Every output is first checked against a float64 softmax
 of 64 query rows (the first and last 32; bf16 ones against the float64
-result on the same bf16-rounded inputs); then the four are timed in turn,
-interleaved, best of --reps. GFLOP/s = 4 B H L^2 D / time, halved for
+result on the same bf16-rounded inputs); then each precision's two are
+timed in turn, interleaved, best of --reps (f32 first, then bf16: with
+all four interleaved, PyTorch's f32 calls halved attn's bf16 figures on
+an AMX machine, the two OpenMP runtimes' workers competing). GFLOP/s = 4 B H L^2 D / time, halved for
 causal. Prints the ratios attn / PyTorch in each precision and attn bf16 /
 attn f32. --dtypes f32 runs the two f32 implementations only. With
 --attn-cli (the attn command) the run first measures the f32 FMA peak of
@@ -93,7 +95,7 @@ def main():
     peak = fma_peak(a.attn_cli, a.threads) if a.attn_cli else 0.0
     B, H = 1, a.heads
     print("attn %s vs PyTorch %s SDPA, B=%d H=%d, %d threads, best of %d "
-          "interleaved (ATTN_ISA=%s; `attn version` names the path)" % (
+          "interleaved per precision (ATTN_ISA=%s; `attn version` names the path)" % (
               attn.version(), torch.__version__, B, H, a.threads, a.reps,
               os.environ.get("ATTN_ISA", "unset")))
     if a.attn_cli:
@@ -149,9 +151,12 @@ def main():
                             name, L, D, causal, errs[name], tol))
                         bad = 1
                 runs = {n: [] for n in impls}
-                for _ in range(a.reps):
-                    for name, fn in impls.items():
-                        timed(fn, runs[name])
+                for dt in ("f32", "bf16"):
+                    pair = [(n, f) for n, f in impls.items()
+                            if n.split()[1] == dt]
+                    for _ in range(a.reps):
+                        for name, fn in pair:
+                            timed(fn, runs[name])
                 fl = 4.0 * B * H * L * L * D * (0.5 if causal else 1.0)
                 g = {n: fl / min(t) * 1e-9 for n, t in runs.items()}
                 nan = float("nan")
