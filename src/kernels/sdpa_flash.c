@@ -138,11 +138,9 @@ typedef struct {
 /* ... by the bf16 products: two AMX tiles of rows */
 #define BF16_ROWS 32
 
-/* The online softmax's step for row r once its block maximum mx and (when
- * mnew is finite) the sum of exp(s - mnew) are known: rescale l and O to
- * the new maximum. Returns mnew = max(mx, M[r]). */
-static float online_max(float mx, float *M) { return mx > *M ? mx : *M; }
-
+/* The online softmax's step for a row once its new maximum mnew =
+ * max(block maximum, M) (finite) and the block's sum of exp(s - mnew) are
+ * known: rescale l and O to the new maximum, add the sum. */
 static void online_update(const attn__vec_ops *vec, float mnew, float sum,
                           float *M, float *L, float *O, int64_t Dv) {
     if (mnew != *M) {
@@ -202,7 +200,8 @@ static int fwd_rows_bf16(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
                                   s, NULL, NULL, c->err))
             return 1;
         const float mx = vec->max(s, nc);
-        const float mnew = online_max(fused ? alpha * mx : mx, &M[r]);
+        const float bm = fused ? alpha * mx : mx;
+        const float mnew = bm > M[r] ? bm : M[r];
         if (mnew == -INFINITY) {
             /* nothing visible in this row so far: P = 0 */
             memset(pr, 0, (size_t)nc * sizeof *pr);
@@ -264,7 +263,7 @@ static int fwd_rows(const fwd_ctx *c, float *ws, int64_t b, int64_t h,
                                   s, NULL, NULL, c->err))
             return 1;
         float mx = have_max ? rmax[r] : vec->max(s, nc);
-        float mnew = online_max(mx, &M[r]);
+        float mnew = mx > M[r] ? mx : M[r];
         if (mnew == -INFINITY) {
             /* nothing visible in this row so far: P = 0 (no -inf - -inf) */
             memset(s, 0, (size_t)nc * sizeof(float));
